@@ -1,0 +1,30 @@
+GO      ?= go
+BIN     := bin/fwab
+# Tests run as root in CI so the lab tests run; they skip with a message otherwise.
+TESTFLAGS ?= -count=1 -timeout 18m
+
+.PHONY: all setup build test demo bench fuzz vet clean
+
+all: build
+
+setup:
+	./scripts/setup.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/fwab
+
+test:
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./bench/run.sh
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

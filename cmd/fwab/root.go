@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the README.
+const (
+	exitOK        = 0
+	exitFailure   = 1 // the command ran and found a problem (lint errors, mismatch, regression)
+	exitUsage     = 2 // bad flags, arguments or input
+	exitCancelled = 130
+)
+
+// streams are the command's standard streams; commands never touch os.Std*.
+type streams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// usageError marks an error caused by how fwab was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// silentError carries an exit code for a failure the command has already
+// explained on its own output.
+type silentError struct{ code int }
+
+func (e silentError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run is the whole program; main only wires the process to it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	io := &streams{In: stdin, Out: stdout, ErrOut: stderr}
+	root := newRootCmd(io)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	return exitCode(err, io)
+}
+
+func exitCode(err error, io *streams) int {
+	if err == nil {
+		return exitOK
+	}
+	var silent silentError
+	if errors.As(err, &silent) {
+		return silent.code
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(io.ErrOut, "fwab: cancelled")
+		return exitCancelled
+	}
+	fmt.Fprintf(io.ErrOut, "fwab: %v\n", err)
+	var usage usageError
+	if errors.As(err, &usage) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func newRootCmd(io *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fwab",
+		Short:         "A/B-test pfSense and OPNsense configurations",
+		Long:          "fwab edits a firewall's config.xml or calls its API, applies and verifies each change,\nprobes throughput through the firewall across a configuration matrix, and reports the differences.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand()
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
