@@ -1,0 +1,98 @@
+// Package fwapi talks to pfSense and OPNsense firewalls: over SSH and over
+// their REST APIs. It reads and writes config.xml, applies changes with the
+// narrowest service action, reads the runtime state that proves a change took
+// effect, samples metrics, and upgrades firmware. Every write is guarded by a
+// rollback armed on the firewall itself.
+package fwapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// Firewall is what a driver offers. The pfSense driver (SSH, REST v2 where
+// installed) and the OPNsense driver (REST, SSH for what the API lacks) both
+// implement it and pass the same test suite.
+type Firewall interface {
+	Info(ctx context.Context) (Info, error)
+	// ReadConfig returns the running config.xml, byte for byte.
+	ReadConfig(ctx context.Context) ([]byte, error)
+	// WriteConfig replaces config.xml atomically and keeps a copy in the
+	// product's own backup area. It does not apply anything.
+	WriteConfig(ctx context.Context, config []byte, description string) error
+	// Apply runs the narrowest service action for each change, once per action.
+	Apply(ctx context.Context, changes []configxml.Change) error
+	RuntimeState(ctx context.Context) (RuntimeState, error)
+	Metrics(ctx context.Context) (Metrics, error)
+	Reboot(ctx context.Context) error
+	WaitReady(ctx context.Context, timeout time.Duration) error
+	Upgrade(ctx context.Context, version string, progress func(string)) error
+	Close() error
+}
+
+// Info identifies a firewall.
+type Info struct {
+	Flavor   configxml.Flavor
+	Version  string // product version as the firewall reports it, e.g. "2.7.2-RELEASE", "26.1.2"
+	Hostname string
+	NICs     []string // physical interface names, e.g. igb0, vtnet1
+}
+
+// RuntimeState is what the firewall is really doing, read from the running
+// system (ifconfig, pfctl, swanctl, ps), not from the config.
+type RuntimeState struct {
+	Interfaces  map[string]IfaceState // by device name (igb0)
+	FilterRules int                   // loaded filter rules (pfctl -sr)
+	NATRules    int                   // loaded NAT rules (pfctl -sn)
+	NATOutbound []string              // the outbound NAT lines themselves
+	IPsec       []IPsecSA
+	IDS         []IDSInstance
+	Tables      map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
+	Version     string
+}
+
+// IfaceState is one interface's offload flags as ifconfig reports them.
+type IfaceState struct {
+	Name    string
+	Options []string // the options=<...> words: TXCSUM, RXCSUM, TSO4, TSO6, LRO, ...
+}
+
+// Has reports whether the interface shows the given ifconfig option.
+func (s IfaceState) Has(option string) bool {
+	for _, o := range s.Options {
+		if o == option {
+			return true
+		}
+	}
+	return false
+}
+
+// IPsecSA is one established child SA with its negotiated algorithms.
+type IPsecSA struct {
+	Name      string // child name
+	State     string // INSTALLED, ...
+	Encr      string // e.g. AES_GCM_16-128, 3DES_CBC
+	Integ     string // e.g. HMAC_SHA2_256_128; empty for AEAD
+	BytesIn   uint64
+	BytesOut  uint64
+	Proposals string // the whole ESP line as swanctl prints it
+}
+
+// IDSInstance is one running Suricata (or lab inspection) process.
+type IDSInstance struct {
+	Interface string // device name
+	Mode      string // ids | ips-legacy | ips-inline
+	PID       int
+}
+
+// Metrics is one sample of the firewall's own load.
+type Metrics struct {
+	Time        time.Time
+	CPUPercent  float64   // all cores
+	PerCPU      []float64 // where available
+	TempCelsius float64   // 0 when unknown
+	MemUsedPct  float64
+	MbufsInUse  int64
+}

@@ -1,0 +1,156 @@
+package fwapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Target is one firewall fwab may drive, as written in the targets file.
+// Secrets are never stored here: only the names of files or environment
+// variables that hold them.
+type Target struct {
+	Name      string    `yaml:"-"`
+	Flavor    string    `yaml:"flavor"` // "pfsense" or "opnsense"
+	Host      string    `yaml:"host"`
+	SSH       *SSHSpec  `yaml:"ssh,omitempty"`
+	API       *APISpec  `yaml:"api,omitempty"`
+	Endpoints Endpoints `yaml:"endpoints"`
+}
+
+// SSHSpec says how to reach the firewall's shell.
+type SSHSpec struct {
+	Port             int    `yaml:"port,omitempty"` // default 22
+	User             string `yaml:"user"`
+	KeyFile          string `yaml:"key_file,omitempty"`
+	PasswordFile     string `yaml:"password_file,omitempty"`
+	Agent            bool   `yaml:"agent,omitempty"`
+	KnownHosts       string `yaml:"known_hosts,omitempty"` // default ~/.ssh/known_hosts
+	ConnectTimeoutMS int    `yaml:"connect_timeout_ms,omitempty"`
+}
+
+// APISpec says how to reach the firewall's REST API.
+type APISpec struct {
+	URL         string `yaml:"url"`
+	KeyFile     string `yaml:"key_file,omitempty"`
+	KeyEnv      string `yaml:"key_env,omitempty"`
+	SecretFile  string `yaml:"secret_file,omitempty"`
+	SecretEnv   string `yaml:"secret_env,omitempty"`
+	CAFile      string `yaml:"ca_file,omitempty"`
+	Fingerprint string `yaml:"fingerprint,omitempty"` // SHA-256 of the leaf certificate, hex
+	Insecure    bool   `yaml:"insecure,omitempty"`    // skip TLS verification: explicit only
+}
+
+// Endpoints are the hosts that send traffic through the firewall.
+type Endpoints struct {
+	Client Endpoint `yaml:"client"` // LAN side
+	Server Endpoint `yaml:"server"` // WAN side
+}
+
+// Endpoint is a traffic host: a local network namespace or an SSH host.
+type Endpoint struct {
+	Addr  string   `yaml:"addr"`            // address traffic is sent to or from
+	Netns string   `yaml:"netns,omitempty"` // local network namespace
+	SSH   *SSHHost `yaml:"ssh,omitempty"`   // or a remote host
+}
+
+// SSHHost is an endpoint host reached over SSH.
+type SSHHost struct {
+	Host    string `yaml:"host"`
+	SSHSpec `yaml:",inline"`
+}
+
+// TargetsFile is the whole targets file.
+type TargetsFile struct {
+	Targets map[string]*Target `yaml:"targets"`
+}
+
+// DefaultTargetsPath is ~/.config/fwab/targets.yaml.
+func DefaultTargetsPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "targets.yaml"
+	}
+	return filepath.Join(dir, "fwab", "targets.yaml")
+}
+
+// LoadTargets reads a targets file. A missing file is an empty set.
+func LoadTargets(path string) (*TargetsFile, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &TargetsFile{Targets: map[string]*Target{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var tf TargetsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("targets file %s: %w", path, err)
+	}
+	if tf.Targets == nil {
+		tf.Targets = map[string]*Target{}
+	}
+	for name, t := range tf.Targets {
+		if t == nil {
+			return nil, fmt.Errorf("targets file %s: target %q is empty", path, name)
+		}
+		t.Name = name
+		if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
+			return nil, fmt.Errorf("targets file %s: target %q: flavor %q is not one of pfsense, opnsense", path, name, t.Flavor)
+		}
+	}
+	return &tf, nil
+}
+
+// Lookup returns the named target, or an error that lists the known ones.
+func (tf *TargetsFile) Lookup(name string) (*Target, error) {
+	if t, ok := tf.Targets[name]; ok {
+		return t, nil
+	}
+	names := make([]string, 0, len(tf.Targets))
+	for n := range tf.Targets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no target %q: the targets file has none (run 'fwab lab up' for the embedded lab, or add one)", name)
+	}
+	return nil, fmt.Errorf("no target %q; known targets: %v", name, names)
+}
+
+// Save writes the targets file atomically (temp file, fsync, rename).
+func (tf *TargetsFile) Save(path string) error {
+	data, err := yaml.Marshal(tf)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".targets-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
