@@ -81,7 +81,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand()
+	root.AddCommand(newLabCmd(io))
 	return root
 }
 

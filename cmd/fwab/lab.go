@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fwab/fwab/lab"
+)
+
+type labOptions struct {
+	dir          string
+	prefix       string
+	targets      string
+	flavor       string
+	profilesFile string
+}
+
+func newLabCmd(io *streams) *cobra.Command {
+	opts := &labOptions{}
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run the embedded lab: an emulated pfSense between two network namespaces",
+		Long: "The embedded lab builds network namespaces <prefix>-lan, -dut, -peer and -wan on this machine\n" +
+			"(addresses in 198.18.0.0/15 only) and runs an emulated pfSense that keeps a real config.xml,\n" +
+			"answers fwab over SSH on 127.0.0.1 and applies its config to a real Linux data plane.\n" +
+			"'fwab lab up' writes the target 'lab', so 'fwab fw info --target lab' works right away. Needs root.",
+	}
+	cmd.PersistentFlags().StringVar(&opts.dir, "dir", lab.DefaultDir, "lab folder (firewall files, keys, logs)")
+	cmd.PersistentFlags().StringVar(&opts.prefix, "prefix", lab.DefaultPrefix, "namespace and interface name prefix")
+	cmd.PersistentFlags().StringVar(&opts.targets, "targets", "", "targets file (default ~/.config/fwab/targets.yaml)")
+	cmd.AddCommand(newLabUpCmd(io, opts), newLabDownCmd(io, opts), newLabStatusCmd(io, opts), newLabServeCmd(io, opts))
+	return cmd
+}
+
+func (o *labOptions) lab(io *streams) lab.Options {
+	return lab.Options{
+		Dir:          o.dir,
+		Prefix:       o.prefix,
+		TargetsPath:  o.targets,
+		ProfilesFile: o.profilesFile,
+		Flavor:       o.flavor,
+		Logger:       slog.New(slog.NewTextHandler(io.ErrOut, nil)),
+	}
+}
+
+func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Build the lab and start the emulated firewall (idempotent)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.flavor != "pfsense" {
+				return usageErrorf("--flavor %q: this build emulates pfsense only", opts.flavor)
+			}
+			st, err := lab.Up(cmd.Context(), opts.lab(io))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(io.Out, "lab up: emulated %s on ssh %s, namespaces %s-{lan,dut,peer,wan}\n", st.Flavor, st.SSHAddr, st.Prefix)
+			fmt.Fprintf(io.Out, "client %s (netns %s-lan) -> server %s (netns %s-wan); target %q written\n",
+				lab.ClientAddr, st.Prefix, lab.ServerAddr, st.Prefix, lab.TargetName)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate (pfsense)")
+	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown)")
+	return cmd
+}
+
+func newLabDownCmd(io *streams, opts *labOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Stop the emulated firewall and remove everything the lab made",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := lab.Down(cmd.Context(), opts.lab(io)); err != nil {
+				return err
+			}
+			fmt.Fprintln(io.Out, "lab down")
+			return nil
+		},
+	}
+}
+
+func newLabStatusCmd(io *streams, opts *labOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show what exists of the lab",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := lab.GetStatus(cmd.Context(), opts.lab(io))
+			if err != nil {
+				return err
+			}
+			state := "down"
+			if s.State != nil && s.DaemonPID > 0 && s.SSHUp && len(s.Namespaces) == 4 {
+				state = "up"
+			} else if s.State != nil || s.DaemonPID > 0 || len(s.Namespaces) > 0 {
+				state = "partial (run 'fwab lab down' or 'fwab lab up')"
+			}
+			fmt.Fprintf(io.Out, "lab:        %s\nfolder:     %s\n", state, s.Dir)
+			if s.State != nil {
+				fmt.Fprintf(io.Out, "ssh:        %s (answering: %v)\n", s.State.SSHAddr, s.SSHUp)
+			}
+			if s.DaemonPID > 0 {
+				fmt.Fprintf(io.Out, "daemon:     pid %d\n", s.DaemonPID)
+			} else if s.DaemonErr != "" {
+				fmt.Fprintf(io.Out, "daemon:     %s\n", s.DaemonErr)
+			}
+			if len(s.Namespaces) > 0 {
+				fmt.Fprintf(io.Out, "namespaces: %s\n", strings.Join(s.Namespaces, " "))
+			}
+			if s.Version != "" {
+				fmt.Fprintf(io.Out, "firmware:   %s\n", s.Version)
+			}
+			if state != "up" && state != "down" {
+				return silentError{exitFailure}
+			}
+			return nil
+		},
+	}
+}
+
+func newLabServeCmd(io *streams, opts *labOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the lab's emulated firewall in the foreground ('lab up' starts it)",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.Serve(cmd.Context(), opts.dir, slog.New(slog.NewTextHandler(io.ErrOut, nil)))
+		},
+	}
+}

@@ -1,0 +1,606 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// The nftables tables the lab owns in the DUT namespace. The blocklist has its
+// own table so that listing the filter rules never has to list 100k prefixes.
+const (
+	filterTable    = "fwab"
+	blocklistTable = "fwab_pfb"
+	// BlocklistSet is the pf table name pfBlockerNG would use.
+	BlocklistSet = "pfB_PRI1_v4"
+	// DefaultBlocklistSize is how many prefixes the blocklist holds, like a
+	// large pfBlockerNG IP feed.
+	DefaultBlocklistSize = 100000
+)
+
+// Offloads are the NIC offload flags as pfSense names them. true = enabled.
+type Offloads struct {
+	TXCSUM bool // TXCSUM, TXCSUM_IPV6: veth tx-checksumming
+	RXCSUM bool // RXCSUM, RXCSUM_IPV6: veth rx-checksumming
+	TSO    bool // TSO4, TSO6: veth tcp-segmentation-offload
+	LRO    bool // LRO: veth generic-receive-offload (veth LRO is fixed off)
+}
+
+// Ports maps the config's FreeBSD device names onto the DUT's veths.
+type Ports struct {
+	WanDev, LanDev   string // FreeBSD names in config.xml, igb0 and igb1
+	WanVeth, LanVeth string
+}
+
+// DefaultPorts are the device names the lab's config.xml uses.
+func (t Topology) Ports() Ports {
+	return Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}
+}
+
+// Veth returns the veth behind a FreeBSD device name.
+func (p Ports) Veth(dev string) (string, bool) {
+	switch dev {
+	case p.WanDev:
+		return p.WanVeth, true
+	case p.LanDev:
+		return p.LanVeth, true
+	}
+	return "", false
+}
+
+// Ruleset is the data plane generated from one config.xml.
+type Ruleset struct {
+	// Script is one nft -f transaction: it replaces the lab's tables at once.
+	Script string
+	// PF maps each nft rule's comment key (fwab:f3, fwab:n0, fwab:b0) to the
+	// line pfctl would print for it, so that pfctl reports the rules really
+	// loaded in the kernel.
+	PF map[string]string
+	// Skipped explains config rules the lab cannot express, one per line.
+	Skipped []string
+}
+
+// RulesetOptions control what the config alone does not decide.
+type RulesetOptions struct {
+	Ports Ports
+	// Blocklist is true when pfBlockerNG's tables are loaded (its update ran
+	// while enabled).
+	Blocklist     bool
+	BlocklistSize int // prefixes; 0 means DefaultBlocklistSize
+}
+
+// parseConfig parses config.xml. It is the one place the lab reads the XML
+// format; everything else works on the element tree.
+func parseConfig(data []byte) (*etree.Element, error) {
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(data); err != nil {
+		return nil, fmt.Errorf("parse config.xml: %w", err)
+	}
+	root := doc.Root()
+	if root == nil || (root.Tag != "pfsense" && root.Tag != "opnsense") {
+		return nil, fmt.Errorf("parse config.xml: the root element is not <pfsense> or <opnsense>")
+	}
+	return root, nil
+}
+
+func text(e *etree.Element, path string) string {
+	if e == nil {
+		return ""
+	}
+	if c := e.FindElement(path); c != nil {
+		return strings.TrimSpace(c.Text())
+	}
+	return ""
+}
+
+func present(e *etree.Element, path string) bool {
+	return e != nil && e.FindElement(path) != nil
+}
+
+// OffloadsFromConfig reads pfSense's <system><disable*offloading> flags: an
+// element that is present disables the offload.
+func OffloadsFromConfig(root *etree.Element) Offloads {
+	csum := !present(root, "system/disablechecksumoffloading")
+	return Offloads{
+		TXCSUM: csum,
+		RXCSUM: csum,
+		TSO:    !present(root, "system/disablesegmentationoffloading"),
+		LRO:    !present(root, "system/disablelargereceiveoffloading"),
+	}
+}
+
+// BlocklistEnabled reads pfBlockerNG's master switch.
+func BlocklistEnabled(root *etree.Element) bool {
+	return text(root, "installedpackages/pfblockerng/config/enable_cb") == "on"
+}
+
+// iface is one configured interface with a static IPv4 address.
+type iface struct {
+	key, dev, veth string
+	addr           netip.Prefix
+}
+
+func interfaces(root *etree.Element, ports Ports) map[string]iface {
+	out := map[string]iface{}
+	ifs := root.FindElement("interfaces")
+	if ifs == nil {
+		return out
+	}
+	for _, e := range ifs.ChildElements() {
+		dev := text(e, "if")
+		veth, ok := ports.Veth(dev)
+		if !ok {
+			continue
+		}
+		in := iface{key: e.Tag, dev: dev, veth: veth}
+		if a, err := netip.ParseAddr(text(e, "ipaddr")); err == nil {
+			if bits, err := strconv.Atoi(text(e, "subnet")); err == nil {
+				in.addr = netip.PrefixFrom(a, bits)
+			}
+		}
+		out[e.Tag] = in
+	}
+	return out
+}
+
+// BuildRuleset turns a pfSense config.xml into the lab's nftables ruleset.
+// It is a pure function: same config, same text.
+//
+// Like pf's linear rule list, every forwarded packet is evaluated against
+// the block and reject rules one by one, in config order, before any pass
+// rule and before the state (conntrack) accept, so the number of rules costs
+// on every packet. Pass rules follow the block rules in config order.
+func BuildRuleset(root *etree.Element, opts RulesetOptions) (Ruleset, error) {
+	if opts.BlocklistSize == 0 {
+		opts.BlocklistSize = DefaultBlocklistSize
+	}
+	ifs := interfaces(root, opts.Ports)
+	rs := Ruleset{PF: map[string]string{}}
+	var b strings.Builder
+	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", filterTable, filterTable)
+	fmt.Fprintf(&b, "table ip %s {\n\tchain filter {\n\t\ttype filter hook forward priority filter; policy drop;\n", filterTable)
+
+	var blocks, passes []string
+	n := 0
+	if f := root.FindElement("filter"); f != nil {
+		for i, r := range f.SelectElements("rule") {
+			nft, pf, why := filterRule(r, ifs)
+			if why != "" {
+				rs.Skipped = append(rs.Skipped, fmt.Sprintf("filter rule %d (%s): %s", i+1, text(r, "descr"), why))
+				continue
+			}
+			key := fmt.Sprintf("fwab:f%d", n)
+			n++
+			rs.PF[key] = pf
+			line := fmt.Sprintf("\t\t%s comment %q\n", nft, key)
+			if text(r, "type") == "pass" {
+				passes = append(passes, line)
+			} else {
+				blocks = append(blocks, line)
+			}
+		}
+	}
+	for _, l := range blocks {
+		b.WriteString(l)
+	}
+	for _, l := range passes {
+		b.WriteString(l)
+	}
+	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
+	b.WriteString("\t\tct state established,related accept comment \"fwab:state\"\n")
+	rs.PF["fwab:deny"] = "block drop in log inet all ridentifier 1000000103 label \"Default deny rule IPv4\""
+	b.WriteString("\t\tcounter drop comment \"fwab:deny\"\n\t}\n")
+
+	nat, skipped := natRules(root, ifs)
+	rs.Skipped = append(rs.Skipped, skipped...)
+	if len(nat) > 0 {
+		b.WriteString("\tchain nat {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n")
+		for i, r := range nat {
+			key := fmt.Sprintf("fwab:n%d", i)
+			rs.PF[key] = r.pf
+			fmt.Fprintf(&b, "\t\t%s comment %q\n", r.nft, key)
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+
+	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", blocklistTable, blocklistTable)
+	if opts.Blocklist {
+		wan, ok := ifs["wan"]
+		if !ok {
+			return Ruleset{}, fmt.Errorf("blocklist: the config has no wan interface on %s", opts.Ports.WanDev)
+		}
+		fmt.Fprintf(&b, "table ip %s {\n\tset %s {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = {\n", blocklistTable, BlocklistSet)
+		for i, p := range blocklistPrefixes(opts.BlocklistSize) {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			b.WriteString("\t\t\t" + p)
+		}
+		b.WriteString("\n\t\t}\n\t}\n")
+		// One lookup per packet, before the filter chain, like pfBlockerNG's
+		// auto rules at the top of the WAN tab.
+		fmt.Fprintf(&b, "\tchain filter {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n")
+		fmt.Fprintf(&b, "\t\tip saddr @%s drop comment \"fwab:b0\"\n", BlocklistSet)
+		fmt.Fprintf(&b, "\t\tip daddr @%s drop comment \"fwab:b1\"\n\t}\n}\n", BlocklistSet)
+		rs.PF["fwab:b0"] = fmt.Sprintf("block drop in log quick on %s inet from <%s> to any ridentifier 1770000000 label \"USER_RULE: pfB_PRI1_v4 auto rule\"", wan.dev, BlocklistSet)
+		rs.PF["fwab:b1"] = fmt.Sprintf("block drop out log quick on %s inet from any to <%s> ridentifier 1770000001 label \"USER_RULE: pfB_PRI1_v4 auto rule\"", wan.dev, BlocklistSet)
+	}
+	rs.Script = b.String()
+	return rs, nil
+}
+
+// blocklistPrefixes returns n disjoint /24s from 240.0.0.0/4, a reserved
+// range that never carries traffic. Every other /24 is used so that no two
+// are adjacent and the interval set keeps all n entries.
+func blocklistPrefixes(n int) []string {
+	out := make([]string, n)
+	for i := range n {
+		v := uint32(i) * 2
+		out[i] = fmt.Sprintf("%d.%d.%d.0/24", 240+(v>>16), (v>>8)&0xff, v&0xff)
+	}
+	return out
+}
+
+// endpoint is a rule's source or destination as nft and pf text.
+type endpoint struct {
+	nft, pf string // nft match (empty for any); pf text ("any", "198.18.1.0/24")
+	port    string // nft port match; pf port text
+	pfPort  string
+}
+
+func parseEndpoint(e *etree.Element, dir string, ifs map[string]iface) (endpoint, string) {
+	if e == nil {
+		return endpoint{pf: "any"}, ""
+	}
+	var ep endpoint
+	not := present(e, "not")
+	op, pfNot := "", ""
+	if not {
+		op, pfNot = "!= ", "! "
+	}
+	switch {
+	case present(e, "any"):
+		ep.pf = "any"
+		if not {
+			return ep, "negated any"
+		}
+	case present(e, "network"):
+		net := text(e, "network")
+		key, ip := strings.TrimSuffix(net, "ip"), strings.HasSuffix(net, "ip")
+		in, ok := ifs[key]
+		if !ok || !in.addr.IsValid() {
+			return ep, fmt.Sprintf("network %q is not a lab interface with a static address", net)
+		}
+		v := in.addr.Masked().String()
+		if ip {
+			v = in.addr.Addr().String()
+		}
+		ep.nft = fmt.Sprintf("ip %s %s%s", dir, op, v)
+		ep.pf = pfNot + v
+	case present(e, "address"):
+		a := text(e, "address")
+		if p, err := netip.ParsePrefix(a); err == nil && p.Addr().Is4() {
+			a = p.Masked().String()
+		} else if ad, err := netip.ParseAddr(a); err != nil || !ad.Is4() {
+			return ep, fmt.Sprintf("address %q is not an IPv4 address or network (aliases are not emulated)", a)
+		}
+		ep.nft = fmt.Sprintf("ip %s %s%s", dir, op, a)
+		ep.pf = pfNot + a
+	default:
+		ep.pf = "any"
+	}
+	if p := text(e, "port"); p != "" && p != "any" {
+		lo, hi, found := strings.Cut(p, "-")
+		if _, err := strconv.ParseUint(lo, 10, 16); err != nil {
+			return ep, fmt.Sprintf("port %q is not a number or range (aliases are not emulated)", p)
+		}
+		if found {
+			if _, err := strconv.ParseUint(hi, 10, 16); err != nil {
+				return ep, fmt.Sprintf("port %q is not a number or range", p)
+			}
+			ep.port, ep.pfPort = lo+"-"+hi, lo+":"+hi
+		} else {
+			ep.port, ep.pfPort = lo, "= "+lo
+		}
+	}
+	return ep, ""
+}
+
+// filterRule translates one <filter><rule>. why explains a skipped rule.
+func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
+	if present(r, "disabled") {
+		return "", "", "disabled"
+	}
+	switch text(r, "ipprotocol") {
+	case "inet6":
+		return "", "", "IPv6 only (the lab is IPv4)"
+	case "", "inet", "inet46":
+	default:
+		return "", "", fmt.Sprintf("ipprotocol %q", text(r, "ipprotocol"))
+	}
+	if present(r, "floating") {
+		return "", "", "floating rules are not emulated"
+	}
+	in, ok := ifs[text(r, "interface")]
+	if !ok {
+		return "", "", fmt.Sprintf("interface %q is not in the lab", text(r, "interface"))
+	}
+	typ := text(r, "type")
+	var verdict, pfAction string
+	switch typ {
+	case "pass":
+		verdict, pfAction = "accept", "pass in quick"
+	case "block":
+		verdict, pfAction = "drop", "block drop in quick"
+	case "reject":
+		verdict, pfAction = "reject", "block return in quick"
+	default:
+		return "", "", fmt.Sprintf("type %q", typ)
+	}
+	proto := text(r, "protocol")
+	var protoNft, protoPf string
+	portProto := "th"
+	switch proto {
+	case "":
+	case "tcp", "udp":
+		protoNft, protoPf, portProto = "ip protocol "+proto, "proto "+proto, proto
+	case "tcp/udp":
+		protoNft, protoPf = "ip protocol { tcp, udp }", "proto { tcp udp }"
+	case "icmp":
+		protoNft, protoPf = "ip protocol icmp", "proto icmp"
+	default:
+		return "", "", fmt.Sprintf("protocol %q is not emulated", proto)
+	}
+	src, why := parseEndpoint(r.FindElement("source"), "saddr", ifs)
+	if why != "" {
+		return "", "", "source " + why
+	}
+	dst, why := parseEndpoint(r.FindElement("destination"), "daddr", ifs)
+	if why != "" {
+		return "", "", "destination " + why
+	}
+	if (src.port != "" || dst.port != "") && proto != "tcp" && proto != "udp" && proto != "tcp/udp" {
+		return "", "", "ports without tcp or udp"
+	}
+	parts := []string{fmt.Sprintf("iifname %q", in.veth)}
+	for _, p := range []string{protoNft, src.nft, dst.nft} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if src.port != "" {
+		parts = append(parts, portProto+" sport "+src.port)
+	}
+	if dst.port != "" {
+		parts = append(parts, portProto+" dport "+dst.port)
+	}
+	parts = append(parts, verdict)
+
+	pfParts := []string{pfAction, "on", in.dev, "inet"}
+	if protoPf != "" {
+		pfParts = append(pfParts, protoPf)
+	}
+	pfParts = append(pfParts, "from", src.pf)
+	if src.pfPort != "" {
+		pfParts = append(pfParts, "port", src.pfPort)
+	}
+	pfParts = append(pfParts, "to", dst.pf)
+	if dst.pfPort != "" {
+		pfParts = append(pfParts, "port", dst.pfPort)
+	}
+	if t := text(r, "tracker"); t != "" {
+		if v, err := strconv.ParseUint(t, 10, 32); err == nil {
+			pfParts = append(pfParts, "ridentifier", strconv.FormatUint(v, 10))
+		}
+	}
+	if typ == "pass" {
+		if proto == "" || proto == "tcp" || proto == "tcp/udp" {
+			pfParts = append(pfParts, "flags S/SA")
+		}
+		pfParts = append(pfParts, "keep state")
+	}
+	pfParts = append(pfParts, fmt.Sprintf("label %q", "USER_RULE: "+text(r, "descr")))
+	return strings.Join(parts, " "), strings.Join(pfParts, " "), ""
+}
+
+type natRule struct{ nft, pf string }
+
+// NATMode returns the outbound NAT mode; a missing mode means automatic.
+func NATMode(root *etree.Element) string {
+	if m := text(root, "nat/outbound/mode"); m != "" {
+		return m
+	}
+	return "automatic"
+}
+
+// natRules follows pfSense's filter.inc: manual rules for hybrid and
+// advanced (hybrid puts them first), automatic rules for automatic and
+// hybrid, nothing for disabled.
+func natRules(root *etree.Element, ifs map[string]iface) ([]natRule, []string) {
+	mode := NATMode(root)
+	var out []natRule
+	var skipped []string
+	wan, hasWan := ifs["wan"]
+	if mode == "hybrid" || mode == "advanced" {
+		if ob := root.FindElement("nat/outbound"); ob != nil {
+			for i, r := range ob.SelectElements("rule") {
+				nr, why := manualNAT(r, ifs)
+				if why != "" {
+					skipped = append(skipped, fmt.Sprintf("outbound NAT rule %d (%s): %s", i+1, text(r, "descr"), why))
+					continue
+				}
+				out = append(out, nr)
+			}
+		}
+	}
+	if (mode == "automatic" || mode == "hybrid") && hasWan && wan.addr.IsValid() {
+		keys := make([]string, 0, len(ifs))
+		for k := range ifs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			in := ifs[k]
+			if k == "wan" || !in.addr.IsValid() {
+				continue
+			}
+			src := in.addr.Masked().String()
+			out = append(out,
+				natRule{
+					nft: fmt.Sprintf("oifname %q ip saddr %s udp dport 500 masquerade", wan.veth, src),
+					pf:  fmt.Sprintf("nat on %s inet proto udp from %s port = isakmp to any port = isakmp -> %s static-port", wan.dev, src, wan.addr.Addr()),
+				},
+				natRule{
+					nft: fmt.Sprintf("oifname %q ip saddr %s masquerade", wan.veth, src),
+					pf:  fmt.Sprintf("nat on %s inet from %s to any -> %s port 1024:65535", wan.dev, src, wan.addr.Addr()),
+				})
+		}
+	}
+	if mode != "automatic" && mode != "hybrid" && mode != "advanced" && mode != "disabled" {
+		skipped = append(skipped, fmt.Sprintf("outbound NAT mode %q is not one of automatic, hybrid, advanced, disabled: no NAT", mode))
+	}
+	return out, skipped
+}
+
+func manualNAT(r *etree.Element, ifs map[string]iface) (natRule, string) {
+	if present(r, "disabled") {
+		return natRule{}, "disabled"
+	}
+	in, ok := ifs[text(r, "interface")]
+	if !ok {
+		return natRule{}, fmt.Sprintf("interface %q is not in the lab", text(r, "interface"))
+	}
+	parts := []string{fmt.Sprintf("oifname %q", in.veth)}
+	srcPf := "any"
+	if src := text(r, "source/network"); src != "" && src != "any" {
+		p, err := netip.ParsePrefix(src)
+		if err != nil || !p.Addr().Is4() {
+			return natRule{}, fmt.Sprintf("source %q is not an IPv4 network (aliases are not emulated)", src)
+		}
+		srcPf = p.Masked().String()
+		parts = append(parts, "ip saddr "+srcPf)
+	}
+	dstPf := "any"
+	if d := r.FindElement("destination"); d != nil && !present(d, "any") {
+		a := text(d, "address")
+		if a == "" {
+			a = text(d, "network")
+		}
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			ad, err2 := netip.ParseAddr(a)
+			if err2 != nil || !ad.Is4() {
+				return natRule{}, fmt.Sprintf("destination %q is not an IPv4 address or network", a)
+			}
+			p = netip.PrefixFrom(ad, 32)
+		}
+		dstPf = p.Masked().String()
+		op := ""
+		if present(d, "not") {
+			op, dstPf = "!= ", "! "+dstPf
+		}
+		parts = append(parts, "ip daddr "+op+p.Masked().String())
+	}
+	if present(r, "nonat") {
+		parts = append(parts, "accept")
+		return natRule{nft: strings.Join(parts, " "), pf: fmt.Sprintf("no nat on %s inet from %s to %s", in.dev, srcPf, dstPf)}, ""
+	}
+	target := text(r, "target")
+	static := present(r, "staticnatport")
+	var pfTarget string
+	switch {
+	case target == "":
+		if !in.addr.IsValid() {
+			return natRule{}, "interface address target on an interface without a static address"
+		}
+		pfTarget = in.addr.Addr().String()
+		parts = append(parts, "masquerade")
+	default:
+		ad, err := netip.ParseAddr(target)
+		if err != nil || !ad.Is4() {
+			return natRule{}, fmt.Sprintf("target %q is not an IPv4 address (aliases and subnets are not emulated)", target)
+		}
+		pfTarget = ad.String()
+		parts = append(parts, "snat to "+ad.String())
+	}
+	pf := fmt.Sprintf("nat on %s inet from %s to %s -> %s", in.dev, srcPf, dstPf, pfTarget)
+	if static {
+		pf += " static-port"
+	} else {
+		pf += " port 1024:65535"
+	}
+	return natRule{nft: strings.Join(parts, " "), pf: pf}, ""
+}
+
+var commentRE = regexp.MustCompile(`comment "(fwab:[a-z]+[0-9]*)"`)
+
+// ruleKeys returns the fwab:… comment keys of the rules in an nft listing
+// (or script), in order.
+func ruleKeys(listing string) []string {
+	var keys []string
+	for _, m := range commentRE.FindAllStringSubmatch(listing, -1) {
+		keys = append(keys, m[1])
+	}
+	return keys
+}
+
+var setNameRE = regexp.MustCompile(`(?m)^\s*set (\S+) \{`)
+
+// setNames returns the names of the sets in an nft listing.
+func setNames(listing string) []string {
+	var out []string
+	for _, m := range setNameRE.FindAllStringSubmatch(listing, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// setElements returns the elements of the named set in an nft listing.
+func setElements(listing, name string) []string {
+	i := strings.Index(listing, "set "+name+" {")
+	if i < 0 {
+		return nil
+	}
+	rest := listing[i:]
+	j := strings.Index(rest, "elements = {")
+	end := strings.Index(rest, "\n\t}")
+	if j < 0 || (end >= 0 && j > end) {
+		return nil
+	}
+	rest = rest[j+len("elements = {"):]
+	k := strings.Index(rest, "}")
+	if k < 0 {
+		return nil
+	}
+	var out []string
+	for _, f := range strings.FieldsFunc(rest[:k], func(r rune) bool { return r == ',' || r == '\n' || r == '\t' || r == ' ' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+// pfLines writes the pf text for the rule keys found, in order, filtered by
+// key kind ('f' for filter and blocklist rules, 'n' for NAT).
+func pfLines(keys []string, table map[string]string, nat bool) []byte {
+	var b bytes.Buffer
+	for _, k := range keys {
+		isNAT := strings.HasPrefix(k, "fwab:n")
+		if isNAT != nat {
+			continue
+		}
+		line, ok := table[k]
+		if !ok {
+			line = "# rule " + k + " (loaded outside fwab's emulator)"
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}

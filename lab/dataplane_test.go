@@ -1,0 +1,315 @@
+package lab
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/beevik/etree"
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// labConfig returns the factory config with edit applied.
+func labConfig(t *testing.T, edit func(root *etree.Element)) *etree.Element {
+	t.Helper()
+	root, err := parseConfig(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(root)
+	}
+	return root
+}
+
+// addGeneratedRules appends n rules shaped like configxml's rules@IF=N.
+func addGeneratedRules(root *etree.Element, iface string, n int) {
+	f := root.FindElement("filter")
+	for i := range n {
+		r := f.CreateElement("rule")
+		r.CreateElement("type").SetText("block")
+		r.CreateElement("interface").SetText(iface)
+		r.CreateElement("ipprotocol").SetText("inet")
+		r.CreateElement("protocol").SetText("tcp")
+		r.CreateElement("source").CreateElement("address").SetText(fmt.Sprintf("198.18.%d.%d", 128+i/256, i%256))
+		d := r.CreateElement("destination")
+		d.CreateElement("address").SetText("198.19.200.1")
+		d.CreateElement("port").SetText(fmt.Sprint(1024 + i))
+		r.CreateElement("tracker").SetText(fmt.Sprint(4100000000 + i))
+		r.CreateElement("descr").CreateCData(fmt.Sprintf("fwab-generated %d", i))
+	}
+}
+
+func setText(root *etree.Element, path, value string) {
+	e := root.FindElement(path)
+	if e == nil {
+		parts := strings.Split(path, "/")
+		e = root
+		for _, p := range parts {
+			c := e.SelectElement(p)
+			if c == nil {
+				c = e.CreateElement(p)
+			}
+			e = c
+		}
+	}
+	e.SetText(value)
+}
+
+func TestBuildRulesetGolden(t *testing.T) {
+	topo := Topology{Prefix: "fwab"}
+	tests := []struct {
+		name      string
+		edit      func(root *etree.Element)
+		blocklist bool
+	}{
+		{name: "default"},
+		{name: "rules-lan-3", edit: func(r *etree.Element) { addGeneratedRules(r, "lan", 3) }},
+		{name: "nat-disabled", edit: func(r *etree.Element) { setText(r, "nat/outbound/mode", "disabled") }},
+		{name: "nat-advanced-empty", edit: func(r *etree.Element) { setText(r, "nat/outbound/mode", "advanced") }},
+		{name: "nat-hybrid-manual", edit: func(r *etree.Element) {
+			setText(r, "nat/outbound/mode", "hybrid")
+			ob := r.FindElement("nat/outbound")
+			m := ob.CreateElement("rule")
+			m.CreateElement("interface").SetText("wan")
+			m.CreateElement("source").CreateElement("network").SetText("198.18.1.0/24")
+			m.CreateElement("destination").CreateElement("address").SetText("198.19.1.10")
+			m.CreateElement("target").SetText("198.19.0.1")
+			m.CreateElement("staticnatport")
+			m.CreateElement("descr").CreateCData("to the server, static port")
+			n := ob.CreateElement("rule")
+			n.CreateElement("interface").SetText("wan")
+			n.CreateElement("source").CreateElement("network").SetText("198.18.1.128/25")
+			n.CreateElement("destination").CreateElement("any")
+			n.CreateElement("nonat")
+			n.CreateElement("descr").CreateCData("no nat for the upper half")
+			a := ob.CreateElement("rule")
+			a.CreateElement("interface").SetText("wan")
+			a.CreateElement("source").CreateElement("network").SetText("LAN_ALIAS")
+			a.CreateElement("descr").CreateCData("alias source")
+		}},
+		{name: "blocklist", blocklist: true},
+		{name: "rules-mixed", edit: func(r *etree.Element) {
+			f := r.FindElement("filter")
+			add := func(typ, iface, proto string, fill func(r *etree.Element)) {
+				e := f.CreateElement("rule")
+				e.CreateElement("type").SetText(typ)
+				e.CreateElement("interface").SetText(iface)
+				e.CreateElement("ipprotocol").SetText("inet")
+				if proto != "" {
+					e.CreateElement("protocol").SetText(proto)
+				}
+				fill(e)
+				e.CreateElement("descr").CreateCData(typ + " on " + iface)
+			}
+			add("reject", "wan", "tcp/udp", func(e *etree.Element) {
+				s := e.CreateElement("source")
+				s.CreateElement("network").SetText("lan")
+				s.CreateElement("not")
+				d := e.CreateElement("destination")
+				d.CreateElement("network").SetText("wanip")
+				d.CreateElement("port").SetText("8000-8080")
+			})
+			add("block", "opt1", "", func(e *etree.Element) { e.CreateElement("source").CreateElement("any") })
+			add("block", "lan", "", func(e *etree.Element) { e.CreateElement("source").CreateElement("address").SetText("bogons") })
+			add("pass", "wan", "icmp", func(e *etree.Element) {
+				e.CreateElement("source").CreateElement("any")
+				e.CreateElement("destination").CreateElement("any")
+			})
+			add("block", "lan", "tcp", func(e *etree.Element) {
+				e.CreateElement("disabled")
+				e.CreateElement("source").CreateElement("any")
+			})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := labConfig(t, tt.edit)
+			rs, err := BuildRuleset(root, RulesetOptions{Ports: topo.Ports(), Blocklist: tt.blocklist, BlocklistSize: 4})
+			if err != nil {
+				t.Fatalf("BuildRuleset: %v", err)
+			}
+			var b strings.Builder
+			b.WriteString(rs.Script)
+			b.WriteString("\n# pfctl -sr / -sn lines by rule key\n")
+			for _, k := range ruleKeys(rs.Script) {
+				fmt.Fprintf(&b, "# %s %s\n", k, rs.PF[k])
+			}
+			for _, s := range rs.Skipped {
+				fmt.Fprintf(&b, "# skipped: %s\n", s)
+			}
+			golden := filepath.Join("testdata", "ruleset-"+tt.name+".nft")
+			if *update {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./lab -run TestBuildRulesetGolden -update)", err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("BuildRuleset(%s) differs from %s (-want +got):\n%s", tt.name, golden, diff)
+			}
+			again, _ := BuildRuleset(root, RulesetOptions{Ports: topo.Ports(), Blocklist: tt.blocklist, BlocklistSize: 4})
+			if again.Script != rs.Script {
+				t.Errorf("BuildRuleset(%s) is not deterministic", tt.name)
+			}
+		})
+	}
+}
+
+func TestBuildRulesetOrderAndCount(t *testing.T) {
+	root := labConfig(t, func(r *etree.Element) { addGeneratedRules(r, "lan", 500) })
+	rs, err := BuildRuleset(root, RulesetOptions{Ports: Topology{Prefix: "x"}.Ports()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, k := range ruleKeys(rs.Script) {
+		if !strings.HasPrefix(k, "fwab:n") {
+			keys = append(keys, k)
+		}
+	}
+	// 500 generated + the LAN pass rule + state + default deny.
+	if got, want := len(keys), 503; got != want {
+		t.Fatalf("rules in script = %d, want %d", got, want)
+	}
+	// Every generated block rule comes before the pass rule and the state
+	// accept, so each packet is evaluated against all of them.
+	lines := strings.Split(rs.Script, "\n")
+	firstAccept, lastDrop := -1, -1
+	for i, l := range lines {
+		if strings.Contains(l, "198.19.200.1") && strings.HasSuffix(strings.TrimSpace(strings.Split(l, " comment ")[0]), "drop") {
+			lastDrop = i
+		}
+		if firstAccept < 0 && strings.Contains(l, " accept comment") {
+			firstAccept = i
+		}
+	}
+	if lastDrop < 0 || firstAccept < 0 || lastDrop > firstAccept {
+		t.Errorf("last generated drop at line %d, first accept at line %d: want every drop before any accept", lastDrop, firstAccept)
+	}
+	if strings.Contains(rs.Script, "set ") {
+		t.Errorf("generated rules must be evaluated one by one, not as a set")
+	}
+}
+
+func TestBlocklistPrefixes(t *testing.T) {
+	p := blocklistPrefixes(DefaultBlocklistSize)
+	if len(p) != DefaultBlocklistSize {
+		t.Fatalf("len = %d, want %d", len(p), DefaultBlocklistSize)
+	}
+	seen := map[string]bool{}
+	for _, s := range p {
+		if !strings.HasPrefix(s, "24") || !strings.HasSuffix(s, ".0/24") {
+			t.Fatalf("prefix %s is not a /24 in 240.0.0.0/4", s)
+		}
+		first := strings.Split(s, ".")[0]
+		if first < "240" || first > "255" {
+			t.Fatalf("prefix %s is outside 240.0.0.0/4", s)
+		}
+		if seen[s] {
+			t.Fatalf("prefix %s twice", s)
+		}
+		seen[s] = true
+	}
+	if got, want := p[1], "240.0.2.0/24"; got != want {
+		t.Errorf("p[1] = %s, want %s (every other /24, so none are adjacent)", got, want)
+	}
+}
+
+func TestOffloadsFromConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(r *etree.Element)
+		want Offloads
+	}{
+		{"factory: checksum on, TSO and LRO off", nil, Offloads{TXCSUM: true, RXCSUM: true}},
+		{"all off", func(r *etree.Element) { r.FindElement("system").CreateElement("disablechecksumoffloading") },
+			Offloads{}},
+		{"all on", func(r *etree.Element) {
+			s := r.FindElement("system")
+			s.RemoveChild(s.SelectElement("disablesegmentationoffloading"))
+			s.RemoveChild(s.SelectElement("disablelargereceiveoffloading"))
+		}, Offloads{TXCSUM: true, RXCSUM: true, TSO: true, LRO: true}},
+		{"flag with a value is still present", func(r *etree.Element) {
+			r.FindElement("system").CreateElement("disablechecksumoffloading").SetText("1")
+		}, Offloads{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, OffloadsFromConfig(labConfig(t, tt.edit))); diff != "" {
+				t.Errorf("OffloadsFromConfig (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseEthtoolFeatures(t *testing.T) {
+	out := `Features for fwabd0:
+rx-checksumming: on
+tx-checksumming: off
+	tx-checksum-ip-generic: off
+tcp-segmentation-offload: off
+generic-receive-offload: on
+large-receive-offload: off [fixed]
+`
+	want := Offloads{RXCSUM: true, LRO: true}
+	if diff := cmp.Diff(want, parseEthtoolFeatures(out)); diff != "" {
+		t.Errorf("parseEthtoolFeatures (-want +got):\n%s", diff)
+	}
+	_, names := ifcapOptions(want)
+	if got := strings.Join(names, ","); got != "RXCSUM,VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,LRO,WOL_MAGIC,VLAN_HWFILTER,RXCSUM_IPV6" {
+		t.Errorf("ifcapOptions = %s", got)
+	}
+}
+
+func TestSetListingParsers(t *testing.T) {
+	listing := "table ip fwab_pfb {\n\tset pfB_PRI1_v4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 240.0.0.0/24, 240.0.2.0/24,\n\t\t\t     240.0.4.0/24 }\n\t}\n\tchain filter {\n\t\tip saddr @pfB_PRI1_v4 drop comment \"fwab:b0\"\n\t}\n}\n"
+	if diff := cmp.Diff([]string{"pfB_PRI1_v4"}, setNames(listing)); diff != "" {
+		t.Errorf("setNames (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"240.0.0.0/24", "240.0.2.0/24", "240.0.4.0/24"}, setElements(listing, "pfB_PRI1_v4")); diff != "" {
+		t.Errorf("setElements (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"fwab:b0"}, ruleKeys(listing)); diff != "" {
+		t.Errorf("ruleKeys (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseProfiles(t *testing.T) {
+	tests := []struct {
+		name, in, wantErr string
+	}{
+		{"ok", "profiles:\n  - version: 2.7.2-RELEASE\n  - version: 2.8.0-RELEASE\n    slowdown: {rate_mbit: 500}\n", ""},
+		{"empty", "", "the file is empty"},
+		{"no profiles", "profiles: []\n", "no profiles"},
+		{"unknown field", "profiles:\n  - version: x\n    speed: 3\n", "field speed not found"},
+		{"duplicate", "profiles:\n  - version: a\n  - version: a\n", "listed twice"},
+		{"shell chars", "profiles:\n  - version: 'a;rm'\n", "shell characters"},
+		{"both", "profiles:\n  - version: a\n    slowdown: {rate_mbit: 5, percent: 10}\n", "give one"},
+		{"neither", "profiles:\n  - version: a\n    slowdown: {baseline_mbit: 5}\n", "needs rate_mbit or percent"},
+		{"percent 100", "profiles:\n  - version: a\n    slowdown: {percent: 100}\n", "below 100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseProfiles(strings.NewReader(tt.in))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("ParseProfiles = %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("ParseProfiles = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+	p := DefaultProfiles()
+	if len(p) != 3 || p[2].Slowdown == nil || p[2].Slowdown.Percent != 10 {
+		t.Errorf("DefaultProfiles = %+v, want three with a 10%% slowdown last", p)
+	}
+}

@@ -1,0 +1,499 @@
+package lab
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/beevik/etree"
+	"golang.org/x/crypto/ssh"
+)
+
+//go:embed assets/config.xml
+var defaultConfig []byte
+
+// DefaultConfig returns the emulated pfSense's factory config.xml: a pfSense
+// 2.7-style default with the lab's interfaces and addresses.
+func DefaultConfig() []byte { return append([]byte(nil), defaultConfig...) }
+
+// Emulator is the emulated pfSense: a firewall filesystem (config.xml,
+// backups, /etc/version, /tmp, /var/run), an SSH server that runs commands
+// through a POSIX shell interpreter with FreeBSD/pfSense commands, and the
+// data plane the config is applied to.
+type Emulator struct {
+	Root           string // the firewall's filesystem: <lab>/root
+	DataPlane      DataPlane
+	Ports          Ports
+	Profiles       []Profile
+	HostKey        ssh.Signer
+	AuthorizedKeys []ssh.PublicKey
+	Logger         *slog.Logger
+	// RebootDelay is how long SSH stays away during a reboot.
+	RebootDelay   time.Duration
+	BlocklistSize int // 0 means DefaultBlocklistSize
+
+	mu        sync.Mutex // serialises applies and guards the fields below
+	pf        map[string]string
+	blocklist bool // pfBlockerNG's tables are loaded
+	booted    time.Time
+
+	procs procTable
+
+	lmu      sync.Mutex
+	ln       net.Listener
+	conns    map[*ssh.ServerConn]bool
+	down     chan struct{} // closed while SSH is down for a reboot; nil when up
+	rebootCh chan struct{}
+}
+
+func (e *Emulator) logger() *slog.Logger {
+	if e.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Logger
+}
+
+// path maps a firewall path onto the lab folder.
+func (e *Emulator) path(p string) string {
+	p = filepath.Clean("/" + p)
+	if p == "/cf/conf" || strings.HasPrefix(p, "/cf/conf/") {
+		p = strings.TrimPrefix(p, "/cf")
+	}
+	return filepath.Join(e.Root, p)
+}
+
+// Init creates the firewall filesystem with the factory config and the first
+// firmware profile's version, unless it exists.
+func (e *Emulator) Init() error {
+	for _, d := range []string{"conf/backup", "etc", "tmp", "var/run", "var/log", "var/db", "var/etc", "root"} {
+		if err := os.MkdirAll(filepath.Join(e.Root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(e.path("/conf/config.xml")); errors.Is(err, fs.ErrNotExist) {
+		if err := writeFileAtomic(e.path("/conf/config.xml"), DefaultConfig(), 0o644); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(e.path("/etc/version")); errors.Is(err, fs.ErrNotExist) {
+		if len(e.Profiles) == 0 {
+			return fmt.Errorf("no firmware profiles")
+		}
+		if err := e.writeVersion(e.Profiles[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Emulator) writeVersion(p Profile) error {
+	if err := writeFileAtomic(e.path("/etc/version"), []byte(p.Version+"\n"), 0o644); err != nil {
+		return err
+	}
+	return writeFileAtomic(e.path("/etc/version.patch"), []byte("0\n"), 0o644)
+}
+
+// Version is the running firmware version (/etc/version).
+func (e *Emulator) Version() string {
+	b, err := os.ReadFile(e.path("/etc/version"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Boot brings the data plane to what config.xml says, as a pfSense boot
+// does: interfaces (offloads), pfBlockerNG tables, the filter, and the
+// running firmware profile's slowdown.
+func (e *Emulator) Boot(ctx context.Context) error {
+	// /tmp and /var/run are memory file systems on pfSense.
+	for _, d := range []string{"tmp", "var/run"} {
+		_ = os.RemoveAll(filepath.Join(e.Root, d))
+		if err := os.MkdirAll(filepath.Join(e.Root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := e.DataPlane.Reset(ctx); err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	e.blocklist = BlocklistEnabled(root)
+	if err := e.applyInterfaces(ctx, root); err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	if err := e.applyFilter(ctx, root); err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	e.booted = time.Now()
+	e.logger().Info("booted", "version", e.Version())
+	return nil
+}
+
+// configForApply reads the config the way pfSense 2.7's parse_config()
+// does: from /tmp/config.cache when it exists, even when config.xml is
+// newer; otherwise from config.xml, writing the cache.
+func (e *Emulator) configForApply() (*etree.Element, error) {
+	cache := e.path("/tmp/config.cache")
+	data, err := os.ReadFile(cache)
+	if err != nil {
+		data, err = os.ReadFile(e.path("/conf/config.xml"))
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(cache, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return parseConfig(data)
+}
+
+func (e *Emulator) applyInterfaces(ctx context.Context, root *etree.Element) error {
+	o := OffloadsFromConfig(root)
+	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
+		if err := e.DataPlane.SetOffloads(ctx, v, o); err != nil {
+			return err
+		}
+	}
+	e.logger().Info("interfaces configured", "txcsum", o.TXCSUM, "rxcsum", o.RXCSUM, "tso", o.TSO, "lro", o.LRO)
+	return nil
+}
+
+func (e *Emulator) applyFilter(ctx context.Context, root *etree.Element) error {
+	rs, err := BuildRuleset(root, RulesetOptions{Ports: e.Ports, Blocklist: e.blocklist, BlocklistSize: e.BlocklistSize})
+	if err != nil {
+		return err
+	}
+	for _, s := range rs.Skipped {
+		e.logger().Warn("filter: not emulated", "what", s)
+	}
+	_ = os.WriteFile(e.path("/tmp/rules.debug"), []byte(rs.Script), 0o644)
+	if err := e.DataPlane.LoadRuleset(ctx, rs.Script); err != nil {
+		return err
+	}
+	e.pf = rs.PF
+	e.logger().Info("filter loaded", "rules", len(rs.PF), "nat", NATMode(root), "blocklist", e.blocklist)
+	return nil
+}
+
+func (e *Emulator) applySlowdown(ctx context.Context) error {
+	p, _ := e.profile()
+	rate := 0.0
+	if p.Slowdown != nil {
+		var err error
+		rate, err = e.slowdownRate(ctx, p)
+		if err != nil {
+			return err
+		}
+	}
+	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
+		if err := e.DataPlane.Shape(ctx, v, rate); err != nil {
+			return err
+		}
+	}
+	if rate > 0 {
+		e.logger().Info("firmware slowdown", "version", p.Version, "cap_mbit", rate)
+	}
+	return nil
+}
+
+// Serve runs the SSH server on addr until ctx ends. Across reboots it stops
+// listening and listens again on the same address.
+func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr)) error {
+	if e.HostKey == nil {
+		return fmt.Errorf("serve: no host key")
+	}
+	e.lmu.Lock()
+	e.rebootCh = make(chan struct{}, 1)
+	e.conns = map[*ssh.ServerConn]bool{}
+	e.lmu.Unlock()
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if meta.User() != "root" && meta.User() != "admin" {
+				return nil, fmt.Errorf("unknown user")
+			}
+			for _, k := range e.AuthorizedKeys {
+				if string(k.Marshal()) == string(key.Marshal()) {
+					return &ssh.Permissions{}, nil
+				}
+			}
+			return nil, fmt.Errorf("key not authorized")
+		},
+		ServerVersion: "SSH-2.0-OpenSSH_9.6 FreeBSD-20240104",
+	}
+	cfg.AddHostKey(e.HostKey)
+	for {
+		var ln net.Listener
+		var err error
+		for i := 0; i < 50; i++ {
+			ln, err = net.Listen("tcp", addr)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return err
+		}
+		addr = ln.Addr().String()
+		e.lmu.Lock()
+		e.ln = ln
+		e.lmu.Unlock()
+		if ready != nil {
+			ready(ln.Addr())
+			ready = nil
+		}
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			go e.handleConn(ctx, c, cfg)
+		}
+		stop()
+		if ctx.Err() != nil {
+			e.closeConns()
+			e.procs.killAll()
+			return nil
+		}
+		// The listener was closed by a reboot: wait for it to finish.
+		select {
+		case <-e.rebootCh:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (e *Emulator) closeConns() {
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	for c := range e.conns {
+		c.Close()
+	}
+}
+
+// Reboot takes SSH away, kills background processes, clears /tmp and
+// /var/run, rebuilds the data plane from config.xml, and listens again.
+func (e *Emulator) Reboot(ctx context.Context) {
+	e.lmu.Lock()
+	if e.down != nil {
+		e.lmu.Unlock()
+		return
+	}
+	e.down = make(chan struct{})
+	ln := e.ln
+	e.lmu.Unlock()
+	e.logger().Info("reboot: going down")
+	if ln != nil {
+		ln.Close()
+	}
+	e.closeConns()
+	e.procs.killAll()
+	if err := e.DataPlane.Reset(ctx); err != nil {
+		e.logger().Error("reboot: reset data plane", "err", err)
+	}
+	select {
+	case <-time.After(e.RebootDelay):
+	case <-ctx.Done():
+	}
+	if err := e.Boot(ctx); err != nil {
+		e.logger().Error("reboot: boot", "err", err)
+	}
+	e.lmu.Lock()
+	close(e.down)
+	e.down = nil
+	e.lmu.Unlock()
+	select {
+	case e.rebootCh <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Emulator) handleConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		e.logger().Info("ssh handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	e.lmu.Lock()
+	e.conns[sc] = true
+	e.lmu.Unlock()
+	defer func() {
+		e.lmu.Lock()
+		delete(e.conns, sc)
+		e.lmu.Unlock()
+	}()
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "only sessions")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		go e.handleSession(ctx, ch, creqs)
+	}
+}
+
+func (e *Emulator) handleSession(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	for req := range reqs {
+		switch req.Type {
+		case "env":
+			_ = req.Reply(true, nil)
+		case "exec":
+			var p struct{ Command string }
+			if err := ssh.Unmarshal(req.Payload, &p); err != nil {
+				_ = req.Reply(false, nil)
+				return
+			}
+			_ = req.Reply(true, nil)
+			e.logger().Info("exec", "command", p.Command)
+			code := e.Exec(ctx, p.Command, ch, ch, ch.Stderr())
+			_ = ch.CloseWrite()
+			_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
+			return
+		case "shell", "pty-req", "subsystem":
+			// pfSense's console menu is not emulated; only commands are.
+			_ = req.Reply(false, nil)
+			if req.Type != "pty-req" {
+				fmt.Fprintln(ch.Stderr(), "fwab lab: interactive shells are not emulated; run a command")
+				_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{1}))
+				return
+			}
+		default:
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+// writeFileAtomic writes via a temporary file, fsync and rename.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), perm); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// procTable holds the emulator's background processes (daemon(8)).
+type procTable struct {
+	mu   sync.Mutex
+	next int
+	m    map[int]*proc
+}
+
+type proc struct {
+	pid     int
+	command string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (t *procTable) add(command string, cancel context.CancelFunc) *proc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[int]*proc{}
+		t.next = 41000
+	}
+	// Like daemon(8): the supervisor takes one pid, the child the next; the
+	// -p pid file names the child.
+	t.next += 2
+	p := &proc{pid: t.next, command: command, cancel: cancel, done: make(chan struct{})}
+	t.m[p.pid] = p
+	return p
+}
+
+func (t *procTable) remove(pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, pid)
+}
+
+// get finds a process by its child or supervisor pid.
+func (t *procTable) get(pid int) *proc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.m[pid]; ok {
+		return p
+	}
+	return t.m[pid+1]
+}
+
+func (t *procTable) list() []*proc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*proc, 0, len(t.m))
+	for _, p := range t.m {
+		out = append(out, p)
+	}
+	return out
+}
+
+// kill ends a process and waits for it.
+func (t *procTable) kill(pid int) bool {
+	p := t.get(pid)
+	if p == nil {
+		return false
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+	t.remove(p.pid)
+	return true
+}
+
+func (t *procTable) killAll() {
+	for _, p := range t.list() {
+		t.kill(p.pid)
+	}
+}
+
+// nopWriteCloser discards writes.
+type devNull struct{}
+
+func (devNull) Read([]byte) (int, error)    { return 0, io.EOF }
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+func (devNull) Close() error                { return nil }

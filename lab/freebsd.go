@@ -1,0 +1,498 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FreeBSD interface capability bits (sys/net/if.h IFCAP_*), in the order
+// ifconfig prints them.
+var ifcaps = []struct {
+	name string
+	bit  uint32
+}{
+	{"RXCSUM", 0x1}, {"TXCSUM", 0x2}, {"VLAN_MTU", 0x8}, {"VLAN_HWTAGGING", 0x10},
+	{"JUMBO_MTU", 0x20}, {"VLAN_HWCSUM", 0x80}, {"TSO4", 0x100}, {"TSO6", 0x200},
+	{"LRO", 0x400}, {"WOL_MAGIC", 0x2000}, {"VLAN_HWFILTER", 0x10000},
+	{"VLAN_HWTSO", 0x40000}, {"RXCSUM_IPV6", 0x200000}, {"TXCSUM_IPV6", 0x400000},
+}
+
+// ifcapOptions returns ifconfig's options= value for the offload state read
+// from the veth: TXCSUM(_IPV6) from tx-checksumming, RXCSUM(_IPV6) from
+// rx-checksumming, TSO4/TSO6 (and VLAN_HWTSO) from tcp-segmentation-offload,
+// LRO from generic-receive-offload. The VLAN and WOL bits are fixed, as an
+// igb(4) NIC shows them.
+func ifcapOptions(o Offloads) (uint32, []string) {
+	on := map[string]bool{
+		"VLAN_MTU": true, "VLAN_HWTAGGING": true, "JUMBO_MTU": true, "WOL_MAGIC": true, "VLAN_HWFILTER": true,
+		"RXCSUM": o.RXCSUM, "RXCSUM_IPV6": o.RXCSUM,
+		"TXCSUM": o.TXCSUM, "TXCSUM_IPV6": o.TXCSUM, "VLAN_HWCSUM": o.TXCSUM,
+		"TSO4": o.TSO, "TSO6": o.TSO, "VLAN_HWTSO": o.TSO,
+		"LRO": o.LRO,
+	}
+	var v uint32
+	var names []string
+	for _, c := range ifcaps {
+		if on[c.name] {
+			v |= c.bit
+			names = append(names, c.name)
+		}
+	}
+	return v, names
+}
+
+type fbIface struct{ dev, veth, descr string }
+
+func (e *Emulator) fbIfaces() []fbIface {
+	return []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+}
+
+func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error {
+	l, err := e.DataPlane.Link(ctx, in.veth)
+	if err != nil {
+		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	}
+	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	if err != nil {
+		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	}
+	flags := "1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP>"
+	if !l.Up {
+		flags = "1008802<BROADCAST,SIMPLEX,MULTICAST,LOWER_UP>"
+	}
+	v, names := ifcapOptions(o)
+	fmt.Fprintf(c.stdout, "%s: flags=%s metric 0 mtu %d\n", in.dev, flags, l.MTU)
+	fmt.Fprintf(c.stdout, "\tdescription: %s\n", in.descr)
+	fmt.Fprintf(c.stdout, "\toptions=%x<%s>\n", v, strings.Join(names, ","))
+	fmt.Fprintf(c.stdout, "\tether %s\n", l.MAC)
+	for _, a := range l.Addrs {
+		mask := ^uint32(0) << (32 - a.Bits())
+		b := a.Addr().As4()
+		bc := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | ^mask
+		fmt.Fprintf(c.stdout, "\tinet %s netmask 0x%08x broadcast %s\n", a.Addr(), mask,
+			netip.AddrFrom4([4]byte{byte(bc >> 24), byte(bc >> 16), byte(bc >> 8), byte(bc)}))
+	}
+	fmt.Fprintln(c.stdout, "\tmedia: Ethernet autoselect (10Gbase-T <full-duplex>)")
+	if l.Up {
+		fmt.Fprintln(c.stdout, "\tstatus: active")
+	} else {
+		fmt.Fprintln(c.stdout, "\tstatus: no carrier")
+	}
+	fmt.Fprintln(c.stdout, "\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>")
+	return nil
+}
+
+func (e *Emulator) printLoopback(c *call) {
+	fmt.Fprint(c.stdout, "lo0: flags=1008049<UP,LOOPBACK,RUNNING,MULTICAST,LOWER_UP> metric 0 mtu 16384\n"+
+		"\toptions=680003<RXCSUM,TXCSUM,LINKSTATE,RXCSUM_IPV6,TXCSUM_IPV6>\n"+
+		"\tinet 127.0.0.1 netmask 0xff000000\n"+
+		"\tgroups: lo\n"+
+		"\tnd6 options=21<PERFORMNUD,AUTO_LINKLOCAL>\n")
+}
+
+// cmdIfconfig prints interfaces, or sets offload capabilities at run time
+// (not in config.xml, exactly like ifconfig on pfSense).
+func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	if len(args) == 0 || (len(args) == 1 && args[0] == "-a") {
+		for _, in := range e.fbIfaces() {
+			if err := e.printIfconfig(ctx, c, in); err != nil {
+				return err
+			}
+		}
+		e.printLoopback(c)
+		return nil
+	}
+	if args[0] == "-l" {
+		fmt.Fprintf(c.stdout, "%s %s lo0\n", e.Ports.WanDev, e.Ports.LanDev)
+		return nil
+	}
+	var in *fbIface
+	for _, i := range e.fbIfaces() {
+		if i.dev == args[0] {
+			in = &i
+		}
+	}
+	if args[0] == "lo0" && len(args) == 1 {
+		e.printLoopback(c)
+		return nil
+	}
+	if in == nil {
+		return c.errorf(1, "ifconfig: interface %s does not exist", args[0])
+	}
+	if len(args) == 1 {
+		return e.printIfconfig(ctx, c, *in)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	if err != nil {
+		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	}
+	for _, a := range args[1:] {
+		val := true
+		name := a
+		if strings.HasPrefix(a, "-") {
+			val, name = false, a[1:]
+		}
+		switch name {
+		case "txcsum", "txcsum6":
+			o.TXCSUM = val
+		case "rxcsum", "rxcsum6":
+			o.RXCSUM = val
+		case "tso", "tso4", "tso6":
+			o.TSO = val
+		case "lro":
+			o.LRO = val
+		case "vlanhwtso", "vlanhwcsum", "vlanhwtag", "vlanhwfilter":
+			// fixed on the emulated igb; accepted and ignored
+		default:
+			return c.errorf(1, "ifconfig: %s: bad value (the lab emulates txcsum rxcsum txcsum6 rxcsum6 tso tso4 tso6 lro vlanhwtso)", a)
+		}
+	}
+	if err := e.DataPlane.SetOffloads(ctx, in.veth, o); err != nil {
+		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	}
+	return nil
+}
+
+// cmdPfctl reports the rules, NAT rules and tables loaded in the kernel, in
+// pf's words.
+func (e *Emulator) cmdPfctl(ctx context.Context, c *call) error {
+	args := strings.Join(c.args[1:], " ")
+	switch {
+	case args == "-sr" || args == "-s rules":
+		return e.pfRules(ctx, c, false)
+	case args == "-sn" || args == "-s nat":
+		return e.pfRules(ctx, c, true)
+	case args == "-si" || args == "-s info":
+		return e.pfInfo(ctx, c)
+	case args == "-s Tables" || args == "-sT":
+		listing, err := e.DataPlane.Listing(ctx)
+		if err != nil {
+			return c.errorf(1, "pfctl: %v", err)
+		}
+		names := setNames(listing)
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintln(c.stdout, n)
+		}
+		return nil
+	case len(c.args) == 5 && c.args[1] == "-t" && c.args[3] == "-T" && c.args[4] == "show":
+		listing, err := e.DataPlane.Listing(ctx)
+		if err != nil {
+			return c.errorf(1, "pfctl: %v", err)
+		}
+		found := false
+		for _, n := range setNames(listing) {
+			found = found || n == c.args[2]
+		}
+		if !found {
+			return c.errorf(1, "pfctl: Table does not exist.")
+		}
+		els, err := e.DataPlane.SetElements(ctx, c.args[2])
+		if err != nil {
+			return c.errorf(1, "pfctl: %v", err)
+		}
+		var b strings.Builder
+		for _, el := range els {
+			b.WriteString("   ")
+			b.WriteString(el)
+			b.WriteByte('\n')
+		}
+		_, err = fmt.Fprint(c.stdout, b.String())
+		return err
+	}
+	return c.errorf(1, "pfctl: the lab emulates -sr, -sn, -si, -s Tables and -t TABLE -T show")
+}
+
+func (e *Emulator) pfRules(ctx context.Context, c *call, nat bool) error {
+	listing, err := e.DataPlane.Listing(ctx)
+	if err != nil {
+		return c.errorf(1, "pfctl: %v", err)
+	}
+	e.mu.Lock()
+	table := e.pf
+	e.mu.Unlock()
+	_, err = c.stdout.Write(pfLines(ruleKeys(listing), table, nat))
+	return err
+}
+
+func (e *Emulator) pfInfo(ctx context.Context, c *call) error {
+	states, _ := e.DataPlane.StateCount(ctx)
+	e.mu.Lock()
+	up := time.Since(e.booted)
+	e.mu.Unlock()
+	d := int(up.Hours()) / 24
+	h, m, s := int(up.Hours())%24, int(up.Minutes())%60, int(up.Seconds())%60
+	fmt.Fprintf(c.stdout, "Status: Enabled for %d days %02d:%02d:%02d           Debug: Urgent\n\n", d, h, m, s)
+	fmt.Fprintln(c.stdout, "State Table                          Total             Rate")
+	fmt.Fprintf(c.stdout, "  current entries                 %8d               \n", states)
+	return nil
+}
+
+// cmdSysctl answers the readings fwab samples, from the host's /proc (the
+// emulated box shares this machine's CPUs and memory).
+func (e *Emulator) cmdSysctl(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	if len(args) == 0 || args[0] != "-n" {
+		return c.errorf(1, "sysctl: the lab emulates 'sysctl -n NAME...'")
+	}
+	var rc uint8
+	for _, name := range args[1:] {
+		v, ok := sysctlValue(name)
+		if !ok {
+			fmt.Fprintf(c.stderr, "sysctl: unknown oid '%s'\n", name)
+			rc = 1
+			continue
+		}
+		fmt.Fprintln(c.stdout, v)
+	}
+	return status(rc)
+}
+
+func meminfo() map[string]int64 {
+	out := map[string]int64{}
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			out[strings.TrimSuffix(f[0], ":")] = v * 1024
+		}
+	}
+	return out
+}
+
+func sysctlValue(name string) (string, bool) {
+	switch name {
+	case "hw.ncpu":
+		return strconv.Itoa(runtime.NumCPU()), true
+	case "kern.cp_times":
+		// Linux: user nice system idle iowait irq softirq; FreeBSD: user nice
+		// sys intr idle, per CPU.
+		data, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return "", false
+		}
+		var vals []string
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 8 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+				continue
+			}
+			n := make([]int64, 7)
+			for i := range n {
+				n[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+			}
+			vals = append(vals, strconv.FormatInt(n[0], 10), strconv.FormatInt(n[1], 10), strconv.FormatInt(n[2], 10),
+				strconv.FormatInt(n[5]+n[6], 10), strconv.FormatInt(n[3]+n[4], 10))
+		}
+		return strings.Join(vals, " "), true
+	case "dev.cpu.0.temperature":
+		for _, z := range []string{"/sys/class/thermal/thermal_zone0/temp", "/sys/class/hwmon/hwmon0/temp1_input"} {
+			if b, err := os.ReadFile(z); err == nil {
+				if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
+					return fmt.Sprintf("%.1fC", v/1000), true
+				}
+			}
+		}
+		return "", false // no sensor, like a VM without coretemp
+	case "hw.physmem":
+		return strconv.FormatInt(meminfo()["MemTotal"], 10), true
+	case "hw.pagesize":
+		return "4096", true
+	case "vm.stats.vm.v_page_count":
+		return strconv.FormatInt(meminfo()["MemTotal"]/4096, 10), true
+	case "vm.stats.vm.v_free_count":
+		return strconv.FormatInt(meminfo()["MemAvailable"]/4096, 10), true
+	case "kern.ipc.nmbufs":
+		return "3260460", true
+	}
+	return "", false
+}
+
+// cmdNetstat prints `netstat -m`. The mbuf figures are synthetic (Linux has
+// no mbufs): a fixed pool whose use grows with the connection-state count.
+func (e *Emulator) cmdNetstat(ctx context.Context, c *call) error {
+	if len(c.args) != 2 || c.args[1] != "-m" {
+		return c.errorf(1, "netstat: the lab emulates 'netstat -m'")
+	}
+	states, _ := e.DataPlane.StateCount(ctx)
+	cur := 2048 + 4*states
+	fmt.Fprintf(c.stdout, "%d/%d/%d mbufs in use (current/cache/total)\n", cur, 3000, cur+3000)
+	fmt.Fprintf(c.stdout, "%d/%d/%d/%d mbuf clusters in use (current/cache/total/max)\n", cur/2, 1500, cur/2+1500, 1000000)
+	fmt.Fprintf(c.stdout, "%d/%d mbuf+clusters out of packet secondary zone in use (current/cache)\n", cur/4, 1000)
+	fmt.Fprintln(c.stdout, "0/0/0/0 4k (page size) jumbo clusters in use (current/cache/total/max)")
+	fmt.Fprintf(c.stdout, "%dK/%dK/%dK bytes allocated to network (current/cache/total)\n", cur*2, 7000, cur*2+7000)
+	fmt.Fprintln(c.stdout, "0/0/0 requests for mbufs denied (mbufs/clusters/mbuf+clusters)")
+	fmt.Fprintln(c.stdout, "0 sendfile syscalls")
+	return nil
+}
+
+// cmdSwanctl: this lab build has no IPsec tunnel, so there are no SAs.
+func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
+	if len(c.args) == 2 && (c.args[1] == "--list-sas" || c.args[1] == "-l") {
+		return nil
+	}
+	return c.errorf(1, "swanctl: the lab emulates --list-sas")
+}
+
+// cmdPhp runs pfBlockerNG's update: it loads or removes the blocklist table
+// according to enable_cb, then reloads the filter.
+func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
+	if len(c.args) != 3 || c.args[1] != "/usr/local/www/pfblockerng/pfblockerng.php" {
+		return c.errorf(1, "php: the lab emulates only /usr/local/www/pfblockerng/pfblockerng.php update|updateip")
+	}
+	switch c.args[2] {
+	case "update", "updateip", "cron":
+	default:
+		return c.errorf(1, "pfblockerng.php: %s is not emulated (update, updateip, cron)", c.args[2])
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return c.errorf(1, "pfblockerng.php: %v", err)
+	}
+	e.blocklist = BlocklistEnabled(root)
+	fmt.Fprintf(c.stdout, "\n UPDATE PROCESS START [ %s ]\n\n", time.Now().UTC().Format("01/02/06 15:04:05"))
+	if err := e.applyFilter(ctx, root); err != nil {
+		return c.errorf(1, "pfblockerng.php: filter reload: %v", err)
+	}
+	if e.blocklist {
+		size := e.BlocklistSize
+		if size == 0 {
+			size = DefaultBlocklistSize
+		}
+		fmt.Fprintf(c.stdout, "===[  Aliastables / Rules  ]================================\n\n %s\t\t[ %d ] entries\n\n", BlocklistSet, size)
+	} else {
+		fmt.Fprintln(c.stdout, " pfBlockerNG is disabled: removing its tables and rules.")
+	}
+	fmt.Fprintf(c.stdout, "\n UPDATE PROCESS ENDED [ %s ]\n", time.Now().UTC().Format("01/02/06 15:04:05"))
+	return nil
+}
+
+func (e *Emulator) cmdFilterReload(ctx context.Context, c *call) error {
+	if len(c.args) != 1 {
+		return c.errorf(1, "%s: takes no arguments", c.args[0])
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
+	if err := e.applyFilter(ctx, root); err != nil {
+		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
+		return status(1)
+	}
+	return nil
+}
+
+func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
+	if len(c.args) != 1 {
+		return c.errorf(1, "%s: takes no arguments", c.args[0])
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
+	if err := e.applyInterfaces(ctx, root); err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
+	if err := e.applyFilter(ctx, root); err != nil {
+		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
+		return status(1)
+	}
+	return nil
+}
+
+// cmdPfSsh runs pfSsh.php playback scripts. IPsec and Suricata are not part
+// of this lab build: their restarts succeed and change nothing.
+func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
+	a := c.args[1:]
+	switch {
+	case len(a) == 2 && a[0] == "playback" && a[1] == "restartipsec":
+		return nil
+	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart":
+		switch a[3] {
+		case "ipsec", "suricata", "sshd", "unbound", "dpinger", "ntpd":
+			return nil
+		}
+		return c.errorf(1, "Could not find service: %s", a[3])
+	}
+	return c.errorf(1, "pfSsh.php: the lab emulates 'playback svc restart SERVICE' and 'playback restartipsec'")
+}
+
+func (e *Emulator) cmdSuricataRC(ctx context.Context, c *call) error {
+	if len(c.args) == 2 && (c.args[1] == "restart" || c.args[1] == "start" || c.args[1] == "stop") {
+		return nil
+	}
+	return c.errorf(1, "usage: suricata.sh start|stop|restart")
+}
+
+// cmdUpgrade is pfSense-upgrade -y [VERSION]: it moves to the next profile
+// (or the named one, which must be newer), then reboots.
+func (e *Emulator) cmdUpgrade(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	yes := false
+	var want string
+	for _, a := range args {
+		switch {
+		case a == "-y":
+			yes = true
+		case strings.HasPrefix(a, "-"):
+			return c.errorf(1, "pfSense-upgrade: option %s is not emulated (use -y [VERSION])", a)
+		case want == "":
+			want = a
+		default:
+			return c.errorf(1, "pfSense-upgrade: more than one version given")
+		}
+	}
+	if !yes {
+		return c.errorf(1, "pfSense-upgrade: the lab cannot prompt over SSH; use -y")
+	}
+	cur, i := e.profile()
+	next := -1
+	switch {
+	case want == "" && i+1 < len(e.Profiles):
+		next = i + 1
+	case want == "":
+		fmt.Fprintf(c.stdout, ">>> Updating repositories metadata... done.\nYour system is up to date (%s)\n", cur.Version)
+		return nil
+	default:
+		for j, p := range e.Profiles {
+			if p.Version == want {
+				next = j
+			}
+		}
+		if next < 0 {
+			return c.errorf(1, "pfSense-upgrade: version %s is not available", want)
+		}
+		if next <= i {
+			return c.errorf(1, "pfSense-upgrade: %s is not newer than the running %s", want, cur.Version)
+		}
+	}
+	p := e.Profiles[next]
+	fmt.Fprintf(c.stdout, ">>> Updating repositories metadata... done.\n>>> Upgrading pfSense-base from %s to %s... done.\n", cur.Version, p.Version)
+	if err := e.writeVersion(p); err != nil {
+		return c.errorf(1, "pfSense-upgrade: %v", err)
+	}
+	fmt.Fprintln(c.stdout, ">>> Upgrade is complete.  Rebooting in 1 second.")
+	e.logger().Info("upgrade", "from", cur.Version, "to", p.Version)
+	e.rebootSoon()
+	return nil
+}

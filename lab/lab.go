@@ -1,0 +1,536 @@
+package lab
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/fwab/fwab/fwapi"
+)
+
+// DefaultDir is where the lab keeps its state.
+const DefaultDir = "/var/lib/fwab/lab"
+
+// TargetName is the name of the target the lab writes into the targets file.
+const TargetName = "lab"
+
+// Layout of the lab folder.
+const (
+	stateFile     = "lab.json"
+	serveLog      = "serve.log"
+	servePid      = "serve.pid"
+	profilesFile  = "firmware.yaml"
+	hostKeyFile   = "keys/ssh_host_ed25519_key"
+	userKeyFile   = "keys/id_ed25519"
+	knownHostFile = "keys/known_hosts"
+)
+
+// Options configure a lab.
+type Options struct {
+	Dir          string // lab folder; default DefaultDir
+	Prefix       string // namespace prefix; default DefaultPrefix
+	TargetsPath  string // targets file; default fwapi.DefaultTargetsPath()
+	ProfilesFile string // firmware profiles YAML; empty = embedded
+	Flavor       string // only "pfsense" in this build
+	// Executable and ServeArgs start the emulator daemon; Up runs
+	// Executable ServeArgs... --dir DIR. Default: this program, "lab serve".
+	Executable string
+	ServeArgs  []string
+	Logger     *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.TargetsPath == "" {
+		o.TargetsPath = fwapi.DefaultTargetsPath()
+	}
+	if o.Flavor == "" {
+		o.Flavor = "pfsense"
+	}
+	if o.ServeArgs == nil {
+		o.ServeArgs = []string{"lab", "serve"}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// State is what lab.json records about a running lab.
+type State struct {
+	Prefix  string `json:"prefix"`
+	Flavor  string `json:"flavor"`
+	SSHAddr string `json:"ssh_addr"`
+}
+
+// tool is a program the lab needs and the Debian package that has it.
+type tool struct{ bin, pkg string }
+
+var requiredTools = []tool{
+	{"ip", "iproute2"}, {"nft", "nftables"}, {"ethtool", "ethtool"}, {"tc", "iproute2"},
+	{"iperf3", "iperf3"}, {"swanctl", "strongswan-swanctl"}, {"charon-systemd", "charon-systemd"},
+}
+
+// CheckTools reports every missing program in one error that gives the
+// apt-get line to run.
+func CheckTools() error {
+	var missing, pkgs []string
+	seen := map[string]bool{}
+	for _, t := range requiredTools {
+		if _, err := exec.LookPath(t.bin); err != nil {
+			if _, err := os.Stat(filepath.Join("/usr/sbin", t.bin)); err == nil {
+				continue
+			}
+			missing = append(missing, t.bin)
+			if !seen[t.pkg] {
+				seen[t.pkg] = true
+				pkgs = append(pkgs, t.pkg)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the lab needs %s; install with: apt-get install -y %s (or run scripts/setup.sh)",
+			strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	}
+	return nil
+}
+
+// CheckRoot fails clearly when not root: namespaces need it.
+func CheckRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the lab needs root (network namespaces, nftables): run it with sudo")
+	}
+	return nil
+}
+
+func readState(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &s, nil
+}
+
+// Up builds the lab, starts the emulated firewall and writes the "lab"
+// target. When the lab is up and healthy already, it only rewrites the
+// target; a half-built lab is torn down and built again.
+func Up(ctx context.Context, o Options) (*State, error) {
+	o.defaults()
+	if o.Flavor != "pfsense" {
+		return nil, fmt.Errorf("flavor %q: this lab build emulates pfsense only", o.Flavor)
+	}
+	if err := CheckRoot(); err != nil {
+		return nil, err
+	}
+	if err := CheckTools(); err != nil {
+		return nil, err
+	}
+	topo := Topology{Prefix: o.Prefix}
+	if err := topo.Validate(); err != nil {
+		return nil, err
+	}
+	profiles, err := LoadProfiles(o.ProfilesFile)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix {
+		if healthy(ctx, o.Dir, topo, st) == nil {
+			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
+			return st, writeTarget(o, st)
+		}
+	}
+	if err := Down(ctx, o); err != nil {
+		return nil, fmt.Errorf("clean up the previous lab: %w", err)
+	}
+	if err := topo.Create(ctx); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"keys", "root"} {
+		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := ensureKey(filepath.Join(o.Dir, hostKeyFile)); err != nil {
+		return nil, err
+	}
+	if _, err := ensureKey(filepath.Join(o.Dir, userKeyFile)); err != nil {
+		return nil, err
+	}
+	raw := DefaultProfilesYAML()
+	if o.ProfilesFile != "" {
+		if raw, err = os.ReadFile(o.ProfilesFile); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFileAtomic(filepath.Join(o.Dir, profilesFile), raw, 0o644); err != nil {
+		return nil, err
+	}
+	em := &Emulator{Root: filepath.Join(o.Dir, "root"), Profiles: profiles}
+	if err := em.Init(); err != nil {
+		return nil, err
+	}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor}
+	data, _ := json.MarshalIndent(st, "", "  ")
+	if err := writeFileAtomic(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := startDaemon(ctx, o); err != nil {
+		return nil, err
+	}
+	st, err = waitReady(ctx, o.Dir, 60*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKnownHosts(o.Dir, st.SSHAddr); err != nil {
+		return nil, err
+	}
+	return st, writeTarget(o, st)
+}
+
+// healthy checks that the namespaces exist, the daemon runs and SSH answers.
+func healthy(ctx context.Context, dir string, topo Topology, st *State) error {
+	ns, err := topo.ExistingNamespaces(ctx)
+	if err != nil || len(ns) != len(roles) {
+		return fmt.Errorf("namespaces missing")
+	}
+	if _, err := daemonPID(dir); err != nil {
+		return err
+	}
+	if st.SSHAddr == "" {
+		return fmt.Errorf("no ssh address")
+	}
+	c, err := net.DialTimeout("tcp", st.SSHAddr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func startDaemon(ctx context.Context, o Options) error {
+	exe := o.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(o.Dir, serveLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := append(append([]string{}, o.ServeArgs...), "--dir", o.Dir)
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the emulated firewall: %w", err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	return writeFileAtomic(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// waitReady waits for the daemon to record its SSH address in lab.json.
+func waitReady(ctx context.Context, dir string, timeout time.Duration) (*State, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if st, err := readState(dir); err == nil && st.SSHAddr != "" {
+			return st, nil
+		}
+		if _, err := daemonPID(dir); err != nil {
+			return nil, fmt.Errorf("the emulated firewall exited; see %s", filepath.Join(dir, serveLog))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("the emulated firewall did not start within %v; see %s", timeout, filepath.Join(dir, serveLog))
+}
+
+// daemonPID returns the running emulator's pid, checking that the pid file
+// names a live fwab "lab serve" process and not a reused pid.
+func daemonPID(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, servePid))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, servePid), err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, fmt.Errorf("emulated firewall (pid %d) is not running", pid)
+	}
+	if !strings.Contains(string(cmdline), "serve\x00--dir\x00"+dir+"\x00") {
+		return 0, fmt.Errorf("pid %d is not the lab's emulated firewall", pid)
+	}
+	return pid, nil
+}
+
+func killPID(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for i := 0; i < 50; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// Down stops the emulated firewall, removes the namespaces (and so the
+// veths), the lab folder and the "lab" target. Parts already gone are
+// skipped, so Down also cleans up after a crashed Up.
+func Down(ctx context.Context, o Options) error {
+	o.defaults()
+	if err := CheckRoot(); err != nil {
+		return err
+	}
+	prefix := o.Prefix
+	if st, err := readState(o.Dir); err == nil && st.Prefix != "" {
+		prefix = st.Prefix
+	}
+	var errs []error
+	if pid, err := daemonPID(o.Dir); err == nil {
+		if err := killPID(pid); err != nil {
+			errs = append(errs, fmt.Errorf("stop the emulated firewall: %w", err))
+		}
+		// Wait for it to be gone: it may be running nft in the namespace.
+		for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err := (Topology{Prefix: prefix}).Destroy(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeTarget(o.TargetsPath, o.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, stateFile)); err == nil || isLabDir(o.Dir) {
+		if err := os.RemoveAll(o.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isLabDir recognises a lab folder left by a crashed Up before lab.json.
+func isLabDir(dir string) bool {
+	for _, f := range []string{"keys", "root", servePid, serveLog} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Status describes the lab.
+type Status struct {
+	Dir        string
+	State      *State
+	Namespaces []string
+	DaemonPID  int
+	DaemonErr  string
+	SSHUp      bool
+	Version    string
+}
+
+// GetStatus reports what exists of the lab.
+func GetStatus(ctx context.Context, o Options) (Status, error) {
+	o.defaults()
+	s := Status{Dir: o.Dir}
+	prefix := o.Prefix
+	if st, err := readState(o.Dir); err == nil {
+		s.State = st
+		prefix = st.Prefix
+	}
+	if os.Geteuid() == 0 {
+		ns, err := (Topology{Prefix: prefix}).ExistingNamespaces(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.Namespaces = ns
+	}
+	if pid, err := daemonPID(o.Dir); err == nil {
+		s.DaemonPID = pid
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		s.DaemonErr = err.Error()
+	}
+	if s.State != nil && s.State.SSHAddr != "" {
+		if c, err := net.DialTimeout("tcp", s.State.SSHAddr, time.Second); err == nil {
+			c.Close()
+			s.SSHUp = true
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(o.Dir, "root/etc/version")); err == nil {
+		s.Version = strings.TrimSpace(string(b))
+	}
+	return s, nil
+}
+
+// ensureKey loads or creates an ed25519 private key in OpenSSH format.
+func ensureKey(path string) (ssh.Signer, error) {
+	if data, err := os.ReadFile(path); err == nil {
+		return ssh.ParsePrivateKey(data)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "fwab lab")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, err
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	return signer, writeFileAtomic(path+".pub", ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644)
+}
+
+func writeKnownHosts(dir, addr string) error {
+	host, err := ensureKey(filepath.Join(dir, hostKeyFile))
+	if err != nil {
+		return err
+	}
+	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, host.PublicKey())
+	return writeFileAtomic(filepath.Join(dir, knownHostFile), []byte(line+"\n"), 0o644)
+}
+
+func writeTarget(o Options, st *State) error {
+	host, port, err := net.SplitHostPort(st.SSHAddr)
+	if err != nil {
+		return err
+	}
+	p, _ := strconv.Atoi(port)
+	tf, err := fwapi.LoadTargets(o.TargetsPath)
+	if err != nil {
+		return err
+	}
+	topo := Topology{Prefix: st.Prefix}
+	tf.Targets[TargetName] = &fwapi.Target{
+		Name:   TargetName,
+		Flavor: st.Flavor,
+		Host:   host,
+		SSH: &fwapi.SSHSpec{
+			Port:       p,
+			User:       "root",
+			KeyFile:    filepath.Join(o.Dir, userKeyFile),
+			KnownHosts: filepath.Join(o.Dir, knownHostFile),
+		},
+		Endpoints: fwapi.Endpoints{
+			Client: fwapi.Endpoint{Addr: ClientAddr, Netns: topo.Namespace("lan")},
+			Server: fwapi.Endpoint{Addr: ServerAddr, Netns: topo.Namespace("wan")},
+		},
+	}
+	return tf.Save(o.TargetsPath)
+}
+
+// removeTarget drops the "lab" target when it points into this lab folder.
+func removeTarget(path, dir string) error {
+	tf, err := fwapi.LoadTargets(path)
+	if err != nil {
+		return err
+	}
+	t, ok := tf.Targets[TargetName]
+	if !ok || t.SSH == nil || !strings.HasPrefix(t.SSH.KeyFile, dir+string(os.PathSeparator)) {
+		return nil
+	}
+	delete(tf.Targets, TargetName)
+	return tf.Save(path)
+}
+
+// Serve runs the emulated firewall of the lab in dir until ctx ends: it
+// boots the data plane from config.xml, serves SSH on 127.0.0.1 and records
+// the address in lab.json. `fwab lab serve` calls it.
+func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := readState(dir)
+	if err != nil {
+		return fmt.Errorf("no lab in %s (run 'fwab lab up'): %w", dir, err)
+	}
+	profiles, err := LoadProfiles(filepath.Join(dir, profilesFile))
+	if err != nil {
+		return err
+	}
+	hostKey, err := ensureKey(filepath.Join(dir, hostKeyFile))
+	if err != nil {
+		return err
+	}
+	userKey, err := ensureKey(filepath.Join(dir, userKeyFile))
+	if err != nil {
+		return err
+	}
+	topo := Topology{Prefix: st.Prefix}
+	tmp := filepath.Join(dir, "run")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return err
+	}
+	em := &Emulator{
+		Root:           filepath.Join(dir, "root"),
+		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp},
+		Ports:          topo.Ports(),
+		Profiles:       profiles,
+		HostKey:        hostKey,
+		AuthorizedKeys: []ssh.PublicKey{userKey.PublicKey()},
+		Logger:         logger,
+		RebootDelay:    5 * time.Second,
+	}
+	if err := em.Init(); err != nil {
+		return err
+	}
+	if err := em.Boot(ctx); err != nil {
+		return err
+	}
+	addr := "127.0.0.1:0"
+	if st.SSHAddr != "" {
+		addr = st.SSHAddr
+	}
+	return em.Serve(ctx, addr, func(a net.Addr) {
+		st.SSHAddr = a.String()
+		data, _ := json.MarshalIndent(st, "", "  ")
+		if err := writeFileAtomic(filepath.Join(dir, stateFile), data, 0o644); err != nil {
+			logger.Error("record ssh address", "err", err)
+		}
+		logger.Info("ssh listening", "addr", st.SSHAddr)
+	})
+}

@@ -1,0 +1,287 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DataPlane is the Linux side the emulated firewall drives. LinuxDataPlane is
+// the real one; tests of the emulator that do not need root use a recording
+// one.
+type DataPlane interface {
+	// LoadRuleset loads an nft script as one transaction.
+	LoadRuleset(ctx context.Context, script string) error
+	// Listing returns the lab's tables as nft lists them, without set
+	// elements (terse).
+	Listing(ctx context.Context) (string, error)
+	// SetElements lists one set's elements.
+	SetElements(ctx context.Context, set string) ([]string, error)
+	SetOffloads(ctx context.Context, veth string, o Offloads) error
+	Offloads(ctx context.Context, veth string) (Offloads, error)
+	Link(ctx context.Context, veth string) (Link, error)
+	// Shape caps a veth's egress at rateMbit; 0 removes the cap.
+	Shape(ctx context.Context, veth string, rateMbit float64) error
+	// Reset removes everything the emulator applied (tables, caps), as a
+	// reboot does.
+	Reset(ctx context.Context) error
+	// StateCount is the number of connection-tracking entries.
+	StateCount(ctx context.Context) (int, error)
+	// MeasureMbit measures forwarding throughput through the DUT (for a
+	// percent slowdown's baseline).
+	MeasureMbit(ctx context.Context) (float64, error)
+}
+
+// Link is a veth's state.
+type Link struct {
+	MTU   int
+	MAC   string
+	Up    bool
+	Addrs []netip.Prefix
+}
+
+// LinuxDataPlane applies to the DUT namespace of a topology.
+type LinuxDataPlane struct {
+	Topo Topology
+	// TmpDir holds ruleset files for nft -f (they are large with a blocklist).
+	TmpDir string
+}
+
+var _ DataPlane = (*LinuxDataPlane)(nil)
+
+func (d *LinuxDataPlane) ns() string { return d.Topo.Namespace("dut") }
+
+func (d *LinuxDataPlane) inNS(ctx context.Context, stdin []byte, name string, args ...string) (string, error) {
+	return run(ctx, stdin, "ip", append([]string{"netns", "exec", d.ns(), name}, args...)...)
+}
+
+func (d *LinuxDataPlane) LoadRuleset(ctx context.Context, script string) error {
+	f, err := os.CreateTemp(d.TmpDir, "ruleset-*.nft")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(script); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = d.inNS(ctx, nil, "nft", "-f", f.Name())
+	return err
+}
+
+func (d *LinuxDataPlane) Listing(ctx context.Context) (string, error) {
+	var b strings.Builder
+	for _, t := range []string{blocklistTable, filterTable} {
+		out, err := d.inNS(ctx, nil, "nft", "-t", "list", "table", "ip", t)
+		if err != nil {
+			if strings.Contains(err.Error(), "No such file or directory") {
+				continue
+			}
+			return "", err
+		}
+		b.WriteString(out)
+	}
+	return b.String(), nil
+}
+
+func (d *LinuxDataPlane) SetElements(ctx context.Context, set string) ([]string, error) {
+	out, err := d.inNS(ctx, nil, "nft", "list", "set", "ip", blocklistTable, set)
+	if err != nil {
+		return nil, err
+	}
+	return setElements(out, set), nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// Offload mapping on veth (measured on the lab's kernel): tx-checksumming
+// and rx-checksumming are TXCSUM and RXCSUM; tcp-segmentation-offload is
+// TSO4/TSO6; veth's large-receive-offload is fixed off, so LRO maps to
+// generic-receive-offload.
+func (d *LinuxDataPlane) SetOffloads(ctx context.Context, veth string, o Offloads) error {
+	// Checksum first: TSO needs tx checksumming and ethtool refuses TSO on
+	// without it.
+	if _, err := d.inNS(ctx, nil, "ethtool", "-K", veth, "tx", onOff(o.TXCSUM), "rx", onOff(o.RXCSUM)); err != nil {
+		return err
+	}
+	_, err := d.inNS(ctx, nil, "ethtool", "-K", veth, "tso", onOff(o.TSO && o.TXCSUM), "gro", onOff(o.LRO))
+	return err
+}
+
+func (d *LinuxDataPlane) Offloads(ctx context.Context, veth string) (Offloads, error) {
+	out, err := d.inNS(ctx, nil, "ethtool", "-k", veth)
+	if err != nil {
+		return Offloads{}, err
+	}
+	return parseEthtoolFeatures(out), nil
+}
+
+// parseEthtoolFeatures reads `ethtool -k` output.
+func parseEthtoolFeatures(out string) Offloads {
+	f := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f[strings.TrimSpace(k)] = strings.HasPrefix(strings.TrimSpace(v), "on")
+	}
+	return Offloads{
+		TXCSUM: f["tx-checksumming"],
+		RXCSUM: f["rx-checksumming"],
+		TSO:    f["tcp-segmentation-offload"],
+		LRO:    f["generic-receive-offload"] || f["large-receive-offload"],
+	}
+}
+
+func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (Link, error) {
+	out, err := run(ctx, nil, "ip", "-n", d.ns(), "-j", "addr", "show", "dev", veth)
+	if err != nil {
+		return Link{}, err
+	}
+	var links []struct {
+		MTU       int    `json:"mtu"`
+		Address   string `json:"address"`
+		OperState string `json:"operstate"`
+		AddrInfo  []struct {
+			Family    string `json:"family"`
+			Local     string `json:"local"`
+			PrefixLen int    `json:"prefixlen"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) == 0 {
+		return Link{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
+	}
+	l := Link{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
+	for _, a := range links[0].AddrInfo {
+		if p, err := netip.ParseAddr(a.Local); err == nil && a.Family == "inet" {
+			l.Addrs = append(l.Addrs, netip.PrefixFrom(p, a.PrefixLen))
+		}
+	}
+	return l, nil
+}
+
+// Shape sets a tbf cap. The burst holds 10 ms at the rate (tbf needs at
+// least one timer tick's worth at high rates).
+func (d *LinuxDataPlane) Shape(ctx context.Context, veth string, rateMbit float64) error {
+	_, _ = d.inNS(ctx, nil, "tc", "qdisc", "del", "dev", veth, "root")
+	if rateMbit <= 0 {
+		return nil
+	}
+	burst := int(math.Max(rateMbit*1e6/8/100, 262144))
+	_, err := d.inNS(ctx, nil, "tc", "qdisc", "add", "dev", veth, "root", "tbf",
+		"rate", fmt.Sprintf("%dkbit", int(rateMbit*1000)), "burst", strconv.Itoa(burst), "latency", "50ms")
+	return err
+}
+
+func (d *LinuxDataPlane) Reset(ctx context.Context) error {
+	_, err := d.inNS(ctx, []byte(fmt.Sprintf("table ip %s {}\ndelete table ip %s\ntable ip %s {}\ndelete table ip %s\n",
+		filterTable, filterTable, blocklistTable, blocklistTable)), "nft", "-f", "-")
+	for _, v := range []string{d.Topo.DUTLanIf(), d.Topo.DUTWanIf()} {
+		_ = d.Shape(ctx, v, 0)
+	}
+	return err
+}
+
+func (d *LinuxDataPlane) StateCount(ctx context.Context) (int, error) {
+	out, err := d.inNS(ctx, nil, "cat", "/proc/sys/net/netfilter/nf_conntrack_count")
+	if err != nil {
+		return 0, nil // no conntrack yet: no states
+	}
+	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// MeasureMbit runs three 1 s iperf3 runs from the LAN client to the WAN
+// server and returns the median.
+func (d *LinuxDataPlane) MeasureMbit(ctx context.Context) (float64, error) {
+	var got []float64
+	for range 3 {
+		v, err := IperfMbit(ctx, d.Topo, 1, false)
+		if err != nil {
+			return 0, err
+		}
+		got = append(got, v)
+	}
+	sort.Float64s(got)
+	return got[1], nil
+}
+
+// IperfMbit runs one iperf3 TCP test of secs seconds from the lab's client to
+// its server through the DUT (reverse: server to client) with a one-off
+// server on a fresh port, and returns the received rate in Mbit/s.
+func IperfMbit(ctx context.Context, t Topology, secs int, reverse bool) (float64, error) {
+	port := 20000 + int(time.Now().UnixNano()/1000%20000)
+	srvCtx, cancel := context.WithTimeout(ctx, time.Duration(secs+15)*time.Second)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "fwab-iperf")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	pidfile := filepath.Join(dir, "s.pid")
+	if _, err := run(srvCtx, nil, "ip", "netns", "exec", t.Namespace("wan"), "iperf3", "-s", "-1", "-D",
+		"-B", ServerAddr, "-p", strconv.Itoa(port), "--pidfile", pidfile); err != nil {
+		return 0, err
+	}
+	defer func() {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = killPID(pid)
+			}
+		}
+	}()
+	args := []string{"netns", "exec", t.Namespace("lan"), "iperf3", "-c", ServerAddr, "-p", strconv.Itoa(port),
+		"-t", strconv.Itoa(secs), "-J", "--connect-timeout", "3000"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	var out string
+	for attempt := 0; ; attempt++ {
+		out, err = run(srvCtx, nil, "ip", args...)
+		if err == nil || attempt == 10 || !strings.Contains(out, "Connection refused") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parseIperfMbit(out)
+}
+
+func parseIperfMbit(out string) (float64, error) {
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if i := strings.LastIndex(out, "\n}"); i >= 0 {
+		out = out[:i+2]
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return 0, fmt.Errorf("iperf3 output: %w", err)
+	}
+	if r.Error != "" {
+		return 0, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	return r.End.SumReceived.BitsPerSecond / 1e6, nil
+}

@@ -1,0 +1,1015 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// call is one command invocation inside the emulated shell.
+type call struct {
+	args   []string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	dir    string
+}
+
+type command func(ctx context.Context, c *call) error
+
+// status makes an exit status error.
+func status(n uint8) error {
+	if n == 0 {
+		return nil
+	}
+	return interp.NewExitStatus(n)
+}
+
+func (c *call) errorf(n uint8, format string, args ...any) error {
+	fmt.Fprintf(c.stderr, format+"\n", args...)
+	return status(n)
+}
+
+// shellPath is the emulated shell's PATH, as on pfSense.
+var shellPath = []string{"/sbin", "/bin", "/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"}
+
+// commands maps absolute firewall paths to their implementation.
+func (e *Emulator) commands() map[string]command {
+	return map[string]command{
+		"/bin/cat":                e.cmdCat,
+		"/bin/cp":                 e.cmdCp,
+		"/bin/mv":                 e.cmdMv,
+		"/bin/rm":                 e.cmdRm,
+		"/bin/mkdir":              e.cmdMkdir,
+		"/bin/ls":                 e.cmdLs,
+		"/usr/bin/wc":             e.cmdWc,
+		"/usr/bin/head":           e.cmdHead,
+		"/usr/bin/grep":           e.cmdGrep,
+		"/sbin/sha256":            e.cmdSha256,
+		"/bin/date":               e.cmdDate,
+		"/bin/hostname":           e.cmdHostname,
+		"/usr/bin/uname":          e.cmdUname,
+		"/bin/sleep":              e.cmdSleep,
+		"/bin/sync":               func(context.Context, *call) error { return nil },
+		"/bin/sh":                 e.cmdSh,
+		"/usr/sbin/daemon":        e.cmdDaemon,
+		"/bin/kill":               e.cmdKill,
+		"/bin/pkill":              e.cmdPkill,
+		"/bin/ps":                 e.cmdPs,
+		"/bin/pgrep":              e.cmdPgrep,
+		"/sbin/ifconfig":          e.cmdIfconfig,
+		"/sbin/pfctl":             e.cmdPfctl,
+		"/sbin/sysctl":            e.cmdSysctl,
+		"/usr/bin/netstat":        e.cmdNetstat,
+		"/sbin/shutdown":          e.cmdShutdown,
+		"/sbin/reboot":            e.cmdReboot,
+		"/usr/local/sbin/swanctl": e.cmdSwanctl,
+		"/usr/local/bin/php":      e.cmdPhp,
+
+		"/etc/rc.filter_configure_sync":   e.cmdFilterReload,
+		"/etc/rc.filter_configure":        e.cmdFilterReload,
+		"/etc/rc.reload_interfaces":       e.cmdReloadInterfaces,
+		"/etc/rc.reload_all":              e.cmdReloadInterfaces,
+		"/usr/local/sbin/pfSsh.php":       e.cmdPfSsh,
+		"/usr/local/etc/rc.d/suricata.sh": e.cmdSuricataRC,
+		"/usr/local/sbin/pfSense-upgrade": e.cmdUpgrade,
+	}
+}
+
+// lookup finds a command by absolute path or, for a bare name, along PATH.
+func (e *Emulator) lookup(cmds map[string]command, name string) (command, bool) {
+	if strings.Contains(name, "/") {
+		c, ok := cmds[filepath.Clean(name)]
+		return c, ok
+	}
+	for _, d := range shellPath {
+		if c, ok := cmds[d+"/"+name]; ok {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// Exec runs one command line through the shell interpreter and returns its
+// exit status.
+func (e *Emulator) Exec(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) int {
+	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(line), "")
+	if err != nil {
+		fmt.Fprintf(stderr, "sh: %v\n", err)
+		return 2
+	}
+	r, err := e.runner(stdin, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sh: %v\n", err)
+		return 2
+	}
+	return exitStatus(r.Run(ctx, file), stderr)
+}
+
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	if st, ok := interp.IsExitStatus(err); ok {
+		return int(st)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return 143
+	}
+	fmt.Fprintf(stderr, "sh: %v\n", err)
+	return 2
+}
+
+func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...string) (*interp.Runner, error) {
+	cmds := e.commands()
+	env := expand.ListEnviron(
+		"PATH="+strings.Join(shellPath, ":"),
+		"HOME=/root", "USER=root", "SHELL=/bin/sh", "TERM=dumb",
+	)
+	opts := []interp.RunnerOption{
+		interp.StdIO(stdin, stdout, stderr),
+		interp.Env(env),
+		interp.Dir("/"),
+		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+			return func(ctx context.Context, args []string) error {
+				hc := interp.HandlerCtx(ctx)
+				c, ok := e.lookup(cmds, args[0])
+				if !ok {
+					fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
+					return interp.NewExitStatus(127)
+				}
+				return c(ctx, &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir})
+			}
+		}),
+		interp.OpenHandler(func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+			if path == "/dev/null" {
+				return devNull{}, nil
+			}
+			f, err := os.OpenFile(e.path(e.abs(ctx, path)), flag, perm)
+			return f, e.fbErr(err, e.abs(ctx, path))
+		}),
+		interp.StatHandler(func(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
+			fi, err := os.Stat(e.path(e.abs(ctx, name)))
+			return fi, e.fbErr(err, e.abs(ctx, name))
+		}),
+		interp.ReadDirHandler2(func(ctx context.Context, path string) ([]fs.DirEntry, error) {
+			return os.ReadDir(e.path(e.abs(ctx, path)))
+		}),
+		interp.AccessHandler(func(ctx context.Context, path string, mode interp.AccessMode) error {
+			_, err := os.Stat(e.path(path))
+			return e.fbErr(err, path)
+		}),
+	}
+	if len(params) > 0 {
+		opts = append(opts, interp.Params(append([]string{"--"}, params...)...))
+	}
+	return interp.New(opts...)
+}
+
+func (e *Emulator) abs(ctx context.Context, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(interp.HandlerCtx(ctx).Dir, p)
+}
+
+func (c *call) abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// fbErr rewrites a path error so it names the firewall path, not the lab's.
+func (e *Emulator) fbErr(err error, fwPath string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: fwPath, Err: pe.Err}
+	}
+	return err
+}
+
+// errText is how FreeBSD tools print an error about a file.
+func errText(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, fs.ErrExist):
+		return "File exists"
+	case errors.Is(err, fs.ErrPermission):
+		return "Permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		s := pe.Err.Error()
+		if s != "" {
+			return strings.ToUpper(s[:1]) + s[1:]
+		}
+	}
+	return err.Error()
+}
+
+func (c *call) fail(tool, path string, err error) error {
+	return c.errorf(1, "%s: %s: %s", tool, path, errText(err))
+}
+
+// flags splits leading single-letter options (-f, -rf) from operands.
+// allowed lists the letters the tool accepts.
+func (c *call) flags(allowed string) (map[rune]bool, []string, error) {
+	set := map[rune]bool{}
+	args := c.args[1:]
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		if args[0] == "--" {
+			args = args[1:]
+			break
+		}
+		for _, r := range args[0][1:] {
+			if !strings.ContainsRune(allowed, r) {
+				return nil, nil, c.errorf(64, "%s: illegal option -- %c", filepath.Base(c.args[0]), r)
+			}
+			set[r] = true
+		}
+		args = args[1:]
+	}
+	return set, args, nil
+}
+
+func (e *Emulator) cmdCat(ctx context.Context, c *call) error {
+	_, files, err := c.flags("")
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		_, err := io.Copy(c.stdout, c.stdin)
+		return err
+	}
+	var rc uint8
+	for _, f := range files {
+		if f == "-" {
+			if _, err := io.Copy(c.stdout, c.stdin); err != nil {
+				return err
+			}
+			continue
+		}
+		fh, err := os.Open(e.path(c.abs(f)))
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = fh.Stat(); err == nil && fi.IsDir() {
+				err = &fs.PathError{Op: "read", Path: f, Err: errors.New("is a directory")}
+			}
+			if err == nil {
+				_, err = io.Copy(c.stdout, fh)
+			}
+			fh.Close()
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "cat: %s: %s\n", f, errText(err))
+			rc = 1
+		}
+	}
+	return status(rc)
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(dst, data, fi.Mode().Perm())
+}
+
+// target resolves cp/mv's destination: into a directory keeps the name.
+func (e *Emulator) target(c *call, src, dst string) string {
+	d := e.path(c.abs(dst))
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return filepath.Join(d, filepath.Base(src))
+	}
+	return d
+}
+
+func (e *Emulator) cmdCp(ctx context.Context, c *call) error {
+	_, args, err := c.flags("fpv")
+	if err != nil {
+		return err
+	}
+	if len(args) != 2 {
+		return c.errorf(64, "usage: cp [-fpv] source_file target_file")
+	}
+	src := e.path(c.abs(args[0]))
+	if fi, err := os.Stat(src); err != nil {
+		return c.fail("cp", args[0], err)
+	} else if fi.IsDir() {
+		return c.errorf(1, "cp: %s is a directory (not copied).", args[0])
+	}
+	if err := copyFile(src, e.target(c, args[0], args[1])); err != nil {
+		return c.fail("cp", args[1], err)
+	}
+	return nil
+}
+
+func (e *Emulator) cmdMv(ctx context.Context, c *call) error {
+	_, args, err := c.flags("f")
+	if err != nil {
+		return err
+	}
+	if len(args) != 2 {
+		return c.errorf(64, "usage: mv [-f] source target")
+	}
+	src := e.path(c.abs(args[0]))
+	if _, err := os.Stat(src); err != nil {
+		return c.errorf(1, "mv: rename %s to %s: %s", args[0], args[1], errText(err))
+	}
+	if err := os.Rename(src, e.target(c, args[0], args[1])); err != nil {
+		return c.errorf(1, "mv: rename %s to %s: %s", args[0], args[1], errText(err))
+	}
+	return nil
+}
+
+func (e *Emulator) cmdRm(ctx context.Context, c *call) error {
+	fl, args, err := c.flags("frR")
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 && !fl['f'] {
+		return c.errorf(64, "usage: rm [-f | -i] [-dIPRrvWx] file ...")
+	}
+	var rc uint8
+	for _, a := range args {
+		p := c.abs(a)
+		if p == "/" || p == "/conf" || p == "/cf" || p == "/cf/conf" {
+			fmt.Fprintf(c.stderr, "rm: %s: Operation not permitted\n", a)
+			rc = 1
+			continue
+		}
+		hp := e.path(p)
+		fi, err := os.Lstat(hp)
+		if err != nil {
+			if !fl['f'] {
+				fmt.Fprintf(c.stderr, "rm: %s: %s\n", a, errText(err))
+				rc = 1
+			}
+			continue
+		}
+		if fi.IsDir() {
+			if !fl['r'] && !fl['R'] {
+				fmt.Fprintf(c.stderr, "rm: %s: is a directory\n", a)
+				rc = 1
+				continue
+			}
+			err = os.RemoveAll(hp)
+		} else {
+			err = os.Remove(hp)
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "rm: %s: %s\n", a, errText(err))
+			rc = 1
+		}
+	}
+	return status(rc)
+}
+
+func (e *Emulator) cmdMkdir(ctx context.Context, c *call) error {
+	fl, args, err := c.flags("p")
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return c.errorf(64, "usage: mkdir [-pv] [-m mode] directory_name ...")
+	}
+	var rc uint8
+	for _, a := range args {
+		hp := e.path(c.abs(a))
+		if fl['p'] {
+			err = os.MkdirAll(hp, 0o755)
+		} else {
+			err = os.Mkdir(hp, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "mkdir: %s: %s\n", a, errText(err))
+			rc = 1
+		}
+	}
+	return status(rc)
+}
+
+func (e *Emulator) cmdLs(ctx context.Context, c *call) error {
+	fl, args, err := c.flags("1latr")
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		args = []string{"."}
+	}
+	var rc uint8
+	for _, a := range args {
+		hp := e.path(c.abs(a))
+		fi, err := os.Stat(hp)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "ls: %s: %s\n", a, errText(err))
+			rc = 1
+			continue
+		}
+		if !fi.IsDir() {
+			e.lsLine(c, fl['l'], a, fi)
+			continue
+		}
+		ents, err := os.ReadDir(hp)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "ls: %s: %s\n", a, errText(err))
+			rc = 1
+			continue
+		}
+		infos := make([]fs.FileInfo, 0, len(ents))
+		for _, d := range ents {
+			if strings.HasPrefix(d.Name(), ".") && !fl['a'] {
+				continue
+			}
+			if i, err := d.Info(); err == nil {
+				infos = append(infos, i)
+			}
+		}
+		if fl['t'] {
+			sort.SliceStable(infos, func(i, j int) bool { return infos[i].ModTime().After(infos[j].ModTime()) })
+		}
+		if fl['r'] {
+			for i, j := 0, len(infos)-1; i < j; i, j = i+1, j-1 {
+				infos[i], infos[j] = infos[j], infos[i]
+			}
+		}
+		for _, i := range infos {
+			e.lsLine(c, fl['l'], i.Name(), i)
+		}
+	}
+	return status(rc)
+}
+
+func (e *Emulator) lsLine(c *call, long bool, name string, fi fs.FileInfo) {
+	if !long {
+		fmt.Fprintln(c.stdout, name)
+		return
+	}
+	fmt.Fprintf(c.stdout, "%s  1 root  wheel  %8d %s %s\n", fi.Mode().String(), fi.Size(), fi.ModTime().UTC().Format("Jan _2 15:04"), name)
+}
+
+// inputs opens the named files, or stdin when there are none.
+func (e *Emulator) inputs(c *call, tool string, files []string, each func(name string, r io.Reader) error) uint8 {
+	if len(files) == 0 {
+		if err := each("", c.stdin); err != nil {
+			return 2
+		}
+		return 0
+	}
+	var rc uint8
+	for _, f := range files {
+		fh, err := os.Open(e.path(c.abs(f)))
+		if err != nil {
+			fmt.Fprintf(c.stderr, "%s: %s: %s\n", tool, f, errText(err))
+			rc = 1
+			continue
+		}
+		err = each(f, fh)
+		fh.Close()
+		if err != nil {
+			rc = 1
+		}
+	}
+	return rc
+}
+
+func (e *Emulator) cmdWc(ctx context.Context, c *call) error {
+	fl, files, err := c.flags("lcw")
+	if err != nil {
+		return err
+	}
+	return status(e.inputs(c, "wc", files, func(name string, r io.Reader) error {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		var fields []string
+		all := !fl['l'] && !fl['w'] && !fl['c']
+		if fl['l'] || all {
+			fields = append(fields, fmt.Sprintf("%8d", strings.Count(string(data), "\n")))
+		}
+		if fl['w'] || all {
+			fields = append(fields, fmt.Sprintf("%8d", len(strings.Fields(string(data)))))
+		}
+		if fl['c'] || all {
+			fields = append(fields, fmt.Sprintf("%8d", len(data)))
+		}
+		line := strings.Join(fields, "")
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintln(c.stdout, line)
+		return nil
+	}))
+}
+
+func (e *Emulator) cmdHead(ctx context.Context, c *call) error {
+	n := 10
+	args := c.args[1:]
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch {
+		case args[0] == "-n" && len(args) > 1:
+			v, err := strconv.Atoi(args[1])
+			if err != nil || v < 0 {
+				return c.errorf(1, "head: illegal line count -- %s", args[1])
+			}
+			n, args = v, args[2:]
+		case strings.HasPrefix(args[0], "-n"):
+			v, err := strconv.Atoi(args[0][2:])
+			if err != nil {
+				return c.errorf(1, "head: illegal line count -- %s", args[0][2:])
+			}
+			n, args = v, args[1:]
+		default:
+			v, err := strconv.Atoi(args[0][1:])
+			if err != nil {
+				return c.errorf(64, "usage: head [-n lines | -c bytes] [file ...]")
+			}
+			n, args = v, args[1:]
+		}
+	}
+	return status(e.inputs(c, "head", args, func(name string, r io.Reader) error {
+		br := bufio.NewReader(r)
+		for i := 0; i < n; i++ {
+			line, err := br.ReadString('\n')
+			io.WriteString(c.stdout, line)
+			if err != nil {
+				break
+			}
+		}
+		// Drain stdin so a writer on the other side of a pipe does not block.
+		if name == "" {
+			_, _ = io.Copy(io.Discard, br)
+		}
+		return nil
+	}))
+}
+
+// breToERE turns a POSIX basic regular expression into Go syntax: in a BRE
+// + ? | ( ) { } are literal and \( \) \{ \} are the operators.
+func breToERE(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		ch := p[i]
+		if ch == '\\' && i+1 < len(p) {
+			n := p[i+1]
+			if strings.IndexByte("(){}|+?", n) >= 0 {
+				b.WriteByte(n)
+			} else {
+				b.WriteByte('\\')
+				b.WriteByte(n)
+			}
+			i++
+			continue
+		}
+		if strings.IndexByte("+?|(){}", ch) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
+}
+
+func (e *Emulator) cmdGrep(ctx context.Context, c *call) error {
+	fl, args, err := c.flags("cEvqiF")
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return c.errorf(2, "usage: grep [-cEFiqv] pattern [file ...]")
+	}
+	pat := args[0]
+	switch {
+	case fl['F']:
+		pat = regexp.QuoteMeta(pat)
+	case !fl['E']:
+		pat = breToERE(pat)
+	}
+	if fl['i'] {
+		pat = "(?i)" + pat
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return c.errorf(2, "grep: %v", err)
+	}
+	files := args[1:]
+	matched := false
+	rc := e.inputs(c, "grep", files, func(name string, r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		count := 0
+		for sc.Scan() {
+			if re.MatchString(sc.Text()) != fl['v'] {
+				count++
+				matched = true
+				if !fl['c'] && !fl['q'] {
+					if len(files) > 1 {
+						fmt.Fprintf(c.stdout, "%s:", name)
+					}
+					fmt.Fprintln(c.stdout, sc.Text())
+				}
+			}
+		}
+		if fl['c'] {
+			if len(files) > 1 {
+				fmt.Fprintf(c.stdout, "%s:", name)
+			}
+			fmt.Fprintln(c.stdout, count)
+		}
+		return sc.Err()
+	})
+	if rc != 0 {
+		return status(2)
+	}
+	if !matched {
+		return status(1)
+	}
+	return nil
+}
+
+func (e *Emulator) cmdSha256(ctx context.Context, c *call) error {
+	fl, files, err := c.flags("q")
+	if err != nil {
+		return err
+	}
+	return status(e.inputs(c, "sha256", files, func(name string, r io.Reader) error {
+		h := sha256.New()
+		if _, err := io.Copy(h, r); err != nil {
+			return err
+		}
+		sum := hex.EncodeToString(h.Sum(nil))
+		if fl['q'] || name == "" {
+			fmt.Fprintln(c.stdout, sum)
+		} else {
+			fmt.Fprintf(c.stdout, "SHA256 (%s) = %s\n", name, sum)
+		}
+		return nil
+	}))
+}
+
+func (e *Emulator) cmdDate(ctx context.Context, c *call) error {
+	now := time.Now().UTC()
+	switch {
+	case len(c.args) == 1:
+		fmt.Fprintln(c.stdout, now.Format("Mon Jan _2 15:04:05 MST 2006"))
+	case len(c.args) == 2 && c.args[1] == "+%s":
+		fmt.Fprintln(c.stdout, now.Unix())
+	default:
+		return c.errorf(1, "date: only 'date' and 'date +%%s' are emulated")
+	}
+	return nil
+}
+
+func (e *Emulator) hostname() string {
+	data, err := os.ReadFile(e.path("/conf/config.xml"))
+	if err != nil {
+		return "pfSense.home.arpa"
+	}
+	root, err := parseConfig(data)
+	if err != nil {
+		return "pfSense.home.arpa"
+	}
+	h, d := text(root, "system/hostname"), text(root, "system/domain")
+	if h == "" {
+		h = "pfSense"
+	}
+	if d != "" {
+		h += "." + d
+	}
+	return h
+}
+
+func (e *Emulator) cmdHostname(ctx context.Context, c *call) error {
+	if len(c.args) > 1 {
+		return c.errorf(1, "hostname: setting the host name is not emulated; edit config.xml")
+	}
+	fmt.Fprintln(c.stdout, e.hostname())
+	return nil
+}
+
+func (e *Emulator) cmdUname(ctx context.Context, c *call) error {
+	p, _ := e.profile()
+	switch {
+	case len(c.args) == 1 || (len(c.args) == 2 && c.args[1] == "-s"):
+		fmt.Fprintln(c.stdout, "FreeBSD")
+	case len(c.args) == 2 && c.args[1] == "-r":
+		fmt.Fprintln(c.stdout, p.FreeBSD)
+	case len(c.args) == 2 && c.args[1] == "-m":
+		fmt.Fprintln(c.stdout, "amd64")
+	case len(c.args) == 2 && c.args[1] == "-a":
+		fmt.Fprintf(c.stdout, "FreeBSD %s %s FreeBSD %s #1 RELENG_%s: Mon Jan  1 00:00:00 UTC 2024     root@freebsd:/var/jenkins/workspace/pfSense-CE-snapshots/obj/amd64/sys/pfSense amd64\n",
+			e.hostname(), p.FreeBSD, p.FreeBSD, strings.ReplaceAll(strings.TrimSuffix(p.Version, "-RELEASE"), ".", "_"))
+	default:
+		return c.errorf(64, "usage: uname [-amrs]")
+	}
+	return nil
+}
+
+func (e *Emulator) cmdSleep(ctx context.Context, c *call) error {
+	if len(c.args) != 2 {
+		return c.errorf(64, "usage: sleep seconds")
+	}
+	s, err := strconv.ParseFloat(c.args[1], 64)
+	if err != nil || s < 0 {
+		return c.errorf(64, "usage: sleep seconds")
+	}
+	select {
+	case <-time.After(time.Duration(s * float64(time.Second))):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cmdSh runs `sh -c LINE` or `sh FILE ARGS...` with the same commands.
+func (e *Emulator) cmdSh(ctx context.Context, c *call) error {
+	var src io.Reader
+	var params []string
+	name := ""
+	switch {
+	case len(c.args) >= 3 && c.args[1] == "-c":
+		src = strings.NewReader(c.args[2])
+		if len(c.args) > 4 {
+			params = c.args[4:]
+		}
+	case len(c.args) >= 2 && !strings.HasPrefix(c.args[1], "-"):
+		data, err := os.ReadFile(e.path(c.abs(c.args[1])))
+		if err != nil {
+			return c.errorf(127, "sh: cannot open %s: %s", c.args[1], errText(err))
+		}
+		src, name, params = strings.NewReader(string(data)), c.args[1], c.args[2:]
+	default:
+		return c.errorf(2, "sh: only 'sh -c command' and 'sh file' are emulated")
+	}
+	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(src, name)
+	if err != nil {
+		return c.errorf(2, "sh: %v", err)
+	}
+	r, err := e.runner(c.stdin, c.stdout, c.stderr, params...)
+	if err != nil {
+		return c.errorf(2, "sh: %v", err)
+	}
+	return status(uint8(exitStatus(r.Run(ctx, file), c.stderr)))
+}
+
+// cmdDaemon is FreeBSD daemon(8) with -f and -p: the command runs detached
+// from the session and survives it.
+func (e *Emulator) cmdDaemon(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	pidfile := ""
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-f":
+			args = args[1:]
+		case "-p":
+			if len(args) < 2 {
+				return c.errorf(64, "usage: daemon [-f] [-p pidfile] command arguments ...")
+			}
+			pidfile, args = args[1], args[2:]
+		default:
+			return c.errorf(64, "daemon: only -f and -p are emulated")
+		}
+	}
+	if len(args) == 0 {
+		return c.errorf(64, "usage: daemon [-f] [-p pidfile] command arguments ...")
+	}
+	cmds := e.commands()
+	if _, ok := e.lookup(cmds, args[0]); !ok {
+		return c.errorf(1, "daemon: execvp: %s: No such file or directory", args[0])
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	p := e.procs.add(strings.Join(args, " "), cancel)
+	hostPid := ""
+	if pidfile != "" {
+		hostPid = e.path(c.abs(pidfile))
+		if err := writeFileAtomic(hostPid, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
+			cancel()
+			e.procs.remove(p.pid)
+			return c.fail("daemon", pidfile, err)
+		}
+	}
+	go func() {
+		defer close(p.done)
+		defer e.procs.remove(p.pid)
+		defer cancel()
+		r, err := e.runner(devNull{}, io.Discard, io.Discard)
+		if err != nil {
+			return
+		}
+		// Run the command inside a runner so it gets a handler context.
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			q, err := syntax.Quote(a, syntax.LangPOSIX)
+			if err != nil {
+				return
+			}
+			quoted[i] = q
+		}
+		file, err := syntax.NewParser().Parse(strings.NewReader(strings.Join(quoted, " ")), "")
+		if err != nil {
+			return
+		}
+		err = r.Run(bg, file)
+		e.logger().Info("daemon exited", "pid", p.pid, "command", p.command, "status", exitStatus(err, io.Discard))
+		if hostPid != "" {
+			if b, rerr := os.ReadFile(hostPid); rerr == nil && strings.TrimSpace(string(b)) == strconv.Itoa(p.pid) {
+				_ = os.Remove(hostPid)
+			}
+		}
+	}()
+	return nil
+}
+
+func (e *Emulator) killByPID(c *call, tool, arg string) uint8 {
+	pid, err := strconv.Atoi(arg)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: illegal process id: %s\n", tool, arg)
+		return 2
+	}
+	if systemProcess(pid) {
+		fmt.Fprintf(c.stderr, "%s: %d: Operation not permitted\n", tool, pid)
+		return 1
+	}
+	if !e.procs.kill(pid) {
+		fmt.Fprintf(c.stderr, "%s: %d: No such process\n", tool, pid)
+		return 1
+	}
+	return 0
+}
+
+func (e *Emulator) cmdKill(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-9", "-15", "-TERM", "-KILL", "-s":
+			if args[0] == "-s" && len(args) > 1 {
+				args = args[1:]
+			}
+			args = args[1:]
+		default:
+			return c.errorf(2, "kill: unknown signal %s; valid: -9 -15 -TERM -KILL", args[0])
+		}
+	}
+	if len(args) == 0 {
+		return c.errorf(2, "usage: kill [-s signal_name] pid ...")
+	}
+	var rc uint8
+	for _, a := range args {
+		if r := e.killByPID(c, "kill", a); r != 0 {
+			rc = r
+		}
+	}
+	return status(rc)
+}
+
+func (e *Emulator) cmdPkill(ctx context.Context, c *call) error {
+	if len(c.args) != 3 || c.args[1] != "-F" {
+		return c.errorf(2, "pkill: only 'pkill -F pidfile' is emulated")
+	}
+	data, err := os.ReadFile(e.path(c.abs(c.args[2])))
+	if err != nil {
+		return c.errorf(2, "pkill: Cannot open pidfile `%s': %s", c.args[2], errText(err))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return c.errorf(2, "pkill: Invalid pidfile `%s'", c.args[2])
+	}
+	if !e.procs.kill(pid) {
+		return status(1) // no process matched
+	}
+	return nil
+}
+
+// The processes every pfSense shows; they cannot be killed here.
+var systemProcesses = []struct {
+	pid int
+	cmd string
+}{
+	{1, "/sbin/init"},
+	{312, "/usr/local/sbin/check_reload_status"},
+	{401, "/usr/sbin/syslogd -O rfc5424 -s -f /etc/syslog.conf"},
+	{455, "/usr/local/sbin/sshd -f /etc/ssh/sshd_config"},
+	{512, "php-fpm: master process (/usr/local/lib/php-fpm.conf) (php-fpm)"},
+	{623, "/usr/local/sbin/nginx -c /var/etc/nginx-webConfigurator.conf"},
+	{711, "/usr/local/sbin/dpinger -S -r 0 -i WANGW -B 198.19.0.1 198.19.0.2"},
+	{804, "/usr/local/sbin/unbound -c /var/unbound/unbound.conf"},
+	{912, "/usr/sbin/cron -s"},
+}
+
+func systemProcess(pid int) bool {
+	for _, p := range systemProcesses {
+		if p.pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Emulator) processList() [][2]string {
+	var out [][2]string
+	for _, p := range systemProcesses {
+		out = append(out, [2]string{strconv.Itoa(p.pid), p.cmd})
+	}
+	ps := e.procs.list()
+	sort.Slice(ps, func(i, j int) bool { return ps[i].pid < ps[j].pid })
+	for _, p := range ps {
+		out = append(out, [2]string{strconv.Itoa(p.pid - 1), "daemon: " + p.command + "[" + strconv.Itoa(p.pid) + "] (daemon)"}, [2]string{strconv.Itoa(p.pid), p.command})
+	}
+	return out
+}
+
+func (e *Emulator) cmdPs(ctx context.Context, c *call) error {
+	args := strings.Join(c.args[1:], " ")
+	if args != "ax -o pid,command" && args != "axo pid,command" && args != "-ax -o pid,command" {
+		return c.errorf(1, "ps: only 'ps ax -o pid,command' is emulated")
+	}
+	fmt.Fprintln(c.stdout, "  PID COMMAND")
+	for _, p := range e.processList() {
+		fmt.Fprintf(c.stdout, "%5s %s\n", p[0], p[1])
+	}
+	return nil
+}
+
+func (e *Emulator) cmdPgrep(ctx context.Context, c *call) error {
+	fl, args, err := c.flags("lf")
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return c.errorf(2, "usage: pgrep [-lf] pattern")
+	}
+	re, err := regexp.Compile(args[0])
+	if err != nil {
+		return c.errorf(2, "pgrep: %v", err)
+	}
+	found := false
+	for _, p := range e.processList() {
+		if strings.HasPrefix(p[1], "daemon: ") {
+			continue
+		}
+		subject := p[1]
+		if !fl['f'] {
+			subject = filepath.Base(strings.Fields(p[1])[0])
+		}
+		if re.MatchString(subject) {
+			found = true
+			if fl['l'] {
+				fmt.Fprintf(c.stdout, "%s %s\n", p[0], p[1])
+			} else {
+				fmt.Fprintln(c.stdout, p[0])
+			}
+		}
+	}
+	if !found {
+		return status(1)
+	}
+	return nil
+}
+
+func (e *Emulator) cmdShutdown(ctx context.Context, c *call) error {
+	if len(c.args) != 3 || c.args[1] != "-r" || c.args[2] != "now" {
+		return c.errorf(1, "shutdown: only 'shutdown -r now' is emulated")
+	}
+	return e.cmdReboot(ctx, &call{args: []string{"reboot"}, stdout: c.stdout, stderr: c.stderr})
+}
+
+func (e *Emulator) cmdReboot(ctx context.Context, c *call) error {
+	if len(c.args) != 1 {
+		return c.errorf(1, "reboot: options are not emulated")
+	}
+	fmt.Fprintf(c.stdout, "Shutdown NOW!\nshutdown: [pid %d]\n", 4000+time.Now().Second())
+	e.rebootSoon()
+	return nil
+}
+
+// rebootSoon reboots after the current command has returned its output and
+// exit status.
+func (e *Emulator) rebootSoon() {
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		e.Reboot(context.Background())
+	}()
+}

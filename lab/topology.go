@@ -1,0 +1,253 @@
+// Package lab is fwab's embedded lab: four Linux network namespaces wired
+// like a firewall between a LAN client and a WAN server, and an emulated
+// pfSense that keeps a real config.xml, answers over SSH the commands a real
+// pfSense answers, and applies its config to a real Linux data plane
+// (nftables, ethtool, tc) in the DUT namespace.
+//
+// Only addresses in 198.18.0.0/15, the RFC 2544 benchmarking range, are used.
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The lab's fixed addressing (all in 198.18.0.0/15).
+const (
+	ClientAddr = "198.18.1.10" // LAN client, in <prefix>-lan
+	DUTLanAddr = "198.18.1.1"  // DUT, LAN side
+	DUTWanAddr = "198.19.0.1"  // DUT, WAN side
+	PeerAddr   = "198.19.0.2"  // upstream router, DUT side
+	PeerWanGW  = "198.19.1.1"  // upstream router, server side
+	ServerAddr = "198.19.1.10" // WAN server, in <prefix>-wan
+
+	LanNet    = "198.18.1.0/24"
+	WanNet    = "198.19.0.0/24"
+	ServerNet = "198.19.1.0/24"
+)
+
+// DefaultPrefix names the lab's namespaces fwab-lan, fwab-dut, fwab-peer and
+// fwab-wan.
+const DefaultPrefix = "fwab"
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
+
+// Topology names a lab's namespaces and veth interfaces. Tests use a random
+// prefix so that runs never collide.
+type Topology struct {
+	Prefix string
+}
+
+// Roles of the four namespaces, in the order traffic crosses them.
+var roles = []string{"lan", "dut", "peer", "wan"}
+
+// Validate checks that the prefix makes legal namespace and interface names
+// (interface names are limited to 15 bytes).
+func (t Topology) Validate() error {
+	if !prefixRE.MatchString(t.Prefix) {
+		return fmt.Errorf("lab prefix %q: use 1 to 12 lower-case letters and digits, starting with a letter", t.Prefix)
+	}
+	return nil
+}
+
+// Namespace returns the namespace of a role: lan, dut, peer or wan.
+func (t Topology) Namespace(role string) string { return t.Prefix + "-" + role }
+
+// Namespaces returns all four namespace names.
+func (t Topology) Namespaces() []string {
+	out := make([]string, len(roles))
+	for i, r := range roles {
+		out[i] = t.Namespace(r)
+	}
+	return out
+}
+
+// Veth names. The DUT's LAN side is <prefix>d0 and its WAN side <prefix>d1.
+func (t Topology) ClientIf() string  { return t.Prefix + "l0" }
+func (t Topology) DUTLanIf() string  { return t.Prefix + "d0" }
+func (t Topology) DUTWanIf() string  { return t.Prefix + "d1" }
+func (t Topology) PeerDUTIf() string { return t.Prefix + "p0" }
+func (t Topology) PeerWanIf() string { return t.Prefix + "p1" }
+func (t Topology) ServerIf() string  { return t.Prefix + "w0" }
+
+// Veths lists every veth end with its namespace.
+func (t Topology) Veths() [][2]string {
+	return [][2]string{
+		{t.Namespace("lan"), t.ClientIf()},
+		{t.Namespace("dut"), t.DUTLanIf()},
+		{t.Namespace("dut"), t.DUTWanIf()},
+		{t.Namespace("peer"), t.PeerDUTIf()},
+		{t.Namespace("peer"), t.PeerWanIf()},
+		{t.Namespace("wan"), t.ServerIf()},
+	}
+}
+
+// Create builds the namespaces, veths, addresses and routes. It fails if any
+// of the namespaces exists already: call Destroy first.
+func (t Topology) Create(ctx context.Context) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	existing, err := t.ExistingNamespaces(ctx)
+	if err != nil {
+		return err
+	}
+	if len(existing) > 0 {
+		return fmt.Errorf("lab namespaces already exist: %s (run 'fwab lab down' first)", strings.Join(existing, ", "))
+	}
+	lan, dut, peer, wan := t.Namespace("lan"), t.Namespace("dut"), t.Namespace("peer"), t.Namespace("wan")
+	steps := [][]string{}
+	for _, ns := range t.Namespaces() {
+		steps = append(steps, []string{"ip", "netns", "add", ns}, []string{"ip", "-n", ns, "link", "set", "lo", "up"})
+	}
+	steps = append(steps,
+		[]string{"ip", "link", "add", t.ClientIf(), "netns", lan, "type", "veth", "peer", "name", t.DUTLanIf(), "netns", dut},
+		[]string{"ip", "link", "add", t.DUTWanIf(), "netns", dut, "type", "veth", "peer", "name", t.PeerDUTIf(), "netns", peer},
+		[]string{"ip", "link", "add", t.PeerWanIf(), "netns", peer, "type", "veth", "peer", "name", t.ServerIf(), "netns", wan},
+		[]string{"ip", "-n", lan, "addr", "add", ClientAddr + "/24", "dev", t.ClientIf()},
+		[]string{"ip", "-n", dut, "addr", "add", DUTLanAddr + "/24", "dev", t.DUTLanIf()},
+		[]string{"ip", "-n", dut, "addr", "add", DUTWanAddr + "/24", "dev", t.DUTWanIf()},
+		[]string{"ip", "-n", peer, "addr", "add", PeerAddr + "/24", "dev", t.PeerDUTIf()},
+		[]string{"ip", "-n", peer, "addr", "add", PeerWanGW + "/24", "dev", t.PeerWanIf()},
+		[]string{"ip", "-n", wan, "addr", "add", ServerAddr + "/24", "dev", t.ServerIf()},
+	)
+	for _, v := range t.Veths() {
+		steps = append(steps, []string{"ip", "-n", v[0], "link", "set", v[1], "up"})
+	}
+	steps = append(steps,
+		[]string{"ip", "-n", lan, "route", "add", "default", "via", DUTLanAddr},
+		[]string{"ip", "-n", wan, "route", "add", "default", "via", PeerWanGW},
+		// The DUT reaches the server network through the peer, as configured
+		// in config.xml's static route; the peer routes the LAN back through
+		// the DUT, so traffic flows with outbound NAT disabled too, and with
+		// NAT the server sees the DUT's WAN address instead of the client's.
+		[]string{"ip", "-n", dut, "route", "add", ServerNet, "via", PeerAddr},
+		[]string{"ip", "-n", peer, "route", "add", LanNet, "via", DUTWanAddr},
+		[]string{"ip", "netns", "exec", dut, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		[]string{"ip", "netns", "exec", peer, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+	)
+	for _, s := range steps {
+		if _, err := run(ctx, nil, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("build lab topology: %w", err)
+		}
+	}
+	return nil
+}
+
+// ExistingNamespaces lists which of the lab's namespaces exist.
+func (t Topology) ExistingNamespaces(ctx context.Context) ([]string, error) {
+	out, err := run(ctx, nil, "ip", "netns", "list")
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			have[f[0]] = true
+		}
+	}
+	var found []string
+	for _, ns := range t.Namespaces() {
+		if have[ns] {
+			found = append(found, ns)
+		}
+	}
+	return found, nil
+}
+
+// Destroy kills every process left inside the lab's namespaces (a process
+// keeps a deleted namespace alive), then deletes the namespaces; their veths
+// go with them. Missing parts are not an error, so Destroy also cleans up
+// after a crashed Create.
+func (t Topology) Destroy(ctx context.Context) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	existing, err := t.ExistingNamespaces(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range existing {
+		if err := killNamespacePIDs(ctx, ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range existing {
+		if _, err := run(ctx, nil, "ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killNamespacePIDs ends the processes running in a namespace: SIGTERM,
+// then SIGKILL for those still there after a second.
+func killNamespacePIDs(ctx context.Context, ns string) error {
+	pids := func() []int {
+		out, err := run(ctx, nil, "ip", "netns", "pids", ns)
+		if err != nil {
+			return nil
+		}
+		var ps []int
+		for _, f := range strings.Fields(out) {
+			if p, err := strconv.Atoi(f); err == nil {
+				ps = append(ps, p)
+			}
+		}
+		return ps
+	}
+	ps := pids()
+	for _, p := range ps {
+		_ = syscall.Kill(p, syscall.SIGTERM)
+	}
+	for i := 0; i < 20 && len(ps) > 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		ps = pids()
+	}
+	for _, p := range ps {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	if len(ps) > 0 {
+		time.Sleep(200 * time.Millisecond)
+		if left := pids(); len(left) > 0 {
+			return fmt.Errorf("namespace %s: processes %v did not exit", ns, left)
+		}
+	}
+	return nil
+}
+
+// run runs a system command and returns its standard output. The error
+// carries the command line and its standard error.
+func run(ctx context.Context, stdin []byte, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 600 {
+			msg = msg[:600] + "…"
+		}
+		return stdout.String(), fmt.Errorf("%s %s: %s: %w", name, strings.Join(shortArgs(args), " "), msg, err)
+	}
+	return stdout.String(), nil
+}
+
+func shortArgs(args []string) []string {
+	if len(args) <= 12 {
+		return args
+	}
+	return append(append([]string{}, args[:12]...), "…")
+}
