@@ -146,6 +146,14 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 		interp.StdIO(stdin, stdout, stderr),
 		interp.Env(env),
 		interp.Dir("/"),
+		// kill is a shell builtin the interpreter does not support: send it
+		// to the emulated /bin/kill.
+		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
+			if args[0] == "kill" {
+				args[0] = "/bin/kill"
+			}
+			return args, nil
+		}),
 		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
 			return func(ctx context.Context, args []string) error {
 				hc := interp.HandlerCtx(ctx)

@@ -1,0 +1,530 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/beevik/etree"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// recordingDataPlane keeps what the emulator applies in memory, so the
+// emulator can be tested without root or namespaces.
+type recordingDataPlane struct {
+	mu       sync.Mutex
+	script   string
+	offloads map[string]Offloads
+	shapes   map[string]float64
+	resets   int
+	measured int
+}
+
+func newRecordingDataPlane() *recordingDataPlane {
+	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}}
+}
+
+func (d *recordingDataPlane) LoadRuleset(_ context.Context, script string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.script = script
+	return nil
+}
+
+func (d *recordingDataPlane) Listing(context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.script, nil
+}
+
+func (d *recordingDataPlane) SetElements(_ context.Context, set string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return setElements(d.script, set), nil
+}
+
+func (d *recordingDataPlane) SetOffloads(_ context.Context, veth string, o Offloads) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.offloads[veth] = o
+	return nil
+}
+
+func (d *recordingDataPlane) Offloads(_ context.Context, veth string) (Offloads, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.offloads[veth], nil
+}
+
+func (d *recordingDataPlane) Link(_ context.Context, veth string) (Link, error) {
+	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.1.1/24")}}, nil
+}
+
+func (d *recordingDataPlane) Shape(_ context.Context, veth string, rate float64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.shapes[veth] = rate
+	return nil
+}
+
+func (d *recordingDataPlane) Reset(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.script = ""
+	d.shapes = map[string]float64{}
+	d.resets++
+	return nil
+}
+
+func (d *recordingDataPlane) StateCount(context.Context) (int, error) { return 7, nil }
+
+func (d *recordingDataPlane) MeasureMbit(context.Context) (float64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.measured++
+	return 1000, nil
+}
+
+func testSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testFirewall is an emulator serving SSH on loopback and a client config
+// that verifies its host key through a known_hosts file.
+type testFirewall struct {
+	em     *Emulator
+	dp     DataPlane
+	addr   string
+	client *ssh.ClientConfig
+}
+
+func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) *testFirewall {
+	t.Helper()
+	dir := t.TempDir()
+	host, user := testSigner(t), testSigner(t)
+	em := &Emulator{
+		Root:           filepath.Join(dir, "root"),
+		DataPlane:      dp,
+		Ports:          ports,
+		Profiles:       profiles,
+		HostKey:        host,
+		AuthorizedKeys: []ssh.PublicKey{user.PublicKey()},
+		RebootDelay:    time.Second,
+		BlocklistSize:  1000,
+	}
+	if err := em.Init(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := em.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- em.Serve(ctx, "127.0.0.1:0", func(a net.Addr) { ready <- a.String() }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("Serve: %v", err)
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, host.PublicKey())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := knownhosts.New(kh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testFirewall{em: em, dp: dp, addr: addr, client: &ssh.ClientConfig{
+		User:            "root",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(user)},
+		HostKeyCallback: cb,
+		Timeout:         5 * time.Second,
+	}}
+}
+
+// run executes one command over a fresh SSH connection.
+func (f *testFirewall) run(t *testing.T, cmd, stdin string) (stdout, stderr string, code int) {
+	t.Helper()
+	c, err := ssh.Dial("tcp", f.addr, f.client)
+	if err != nil {
+		t.Fatalf("ssh dial: %v", err)
+	}
+	defer c.Close()
+	return sshRun(t, c, cmd, stdin)
+}
+
+func sshRun(t *testing.T, c *ssh.Client, cmd, stdin string) (string, string, int) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatalf("ssh session: %v", err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	if stdin != "" {
+		s.Stdin = strings.NewReader(stdin)
+	}
+	err = s.Run(cmd)
+	var ee *ssh.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitStatus()
+	}
+	t.Fatalf("ssh run %q: %v", cmd, err)
+	return "", "", -1
+}
+
+func (f *testFirewall) mustRun(t *testing.T, cmd, stdin string) string {
+	t.Helper()
+	out, errOut, code := f.run(t, cmd, stdin)
+	if code != 0 {
+		t.Fatalf("%q: exit %d, stderr %q", cmd, code, errOut)
+	}
+	return out
+}
+
+// editConfig reads config.xml over SSH, edits it and writes it back the
+// way fwapi's pfSense driver does (temp file, mv).
+func (f *testFirewall) editConfig(t *testing.T, edit func(root *etree.Element)) {
+	t.Helper()
+	doc := etree.NewDocument()
+	if err := doc.ReadFromString(f.mustRun(t, "cat /conf/config.xml", "")); err != nil {
+		t.Fatal(err)
+	}
+	edit(doc.Root())
+	out, err := doc.WriteToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mustRun(t, "cat > /conf/config.xml.fwab && mv /conf/config.xml.fwab /conf/config.xml", out)
+}
+
+var testPorts = Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: "tstd1", LanVeth: "tstd0"}
+
+func TestEmulatorCommands(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	tests := []struct {
+		cmd, stdin       string
+		wantOut, wantErr string // wantErr: substring of stderr
+		wantCode         int
+	}{
+		{cmd: "cat /etc/version", wantOut: "2.7.2-RELEASE\n"},
+		{cmd: "head -n 1 /cf/conf/config.xml", wantOut: "<?xml version=\"1.0\"?>\n"},
+		{cmd: "cat /conf/config.xml | grep -c '<rule>'", wantOut: "2\n"},
+		{cmd: "grep -c -E 'disable(segmentation|largereceive)offloading' /conf/config.xml", wantOut: "2\n"},
+		{cmd: "nosuchtool -x", wantErr: "nosuchtool: command not found", wantCode: 127},
+		{cmd: "/usr/bin/python3 -c 1", wantErr: "command not found", wantCode: 127},
+		{cmd: "cat /etc/passwd", wantErr: "cat: /etc/passwd: No such file or directory", wantCode: 1},
+		{cmd: "hostname", wantOut: "pfSense.lab.fwab.test\n"},
+		{cmd: "uname -r", wantOut: "14.0-CURRENT\n"},
+		{cmd: "printf '%s\\n' 'a'\"'\"'b $(x) `y`; z'", wantOut: "a'b $(x) `y`; z\n"},
+		{cmd: "echo $(cat /etc/version) && false || echo fell-through", wantOut: "2.7.2-RELEASE\nfell-through\n"},
+		{cmd: "mkdir /var/run/fwab.lock && printf 'owner=t\\npid=1\\n' > /var/run/fwab.lock/owner && cat /var/run/fwab.lock/owner", wantOut: "owner=t\npid=1\n"},
+		{cmd: "mkdir /var/run/fwab.lock", wantErr: "mkdir: /var/run/fwab.lock: File exists", wantCode: 1},
+		{cmd: "rm -r /var/run/fwab.lock && test ! -e /var/run/fwab.lock && echo gone", wantOut: "gone\n"},
+		{cmd: "rm /nonexistent", wantErr: "No such file", wantCode: 1},
+		{cmd: "rm -f /nonexistent"},
+		{cmd: "cp /conf/config.xml /conf/backup/config-1.xml && ls /conf/backup", wantOut: "config-1.xml\n"},
+		{cmd: "wc -l < /etc/version", wantOut: "       1\n"},
+		{cmd: "sysctl -n hw.ncpu no.such.oid", wantOut: fmt.Sprintf("%d\n", runtime.NumCPU()), wantErr: "unknown oid 'no.such.oid'", wantCode: 1},
+		{cmd: "ifconfig igb9", wantErr: "interface igb9 does not exist", wantCode: 1},
+		{cmd: "pfctl -sr | wc -l", wantOut: "       3\n"},
+		{cmd: "pfctl -sn | grep -c '^nat on igb0'", wantOut: "2\n"},
+		{cmd: "pfctl -s Tables"},
+		{cmd: "pfctl -si | grep 'current entries'", wantOut: "  current entries                        7               \n"},
+		{cmd: "swanctl --list-sas"},
+		{cmd: "/usr/local/sbin/pfSsh.php playback svc restart ipsec"},
+		{cmd: "/usr/local/sbin/pfSsh.php playback svc restart nosuch", wantErr: "Could not find service", wantCode: 1},
+		{cmd: "sha256 -q /etc/version", wantOut: sha256hex("2.7.2-RELEASE\n") + "\n"},
+		{cmd: "ps ax -o pid,command | head -n 2", wantOut: "  PID COMMAND\n    1 /sbin/init\n"},
+		{cmd: "pfSense-upgrade", wantErr: "use -y", wantCode: 1},
+		{cmd: "pfSense-upgrade -y 2.7.2-RELEASE", wantErr: "not newer", wantCode: 1},
+		{cmd: "pfSense-upgrade -y 9.9", wantErr: "not available", wantCode: 1},
+		{cmd: "if then", wantErr: "sh:", wantCode: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			out, errOut, code := f.run(t, tt.cmd, tt.stdin)
+			if code != tt.wantCode {
+				t.Errorf("exit = %d, want %d (stderr %q)", code, tt.wantCode, errOut)
+			}
+			if out != tt.wantOut {
+				t.Errorf("stdout = %q, want %q", out, tt.wantOut)
+			}
+			if tt.wantErr != "" && !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tt.wantErr)
+			}
+			if tt.wantErr == "" && errOut != "" {
+				t.Errorf("stderr = %q, want none", errOut)
+			}
+		})
+	}
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func TestEmulatorRejectsUnknownKeysAndHosts(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	other := *f.client
+	other.Auth = []ssh.AuthMethod{ssh.PublicKeys(testSigner(t))}
+	if c, err := ssh.Dial("tcp", f.addr, &other); err == nil {
+		c.Close()
+		t.Errorf("ssh with an unknown user key succeeded, want it refused")
+	}
+	wrongHost := *f.client
+	wrongHost.HostKeyCallback = ssh.FixedHostKey(testSigner(t).PublicKey())
+	if c, err := ssh.Dial("tcp", f.addr, &wrongHost); err == nil {
+		c.Close()
+		t.Errorf("ssh accepted a host key that is not the lab's")
+	}
+}
+
+func TestEmulatorWriteConfigAndHash(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	cfg := strings.Replace(string(DefaultConfig()), "<hostname>pfSense</hostname>", "<hostname>fw1</hostname>", 1)
+	f.mustRun(t, "cat > /tmp/config.xml.new && mv /tmp/config.xml.new /cf/conf/config.xml", cfg)
+	if got, want := strings.TrimSpace(f.mustRun(t, "sha256 -q /conf/config.xml", "")), sha256hex(cfg); got != want {
+		t.Errorf("sha256 of the written config = %s, want %s", got, want)
+	}
+	if got := f.mustRun(t, "hostname", ""); got != "fw1.lab.fwab.test\n" {
+		t.Errorf("hostname = %q, want fw1.lab.fwab.test", got)
+	}
+}
+
+func TestEmulatorConfigCacheAndFilterReload(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, DefaultProfiles())
+	f.editConfig(t, func(r *etree.Element) { addGeneratedRules(r, "lan", 5) })
+	// pfSense 2.7 reads /tmp/config.cache when it exists: the new rules are
+	// not loaded until the cache is removed.
+	f.mustRun(t, "/etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -sr | wc -l", ""); got != "       3\n" {
+		t.Errorf("with a stale config.cache, pfctl -sr | wc -l = %q, want 3 rules", got)
+	}
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -sr | wc -l", ""); got != "       8\n" {
+		t.Errorf("after removing config.cache, pfctl -sr | wc -l = %q, want 8 rules", got)
+	}
+	if got := f.mustRun(t, "pfctl -sr | grep -c 'fwab-generated'", ""); got != "5\n" {
+		t.Errorf("generated rules loaded = %q, want 5", got)
+	}
+	if n := strings.Count(dp.script, "198.19.200.1"); n != 5 {
+		t.Errorf("data plane got %d generated rules, want 5", n)
+	}
+}
+
+func TestEmulatorOffloads(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, DefaultProfiles())
+	options := func(dev string) string {
+		for _, l := range strings.Split(f.mustRun(t, "ifconfig "+dev, ""), "\n") {
+			if strings.HasPrefix(l, "\toptions=") {
+				return l
+			}
+		}
+		t.Fatalf("ifconfig %s: no options line", dev)
+		return ""
+	}
+	// Factory config: checksum on, TSO and LRO off.
+	if o := options("igb1"); !strings.Contains(o, "TXCSUM") || strings.Contains(o, "TSO4") || strings.Contains(o, ",LRO") {
+		t.Errorf("factory igb1 %s, want TXCSUM without TSO4 and LRO", o)
+	}
+	f.editConfig(t, func(r *etree.Element) { r.FindElement("system").CreateElement("disablechecksumoffloading") })
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if o := options("igb1"); !strings.Contains(o, "TXCSUM") {
+		t.Errorf("after a filter reload igb1 %s: offloads must change only when interfaces are reconfigured", o)
+	}
+	f.mustRun(t, "/etc/rc.reload_interfaces", "")
+	for _, dev := range []string{"igb0", "igb1"} {
+		if o := options(dev); strings.Contains(o, "CSUM") {
+			t.Errorf("after rc.reload_interfaces %s %s, want no checksum offload", dev, o)
+		}
+	}
+	if got := dp.offloads[testPorts.LanVeth]; got.TXCSUM || got.RXCSUM {
+		t.Errorf("data plane offloads on %s = %+v, want checksum off", testPorts.LanVeth, got)
+	}
+	// ifconfig changes the running state only.
+	f.mustRun(t, "ifconfig igb0 txcsum rxcsum tso lro", "")
+	if o := options("igb0"); !strings.Contains(o, "TXCSUM") || !strings.Contains(o, "TSO4") || !strings.Contains(o, "LRO") {
+		t.Errorf("after ifconfig igb0 txcsum rxcsum tso lro: %s", o)
+	}
+	if _, errOut, code := f.run(t, "ifconfig igb0 -polling", ""); code != 1 || !strings.Contains(errOut, "bad value") {
+		t.Errorf("ifconfig igb0 -polling: exit %d stderr %q, want 1 and 'bad value'", code, errOut)
+	}
+}
+
+func TestEmulatorNATAndBlocklist(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	f.editConfig(t, func(r *etree.Element) { setText(r, "nat/outbound/mode", "disabled") })
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -sn", ""); got != "" {
+		t.Errorf("pfctl -sn with NAT disabled = %q, want nothing", got)
+	}
+	f.editConfig(t, func(r *etree.Element) { setText(r, "installedpackages/pfblockerng/config/enable_cb", "on") })
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -s Tables", ""); got != "" {
+		t.Errorf("blocklist loaded by a filter reload alone (%q): it needs pfBlockerNG's update", got)
+	}
+	out := f.mustRun(t, "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update", "")
+	if !strings.Contains(out, "UPDATE PROCESS ENDED") {
+		t.Errorf("pfblockerng.php update output %q", out)
+	}
+	if got := f.mustRun(t, "pfctl -s Tables", ""); got != BlocklistSet+"\n" {
+		t.Errorf("pfctl -s Tables = %q, want %s", got, BlocklistSet)
+	}
+	if got := f.mustRun(t, "pfctl -t "+BlocklistSet+" -T show | wc -l", ""); got != "    1000\n" {
+		t.Errorf("blocklist entries = %q, want 1000", got)
+	}
+	if got := f.mustRun(t, "pfctl -sr | grep -c pfB_", ""); got != "2\n" {
+		t.Errorf("pfBlockerNG rules = %q, want 2", got)
+	}
+	if _, errOut, code := f.run(t, "pfctl -t nosuch -T show", ""); code != 1 || !strings.Contains(errOut, "Table does not exist") {
+		t.Errorf("pfctl on a missing table: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestEmulatorDaemonRollback(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	script := "sleep 0.5\ncp /conf/backup/good.xml /conf/config.xml\nrm -f /tmp/config.cache\n/etc/rc.filter_configure_sync\n"
+	f.mustRun(t, "cp /conf/config.xml /conf/backup/good.xml && cat > /var/run/fwab-rollback.sh", script)
+	// Disarmed in time: nothing happens.
+	f.mustRun(t, "daemon -f -p /var/run/fwab-rollback.pid /bin/sh /var/run/fwab-rollback.sh", "")
+	pid := strings.TrimSpace(f.mustRun(t, "cat /var/run/fwab-rollback.pid", ""))
+	if got := f.mustRun(t, "pgrep -lf fwab-rollback", ""); got != pid+" /bin/sh /var/run/fwab-rollback.sh\n" {
+		t.Errorf("pgrep -lf fwab-rollback = %q, want pid %s", got, pid)
+	}
+	f.mustRun(t, "pkill -F /var/run/fwab-rollback.pid", "")
+	if _, _, code := f.run(t, "pgrep -lf fwab-rollback", ""); code != 1 {
+		t.Errorf("rollback still running after pkill -F")
+	}
+	if _, errOut, code := f.run(t, "kill "+pid, ""); code != 1 {
+		t.Logf("stderr %q", errOut)
+		t.Errorf("kill of an ended pid: exit %d, want 1", code)
+	}
+	// Armed and not disarmed: it restores the good config after the SSH
+	// session that started it has ended.
+	f.mustRun(t, "echo '<broken' > /conf/config.xml && daemon -f -p /var/run/fwab-rollback.pid /bin/sh /var/run/fwab-rollback.sh", "")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _, _ := f.run(t, "head -n 1 /conf/config.xml", "")
+		if out == "<?xml version=\"1.0\"?>\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rollback did not restore config.xml: first line %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		if _, _, code := f.run(t, "test -e /var/run/fwab-rollback.pid", ""); code == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid file left after the rollback ended")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestEmulatorUpgradeReboots(t *testing.T) {
+	dp := newRecordingDataPlane()
+	profiles := []Profile{
+		{Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"},
+		{Version: "2.8.0-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
+	}
+	f := startEmulator(t, dp, testPorts, profiles)
+	c, err := ssh.Dial("tcp", f.addr, f.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, errOut, code := sshRun(t, c, "/usr/local/sbin/pfSense-upgrade -y", "")
+	if code != 0 || !strings.Contains(out, "from 2.7.2-RELEASE to 2.8.0-RELEASE") {
+		t.Fatalf("pfSense-upgrade -y: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The connection drops and SSH is refused for a while.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, err := c.NewSession(); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the SSH connection survived the reboot")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if nc, err := net.DialTimeout("tcp", f.addr, time.Second); err == nil {
+		nc.Close()
+		t.Errorf("SSH port answered during the reboot")
+	}
+	start := time.Now()
+	var c2 *ssh.Client
+	for {
+		if c2, err = ssh.Dial("tcp", f.addr, f.client); err == nil {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("SSH did not come back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer c2.Close()
+	if out, _, _ := sshRun(t, c2, "cat /etc/version; uname -r", ""); out != "2.8.0-RELEASE\n15.0-CURRENT\n" {
+		t.Errorf("after the upgrade: %q", out)
+	}
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.resets < 2 {
+		t.Errorf("data plane resets = %d, want the reboot to reset and rebuild it", dp.resets)
+	}
+	if dp.shapes[testPorts.WanVeth] != 900 || dp.shapes[testPorts.LanVeth] != 900 {
+		t.Errorf("slowdown caps = %v, want 900 Mbit/s (10%% below the measured 1000) on both DUT ports", dp.shapes)
+	}
+	if !strings.Contains(dp.script, "fwab:deny") {
+		t.Errorf("the filter was not rebuilt after the reboot")
+	}
+	if out, _, _ := sshRun(t, c2, "pfSense-upgrade -y", ""); !strings.Contains(out, "up to date") {
+		t.Errorf("upgrade at the last profile: %q, want 'up to date'", out)
+	}
+	if _, err := os.Stat(filepath.Join(f.em.Root, "var/db/fwab-baseline-2.8.0-RELEASE")); err != nil {
+		t.Errorf("measured baseline not kept: %v", err)
+	}
+}
