@@ -224,11 +224,14 @@ func BuildRuleset(root *etree.Element, opts RulesetOptions) (Ruleset, error) {
 			b.WriteString("\t\t\t" + p)
 		}
 		b.WriteString("\n\t\t}\n\t}\n")
-		// One lookup per packet, before the filter chain, like pfBlockerNG's
-		// auto rules at the top of the WAN tab.
+		// pfBlockerNG's auto rules sit at the top of the rule list, and pf
+		// looks a table up when a packet creates a state; packets of an
+		// established state match the state. So the lookup happens for new
+		// connections only (unlike the generated rules, which every packet
+		// crosses).
 		fmt.Fprintf(&b, "\tchain filter {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n")
-		fmt.Fprintf(&b, "\t\tip saddr @%s drop comment \"fwab:b0\"\n", BlocklistSet)
-		fmt.Fprintf(&b, "\t\tip daddr @%s drop comment \"fwab:b1\"\n\t}\n}\n", BlocklistSet)
+		fmt.Fprintf(&b, "\t\tct state new ip saddr @%s drop comment \"fwab:b0\"\n", BlocklistSet)
+		fmt.Fprintf(&b, "\t\tct state new ip daddr @%s drop comment \"fwab:b1\"\n\t}\n}\n", BlocklistSet)
 		rs.PF["fwab:b0"] = fmt.Sprintf("block drop in log quick on %s inet from <%s> to any ridentifier 1770000000 label \"USER_RULE: pfB_PRI1_v4 auto rule\"", wan.dev, BlocklistSet)
 		rs.PF["fwab:b1"] = fmt.Sprintf("block drop out log quick on %s inet from any to <%s> ridentifier 1770000001 label \"USER_RULE: pfB_PRI1_v4 auto rule\"", wan.dev, BlocklistSet)
 	}
@@ -549,6 +552,37 @@ func ruleKeys(listing string) []string {
 		keys = append(keys, m[1])
 	}
 	return keys
+}
+
+// tableSections returns the named "table ip NAME { ... }" blocks of an nft
+// listing, in the order of names.
+func tableSections(listing string, names ...string) string {
+	sections := map[string]string{}
+	var cur string
+	var b strings.Builder
+	flush := func() {
+		if cur != "" {
+			sections[cur] = b.String()
+		}
+		b.Reset()
+	}
+	for _, line := range strings.SplitAfter(listing, "\n") {
+		if strings.HasPrefix(line, "table ") {
+			flush()
+			f := strings.Fields(line)
+			cur = ""
+			if len(f) >= 3 && f[1] == "ip" {
+				cur = f[2]
+			}
+		}
+		b.WriteString(line)
+	}
+	flush()
+	var out strings.Builder
+	for _, n := range names {
+		out.WriteString(sections[n])
+	}
+	return out.String()
 }
 
 var setNameRE = regexp.MustCompile(`(?m)^\s*set (\S+) \{`)

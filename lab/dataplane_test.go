@@ -313,3 +313,12 @@ func TestParseProfiles(t *testing.T) {
 		t.Errorf("DefaultProfiles = %+v, want three with a 10%% slowdown last", p)
 	}
 }
+
+func TestTableSections(t *testing.T) {
+	listing := "table inet other {\n\tchain c {\n\t}\n}\ntable ip fwab {\n\tchain filter {\n\t\tdrop comment \"fwab:f0\"\n\t}\n}\ntable ip fwab_pfb {\n\tset pfB_PRI1_v4 {\n\t}\n}\n"
+	got := tableSections(listing, blocklistTable, filterTable)
+	want := "table ip fwab_pfb {\n\tset pfB_PRI1_v4 {\n\t}\n}\ntable ip fwab {\n\tchain filter {\n\t\tdrop comment \"fwab:f0\"\n\t}\n}\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tableSections (-want +got):\n%s", diff)
+	}
+}

@@ -287,7 +287,7 @@ func daemonPID(dir string) (int, error) {
 		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, servePid), err)
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
+	if err != nil || !alive(pid) {
 		return 0, fmt.Errorf("emulated firewall (pid %d) is not running", pid)
 	}
 	if !strings.Contains(string(cmdline), "serve\x00--dir\x00"+dir+"\x00") {
@@ -296,12 +296,24 @@ func daemonPID(dir string) (int, error) {
 	return pid, nil
 }
 
+// alive reports whether a process exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// killPID sends SIGTERM, waits up to 5 s, then sends SIGKILL.
 func killPID(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return err
 	}
 	for i := 0; i < 50; i++ {
-		if syscall.Kill(pid, 0) != nil {
+		if !alive(pid) {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -327,7 +339,7 @@ func Down(ctx context.Context, o Options) error {
 			errs = append(errs, fmt.Errorf("stop the emulated firewall: %w", err))
 		}
 		// Wait for it to be gone: it may be running nft in the namespace.
-		for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+		for i := 0; i < 50 && alive(pid); i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
