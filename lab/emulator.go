@@ -130,7 +130,15 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
 	if err != nil {
-		return fmt.Errorf("boot: %w", err)
+		// pfSense restores the newest backup when config.xml does not
+		// parse at boot, and the factory default when there is none.
+		e.logger().Error("boot: config.xml unusable, restoring the newest backup", "err", err)
+		if rerr := e.restoreAtBoot(); rerr != nil {
+			return fmt.Errorf("boot: %w (and restoring a backup failed: %v)", err, rerr)
+		}
+		if root, err = e.configForApply(); err != nil {
+			return fmt.Errorf("boot: %w", err)
+		}
 	}
 	e.blocklist = BlocklistEnabled(root)
 	if err := e.applyInterfaces(ctx, root); err != nil {
@@ -145,6 +153,38 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
 	return nil
+}
+
+// restoreAtBoot replaces config.xml with the newest backup that parses, or
+// the factory default.
+func (e *Emulator) restoreAtBoot() error {
+	_ = os.Remove(e.path("/tmp/config.cache"))
+	ents, _ := os.ReadDir(e.path("/conf/backup"))
+	var best string
+	var bestTime time.Time
+	for _, d := range ents {
+		fi, err := d.Info()
+		if err != nil || fi.IsDir() || !strings.HasSuffix(d.Name(), ".xml") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(e.path("/conf/backup"), d.Name()))
+		if err != nil {
+			continue
+		}
+		if _, err := parseConfig(data); err == nil && fi.ModTime().After(bestTime) {
+			best, bestTime = d.Name(), fi.ModTime()
+		}
+	}
+	data := DefaultConfig()
+	if best != "" {
+		b, err := os.ReadFile(filepath.Join(e.path("/conf/backup"), best))
+		if err != nil {
+			return err
+		}
+		data = b
+	}
+	e.logger().Warn("boot: restored config.xml", "from", map[bool]string{true: "/conf/backup/" + best, false: "factory default"}[best != ""])
+	return writeFileAtomic(e.path("/conf/config.xml"), data, 0o644)
 }
 
 // configForApply reads the config the way pfSense 2.7's parse_config()
@@ -263,10 +303,16 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 		stop := context.AfterFunc(ctx, func() { ln.Close() })
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if err == nil {
+				go e.handleConn(ctx, c, cfg)
+				continue
+			}
+			if ctx.Err() != nil || e.rebooting() {
 				break
 			}
-			go e.handleConn(ctx, c, cfg)
+			// A transient error (too many open files): keep serving.
+			e.logger().Warn("ssh accept", "err", err)
+			time.Sleep(100 * time.Millisecond)
 		}
 		stop()
 		if ctx.Err() != nil {
@@ -281,6 +327,12 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 			return nil
 		}
 	}
+}
+
+func (e *Emulator) rebooting() bool {
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	return e.down != nil
 }
 
 func (e *Emulator) closeConns() {

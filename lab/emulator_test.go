@@ -528,3 +528,24 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 		t.Errorf("measured baseline not kept: %v", err)
 	}
 }
+
+func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	good := strings.Replace(string(DefaultConfig()), "<hostname>pfSense</hostname>", "<hostname>fromBackup</hostname>", 1)
+	f.mustRun(t, "cat > /conf/backup/config-1700000000.xml", good)
+	f.mustRun(t, "echo '<pfsense><unclosed>' > /conf/config.xml && reboot", "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := ssh.Dial("tcp", f.addr, f.client); err == nil {
+			out, _, _ := sshRun(t, c, "hostname", "")
+			c.Close()
+			if out == "fromBackup.lab.fwab.test\n" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("after a reboot with a broken config.xml, the newest backup was not restored")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -95,13 +95,21 @@ var requiredTools = []tool{
 // CheckTools reports every missing program in one error that gives the
 // apt-get line to run.
 func CheckTools() error {
+	return checkTools(func(bin string) bool {
+		if _, err := exec.LookPath(bin); err == nil {
+			return true
+		}
+		// sudo and cron may run fwab without /usr/sbin on PATH.
+		_, err := os.Stat(filepath.Join("/usr/sbin", bin))
+		return err == nil
+	})
+}
+
+func checkTools(have func(bin string) bool) error {
 	var missing, pkgs []string
 	seen := map[string]bool{}
 	for _, t := range requiredTools {
-		if _, err := exec.LookPath(t.bin); err != nil {
-			if _, err := os.Stat(filepath.Join("/usr/sbin", t.bin)); err == nil {
-				continue
-			}
+		if !have(t.bin) {
 			missing = append(missing, t.bin)
 			if !seen[t.pkg] {
 				seen[t.pkg] = true
@@ -371,7 +379,8 @@ func isLabDir(dir string) bool {
 type Status struct {
 	Dir        string
 	State      *State
-	Namespaces []string
+	Namespaces []string // nil when not root: they cannot be listed reliably
+	Checked    bool     // namespaces were checked
 	DaemonPID  int
 	DaemonErr  string
 	SSHUp      bool
@@ -392,7 +401,7 @@ func GetStatus(ctx context.Context, o Options) (Status, error) {
 		if err != nil {
 			return s, err
 		}
-		s.Namespaces = ns
+		s.Namespaces, s.Checked = ns, true
 	}
 	if pid, err := daemonPID(o.Dir); err == nil {
 		s.DaemonPID = pid

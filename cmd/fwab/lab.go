@@ -96,7 +96,7 @@ func newLabStatusCmd(io *streams, opts *labOptions) *cobra.Command {
 				return err
 			}
 			state := "down"
-			if s.State != nil && s.DaemonPID > 0 && s.SSHUp && len(s.Namespaces) == 4 {
+			if s.State != nil && s.DaemonPID > 0 && s.SSHUp && (len(s.Namespaces) == 4 || !s.Checked) {
 				state = "up"
 			} else if s.State != nil || s.DaemonPID > 0 || len(s.Namespaces) > 0 {
 				state = "partial (run 'fwab lab down' or 'fwab lab up')"

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLabCommandUsage(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{name: "unknown flavor", args: []string{"lab", "up", "--flavor", "opnsense"}, wantCode: exitUsage, wantErr: "emulates pfsense only"},
+		{name: "extra argument", args: []string{"lab", "down", "now"}, wantCode: exitUsage, wantErr: "accepts 0 arg"},
+		{name: "status of no lab", args: []string{"lab", "status", "--dir", filepath.Join(t.TempDir(), "none")}, wantOut: "lab:        down\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tt.args, strings.NewReader(""), &out, &errOut)
+			if code != tt.wantCode {
+				t.Errorf("run(%q) = %d, want %d (stderr %q)", tt.args, code, tt.wantCode, errOut.String())
+			}
+			if tt.wantOut != "" && !strings.HasPrefix(out.String(), tt.wantOut) {
+				t.Errorf("run(%q) stdout = %q, want it to start with %q", tt.args, out.String(), tt.wantOut)
+			}
+			if tt.wantErr != "" && !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, errOut.String(), tt.wantErr)
+			}
+		})
+	}
+}
