@@ -38,7 +38,7 @@ type Ports struct {
 	WanVeth, LanVeth string
 }
 
-// DefaultPorts are the device names the lab's config.xml uses.
+// Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's veths.
 func (t Topology) Ports() Ports {
 	return Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}
 }

@@ -543,7 +543,7 @@ func (t *procTable) killAll() {
 	}
 }
 
-// nopWriteCloser discards writes.
+// devNull is /dev/null: reads end at once, writes are discarded.
 type devNull struct{}
 
 func (devNull) Read([]byte) (int, error)    { return 0, io.EOF }
