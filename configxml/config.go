@@ -28,6 +28,7 @@ type Config struct {
 	flavor  Flavor
 	product Product
 	tunnels map[string]TunnelSpec
+	pending map[string]string // the assignments SetAll is checking, by knob
 
 	// Now and User fill <revision> on every change. Nil Now means
 	// time.Now; empty User means "fwab".

@@ -171,7 +171,7 @@ func parse(data []byte) (*etree.Document, *source, error) {
 		case xml.CharData:
 			raw := data[off:end]
 			if len(stack) == 0 {
-				if len(bytes.TrimSpace(raw)) != 0 {
+				if len(bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\ufeff")))) != 0 || (off != 0 && bytes.Contains(raw, []byte("\ufeff"))) {
 					return nil, nil, &ParseError{Line: line, Col: col, Msg: "text outside the root element"}
 				}
 			}

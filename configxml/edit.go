@@ -246,3 +246,10 @@ func elem(tag string, children ...*etree.Element) *etree.Element {
 	}
 	return e
 }
+
+func textLeaf(tag, text string, cdata bool) *etree.Element {
+	if cdata {
+		return cdataLeaf(tag, text)
+	}
+	return leaf(tag, text)
+}

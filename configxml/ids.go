@@ -73,7 +73,11 @@ func validateIDS(c *Config, iface, value string) error {
 	}
 	for _, other := range splitList(childText(g, "interfaces")) {
 		if other != iface {
-			if m := c.opnIDS(other); m != value {
+			m := c.opnIDS(other)
+			if v, ok := c.pending["ids@"+other]; ok {
+				m = v
+			}
+			if m != value && m != IDSOff {
 				return fmt.Errorf("OPNsense runs one IDS mode for all its interfaces, and ids@%s is %s; set both to %s", other, m, value)
 			}
 		}

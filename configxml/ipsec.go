@@ -60,6 +60,11 @@ func validateIPsec(c *Config, name, value string) error {
 	if err := c.checkProposal(p); err != nil {
 		return err
 	}
+	if c.flavor == OPNsense {
+		if conn := c.swanctlConnection(name); conn != nil && c.swanctlLinked("children/child", conn.SelectAttrValue("uuid", "")) == nil {
+			return fmt.Errorf("IPsec connection %q has no child (phase 2) to carry the ESP proposal; add one on the firewall", name)
+		}
+	}
 	if !c.hasTunnel(name) {
 		if _, ok := c.tunnels[name]; !ok {
 			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it (remote gateway, local and remote networks, PSK file) in the target so fwab can create it", name)

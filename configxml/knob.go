@@ -111,9 +111,10 @@ var knobs = []*KnobSpec{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "the firewall's software version; changed by upgrading (fwab fw upgrade), not in config.xml",
 		get: func(c *Config, _ string) (string, error) { return c.product.Version, nil },
-		set: func(*Config, string, string) error {
+		validate: func(*Config, string, string) error {
 			return fmt.Errorf("firmware is changed by upgrading the firewall (fwab fw upgrade), not by editing config.xml")
 		},
+		set: func(*Config, string, string) error { return fmt.Errorf("firmware is not in config.xml") },
 	},
 	{
 		Name: "xml", Qualifier: "path", Syntax: "element text, or !absent to remove the element",
@@ -253,6 +254,9 @@ func (c *Config) check(ref Ref, value string) (*KnobSpec, error) {
 			return nil, fmt.Errorf("knob %s: %w", ref, err)
 		}
 	}
+	if _, err := k.get(c, ref.Qualifier); err != nil {
+		return nil, fmt.Errorf("knob %s: %w", ref, err)
+	}
 	return k, nil
 }
 
@@ -263,7 +267,9 @@ func (c *Config) Set(knob, value string) error {
 }
 
 // SetAll applies several knob=value assignments as one change. All are
-// checked first; if any is invalid, nothing changes.
+// checked first; if any is invalid, nothing changes. Knobs check everything
+// that could make them fail before they edit, so that an edit never stops
+// half-way.
 func (c *Config) SetAll(assignments []string) error {
 	type step struct {
 		ref   Ref
@@ -271,11 +277,17 @@ func (c *Config) SetAll(assignments []string) error {
 		value string
 	}
 	var steps []step
+	c.pending = map[string]string{}
+	defer func() { c.pending = nil }()
 	for _, a := range assignments {
 		ref, value, err := ParseAssignment(a)
 		if err != nil {
 			return err
 		}
+		c.pending[ref.String()] = value
+	}
+	for _, a := range assignments {
+		ref, value, _ := ParseAssignment(a)
 		k, err := c.check(ref, value)
 		if err != nil {
 			return err
@@ -292,7 +304,7 @@ func (c *Config) SetAll(assignments []string) error {
 			continue
 		}
 		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
-			return fmt.Errorf("knob %s: %w", s.ref, err)
+			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
 		}
 		done = append(done, s.ref.String()+"="+s.value)
 	}

@@ -31,6 +31,12 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 			}
 			return "on", nil
 		},
+		validate: func(c *Config, _ string, _ string) error {
+			if !c.offloadMVC() && c.doc.Root().SelectElement("system") == nil {
+				return fmt.Errorf("the config has no <system> element")
+			}
+			return nil
+		},
 		set: func(c *Config, _ string, value string) error {
 			root := c.doc.Root()
 			if c.offloadMVC() {

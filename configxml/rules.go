@@ -98,18 +98,19 @@ func setRules(c *Config, iface, value string) error {
 		case c.rulesMVC():
 			rules[i] = mvcRule(iface, ifIndex, i)
 		case c.flavor == OPNsense:
-			rules[i] = legacyRule(iface, i, "")
+			rules[i] = legacyRule(iface, i, "", false)
 			rules[i].CreateAttr("uuid", generatedUUID(ifIndex, i))
 		default:
-			rules[i] = legacyRule(iface, i, strconv.Itoa(trackerBase+ifIndex*trackerPerIf+i+1))
+			rules[i] = legacyRule(iface, i, strconv.Itoa(trackerBase+ifIndex*trackerPerIf+i+1), true)
 		}
 	}
 	c.insertChildren(parent, rules, "rule")
 	return nil
 }
 
-// legacyRule is a <filter><rule> as pfSense's GUI writes one (firewall.md A-c).
-func legacyRule(iface string, i int, tracker string) *etree.Element {
+// legacyRule is a <filter><rule> as pfSense's GUI writes one (firewall.md
+// A-c); OPNsense's legacy rules have the same shape without the CDATA.
+func legacyRule(iface string, i int, tracker string, cdata bool) *etree.Element {
 	src, dst, port := generatedRule(i)
 	r := elem("rule")
 	if tracker != "" {
@@ -122,7 +123,7 @@ func legacyRule(iface string, i int, tracker string) *etree.Element {
 		leaf("protocol", "tcp"),
 		elem("source", leaf("address", src)),
 		elem("destination", leaf("address", dst), leaf("port", port)),
-		cdataLeaf("descr", fmt.Sprintf("%s %d", GeneratedPrefix, i+1)),
+		textLeaf("descr", fmt.Sprintf("%s %d", GeneratedPrefix, i+1), cdata),
 	} {
 		r.AddChild(e)
 	}

@@ -36,8 +36,22 @@ func (c *Config) xmlSteps(path string) ([]string, error) {
 }
 
 func validateXML(c *Config, path, value string) error {
-	_, err := c.xmlSteps(path)
-	return err
+	steps, err := c.xmlSteps(path)
+	if err != nil || value == xmlAbsent {
+		return err
+	}
+	e := c.doc.Root()
+	for i, s := range steps {
+		next := e.FindElement("./" + s)
+		if next == nil {
+			if strings.Contains(strings.Join(steps[i:], "/"), "[") {
+				return fmt.Errorf("no element %s to change; only plain steps are created", strings.Join(steps[:i+1], "/"))
+			}
+			return nil
+		}
+		e = next
+	}
+	return nil
 }
 
 func (c *Config) xmlFind(steps []string) *etree.Element {
