@@ -237,14 +237,14 @@ func TestGolden(t *testing.T) {
 // nothing.
 func TestSetEveryKnob(t *testing.T) {
 	values := map[string][]string{
-		"offload.checksum": {"off", "on"},
-		"offload.tso":      {"on", "off"},
-		"offload.lro":      {"on", "off"},
-		"nat.outbound":     {"advanced", "disabled", "hybrid", "automatic"},
-		"rules@lan":        {"5", "1", "0"},
-		"ids@lan":          {"ids", "ips-inline", "off"},
-		"blocklist":        {"on", "off"},
-		"ipsec@site-b":     {"aes256gcm16", "aes128-sha256", "none"},
+		"offload.checksum":    {"off", "on"},
+		"offload.tso":         {"on", "off"},
+		"offload.lro":         {"on", "off"},
+		"nat.outbound":        {"advanced", "disabled", "hybrid", "automatic"},
+		"rules@lan":           {"5", "1", "0"},
+		"ids@lan":             {"ids", "ips-inline", "off"},
+		"blocklist":           {"on", "off"},
+		"ipsec@site-b":        {"aes256gcm16", "aes128-sha256", "none"},
 		"xml:system/hostname": {"renamed", "!absent"},
 	}
 	for _, name := range fixtures.Configs() {
