@@ -317,48 +317,48 @@ func (p *Plan) order() {
 }
 
 // baseOrder is the points' order within a round before any shuffling. For
-// cost-aware plans the most expensive axis varies slowest and the order
-// snakes (each axis runs back and forth), so that consecutive points differ
-// in one knob and an expensive knob changes as rarely as possible.
+// cost-aware plans it is greedy: from the firewall's current state, always
+// go to the unvisited point that is cheapest to reach, so that an expensive
+// knob changes as rarely as the matrix allows. Rounds then alternate
+// direction, so a round starts where the last one ended.
 func (p *Plan) baseOrder() []*Point {
 	if p.Spec.Order != OrderCostAware {
 		return p.Points
 	}
-	axes, _ := p.Spec.canonicalAxes()
-	slices.SortStableFunc(axes, func(a, b Axis) int { return int(knobCost(b.Knob) - knobCost(a.Knob)) })
-	byKey := map[string]*Point{}
-	for _, pt := range p.Points {
-		byKey[pt.Key()] = pt
-	}
+	current := &Point{Values: p.Start}
+	left := slices.Clone(p.Points)
 	var out []*Point
-	vals := map[string]string{}
-	reversed := make([]bool, len(axes)) // each axis runs back and forth
-	var walk func(i int)
-	walk = func(i int) {
-		if i == len(axes) {
-			pt := &Point{Values: slices.Clone(p.Points[0].Values)}
-			for j := range pt.Values {
-				if v, ok := vals[pt.Values[j].Knob]; ok {
-					pt.Values[j].Value = v
-				}
+	for len(left) > 0 {
+		best := 0
+		bestCost := transition(current, left[0])
+		for i, pt := range left[1:] {
+			if c := transition(current, pt); c < bestCost {
+				best, bestCost = i+1, c
 			}
-			if real := byKey[pt.Key()]; real != nil {
-				out = append(out, real)
-			}
-			return
 		}
-		values := slices.Clone(axes[i].Values)
-		if reversed[i] {
-			slices.Reverse(values)
-		}
-		for _, v := range values {
-			vals[axes[i].Knob] = v
-			walk(i + 1)
-		}
-		reversed[i] = !reversed[i]
+		current = left[best]
+		out = append(out, current)
+		left = slices.Delete(left, best, best+1)
 	}
-	walk(0)
 	return out
+}
+
+// transition is the cost of the service actions that take a to b.
+func transition(a, b *Point) time.Duration {
+	var actions []configxml.Action
+	for _, kv := range b.Values {
+		if a.Value(kv.Knob) != kv.Value {
+			act := configxml.ActionFor(kv.Knob)
+			if !slices.Contains(actions, act) {
+				actions = append(actions, act)
+			}
+		}
+	}
+	var total time.Duration
+	for _, act := range actions {
+		total += actionCost[act]
+	}
+	return total
 }
 
 // shuffleCheap randomizes the order within each run of points that share

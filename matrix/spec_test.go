@@ -266,3 +266,32 @@ func keys(p *Plan) string {
 	}
 	return b.String()
 }
+
+// TestCostAwareIsCheaper: on the seeds' examples the cost-aware order never
+// needs more service-action time than the written order.
+func TestCostAwareIsCheaper(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	for _, f := range files {
+		cost := func(order Order) time.Duration {
+			s, err := parseFile(t, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Order = order
+			p, err := NewPlan(s, pfSense(t), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total time.Duration
+			for _, st := range p.Steps {
+				total += st.Cost
+			}
+			return total
+		}
+		aware, written := cost(OrderCostAware), cost(OrderAsWritten)
+		if aware > written {
+			t.Errorf("%s: cost-aware order costs %v of service actions, as-written %v", f, aware, written)
+		}
+		t.Logf("%s: service actions cost-aware %v, as-written %v", filepath.Base(f), aware, written)
+	}
+}
