@@ -90,11 +90,11 @@ type iperfReport struct {
 		Version   string `json:"version"`
 		Cookie    string `json:"cookie"`
 		TestStart struct {
-			Protocol   string   `json:"protocol"`
-			NumStreams jnum `json:"num_streams"`
-			Omit       jnum `json:"omit"`
-			Reverse    jnum `json:"reverse"`
-			Bidir      jnum `json:"bidirectional"`
+			Protocol   string `json:"protocol"`
+			NumStreams jnum   `json:"num_streams"`
+			Omit       jnum   `json:"omit"`
+			Reverse    jnum   `json:"reverse"`
+			Bidir      jnum   `json:"bidirectional"`
 		} `json:"test_start"`
 	} `json:"start"`
 	Intervals []struct {
@@ -104,10 +104,10 @@ type iperfReport struct {
 	End struct {
 		Streams []struct {
 			Sender *struct {
-				Sender  *bool    `json:"sender"`
-				MinRTT  jnum `json:"min_rtt"`
-				MeanRTT jnum `json:"mean_rtt"`
-				MaxRTT  jnum `json:"max_rtt"`
+				Sender  *bool `json:"sender"`
+				MinRTT  jnum  `json:"min_rtt"`
+				MeanRTT jnum  `json:"mean_rtt"`
+				MaxRTT  jnum  `json:"max_rtt"`
 			} `json:"sender"`
 		} `json:"streams"`
 		Sum                     *iperfSum `json:"sum"`
@@ -128,17 +128,17 @@ type iperfReport struct {
 }
 
 type iperfSum struct {
-	Start         jnum `json:"start"`
-	End           jnum `json:"end"`
-	Seconds       jnum `json:"seconds"`
-	Bytes         jnum `json:"bytes"`
-	BitsPerSecond jnum `json:"bits_per_second"`
-	Retransmits   jnum `json:"retransmits"`
-	JitterMS      jnum `json:"jitter_ms"`
-	LostPackets   jnum `json:"lost_packets"`
-	Packets       jnum `json:"packets"`
-	LostPercent   jnum `json:"lost_percent"`
-	Omitted       *bool    `json:"omitted"`
+	Start         jnum  `json:"start"`
+	End           jnum  `json:"end"`
+	Seconds       jnum  `json:"seconds"`
+	Bytes         jnum  `json:"bytes"`
+	BitsPerSecond jnum  `json:"bits_per_second"`
+	Retransmits   jnum  `json:"retransmits"`
+	JitterMS      jnum  `json:"jitter_ms"`
+	LostPackets   jnum  `json:"lost_packets"`
+	Packets       jnum  `json:"packets"`
+	LostPercent   jnum  `json:"lost_percent"`
+	Omitted       *bool `json:"omitted"`
 }
 
 // Iperf3Error is a report that cannot give a result: iperf3 said why

@@ -272,8 +272,7 @@ func (r ShellRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.Wait()
-	return out, classify(argv, err, "")
+	return p.Wait()
 }
 
 // Start implements Runner.
@@ -281,7 +280,32 @@ func (r ShellRunner) Start(ctx context.Context, argv []string) (Process, error) 
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
-	return r.Shell.Start(ctx, Quote(argv))
+	p, err := r.Shell.Start(ctx, Quote(argv))
+	if err != nil {
+		return nil, err
+	}
+	return shellProcess{Process: p, argv: argv}, nil
+}
+
+// shellProcess reports errors in terms of the command, not of the shell.
+type shellProcess struct {
+	Process
+	argv []string
+}
+
+func (p shellProcess) Wait() ([]byte, error) {
+	out, err := p.Process.Wait()
+	if err == nil {
+		return out, nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return out, classify(p.argv, &ExitError{Argv: p.argv, Code: ee.Code, Stderr: ee.Stderr}, "")
+	}
+	if errors.Is(err, ErrNotFound) {
+		return out, &notFoundError{cmd: p.argv[0], detail: err.Error()}
+	}
+	return out, err
 }
 
 // Quote renders argv as one POSIX shell command line in which every argument
