@@ -220,10 +220,10 @@ func TestPragmas(t *testing.T) {
 func TestFromProbe(t *testing.T) {
 	ps := probe.Sample{
 		Probe: "iperf3", Direction: probe.Up, Port: 20001, ClientCPU: 40, ServerCPU: -1,
-		Result: &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: 1e9, SentBPS: 1.1e9, Retransmits: 3}, RTT: &probe.RTT{Mean: 1500 * time.Microsecond}},
-		Ping:   &probe.PingStats{Transmitted: 10, Received: 10, Avg: 2 * time.Millisecond},
-		Power:  []probe.PowerReading{{Watts: 20}, {Watts: 30}},
-		DUT:    []fwapi.Metrics{{CPUPercent: 80}},
+		Result:     &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: 1e9, SentBPS: 1.1e9, Retransmits: 3}, RTT: &probe.RTT{Mean: 1500 * time.Microsecond}},
+		Ping:       &probe.PingStats{Transmitted: 10, Received: 10, Avg: 2 * time.Millisecond},
+		Power:      []probe.PowerReading{{Watts: 20}, {Watts: 30}},
+		DUT:        []fwapi.Metrics{{CPUPercent: 80}},
 		ClientJSON: []byte(`{"end":{}}`), ServerJSON: []byte("not json"),
 		Warnings: []string{"w"},
 	}
