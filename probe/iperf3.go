@@ -63,7 +63,8 @@ type Iperf3 struct {
 	PortRange [2]int // default 20000..29999
 
 	// CPUBoundPercent is the endpoint CPU use (percent of one core) above
-	// which a sample is flagged EndpointCPUBound; default 90.
+	// which a sample is flagged EndpointCPUBound; default 90. With iperf3
+	// 3.16 or later and several streams it applies per stream thread.
 	CPUBoundPercent float64
 	// ConnectTimeout bounds how long the client tries to reach the server;
 	// default 5 s.
@@ -433,13 +434,14 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 	case srvRes != nil && srvRes.HostCPU != nil:
 		s.ServerCPU = srvRes.HostCPU.Total
 	}
-	if s.ClientCPU > p.CPUBoundPercent {
+	limit := cpuLimit(res.Version, p.Parallel, p.CPUBoundPercent)
+	if s.ClientCPU > limit {
 		s.EndpointCPUBound = true
-		s.Warnings = append(s.Warnings, fmt.Sprintf("client CPU %.0f%% > %.0f%%: the client endpoint, not the DUT, may have limited throughput", s.ClientCPU, p.CPUBoundPercent))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("client CPU %.0f%% > %.0f%%: the client endpoint, not the DUT, may have limited throughput", s.ClientCPU, limit))
 	}
-	if s.ServerCPU > p.CPUBoundPercent {
+	if s.ServerCPU > limit {
 		s.EndpointCPUBound = true
-		s.Warnings = append(s.Warnings, fmt.Sprintf("server CPU %.0f%% > %.0f%%: the server endpoint, not the DUT, may have limited throughput", s.ServerCPU, p.CPUBoundPercent))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("server CPU %.0f%% > %.0f%%: the server endpoint, not the DUT, may have limited throughput", s.ServerCPU, limit))
 	}
 	if res.Flow.ReceivedBPS == 0 {
 		return fail("iperf3 ran but no data arrived from %s to %s", from(p.Direction, client, server), to(p.Direction, client, server))
@@ -584,4 +586,30 @@ func (p Iperf3) Check(ctx context.Context, client, server Endpoint) error {
 		return fmt.Errorf("trial probe failed: %s", s.Reason)
 	}
 	return nil
+}
+
+// cpuLimit is the CPU use above which an endpoint counts as the bottleneck.
+// Up to 3.15 iperf3 runs in one thread, so its CPU use tops out at one core.
+// From 3.16 each stream has its own thread and the figure is summed over
+// them: with P streams, saturation is P cores.
+func cpuLimit(version string, parallel int, threshold float64) float64 {
+	if parallel > 1 && iperfAtLeast(version, 3, 16) {
+		return threshold * float64(parallel)
+	}
+	return threshold
+}
+
+// iperfAtLeast reads a version such as "iperf 3.12" or "iperf 3.17.1+".
+func iperfAtLeast(version string, major, minor int) bool {
+	v := strings.TrimPrefix(strings.TrimSpace(version), "iperf ")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	mnr, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || maj == major && mnr >= minor
 }

@@ -492,3 +492,24 @@ func TestIperf3Watch(t *testing.T) {
 		t.Errorf("ping under load = %+v, want >= 5 sent, replies, a positive average", *s.Ping)
 	}
 }
+
+func TestCPULimit(t *testing.T) {
+	tests := []struct {
+		version  string
+		parallel int
+		want     float64
+	}{
+		{"iperf 3.12", 4, 90},
+		{"iperf 3.16", 1, 90},
+		{"iperf 3.16", 4, 360},
+		{"iperf 3.17.1", 2, 180},
+		{"iperf 4.0", 2, 180},
+		{"", 4, 90},
+		{"iperf 3.x", 4, 90},
+	}
+	for _, tt := range tests {
+		if got := cpuLimit(tt.version, tt.parallel, 90); got != tt.want {
+			t.Errorf("cpuLimit(%q, %d, 90) = %v, want %v", tt.version, tt.parallel, got, tt.want)
+		}
+	}
+}
