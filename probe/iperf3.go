@@ -266,6 +266,10 @@ func (p Iperf3) clientArgv(port int, addr string) []string {
 	return argv
 }
 
+// clientGrace is how long past its planned end a client may take before it
+// is stopped; iperf3 itself waits up to 120 s for a stalled stream.
+var clientGrace = 15 * time.Second
+
 // nextPort is replaced in tests to force a given sequence of ports.
 var nextPort = func(lo, hi int) int { return lo + rand.IntN(hi-lo+1) }
 
@@ -361,15 +365,20 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 	var perr error
 	connectBy := time.Now().Add(p.ConnectTimeout)
 	for {
-		cctx, cancel := context.WithTimeout(ctx, p.Duration+p.Omit+p.ConnectTimeout+15*time.Second)
+		limit := p.Duration + p.Omit + p.ConnectTimeout + clientGrace
+		cctx, cancel := context.WithTimeout(ctx, limit)
 		out, err = client.Runner.Run(cctx, p.clientArgv(port, server.Addr))
+		timedOut := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 		cancel()
 		if errors.Is(err, ErrNotFound) {
 			stop(s)
 			return fail("%s", endpointError(client, "iperf3 client", err))
 		}
 		res, perr = ParseIperf3(out)
-		if perr != nil && len(out) == 0 && err != nil {
+		switch {
+		case timedOut:
+			perr = fmt.Errorf("iperf3 client on %s did not finish within %v (traffic may have stalled); stopped", client, limit)
+		case perr != nil && len(out) == 0 && err != nil:
 			perr = fmt.Errorf("iperf3 client on %s: %w", client, err)
 		}
 		var ie *Iperf3Error

@@ -513,3 +513,31 @@ func TestCPULimit(t *testing.T) {
 		}
 	}
 }
+
+// hangingClient is a scripted runner whose client never finishes.
+type hangingClient struct{ *scripted }
+
+func (h hangingClient) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if slices.Contains(argv, "-c") {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.scripted.Run(ctx, argv)
+}
+
+func TestIperf3ClientStalls(t *testing.T) {
+	orig := clientGrace
+	clientGrace = 100 * time.Millisecond
+	t.Cleanup(func() { clientGrace = orig })
+	r := newScripted(t, "iperf3/server-tcp-up.json", "")
+	client := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: hangingClient{r}}
+	server := Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	start := time.Now()
+	s := Iperf3{Duration: time.Second, ConnectTimeout: 100 * time.Millisecond, StartGrace: 10 * time.Millisecond}.Run(t.Context(), client, server)
+	if !s.Failed || !strings.Contains(s.Reason, "did not finish within") {
+		t.Fatalf("Run() failed=%v reason %q, want a stall", s.Failed, s.Reason)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("stalled probe took %v to give up", d)
+	}
+}
