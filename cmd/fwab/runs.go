@@ -63,9 +63,9 @@ func openResults(ctx context.Context, path string) (*store.Store, error) {
 	return store.Open(ctx, path)
 }
 
-// isTerminal reports whether w is a terminal, where columns are aligned;
+// outputIsTerminal reports whether w is a terminal, where columns are aligned;
 // elsewhere output is tab-separated for other tools.
-func isTerminal(w io.Writer) bool {
+func outputIsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -74,20 +74,20 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// table writes tab-separated rows, aligned on a terminal.
-type table struct {
+// runsTable writes tab-separated rows, aligned on a terminal.
+type runsTable struct {
 	tw    *tabwriter.Writer
 	plain io.Writer
 }
 
-func newTable(w io.Writer) *table {
-	if isTerminal(w) {
-		return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+func newRunsTable(w io.Writer) *runsTable {
+	if outputIsTerminal(w) {
+		return &runsTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 	}
-	return &table{plain: w}
+	return &runsTable{plain: w}
 }
 
-func (t *table) row(cells ...string) {
+func (t *runsTable) row(cells ...string) {
 	line := strings.Join(cells, "\t") + "\n"
 	if t.tw != nil {
 		io.WriteString(t.tw, line)
@@ -96,7 +96,7 @@ func (t *table) row(cells ...string) {
 	io.WriteString(t.plain, line)
 }
 
-func (t *table) flush() {
+func (t *runsTable) flush() {
 	if t.tw != nil {
 		t.tw.Flush()
 	}
@@ -130,12 +130,6 @@ func toRunJSON(r store.Run) runJSON {
 	return j
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func runRunsList(ctx context.Context, opts *runsOptions, io *streams) error {
 	s, err := openResults(ctx, opts.db)
 	if err != nil {
@@ -159,11 +153,11 @@ func runRunsList(ctx context.Context, opts *runsOptions, io *streams) error {
 		fmt.Fprintf(io.ErrOut, "no runs in %s\n", opts.db)
 		return nil
 	}
-	t := newTable(io.Out)
+	t := newRunsTable(io.Out)
 	t.row("RUN", "CREATED", "STATUS", "TARGET", "FIRMWARE", "POINTS", "SAMPLES", "FAILED", "SPEC")
 	for _, r := range runs {
-		t.row(strconv.FormatInt(r.ID, 10), r.Created.UTC().Format(time.RFC3339), string(r.Status), r.Target, dash(r.Firmware),
-			strconv.Itoa(r.Points), strconv.Itoa(r.Samples), strconv.Itoa(r.FailedSamples), short(r.SpecHash))
+		t.row(strconv.FormatInt(r.ID, 10), r.Created.UTC().Format(time.RFC3339), string(r.Status), r.Target, cellOrDash(r.Firmware),
+			strconv.Itoa(r.Points), strconv.Itoa(r.Samples), strconv.Itoa(r.FailedSamples), shortHash(r.SpecHash))
 	}
 	t.flush()
 	return nil
@@ -208,7 +202,7 @@ type eventJSON struct {
 	Message string    `json:"message"`
 }
 
-func known(v float64) *float64 {
+func knownFigure(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
@@ -255,9 +249,9 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		for _, x := range samples {
 			j := sampleJSON{Point: x.Point, Probe: x.Probe, Round: x.Round, Repeat: x.Repeat, Direction: x.Direction,
 				Started: x.Started, ElapsedMS: x.Elapsed.Milliseconds(),
-				BitsPerSecond: known(x.BitsPerSecond), ClientCPU: known(x.ClientCPU), ServerCPU: known(x.ServerCPU),
-				RTTms: known(x.RTTms), JitterMS: known(x.JitterMS), LostPercent: known(x.LostPercent),
-				PingAvgMS: known(x.PingAvgMS), PowerWatts: known(x.PowerWatts),
+				BitsPerSecond: knownFigure(x.BitsPerSecond), ClientCPU: knownFigure(x.ClientCPU), ServerCPU: knownFigure(x.ServerCPU),
+				RTTms: knownFigure(x.RTTms), JitterMS: knownFigure(x.JitterMS), LostPercent: knownFigure(x.LostPercent),
+				PingAvgMS: knownFigure(x.PingAvgMS), PowerWatts: knownFigure(x.PowerWatts),
 				EndpointCPUBound: x.EndpointCPUBound, Failed: x.Failed, Reason: x.Reason, Warnings: x.Warnings,
 				DUTSamples: len(x.DUT), Raw: x.Raw}
 			if x.Retransmits >= 0 {
@@ -278,7 +272,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	}
 
 	w := io.Out
-	t := newTable(w)
+	t := newRunsTable(w)
 	t.row("run", strconv.FormatInt(r.ID, 10))
 	t.row("status", string(r.Status))
 	t.row("created", r.Created.UTC().Format(time.RFC3339))
@@ -287,23 +281,23 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	}
 	t.row("target", r.Target)
 	t.row("target info", string(r.TargetInfo))
-	t.row("firmware", dash(r.Firmware))
+	t.row("firmware", cellOrDash(r.Firmware))
 	t.row("seed", strconv.FormatInt(r.Seed, 10))
-	t.row("fwab version", dash(r.FwabVersion))
+	t.row("fwab version", cellOrDash(r.FwabVersion))
 	t.row("spec hash", r.SpecHash)
-	t.row("config hash", dash(r.ConfigHash))
+	t.row("config hash", cellOrDash(r.ConfigHash))
 	t.flush()
 
 	fmt.Fprintln(w)
-	t = newTable(w)
+	t = newRunsTable(w)
 	t.row("POINT", "STATUS", "KNOBS", "REASON")
 	for _, p := range points {
-		t.row(strconv.Itoa(p.Index), string(p.Status), knobString(p.Knobs), dash(p.Reason))
+		t.row(strconv.Itoa(p.Index), string(p.Status), knobsCell(p.Knobs), cellOrDash(p.Reason))
 	}
 	t.flush()
 
 	fmt.Fprintln(w)
-	t = newTable(w)
+	t = newRunsTable(w)
 	t.row("POINT", "PROBE", "ROUND", "REPEAT", "DIR", "MBIT/S", "RETR", "CLIENT_CPU", "SERVER_CPU", "FLAGS", "REASON")
 	for _, x := range samples {
 		retr := "-"
@@ -320,14 +314,14 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		if len(x.Warnings) > 0 {
 			flags = append(flags, fmt.Sprintf("%d-warnings", len(x.Warnings)))
 		}
-		t.row(strconv.Itoa(x.Point), x.Probe, strconv.Itoa(x.Round), strconv.Itoa(x.Repeat), dash(x.Direction),
-			num(x.BitsPerSecond/1e6, 1), retr, num(x.ClientCPU, 0), num(x.ServerCPU, 0), dash(strings.Join(flags, ",")), dash(x.Reason))
+		t.row(strconv.Itoa(x.Point), x.Probe, strconv.Itoa(x.Round), strconv.Itoa(x.Repeat), cellOrDash(x.Direction),
+			formatFigure(x.BitsPerSecond/1e6, 1), retr, formatFigure(x.ClientCPU, 0), formatFigure(x.ServerCPU, 0), cellOrDash(strings.Join(flags, ",")), cellOrDash(x.Reason))
 	}
 	t.flush()
 
 	if len(events) > 0 {
 		fmt.Fprintln(w)
-		t = newTable(w)
+		t = newRunsTable(w)
 		t.row("TIME", "KIND", "POINT", "MESSAGE")
 		for _, e := range events {
 			point := "-"
@@ -341,7 +335,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	return nil
 }
 
-func knobString(knobs map[string]string) string {
+func knobsCell(knobs map[string]string) string {
 	keys := make([]string, 0, len(knobs))
 	for k := range knobs {
 		keys = append(keys, k)
@@ -351,17 +345,17 @@ func knobString(knobs map[string]string) string {
 	for i, k := range keys {
 		parts[i] = k + "=" + knobs[k]
 	}
-	return dash(strings.Join(parts, " "))
+	return cellOrDash(strings.Join(parts, " "))
 }
 
-func num(v float64, prec int) string {
+func formatFigure(v float64, prec int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
-func dash(s string) string {
+func cellOrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
@@ -374,7 +368,7 @@ func dash(s string) string {
 	}, s)
 }
 
-func short(hash string) string {
+func shortHash(hash string) string {
 	if len(hash) > 12 {
 		return hash[:12]
 	}
