@@ -141,6 +141,23 @@ func (s Sample) Retransmits() int64 {
 	return s.Result.Flow.Retransmits
 }
 
+// SenderCPU is the CPU use of the endpoint that sent the main flow (the
+// client for Up and Bidir, the server for Down); -1 when unknown.
+func (s Sample) SenderCPU() float64 {
+	if s.Direction == Down {
+		return s.ServerCPU
+	}
+	return s.ClientCPU
+}
+
+// ReceiverCPU is the CPU use of the endpoint that received the main flow.
+func (s Sample) ReceiverCPU() float64 {
+	if s.Direction == Down {
+		return s.ClientCPU
+	}
+	return s.ServerCPU
+}
+
 var (
 	bitrateRE  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[KMGTkmgt]?(/[0-9]+)?$`)
 	affinityRE = regexp.MustCompile(`^[0-9]{1,4}(,[0-9]{1,4})?$`)
@@ -298,9 +315,6 @@ func (p Iperf3) Measure(ctx context.Context, client, server Endpoint, w Watch) S
 	s.Direction, s.Parallel = p.Direction, p.Parallel
 	if client.Runner == nil || server.Runner == nil {
 		return fail("iperf3: client and server endpoints both need a way to run commands")
-	}
-	if client.Addr == "" && server.Addr == "" {
-		return fail("iperf3: the server endpoint has no address to connect to")
 	}
 	if server.Addr == "" {
 		return fail("iperf3: the server endpoint has no address to connect to; set its addr")

@@ -541,3 +541,15 @@ func TestIperf3ClientStalls(t *testing.T) {
 		t.Errorf("stalled probe took %v to give up", d)
 	}
 }
+
+func TestSenderReceiverCPU(t *testing.T) {
+	for _, tt := range []struct {
+		d                Direction
+		sender, receiver float64
+	}{{Up, 10, 20}, {Bidir, 10, 20}, {Down, 20, 10}} {
+		s := Sample{Direction: tt.d, ClientCPU: 10, ServerCPU: 20}
+		if s.SenderCPU() != tt.sender || s.ReceiverCPU() != tt.receiver {
+			t.Errorf("%s: sender %v receiver %v, want %v %v", tt.d, s.SenderCPU(), s.ReceiverCPU(), tt.sender, tt.receiver)
+		}
+	}
+}
