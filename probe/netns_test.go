@@ -102,6 +102,13 @@ func TestIperf3Netns(t *testing.T) {
 		}
 		t.Logf("reason: %s", s.Reason)
 	})
+	t.Run("namespace missing", func(t *testing.T) {
+		ns := client.Runner.(Local).Netns + "-gone"
+		s := Iperf3{Duration: time.Second}.Run(t.Context(), client, Endpoint{Name: "server", Addr: server.Addr, Runner: Local{Netns: ns}})
+		if !s.Failed || !strings.Contains(s.Reason, "Cannot open network namespace") || !strings.Contains(s.Reason, ns) {
+			t.Errorf("failed=%v reason %q, want the missing namespace named", s.Failed, s.Reason)
+		}
+	})
 	t.Run("iperf3 missing in the namespace", func(t *testing.T) {
 		ns := client.Runner.(Local).Netns
 		bare := Endpoint{Name: "client", Addr: client.Addr, Runner: Local{Netns: ns, Path: t.TempDir()}}
