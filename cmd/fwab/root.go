@@ -81,7 +81,12 @@ func newRootCmd(io *streams) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newLabCmd(io))
+	root.AddCommand(
+		newConfigCmd(io),
+		newMatrixCmd(io),
+		newRunsCmd(io),
+		newLabCmd(io),
+	)
 	return root
 }
 
