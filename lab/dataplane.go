@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/beevik/etree"
+
+	"github.com/fwab/fwab/configxml"
 )
 
 // The nftables tables the lab owns in the DUT namespace. The blocklist has its
@@ -76,17 +78,25 @@ type RulesetOptions struct {
 }
 
 // parseConfig parses config.xml. It is the one place the lab reads the XML
-// format; everything else works on the element tree.
-func parseConfig(data []byte) (*etree.Element, error) {
-	doc := etree.NewDocument()
-	if err := doc.ReadFromBytes(data); err != nil {
+// format: knobs are read through configxml, the rest from its element tree.
+func parseConfig(data []byte) (*configxml.Config, error) {
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
 		return nil, fmt.Errorf("parse config.xml: %w", err)
 	}
-	root := doc.Root()
-	if root == nil || (root.Tag != "pfsense" && root.Tag != "opnsense") {
-		return nil, fmt.Errorf("parse config.xml: the root element is not <pfsense> or <opnsense>")
+	if c.Flavor() != configxml.PfSense {
+		return nil, fmt.Errorf("parse config.xml: a %s config; the lab emulates pfSense", c.Flavor())
 	}
-	return root, nil
+	return c, nil
+}
+
+// knob reads a knob the lab's own config always has.
+func knob(c *configxml.Config, name string) string {
+	v, err := c.Get(name)
+	if err != nil {
+		return ""
+	}
+	return v
 }
 
 func text(e *etree.Element, path string) string {
@@ -103,21 +113,21 @@ func present(e *etree.Element, path string) bool {
 	return e != nil && e.FindElement(path) != nil
 }
 
-// OffloadsFromConfig reads pfSense's <system><disable*offloading> flags: an
-// element that is present disables the offload.
-func OffloadsFromConfig(root *etree.Element) Offloads {
-	csum := !present(root, "system/disablechecksumoffloading")
+// OffloadsFromConfig reads the offload.* knobs: pfSense's
+// <system><disable*offloading> flags, present = disabled.
+func OffloadsFromConfig(c *configxml.Config) Offloads {
+	csum := knob(c, "offload.checksum") == "on"
 	return Offloads{
 		TXCSUM: csum,
 		RXCSUM: csum,
-		TSO:    !present(root, "system/disablesegmentationoffloading"),
-		LRO:    !present(root, "system/disablelargereceiveoffloading"),
+		TSO:    knob(c, "offload.tso") == "on",
+		LRO:    knob(c, "offload.lro") == "on",
 	}
 }
 
-// BlocklistEnabled reads pfBlockerNG's master switch.
-func BlocklistEnabled(root *etree.Element) bool {
-	return text(root, "installedpackages/pfblockerng/config/enable_cb") == "on"
+// BlocklistEnabled reads pfBlockerNG's master switch (the blocklist knob).
+func BlocklistEnabled(c *configxml.Config) bool {
+	return knob(c, "blocklist") == "on"
 }
 
 // iface is one configured interface with a static IPv4 address.
@@ -126,25 +136,20 @@ type iface struct {
 	addr           netip.Prefix
 }
 
-func interfaces(root *etree.Element, ports Ports) map[string]iface {
+func interfaces(c *configxml.Config, ports Ports) map[string]iface {
 	out := map[string]iface{}
-	ifs := root.FindElement("interfaces")
-	if ifs == nil {
-		return out
-	}
-	for _, e := range ifs.ChildElements() {
-		dev := text(e, "if")
-		veth, ok := ports.Veth(dev)
+	for _, i := range c.Interfaces() {
+		veth, ok := ports.Veth(i.Device)
 		if !ok {
 			continue
 		}
-		in := iface{key: e.Tag, dev: dev, veth: veth}
-		if a, err := netip.ParseAddr(text(e, "ipaddr")); err == nil {
-			if bits, err := strconv.Atoi(text(e, "subnet")); err == nil {
+		in := iface{key: i.Key, dev: i.Device, veth: veth}
+		if a, err := netip.ParseAddr(i.IPAddr); err == nil {
+			if bits, err := strconv.Atoi(i.Subnet); err == nil {
 				in.addr = netip.PrefixFrom(a, bits)
 			}
 		}
-		out[e.Tag] = in
+		out[i.Key] = in
 	}
 	return out
 }
@@ -156,11 +161,12 @@ func interfaces(root *etree.Element, ports Ports) map[string]iface {
 // the block and reject rules one by one, in config order, before any pass
 // rule and before the state (conntrack) accept, so the number of rules costs
 // on every packet. Pass rules follow the block rules in config order.
-func BuildRuleset(root *etree.Element, opts RulesetOptions) (Ruleset, error) {
+func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	if opts.BlocklistSize == 0 {
 		opts.BlocklistSize = DefaultBlocklistSize
 	}
-	ifs := interfaces(root, opts.Ports)
+	root := c.Root()
+	ifs := interfaces(c, opts.Ports)
 	rs := Ruleset{PF: map[string]string{}}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", filterTable, filterTable)
@@ -197,7 +203,7 @@ func BuildRuleset(root *etree.Element, opts RulesetOptions) (Ruleset, error) {
 	rs.PF["fwab:deny"] = "block drop in log inet all ridentifier 1000000103 label \"Default deny rule IPv4\""
 	b.WriteString("\t\tcounter drop comment \"fwab:deny\"\n\t}\n")
 
-	nat, skipped := natRules(root, ifs)
+	nat, skipped := natRules(c, ifs)
 	rs.Skipped = append(rs.Skipped, skipped...)
 	if len(nat) > 0 {
 		b.WriteString("\tchain nat {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n")
@@ -415,9 +421,10 @@ func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
 
 type natRule struct{ nft, pf string }
 
-// NATMode returns the outbound NAT mode; a missing mode means automatic.
-func NATMode(root *etree.Element) string {
-	if m := text(root, "nat/outbound/mode"); m != "" {
+// NATMode returns the outbound NAT mode (the nat.outbound knob); a missing
+// mode means automatic.
+func NATMode(c *configxml.Config) string {
+	if m := knob(c, "nat.outbound"); m != "" {
 		return m
 	}
 	return "automatic"
@@ -426,8 +433,9 @@ func NATMode(root *etree.Element) string {
 // natRules follows pfSense's filter.inc: manual rules for hybrid and
 // advanced (hybrid puts them first), automatic rules for automatic and
 // hybrid, nothing for disabled.
-func natRules(root *etree.Element, ifs map[string]iface) ([]natRule, []string) {
-	mode := NATMode(root)
+func natRules(c *configxml.Config, ifs map[string]iface) ([]natRule, []string) {
+	mode := NATMode(c)
+	root := c.Root()
 	var out []natRule
 	var skipped []string
 	wan, hasWan := ifs["wan"]

@@ -10,21 +10,42 @@ import (
 
 	"github.com/beevik/etree"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-// labConfig returns the factory config with edit applied.
-func labConfig(t *testing.T, edit func(root *etree.Element)) *etree.Element {
+// labConfig returns the factory config with edit applied to its tree.
+func labConfig(t *testing.T, edit func(root *etree.Element)) *configxml.Config {
 	t.Helper()
-	root, err := parseConfig(DefaultConfig())
+	c, err := parseConfig(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
-		edit(root)
+		edit(c.Root())
 	}
-	return root
+	return c
+}
+
+// knobConfig returns the factory config with knob assignments made through
+// configxml, as fwab makes them.
+func knobConfig(t *testing.T, assignments ...string) *configxml.Config {
+	t.Helper()
+	c, err := parseConfig(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAll(assignments); err != nil {
+		t.Fatalf("SetAll(%q): %v", assignments, err)
+	}
+	// Reload from bytes, as the emulator reads what was written.
+	c, err = parseConfig(c.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // addGeneratedRules appends n rules shaped like configxml's rules@IF=N.
@@ -66,10 +87,12 @@ func TestBuildRulesetGolden(t *testing.T) {
 	tests := []struct {
 		name      string
 		edit      func(root *etree.Element)
+		knobs     []string
 		blocklist bool
 	}{
 		{name: "default"},
-		{name: "rules-lan-3", edit: func(r *etree.Element) { addGeneratedRules(r, "lan", 3) }},
+		{name: "rules-lan-3", knobs: []string{"rules@lan=3"}},
+		{name: "knobs-nat-disabled-blocklist-not-updated", knobs: []string{"nat.outbound=disabled", "offload.checksum=off", "blocklist=on"}},
 		{name: "nat-disabled", edit: func(r *etree.Element) { setText(r, "nat/outbound/mode", "disabled") }},
 		{name: "nat-advanced-empty", edit: func(r *etree.Element) { setText(r, "nat/outbound/mode", "advanced") }},
 		{name: "nat-hybrid-manual", edit: func(r *etree.Element) {
@@ -130,6 +153,9 @@ func TestBuildRulesetGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := labConfig(t, tt.edit)
+			if tt.knobs != nil {
+				root = knobConfig(t, tt.knobs...)
+			}
 			rs, err := BuildRuleset(root, RulesetOptions{Ports: topo.Ports(), Blocklist: tt.blocklist, BlocklistSize: 4})
 			if err != nil {
 				t.Fatalf("BuildRuleset: %v", err)
@@ -226,25 +252,32 @@ func TestBlocklistPrefixes(t *testing.T) {
 
 func TestOffloadsFromConfig(t *testing.T) {
 	tests := []struct {
-		name string
-		edit func(r *etree.Element)
-		want Offloads
+		name  string
+		edit  func(r *etree.Element)
+		knobs []string
+		want  Offloads
 	}{
-		{"factory: checksum on, TSO and LRO off", nil, Offloads{TXCSUM: true, RXCSUM: true}},
-		{"all off", func(r *etree.Element) { r.FindElement("system").CreateElement("disablechecksumoffloading") },
-			Offloads{}},
-		{"all on", func(r *etree.Element) {
+		{name: "knobs all on", knobs: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"}, want: Offloads{TXCSUM: true, RXCSUM: true, TSO: true, LRO: true}},
+		{name: "knob tso on", knobs: []string{"offload.tso=on"}, want: Offloads{TXCSUM: true, RXCSUM: true, TSO: true}},
+		{name: "factory: checksum on, TSO and LRO off", want: Offloads{TXCSUM: true, RXCSUM: true}},
+		{name: "all off", edit: func(r *etree.Element) { r.FindElement("system").CreateElement("disablechecksumoffloading") },
+			want: Offloads{}},
+		{name: "all on", edit: func(r *etree.Element) {
 			s := r.FindElement("system")
 			s.RemoveChild(s.SelectElement("disablesegmentationoffloading"))
 			s.RemoveChild(s.SelectElement("disablelargereceiveoffloading"))
-		}, Offloads{TXCSUM: true, RXCSUM: true, TSO: true, LRO: true}},
-		{"flag with a value is still present", func(r *etree.Element) {
+		}, want: Offloads{TXCSUM: true, RXCSUM: true, TSO: true, LRO: true}},
+		{name: "flag with a value is still present", edit: func(r *etree.Element) {
 			r.FindElement("system").CreateElement("disablechecksumoffloading").SetText("1")
-		}, Offloads{}},
+		}, want: Offloads{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, OffloadsFromConfig(labConfig(t, tt.edit))); diff != "" {
+			c := labConfig(t, tt.edit)
+			if tt.knobs != nil {
+				c = knobConfig(t, tt.knobs...)
+			}
+			if diff := cmp.Diff(tt.want, OffloadsFromConfig(c)); diff != "" {
 				t.Errorf("OffloadsFromConfig (-want +got):\n%s", diff)
 			}
 		})

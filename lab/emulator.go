@@ -15,8 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/beevik/etree"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/fwab/fwab/configxml"
 )
 
 //go:embed assets/config.xml
@@ -190,7 +191,7 @@ func (e *Emulator) restoreAtBoot() error {
 // configForApply reads the config the way pfSense 2.7's parse_config()
 // does: from /tmp/config.cache when it exists, even when config.xml is
 // newer; otherwise from config.xml, writing the cache.
-func (e *Emulator) configForApply() (*etree.Element, error) {
+func (e *Emulator) configForApply() (*configxml.Config, error) {
 	cache := e.path("/tmp/config.cache")
 	data, err := os.ReadFile(cache)
 	if err != nil {
@@ -205,7 +206,7 @@ func (e *Emulator) configForApply() (*etree.Element, error) {
 	return parseConfig(data)
 }
 
-func (e *Emulator) applyInterfaces(ctx context.Context, root *etree.Element) error {
+func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {
 	o := OffloadsFromConfig(root)
 	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
 		if err := e.DataPlane.SetOffloads(ctx, v, o); err != nil {
@@ -216,7 +217,7 @@ func (e *Emulator) applyInterfaces(ctx context.Context, root *etree.Element) err
 	return nil
 }
 
-func (e *Emulator) applyFilter(ctx context.Context, root *etree.Element) error {
+func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) error {
 	rs, err := BuildRuleset(root, RulesetOptions{Ports: e.Ports, Blocklist: e.blocklist, BlocklistSize: e.BlocklistSize})
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beevik/etree"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -218,20 +217,18 @@ func (f *testFirewall) mustRun(t *testing.T, cmd, stdin string) string {
 	return out
 }
 
-// editConfig reads config.xml over SSH, edits it and writes it back the
-// way fwapi's pfSense driver does (temp file, mv).
-func (f *testFirewall) editConfig(t *testing.T, edit func(root *etree.Element)) {
+// setKnobs reads config.xml over SSH, makes knob assignments with configxml
+// and writes it back.
+func (f *testFirewall) setKnobs(t *testing.T, assignments ...string) {
 	t.Helper()
-	doc := etree.NewDocument()
-	if err := doc.ReadFromString(f.mustRun(t, "cat /conf/config.xml", "")); err != nil {
-		t.Fatal(err)
-	}
-	edit(doc.Root())
-	out, err := doc.WriteToString()
+	c, err := parseConfig([]byte(f.mustRun(t, "cat /conf/config.xml", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.mustRun(t, "cat > /conf/config.xml.fwab && mv /conf/config.xml.fwab /conf/config.xml", out)
+	if err := c.SetAll(assignments); err != nil {
+		t.Fatalf("SetAll(%q): %v", assignments, err)
+	}
+	f.mustRun(t, "cat > /conf/config.xml.fwab && mv /conf/config.xml.fwab /conf/config.xml", string(c.Bytes()))
 }
 
 var testPorts = Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: "tstd1", LanVeth: "tstd0"}
@@ -332,7 +329,7 @@ func TestEmulatorWriteConfigAndHash(t *testing.T) {
 func TestEmulatorConfigCacheAndFilterReload(t *testing.T) {
 	dp := newRecordingDataPlane()
 	f := startEmulator(t, dp, testPorts, DefaultProfiles())
-	f.editConfig(t, func(r *etree.Element) { addGeneratedRules(r, "lan", 5) })
+	f.setKnobs(t, "rules@lan=5")
 	// pfSense 2.7 reads /tmp/config.cache when it exists: the new rules are
 	// not loaded until the cache is removed.
 	f.mustRun(t, "/etc/rc.filter_configure_sync", "")
@@ -367,7 +364,7 @@ func TestEmulatorOffloads(t *testing.T) {
 	if o := options("igb1"); !strings.Contains(o, "TXCSUM") || strings.Contains(o, "TSO4") || strings.Contains(o, ",LRO") {
 		t.Errorf("factory igb1 %s, want TXCSUM without TSO4 and LRO", o)
 	}
-	f.editConfig(t, func(r *etree.Element) { r.FindElement("system").CreateElement("disablechecksumoffloading") })
+	f.setKnobs(t, "offload.checksum=off")
 	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
 	if o := options("igb1"); !strings.Contains(o, "TXCSUM") {
 		t.Errorf("after a filter reload igb1 %s: offloads must change only when interfaces are reconfigured", o)
@@ -393,12 +390,12 @@ func TestEmulatorOffloads(t *testing.T) {
 
 func TestEmulatorNATAndBlocklist(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
-	f.editConfig(t, func(r *etree.Element) { setText(r, "nat/outbound/mode", "disabled") })
+	f.setKnobs(t, "nat.outbound=disabled")
 	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
 	if got := f.mustRun(t, "pfctl -sn", ""); got != "" {
 		t.Errorf("pfctl -sn with NAT disabled = %q, want nothing", got)
 	}
-	f.editConfig(t, func(r *etree.Element) { setText(r, "installedpackages/pfblockerng/config/enable_cb", "on") })
+	f.setKnobs(t, "blocklist=on")
 	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
 	if got := f.mustRun(t, "pfctl -s Tables", ""); got != "" {
 		t.Errorf("blocklist loaded by a filter reload alone (%q): it needs pfBlockerNG's update", got)

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beevik/etree"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
@@ -271,11 +270,12 @@ func medianMbit(t *testing.T, topo Topology, n, secs int) (float64, []float64) {
 	return s[len(s)/2], got
 }
 
-// knobArm is one side of an A/B comparison: a config edit and the command
-// that applies it, as fwapi's pfSense driver would send.
+// knobArm is one side of an A/B comparison: knob assignments made with
+// configxml on the config read over SSH, and the command that applies them,
+// as fwapi's pfSense driver sends it.
 type knobArm struct {
 	name  string
-	edit  func(r *etree.Element)
+	knobs []string
 	apply string
 	check func(t *testing.T, f *testFirewall)
 }
@@ -286,33 +286,10 @@ const (
 	applyBlocklist  = "rm -f /tmp/config.cache && /usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update"
 )
 
-func removeGenerated(r *etree.Element) {
-	f := r.FindElement("filter")
-	for _, rule := range f.SelectElements("rule") {
-		if strings.HasPrefix(text(rule, "descr"), "fwab-generated") {
-			f.RemoveChild(rule)
-		}
-	}
-}
-
-func setOffloads(on bool) func(r *etree.Element) {
-	return func(r *etree.Element) {
-		s := r.FindElement("system")
-		for _, tag := range []string{"disablechecksumoffloading", "disablesegmentationoffloading", "disablelargereceiveoffloading"} {
-			if e := s.SelectElement(tag); e != nil {
-				s.RemoveChild(e)
-			}
-			if !on {
-				s.CreateElement(tag)
-			}
-		}
-	}
-}
-
 func rulesArm(n int) knobArm {
 	return knobArm{
 		name:  fmt.Sprintf("rules=%d", n),
-		edit:  func(r *etree.Element) { removeGenerated(r); addGeneratedRules(r, "lan", n) },
+		knobs: []string{fmt.Sprintf("rules@lan=%d", n)},
 		apply: applyFilter,
 		check: func(t *testing.T, f *testFirewall) {
 			if got, want := f.mustRun(t, "pfctl -sr | grep -c fwab-generated || true", ""), fmt.Sprintf("%d\n", n); got != want {
@@ -325,19 +302,16 @@ func rulesArm(n int) knobArm {
 func natArm(mode string) knobArm {
 	return knobArm{
 		name:  "nat=" + mode,
-		edit:  func(r *etree.Element) { setText(r, "nat/outbound/mode", mode) },
+		knobs: []string{"nat.outbound=" + mode},
 		apply: applyFilter,
 	}
 }
 
 func blocklistArm(on bool) knobArm {
-	v := ""
-	if on {
-		v = "on"
-	}
+	v := map[bool]string{true: "on", false: "off"}[on]
 	return knobArm{
-		name:  "blocklist=" + map[bool]string{true: "on", false: "off"}[on],
-		edit:  func(r *etree.Element) { setText(r, "installedpackages/pfblockerng/config/enable_cb", v) },
+		name:  "blocklist=" + v,
+		knobs: []string{"blocklist=" + v},
 		apply: applyBlocklist,
 		check: func(t *testing.T, f *testFirewall) {
 			want := ""
@@ -352,9 +326,10 @@ func blocklistArm(on bool) knobArm {
 }
 
 func offloadArm(on bool) knobArm {
+	v := map[bool]string{true: "on", false: "off"}[on]
 	return knobArm{
-		name:  "offloads=" + map[bool]string{true: "on", false: "off"}[on],
-		edit:  setOffloads(on),
+		name:  "offloads=" + v,
+		knobs: []string{"offload.checksum=" + v, "offload.tso=" + v, "offload.lro=" + v},
 		apply: applyInterfaces,
 		check: func(t *testing.T, f *testFirewall) {
 			out := f.mustRun(t, "ifconfig igb1 | grep options=", "")
@@ -367,7 +342,7 @@ func offloadArm(on bool) knobArm {
 
 func (f *testFirewall) applyArm(t *testing.T, a knobArm) {
 	t.Helper()
-	f.editConfig(t, a.edit)
+	f.setKnobs(t, a.knobs...)
 	f.mustRun(t, a.apply, "")
 	if a.check != nil {
 		a.check(t, f)
@@ -573,11 +548,7 @@ func TestKnobFigures(t *testing.T) {
 	})
 	t.Run("offloads", func(t *testing.T) {
 		pair(offloadArm(true), offloadArm(false))
-		f.applyArm(t, knobArm{name: "factory offloads", edit: func(r *etree.Element) {
-			setOffloads(false)(r)
-			s := r.FindElement("system")
-			s.RemoveChild(s.SelectElement("disablechecksumoffloading"))
-		}, apply: applyInterfaces})
+		f.applyArm(t, knobArm{name: "factory offloads", knobs: []string{"offload.checksum=on", "offload.tso=off", "offload.lro=off"}, apply: applyInterfaces})
 	})
 	t.Run("nat", func(t *testing.T) { pair(natArm("disabled"), natArm("automatic")) })
 	t.Run("blocklist", func(t *testing.T) {

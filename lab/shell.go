@@ -696,11 +696,11 @@ func (e *Emulator) hostname() string {
 	if err != nil {
 		return "pfSense.home.arpa"
 	}
-	root, err := parseConfig(data)
+	c, err := parseConfig(data)
 	if err != nil {
 		return "pfSense.home.arpa"
 	}
-	h, d := text(root, "system/hostname"), text(root, "system/domain")
+	h, d := text(c.Root(), "system/hostname"), text(c.Root(), "system/domain")
 	if h == "" {
 		h = "pfSense"
 	}
