@@ -45,6 +45,8 @@ type Info struct {
 type RuntimeState struct {
 	Interfaces  map[string]IfaceState // by device name (igb0)
 	FilterRules int                   // loaded filter rules (pfctl -sr)
+	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
+	GeneratedRules int
 	NATRules    int                   // loaded NAT rules (pfctl -sn)
 	NATOutbound []string              // the outbound NAT lines themselves
 	IPsec       []IPsecSA

@@ -48,11 +48,15 @@ func ParseIfconfig(out string) ([]IfaceState, error) {
 		if open < 0 {
 			continue // options=0
 		}
-		closing := strings.LastIndexByte(value, '>')
+		closing := strings.IndexByte(value[open:], '>') + open
 		if closing < open {
 			return nil, fmt.Errorf("ifconfig line %d: unterminated options list %q", line, field)
 		}
-		for _, w := range strings.Split(value[open+1:closing], ",") {
+		inner := value[open+1 : closing]
+		if strings.ContainsRune(inner, '<') {
+			return nil, fmt.Errorf("ifconfig line %d: malformed options list %q", line, field)
+		}
+		for _, w := range strings.Split(inner, ",") {
 			if w != "" {
 				cur.Options = append(cur.Options, w)
 			}

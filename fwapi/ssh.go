@@ -440,13 +440,24 @@ func (c *SSHClient) Addr() string { return c.cfg.Addr }
 // command and closes the session. A session that cannot be opened is retried
 // on a fresh connection; a command is never sent twice.
 func (c *SSHClient) Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error) {
+	var out bytes.Buffer
+	exit, stderr, err = c.run(ctx, cmd, stdin, &out)
+	return out.Bytes(), stderr, exit, err
+}
+
+// Stream is Run with stdout written to w as it arrives.
+func (c *SSHClient) Stream(ctx context.Context, cmd string, w io.Writer) (exit int, stderr []byte, err error) {
+	return c.run(ctx, cmd, nil, w)
+}
+
+func (c *SSHClient) run(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) (int, []byte, error) {
 	sess, client, err := c.session(ctx)
 	if err != nil {
-		return nil, nil, -1, err
+		return -1, nil, err
 	}
 	defer sess.Close()
-	var out, errOut bytes.Buffer
-	sess.Stdout = &out
+	var errOut bytes.Buffer
+	sess.Stdout = stdout
 	sess.Stderr = &errOut
 	if stdin != nil {
 		sess.Stdin = stdin
@@ -459,21 +470,21 @@ func (c *SSHClient) Run(ctx context.Context, cmd string, stdin io.Reader) (stdou
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
 		<-done
-		return out.Bytes(), errOut.Bytes(), -1, fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ctx.Err())
+		return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ctx.Err())
 	}
 	var exitErr *ssh.ExitError
 	switch {
 	case err == nil:
-		return out.Bytes(), errOut.Bytes(), 0, nil
+		return 0, errOut.Bytes(), nil
 	case errors.As(err, &exitErr):
-		return out.Bytes(), errOut.Bytes(), exitErr.ExitStatus(), nil
+		return exitErr.ExitStatus(), errOut.Bytes(), nil
 	default:
 		var missing *ssh.ExitMissingError
 		if errors.As(err, &missing) || errors.Is(err, io.EOF) || isNetErr(err) {
 			c.drop(client)
-			return out.Bytes(), errOut.Bytes(), -1, fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ErrConnectionLost)
+			return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ErrConnectionLost)
 		}
-		return out.Bytes(), errOut.Bytes(), -1, fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, err)
+		return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, err)
 	}
 }
 

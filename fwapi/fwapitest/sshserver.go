@@ -524,13 +524,13 @@ func (s *SSHServer) exec(ctx context.Context, args []string) error {
 	notFound := s.notFound[args[0]]
 	s.mu.Unlock()
 	switch {
+	case notFound:
 	case haveReply:
 		io.WriteString(hc.Stdout, reply.Stdout)
 		io.WriteString(hc.Stderr, reply.Stderr)
 		return exitStatus(reply.Exit)
 	case haveHandler:
 		return exitStatus(h(ctx, s, args, hc.Stdin, hc.Stdout, hc.Stderr))
-	case notFound:
 	default:
 		s.t.Errorf("fake firewall: unexpected command %q", line)
 	}
