@@ -47,12 +47,12 @@ type RuntimeState struct {
 	FilterRules int                   // loaded filter rules (pfctl -sr)
 	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
 	GeneratedRules int
-	NATRules    int                   // loaded NAT rules (pfctl -sn)
-	NATOutbound []string              // the outbound NAT lines themselves
-	IPsec       []IPsecSA
-	IDS         []IDSInstance
-	Tables      map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
-	Version     string
+	NATRules       int      // loaded NAT rules (pfctl -sn)
+	NATOutbound    []string // the outbound NAT lines themselves
+	IPsec          []IPsecSA
+	IDS            []IDSInstance
+	Tables         map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
+	Version        string
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.

@@ -4,7 +4,7 @@ import "strings"
 
 // ShellQuote returns s as one POSIX shell word that the shell takes
 // literally: the whole value inside single quotes, each single quote written
-// as '\'' (close, escaped quote, reopen). Nothing inside single quotes is
+// as '\” (close, escaped quote, reopen). Nothing inside single quotes is
 // special to sh, so $(...), backticks, ;, newlines and globs stay text.
 // Every value fwab puts into a remote command line goes through here.
 func ShellQuote(s string) string {

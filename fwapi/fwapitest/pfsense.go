@@ -2,10 +2,10 @@ package fwapitest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,12 +59,12 @@ const MinimalPfSenseConfig = `<?xml version="1.0"?>
 
 // pfSenseActions maps the pfSense service commands to the action each is.
 var pfSenseActions = map[string]configxml.Action{
-	"/etc/rc.filter_configure_sync":                                      configxml.ActionFilterReload,
-	"/etc/rc.reload_interfaces":                                          configxml.ActionInterfaces,
-	"/usr/local/etc/rc.d/suricata.sh restart":                            configxml.ActionIDSRestart,
-	"/usr/local/sbin/pfSsh.php playback restartipsec":                    configxml.ActionIPsecRestart,
+	"/etc/rc.filter_configure_sync":                                        configxml.ActionFilterReload,
+	"/etc/rc.reload_interfaces":                                            configxml.ActionInterfaces,
+	"/usr/local/etc/rc.d/suricata.sh restart":                              configxml.ActionIDSRestart,
+	"/usr/local/sbin/pfSsh.php playback restartipsec":                      configxml.ActionIPsecRestart,
 	"/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update": configxml.ActionBlocklistUpdate,
-	"/etc/rc.reload_all": "reload-all",
+	"/etc/rc.reload_all":                                                   "reload-all",
 }
 
 // PfSense is a fake pfSense box: an SSHServer with pfSense's files, the
