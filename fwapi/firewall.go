@@ -45,14 +45,14 @@ type Info struct {
 type RuntimeState struct {
 	Interfaces  map[string]IfaceState // by device name (igb0)
 	FilterRules int                   // loaded filter rules (pfctl -sr)
+	NATRules    int                   // loaded NAT rules (pfctl -sn)
+	NATOutbound []string              // the outbound NAT lines themselves
+	IPsec       []IPsecSA
+	IDS         []IDSInstance
+	Tables      map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
+	Version     string
 	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
 	GeneratedRules int
-	NATRules       int      // loaded NAT rules (pfctl -sn)
-	NATOutbound    []string // the outbound NAT lines themselves
-	IPsec          []IPsecSA
-	IDS            []IDSInstance
-	Tables         map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
-	Version        string
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.

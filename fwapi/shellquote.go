@@ -14,7 +14,7 @@ func ShellQuote(s string) string {
 	if isShellSafe(s) {
 		return s
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
 // shellJoin quotes each word and joins them with spaces.

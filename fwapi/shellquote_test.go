@@ -112,7 +112,7 @@ func TestShellQuoteSafeWordsUnchanged(t *testing.T) {
 		{"igb0", "igb0"},
 		{"/var/run/fwab.lock", "/var/run/fwab.lock"},
 		{"a b", "'a b'"},
-		{"it's", `'it'\''s'`},
+		{"it's", `'it'"'"'s'`},
 		{"", "''"},
 	} {
 		if got := ShellQuote(tc.in); got != tc.want {
@@ -145,4 +145,26 @@ func FuzzShellQuote(f *testing.F) {
 			t.Errorf("ShellQuote(%q) ran %q", v, executed)
 		}
 	})
+}
+
+func TestShellQuoteInRedirection(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"it's", "a b", "$(x)", "`y`", "q\"d", "semi;colon", "new\nline"} {
+		line := "echo hi > " + ShellQuote(filepath.Join(dir, name))
+		file, err := syntax.NewParser().Parse(strings.NewReader(line), "")
+		if err != nil {
+			t.Fatalf("parse %q: %v", line, err)
+		}
+		r, err := interp.New(interp.Dir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(context.Background(), file); err != nil {
+			t.Errorf("run %q: %v", line, err)
+			continue
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(data) != "hi\n" {
+			t.Errorf("redirect to ShellQuote(%q) wrote %q, %v", name, data, err)
+		}
+	}
 }

@@ -366,7 +366,7 @@ done:
 func shellWords(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'"'"'`) + "'"
 	}
 	return strings.Join(q, " ")
 }
