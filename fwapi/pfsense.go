@@ -426,6 +426,7 @@ func (p *PfSense) Reboot(ctx context.Context) error {
 		return fmt.Errorf("pfsense reboot: %w", err)
 	}
 	if err == nil && code != 0 {
+		p.clearRebootMarker(ctx)
 		return fmt.Errorf("pfsense reboot: %w", &CommandError{Cmd: "shutdown -r now", Exit: code, Stderr: string(errOut)})
 	}
 	p.log.Info("rebooting")
@@ -490,8 +491,10 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	case errors.Is(err, ErrConnectionLost):
 		progress("connection closed: the firewall is rebooting")
 	case err != nil:
+		p.clearRebootMarker(ctx)
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	case code != 0:
+		p.clearRebootMarker(ctx)
 		return fmt.Errorf("pfsense upgrade: %w", &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)})
 	}
 	if err == nil && !p.awaitReboot(ctx) {
@@ -521,6 +524,14 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	}
 	progress("version " + got)
 	return nil
+}
+
+// clearRebootMarker removes the marker after a reboot that did not start,
+// so that a later WaitReady does not wait for it forever.
+func (p *PfSense) clearRebootMarker(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	p.sh.Run(ctx, "rm -f "+pfRebootMarker, nil)
 }
 
 // awaitReboot reports whether the box goes down (or has gone down: the

@@ -268,3 +268,50 @@ func TestPfSenseUpgradeWrongVersion(t *testing.T) {
 		t.Fatalf("Upgrade that did nothing = %v, want an error naming the version found", err)
 	}
 }
+
+func TestPfSenseWriteConfigConnectionLost(t *testing.T) {
+	fake, fw := newPfSense(t)
+	old := fake.ReadFile(t, "/conf/config.xml")
+	fake.DropConnectionOn("cat > ", 512)
+	err := fw.WriteConfig(t.Context(), bytes.Repeat([]byte("<!-- new -->\n"), 5000), "test")
+	if !errors.Is(err, fwapi.ErrConnectionLost) {
+		t.Fatalf("WriteConfig with the link cut = %v, want ErrConnectionLost", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, old) {
+		t.Errorf("config.xml changed by a write that was cut off")
+	}
+	if left := fake.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
+		t.Errorf("partial files left on the firewall: %v", left)
+	}
+}
+
+func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
+	fake, fw := newPfSense(t)
+	hostile := "2.8.0'; reboot; echo '$(reboot)`reboot`\nreboot"
+	var got []string
+	fake.Handle("/usr/local/sbin/pfSense-upgrade", func(_ context.Context, _ *fwapitest.SSHServer, args []string, _ io.Reader, _, _ io.Writer) int {
+		got = args
+		return 1
+	})
+	// The fake fails the test on "reboot", which it does not know.
+	if err := fw.Upgrade(t.Context(), hostile, nil); err == nil {
+		t.Fatalf("Upgrade with a failing pfSense-upgrade = nil error")
+	}
+	if diff := cmp.Diff([]string{"/usr/local/sbin/pfSense-upgrade", "-y", hostile}, got); diff != "" {
+		t.Errorf("pfSense-upgrade arguments mismatch (-want +got):\n%s", diff)
+	}
+	if len(fake.Glob("/var/run/fwab.reboot-pending")) != 0 {
+		t.Errorf("a failed upgrade left the reboot marker: WaitReady would wait for a reboot that never comes")
+	}
+	owner := fwapi.LockOwner{Owner: "eve'; rm -rf /conf; echo '", PID: 1, Time: time.Unix(1700000000, 0), Token: "t"}
+	if err := fw.Lock(t.Context(), owner); err != nil {
+		t.Fatal(err)
+	}
+	want := "owner=eve'; rm -rf /conf; echo '\npid=1\ntime=1700000000\ntoken=t\n"
+	if got := string(fake.ReadFile(t, "/var/run/fwab.lock/owner")); got != want {
+		t.Errorf("owner file = %q, want %q", got, want)
+	}
+	if len(fake.Glob("/conf/config.xml")) != 1 {
+		t.Errorf("/conf/config.xml is gone: the owner name was executed")
+	}
+}

@@ -462,3 +462,18 @@ func writeFileAtomic(name string, data []byte) error {
 	}
 	return os.Rename(tmp.Name(), name)
 }
+
+// Commit ends the session keeping the config now on the firewall (fwab fw
+// push and apply): nothing is restored, the lock is released and the
+// journal closed.
+func (s *Session) Commit(ctx context.Context) error {
+	cur, err := s.fw.ReadConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("session commit: %w", err)
+	}
+	s.changed = false
+	if err := s.guard.Unlock(ctx, s.opts.Owner); err != nil {
+		return fmt.Errorf("session commit: %w", err)
+	}
+	return s.journal(JournalEntry{Event: "end", SHA256: SHA256Hex(cur), Detail: "kept"})
+}

@@ -1,6 +1,8 @@
 package fwapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -190,4 +192,49 @@ func describeIDS(mode string, inst IDSInstance) string {
 	default:
 		return fmt.Sprintf("Suricata in pcap mode (pid %d)", inst.PID)
 	}
+}
+
+// ChangeVerifier accepts a runtime state when VerifyRuntime finds no error
+// caused by the changes themselves; findings about untouched knobs were
+// there before and are not this change's fault.
+func ChangeVerifier(c *configxml.Config, changes []configxml.Change) Verifier {
+	return func(_ context.Context, st RuntimeState) error {
+		var bad []string
+		for _, f := range VerifyRuntime(c, st) {
+			if f.Severity != configxml.SeverityError {
+				continue
+			}
+			for _, ch := range changes {
+				if findingConcerns(f, ch) {
+					bad = append(bad, f.Rule+": "+f.Message)
+					break
+				}
+			}
+		}
+		if len(bad) > 0 {
+			return errors.New(strings.Join(bad, "; "))
+		}
+		return nil
+	}
+}
+
+func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
+	switch f.Rule {
+	case RuleOffloadMismatch:
+		return strings.HasPrefix(f.Message, ch.Knob+" ")
+	case RuleIDSMismatch:
+		return strings.HasPrefix(f.Message, ch.Knob+" ")
+	case RuleInlineOffloadLive:
+		// Made unsafe by this change: inline IPS switched on, or an
+		// offload switched on.
+		return strings.HasPrefix(ch.Knob, "ids@") && ch.To == configxml.IDSInlineIPS ||
+			strings.HasPrefix(ch.Knob, "offload.") && ch.To == "on"
+	case RuleRulesMismatch:
+		return strings.HasPrefix(ch.Knob, "rules@")
+	case RuleBlocklistMismatch:
+		return ch.Knob == "blocklist"
+	case RuleNATMismatch:
+		return ch.Knob == "nat.outbound"
+	}
+	return false
 }

@@ -367,7 +367,11 @@ func (s *SSHServer) serveConn(c net.Conn, cfg *ssh.ServerConfig) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.conns[sconn] = cancel
+	down = s.unreachable // it may have gone down during the handshake
 	s.mu.Unlock()
+	if down {
+		cancel()
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, sconn)
@@ -376,6 +380,9 @@ func (s *SSHServer) serveConn(c net.Conn, cfg *ssh.ServerConfig) {
 		sconn.Close()
 	}()
 	go ssh.DiscardRequests(reqs)
+	if down {
+		return
+	}
 	var wg sync.WaitGroup
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
