@@ -252,3 +252,48 @@ func TestFwMetrics(t *testing.T) {
 		t.Errorf("fw metrics = %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
+
+func TestFwPush(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	c, err := configxml.LoadBytes(fake.ReadFile(t, "/conf/config.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("nat.outbound", "hybrid"); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "next.xml")
+	if err := os.WriteFile(file, c.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetActions()
+	_, errOut, code := fwabRun(t, "fw", "push", file, "--target", "fw1", "--targets", targets)
+	if code != 0 || !strings.Contains(errOut, "nat.outbound: automatic -> hybrid (filter-reload)") {
+		t.Fatalf("fw push = %d: %s", code, errOut)
+	}
+	if !bytes.Equal(fake.ReadFile(t, "/conf/config.xml"), c.Bytes()) {
+		t.Errorf("the firewall does not hold the pushed file byte for byte")
+	}
+	if got := fake.Actions(); len(got) != 1 || got[0] != configxml.ActionFilterReload {
+		t.Errorf("fw push ran %v, want only a filter reload", got)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.xml")
+	os.WriteFile(bad, []byte("<pfsense><unclosed></pfsense>"), 0o600)
+	if _, errOut, code := fwabRun(t, "fw", "push", bad, "--target", "fw1", "--targets", targets); code != exitUsage || !strings.Contains(errOut, "bad.xml") {
+		t.Errorf("fw push of a broken file = %d: %s; want exit 2 naming the file", code, errOut)
+	}
+}
+
+func TestFwUpgrade(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code != 0 || !strings.Contains(errOut, "Upgrading pfSense-base") || !strings.Contains(errOut, "version 2.8.0-RELEASE") {
+		t.Fatalf("fw upgrade = %d: %s", code, errOut)
+	}
+	if got := string(fake.ReadFile(t, "/etc/version")); got != "2.8.0-RELEASE\n" {
+		t.Errorf("/etc/version = %q", got)
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("fw upgrade left the lock")
+	}
+}
