@@ -208,14 +208,7 @@ func authMethods(cfg SSHConfig) ([]ssh.AuthMethod, error) {
 		if sock == "" {
 			return nil, errors.New("ssh.agent is set but SSH_AUTH_SOCK is empty: start an agent or use key_file")
 		}
-		methods = append(methods, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
-			conn, err := net.Dial("unix", sock)
-			if err != nil {
-				return nil, fmt.Errorf("ssh agent: %w", err)
-			}
-			defer conn.Close()
-			return agent.NewClient(conn).Signers()
-		}))
+		methods = append(methods, ssh.PublicKeysCallback((&agentAuth{sock: sock}).signers))
 	}
 	if cfg.PasswordFile != "" {
 		data, err := os.ReadFile(cfg.PasswordFile)
@@ -237,6 +230,29 @@ func authMethods(cfg SSHConfig) ([]ssh.AuthMethod, error) {
 		return nil, errors.New("no authentication method: set ssh.key_file, ssh.agent or ssh.password_file in the targets file")
 	}
 	return methods, nil
+}
+
+// agentAuth reaches the SSH agent. Its signers sign through the agent
+// connection, so that connection stays open; each dial opens a new one and
+// the previous is closed then.
+type agentAuth struct {
+	sock string
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (a *agentAuth) signers() ([]ssh.Signer, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	conn, err := net.Dial("unix", a.sock)
+	if err != nil {
+		return nil, fmt.Errorf("ssh agent at $SSH_AUTH_SOCK: %w", err)
+	}
+	a.conn = conn
+	return agent.NewClient(conn).Signers()
 }
 
 func fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/fwapi"
@@ -272,5 +273,44 @@ func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
 	srv.SetUnreachable(false)
 	if out, err := c.Output(t.Context(), "echo ok"); err != nil || string(out) != "ok\n" {
 		t.Errorf("Output after a keepalive failure = %q, %v; want a fresh connection", out, err)
+	}
+}
+
+func TestSSHAgentAuth(t *testing.T) {
+	srv := fwapitest.NewSSHServer(t)
+	pem, err := os.ReadFile(srv.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.ParseRawPrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	cfg := srv.Config(t)
+	cfg.KeyFile = ""
+	cfg.Agent = true
+	c := dial(t, cfg)
+	if out, err := c.Output(t.Context(), "echo agent"); err != nil || string(out) != "agent\n" {
+		t.Errorf("Output over agent auth = %q, %v", out, err)
 	}
 }
