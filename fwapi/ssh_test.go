@@ -6,10 +6,12 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,13 +269,40 @@ func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
 	srv := fwapitest.NewSSHServer(t)
 	cfg := srv.Config(t)
 	cfg.KeepAlive = 100 * time.Millisecond
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	c := dial(t, cfg)
 	srv.SetUnreachable(true)
-	time.Sleep(400 * time.Millisecond) // the keepalive notices and drops the client
+	// No command runs: only the keepalive can notice the dead link.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "ssh keepalive") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "ssh keepalive") {
+		t.Fatalf("no keepalive failure logged within 5s; logs:\n%s", logs.String())
+	}
 	srv.SetUnreachable(false)
 	if out, err := c.Output(t.Context(), "echo ok"); err != nil || string(out) != "ok\n" {
 		t.Errorf("Output after a keepalive failure = %q, %v; want a fresh connection", out, err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestSSHAgentAuth(t *testing.T) {
