@@ -245,6 +245,10 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 	if err != nil {
 		return err
 	}
+	info, err := fw.Info(ctx)
+	if err != nil {
+		return err
+	}
 	dir, err := fwapi.StateDir(t.Name)
 	if err != nil {
 		return err
@@ -255,7 +259,7 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 	if err != nil {
 		return err
 	}
-	err = applyChange(ctx, io, t, s, edit)
+	err = applyChange(ctx, io, t, info.Version, s, edit)
 	if err != nil {
 		// Leave the firewall as it was.
 		if cerr := s.Close(ctx); cerr != nil {
@@ -266,14 +270,25 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 	return s.Commit(ctx)
 }
 
-func applyChange(ctx context.Context, io *streams, t *fwapi.Target, s *fwapi.Session, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
+func applyChange(ctx context.Context, io *streams, t *fwapi.Target, version string, s *fwapi.Session, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
 	cur, err := configxml.LoadBytes(s.Original())
 	if err != nil {
 		return fmt.Errorf("the firewall's config.xml: %w", err)
 	}
+	// Values the running version cannot take are refused before anything
+	// changes, so the knobs must know the version the firewall reports.
+	if err := cur.SetProduct(version); err != nil {
+		fmt.Fprintf(io.ErrOut, "note: version %q not understood (%v); checking values against the version the config implies\n", version, err)
+		version = ""
+	}
 	next, err := edit(cur)
 	if err != nil {
 		return err
+	}
+	if version != "" {
+		if err := next.SetProduct(version); err != nil {
+			return err
+		}
 	}
 	if next.Flavor() != cur.Flavor() {
 		return usageErrorf("the new config is %s but target %s runs %s", next.Flavor(), t.Name, cur.Flavor())
