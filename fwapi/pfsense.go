@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -580,13 +579,3 @@ func (w *lineWriter) Flush() {
 }
 
 var _ io.Writer = (*lineWriter)(nil)
-
-// sortedActions is for messages.
-func sortedActions(m map[configxml.Action]bool) []string {
-	var s []string
-	for a := range m {
-		s = append(s, string(a))
-	}
-	sort.Strings(s)
-	return s
-}

@@ -21,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -608,16 +607,6 @@ func ParseTranscripts(text string) map[string]Reply {
 	}
 	flush()
 	return out
-}
-
-// sortedKeys is for stable error messages.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // sha256Hex is FreeBSD's sha256 -q.
