@@ -6,7 +6,6 @@ set -euo pipefail
 packages=(
 	iproute2 iptables nftables ethtool iperf3 procps kmod
 	strongswan-swanctl charon-systemd libstrongswan-extra-plugins libcharon-extra-plugins
-	chromium
 )
 
 missing=()

@@ -83,6 +83,7 @@ func newRootCmd(io *streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newConfigCmd(io),
+		newMatrixCmd(io),
 		newFwCmd(io), newVerifyCmd(io),
 	)
 	return root
