@@ -38,7 +38,7 @@ func TestParseIfconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "TSO6", "LRO", "WOL_MAGIC", "VLAN_HWFILTER", "VLAN_HWTSO", "RXCSUM_IPV6", "TXCSUM_IPV6", "NOMAP"}
+	full := []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "TSO6", "LRO", "WOL_MAGIC", "VLAN_HWFILTER", "VLAN_HWTSO", "RXCSUM_IPV6", "TXCSUM_IPV6", "HWSTATS", "MEXTPG"}
 	want := []fwapi.IfaceState{
 		{Name: "igb0", Options: full},
 		{Name: "igb1", Options: full},

@@ -37,6 +37,9 @@ type SSHConfig struct {
 	AcceptNewHostKey bool   // append an unknown host key to KnownHosts (never replaces a known one)
 
 	ConnectTimeout time.Duration // default 10s
+	// CommandTimeout bounds a command whose context has no deadline of its
+	// own; default 15 minutes (a full reload on a slow box takes minutes).
+	CommandTimeout time.Duration
 	KeepAlive      time.Duration // default 15s; negative disables
 	Retries        int           // reconnect attempts after a lost connection; default 4
 	Backoff        time.Duration // first reconnect delay, doubled each time; default 250ms
@@ -153,6 +156,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSHClient, error) {
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 15 * time.Minute
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 15 * time.Second
@@ -467,6 +473,11 @@ func (c *SSHClient) Stream(ctx context.Context, cmd string, w io.Writer) (exit i
 }
 
 func (c *SSHClient) run(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) (int, []byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.CommandTimeout)
+		defer cancel()
+	}
 	sess, client, err := c.session(ctx)
 	if err != nil {
 		return -1, nil, err
