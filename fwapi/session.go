@@ -215,7 +215,7 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 		return nil
 	}
 	if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
-		return s.awaitRollback(ctx, prev, err)
+		return s.awaitRollback(ctx, prev, plan, err)
 	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
@@ -260,23 +260,52 @@ func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []co
 	return nil
 }
 
-// awaitRollback waits for a lost firewall to answer again and reports what
-// its rollback did.
-func (s *Session) awaitRollback(ctx context.Context, prev []byte, cause error) error {
-	s.log.Warn("lost the firewall during apply; waiting for its rollback", "after", s.opts.RollbackAfter, "err", cause)
+// awaitRollback handles a firewall lost during an apply. While it does not
+// answer, the rollback armed on it is what protects it; fwab waits and then
+// reports whether it fired. If it answers again before the rollback fires,
+// fwab restores the previous config itself (the rollback stays armed until
+// that is done, as a safety net) and then disarms it.
+func (s *Session) awaitRollback(ctx context.Context, prev []byte, plan []configxml.Action, cause error) error {
+	s.log.Warn("lost the firewall during apply; waiting for it or for its rollback", "after", s.opts.RollbackAfter, "err", cause)
 	deadline := time.Now().Add(s.opts.RollbackAfter + s.opts.ReconnectWait)
+	fired := func(at string) error {
+		got, rerr := s.fw.ReadConfig(ctx)
+		if rerr != nil {
+			return fmt.Errorf("apply: %w (and the config could not be read back: %v)", &RolledBackError{FiredAt: at, Cause: cause}, rerr)
+		}
+		if SHA256Hex(got) != SHA256Hex(prev) {
+			return fmt.Errorf("apply: %w, but config.xml has sha256 %s, want %s", &RolledBackError{FiredAt: at, Cause: cause}, SHA256Hex(got), SHA256Hex(prev))
+		}
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "rollback on the firewall fired at " + at})
+		return fmt.Errorf("apply: %w", &RolledBackError{FiredAt: at, Cause: cause})
+	}
 	for {
-		fired, at, err := s.guard.RollbackFired(ctx)
-		if err == nil && fired {
-			got, rerr := s.fw.ReadConfig(ctx)
-			if rerr != nil {
-				return fmt.Errorf("apply: %w (and the config could not be read back: %v)", &RolledBackError{FiredAt: at, Cause: cause}, rerr)
+		done, at, err := s.guard.RollbackFired(ctx)
+		if err == nil && done {
+			return fired(at)
+		}
+		if err == nil {
+			// The firewall answers and its rollback has not fired: undo now.
+			perr := s.putBack(ctx, prev, plan)
+			if perr == nil {
+				perr = s.guard.Disarm(ctx)
 			}
-			if SHA256Hex(got) != SHA256Hex(prev) {
-				return fmt.Errorf("apply: %w, but config.xml has sha256 %s, want %s", &RolledBackError{FiredAt: at, Cause: cause}, SHA256Hex(got), SHA256Hex(prev))
+			if perr == nil {
+				if done, at, ferr := s.guard.RollbackFired(ctx); ferr == nil && done {
+					return fired(at)
+				}
+				got, rerr := s.fw.ReadConfig(ctx)
+				switch {
+				case rerr != nil:
+					perr = rerr
+				case SHA256Hex(got) != SHA256Hex(prev):
+					perr = fmt.Errorf("config.xml has sha256 %s after restoring, want %s", SHA256Hex(got), SHA256Hex(prev))
+				default:
+					s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "connection lost during apply; restored by fwab"})
+					return fmt.Errorf("apply: lost the connection during the apply (%w); the firewall answered again and fwab restored the previous config (sha256 verified)", cause)
+				}
 			}
-			s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "rollback on the firewall fired at " + at})
-			return fmt.Errorf("apply: %w", &RolledBackError{FiredAt: at, Cause: cause})
+			s.log.Warn("could not restore after a lost connection; the rollback on the firewall is still armed", "err", perr)
 		}
 		if time.Now().After(deadline) {
 			if err == nil {

@@ -249,3 +249,32 @@ func TestRecoverRefusesTamperedBackup(t *testing.T) {
 }
 
 func writeFile(name string, data []byte) error { return os.WriteFile(name, data, 0o600) }
+
+func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), RollbackAfter: 60 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	// The link drops while the filter reloads, and comes back at once.
+	fake.DropConnectionOnce("/etc/rc.filter_configure_sync", 0)
+	start := time.Now()
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	if err == nil || !strings.Contains(err.Error(), "fwab restored the previous config (sha256 verified)") || !errors.Is(err, fwapi.ErrConnectionLost) {
+		t.Fatalf("Apply with a brief drop = %v, want fwab's own restore reported", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("Apply took %v: it waited for the 60s rollback instead of restoring", d)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("config after the restore is not the previous one")
+	}
+	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+		t.Errorf("the rollback is still armed after fwab restored the config")
+	}
+}

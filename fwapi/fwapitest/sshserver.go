@@ -69,7 +69,7 @@ type SSHServer struct {
 	daemons     map[int]*daemonProc
 	nextPID     int
 	conns       map[ssh.Conn]context.CancelFunc
-	dropOn      map[string]int // command prefix → bytes of stdin after which the connection drops
+	dropOn      map[string]dropRule // command prefix → when the connection drops
 	unreachable bool
 }
 
@@ -124,7 +124,7 @@ func NewSSHServer(t testing.TB) *SSHServer {
 		daemons:     map[int]*daemonProc{},
 		nextPID:     40000,
 		conns:       map[ssh.Conn]context.CancelFunc{},
-		dropOn:      map[string]int{},
+		dropOn:      map[string]dropRule{},
 	}
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(c ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -239,11 +239,25 @@ func (s *SSHServer) NotFound(name string) {
 
 // DropConnectionOn makes the server cut the whole SSH connection, as a lost
 // link would, while running a command line starting with prefix, after it
-// has read afterBytes of the command's standard input.
+// has read afterBytes of the command's standard input (0: before the
+// command runs).
 func (s *SSHServer) DropConnectionOn(prefix string, afterBytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropOn[prefix] = afterBytes
+	s.dropOn[prefix] = dropRule{after: afterBytes}
+}
+
+// DropConnectionOnce is DropConnectionOn for the first matching command
+// only.
+func (s *SSHServer) DropConnectionOnce(prefix string, afterBytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropOn[prefix] = dropRule{after: afterBytes, once: true}
+}
+
+type dropRule struct {
+	after int
+	once  bool
 }
 
 // SetUnreachable cuts every connection and refuses new ones (the firewall
@@ -426,6 +440,12 @@ func (s *SSHServer) serveSession(connCtx context.Context, conn ssh.Conn, ch ssh.
 			}()
 			var stdin io.Reader = ch
 			if n, ok := s.dropFor(payload.Command); ok {
+				if n == 0 {
+					// Cut before the command runs.
+					cancel()
+					conn.Close()
+					return
+				}
 				stdin = &dropReader{r: ch, left: n, drop: func() { cancel(); conn.Close() }}
 			}
 			code := s.runLine(ctx, payload.Command, stdin, ch, ch.Stderr())
@@ -448,9 +468,12 @@ func (s *SSHServer) serveSession(connCtx context.Context, conn ssh.Conn, ch ssh.
 func (s *SSHServer) dropFor(cmd string) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for prefix, n := range s.dropOn {
+	for prefix, r := range s.dropOn {
 		if strings.HasPrefix(cmd, prefix) {
-			return n, true
+			if r.once {
+				delete(s.dropOn, prefix)
+			}
+			return r.after, true
 		}
 	}
 	return 0, false
