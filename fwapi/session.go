@@ -95,9 +95,13 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	if j, err := ReadJournal(opts.Dir); err == nil && len(j) > 0 && !journalClosed(j) {
+	j, jerr := ReadJournal(opts.Dir)
+	switch {
+	case len(j) > 0 && !journalClosed(j):
 		return nil, fmt.Errorf("session: %s holds an unfinished session (started %s): run 'fwab fw recover --target %s' first",
 			filepath.Join(opts.Dir, JournalFile), j[0].Time.Format(time.RFC3339), opts.Target)
+	case jerr != nil && !errors.Is(jerr, fs.ErrNotExist):
+		return nil, fmt.Errorf("session: %w: a torn journal means fwab stopped mid-session; run 'fwab fw recover --target %s' first", jerr, opts.Target)
 	}
 	if err := guard.Lock(ctx, opts.Owner); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
@@ -419,7 +423,8 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 		return rep, fmt.Errorf("recover: no journal in %s: nothing to recover", dir)
 	}
 	if len(j) == 0 {
-		return rep, fmt.Errorf("recover: journal in %s: %v", dir, err)
+		return rep, fmt.Errorf("recover: the journal in %s is unreadable (%v) so the original's hash is unknown; check %s by hand, push it with 'fwab fw push' if it is right, then remove %s",
+			dir, err, filepath.Join(dir, OriginalFile), filepath.Join(dir, JournalFile))
 	}
 	if journalClosed(j) {
 		return rep, fmt.Errorf("recover: the last session in %s ended cleanly (%s at %s): nothing to recover", dir, j[len(j)-1].Event, j[len(j)-1].Time.Format(time.RFC3339))

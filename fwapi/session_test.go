@@ -278,3 +278,21 @@ func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
 		t.Errorf("the rollback is still armed after fwab restored the config")
 	}
 }
+
+func TestStartSessionRefusesTornJournal(t *testing.T) {
+	_, fw := newPfSense(t)
+	dir := t.TempDir()
+	if err := writeFile(dir+"/"+fwapi.JournalFile, []byte(`{"time":"2026-01-01T00:00:00Z","event":"start","sha256":"ab"}`+"\n"+`{"time":"2026-01-01T00:00:01Z","ev`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("a")})
+	if err == nil || !strings.Contains(err.Error(), "fwab fw recover --target fw1") {
+		t.Fatalf("StartSession over a torn journal = %v, want a pointer to recover", err)
+	}
+	if err := writeFile(dir+"/"+fwapi.JournalFile, []byte(`{"ev`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("a")}); err == nil || !strings.Contains(err.Error(), "torn journal") {
+		t.Fatalf("StartSession over an unreadable journal = %v, want a refusal", err)
+	}
+}
