@@ -423,7 +423,7 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 		return rep, fmt.Errorf("recover: no journal in %s: nothing to recover", dir)
 	}
 	if len(j) == 0 {
-		return rep, fmt.Errorf("recover: the journal in %s is unreadable (%v) so the original's hash is unknown; check %s by hand, push it with 'fwab fw push' if it is right, then remove %s",
+		return rep, fmt.Errorf("recover: the journal in %s is unreadable (%v) so the original's hash is unknown; check %s by hand, remove %s, then push the original with 'fwab fw push' if the firewall needs it",
 			dir, err, filepath.Join(dir, OriginalFile), filepath.Join(dir, JournalFile))
 	}
 	if journalClosed(j) {
