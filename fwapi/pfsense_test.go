@@ -307,7 +307,7 @@ func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
 	if err := fw.Lock(t.Context(), owner); err != nil {
 		t.Fatal(err)
 	}
-	want := "owner=eve'; rm -rf /conf; echo '\npid=1\ntime=1700000000\ntoken=t\n"
+	want := "owner=eve'; rm -rf /conf; echo '\npid=1\ntime=2023-11-14T22:13:20Z\ntoken=t\n"
 	if got := string(fake.ReadFile(t, "/var/run/fwab.lock/owner")); got != want {
 		t.Errorf("owner file = %q, want %q", got, want)
 	}

@@ -60,7 +60,7 @@ func (o LockOwner) String() string {
 }
 
 func (o LockOwner) file() string {
-	return fmt.Sprintf("owner=%s\npid=%d\ntime=%d\ntoken=%s\n", o.Owner, o.PID, o.Time.Unix(), o.Token)
+	return fmt.Sprintf("owner=%s\npid=%d\ntime=%s\ntoken=%s\n", o.Owner, o.PID, o.Time.UTC().Format(time.RFC3339), o.Token)
 }
 
 // LockedError is a firewall another fwab holds.
