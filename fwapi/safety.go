@@ -237,3 +237,10 @@ func SHA256Hex(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
+
+// OPNsenseShellGuard is the lock and rollback for an OPNsense box reached
+// over SSH (the same FreeBSD commands; OPNsense has no config cache and
+// reloads everything with its own rc.reload_all).
+func OPNsenseShellGuard(sh Shell) ShellGuard {
+	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache"}
+}

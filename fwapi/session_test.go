@@ -296,3 +296,45 @@ func TestStartSessionRefusesTornJournal(t *testing.T) {
 		t.Fatalf("StartSession over an unreadable journal = %v, want a refusal", err)
 	}
 }
+
+func TestOPNsenseShellGuard(t *testing.T) {
+	srv := fwapitest.NewSSHServer(t)
+	prev := []byte("<opnsense><version>26.1</version></opnsense>\n")
+	srv.WriteFile(t, "/conf/config.xml", prev)
+	var reloads int
+	var mu sync.Mutex
+	srv.Handle("/usr/local/etc/rc.reload_all", func(context.Context, *fwapitest.SSHServer, []string, io.Reader, io.Writer, io.Writer) int {
+		mu.Lock()
+		reloads++
+		mu.Unlock()
+		return 0
+	})
+	sh := dial(t, srv.Config(t))
+	g := fwapi.OPNsenseShellGuard(sh)
+	ctx := t.Context()
+	if err := g.Lock(ctx, owner("ops@noc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lock(ctx, owner("other@x")); err == nil || !strings.Contains(err.Error(), "ops@noc") {
+		t.Errorf("second Lock = %v, want the holder named", err)
+	}
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	srv.WriteFile(t, "/conf/config.xml", []byte("<opnsense>changed</opnsense>\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := srv.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+		t.Errorf("OPNsense rollback left %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reloads != 1 {
+		t.Errorf("rollback ran rc.reload_all %d times, want 1", reloads)
+	}
+}

@@ -68,12 +68,21 @@ func logger(io *streams) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func guardOf(t *fwapi.Target, fw fwapi.Firewall) (fwapi.Guard, error) {
-	g, ok := fw.(fwapi.Guard)
-	if !ok {
-		return nil, fmt.Errorf("target %s: the %s driver has no firewall lock or rollback: refusing to change it", t.Name, t.Flavor)
+// guardOf returns the firewall's lock and rollback: the driver's own, or
+// for a driver without one (OPNsense over its API), the shell guard over
+// the target's SSH. The returned close releases that extra connection.
+func guardOf(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target, fw fwapi.Firewall) (fwapi.Guard, func(), error) {
+	if g, ok := fw.(fwapi.Guard); ok {
+		return g, func() {}, nil
 	}
-	return g, nil
+	if t.SSH == nil || t.Flavor != "opnsense" {
+		return nil, nil, fmt.Errorf("target %s: the %s driver has no firewall lock or rollback and the target has no ssh section: refusing to change it", t.Name, t.Flavor)
+	}
+	sh, err := fwapi.DialTarget(ctx, t, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock and rollback need SSH: %w", err)
+	}
+	return fwapi.OPNsenseShellGuard(sh), func() { sh.Close() }, nil
 }
 
 func lockOwner() fwapi.LockOwner {
@@ -241,10 +250,11 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 		return err
 	}
 	defer fw.Close()
-	g, err := guardOf(t, fw)
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
 	if err != nil {
 		return err
 	}
+	defer closeGuard()
 	info, err := fw.Info(ctx)
 	if err != nil {
 		return err
@@ -400,10 +410,11 @@ func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version stri
 		return err
 	}
 	defer fw.Close()
-	g, err := guardOf(t, fw)
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
 	if err != nil {
 		return err
 	}
+	defer closeGuard()
 	owner := lockOwner()
 	if err := g.Lock(ctx, owner); err != nil {
 		return err
@@ -442,10 +453,11 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
 		return err
 	}
 	defer fw.Close()
-	g, err := guardOf(t, fw)
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
 	if err != nil {
 		return err
 	}
+	defer closeGuard()
 	dir, err := fwapi.StateDir(t.Name)
 	if err != nil {
 		return err
