@@ -97,3 +97,20 @@ func StateDir(target string) (string, error) {
 	}
 	return filepath.Join(base, "fwab", target), nil
 }
+
+// DialSSHHost opens an SSH connection to an endpoint host from the targets
+// file (a LAN client or WAN server reached over SSH). Its Stream method is
+// what probe.StreamShell adapts.
+func DialSSHHost(ctx context.Context, h *SSHHost, opts OpenOptions) (*SSHClient, error) {
+	if h == nil || h.Host == "" {
+		return nil, errors.New("endpoint: no ssh host")
+	}
+	cfg := SSHSpecConfig(h.Host, &h.SSHSpec)
+	cfg.AcceptNewHostKey = opts.AcceptNewHostKey
+	cfg.Logger = opts.Logger
+	sh, err := DialSSH(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", h.Host, err)
+	}
+	return sh, nil
+}

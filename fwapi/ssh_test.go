@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -341,5 +342,39 @@ func TestSSHAgentAuth(t *testing.T) {
 	c := dial(t, cfg)
 	if out, err := c.Output(t.Context(), "echo agent"); err != nil || string(out) != "agent\n" {
 		t.Errorf("Output over agent auth = %q, %v", out, err)
+	}
+}
+
+func TestOpenAndDialSSHHost(t *testing.T) {
+	fake := fwapitest.NewPfSense(t, fwapitest.MinimalPfSenseConfig)
+	host, portStr, _ := net.SplitHostPort(fake.Addr)
+	var port int
+	fmt.Sscan(portStr, &port)
+	spec := fwapi.SSHSpec{Port: port, User: fake.User, KeyFile: fake.KeyFile, KnownHosts: fake.KnownHostsFile(t)}
+	target := &fwapi.Target{Name: "fw1", Flavor: "pfsense", Host: host, SSH: &spec}
+	fw, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer fw.Close()
+	if info, err := fw.Info(t.Context()); err != nil || info.Version != fwapitest.PfSenseVersion {
+		t.Errorf("Info over Open = %+v, %v", info, err)
+	}
+	sh, err := fwapi.DialSSHHost(t.Context(), &fwapi.SSHHost{Host: host, SSHSpec: spec}, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatalf("DialSSHHost: %v", err)
+	}
+	defer sh.Close()
+	var out bytes.Buffer
+	if code, _, err := sh.Stream(t.Context(), "echo streamed", &out); err != nil || code != 0 || out.String() != "streamed\n" {
+		t.Errorf("Stream = %d, %v, %q", code, err, out.String())
+	}
+	target.Flavor = "sophos"
+	if _, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), `no driver for flavor "sophos"`) {
+		t.Errorf("Open(sophos) = %v, want no driver", err)
+	}
+	target.Flavor, target.SSH = "pfsense", nil
+	if _, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "no ssh section") {
+		t.Errorf("Open without ssh = %v, want a clear error", err)
 	}
 }
