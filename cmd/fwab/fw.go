@@ -303,6 +303,9 @@ func applyChange(ctx context.Context, io *streams, t *fwapi.Target, version stri
 	if next.Flavor() != cur.Flavor() {
 		return usageErrorf("the new config is %s but target %s runs %s", next.Flavor(), t.Name, cur.Flavor())
 	}
+	if bad := newLintErrors(cur, next); len(bad) > 0 {
+		return fmt.Errorf("refusing the change, nothing was touched: it would make the config unsafe or invalid: %s", strings.Join(bad, "; "))
+	}
 	changes, paths := configxml.Diff(cur, next)
 	if len(changes) == 0 && len(paths) == 0 {
 		fmt.Fprintln(io.ErrOut, "no change")
@@ -319,6 +322,21 @@ func applyChange(ctx context.Context, io *streams, t *fwapi.Target, version stri
 	}
 	fmt.Fprintf(io.ErrOut, "applied and confirmed; config sha256 %s\n", fwapi.SHA256Hex(next.Bytes()))
 	return nil
+}
+
+// newLintErrors lists the lint errors next has and cur had not.
+func newLintErrors(cur, next *configxml.Config) []string {
+	had := map[string]bool{}
+	for _, f := range configxml.Lint(cur) {
+		had[f.Rule+f.Message] = true
+	}
+	var bad []string
+	for _, f := range configxml.Lint(next) {
+		if f.Severity == configxml.SeverityError && !had[f.Rule+f.Message] {
+			bad = append(bad, f.Rule+" "+f.Message)
+		}
+	}
+	return bad
 }
 
 // --- verify (also 'fwab verify')

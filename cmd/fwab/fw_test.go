@@ -297,3 +297,19 @@ func TestFwUpgrade(t *testing.T) {
 		t.Errorf("fw upgrade left the lock")
 	}
 }
+
+func TestFwApplyRefusesUnsafeChange(t *testing.T) {
+	fake, targets := labTarget(t, consistentConfig(t), true)
+	before := fake.ReadFile(t, "/conf/config.xml")
+	fake.ResetActions()
+	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "ids@lan=ips-inline")
+	if code != 1 || !strings.Contains(errOut, "FWAB001") || !strings.Contains(errOut, "nothing was touched") {
+		t.Fatalf("fw apply ids@lan=ips-inline with offloads on = %d: %s; want a refusal naming FWAB001", code, errOut)
+	}
+	if !bytes.Equal(before, fake.ReadFile(t, "/conf/config.xml")) || len(fake.Actions()) != 0 {
+		t.Errorf("a refused change touched the firewall (actions %v)", fake.Actions())
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("a refused change left the lock")
+	}
+}
