@@ -511,3 +511,14 @@ func (s *Session) Commit(ctx context.Context) error {
 	}
 	return s.journal(JournalEntry{Event: "end", SHA256: SHA256Hex(cur), Detail: "kept"})
 }
+
+// ApplyChecked is Apply verified by ChangeVerifier: the runtime state must
+// show every changed knob as the config says. Its signature is the one a
+// sweep's Apply step takes.
+func (s *Session) ApplyChecked(ctx context.Context, config []byte, changes []configxml.Change) error {
+	c, err := configxml.LoadBytes(config)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	return s.Apply(ctx, config, changes, ChangeVerifier(c, changes))
+}

@@ -338,3 +338,55 @@ func TestOPNsenseShellGuard(t *testing.T) {
 		t.Errorf("rollback ran rc.reload_all %d times, want 1", reloads)
 	}
 }
+
+func TestSessionApplyChecked(t *testing.T) {
+	fake, fw := newPfSense(t)
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	defer s.Close(t.Context())
+	c, err := configxml.LoadBytes(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("offload.checksum", "off"); err != nil {
+		t.Fatal(err)
+	}
+	ch := []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces}}
+	if err := s.ApplyChecked(t.Context(), c.Bytes(), ch); err != nil {
+		t.Fatalf("ApplyChecked(checksum off): %v", err)
+	}
+	// A NIC that ignores the request: the runtime keeps TXCSUM, so the
+	// check must fail and the previous config come back.
+	fake.Handle("ifconfig", func(_ context.Context, srv *fwapitest.SSHServer, args []string, _ io.Reader, stdout, _ io.Writer) int {
+		if len(args) > 2 {
+			return 0 // accepted, not honoured
+		}
+		out, _ := srv.TranscriptOutput("ifconfig -a")
+		io.WriteString(stdout, out)
+		return 0
+	})
+	if err := c.Set("offload.checksum", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(mustTranscript(t, fake), "TXCSUM") {
+		t.Fatalf("the first apply left TXCSUM on:\n%s", mustTranscript(t, fake))
+	}
+	prev := fake.ReadFile(t, "/conf/config.xml")
+	ch[0].From, ch[0].To = "off", "on"
+	err = s.ApplyChecked(t.Context(), c.Bytes(), ch)
+	if err == nil || !strings.Contains(err.Error(), "FWAB101") {
+		t.Fatalf("ApplyChecked with a NIC that ignores the change = %v, want FWAB101", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+		t.Errorf("config not restored after a failed check")
+	}
+}
+
+func mustTranscript(t *testing.T, fake *fwapitest.PfSense) string {
+	t.Helper()
+	out, ok := fake.TranscriptOutput("ifconfig -a")
+	if !ok {
+		t.Fatal("no ifconfig -a transcript")
+	}
+	return out
+}
