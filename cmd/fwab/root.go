@@ -85,6 +85,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		newConfigCmd(io),
 		newMatrixCmd(io),
 		newRunsCmd(io),
+		newFwCmd(io), newVerifyCmd(io),
 		newLabCmd(io),
 	)
 	return root
