@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/fwab/fwab/fwapi"
 )
 
 // recordingDataPlane keeps what the emulator applies in memory, so the
@@ -119,12 +122,21 @@ type testFirewall struct {
 	dp     DataPlane
 	addr   string
 	client *ssh.ClientConfig
+	target *fwapi.Target // for fwapi.Open
+	fw     *fwapi.PfSense // fwapi's driver, opened by linuxLab
 }
 
 func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) *testFirewall {
 	t.Helper()
 	dir := t.TempDir()
-	host, user := testSigner(t), testSigner(t)
+	host, err := ensureKey(filepath.Join(dir, "keys", "host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := ensureKey(filepath.Join(dir, "keys", "id_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	em := &Emulator{
 		Root:           filepath.Join(dir, "root"),
 		DataPlane:      dp,
@@ -165,7 +177,11 @@ func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testFirewall{em: em, dp: dp, addr: addr, client: &ssh.ClientConfig{
+	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	return &testFirewall{em: em, dp: dp, addr: addr, target: &fwapi.Target{
+		Name: "lab", Flavor: "pfsense", Host: "127.0.0.1",
+		SSH: &fwapi.SSHSpec{Port: port, User: "root", KeyFile: filepath.Join(dir, "keys", "id_ed25519"), KnownHosts: kh},
+	}, client: &ssh.ClientConfig{
 		User:            "root",
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(user)},
 		HostKeyCallback: cb,

@@ -250,6 +250,7 @@ func linuxLab(t *testing.T, profiles []Profile) (*testFirewall, Topology) {
 	dp := &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}
 	f := startEmulator(t, dp, topo.Ports(), profiles)
 	f.em.BlocklistSize = DefaultBlocklistSize
+	f.fw = f.openDriver(t)
 	return f, topo
 }
 
@@ -270,27 +271,19 @@ func medianMbit(t *testing.T, topo Topology, n, secs int) (float64, []float64) {
 	return s[len(s)/2], got
 }
 
-// knobArm is one side of an A/B comparison: knob assignments made with
-// configxml on the config read over SSH, and the command that applies them,
-// as fwapi's pfSense driver sends it.
+// knobArm is one side of an A/B comparison: knob assignments that fwapi's
+// pfSense driver writes and applies (configxml edit, WriteConfig, Apply of
+// the diff), and a check of the runtime state.
 type knobArm struct {
 	name  string
 	knobs []string
-	apply string
 	check func(t *testing.T, f *testFirewall)
 }
-
-const (
-	applyFilter     = "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync"
-	applyInterfaces = "rm -f /tmp/config.cache && /etc/rc.reload_interfaces"
-	applyBlocklist  = "rm -f /tmp/config.cache && /usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update"
-)
 
 func rulesArm(n int) knobArm {
 	return knobArm{
 		name:  fmt.Sprintf("rules=%d", n),
 		knobs: []string{fmt.Sprintf("rules@lan=%d", n)},
-		apply: applyFilter,
 		check: func(t *testing.T, f *testFirewall) {
 			if got, want := f.mustRun(t, "pfctl -sr | grep -c fwab-generated || true", ""), fmt.Sprintf("%d\n", n); got != want {
 				t.Fatalf("loaded generated rules = %q, want %q", got, want)
@@ -303,7 +296,6 @@ func natArm(mode string) knobArm {
 	return knobArm{
 		name:  "nat=" + mode,
 		knobs: []string{"nat.outbound=" + mode},
-		apply: applyFilter,
 	}
 }
 
@@ -312,7 +304,6 @@ func blocklistArm(on bool) knobArm {
 	return knobArm{
 		name:  "blocklist=" + v,
 		knobs: []string{"blocklist=" + v},
-		apply: applyBlocklist,
 		check: func(t *testing.T, f *testFirewall) {
 			want := ""
 			if on {
@@ -330,7 +321,6 @@ func offloadArm(on bool) knobArm {
 	return knobArm{
 		name:  "offloads=" + v,
 		knobs: []string{"offload.checksum=" + v, "offload.tso=" + v, "offload.lro=" + v},
-		apply: applyInterfaces,
 		check: func(t *testing.T, f *testFirewall) {
 			out := f.mustRun(t, "ifconfig igb1 | grep options=", "")
 			if strings.Contains(out, "TXCSUM") != on || strings.Contains(out, "TSO4") != on {
@@ -342,8 +332,7 @@ func offloadArm(on bool) knobArm {
 
 func (f *testFirewall) applyArm(t *testing.T, a knobArm) {
 	t.Helper()
-	f.setKnobs(t, a.knobs...)
-	f.mustRun(t, a.apply, "")
+	applyKnobs(t, f.fw, a.knobs...)
 	if a.check != nil {
 		a.check(t, f)
 	}
@@ -506,24 +495,14 @@ func TestFirmwareSlowdownVisible(t *testing.T) {
 	}
 }
 
-// upgradeAndWait runs pfSense-upgrade -y and waits for SSH to come back.
+// upgradeAndWait upgrades to the next firmware profile through fwapi's
+// pfSense driver, which waits for the reboot and checks the version.
 func upgradeAndWait(t *testing.T, f *testFirewall) {
 	t.Helper()
-	f.mustRun(t, "/usr/local/sbin/pfSense-upgrade -y", "")
-	time.Sleep(500 * time.Millisecond)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if c, err := ssh.Dial("tcp", f.addr, f.client); err == nil {
-			out, _, _ := sshRun(t, c, "cat /etc/version", "")
-			c.Close()
-			if out != "2.7.2-RELEASE\n" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the firewall did not come back after the upgrade")
-		}
-		time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := f.fw.Upgrade(ctx, "", func(l string) { t.Log("upgrade: " + l) }); err != nil {
+		t.Fatalf("Upgrade: %v", err)
 	}
 }
 
@@ -548,7 +527,7 @@ func TestKnobFigures(t *testing.T) {
 	})
 	t.Run("offloads", func(t *testing.T) {
 		pair(offloadArm(true), offloadArm(false))
-		f.applyArm(t, knobArm{name: "factory offloads", knobs: []string{"offload.checksum=on", "offload.tso=off", "offload.lro=off"}, apply: applyInterfaces})
+		f.applyArm(t, knobArm{name: "factory offloads", knobs: []string{"offload.checksum=on", "offload.tso=off", "offload.lro=off"}})
 	})
 	t.Run("nat", func(t *testing.T) { pair(natArm("disabled"), natArm("automatic")) })
 	t.Run("blocklist", func(t *testing.T) {

@@ -1,0 +1,195 @@
+package lab
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+)
+
+// openDriver opens fwapi's pfSense driver on the test firewall from its
+// target, as `fwab fw` does.
+func (f *testFirewall) openDriver(t *testing.T) *fwapi.PfSense {
+	t.Helper()
+	fw, err := fwapi.Open(context.Background(), f.target, fwapi.OpenOptions{PfSense: fwapi.PfSenseOptions{RebootGrace: 10 * time.Second}})
+	if err != nil {
+		t.Fatalf("fwapi.Open(lab): %v", err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	p, ok := fw.(*fwapi.PfSense)
+	if !ok {
+		t.Fatalf("fwapi.Open(lab) = %T, want the pfSense driver", fw)
+	}
+	return p
+}
+
+// applyKnobs changes knobs the way a sweep does: read the config, set the
+// knobs with configxml, write it, apply the diff.
+func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
+	t.Helper()
+	ctx := context.Background()
+	data, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := configxml.LoadBytes(append([]byte(nil), data...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := after.SetAll(assignments); err != nil {
+		t.Fatalf("SetAll(%q): %v", assignments, err)
+	}
+	changes, _ := configxml.Diff(before, after)
+	if err := fw.WriteConfig(ctx, after.Bytes(), "lab test: "+strings.Join(assignments, " ")); err != nil {
+		t.Fatalf("WriteConfig: %v", err)
+	}
+	if err := fw.Apply(ctx, changes); err != nil {
+		t.Fatalf("Apply(%v): %v", changes, err)
+	}
+}
+
+func TestFwapiDrivesTheEmulator(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	fw := f.openDriver(t)
+	ctx := context.Background()
+
+	info, err := fw.Info(ctx)
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	if info.Version != "2.7.2-RELEASE" || info.Hostname != "pfSense.lab.fwab.test" || !slices.Equal(info.NICs, []string{"igb0", "igb1"}) {
+		t.Errorf("Info = %+v", info)
+	}
+
+	applyKnobs(t, fw, "rules@lan=25", "nat.outbound=disabled", "offload.checksum=off", "blocklist=on")
+	st, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatalf("RuntimeState: %v", err)
+	}
+	if st.GeneratedRules != 25 {
+		t.Errorf("RuntimeState.GeneratedRules = %d, want 25", st.GeneratedRules)
+	}
+	if st.NATRules != 0 {
+		t.Errorf("RuntimeState.NATRules = %d, want 0 (nat.outbound=disabled)", st.NATRules)
+	}
+	if got := fwapi.OffloadState(st.Interfaces["igb1"], "offload.checksum"); got != "off" {
+		t.Errorf("igb1 checksum offload = %s, want off (options %v)", got, st.Interfaces["igb1"].Options)
+	}
+	if got := st.Tables[BlocklistSet]; got != 1000 {
+		t.Errorf("RuntimeState.Tables[%s] = %d, want 1000", BlocklistSet, got)
+	}
+	if st.Version != "2.7.2-RELEASE" {
+		t.Errorf("RuntimeState.Version = %q", st.Version)
+	}
+
+	applyKnobs(t, fw, "rules@lan=0", "nat.outbound=automatic", "offload.checksum=on", "blocklist=off")
+	st, err = fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatalf("RuntimeState: %v", err)
+	}
+	if st.GeneratedRules != 0 || st.NATRules != 2 || len(st.Tables) != 0 {
+		t.Errorf("after undoing: generated %d, NAT %d, tables %v; want 0, 2, none", st.GeneratedRules, st.NATRules, st.Tables)
+	}
+	if got := fwapi.OffloadState(st.Interfaces["igb0"], "offload.checksum"); got != "on" {
+		t.Errorf("igb0 checksum offload = %s, want on", got)
+	}
+
+	m, err := fw.Metrics(ctx)
+	if err != nil {
+		t.Fatalf("Metrics: %v", err)
+	}
+	if m.MemUsedPct <= 0 || m.MemUsedPct >= 100 || m.CPUPercent < 0 || m.CPUPercent > 100 || m.MbufsInUse <= 0 {
+		t.Errorf("Metrics = %+v", m)
+	}
+}
+
+func TestFwapiLockAndRollbackOnTheEmulator(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	fw := f.openDriver(t)
+	ctx := context.Background()
+	owner := fwapi.LockOwner{Owner: "test@lab", PID: 1, Time: time.Now(), Token: "t1"}
+	if err := fw.Lock(ctx, owner); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	other := owner
+	other.Token = "t2"
+	if err := fw.Lock(ctx, other); err == nil {
+		t.Errorf("a second Lock succeeded while the first holds the lock")
+	}
+	good, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.ArmRollback(ctx, good, time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
+	}
+	bad := strings.Replace(string(good), "<hostname>pfSense</hostname>", "<hostname>unconfirmed</hostname>", 1)
+	if err := fw.WriteConfig(ctx, []byte(bad), "change never confirmed"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fired, _, err := fw.RollbackFired(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the armed rollback did not fire")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	now, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(now) != string(good) {
+		t.Errorf("after the rollback fired, config.xml is not the previous one")
+	}
+	// Armed and disarmed in time: nothing happens.
+	if err := fw.ArmRollback(ctx, good, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, []byte(bad), "confirmed change"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Disarm(ctx); err != nil {
+		t.Fatalf("Disarm: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	if now, _ := fw.ReadConfig(ctx); string(now) != bad {
+		t.Errorf("a disarmed rollback changed config.xml")
+	}
+	if err := fw.Unlock(ctx, owner); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+func TestFwapiUpgradeOnTheEmulator(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, DefaultProfiles())
+	fw := f.openDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var lines []string
+	if err := fw.Upgrade(ctx, "2.8.0-RELEASE", func(l string) { lines = append(lines, l) }); err != nil {
+		t.Fatalf("Upgrade: %v (progress %q)", err, lines)
+	}
+	info, err := fw.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != "2.8.0-RELEASE" {
+		t.Errorf("version after Upgrade = %q, want 2.8.0-RELEASE", info.Version)
+	}
+}
