@@ -122,7 +122,7 @@ type testFirewall struct {
 	dp     DataPlane
 	addr   string
 	client *ssh.ClientConfig
-	target *fwapi.Target // for fwapi.Open
+	target *fwapi.Target  // for fwapi.Open
 	fw     *fwapi.PfSense // fwapi's driver, opened by linuxLab
 }
 
