@@ -84,6 +84,7 @@ func newRootCmd(io *streams) *cobra.Command {
 	root.AddCommand(
 		newConfigCmd(io),
 		newMatrixCmd(io),
+		newSweepCmd(io),
 		newRunsCmd(io),
 		newFwCmd(io), newVerifyCmd(io),
 		newLabCmd(io),
