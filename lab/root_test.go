@@ -483,16 +483,35 @@ func TestFirmwareSlowdownVisible(t *testing.T) {
 		t.Fatalf("baseline: %v", err)
 	}
 	baseline, _ := strconv.ParseFloat(strings.TrimSpace(string(base)), 64)
-	after, afterRuns := medianMbit(t, topo, 3, 2)
+	_, afterRuns := medianMbit(t, topo, 3, 2)
 	t.Logf("2.8.1 runs %.0f (baseline measured at boot %.0f, cap %.0f)", afterRuns, baseline, baseline*0.9)
-	if after > 0.95*baseline {
-		t.Errorf("after the upgrade %.0f Mbit/s, want at most 95%% of the %.0f baseline (10%% slowdown)", after, baseline)
+	// The cap is in place on both DUT ports at 90 % of the baseline...
+	for _, veth := range []string{topo.DUTLanIf(), topo.DUTWanIf()} {
+		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "tc", "-j", "qdisc", "show", "dev", veth).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var qd []struct {
+			Kind    string `json:"kind"`
+			Options struct {
+				Rate float64 `json:"rate"` // bytes per second
+			} `json:"options"`
+		}
+		if err := json.Unmarshal(out, &qd); err != nil || len(qd) == 0 {
+			t.Fatalf("tc qdisc show %s: %v %s", veth, err, out)
+		}
+		rate := qd[0].Options.Rate * 8 / 1e6
+		if qd[0].Kind != "tbf" || rate < 0.89*baseline || rate > 0.91*baseline {
+			t.Errorf("%s qdisc %s at %.0f Mbit/s, want tbf at 90%% of %.0f", veth, qd[0].Kind, rate, baseline)
+		}
 	}
-	// Load from other work only ever lowers a run, so the best run is the
-	// steadiest estimate of what the box can do.
-	if best, bestBefore := slices.Max(afterRuns), slices.Max(beforeRuns); best >= bestBefore {
-		t.Errorf("best run after the upgrade %.0f Mbit/s, before %.0f: want a visible slowdown", best, bestBefore)
+	// ...and traffic obeys it. Runs before and after the upgrade are compared
+	// only in the log: on this shared machine load moves them more than 10 %.
+	if best := slices.Max(afterRuns); best > 0.95*baseline {
+		t.Errorf("best run after the upgrade %.0f Mbit/s, want at most 95%% of the %.0f baseline (10%% slowdown)", best, baseline)
 	}
+	t.Logf("best before %.0f, best after %.0f (%+.1f %%)", slices.Max(beforeRuns), slices.Max(afterRuns),
+		100*(slices.Max(afterRuns)-slices.Max(beforeRuns))/slices.Max(beforeRuns))
 }
 
 // upgradeAndWait upgrades to the next firmware profile through fwapi's
