@@ -1,0 +1,319 @@
+package fwapitest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// ShellResult replaces a command's outcome in the shell fake.
+type ShellResult struct {
+	Stdout, Stderr string
+	Exit           int
+	Err            error // a transport failure: the SSH session was lost
+}
+
+// Shell is the OPNsense fake's SSH side: each command line runs through a
+// real POSIX shell interpreter (mvdan.cc/sh) whose commands are the few
+// FreeBSD/OPNsense ones the driver uses, on the fake's folder standing for
+// "/". Anything else is "not found" (exit 127). It satisfies fwapi.Runner.
+type Shell struct {
+	f *OPNsense
+
+	mu        sync.Mutex
+	commands  []string   // command lines run
+	execs     [][]string // every simple command with its arguments
+	overrides map[string]ShellResult
+	ifconfig  string
+	pfRules   int
+	pfNAT     []string
+	tables    map[string]int
+	sysctl    map[string]string
+	cpTimes   []string
+}
+
+// Shell returns the fake's shell side, created on first use.
+func (f *OPNsense) Shell() *Shell {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shell == nil {
+		f.shell = &Shell{
+			f:         f,
+			overrides: map[string]ShellResult{},
+			ifconfig: `vtnet0: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
+	options=800b8<VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,LINKSTATE>
+	ether 52:54:00:12:34:56
+	inet 198.19.0.1 netmask 0xffffff00 broadcast 198.19.0.255
+vtnet1: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
+	options=c80bb<RXCSUM,TXCSUM,VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,TSO4,LRO,LINKSTATE>
+	ether 52:54:00:12:34:57
+	inet 198.18.1.1 netmask 0xffffff00 broadcast 198.18.1.255
+lo0: flags=1008049<UP,LOOPBACK,RUNNING,MULTICAST,LOWER_UP> metric 0 mtu 16384
+	options=680003<RXCSUM,TXCSUM,LINKSTATE,RXCSUM_IPV6,TXCSUM_IPV6>
+	inet 127.0.0.1 netmask 0xff000000
+`,
+			pfRules: 12,
+			pfNAT:   []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
+			tables:  map[string]int{"bogons": 3, "sshlockout": 0},
+			sysctl: map[string]string{
+				"vm.stats.vm.v_page_count": "1000000",
+				"vm.stats.vm.v_free_count": "750000",
+				"dev.cpu.0.temperature":    "47.0C",
+				"hw.ncpu":                  "2",
+			},
+			cpTimes: []string{"100 0 50 0 850 200 0 0 0 800", "200 0 100 0 1700 300 0 0 0 1700"},
+		}
+	}
+	return f.shell
+}
+
+// Override makes every command line that starts with prefix give r instead
+// of running.
+func (s *Shell) Override(prefix string, r ShellResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overrides[prefix] = r
+}
+
+// SetIfconfig sets what ifconfig prints.
+func (s *Shell) SetIfconfig(out string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ifconfig = out
+}
+
+// SetPF sets the loaded filter rule count, NAT lines and tables.
+func (s *Shell) SetPF(rules int, nat []string, tables map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pfRules, s.pfNAT, s.tables = rules, nat, tables
+}
+
+// Commands returns the command lines run so far.
+func (s *Shell) Commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commands...)
+}
+
+// Execs returns every simple command run, with its arguments as the shell
+// split them.
+func (s *Shell) Execs() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]string(nil), s.execs...)
+}
+
+// Run implements fwapi.Runner.
+func (s *Shell) Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error) {
+	s.mu.Lock()
+	s.commands = append(s.commands, cmd)
+	var over *ShellResult
+	for p, r := range s.overrides {
+		if strings.HasPrefix(cmd, p) {
+			r := r
+			over = &r
+		}
+	}
+	s.mu.Unlock()
+	if over != nil {
+		return []byte(over.Stdout), []byte(over.Stderr), over.Exit, over.Err
+	}
+	prog, err := syntax.NewParser().Parse(strings.NewReader(cmd), "")
+	if err != nil {
+		return nil, []byte(err.Error()), 2, nil
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	var out, errOut bytes.Buffer
+	r, err := interp.New(
+		interp.StdIO(stdin, &out, &errOut),
+		interp.Dir("/"),
+		interp.OpenHandler(s.open),
+		interp.StatHandler(func(ctx context.Context, name string, followSymlinks bool) (os.FileInfo, error) {
+			return os.Stat(s.path(name))
+		}),
+		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc { return s.exec }),
+	)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	err = r.Run(ctx, prog)
+	if st, ok := interp.IsExitStatus(err); ok {
+		return out.Bytes(), errOut.Bytes(), int(st), nil
+	}
+	if err != nil {
+		return out.Bytes(), errOut.Bytes(), 0, err
+	}
+	return out.Bytes(), errOut.Bytes(), 0, nil
+}
+
+// path maps a firewall path into the fake's folder.
+func (s *Shell) path(p string) string {
+	if !filepath.IsAbs(p) {
+		p = "/" + p
+	}
+	return filepath.Join(s.f.root, filepath.Clean(p))
+}
+
+func (s *Shell) open(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	if path == "/dev/null" {
+		return os.OpenFile(os.DevNull, flag, perm)
+	}
+	return os.OpenFile(s.path(path), flag, perm)
+}
+
+func (s *Shell) exec(ctx context.Context, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	s.mu.Lock()
+	s.execs = append(s.execs, append([]string(nil), args...))
+	s.mu.Unlock()
+	fail := func(format string, a ...any) error {
+		fmt.Fprintf(hc.Stderr, args[0]+": "+format+"\n", a...)
+		return interp.NewExitStatus(1)
+	}
+	switch args[0] {
+	case "cat":
+		if len(args) == 1 {
+			_, err := io.Copy(hc.Stdout, hc.Stdin)
+			return err
+		}
+		for _, a := range args[1:] {
+			b, err := os.ReadFile(s.path(a))
+			if err != nil {
+				return fail("%s: No such file or directory", a)
+			}
+			hc.Stdout.Write(b)
+		}
+	case "cp":
+		if len(args) != 3 {
+			return fail("usage: cp source target")
+		}
+		b, err := os.ReadFile(s.path(args[1]))
+		if err != nil {
+			return fail("%s: No such file or directory", args[1])
+		}
+		if err := os.WriteFile(s.path(args[2]), b, 0o644); err != nil {
+			return fail("%v", err)
+		}
+	case "mv":
+		if len(args) != 3 {
+			return fail("usage: mv source target")
+		}
+		if err := os.Rename(s.path(args[1]), s.path(args[2])); err != nil {
+			return fail("rename %s to %s: No such file or directory", args[1], args[2])
+		}
+	case "rm":
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, "-") {
+				continue
+			}
+			os.RemoveAll(s.path(a))
+		}
+	case "mkdir":
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, "-") {
+				continue
+			}
+			if err := os.MkdirAll(s.path(a), 0o755); err != nil {
+				return fail("%v", err)
+			}
+		}
+	case "sync":
+	case "sleep":
+		// a short stand-in for the real wait
+		time.Sleep(10 * time.Millisecond)
+	case "sha256":
+		if len(args) != 3 || args[1] != "-q" {
+			return fail("usage: sha256 -q file")
+		}
+		b, err := os.ReadFile(s.path(args[2]))
+		if err != nil {
+			return fail("%s: No such file or directory", args[2])
+		}
+		sum := sha256.Sum256(b)
+		fmt.Fprintln(hc.Stdout, hex.EncodeToString(sum[:]))
+	case "hostname":
+		fmt.Fprintln(hc.Stdout, "fw1.lab.example")
+	case "configctl":
+		fmt.Fprintln(hc.Stdout, "OK")
+	case "ifconfig":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		io.WriteString(hc.Stdout, s.ifconfig)
+	case "pfctl":
+		return s.pfctl(hc, args[1:], fail)
+	case "sysctl":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, name := range args[1:] {
+			if name == "-n" {
+				continue
+			}
+			if name == "kern.cp_times" {
+				fmt.Fprintln(hc.Stdout, s.cpTimes[0])
+				s.cpTimes = append(s.cpTimes[1:], s.cpTimes[0])
+				continue
+			}
+			v, ok := s.sysctl[name]
+			if !ok {
+				fmt.Fprintf(hc.Stderr, "sysctl: unknown oid '%s'\n", name)
+				return interp.NewExitStatus(1)
+			}
+			fmt.Fprintln(hc.Stdout, v)
+		}
+	case "netstat":
+		fmt.Fprint(hc.Stdout, "1024/2301/3325 mbufs in use (current/cache/total)\n1020/1254/2274/1000000 mbuf clusters in use (current/cache/total/max)\n")
+	default:
+		fmt.Fprintf(hc.Stderr, "sh: %s: not found\n", args[0])
+		return interp.NewExitStatus(127)
+	}
+	return nil
+}
+
+func (s *Shell) pfctl(hc interp.HandlerContext, args []string, fail func(string, ...any) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(args) == 1 && args[0] == "-sr":
+		for i := 0; i < s.pfRules; i++ {
+			fmt.Fprintf(hc.Stdout, "block drop in quick on vtnet1 inet proto tcp from 198.18.128.%d to 198.19.200.1 port = %d label \"fwab-generated %d\"\n", i%250, 1000+i, i)
+		}
+	case len(args) == 1 && args[0] == "-sn":
+		for _, l := range s.pfNAT {
+			fmt.Fprintln(hc.Stdout, l)
+		}
+	case len(args) == 2 && args[0] == "-s" && args[1] == "Tables":
+		for _, name := range sortedKeys(s.tables) {
+			fmt.Fprintln(hc.Stdout, name)
+		}
+	case len(args) == 4 && args[0] == "-t" && args[2] == "-T" && args[3] == "show":
+		n, ok := s.tables[args[1]]
+		if !ok {
+			return fail("Table does not exist.")
+		}
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(hc.Stdout, "   198.18.%d.%d\n", i/250, i%250)
+		}
+	default:
+		return fail("unsupported arguments %q", args)
+	}
+	return nil
+}
+
+// ErrSessionLost is what ShellResult.Err may carry to stand for a dropped
+// SSH session.
+var ErrSessionLost = errors.New("ssh: session lost")
