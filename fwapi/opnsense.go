@@ -614,7 +614,8 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 	if progress == nil {
 		progress = func(string) {}
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.opts.UpgradeTimeout)
+	errTimeout := fmt.Errorf("opnsense: upgrade: no result within %v", o.opts.UpgradeTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.opts.UpgradeTimeout, errTimeout)
 	defer cancel()
 	cur := o.currentVersion()
 	action := "update"
@@ -641,6 +642,9 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 			Log    string `json:"log"`
 		}
 		err := o.api.callJSON(ctx, http.MethodGet, "/api/core/firmware/upgradestatus", nil, &st)
+		if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
+			return fmt.Errorf("%w: %w", errTimeout, err)
+		}
 		switch {
 		case err != nil && isTransportError(err) && ctx.Err() == nil:
 			// The firewall is rebooting into the new release.
@@ -679,7 +683,10 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 			return fmt.Errorf("opnsense: upgrade failed on the firewall: %s", lastLines(st.Log, 5))
 		}
 		if err := sleepCtx(ctx, o.opts.PollInterval); err != nil {
-			return fmt.Errorf("opnsense: upgrade: no result within %v: %w", o.opts.UpgradeTimeout, err)
+			if errors.Is(context.Cause(ctx), errTimeout) {
+				return errTimeout
+			}
+			return fmt.Errorf("opnsense: upgrade: %w", err)
 		}
 	}
 }

@@ -224,13 +224,17 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 		{name: "no ssh", config: next, wantErr: "OPNsense has no API that writes config.xml: add an ssh section"},
 		{name: "not an OPNsense config", shell: true, config: []byte("<pfsense/>"), wantErr: "without an <opnsense> root"},
 		{name: "checksum mismatch", shell: true, config: next,
-			fault:   func(s *fwapitest.Shell) { s.Override("sha256", fwapitest.ShellResult{Stdout: strings.Repeat("0", 64) + "\n"}) },
+			fault: func(s *fwapitest.Shell) {
+				s.Override("sha256", fwapitest.ShellResult{Stdout: strings.Repeat("0", 64) + "\n"})
+			},
 			wantErr: "SHA-256 is 000"},
 		{name: "session lost before rename", shell: true, config: next,
 			fault:   func(s *fwapitest.Shell) { s.Override("mv ", fwapitest.ShellResult{Err: fwapitest.ErrSessionLost}) },
 			wantErr: "ssh: session lost"},
 		{name: "disk full on upload", shell: true, config: next,
-			fault:   func(s *fwapitest.Shell) { s.Override("cat > ", fwapitest.ShellResult{Exit: 1, Stderr: "cat: write error: No space left on device"}) },
+			fault: func(s *fwapitest.Shell) {
+				s.Override("cat > ", fwapitest.ShellResult{Exit: 1, Stderr: "cat: write error: No space left on device"})
+			},
 			wantErr: "No space left on device"},
 	}
 	for _, tc := range tests {

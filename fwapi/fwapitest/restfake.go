@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -78,6 +79,8 @@ func newRESTFake(t testing.TB) *restFake {
 		deny:     map[string]bool{},
 	}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	// TLS failures are what several tests provoke on purpose.
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	return f
 }
 
