@@ -1,5 +1,13 @@
 package configxml
 
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
 // Flavor is the firewall product a config.xml belongs to.
 type Flavor string
 
@@ -28,4 +36,343 @@ type Change struct {
 	From   string
 	To     string
 	Action Action
+}
+
+// KnobSpec describes one knob: its name, the values it takes and what must
+// run for a change to take effect.
+type KnobSpec struct {
+	Name      string   // offload.tso, rules, ids, ipsec, xml, ...
+	Qualifier string   // what follows "@": "interface", "tunnel"; "path" after "xml:"; empty if none
+	Default   string   // qualifier used when none is given
+	Values    []string // the valid values; nil when free-form
+	Syntax    string   // the form of a free-form value
+	Action    Action
+	InConfig  bool // false for knobs changed by other means (firmware)
+	Doc       string
+	flavors   []Flavor
+	get       func(c *Config, qual string) (string, error)
+	set       func(c *Config, qual, value string) error
+	validate  func(c *Config, qual, value string) error
+}
+
+// Ref is a parsed knob reference: "ids@wan" is {ids, wan}.
+type Ref struct {
+	Name, Qualifier string
+}
+
+func (r Ref) String() string {
+	switch {
+	case r.Name == "xml":
+		return "xml:" + r.Qualifier
+	case r.Qualifier != "":
+		return r.Name + "@" + r.Qualifier
+	}
+	return r.Name
+}
+
+var onOff = []string{"on", "off"}
+
+// knobs is the registry, in the order `fwab config knobs` lists them.
+var knobs = []*KnobSpec{
+	offloadKnob("offload.checksum", "disablechecksumoffloading", "TX/RX checksum offload (TXCSUM, RXCSUM, TXCSUM6, RXCSUM6)"),
+	offloadKnob("offload.tso", "disablesegmentationoffloading", "TCP segmentation offload (TSO4, TSO6)"),
+	offloadKnob("offload.lro", "disablelargereceiveoffloading", "large receive offload (LRO)"),
+	{
+		Name: "nat.outbound", Values: []string{"automatic", "hybrid", "advanced", "disabled"},
+		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "outbound NAT mode, <nat><outbound><mode>; advanced uses only the manual rules",
+		get: getNATMode, set: setNATMode,
+	},
+	{
+		Name: "rules", Qualifier: "interface", Default: "lan", Syntax: "a count N ≥ 0",
+		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "N generated filter rules on the interface that match no real traffic; 0 removes them, user rules untouched",
+		get: getRules, set: setRules, validate: validateRules,
+	},
+	{
+		Name: "ids", Qualifier: "interface", Default: "lan", Values: []string{"off", "ids", "ips-legacy", "ips-inline"},
+		Action: ActionIDSRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "Suricata on the interface: off, alerts only, legacy blocking, or inline IPS (netmap)",
+		get: getIDS, set: setIDS, validate: validateIDS,
+	},
+	{
+		Name: "blocklist", Values: onOff,
+		Action: ActionBlocklistUpdate, InConfig: true, flavors: []Flavor{PfSense},
+		Doc: "pfBlockerNG IP blocklists (pfSense package)",
+		get: getBlocklist, set: setBlocklist,
+	},
+	{
+		Name: "ipsec", Qualifier: "tunnel", Default: "fwab", Syntax: "an ESP proposal (aes128gcm16, aes256-sha256, 3des-sha1, chacha20poly1305), optionally IKE/ESP (aes256-sha256-modp2048/aes128gcm16), or none",
+		Action: ActionIPsecRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "the named tunnel's phase 1 and phase 2 proposal; none disables the tunnel",
+		get: getIPsec, set: setIPsec, validate: validateIPsec,
+	},
+	{
+		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "the firewall's software version; changed by upgrading (fwab fw upgrade), not in config.xml",
+		get: func(c *Config, _ string) (string, error) { return c.product.Version, nil },
+		validate: func(*Config, string, string) error {
+			return fmt.Errorf("firmware is changed by upgrading the firewall (fwab fw upgrade), not by editing config.xml")
+		},
+		set: func(*Config, string, string) error { return fmt.Errorf("firmware is not in config.xml") },
+	},
+	{
+		Name: "xml", Qualifier: "path", Syntax: "element text, or !absent to remove the element",
+		Action: ActionNone, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "escape hatch: xml:system/hostname=fw1 sets any element's text (paths from the root element)",
+		get: getXML, set: setXML, validate: validateXML,
+	},
+}
+
+// Knobs lists the knobs a flavor offers. An empty flavor lists them all.
+func Knobs(f Flavor) []KnobSpec {
+	var out []KnobSpec
+	for _, k := range knobs {
+		if f == "" || slices.Contains(k.flavors, f) {
+			out = append(out, *k)
+		}
+	}
+	return out
+}
+
+// ActionFor returns the service action a change of the knob needs.
+func ActionFor(knob string) Action {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return ActionNone
+	}
+	if k := lookupKnob(ref.Name); k != nil {
+		return k.Action
+	}
+	return ActionNone
+}
+
+func lookupKnob(name string) *KnobSpec {
+	for _, k := range knobs {
+		if k.Name == name {
+			return k
+		}
+	}
+	return nil
+}
+
+func knobNames() []string {
+	var names []string
+	for _, k := range knobs {
+		names = append(names, k.Name)
+	}
+	return names
+}
+
+// ParseRef parses a knob reference: "offload.tso", "rules@wan", "xml:system/hostname".
+func ParseRef(s string) (Ref, error) {
+	s = strings.TrimSpace(s)
+	if path, ok := strings.CutPrefix(s, "xml:"); ok {
+		if path == "" {
+			return Ref{}, fmt.Errorf("knob %q: give an element path after xml:, e.g. xml:system/hostname", s)
+		}
+		return Ref{Name: "xml", Qualifier: path}, nil
+	}
+	name, qual, hasQual := strings.Cut(s, "@")
+	k := lookupKnob(name)
+	if k == nil {
+		return Ref{}, fmt.Errorf("unknown knob %q; knobs are: %s", name, strings.Join(knobNames(), ", "))
+	}
+	if k.Name == "xml" {
+		return Ref{}, fmt.Errorf("knob %q: write the escape hatch as xml:PATH=value", s)
+	}
+	if hasQual && k.Qualifier == "" {
+		return Ref{}, fmt.Errorf("knob %s takes no @qualifier", name)
+	}
+	if hasQual && qual == "" {
+		return Ref{}, fmt.Errorf("knob %q: name the %s after @", s, k.Qualifier)
+	}
+	if !hasQual {
+		qual = k.Default
+	}
+	return Ref{Name: name, Qualifier: qual}, nil
+}
+
+// ParseAssignment splits "knob=value".
+func ParseAssignment(s string) (Ref, string, error) {
+	knob, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return Ref{}, "", fmt.Errorf("%q is not knob=value (e.g. offload.tso=off)", s)
+	}
+	ref, err := ParseRef(knob)
+	return ref, strings.TrimSpace(value), err
+}
+
+func (c *Config) knob(ref Ref) (*KnobSpec, error) {
+	k := lookupKnob(ref.Name)
+	if k == nil {
+		return nil, fmt.Errorf("unknown knob %q; knobs are: %s", ref.Name, strings.Join(knobNames(), ", "))
+	}
+	if !slices.Contains(k.flavors, c.flavor) {
+		return nil, fmt.Errorf("knob %s does not exist on %s", ref.Name, c.flavor)
+	}
+	if k.Qualifier == "interface" && !c.hasInterface(ref.Qualifier) {
+		return nil, fmt.Errorf("knob %s: no interface %q in this config; it has: %s", ref, ref.Qualifier, strings.Join(c.interfaceKeys(), ", "))
+	}
+	return k, nil
+}
+
+// Get returns a knob's current value.
+func (c *Config) Get(knob string) (string, error) {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return "", err
+	}
+	k, err := c.knob(ref)
+	if err != nil {
+		return "", err
+	}
+	return k.get(c, ref.Qualifier)
+}
+
+// Check reports whether value is valid for the knob on this config's flavor
+// and product version, without changing anything.
+func (c *Config) Check(knob, value string) error {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return err
+	}
+	_, err = c.check(ref, value)
+	return err
+}
+
+func (c *Config) check(ref Ref, value string) (*KnobSpec, error) {
+	k, err := c.knob(ref)
+	if err != nil {
+		return nil, err
+	}
+	if k.Values != nil && !slices.Contains(k.Values, value) {
+		return nil, fmt.Errorf("knob %s: invalid value %q; valid values: %s", ref, value, strings.Join(k.Values, ", "))
+	}
+	if k.validate != nil {
+		if err := k.validate(c, ref.Qualifier, value); err != nil {
+			return nil, fmt.Errorf("knob %s: %w", ref, err)
+		}
+	}
+	if _, err := k.get(c, ref.Qualifier); err != nil {
+		return nil, fmt.Errorf("knob %s: %w", ref, err)
+	}
+	return k, nil
+}
+
+// Set changes a knob and records the change in <revision>. A value the
+// flavor or product version cannot take is refused and nothing changes.
+func (c *Config) Set(knob, value string) error {
+	return c.SetAll([]string{knob + "=" + value})
+}
+
+// SetAll applies several knob=value assignments as one change. All are
+// checked first; if any is invalid, nothing changes. Knobs check everything
+// that could make them fail before they edit, so that an edit never stops
+// half-way.
+func (c *Config) SetAll(assignments []string) error {
+	type step struct {
+		ref   Ref
+		k     *KnobSpec
+		value string
+	}
+	var steps []step
+	c.pending = map[string]string{}
+	defer func() { c.pending = nil }()
+	for _, a := range assignments {
+		ref, value, err := ParseAssignment(a)
+		if err != nil {
+			return err
+		}
+		c.pending[ref.String()] = value
+	}
+	for _, a := range assignments {
+		ref, value, _ := ParseAssignment(a)
+		k, err := c.check(ref, value)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, step{ref, k, value})
+	}
+	var done []string
+	for _, s := range steps {
+		before, err := s.k.get(c, s.ref.Qualifier)
+		if err != nil {
+			return err
+		}
+		if before == s.value {
+			continue
+		}
+		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
+			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
+		}
+		done = append(done, s.ref.String()+"="+s.value)
+	}
+	if len(done) > 0 {
+		c.bumpRevision("fwab: " + strings.Join(done, ", "))
+	}
+	return nil
+}
+
+// KnobValue is one knob's current value.
+type KnobValue struct {
+	Knob  string `json:"knob"`
+	Value string `json:"value"`
+}
+
+// Values lists every knob that has a meaning in this config, with its value:
+// the global knobs, rules and ids for each interface, and each IPsec tunnel.
+func (c *Config) Values() []KnobValue {
+	var out []KnobValue
+	add := func(ref Ref) {
+		k := lookupKnob(ref.Name)
+		if v, err := k.get(c, ref.Qualifier); err == nil {
+			out = append(out, KnobValue{ref.String(), v})
+		}
+	}
+	for _, k := range knobs {
+		if !slices.Contains(k.flavors, c.flavor) || k.Name == "xml" || k.Name == "firmware" {
+			continue
+		}
+		switch k.Qualifier {
+		case "":
+			add(Ref{Name: k.Name})
+		case "interface":
+			for _, key := range c.interfaceKeys() {
+				add(Ref{Name: k.Name, Qualifier: key})
+			}
+		case "tunnel":
+			for _, name := range c.tunnelNames() {
+				add(Ref{Name: k.Name, Qualifier: name})
+			}
+		}
+	}
+	return out
+}
+
+// bumpRevision records a change in <revision> the way the product's own
+// write_config does: time, description and user.
+func (c *Config) bumpRevision(desc string) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	user := c.User
+	if user == "" {
+		user = "fwab"
+	}
+	t := now()
+	stamp := strconv.FormatInt(t.Unix(), 10)
+	if c.flavor == OPNsense {
+		stamp = fmt.Sprintf("%d.%02d", t.Unix(), t.Nanosecond()/10_000_000)
+	}
+	root := c.doc.Root()
+	rev := root.SelectElement("revision")
+	if rev == nil {
+		rev = c.newElement("revision")
+		c.insertChild(root, rev, "")
+	}
+	c.setLeaf(rev, "time", stamp, false)
+	c.setLeaf(rev, "description", desc, c.flavor == PfSense)
+	c.setLeaf(rev, "username", user, c.flavor == PfSense)
 }

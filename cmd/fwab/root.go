@@ -81,7 +81,9 @@ func newRootCmd(io *streams) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand()
+	root.AddCommand(
+		newConfigCmd(io),
+	)
 	return root
 }
 

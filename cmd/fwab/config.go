@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+func newConfigCmd(io *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Read, change, lint and compare config.xml files offline",
+	}
+	cmd.AddCommand(
+		newConfigShowCmd(io),
+		newConfigSetCmd(io),
+		newConfigDiffCmd(io),
+		newConfigLintCmd(io),
+		newConfigKnobsCmd(io),
+	)
+	return cmd
+}
+
+// loadConfigFile reads a config.xml ("-" for stdin) and, when given, records
+// the product version the firewall runs.
+func loadConfigFile(io *streams, path, product string) (*configxml.Config, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = readAll(io.In)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
+	}
+	if product != "" {
+		if err := c.SetProduct(product); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	return c, nil
+}
+
+func readAll(r io.Reader) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := b.ReadFrom(r)
+	return b.Bytes(), err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func productFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "product", "", "the product version the firewall runs (e.g. 2.7.2, 26.1); default: inferred from the config")
+}
+
+type configShowOptions struct {
+	file, product string
+	json          bool
+}
+
+func newConfigShowCmd(io *streams) *cobra.Command {
+	opts := &configShowOptions{}
+	cmd := &cobra.Command{
+		Use:   "show FILE",
+		Short: "Show a config's flavor, versions, interfaces and knob values",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.file = args[0]
+			return runConfigShow(io, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	productFlag(cmd, &opts.product)
+	return cmd
+}
+
+type configSummary struct {
+	Flavor          configxml.Flavor      `json:"flavor"`
+	ConfigVersion   string                `json:"config_version"`
+	Product         string                `json:"product_version"`
+	ProductInferred bool                  `json:"product_inferred"`
+	Interfaces      []configxml.Interface `json:"interfaces"`
+	Knobs           []configxml.KnobValue `json:"knobs"`
+}
+
+func runConfigShow(io *streams, opts *configShowOptions) error {
+	c, err := loadConfigFile(io, opts.file, opts.product)
+	if err != nil {
+		return err
+	}
+	s := configSummary{
+		Flavor:          c.Flavor(),
+		ConfigVersion:   c.ConfigVersion(),
+		Product:         c.Product().Version,
+		ProductInferred: c.Product().Inferred,
+		Interfaces:      c.Interfaces(),
+		Knobs:           c.Values(),
+	}
+	if opts.json {
+		return writeJSON(io.Out, s)
+	}
+	product := s.Product
+	if s.ProductInferred {
+		product += " (inferred from the config; pass --product to set it)"
+	}
+	fmt.Fprintf(io.Out, "flavor:          %s\n", s.Flavor)
+	if s.ConfigVersion != "" {
+		fmt.Fprintf(io.Out, "config version:  %s\n", s.ConfigVersion)
+	}
+	fmt.Fprintf(io.Out, "product version: %s\n\n", product)
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERFACE\tDEVICE\tADDRESS\tDESCRIPTION")
+	for _, i := range s.Interfaces {
+		addr := i.IPAddr
+		if i.Subnet != "" {
+			addr += "/" + i.Subnet
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Key, i.Device, addr, i.Descr)
+	}
+	tw.Flush()
+	fmt.Fprintln(io.Out)
+	tw = tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KNOB\tVALUE")
+	for _, k := range s.Knobs {
+		fmt.Fprintf(tw, "%s\t%s\n", k.Knob, k.Value)
+	}
+	return tw.Flush()
+}
+
+type configSetOptions struct {
+	file, out, product string
+	inPlace            bool
+	assignments        []string
+}
+
+func newConfigSetCmd(io *streams) *cobra.Command {
+	opts := &configSetOptions{}
+	cmd := &cobra.Command{
+		Use:   "set FILE KNOB=VALUE... (-o OUT | --in-place)",
+		Short: "Change knobs in a config.xml",
+		Long: "Change knobs in a config.xml. Every assignment is checked against the config's flavor and\n" +
+			"product version first; if any is invalid, nothing is written. --in-place keeps FILE.bak\n" +
+			"and replaces FILE atomically. See 'fwab config knobs' for the knobs.",
+		Example: "  fwab config set config.xml offload.tso=off ids@lan=ips-inline -o new.xml\n" +
+			"  fwab config set config.xml rules@lan=1000 nat.outbound=hybrid --in-place",
+		Args: minArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.file, opts.assignments = args[0], args[1:]
+			if (opts.out == "") == !opts.inPlace {
+				return usageErrorf("give exactly one of -o OUT or --in-place")
+			}
+			if opts.inPlace && opts.file == "-" {
+				return usageErrorf("--in-place needs a file, not standard input")
+			}
+			return runConfigSet(io, opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "write the changed config to `OUT` (- for standard output)")
+	cmd.Flags().BoolVar(&opts.inPlace, "in-place", false, "replace FILE, keeping the original as FILE.bak")
+	productFlag(cmd, &opts.product)
+	return cmd
+}
+
+func runConfigSet(io *streams, opts *configSetOptions) error {
+	c, err := loadConfigFile(io, opts.file, opts.product)
+	if err != nil {
+		return err
+	}
+	if err := c.SetAll(opts.assignments); err != nil {
+		return usageError{err}
+	}
+	data := c.Bytes()
+	switch {
+	case opts.out == "-":
+		_, err = io.Out.Write(data)
+		return err
+	case opts.inPlace:
+		orig, err := os.ReadFile(opts.file)
+		if err != nil {
+			return err
+		}
+		mode := fileMode(opts.file)
+		if err := writeFileAtomic(opts.file+".bak", orig, mode); err != nil {
+			return fmt.Errorf("keep a backup: %w", err)
+		}
+		return writeFileAtomic(opts.file, data, mode)
+	default:
+		return writeFileAtomic(opts.out, data, fileMode(opts.file))
+	}
+}
+
+func fileMode(path string) os.FileMode {
+	if st, err := os.Stat(path); err == nil {
+		return st.Mode().Perm()
+	}
+	return 0o600
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path, so that path holds either the old or the new
+// content, never a part.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+type configDiffOptions struct {
+	a, b, product string
+	json          bool
+}
+
+func newConfigDiffCmd(io *streams) *cobra.Command {
+	opts := &configDiffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Compare two configs: knob changes first, then element changes",
+		Args:  exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.a, opts.b = args[0], args[1]
+			return runConfigDiff(io, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	productFlag(cmd, &opts.product)
+	return cmd
+}
+
+func runConfigDiff(io *streams, opts *configDiffOptions) error {
+	a, err := loadConfigFile(io, opts.a, opts.product)
+	if err != nil {
+		return err
+	}
+	b, err := loadConfigFile(io, opts.b, opts.product)
+	if err != nil {
+		return err
+	}
+	if a.Flavor() != b.Flavor() {
+		return usageErrorf("%s is %s and %s is %s: compare configs of one product", opts.a, a.Flavor(), opts.b, b.Flavor())
+	}
+	knobs, paths := configxml.Diff(a, b)
+	if opts.json {
+		return writeJSON(io.Out, struct {
+			Knobs []configxml.Change     `json:"knobs"`
+			Paths []configxml.PathChange `json:"paths"`
+		}{knobs, paths})
+	}
+	if len(knobs) == 0 && len(paths) == 0 {
+		fmt.Fprintln(io.Out, "no differences")
+		return nil
+	}
+	if len(knobs) > 0 {
+		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KNOB\tFROM\tTO\tAPPLY")
+		for _, k := range knobs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Knob, k.From, k.To, k.Action)
+		}
+		tw.Flush()
+		fmt.Fprintln(io.Out)
+	}
+	const shown = 200
+	for i, p := range paths {
+		if i == shown {
+			fmt.Fprintf(io.Out, "… and %d more element changes (--json lists all)\n", len(paths)-shown)
+			break
+		}
+		fmt.Fprintln(io.Out, p)
+	}
+	return nil
+}
+
+type configLintOptions struct {
+	file, product string
+	json          bool
+}
+
+func newConfigLintCmd(io *streams) *cobra.Command {
+	opts := &configLintOptions{}
+	cmd := &cobra.Command{
+		Use:   "lint FILE",
+		Short: "Check a config for unsafe or invalid combinations (exit 1 on errors)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.file = args[0]
+			return runConfigLint(io, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	productFlag(cmd, &opts.product)
+	return cmd
+}
+
+func runConfigLint(io *streams, opts *configLintOptions) error {
+	c, err := loadConfigFile(io, opts.file, opts.product)
+	if err != nil {
+		return err
+	}
+	findings := configxml.Lint(c)
+	if opts.json {
+		if findings == nil {
+			findings = []configxml.Finding{}
+		}
+		if err := writeJSON(io.Out, findings); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range findings {
+			path := ""
+			if f.Path != "" {
+				path = " (" + f.Path + ")"
+			}
+			fmt.Fprintf(io.Out, "%s: %s %s: %s%s\n", f.Severity, f.Rule, f.Name, f.Message, path)
+		}
+		if len(findings) == 0 {
+			fmt.Fprintln(io.Out, "no findings")
+		}
+	}
+	if configxml.HasErrors(findings) {
+		return silentError{exitFailure}
+	}
+	return nil
+}
+
+type configKnobsOptions struct {
+	flavor, version string
+	json            bool
+}
+
+func newConfigKnobsCmd(io *streams) *cobra.Command {
+	opts := &configKnobsOptions{}
+	cmd := &cobra.Command{
+		Use:   "knobs",
+		Short: "List the knobs, their values and what applies them",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConfigKnobs(io, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.flavor, "flavor", "", "pfsense or opnsense (default: both)")
+	cmd.Flags().StringVar(&opts.version, "version", "", "product version, to list the IPsec ciphers it offers")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+type knobInfo struct {
+	Name    string           `json:"name"`
+	Form    string           `json:"form"`
+	Values  []string         `json:"values,omitempty"`
+	Syntax  string           `json:"syntax,omitempty"`
+	Action  configxml.Action `json:"action"`
+	Flavors []string         `json:"flavors"`
+	Doc     string           `json:"doc"`
+}
+
+func runConfigKnobs(io *streams, opts *configKnobsOptions) error {
+	f := configxml.Flavor(opts.flavor)
+	if f != "" && f != configxml.PfSense && f != configxml.OPNsense {
+		return usageErrorf("--flavor %q: use pfsense or opnsense", opts.flavor)
+	}
+	if opts.version != "" && f == "" {
+		return usageErrorf("--version needs --flavor")
+	}
+	var infos []knobInfo
+	for _, k := range configxml.Knobs(f) {
+		info := knobInfo{Name: k.Name, Form: knobForm(k), Values: k.Values, Syntax: k.Syntax, Action: k.Action, Doc: k.Doc}
+		for _, fl := range []configxml.Flavor{configxml.PfSense, configxml.OPNsense} {
+			if len(configxml.Knobs(fl)) > 0 && containsKnob(configxml.Knobs(fl), k.Name) {
+				info.Flavors = append(info.Flavors, string(fl))
+			}
+		}
+		if k.Name == "ipsec" && opts.version != "" {
+			ciphers, err := configxml.Ciphers(f, opts.version)
+			if err != nil {
+				return usageError{err}
+			}
+			info.Values = append(ciphers, "none")
+		}
+		infos = append(infos, info)
+	}
+	if opts.json {
+		return writeJSON(io.Out, infos)
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KNOB\tVALUES\tAPPLY\tFLAVORS")
+	for _, k := range infos {
+		values := strings.Join(k.Values, " | ")
+		if values == "" {
+			values = k.Syntax
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Form, values, k.Action, strings.Join(k.Flavors, ","))
+	}
+	return tw.Flush()
+}
+
+func knobForm(k configxml.KnobSpec) string {
+	switch {
+	case k.Name == "xml":
+		return "xml:PATH"
+	case k.Qualifier != "":
+		return fmt.Sprintf("%s@%s", k.Name, strings.ToUpper(k.Qualifier))
+	}
+	return k.Name
+}
+
+func containsKnob(ks []configxml.KnobSpec, name string) bool {
+	for _, k := range ks {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,196 @@
+// Package configxml reads, changes, lints and compares pfSense and OPNsense
+// config.xml files.
+//
+// A Config keeps the bytes it was loaded from: writing an unchanged Config
+// gives back the same bytes, and a change alters only the changed elements'
+// lines plus <revision>. Changes are made through knobs (see Knobs), typed
+// per flavor and version, so that a value the target cannot take is refused
+// before anything is written.
+//
+// The package does no I/O beyond the io.Reader and io.Writer it is handed.
+package configxml
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/beevik/etree"
+)
+
+// Config is one loaded config.xml.
+type Config struct {
+	doc     *etree.Document
+	src     *source
+	flavor  Flavor
+	product Product
+	tunnels map[string]TunnelSpec
+	pending map[string]string // the assignments SetAll is checking, by knob
+
+	// Now and User fill <revision> on every change. Nil Now means
+	// time.Now; empty User means "fwab".
+	Now  func() time.Time
+	User string
+}
+
+// Product is the firewall software version a config belongs to.
+type Product struct {
+	Version  string // e.g. "2.7.2", "26.1"
+	Inferred bool   // guessed from the config's <version>, not reported by the firewall
+}
+
+// Load reads a config.xml. It refuses anything that is not a single
+// well-formed pfSense or OPNsense document, with the line and column of the
+// problem where the parser knows them.
+func Load(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config.xml: %w", err)
+	}
+	return LoadBytes(data)
+}
+
+// LoadBytes is Load for a config already in memory. The Config keeps data:
+// the caller must not modify it afterwards.
+func LoadBytes(data []byte) (*Config, error) {
+	doc, src, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{doc: doc, src: src}
+	root := doc.Root()
+	switch root.Tag {
+	case "pfsense":
+		c.flavor = PfSense
+	case "opnsense":
+		c.flavor = OPNsense
+	default:
+		return nil, &ParseError{Msg: fmt.Sprintf("root element is <%s>, not <pfsense> or <opnsense>: not a firewall config", root.Tag)}
+	}
+	c.product = Product{Version: inferProduct(c.flavor, c.ConfigVersion()), Inferred: true}
+	if c.flavor == OPNsense {
+		c.product.Version = c.inferOPNsense()
+	}
+	return c, nil
+}
+
+// WriteTo writes the config. An unchanged Config writes the bytes it was
+// loaded from.
+func (c *Config) WriteTo(w io.Writer) (int64, error) { return c.write(w) }
+
+// Bytes returns the serialized config.
+func (c *Config) Bytes() []byte {
+	var b bytes.Buffer
+	b.Grow(len(c.src.data) + 4096)
+	c.write(&b) // writes to a bytes.Buffer do not fail
+	return b.Bytes()
+}
+
+// Flavor is the product the config belongs to.
+func (c *Config) Flavor() Flavor { return c.flavor }
+
+// ConfigVersion is the config schema version, <version> under the root.
+func (c *Config) ConfigVersion() string {
+	if v := c.doc.Root().SelectElement("version"); v != nil {
+		return strings.TrimSpace(v.Text())
+	}
+	return ""
+}
+
+// Product returns the product version: the one SetProduct was given, or one
+// inferred from the config version.
+func (c *Config) Product() Product { return c.product }
+
+// SetProduct records the product version the firewall reports (e.g.
+// "2.7.2-RELEASE" or "OPNsense 26.1.2"). Knob validation follows it.
+func (c *Config) SetProduct(version string) error {
+	v := normalizeProduct(version)
+	if _, err := parseVersion(v); err != nil {
+		return fmt.Errorf("product version %q: %w", version, err)
+	}
+	c.product = Product{Version: v}
+	return nil
+}
+
+// Root gives read access to the document. Changes must go through Set:
+// edits made directly are written out, but skip validation and <revision>.
+func (c *Config) Root() *etree.Element { return c.doc.Root() }
+
+// Interface is one assigned interface, <interfaces><KEY>.
+type Interface struct {
+	Key     string // lan, wan, opt1
+	Device  string // <if>: igb1, vtnet0
+	Descr   string
+	IPAddr  string
+	Subnet  string
+	Enabled bool
+}
+
+// Interfaces lists the assigned interfaces in document order.
+func (c *Config) Interfaces() []Interface {
+	ifs := c.doc.Root().SelectElement("interfaces")
+	if ifs == nil {
+		return nil
+	}
+	var out []Interface
+	for _, e := range ifs.ChildElements() {
+		out = append(out, Interface{
+			Key:     e.Tag,
+			Device:  childText(e, "if"),
+			Descr:   childText(e, "descr"),
+			IPAddr:  childText(e, "ipaddr"),
+			Subnet:  childText(e, "subnet"),
+			Enabled: e.SelectElement("enable") != nil,
+		})
+	}
+	return out
+}
+
+func (c *Config) interfaceKeys() []string {
+	var keys []string
+	for _, i := range c.Interfaces() {
+		keys = append(keys, i.Key)
+	}
+	return keys
+}
+
+func (c *Config) hasInterface(key string) bool {
+	for _, i := range c.Interfaces() {
+		if i.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// childText is the trimmed text of the element at path below e, or "".
+func childText(e *etree.Element, path string) string {
+	var c *etree.Element
+	if strings.Contains(path, "/") {
+		c = e.FindElement(path)
+	} else {
+		c = e.SelectElement(path)
+	}
+	if c != nil {
+		return strings.TrimSpace(c.Text())
+	}
+	return ""
+}
+
+// decodedText decodes the entities of a raw text node.
+func decodedText(raw []byte) string {
+	d := xml.NewDecoder(io.MultiReader(strings.NewReader("<t>"), bytes.NewReader(raw), strings.NewReader("</t>")))
+	var b strings.Builder
+	for {
+		t, err := d.RawToken()
+		if err != nil {
+			return b.String()
+		}
+		if cd, ok := t.(xml.CharData); ok {
+			b.Write(cd)
+		}
+	}
+}

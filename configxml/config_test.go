@@ -1,0 +1,477 @@
+package configxml
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/fixtures"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func load(t testing.TB, name string) *Config {
+	t.Helper()
+	c, err := LoadBytes(fixtures.Read(name))
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	c.Now = func() time.Time { return time.Unix(1800000000, 250000000) }
+	c.User = "fwab@test"
+	return c
+}
+
+// productOf gives each fixture the product version its name says.
+func productOf(name string) string {
+	base := strings.TrimSuffix(filepath.Base(name), ".xml")
+	_, v, _ := strings.Cut(base, "-")
+	return v
+}
+
+func loadFixture(t testing.TB, name string) *Config {
+	t.Helper()
+	c := load(t, name)
+	if err := c.SetProduct(productOf(name)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRoundTripFixtures(t *testing.T) {
+	for _, name := range fixtures.Configs() {
+		t.Run(name, func(t *testing.T) {
+			data := fixtures.Read(name)
+			c, err := LoadBytes(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			n, err := c.WriteTo(&b)
+			if err != nil || n != int64(len(data)) {
+				t.Fatalf("WriteTo = %d, %v; want %d, nil", n, err, len(data))
+			}
+			if !bytes.Equal(b.Bytes(), data) {
+				t.Errorf("round trip changed the file:\n%s", lineDiff(string(data), b.String()))
+			}
+		})
+	}
+}
+
+// TestRoundTripForms covers the forms a config may take that a DOM writer
+// normally rewrites: both empty-element forms, attribute quoting, entities,
+// CDATA, comments, CRLF and odd whitespace inside tags.
+func TestRoundTripForms(t *testing.T) {
+	docs := []string{
+		"<?xml version='1.0' encoding='UTF-8' ?>\n<pfsense>\n\t<a/>\n\t<b></b>\n\t<c />\n</pfsense>\n",
+		"<pfsense><x a='1' b=\"2\"   c = '3'>t</x></pfsense>",
+		"<pfsense>\r\n  <d>&lt;&gt;&amp;&quot;&apos;&#65;&#x42;</d>\r\n</pfsense>\r\n",
+		"<pfsense><d><![CDATA[<raw> & ]]]><![CDATA[]>]]>tail</d></pfsense>",
+		"<!-- before -->\n<pfsense><!-- inside --><e\n   attr=\"v\"\n/></pfsense >\n<!-- after -->\n",
+		"<opnsense><OPNsense><IDS version=\"1.0.9\"><general/></IDS></OPNsense></opnsense>",
+		"\ufeff<pfsense><u>ünïcödé ✓</u></pfsense>",
+	}
+	for i, d := range docs {
+		c, err := LoadBytes([]byte(d))
+		if err != nil {
+			t.Errorf("doc %d: Load: %v", i, err)
+			continue
+		}
+		if got := string(c.Bytes()); got != d {
+			t.Errorf("doc %d: round trip\n got %q\nwant %q", i, got, d)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	deep := "<pfsense>" + strings.Repeat("<a>", 300) + strings.Repeat("</a>", 300) + "</pfsense>"
+	tests := []struct {
+		name, doc string
+		want      string // substring of the error
+	}{
+		{"empty", "", "empty"},
+		{"not xml", string(fixtures.Read("broken/not-xml.xml")), "config.xml:"},
+		{"truncated", string(fixtures.Read("broken/truncated.xml")), "truncated"},
+		{"wrong root", string(fixtures.Read("broken/wrong-root.xml")), "root element is <sophos>"},
+		{"two roots", string(fixtures.Read("broken/two-roots.xml")), "config.xml:5:1: a second root element <pfsense>"},
+		{"doctype", string(fixtures.Read("broken/doctype-entities.xml")), "does not expand entities"},
+		{"mismatched", string(fixtures.Read("broken/mismatched.xml")), "config.xml:5:15: </system> does not close <hostname> opened at 5:3"},
+		{"deep", deep, "nested more than 256 deep"},
+		{"unknown entity", "<pfsense><a>&nope;</a></pfsense>", "invalid character entity &nope;"},
+		{"text outside", "<pfsense/>junk", "text outside the root"},
+		{"latin1", "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><pfsense/>", "encoding \"ISO-8859-1\" is not supported"},
+		{"late declaration", "\n<?xml version=\"1.0\"?><pfsense/>", "must be the very first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadBytes([]byte(tt.doc))
+			if err == nil {
+				t.Fatalf("Load succeeded; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load error = %q; want it to contain %q", err, tt.want)
+			}
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Errorf("error %T is not a *ParseError", err)
+			}
+		})
+	}
+}
+
+// TestLoadLargeRRD loads a 100 MB config whose bulk is an RRD blob, as real
+// boxes carry, and checks that it round-trips.
+func TestLoadLargeRRD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 MB config: skipped in -short mode")
+	}
+	data := GenerateConfig(GenerateOptions{Rules: 2000, RRDBytes: 100 << 20})
+	c, err := LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("offload.tso", "on"); err != nil {
+		t.Fatal(err)
+	}
+	out := c.Bytes()
+	if d := len(out) - len(data); d < -200 || d > 200 {
+		t.Errorf("one knob changed the size by %d bytes", d)
+	}
+	if _, err := LoadBytes(out); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+}
+
+func TestFlavorAndVersion(t *testing.T) {
+	tests := []struct {
+		name          string
+		flavor        Flavor
+		configVersion string
+		product       string
+	}{
+		{"configs/pfsense-2.6.xml", PfSense, "22.2", "2.6.0"},
+		{"configs/pfsense-2.7.xml", PfSense, "23.3", "2.7.2"},
+		{"configs/pfsense-2.8.xml", PfSense, "24.0", "2.8.0"},
+		{"configs/opnsense-25.7.xml", OPNsense, "", "25.7"},
+		{"configs/opnsense-26.1.xml", OPNsense, "", "26.1"},
+		{"configs/opnsense-26.7.xml", OPNsense, "", "26.7"},
+	}
+	for _, tt := range tests {
+		c := load(t, tt.name)
+		if c.Flavor() != tt.flavor || c.ConfigVersion() != tt.configVersion {
+			t.Errorf("%s: flavor, config version = %s, %q; want %s, %q", tt.name, c.Flavor(), c.ConfigVersion(), tt.flavor, tt.configVersion)
+		}
+		if p := c.Product(); p.Version != tt.product || !p.Inferred {
+			t.Errorf("%s: Product() = %+v; want %s, inferred", tt.name, p, tt.product)
+		}
+		if err := c.SetProduct("2.7.2-RELEASE"); err != nil || c.Product() != (Product{Version: "2.7.2"}) {
+			t.Errorf("SetProduct(2.7.2-RELEASE) = %v, Product %+v", err, c.Product())
+		}
+	}
+	c := load(t, "configs/pfsense-2.7.xml")
+	if err := c.SetProduct("latest"); err == nil {
+		t.Error("SetProduct(latest) succeeded; want an error")
+	}
+}
+
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		fixture string
+		set     []string
+	}{
+		{"configs/pfsense-2.7.xml", []string{"offload.checksum=off", "offload.tso=on", "nat.outbound=advanced", "rules@lan=3", "ids@lan=ips-inline", "blocklist=on", "ipsec@site-b=aes256-sha256"}},
+		{"configs/pfsense-2.6.xml", []string{"ipsec@site-b=aes128-sha1", "ids@wan=ips-legacy", "xml:system/hostname=fw-26"}},
+		{"configs/opnsense-25.7.xml", []string{"offload.checksum=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "rules@lan=2", "ipsec@site-b=chacha20poly1305"}},
+		{"configs/opnsense-26.1.xml", []string{"offload.checksum=off", "offload.lro=on", "ids@wan=ips-inline", "nat.outbound=hybrid"}},
+		{"configs/opnsense-26.7.xml", []string{"rules@lan=2", "ids@wan=off", "ipsec@site-b=aes256gcm16"}},
+	}
+	for _, tt := range tests {
+		name := strings.TrimSuffix(filepath.Base(tt.fixture), ".xml")
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, tt.fixture)
+			if err := c.SetAll(tt.set); err != nil {
+				t.Fatal(err)
+			}
+			got := c.Bytes()
+			golden := filepath.Join("testdata", name+".golden.xml")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("output differs from %s:\n%s", golden, lineDiff(string(want), string(got)))
+			}
+			// The result loads, and every knob reads back as set.
+			back, err := LoadBytes(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back.SetProduct(productOf(tt.fixture))
+			for _, a := range tt.set {
+				knob, value, _ := strings.Cut(a, "=")
+				if v, err := back.Get(knob); err != nil || v != value {
+					t.Errorf("after reload Get(%s) = %q, %v; want %q", knob, v, err, value)
+				}
+			}
+		})
+	}
+}
+
+// TestSetEveryKnob sets every knob to every value on every fixture and checks
+// that it reads back, survives a reload, and that setting it again changes
+// nothing.
+func TestSetEveryKnob(t *testing.T) {
+	values := map[string][]string{
+		"offload.checksum": {"off", "on"},
+		"offload.tso":      {"on", "off"},
+		"offload.lro":      {"on", "off"},
+		"nat.outbound":     {"advanced", "disabled", "hybrid", "automatic"},
+		"rules@lan":        {"5", "1", "0"},
+		"ids@lan":          {"ids", "ips-inline", "off"},
+		"blocklist":        {"on", "off"},
+		"ipsec@site-b":     {"aes256gcm16", "aes128-sha256", "none"},
+		"xml:system/hostname": {"renamed", "!absent"},
+	}
+	for _, name := range fixtures.Configs() {
+		for knob, vals := range values {
+			t.Run(name+"/"+knob, func(t *testing.T) {
+				c := loadFixture(t, name)
+				if c.Flavor() == OPNsense && knob == "ids@lan" {
+					// OPNsense runs one mode on all IDS interfaces.
+					if err := c.Set("ids@wan", "off"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if c.Flavor() == OPNsense && knob == "blocklist" {
+					if err := c.Set(knob, "on"); err == nil || !strings.Contains(err.Error(), "does not exist on opnsense") {
+						t.Errorf("Set(blocklist) on OPNsense = %v; want a refusal", err)
+					}
+					return
+				}
+				for _, v := range vals {
+					if err := c.Set(knob, v); err != nil {
+						t.Fatalf("Set(%s, %s): %v", knob, v, err)
+					}
+					if got, err := c.Get(knob); err != nil || got != v {
+						t.Fatalf("Get(%s) = %q, %v; want %q", knob, got, err, v)
+					}
+					before := c.Bytes()
+					if err := c.Set(knob, v); err != nil || !bytes.Equal(before, c.Bytes()) {
+						t.Fatalf("setting %s=%s twice changed the config (err %v)", knob, v, err)
+					}
+					back, err := LoadBytes(before)
+					if err != nil {
+						t.Fatalf("reload after %s=%s: %v", knob, v, err)
+					}
+					back.SetProduct(productOf(name))
+					if got, _ := back.Get(knob); got != v {
+						t.Fatalf("after reload Get(%s) = %q; want %q", knob, got, v)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMinimalChange checks that a change touches only the changed lines and
+// <revision>.
+func TestMinimalChange(t *testing.T) {
+	tests := []struct {
+		fixture, set string
+		changed      int // lines outside <revision> that may differ (- and +)
+	}{
+		{"configs/pfsense-2.7.xml", "nat.outbound=advanced", 2},
+		{"configs/pfsense-2.7.xml", "offload.tso=on", 1},
+		{"configs/pfsense-2.7.xml", "offload.checksum=off", 1},
+		{"configs/pfsense-2.7.xml", "blocklist=on", 2},
+		{"configs/pfsense-2.7.xml", "xml:system/hostname=fw-b", 2},
+		{"configs/opnsense-26.1.xml", "offload.lro=on", 2},
+		{"configs/opnsense-25.7.xml", "offload.lro=on", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture+"/"+tt.set, func(t *testing.T) {
+			c := loadFixture(t, tt.fixture)
+			orig := string(c.Bytes())
+			knob, value, _ := strings.Cut(tt.set, "=")
+			if err := c.Set(knob, value); err != nil {
+				t.Fatal(err)
+			}
+			if n := changedLines(orig, string(c.Bytes())); n != tt.changed {
+				t.Errorf("%d lines outside <revision> changed; want %d:\n%s", n, tt.changed, lineDiff(orig, string(c.Bytes())))
+			}
+		})
+	}
+}
+
+// changedLines counts lines, outside the revision block, that are only in
+// a or only in b.
+func changedLines(a, b string) int {
+	count := map[string]int{}
+	for _, l := range strings.Split(stripRevision(a), "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(stripRevision(b), "\n") {
+		count[l]--
+	}
+	n := 0
+	for _, v := range count {
+		n += max(v, -v)
+	}
+	return n
+}
+
+func stripRevision(s string) string {
+	i := strings.Index(s, "<revision>")
+	j := strings.Index(s, "</revision>")
+	if i < 0 || j < 0 {
+		return s
+	}
+	return s[:i] + s[j:]
+}
+
+func TestSetRefused(t *testing.T) {
+	tests := []struct {
+		fixture, product, assignment, want string
+	}{
+		{"configs/pfsense-2.7.xml", "", "offload.gro=off", `unknown knob "offload.gro"; knobs are: offload.checksum, offload.tso`},
+		{"configs/pfsense-2.7.xml", "", "offload.tso=disabled", `invalid value "disabled"; valid values: on, off`},
+		{"configs/pfsense-2.7.xml", "", "ids@dmz=ids", `no interface "dmz" in this config; it has: wan, lan, opt1`},
+		{"configs/pfsense-2.7.xml", "", "ids@lan=inline", "valid values: off, ids, ips-legacy, ips-inline"},
+		{"configs/pfsense-2.7.xml", "", "rules@lan=-1", "give a rule count N ≥ 0"},
+		{"configs/pfsense-2.7.xml", "", "rules@lan=lots", "give a rule count N ≥ 0"},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-b=3des-sha1", "3des is not valid on pfsense 2.7.2: pfSense 2.7 and later removed"},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-b=aes256-md5", "md5 is not valid on pfsense 2.7.2"},
+		{"configs/pfsense-2.6.xml", "", "ipsec@site-b=chacha20poly1305", "ChaCha20-Poly1305 arrived in pfSense 2.7"},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-b=aes256", "aes256 needs an integrity algorithm"},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-b=aes128gcm16-sha1", "AEAD cipher and takes no integrity"},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-b=rot13", `unknown cipher "rot13"`},
+		{"configs/pfsense-2.7.xml", "", "ipsec@site-c=aes128gcm16", `no IPsec tunnel "site-c" in this config`},
+		{"configs/pfsense-2.7.xml", "", "firmware=2.8.0", "changed by upgrading the firewall"},
+		{"configs/pfsense-2.7.xml", "", "xml:system/../etc=x", "is not an element name"},
+		{"configs/pfsense-2.7.xml", "", "xml:system=x", "has child elements"},
+		{"configs/pfsense-2.7.xml", "", "offload.tso", "is not knob=value"},
+		{"configs/pfsense-2.7.xml", "", "nat.outbound@wan=hybrid", "takes no @qualifier"},
+		{"configs/opnsense-26.1.xml", "", "blocklist=on", "does not exist on opnsense"},
+		{"configs/opnsense-26.1.xml", "", "ids@lan=ips-legacy", "OPNsense offers ids or ips-inline"},
+		{"configs/opnsense-26.1.xml", "", "ids@lan=ips-inline", "one IDS mode for all its interfaces, and ids@wan is ids"},
+		{"configs/opnsense-26.1.xml", "", "ipsec@site-b=3des-sha1", "OPNsense's IPsec connections offer no 3des"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.assignment, func(t *testing.T) {
+			c := load(t, tt.fixture)
+			orig := c.Bytes()
+			err := c.SetAll([]string{"offload.lro=on", tt.assignment})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("SetAll(%q) = %v; want an error containing %q", tt.assignment, err, tt.want)
+			}
+			if !bytes.Equal(orig, c.Bytes()) {
+				t.Errorf("a refused SetAll changed the config:\n%s", lineDiff(string(orig), string(c.Bytes())))
+			}
+		})
+	}
+}
+
+func TestGeneratedRules(t *testing.T) {
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	userRules := func() []string {
+		var descrs []string
+		for _, r := range c.Root().FindElements("filter/rule") {
+			if d := childText(r, "descr"); !strings.HasPrefix(d, GeneratedPrefix) {
+				descrs = append(descrs, d)
+			}
+		}
+		return descrs
+	}
+	users := userRules()
+	steps := []struct {
+		knob, value string
+		lan, wan    int
+	}{
+		{"rules@lan", "100", 100, 0},
+		{"rules@wan", "7", 100, 7},
+		{"rules@lan", "10", 10, 7},
+		{"rules@lan", "0", 0, 7},
+		{"rules@wan", "0", 0, 0},
+	}
+	for _, s := range steps {
+		if err := c.Set(s.knob, s.value); err != nil {
+			t.Fatal(err)
+		}
+		lan, _ := c.Get("rules@lan")
+		wan, _ := c.Get("rules@wan")
+		if lan != fmt.Sprint(s.lan) || wan != fmt.Sprint(s.wan) {
+			t.Fatalf("after %s=%s: rules@lan=%s rules@wan=%s; want %d, %d", s.knob, s.value, lan, wan, s.lan, s.wan)
+		}
+		if got := userRules(); strings.Join(got, "|") != strings.Join(users, "|") {
+			t.Fatalf("user rules changed: %q; want %q", got, users)
+		}
+		if fs := Lint(c); len(fs) > 0 {
+			t.Fatalf("lint after %s=%s: %+v", s.knob, s.value, fs)
+		}
+	}
+	// Back to zero everywhere: the same bytes as the original, but for <revision>.
+	orig := string(fixtures.Read("configs/pfsense-2.7.xml"))
+	if n := changedLines(orig, string(c.Bytes())); n != 0 {
+		t.Errorf("after removing all generated rules %d lines differ:\n%s", n, lineDiff(orig, string(c.Bytes())))
+	}
+}
+
+func TestIPsecCreateTunnel(t *testing.T) {
+	spec := TunnelSpec{
+		Name: "lab", RemoteAddr: "198.19.0.2", LocalAddr: "198.19.0.1",
+		LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24",
+		LocalID: "dut.lab", RemoteID: "peer.lab", PSK: "s3cret-psk",
+	}
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, name)
+			if err := c.Set("ipsec@lab", "aes128gcm16"); err == nil {
+				t.Fatal("creating an undescribed tunnel succeeded")
+			}
+			c.DefineTunnel(spec)
+			if err := c.Set("ipsec@lab", "aes256-sha256"); err != nil {
+				t.Fatal(err)
+			}
+			back, err := LoadBytes(c.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			back.SetProduct(productOf(name))
+			var got *Tunnel
+			for _, tn := range back.Tunnels() {
+				if tn.Name == "lab" {
+					got = &tn
+				}
+			}
+			if got == nil {
+				t.Fatalf("tunnel lab missing after reload; tunnels %+v", back.Tunnels())
+			}
+			want := Proposal{IKE: Algos{"aes256", "sha256", "modp2048"}, ESP: Algos{"aes256", "sha256", ""}}
+			if got.Proposal != want || got.RemoteAddr != spec.RemoteAddr || got.LocalNet != spec.LocalNet || got.RemoteNet != spec.RemoteNet || got.PSK != spec.PSK || !got.Enabled {
+				t.Errorf("tunnel = %+v; want proposal %+v and the spec's addresses", *got, want)
+			}
+			if err := back.Set("ipsec@lab", "none"); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := back.Get("ipsec@lab"); v != "none" {
+				t.Errorf("after none Get = %q", v)
+			}
+			if err := back.Set("ipsec@lab", "aes128gcm16"); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := back.Get("ipsec@lab"); v != "aes128gcm16" {
+				t.Errorf("re-enabled Get = %q; want aes128gcm16", v)
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package configxml
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// IDS modes, the values of ids@IF.
+const (
+	IDSOff       = "off"
+	IDSAlert     = "ids"
+	IDSLegacyIPS = "ips-legacy"
+	IDSInlineIPS = "ips-inline"
+)
+
+// pfSense: the Suricata package keeps one <installedpackages><suricata><rule>
+// per interface (firewall.md A-e):
+//
+//	off        enable=off (or no rule)
+//	ids        enable=on, blockoffenders=off
+//	ips-legacy enable=on, blockoffenders=on, ips_mode=ips_mode_legacy (or empty)
+//	ips-inline enable=on, blockoffenders=on, ips_mode=ips_mode_inline
+//
+// OPNsense: the built-in IDS is one <OPNsense><IDS><general> for all its
+// interfaces: enabled 0/1, interfaces (comma list) and the IPS switch, <ips>
+// 0/1 up to 25.7 and <mode> pcap/netmap/divert from 26.1 (B-e).
+
+func (c *Config) suricataRule(iface string) *etree.Element {
+	for _, r := range c.doc.Root().FindElements("installedpackages/suricata/rule") {
+		if childText(r, "interface") == iface {
+			return r
+		}
+	}
+	return nil
+}
+
+func getIDS(c *Config, iface string) (string, error) {
+	if c.flavor == OPNsense {
+		return c.opnIDS(iface), nil
+	}
+	r := c.suricataRule(iface)
+	switch {
+	case r == nil || childText(r, "enable") != "on":
+		return IDSOff, nil
+	case childText(r, "blockoffenders") != "on":
+		return IDSAlert, nil
+	case childText(r, "ips_mode") == "ips_mode_inline":
+		return IDSInlineIPS, nil
+	default:
+		return IDSLegacyIPS, nil
+	}
+}
+
+func validateIDS(c *Config, iface, value string) error {
+	if c.flavor != OPNsense {
+		return nil
+	}
+	if value == IDSLegacyIPS {
+		return fmt.Errorf("ips-legacy is the pfSense Suricata package's blocking mode; OPNsense offers ids or ips-inline")
+	}
+	if value == IDSOff {
+		return nil
+	}
+	// One mode for every interface on OPNsense.
+	g := c.doc.Root().FindElement("OPNsense/IDS/general")
+	if g == nil || childText(g, "enabled") != "1" {
+		return nil
+	}
+	for _, other := range splitList(childText(g, "interfaces")) {
+		if other != iface {
+			m := c.opnIDS(other)
+			if v, ok := c.pending["ids@"+other]; ok {
+				m = v
+			}
+			if m != value && m != IDSOff {
+				return fmt.Errorf("OPNsense runs one IDS mode for all its interfaces, and ids@%s is %s; set both to %s", other, m, value)
+			}
+		}
+	}
+	return nil
+}
+
+func setIDS(c *Config, iface, value string) error {
+	if c.flavor == OPNsense {
+		return c.setOPNIDS(iface, value)
+	}
+	r := c.suricataRule(iface)
+	if r == nil {
+		if value == IDSOff {
+			return nil
+		}
+		r = newSuricataRule(iface)
+		c.insertChild(c.ensure(c.doc.Root(), "installedpackages/suricata"), r, "rule")
+	}
+	enable, block, mode := "on", "off", ""
+	switch value {
+	case IDSOff:
+		enable = "off"
+	case IDSLegacyIPS:
+		block, mode = "on", "ips_mode_legacy"
+	case IDSInlineIPS:
+		block, mode = "on", "ips_mode_inline"
+	}
+	c.setLeaf(r, "enable", enable, false)
+	if value != IDSOff {
+		c.setLeaf(r, "blockoffenders", block, false)
+		if mode != "" {
+			c.setLeaf(r, "ips_mode", mode, false)
+		}
+	}
+	return nil
+}
+
+// newSuricataRule is a minimal Suricata interface entry as the package's
+// GUI creates it: a stable uuid derived from the interface, alerts on the
+// default rulesets.
+func newSuricataRule(iface string) *etree.Element {
+	h := fnv.New32a()
+	h.Write([]byte(iface))
+	uuid := strconv.Itoa(int(h.Sum32()%65535) + 1)
+	return elem("rule",
+		leaf("interface", iface),
+		leaf("enable", "off"),
+		leaf("uuid", uuid),
+		cdataLeaf("descr", strings.ToUpper(iface)+" (fwab)"),
+		leaf("blockoffenders", "off"),
+		leaf("ips_mode", "ips_mode_legacy"),
+		leaf("blockoffenderskill", "on"),
+		leaf("blockoffendersip", "both"),
+		leaf("runmode", "autofp"),
+		leaf("mpm_algo", "auto"),
+		leaf("detect_eng_profile", "medium"),
+	)
+}
+
+func (c *Config) opnIDS(iface string) string {
+	g := c.doc.Root().FindElement("OPNsense/IDS/general")
+	if g == nil || childText(g, "enabled") != "1" || !slices.Contains(splitList(childText(g, "interfaces")), iface) {
+		return IDSOff
+	}
+	if c.productAtLeast("26.1") {
+		if m := childText(g, "mode"); m == "netmap" || m == "divert" {
+			return IDSInlineIPS
+		}
+		return IDSAlert
+	}
+	if childText(g, "ips") == "1" {
+		return IDSInlineIPS
+	}
+	return IDSAlert
+}
+
+func (c *Config) setOPNIDS(iface, value string) error {
+	g := c.ensure(c.doc.Root(), "OPNsense/IDS/general")
+	ifs := splitList(childText(g, "interfaces"))
+	ifs = slices.DeleteFunc(ifs, func(s string) bool { return s == iface })
+	if value != IDSOff {
+		ifs = append(ifs, iface)
+	}
+	c.setLeaf(g, "interfaces", strings.Join(ifs, ","), false)
+	enabled := "0"
+	if len(ifs) > 0 {
+		enabled = "1"
+	}
+	c.setLeaf(g, "enabled", enabled, false)
+	if value == IDSOff {
+		return nil
+	}
+	if c.productAtLeast("26.1") {
+		mode := "pcap"
+		if value == IDSInlineIPS {
+			mode = "netmap"
+		}
+		c.setLeaf(g, "mode", mode, false)
+		return nil
+	}
+	ips := "0"
+	if value == IDSInlineIPS {
+		ips = "1"
+	}
+	c.setLeaf(g, "ips", ips, false)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

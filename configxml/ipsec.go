@@ -1,0 +1,331 @@
+package configxml
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// TunnelSpec describes an IPsec site-to-site tunnel that ipsec@NAME creates
+// when the config has none of that name. The PSK goes into config.xml, as
+// the product stores it; it is never part of a knob value or an error.
+type TunnelSpec struct {
+	Name       string
+	Interface  string // local interface key, default wan
+	LocalAddr  string // this end's address (OPNsense needs it; pfSense takes it from Interface)
+	RemoteAddr string
+	LocalNet   string // CIDR
+	RemoteNet  string // CIDR
+	LocalID    string
+	RemoteID   string
+	PSK        string
+}
+
+// DefineTunnel registers the tunnel that ipsec@NAME creates if absent.
+func (c *Config) DefineTunnel(t TunnelSpec) {
+	if c.tunnels == nil {
+		c.tunnels = map[string]TunnelSpec{}
+	}
+	c.tunnels[t.Name] = t
+}
+
+// Tunnel is an IPsec tunnel as configured.
+type Tunnel struct {
+	Name       string
+	Enabled    bool
+	Interface  string
+	LocalAddr  string
+	RemoteAddr string
+	LocalNet   string
+	RemoteNet  string
+	LocalID    string
+	RemoteID   string
+	PSK        string
+	Proposal   Proposal
+}
+
+const ipsecNone = "none"
+
+func validateIPsec(c *Config, name, value string) error {
+	if value == ipsecNone {
+		return nil
+	}
+	p, err := ParseProposal(value)
+	if err != nil {
+		return err
+	}
+	if err := c.checkProposal(p); err != nil {
+		return err
+	}
+	if c.flavor == OPNsense {
+		if conn := c.swanctlConnection(name); conn != nil && c.swanctlLinked("children/child", conn.SelectAttrValue("uuid", "")) == nil {
+			return fmt.Errorf("IPsec connection %q has no child (phase 2) to carry the ESP proposal; add one on the firewall", name)
+		}
+	}
+	if !c.hasTunnel(name) {
+		if _, ok := c.tunnels[name]; !ok {
+			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it (remote gateway, local and remote networks, PSK file) in the target so fwab can create it", name)
+		}
+	}
+	return nil
+}
+
+func (c *Config) hasTunnel(name string) bool {
+	for _, n := range c.tunnelNames() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) tunnelNames() []string {
+	var names []string
+	for _, t := range c.Tunnels() {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+func getIPsec(c *Config, name string) (string, error) {
+	for _, t := range c.Tunnels() {
+		if t.Name == name {
+			if !t.Enabled {
+				return ipsecNone, nil
+			}
+			return t.Proposal.String(), nil
+		}
+	}
+	return ipsecNone, nil
+}
+
+func setIPsec(c *Config, name, value string) error {
+	if c.flavor == OPNsense {
+		return c.setSwanctl(name, value)
+	}
+	p1 := c.pfPhase1(name)
+	if value == ipsecNone {
+		if p1 != nil && p1.SelectElement("disabled") == nil {
+			c.insertChild(p1, leaf("disabled", ""), "")
+		}
+		return nil
+	}
+	p, _ := ParseProposal(value) // validated
+	if p1 == nil {
+		p1 = c.createPfTunnel(c.tunnels[name])
+	}
+	c.removeElements(p1, func(e *etree.Element) bool { return e.Tag == "disabled" })
+	c.setPfPhase1(p1, p.IKE)
+	ikeid := childText(p1, "ikeid")
+	for _, p2 := range c.doc.Root().FindElements("ipsec/phase2") {
+		if childText(p2, "ikeid") == ikeid {
+			c.setPfPhase2(p2, p.ESP)
+		}
+	}
+	return nil
+}
+
+func pfHash(h string, phase2 bool) string {
+	if phase2 && h != "aesxcbc" {
+		return "hmac_" + h
+	}
+	return h
+}
+
+// setPfPhase1 makes the phase 1's proposal list exactly one item with a,
+// editing the existing item in place so that its layout is kept.
+func (c *Config) setPfPhase1(p1 *etree.Element, a Algos) {
+	encryption := p1.SelectElement("encryption")
+	if encryption == nil {
+		encryption = c.newElement("encryption")
+		c.insertChild(p1, encryption, "iketype")
+	}
+	items := encryption.SelectElements("item")
+	if len(items) == 0 {
+		items = []*etree.Element{c.newElement("item")}
+		c.insertChild(encryption, items[0], "")
+	}
+	item := items[0]
+	c.removeElements(encryption, func(e *etree.Element) bool { return e.Tag == "item" && e != item })
+	c.setCipher(c.ensure(item, "encryption-algorithm"), a.Enc)
+	c.setLeaf(item, "hash-algorithm", a.Integ, false)
+	c.setLeaf(item, "prf-algorithm", a.Integ, false)
+	c.setLeaf(item, "dhgroup", dhNumber(a.DH), false)
+}
+
+// setPfPhase2 makes the phase 2 offer exactly a: one encryption option, one
+// hash option unless the cipher is AEAD, and the PFS group.
+func (c *Config) setPfPhase2(p2 *etree.Element, a Algos) {
+	c.removeElements(p2, func(e *etree.Element) bool { return e.Tag == "disabled" })
+	opts := p2.SelectElements("encryption-algorithm-option")
+	if len(opts) == 0 {
+		opts = []*etree.Element{c.newElement("encryption-algorithm-option")}
+		c.insertChild(p2, opts[0], "protocol")
+	}
+	opt := opts[0]
+	c.removeElements(p2, func(e *etree.Element) bool { return e.Tag == "encryption-algorithm-option" && e != opt })
+	c.setCipher(opt, a.Enc)
+	hashes := p2.SelectElements("hash-algorithm-option")
+	switch {
+	case a.Integ == "":
+		c.removeElements(p2, func(e *etree.Element) bool { return e.Tag == "hash-algorithm-option" })
+	case len(hashes) == 0:
+		c.insertChild(p2, leaf("hash-algorithm-option", pfHash(a.Integ, true)), "encryption-algorithm-option")
+	default:
+		c.setText(hashes[0], pfHash(a.Integ, true), false)
+		c.removeElements(p2, func(e *etree.Element) bool { return e.Tag == "hash-algorithm-option" && e != hashes[0] })
+	}
+	c.setLeaf(p2, "pfsgroup", dhNumber(a.DH), false)
+}
+
+// setCipher sets <name> and <keylen> below e; ciphers without a key length
+// lose the element.
+func (c *Config) setCipher(e *etree.Element, enc string) {
+	name, keylen := pfEncryption(enc)
+	c.setLeaf(e, "name", name, false)
+	if keylen == "" {
+		c.removeElements(e, func(x *etree.Element) bool { return x.Tag == "keylen" })
+		return
+	}
+	c.setLeaf(e, "keylen", keylen, false)
+}
+
+func (c *Config) pfPhase1(name string) *etree.Element {
+	for _, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+		if childText(p1, "descr") == name {
+			return p1
+		}
+	}
+	return nil
+}
+
+// createPfTunnel adds a phase 1 and its phase 2 as pfSense's GUI writes them
+// (firewall.md A-d), with the proposal filled in by the caller.
+func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
+	ipsec := c.ensure(c.doc.Root(), "ipsec")
+	ikeid := 1
+	for _, p1 := range ipsec.SelectElements("phase1") {
+		if n, err := strconv.Atoi(childText(p1, "ikeid")); err == nil && n >= ikeid {
+			ikeid = n + 1
+		}
+	}
+	iface := t.Interface
+	if iface == "" {
+		iface = "wan"
+	}
+	id := strconv.Itoa(ikeid)
+	p1 := elem("phase1",
+		leaf("ikeid", id),
+		leaf("iketype", "ikev2"),
+		leaf("interface", iface),
+		leaf("remote-gateway", t.RemoteAddr),
+		leaf("protocol", "inet"),
+		leaf("myid_type", "fqdn"),
+		leaf("myid_data", t.LocalID),
+		leaf("peerid_type", "fqdn"),
+		leaf("peerid_data", t.RemoteID),
+		leaf("authentication_method", "pre_shared_key"),
+		leaf("pre-shared-key", t.PSK),
+		leaf("lifetime", "28800"),
+		leaf("rekey_time", "0"),
+		leaf("nat_traversal", "on"),
+		leaf("mobike", "off"),
+		leaf("startaction", "start"),
+		leaf("closeaction", "none"),
+		cdataLeaf("descr", t.Name),
+	)
+	localNet, localBits := splitCIDR(t.LocalNet)
+	remoteNet, remoteBits := splitCIDR(t.RemoteNet)
+	p2 := elem("phase2",
+		leaf("ikeid", id),
+		leaf("uniqid", uniqID(t.Name)),
+		leaf("mode", "tunnel"),
+		elem("localid", leaf("type", "network"), leaf("address", localNet), leaf("netbits", localBits)),
+		elem("remoteid", leaf("type", "network"), leaf("address", remoteNet), leaf("netbits", remoteBits)),
+		leaf("protocol", "esp"),
+		leaf("pfsgroup", "0"),
+		leaf("lifetime", "3600"),
+		cdataLeaf("descr", t.Name),
+	)
+	c.insertChild(ipsec, p1, "phase1")
+	c.insertChild(ipsec, p2, "phase2")
+	return p1
+}
+
+func splitCIDR(s string) (addr, bits string) {
+	a, b, ok := strings.Cut(s, "/")
+	if !ok {
+		return a, "32"
+	}
+	return a, b
+}
+
+func uniqID(name string) string {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%013x", h.Sum64()&0xfffffffffffff)
+}
+
+// Tunnels lists the config's IPsec tunnels: pfSense phase 1 entries with
+// their first phase 2, and OPNsense connections with their first child.
+func (c *Config) Tunnels() []Tunnel {
+	if c.flavor == OPNsense {
+		return c.swanctlTunnels()
+	}
+	var out []Tunnel
+	root := c.doc.Root()
+	for _, p1 := range root.FindElements("ipsec/phase1") {
+		t := Tunnel{
+			Name:       childText(p1, "descr"),
+			Enabled:    p1.SelectElement("disabled") == nil,
+			Interface:  childText(p1, "interface"),
+			RemoteAddr: childText(p1, "remote-gateway"),
+			LocalID:    childText(p1, "myid_data"),
+			RemoteID:   childText(p1, "peerid_data"),
+			PSK:        childText(p1, "pre-shared-key"),
+		}
+		if t.Name == "" {
+			t.Name = "ikeid" + childText(p1, "ikeid")
+		}
+		for _, i := range c.Interfaces() {
+			if i.Key == t.Interface {
+				t.LocalAddr = i.IPAddr
+			}
+		}
+		if item := p1.FindElement("encryption/item"); item != nil {
+			t.Proposal.IKE = Algos{
+				Enc:   pfDecryption(childText(item, "encryption-algorithm/name"), childText(item, "encryption-algorithm/keylen")),
+				Integ: childText(item, "hash-algorithm"),
+				DH:    dhName(childText(item, "dhgroup")),
+			}
+		} else if enc := p1.SelectElement("encryption-algorithm"); enc != nil {
+			t.Proposal.IKE = Algos{
+				Enc:   pfDecryption(childText(enc, "name"), childText(enc, "keylen")),
+				Integ: strings.Split(childText(p1, "hash-algorithm"), ",")[0],
+				DH:    dhName(strings.Split(childText(p1, "dhgroup"), ",")[0]),
+			}
+		}
+		for _, p2 := range root.FindElements("ipsec/phase2") {
+			if childText(p2, "ikeid") != childText(p1, "ikeid") || p2.SelectElement("disabled") != nil {
+				continue
+			}
+			t.LocalNet = childText(p2, "localid/address") + "/" + childText(p2, "localid/netbits")
+			t.RemoteNet = childText(p2, "remoteid/address") + "/" + childText(p2, "remoteid/netbits")
+			if opt := p2.SelectElement("encryption-algorithm-option"); opt != nil {
+				t.Proposal.ESP.Enc = pfDecryption(childText(opt, "name"), childText(opt, "keylen"))
+			}
+			if !isAEAD(t.Proposal.ESP.Enc) {
+				t.Proposal.ESP.Integ = strings.TrimPrefix(childText(p2, "hash-algorithm-option"), "hmac_")
+			}
+			if g := childText(p2, "pfsgroup"); g != "" && g != "0" {
+				t.Proposal.ESP.DH = dhName(g)
+			}
+			break
+		}
+		out = append(out, t)
+	}
+	return out
+}

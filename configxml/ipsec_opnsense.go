@@ -1,0 +1,175 @@
+package configxml
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// OPNsense's IPsec "Connections" (MVC, 23.1 on, the only kind in core from
+// 25.7): <OPNsense><Swanctl> with Connections/Connection, locals/local,
+// remotes/remote and children/child linked by the connection's uuid;
+// proposals are whole strongSwan strings (firewall.md B-d). Pre-shared keys
+// live in <OPNsense><IPsec><preSharedKeys>.
+
+const swanctl = "OPNsense/Swanctl"
+
+func (c *Config) swanctlConnection(name string) *etree.Element {
+	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+		if childText(conn, "description") == name {
+			return conn
+		}
+	}
+	return nil
+}
+
+func (c *Config) swanctlLinked(kind, connUUID string) *etree.Element {
+	for _, e := range c.doc.Root().FindElements(swanctl + "/" + kind) {
+		if childText(e, "connection") == connUUID {
+			return e
+		}
+	}
+	return nil
+}
+
+func (c *Config) swanctlTunnels() []Tunnel {
+	var out []Tunnel
+	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+		id := conn.SelectAttrValue("uuid", "")
+		t := Tunnel{
+			Name:       childText(conn, "description"),
+			Enabled:    childText(conn, "enabled") == "1",
+			LocalAddr:  childText(conn, "local_addrs"),
+			RemoteAddr: childText(conn, "remote_addrs"),
+		}
+		if ike, err := parseAlgos(strings.Split(childText(conn, "proposals"), ",")[0], true); err == nil {
+			t.Proposal.IKE = ike
+		}
+		if l := c.swanctlLinked("locals/local", id); l != nil {
+			t.LocalID = childText(l, "id")
+		}
+		if r := c.swanctlLinked("remotes/remote", id); r != nil {
+			t.RemoteID = childText(r, "id")
+		}
+		if ch := c.swanctlLinked("children/child", id); ch != nil {
+			t.LocalNet = childText(ch, "local_ts")
+			t.RemoteNet = childText(ch, "remote_ts")
+			if esp, err := parseAlgos(strings.Split(childText(ch, "esp_proposals"), ",")[0], false); err == nil {
+				t.Proposal.ESP = esp
+			}
+			t.Enabled = t.Enabled && childText(ch, "enabled") != "0"
+		}
+		for _, k := range c.doc.Root().FindElements("OPNsense/IPsec/preSharedKeys/preSharedKey") {
+			if childText(k, "ident") == t.LocalID && childText(k, "remote_ident") == t.RemoteID {
+				t.PSK = childText(k, "Key")
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (c *Config) setSwanctl(name, value string) error {
+	conn := c.swanctlConnection(name)
+	if value == ipsecNone {
+		if conn != nil {
+			c.setLeaf(conn, "enabled", "0", false)
+		}
+		return nil
+	}
+	p, _ := ParseProposal(value) // validated
+	if conn == nil {
+		spec, ok := c.tunnels[name]
+		if !ok {
+			return fmt.Errorf("no IPsec connection %q", name)
+		}
+		conn = c.createSwanctl(spec)
+	}
+	c.setLeaf(conn, "enabled", "1", false)
+	c.setLeaf(conn, "proposals", p.IKE.String(), false)
+	child := c.swanctlLinked("children/child", conn.SelectAttrValue("uuid", ""))
+	if child == nil {
+		return fmt.Errorf("IPsec connection %q has no child (phase 2) to carry the ESP proposal", name)
+	}
+	c.setLeaf(child, "esp_proposals", p.ESP.String(), false)
+	c.setLeaf(child, "enabled", "1", false)
+	c.setLeaf(c.ensure(c.doc.Root(), "OPNsense/IPsec/general"), "enabled", "1", false)
+	return nil
+}
+
+func (c *Config) createSwanctl(t TunnelSpec) *etree.Element {
+	root := c.doc.Root()
+	connUUID := stableUUID("conn:" + t.Name)
+	conn := elem("Connection",
+		leaf("enabled", "1"),
+		leaf("proposals", "default"),
+		leaf("unique", "no"),
+		leaf("aggressive", "0"),
+		leaf("version", "2"),
+		leaf("mobike", "0"),
+		leaf("local_addrs", t.LocalAddr),
+		leaf("remote_addrs", t.RemoteAddr),
+		leaf("encap", "0"),
+		leaf("rekey_time", "0"),
+		leaf("dpd_delay", "0"),
+		leaf("description", t.Name),
+	)
+	conn.CreateAttr("uuid", connUUID)
+	side := func(tag, id, key string) *etree.Element {
+		e := elem(tag,
+			leaf("enabled", "1"),
+			leaf("connection", connUUID),
+			leaf("round", "0"),
+			leaf("auth", "psk"),
+			leaf("id", id),
+			leaf("description", t.Name),
+		)
+		e.CreateAttr("uuid", stableUUID(key+t.Name))
+		return e
+	}
+	child := elem("child",
+		leaf("enabled", "1"),
+		leaf("connection", connUUID),
+		leaf("esp_proposals", "default"),
+		leaf("start_action", "start"),
+		leaf("close_action", "none"),
+		leaf("dpd_action", "clear"),
+		leaf("mode", "tunnel"),
+		leaf("policies", "1"),
+		leaf("local_ts", t.LocalNet),
+		leaf("remote_ts", t.RemoteNet),
+		leaf("rekey_time", "0"),
+		leaf("description", t.Name),
+	)
+	child.CreateAttr("uuid", stableUUID("child:"+t.Name))
+	c.insertChild(c.ensure(root, swanctl+"/Connections"), conn, "Connection")
+	c.insertChild(c.ensure(root, swanctl+"/locals"), side("local", t.LocalID, "local:"), "local")
+	c.insertChild(c.ensure(root, swanctl+"/remotes"), side("remote", t.RemoteID, "remote:"), "remote")
+	c.insertChild(c.ensure(root, swanctl+"/children"), child, "child")
+	psk := elem("preSharedKey",
+		leaf("ident", t.LocalID),
+		leaf("remote_ident", t.RemoteID),
+		leaf("keyType", "PSK"),
+		leaf("Key", t.PSK),
+		leaf("description", t.Name),
+	)
+	psk.CreateAttr("uuid", stableUUID("psk:"+t.Name))
+	c.insertChild(c.ensure(root, "OPNsense/IPsec/preSharedKeys"), psk, "preSharedKey")
+	return conn
+}
+
+// stableUUID derives a version-4-shaped UUID from a key, so that the same
+// tunnel gets the same identifiers in every run.
+func stableUUID(key string) string {
+	h1, h2 := fnvSum(key, 0), fnvSum(key, 1)
+	return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16&0xffffffffffff)
+}
+
+func fnvSum(key string, salt byte) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte{salt})
+	h.Write([]byte(key))
+	return h.Sum64()
+}

@@ -1,0 +1,206 @@
+package configxml
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Severity of a lint finding.
+type Severity string
+
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Finding is one lint result. Rule IDs are stable: scripts may match on them.
+type Finding struct {
+	Rule     string   `json:"rule"`
+	Name     string   `json:"name"`
+	Severity Severity `json:"severity"`
+	Message  string   `json:"message"`
+	Path     string   `json:"path,omitempty"`
+}
+
+// LintRule is one check Lint runs.
+type LintRule struct {
+	ID, Name string
+	Severity Severity
+	Doc      string
+	check    func(c *Config) []Finding
+}
+
+// LintRules are the checks, in ID order.
+var LintRules = []LintRule{
+	{"FWAB001", "ips-inline-offload", SeverityError,
+		"inline IPS (netmap) with a hardware offload still on: netmap needs checksum, TSO and LRO off",
+		lintInlineOffload},
+	{"FWAB002", "ipsec-algorithm-version", SeverityError,
+		"an IPsec algorithm the product version does not offer (3DES, Blowfish, CAST128 and MD5 are gone from pfSense 2.7)",
+		lintAlgorithms},
+	{"FWAB003", "ids-unknown-interface", SeverityError,
+		"IDS configured on an interface that does not exist",
+		lintIDSInterfaces},
+	{"FWAB004", "advanced-nat-no-rules", SeverityWarning,
+		"advanced outbound NAT with no manual rules: nothing is translated at all",
+		lintAdvancedNAT},
+	{"FWAB005", "duplicate-tracker", SeverityWarning,
+		"two filter rules share a tracker; pfSense renumbers them and per-rule statistics mix",
+		lintTrackers},
+}
+
+// Lint runs every rule and returns the findings, errors first.
+func Lint(c *Config) []Finding {
+	var out []Finding
+	for _, r := range LintRules {
+		for _, f := range r.check(c) {
+			f.Rule, f.Name, f.Severity = r.ID, r.Name, r.Severity
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity == SeverityError && out[j].Severity != SeverityError })
+	return out
+}
+
+// HasErrors reports whether any finding is an error.
+func HasErrors(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+func lintInlineOffload(c *Config) []Finding {
+	var on []string
+	for _, k := range []string{"offload.checksum", "offload.tso", "offload.lro"} {
+		if v, _ := c.Get(k); v == "on" {
+			on = append(on, k)
+		}
+	}
+	if len(on) == 0 {
+		return nil
+	}
+	var out []Finding
+	for _, i := range c.Interfaces() {
+		if m, _ := getIDS(c, i.Key); m == IDSInlineIPS {
+			out = append(out, Finding{
+				Message: fmt.Sprintf("ids@%s is ips-inline but %v still on; set them off (offload.checksum=off offload.tso=off offload.lro=off) and reconfigure the interfaces", i.Key, on),
+				Path:    "system",
+			})
+		}
+	}
+	return out
+}
+
+func lintAlgorithms(c *Config) []Finding {
+	var out []Finding
+	check := func(alg, path string) {
+		if alg == "" {
+			return
+		}
+		if why := c.algorithmProblem(alg); why != "" {
+			out = append(out, Finding{Message: fmt.Sprintf("%s: %s", alg, why), Path: path})
+		}
+	}
+	if c.flavor == PfSense {
+		for i, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+			if p1.SelectElement("disabled") != nil {
+				continue
+			}
+			for j, item := range p1.FindElements("encryption/item") {
+				path := fmt.Sprintf("ipsec/phase1[%d]/encryption/item[%d]", i+1, j+1)
+				check(pfDecryption(childText(item, "encryption-algorithm/name"), childText(item, "encryption-algorithm/keylen")), path)
+				check(childText(item, "hash-algorithm"), path)
+			}
+		}
+		for i, p2 := range c.doc.Root().FindElements("ipsec/phase2") {
+			if p2.SelectElement("disabled") != nil {
+				continue
+			}
+			path := fmt.Sprintf("ipsec/phase2[%d]", i+1)
+			for _, o := range p2.SelectElements("encryption-algorithm-option") {
+				check(pfDecryption(childText(o, "name"), childText(o, "keylen")), path)
+			}
+			for _, h := range p2.SelectElements("hash-algorithm-option") {
+				check(trimHMAC(h.Text()), path)
+			}
+		}
+		return out
+	}
+	for _, t := range c.swanctlTunnels() {
+		for _, a := range []Algos{t.Proposal.IKE, t.Proposal.ESP} {
+			check(a.Enc, "OPNsense/Swanctl ("+t.Name+")")
+			check(a.Integ, "OPNsense/Swanctl ("+t.Name+")")
+		}
+	}
+	return out
+}
+
+func trimHMAC(s string) string {
+	if len(s) > 5 && s[:5] == "hmac_" {
+		return s[5:]
+	}
+	return s
+}
+
+func lintIDSInterfaces(c *Config) []Finding {
+	var out []Finding
+	if c.flavor == PfSense {
+		for i, r := range c.doc.Root().FindElements("installedpackages/suricata/rule") {
+			if iface := childText(r, "interface"); !c.hasInterface(iface) && childText(r, "enable") == "on" {
+				out = append(out, Finding{
+					Message: fmt.Sprintf("Suricata runs on interface %q, which does not exist; interfaces: %v", iface, c.interfaceKeys()),
+					Path:    fmt.Sprintf("installedpackages/suricata/rule[%d]", i+1),
+				})
+			}
+		}
+		return out
+	}
+	if g := c.doc.Root().FindElement("OPNsense/IDS/general"); g != nil {
+		for _, iface := range splitList(childText(g, "interfaces")) {
+			if !c.hasInterface(iface) {
+				out = append(out, Finding{
+					Message: fmt.Sprintf("IDS listens on interface %q, which does not exist; interfaces: %v", iface, c.interfaceKeys()),
+					Path:    "OPNsense/IDS/general/interfaces",
+				})
+			}
+		}
+	}
+	return out
+}
+
+func lintAdvancedNAT(c *Config) []Finding {
+	if m, _ := getNATMode(c, ""); m == "advanced" && c.outboundRules() == 0 {
+		return []Finding{{
+			Message: "outbound NAT is advanced but there are no enabled manual rules, so no traffic is translated; add rules or use hybrid",
+			Path:    "nat/outbound",
+		}}
+	}
+	return nil
+}
+
+func lintTrackers(c *Config) []Finding {
+	seen := map[string]int{}
+	var out []Finding
+	for i, r := range c.doc.Root().FindElements("filter/rule") {
+		t := childText(r, "tracker")
+		if t == "" {
+			continue
+		}
+		if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+			t = strconv.FormatUint(n, 10) // 0100000101 and 100000101 are the same tracker
+		}
+		if first, dup := seen[t]; dup {
+			out = append(out, Finding{
+				Message: fmt.Sprintf("rules %d and %d share tracker %s", first, i+1, t),
+				Path:    fmt.Sprintf("filter/rule[%d]/tracker", i+1),
+			})
+			continue
+		}
+		seen[t] = i + 1
+	}
+	return out
+}

@@ -1,0 +1,157 @@
+package configxml
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// Generated rules (rules@IF=N) are ordinary block rules that match no real
+// traffic: TCP from an address in 198.18.128.0/17 to 198.19.200.1 on a high
+// port. The firewall still evaluates them, which is the cost being measured.
+// They carry a description starting with GeneratedPrefix and, on pfSense, a
+// tracker in a reserved range, so that exactly they are removed again.
+const (
+	GeneratedPrefix = "fwab-generated"
+	maxRules        = 200_000
+	trackerBase     = 4_100_000_000
+	trackerPerIf    = 10_000_000
+)
+
+// generatedRule is what rule i on an interface matches.
+func generatedRule(i int) (src, dst, port string) {
+	src = fmt.Sprintf("198.18.%d.%d", 128+(i/256)%128, i%256)
+	return src, "198.19.200.1", strconv.Itoa(10000 + i/32768)
+}
+
+func validateRules(c *Config, _ string, value string) error {
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 0 {
+		return fmt.Errorf("invalid value %q: give a rule count N ≥ 0", value)
+	}
+	if n > maxRules {
+		return fmt.Errorf("%d rules is more than the %d fwab generates", n, maxRules)
+	}
+	return nil
+}
+
+// rulesMVC reports whether filter rules live in OPNsense's MVC model (26.7 on).
+func (c *Config) rulesMVC() bool {
+	return c.flavor == OPNsense && c.productAtLeast("26.7")
+}
+
+func (c *Config) isGenerated(r *etree.Element, iface string) bool {
+	if c.rulesMVC() {
+		return strings.HasPrefix(childText(r, "description"), GeneratedPrefix+" ") && childText(r, "interface") == iface
+	}
+	if !strings.HasPrefix(childText(r, "descr"), GeneratedPrefix+" ") || childText(r, "interface") != iface {
+		return false
+	}
+	if c.flavor == PfSense {
+		t, err := strconv.ParseUint(childText(r, "tracker"), 10, 64)
+		return err == nil && t >= trackerBase
+	}
+	return true
+}
+
+func (c *Config) ruleParent() *etree.Element {
+	if c.rulesMVC() {
+		return c.doc.Root().FindElement("OPNsense/Firewall/Filter/rules")
+	}
+	return c.doc.Root().SelectElement("filter")
+}
+
+func getRules(c *Config, iface string) (string, error) {
+	n := 0
+	if p := c.ruleParent(); p != nil {
+		for _, r := range p.SelectElements("rule") {
+			if c.isGenerated(r, iface) {
+				n++
+			}
+		}
+	}
+	return strconv.Itoa(n), nil
+}
+
+func setRules(c *Config, iface, value string) error {
+	n, _ := strconv.Atoi(value) // validated
+	parent := c.ruleParent()
+	if parent == nil {
+		if c.rulesMVC() {
+			parent = c.ensure(c.doc.Root(), "OPNsense/Firewall/Filter/rules")
+		} else {
+			parent = c.ensure(c.doc.Root(), "filter")
+		}
+	}
+	c.removeElements(parent, func(e *etree.Element) bool { return e.Tag == "rule" && c.isGenerated(e, iface) })
+	ifIndex := 0
+	for i, key := range c.interfaceKeys() {
+		if key == iface {
+			ifIndex = i
+		}
+	}
+	rules := make([]*etree.Element, n)
+	for i := range rules {
+		switch {
+		case c.rulesMVC():
+			rules[i] = mvcRule(iface, ifIndex, i)
+		case c.flavor == OPNsense:
+			rules[i] = legacyRule(iface, i, "", false)
+			rules[i].CreateAttr("uuid", generatedUUID(ifIndex, i))
+		default:
+			rules[i] = legacyRule(iface, i, strconv.Itoa(trackerBase+ifIndex*trackerPerIf+i+1), true)
+		}
+	}
+	c.insertChildren(parent, rules, "rule")
+	return nil
+}
+
+// legacyRule is a <filter><rule> as pfSense's GUI writes one (firewall.md
+// A-c); OPNsense's legacy rules have the same shape without the CDATA.
+func legacyRule(iface string, i int, tracker string, cdata bool) *etree.Element {
+	src, dst, port := generatedRule(i)
+	r := elem("rule")
+	if tracker != "" {
+		r.AddChild(leaf("tracker", tracker))
+	}
+	for _, e := range []*etree.Element{
+		leaf("type", "block"),
+		leaf("interface", iface),
+		leaf("ipprotocol", "inet"),
+		leaf("protocol", "tcp"),
+		elem("source", leaf("address", src)),
+		elem("destination", leaf("address", dst), leaf("port", port)),
+		textLeaf("descr", fmt.Sprintf("%s %d", GeneratedPrefix, i+1), cdata),
+	} {
+		r.AddChild(e)
+	}
+	return r
+}
+
+// mvcRule is an OPNsense 26.7 <Firewall><Filter><rules><rule> (firewall.md B-c).
+func mvcRule(iface string, ifIndex, i int) *etree.Element {
+	src, dst, port := generatedRule(i)
+	r := elem("rule",
+		leaf("enabled", "1"),
+		leaf("sequence", strconv.Itoa(100000+i)),
+		leaf("action", "block"),
+		leaf("quick", "1"),
+		leaf("interface", iface),
+		leaf("direction", "in"),
+		leaf("ipprotocol", "inet"),
+		leaf("protocol", "TCP"),
+		leaf("source_net", src),
+		leaf("destination_net", dst),
+		leaf("destination_port", port),
+		leaf("description", fmt.Sprintf("%s %d", GeneratedPrefix, i+1)),
+	)
+	r.CreateAttr("uuid", generatedUUID(ifIndex, i))
+	return r
+}
+
+// generatedUUID is a stable, valid version-4-shaped UUID for rule i.
+func generatedUUID(ifIndex, i int) string {
+	return fmt.Sprintf("f0ab%04x-0000-4000-8000-%012x", ifIndex, i)
+}

@@ -1,0 +1,122 @@
+package configxml
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// version is a dotted product version, compared numerically: 2.7.2, 26.1.
+type version []int
+
+func parseVersion(s string) (version, error) {
+	s = normalizeProduct(s)
+	if s == "" {
+		return nil, fmt.Errorf("empty version")
+	}
+	var v version
+	for _, part := range strings.Split(s, ".") {
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a dotted version such as 2.7.2 or 26.1", s)
+		}
+		v = append(v, n)
+	}
+	return v, nil
+}
+
+// normalizeProduct turns what a firewall reports into a dotted version:
+// "2.7.2-RELEASE" → "2.7.2", "OPNsense 26.1.2_1" → "26.1.2".
+func normalizeProduct(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, ' '); i >= 0 {
+		s = s[i+1:]
+	}
+	if i := strings.IndexAny(s, "-_"); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// atLeast reports whether v ≥ other. Missing parts count as zero.
+func (v version) atLeast(other version) bool {
+	for i := 0; i < max(len(v), len(other)); i++ {
+		a, b := at(v, i), at(other, i)
+		if a != b {
+			return a > b
+		}
+	}
+	return true
+}
+
+func at(v version, i int) int {
+	if i < len(v) {
+		return v[i]
+	}
+	return 0
+}
+
+func mustVersion(s string) version {
+	v, err := parseVersion(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// productAtLeast reports whether the config's product version is at least min.
+func (c *Config) productAtLeast(min string) bool {
+	v, err := parseVersion(c.product.Version)
+	if err != nil {
+		return true // unknown: assume current
+	}
+	return v.atLeast(mustVersion(min))
+}
+
+// pfSense config schema versions by release (firewall.md A-d: globals.inc
+// latest_config): 2.6.0 = 22.2, 2.7.0 = 22.9, 2.7.2 = 23.3, 2.8 and later ≥ 24.
+var pfSenseConfigVersions = []struct {
+	config, product string
+}{
+	{"24.0", "2.8.0"},
+	{"23.3", "2.7.2"},
+	{"22.9", "2.7.0"},
+	{"22.2", "2.6.0"},
+	{"21.7", "2.5.2"},
+	{"0", "2.4.5"},
+}
+
+// inferProduct guesses the product version from the config schema version.
+// OPNsense's config carries none, so its version comes from the layout: the
+// element trees that moved between releases (firewall.md gotcha 4).
+func inferProduct(f Flavor, configVersion string) string {
+	if f == PfSense {
+		cv, err := parseVersion(configVersion)
+		if err != nil {
+			return "2.7.2"
+		}
+		for _, m := range pfSenseConfigVersions {
+			if cv.atLeast(mustVersion(m.config)) {
+				return m.product
+			}
+		}
+	}
+	return ""
+}
+
+// inferOPNsense guesses an OPNsense release from the config's layout.
+func (c *Config) inferOPNsense() string {
+	root := c.doc.Root()
+	switch {
+	case root.FindElement("OPNsense/Firewall/Filter/rules/rule") != nil && root.FindElement("filter/rule") == nil:
+		return "26.7"
+	case root.FindElement("OPNsense/Interfaces/settings") != nil,
+		root.FindElement("OPNsense/IDS/general/mode") != nil,
+		root.FindElement("system/disablechecksumoffloading") == nil &&
+			root.FindElement("system/disablesegmentationoffloading") == nil &&
+			root.FindElement("system/disablelargereceiveoffloading") == nil:
+		return "26.1"
+	default:
+		return "25.7"
+	}
+}

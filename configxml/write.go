@@ -1,0 +1,165 @@
+package configxml
+
+import (
+	"bufio"
+	"io"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// writer serializes a document, copying every token that is unchanged since
+// Load straight from the source bytes. Only tokens that were added or edited
+// are written anew, in the document's own style.
+type writer struct {
+	w   *bufio.Writer
+	src *source
+}
+
+func (c *Config) write(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	wr := &writer{w: bufio.NewWriterSize(cw, 256<<10), src: c.src}
+	for _, t := range c.doc.Child {
+		wr.token(t)
+	}
+	if err := wr.w.Flush(); err != nil {
+		return cw.n, err
+	}
+	return cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (wr *writer) raw(s span) { wr.w.Write(wr.src.data[s.off:s.end]) }
+
+func (wr *writer) token(t etree.Token) {
+	switch t := t.(type) {
+	case *etree.Element:
+		wr.element(t)
+	case *etree.CharData:
+		if sp, ok := wr.src.chars[t]; ok && wr.charDataUnchanged(t, sp) {
+			wr.raw(sp)
+			return
+		}
+		if t.IsCData() {
+			wr.cdata(t.Data)
+			return
+		}
+		wr.w.WriteString(escapeText(t.Data))
+	case *etree.Comment:
+		if sp, ok := wr.src.others[t]; ok && string(wr.src.data[sp.off:sp.end]) == "<!--"+t.Data+"-->" {
+			wr.raw(sp)
+			return
+		}
+		wr.w.WriteString("<!--" + strings.ReplaceAll(t.Data, "--", "- -") + "-->")
+	case *etree.ProcInst:
+		if sp, ok := wr.src.others[t]; ok {
+			wr.raw(sp)
+			return
+		}
+		wr.w.WriteString("<?" + t.Target)
+		if t.Inst != "" {
+			wr.w.WriteString(" " + t.Inst)
+		}
+		wr.w.WriteString("?>")
+	case *etree.Directive:
+		// Load refuses directives; nothing fwab writes creates one.
+	}
+}
+
+// charDataUnchanged reports whether t still holds what its source span says.
+func (wr *writer) charDataUnchanged(t *etree.CharData, sp span) bool {
+	raw := wr.src.data[sp.off:sp.end]
+	if strings.HasPrefix(string(raw[:min(len(raw), 9)]), "<![CDATA[") {
+		return t.IsCData() && len(raw) == len(t.Data)+12 && string(raw[9:len(raw)-3]) == t.Data
+	}
+	if t.IsCData() {
+		return false
+	}
+	if len(raw) == len(t.Data) && string(raw) == t.Data {
+		return true
+	}
+	// The text had entities or CRLFs: compare what it decodes to.
+	return decodedText(raw) == t.Data
+}
+
+func (wr *writer) element(e *etree.Element) {
+	sp, known := wr.src.elems[e]
+	if known && !wr.startUnchanged(e, sp) {
+		known = false
+	}
+	switch {
+	case known && sp.selfClosing() && len(e.Child) == 0:
+		wr.raw(sp.start)
+		return
+	case known && !sp.selfClosing():
+		wr.raw(sp.start)
+	default:
+		wr.startTag(e)
+		if len(e.Child) == 0 && wr.src.style.selfCloseEmpty {
+			wr.w.WriteString("/>")
+			return
+		}
+		wr.w.WriteByte('>')
+	}
+	for _, c := range e.Child {
+		wr.token(c)
+	}
+	if known && !sp.selfClosing() {
+		wr.raw(sp.end)
+		return
+	}
+	wr.w.WriteString("</" + e.FullTag() + ">")
+}
+
+// startUnchanged reports whether the element's name and attributes are still
+// those of its source start tag.
+func (wr *writer) startUnchanged(e *etree.Element, sp elemSpan) bool {
+	raw := wr.src.data[sp.start.off:sp.start.end]
+	name := e.FullTag()
+	if len(raw) < len(name)+2 || string(raw[1:1+len(name)]) != name {
+		return false
+	}
+	switch raw[1+len(name)] {
+	case ' ', '\t', '\n', '\r', '/', '>':
+	default:
+		return false
+	}
+	if len(e.Attr) != len(sp.attrs) {
+		return false
+	}
+	for i := range e.Attr {
+		if e.Attr[i] != sp.attrs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (wr *writer) startTag(e *etree.Element) {
+	wr.w.WriteString("<" + e.FullTag())
+	for _, a := range e.Attr {
+		wr.w.WriteString(" " + a.FullKey() + `="` + escapeAttr(a.Value) + `"`)
+	}
+}
+
+func (wr *writer) cdata(s string) {
+	wr.w.WriteString("<![CDATA[" + strings.ReplaceAll(s, "]]>", "]]]]><![CDATA[>") + "]]>")
+}
+
+var (
+	textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "\r", "&#xD;")
+	attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "\n", "&#xA;", "\r", "&#xD;", "\t", "&#x9;")
+)
+
+func escapeText(s string) string { return textEscaper.Replace(s) }
+func escapeAttr(s string) string { return attrEscaper.Replace(s) }
