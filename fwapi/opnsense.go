@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/beevik/etree"
 	"github.com/go-resty/resty/v2"
 
 	"github.com/fwab/fwab/configxml"
@@ -175,30 +174,27 @@ func (o *OPNsense) Info(ctx context.Context) (Info, error) {
 	return info, nil
 }
 
-// opnConfigFacts reads the interface key -> device map (in document order,
-// as devices) and hostname.domain from an OPNsense config.xml.
+// opnConfigFacts reads the interface key -> device map and hostname.domain
+// from an OPNsense config.xml.
 func opnConfigFacts(cfg []byte) (devices map[string]string, hostname string, err error) {
-	doc := etree.NewDocument()
-	if err := doc.ReadFromBytes(cfg); err != nil {
+	c, err := configxml.LoadBytes(cfg)
+	if err != nil {
 		return nil, "", fmt.Errorf("opnsense: config.xml: %w", err)
 	}
-	root := doc.SelectElement("opnsense")
-	if root == nil {
-		return nil, "", errors.New("opnsense: config.xml has no <opnsense> root: is the target's flavor right?")
+	if c.Flavor() != configxml.OPNsense {
+		return nil, "", fmt.Errorf("opnsense: the firewall's config.xml is a %s config: is the target's flavor right?", c.Flavor())
 	}
 	devices = map[string]string{}
-	if ifs := root.SelectElement("interfaces"); ifs != nil {
-		for _, e := range ifs.ChildElements() {
-			if dev := e.SelectElement("if"); dev != nil && dev.Text() != "" {
-				devices[e.Tag] = dev.Text()
-			}
+	for _, i := range c.Interfaces() {
+		if i.Device != "" {
+			devices[i.Key] = i.Device
 		}
 	}
-	if sys := root.SelectElement("system"); sys != nil {
+	if sys := c.Root().SelectElement("system"); sys != nil {
 		if h := sys.SelectElement("hostname"); h != nil {
-			hostname = h.Text()
-			if d := sys.SelectElement("domain"); d != nil && d.Text() != "" {
-				hostname += "." + d.Text()
+			hostname = strings.TrimSpace(h.Text())
+			if d := sys.SelectElement("domain"); d != nil && strings.TrimSpace(d.Text()) != "" {
+				hostname += "." + strings.TrimSpace(d.Text())
 			}
 		}
 	}
@@ -228,17 +224,22 @@ const opnConfigTemp = "/conf/.config.xml.fwab-new"
 
 // WriteConfig replaces /conf/config.xml over SSH (OPNsense has no API that
 // writes the whole config): the current file is copied to
-// /conf/backup/config-<unix>.xml, the new one is written beside it, its
+// /conf/backup/config-<unix.fraction>.xml, the new one is written beside it, its
 // SHA-256 checked on the firewall, then renamed into place. description is
 // not used: the config's own <revision> block carries the audit trail.
 func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description string) error {
 	if o.ssh == nil {
 		return errors.New("opnsense: write config: OPNsense has no API that writes config.xml: add an ssh section to the target")
 	}
-	if !bytes.Contains(config, []byte("<opnsense")) {
-		return errors.New("opnsense: write config: refusing a config.xml without an <opnsense> root")
+	if c, err := configxml.LoadBytes(config); err != nil {
+		return fmt.Errorf("opnsense: write config: refusing a config.xml that does not load: %w", err)
+	} else if c.Flavor() != configxml.OPNsense {
+		return fmt.Errorf("opnsense: write config: refusing a %s config.xml on an OPNsense firewall", c.Flavor())
 	}
-	backup := fmt.Sprintf("/conf/backup/config-%d.xml", o.opts.Now().Unix())
+	// OPNsense names backups config-<unix.fraction>.xml; the fraction keeps
+	// two writes within one second from overwriting each other's backup.
+	now := o.opts.Now()
+	backup := fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000)
 	if _, err := o.shell(ctx, "mkdir -p /conf/backup && cp /conf/config.xml "+backup, nil); err != nil {
 		return fmt.Errorf("opnsense: write config: backup: %w", err)
 	}

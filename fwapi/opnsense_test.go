@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/fwapi/fwapitest"
 )
@@ -180,7 +181,7 @@ func TestOPNsenseFailureInsideHTTP200(t *testing.T) {
 
 func TestOPNsenseReadWriteConfig(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(1764470000, 0) }})
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(1764470000, 123456789) }})
 	got, err := fw.ReadConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -197,9 +198,9 @@ func TestOPNsenseReadWriteConfig(t *testing.T) {
 	if !bytes.Equal(fake.ConfigXML(), next) {
 		t.Errorf("config.xml on the firewall = %q, want %q", fake.ConfigXML(), next)
 	}
-	back, err := os.ReadFile(filepath.Join(fake.Root(), "conf/backup/config-1764470000.xml"))
+	back, err := os.ReadFile(filepath.Join(fake.Root(), "conf/backup/config-1764470000.1234.xml"))
 	if err != nil || !bytes.Equal(back, fwapitest.DefaultOPNsenseConfig) {
-		t.Errorf("backup conf/backup/config-1764470000.xml = %q, %v; want the previous config", back, err)
+		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the previous config", back, err)
 	}
 	for _, p := range []string{"conf/.config.xml.fwab-new", "tmp/pwned", "tmp/pwned2"} {
 		if _, err := os.Stat(filepath.Join(fake.Root(), p)); err == nil {
@@ -222,7 +223,8 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no ssh", config: next, wantErr: "OPNsense has no API that writes config.xml: add an ssh section"},
-		{name: "not an OPNsense config", shell: true, config: []byte("<pfsense/>"), wantErr: "without an <opnsense> root"},
+		{name: "pfSense config", shell: true, config: []byte("<?xml version=\"1.0\"?>\n<pfsense><version>23.3</version></pfsense>\n"), wantErr: "refusing a pfsense config.xml on an OPNsense firewall"},
+		{name: "malformed", shell: true, config: []byte("<opnsense><system></opnsense>"), wantErr: "refusing a config.xml that does not load"},
 		{name: "checksum mismatch", shell: true, config: next,
 			fault: func(s *fwapitest.Shell) {
 				s.Override("sha256", fwapitest.ShellResult{Stdout: strings.Repeat("0", 64) + "\n"})
@@ -249,6 +251,9 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 			}
 			if !bytes.Equal(fake.ConfigXML(), fwapitest.DefaultOPNsenseConfig) {
 				t.Errorf("config.xml changed after a failed WriteConfig: %q", fake.ConfigXML())
+			}
+			if _, err := os.Stat(filepath.Join(fake.Root(), "conf/.config.xml.fwab-new")); err == nil {
+				t.Error("the staged file was left on the firewall")
 			}
 		})
 	}
@@ -539,6 +544,55 @@ func TestOPNsenseUpgrade(t *testing.T) {
 				if !slices.Contains(log, w) {
 					t.Errorf("progress %q missing from %q", w, log)
 				}
+			}
+		})
+	}
+}
+
+// TestOPNsenseConfigRoundTripFixtures edits each OPNsense fixture with
+// configxml, writes it, reads it back and applies what changed.
+func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
+	for _, name := range fixtures.Configs() {
+		if !strings.Contains(name, "opnsense") {
+			continue
+		}
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			ctx := context.Background()
+			version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "opnsense-"), ".xml")
+			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: version, Config: fixtures.Read(name)}, true, fwapi.OPNsenseOptions{})
+			info, err := fw.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Hostname != "opn-lab.bench.example" || !slices.Equal(info.NICs, []string{"igc0", "igc1"}) {
+				t.Errorf("Info() = %+v, want opn-lab.bench.example on igc0, igc1", info)
+			}
+			raw, err := fw.ReadConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := configxml.LoadBytes(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := configxml.LoadBytes(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := after.Set("nat.outbound", "hybrid"); err != nil {
+				t.Fatal(err)
+			}
+			if err := fw.WriteConfig(ctx, after.Bytes(), "fwab: nat.outbound=hybrid"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := fw.ReadConfig(ctx)
+			if err != nil || !bytes.Equal(got, after.Bytes()) {
+				t.Fatalf("ReadConfig() after WriteConfig differs from the written bytes (err %v)", err)
+			}
+			ch, _ := configxml.Diff(before, after)
+			fake.Expect("POST /api/firewall/filter/apply")
+			if err := fw.Apply(ctx, ch); err != nil {
+				t.Fatalf("Apply(%+v) error = %v", ch, err)
 			}
 		})
 	}
