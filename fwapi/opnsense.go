@@ -42,6 +42,10 @@ type OPNsenseOptions struct {
 	PollInterval time.Duration
 	// UpgradeTimeout bounds Upgrade, reboot included; default 45 min.
 	UpgradeTimeout time.Duration
+	// RebootDownWithin is how long WaitReady, after Reboot, waits for the
+	// firewall to stop answering before it calls the reboot failed;
+	// default 2 min.
+	RebootDownWithin time.Duration
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -296,9 +300,15 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	if need[configxml.ActionInterfaces] && !v.hasInterfaceSettings() && o.ssh == nil {
 		return fmt.Errorf("opnsense: apply: OPNsense %s reconfigures interfaces only from a shell (configctl): add an ssh section to the target", v)
 	}
+	o.mu.Lock()
+	savepointOnly := o.savepoint != "" && o.opts.Rollback == nil
+	o.mu.Unlock()
 	for _, a := range applyOrder {
 		if !need[a] {
 			continue
+		}
+		if savepointOnly && a != configxml.ActionFilterReload {
+			o.log.WarnContext(ctx, "the armed rollback is a filter savepoint: it will not undo this action; configure ssh for a whole-config rollback", "action", string(a))
 		}
 		if err := o.runAction(ctx, a); err != nil {
 			return fmt.Errorf("opnsense: apply %s: %w", a, err)
@@ -318,7 +328,7 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action) error {
 			// rollback timer.
 			err := o.post(ctx, "/api/firewall/filter/apply/"+url.PathEscape(rev), nil)
 			if err != nil && isTransportError(err) {
-				return &RollbackPendingError{What: "the filter", Revision: rev, Within: 60 * time.Second, Cause: err}
+				return &RollbackPendingError{What: "the filter", Revision: rev, Within: savepointTimer, Cause: err}
 			}
 			return err
 		}
@@ -368,25 +378,61 @@ type RollbackPendingError struct {
 }
 
 func (e *RollbackPendingError) Error() string {
-	return fmt.Sprintf("lost the firewall while a rollback was armed: the firewall restores %s to savepoint %s by itself within %v: %v", e.What, e.Revision, e.Within, e.Cause)
+	return fmt.Sprintf("lost the firewall while a rollback was armed: the firewall restores %s to savepoint %s by itself within %v (if the last request never arrived, nothing new was loaded): %v", e.What, e.Revision, e.Within, e.Cause)
 }
 
 func (e *RollbackPendingError) Unwrap() error { return e.Cause }
 
 // ArmRollback arms a commit-confirmed rollback on the firewall and returns the
-// function that disarms it once the change is verified. On 26.1 and earlier
-// it takes a filter savepoint: the next filter apply starts the firewall's
-// own 60-second timer, which restores the MVC filter rules unless disarmed
-// (it covers the filter model only). On 26.7, which removed savepoints, it
-// uses the SSH rollback script given in OPNsenseOptions.Rollback.
+// function that disarms it once the change is verified.
+//
+// On 26.1 and earlier it takes a filter savepoint: the next filter apply
+// starts the firewall's own 60-second timer, which restores the MVC filter
+// rules unless disarmed. That covers the filter model only, so when the SSH
+// rollback (OPNsenseOptions.Rollback, which restores the whole config.xml) is
+// configured it is armed as well. On 26.7, which removed savepoints, the SSH
+// rollback is the only mechanism and is required.
+//
+// Call it before WriteConfig: the savepoint snapshots the filter rules in the
+// config as it is when armed.
 func (o *OPNsense) ArmRollback(ctx context.Context) (disarm func(context.Context) error, err error) {
 	v := o.currentVersion()
-	if !v.hasFilterSavepoint() {
-		if o.opts.Rollback == nil {
-			return nil, fmt.Errorf("opnsense: arm rollback: OPNsense %s has no filter savepoint API (removed in 26.7): commit-confirmed needs the SSH rollback; add an ssh section to the target", v)
-		}
-		return o.opts.Rollback(ctx)
+	if !v.hasFilterSavepoint() && o.opts.Rollback == nil {
+		return nil, fmt.Errorf("opnsense: arm rollback: OPNsense %s has no filter savepoint API (removed in 26.7): commit-confirmed needs the SSH rollback; add an ssh section to the target", v)
 	}
+	var disarms []func(context.Context) error
+	if v.hasFilterSavepoint() {
+		d, err := o.armSavepoint(ctx)
+		if err != nil {
+			return nil, err
+		}
+		disarms = append(disarms, d)
+	}
+	if o.opts.Rollback != nil {
+		d, err := o.opts.Rollback(ctx)
+		if err != nil {
+			for _, undo := range disarms {
+				undo(ctx)
+			}
+			return nil, fmt.Errorf("opnsense: arm rollback: %w", err)
+		}
+		disarms = append(disarms, d)
+	}
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, d := range disarms {
+			errs = append(errs, d(ctx))
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+
+// RollbackCoversAll reports whether ArmRollback protects the whole config
+// (the SSH rollback is configured) or only the MVC filter rules (a savepoint
+// alone, 26.1 and earlier).
+func (o *OPNsense) RollbackCoversAll() bool { return o.opts.Rollback != nil }
+
+func (o *OPNsense) armSavepoint(ctx context.Context) (disarm func(context.Context) error, err error) {
 	var sp struct {
 		Status   string `json:"status"`
 		Revision string `json:"revision"`
@@ -410,7 +456,7 @@ func (o *OPNsense) ArmRollback(ctx context.Context) (disarm func(context.Context
 		o.mu.Unlock()
 		err := o.post(ctx, "/api/firewall/filter/cancel_rollback/"+url.PathEscape(sp.Revision), nil)
 		if err != nil && isTransportError(err) {
-			return fmt.Errorf("opnsense: disarm rollback: %w", &RollbackPendingError{What: "the filter", Revision: sp.Revision, Within: 60 * time.Second, Cause: err})
+			return fmt.Errorf("opnsense: disarm rollback: %w", &RollbackPendingError{What: "the filter", Revision: sp.Revision, Within: savepointTimer, Cause: err})
 		}
 		if err != nil {
 			return fmt.Errorf("opnsense: disarm rollback: %w", err)
@@ -418,6 +464,10 @@ func (o *OPNsense) ArmRollback(ctx context.Context) (disarm func(context.Context
 		return nil
 	}, nil
 }
+
+// savepointTimer is OPNsense's fixed rollback delay after apply/<revision>
+// (scripts/filter/rollback_timer.php).
+const savepointTimer = 60 * time.Second
 
 // isTransportError reports whether err is a failure to talk to the firewall
 // at all, as opposed to an answer that reports an error.
@@ -557,7 +607,7 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 }
 
 // WaitReady waits until the API answers again. After Reboot it first waits
-// for the firewall to go down (for up to a minute), so that the old system
+// for the firewall to go down (RebootDownWithin), so that the old system
 // still answering is not taken for the new one.
 func (o *OPNsense) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -566,15 +616,24 @@ func (o *OPNsense) WaitReady(ctx context.Context, timeout time.Duration) error {
 	rebooting := o.rebooting
 	o.mu.Unlock()
 	if rebooting {
-		downBy := o.opts.Now().Add(time.Minute)
-		for o.opts.Now().Before(downBy) {
-			if _, err := o.detectVersion(ctx); err != nil {
-				break
+		within := o.opts.RebootDownWithin
+		if within == 0 {
+			within = 2 * time.Minute
+		}
+		downCtx, cancelDown := context.WithTimeout(ctx, within)
+		for {
+			if _, err := o.detectVersion(downCtx); err != nil {
+				break // going down
 			}
-			if err := sleepCtx(ctx, o.opts.PollInterval); err != nil {
-				return fmt.Errorf("opnsense: the firewall did not go down for its reboot within %v", timeout)
+			if err := sleepCtx(downCtx, o.opts.PollInterval); err != nil {
+				cancelDown()
+				if ctx.Err() != nil {
+					return fmt.Errorf("opnsense: not ready within %v: the firewall never went down for its reboot", timeout)
+				}
+				return fmt.Errorf("opnsense: the firewall still answers %v after the reboot request: the reboot did not start", within)
 			}
 		}
+		cancelDown()
 	}
 	var last error
 	for {

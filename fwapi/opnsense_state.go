@@ -66,7 +66,9 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 
 // idsState reads Suricata's settings and service status. The settings answer
 // is the model as OPNsense's getAction prints it: option fields are maps of
-// {value, selected}; older firmware or other writers may give plain strings.
+// {value, selected}; plain strings are accepted too. UNVERIFIED: the
+// option-map form is how OPNsense's model getters print option fields in
+// general; the reference notes document only {"ids":{"general":{...}}}.
 func (o *OPNsense) idsState(ctx context.Context, v opnVersion, devs map[string]string) ([]IDSInstance, error) {
 	var settings struct {
 		IDS struct {

@@ -597,3 +597,55 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 		})
 	}
 }
+
+func TestOPNsenseRebootThatNeverStarts(t *testing.T) {
+	ctx := context.Background()
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{RebootDownWithin: 200 * time.Millisecond})
+	// The firewall says ok but does not reboot.
+	fake.Fail("POST /api/core/firmware/reboot", fwapitest.Fault{Body: `{"status":"ok"}`})
+	if err := fw.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := fw.WaitReady(ctx, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "still answers 200ms after the reboot request: the reboot did not start") {
+		t.Fatalf("WaitReady() error = %v, want the failed reboot reported", err)
+	}
+}
+
+func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var events []string
+	record := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
+		Rollback: func(ctx context.Context) (func(context.Context) error, error) {
+			record("ssh armed")
+			return func(context.Context) error { record("ssh disarmed"); return nil }, nil
+		},
+	})
+	fake.Expect("POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/cancel_rollback/{rev}")
+	if !fw.RollbackCoversAll() {
+		t.Error("RollbackCoversAll() = false with the SSH rollback configured")
+	}
+	disarm, err := fw.ArmRollback(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := disarm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ssh armed", "ssh disarmed"}, events); diff != "" {
+		t.Errorf("SSH rollback events (-want +got):\n%s", diff)
+	}
+
+	// The SSH rollback failing to arm cancels the savepoint again.
+	fw2, fake2 := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
+		Rollback: func(ctx context.Context) (func(context.Context) error, error) {
+			return nil, errors.New("lock held by fwab on host-b")
+		},
+	})
+	fake2.Expect("POST /api/firewall/filter/cancel_rollback/{rev}")
+	if _, err := fw2.ArmRollback(ctx); err == nil || !strings.Contains(err.Error(), "lock held by fwab on host-b") {
+		t.Fatalf("ArmRollback() error = %v, want the SSH rollback's error", err)
+	}
+}

@@ -332,6 +332,9 @@ func newRESTClient(spec *APISpec, opts RESTOptions, auth func(*resty.Client)) (*
 		SetHeader("Accept", "application/json").
 		SetHeader("User-Agent", "fwab")
 	auth(rc)
+	if spec.Insecure {
+		log.Warn("TLS certificate verification is off for this target (api.insecure): anyone on the path can read the API key", "url", u.Redacted())
+	}
 	base := strings.TrimRight(u.Scheme+"://"+u.Host+strings.TrimRight(u.Path, "/"), "/")
 	return &restClient{base: base, client: rc, log: log}, nil
 }
