@@ -36,7 +36,9 @@ type Runner interface {
 type OPNsenseOptions struct {
 	REST RESTOptions
 	// Rollback arms the SSH rollback script (restore the previous config.xml
-	// unless disarmed) for firmware that has no filter savepoint API (26.7+).
+	// unless disarmed). Required for commit-confirmed on 26.7+, which has no
+	// filter savepoint API; on older firmware it is armed together with the
+	// savepoint, which covers filter rules only.
 	Rollback func(ctx context.Context) (disarm func(context.Context) error, err error)
 	// PollInterval is how often Upgrade and WaitReady poll; default 5 s.
 	PollInterval time.Duration
@@ -74,6 +76,9 @@ var _ Firewall = (*OPNsense)(nil)
 func NewOPNsense(ctx context.Context, t *Target, ssh Runner, opts OPNsenseOptions) (*OPNsense, error) {
 	if t == nil || t.API == nil {
 		return nil, errors.New("opnsense: the target has no api section: add api: {url, key_file or key_env, secret_file or secret_env, ca_file or fingerprint}")
+	}
+	if t.Flavor != "" && t.Flavor != string(configxml.OPNsense) {
+		return nil, fmt.Errorf("opnsense: target %q has flavor %q", t.Name, t.Flavor)
 	}
 	creds, err := LoadCredentials(t.API, true)
 	if err != nil {
@@ -123,7 +128,9 @@ func (v opnVersion) atLeast(maj, mnr int) bool {
 	return v.Major > maj || (v.Major == maj && v.Minor >= mnr)
 }
 
-// Firmware differences (../shared/reference/firewall.md, B-a, B-e, B-h).
+// Firmware differences: 26.1 moved the offload flags to an MVC model with
+// an interfaces settings API and turned IDS "ips" 0/1 into "mode"; 26.7
+// removed the filter savepoint/rollback API.
 func (v opnVersion) hasFilterSavepoint() bool   { return !v.atLeast(26, 7) }
 func (v opnVersion) hasInterfaceSettings() bool { return v.atLeast(26, 1) }
 func (v opnVersion) idsUsesModeField() bool     { return v.atLeast(26, 1) }
