@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-resty/resty/v2"
@@ -270,6 +272,11 @@ func parseAPIURL(spec *APISpec) (*url.URL, error) {
 	if u.User != nil {
 		return nil, errors.New("api url: remove the user:password part; credentials come from key_file/secret_file or key_env/secret_env")
 	}
+	if u.Scheme == "http" {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("api url %s: plain http would send the API key in clear: use https (http is accepted for loopback addresses only)", u.Redacted())
+		}
+	}
 	return u, nil
 }
 
@@ -359,6 +366,12 @@ func (c *restClient) call(ctx context.Context, method, path string, body any, ac
 		var ce *CertificateError
 		if errors.As(err, &ce) {
 			return nil, ce
+		}
+		if ctx.Err() == nil {
+			var ne net.Error
+			if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+				return nil, fmt.Errorf("%s %s: firewall unreachable (is it up, and is the api url %s right?): %w", method, path, c.base, scrubURLError(err))
+			}
 		}
 		return nil, fmt.Errorf("%s %s: %w", method, path, scrubURLError(err))
 	}

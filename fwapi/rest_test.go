@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -244,7 +245,7 @@ func TestResponseBodyLimit(t *testing.T) {
 }
 
 func TestAPIURLValidation(t *testing.T) {
-	for _, u := range []string{"", "ftp://fw", "https://", "https://user:pw@fw.example"} {
+	for _, u := range []string{"", "ftp://fw", "https://", "https://user:pw@fw.example", "http://fw.example", "http://198.18.1.1"} {
 		_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{})
 		if err == nil {
 			t.Errorf("NewPfREST(url %q) succeeded, want an error", u)
@@ -253,5 +254,40 @@ func TestAPIURLValidation(t *testing.T) {
 		if strings.Contains(err.Error(), "pw@") {
 			t.Errorf("NewPfREST(url %q) error %q repeats the password", u, err)
 		}
+	}
+}
+
+func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:8443", "http://localhost", "http://[::1]:80"} {
+		if _, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{}); err != nil {
+			t.Errorf("NewPfREST(url %q) error = %v, want loopback http accepted", u, err)
+		}
+	}
+	_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: "http://fw.example", KeyEnv: "PATH"}, fwapi.RESTOptions{})
+	if err == nil || !strings.Contains(err.Error(), "plain http would send the API key in clear: use https") {
+		t.Errorf("NewPfREST(http://fw.example) error = %v, want https demanded", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
+	cut := fake.Target()
+	fake.SetDown(true) // accepts, then drops every connection
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fake.Target()
+	refused.API.URL = "https://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+
+	for name, tg := range map[string]*fwapi.Target{"connection cut": cut, "connection refused": refused} {
+		t.Run(name, func(t *testing.T) {
+			_, err := fwapi.NewOPNsense(context.Background(), tg, nil, fwapi.OPNsenseOptions{})
+			if err == nil || !strings.Contains(err.Error(), "firewall unreachable (is it up, and is the api url "+tg.API.URL+" right?)") {
+				t.Fatalf("NewOPNsense() error = %v, want the firewall called unreachable", err)
+			}
+		})
 	}
 }
