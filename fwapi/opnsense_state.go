@@ -140,6 +140,9 @@ func selectedValues(raw json.RawMessage) []string {
 	}
 	var out []string
 	for k, v := range m {
+		if k == "" {
+			continue
+		}
 		switch strings.Trim(string(v.Selected), `"`) {
 		case "1", "true":
 			out = append(out, k)
@@ -247,7 +250,7 @@ func opnIfconfigOptions(out []byte) map[string]IfaceState {
 		}
 		s := res[cur]
 		for _, w := range strings.Split(t[open+1:close], ",") {
-			if w != "" {
+			if w = strings.TrimSpace(w); w != "" && !strings.ContainsAny(w, "<>") {
 				s.Options = append(s.Options, w)
 			}
 		}
