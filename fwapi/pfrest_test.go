@@ -190,3 +190,17 @@ func TestPfRESTNeedsNoSecret(t *testing.T) {
 		t.Errorf("NewPfREST() without a key: error = %v", err)
 	}
 }
+
+// TestPfRESTRefusesRedirects: following a redirect would send the
+// X-API-Key header wherever the firewall points.
+func TestPfRESTRefusesRedirects(t *testing.T) {
+	c, fake := newPfREST(t, fwapitest.PfRESTOptions{})
+	fake.Fail("GET /api/v2/system/version", fwapitest.Fault{Status: 302, Header: map[string]string{"Location": "https://198.18.99.99/api/v2/system/version"}})
+	_, err := c.Version(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "the firewall redirected to https://198.18.99.99/api/v2/system/version: set api.url to that address instead") {
+		t.Fatalf("Version() error = %v, want the redirect refused", err)
+	}
+	if n := len(fake.Requests()); n != 1 {
+		t.Errorf("fake saw %d requests, want 1", n)
+	}
+}

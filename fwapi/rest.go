@@ -337,7 +337,12 @@ func newRESTClient(spec *APISpec, opts RESTOptions, auth func(*resty.Client)) (*
 		SetLogger(discardRestyLogger{}).
 		SetDisableWarn(true).
 		SetHeader("Accept", "application/json").
-		SetHeader("User-Agent", "fwab")
+		SetHeader("User-Agent", "fwab").
+		// A redirect could carry the X-API-Key header to another host, and
+		// the firewall's API has no reason to redirect: refuse.
+		SetRedirectPolicy(resty.RedirectPolicyFunc(func(req *http.Request, via []*http.Request) error {
+			return fmt.Errorf("the firewall redirected to %s: set api.url to that address instead (fwab does not follow redirects with credentials)", req.URL.Redacted())
+		}))
 	auth(rc)
 	if spec.Insecure {
 		log.Warn("TLS certificate verification is off for this target (api.insecure): anyone on the path can read the API key", "url", u.Redacted())

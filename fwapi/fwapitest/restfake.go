@@ -39,8 +39,9 @@ type Request struct {
 
 // Fault replaces a route's answer.
 type Fault struct {
-	Status int    // HTTP status; 0 means 200
-	Body   string // answer body
+	Status int               // HTTP status; 0 means 200
+	Body   string            // answer body
+	Header map[string]string // extra answer headers, e.g. Location
 	// Drop runs the route's real handler (its side effects happen on the
 	// firewall) and then cuts the connection instead of answering: the
 	// firewall was reached but the answer was lost.
@@ -162,6 +163,9 @@ func (f *restFake) serve(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		w.Header().Set("Content-Type", "application/json")
+		for k, v := range fault.Header {
+			w.Header().Set(k, v)
+		}
 		w.WriteHeader(status)
 		io.WriteString(w, fault.Body)
 	}
