@@ -213,7 +213,10 @@ func opnConfigFacts(cfg []byte) (devices map[string]string, hostname string, err
 }
 
 // ReadConfig downloads config.xml through the backup API, or reads it over
-// SSH where that API is absent.
+// SSH where that API is absent (404). UNVERIFIED: "this" as the host
+// parameter of /api/core/backup/download/<host> is read from
+// Core/Api/BackupController.php, not confirmed on a real firewall; a 404
+// falls back to SSH.
 func (o *OPNsense) ReadConfig(ctx context.Context) ([]byte, error) {
 	data, err := o.api.call(ctx, http.MethodGet, "/api/core/backup/download/this", nil, "application/xml, */*")
 	var ae *APIError

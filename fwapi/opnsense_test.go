@@ -649,3 +649,27 @@ func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
 		t.Fatalf("ArmRollback() error = %v, want the SSH rollback's error", err)
 	}
 }
+
+func TestOPNsenseUpgradeCancelled(t *testing.T) {
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{UpgradePolls: 1000}, false, fwapi.OPNsenseOptions{})
+	fake.Expect("POST /api/core/firmware/update")
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	err := fw.Upgrade(ctx, "", func(string) { once.Do(func() { time.AfterFunc(100*time.Millisecond, cancel) }) })
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "no result within") {
+		t.Fatalf("Upgrade() after cancel: error = %v, want context.Canceled and no timeout claim", err)
+	}
+}
+
+// TestOPNsenseFirewallHelper: the fwapitest helper gives a working driver
+// with its SSH side.
+func TestOPNsenseFirewallHelper(t *testing.T) {
+	var fw fwapi.Firewall
+	fw, fake := fwapitest.NewOPNsenseFirewall(t, fwapitest.OPNsenseOptions{Version: "26.7"}, fwapi.OPNsenseOptions{})
+	if _, err := fw.Metrics(context.Background()); err != nil {
+		t.Fatalf("Metrics() through the helper's SSH side: %v", err)
+	}
+	if len(fake.Shell().Commands()) == 0 {
+		t.Error("the helper's driver ran nothing on the shell fake")
+	}
+}
