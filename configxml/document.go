@@ -135,10 +135,19 @@ func parse(data []byte) (*etree.Document, *source, error) {
 			if len(stack) >= maxDepth {
 				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("elements nested more than %d deep: not a firewall config", maxDepth)}
 			}
-			el := top.CreateElement(qualified(t.Name))
+			name := qualified(t.Name)
+			if raw := data[off:end]; len(raw) < len(name)+2 || string(raw[1:1+len(name)]) != name || !isNameEnd(raw[1+len(name)]) {
+				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("element name %q is not a plain XML name", string(raw[1:min(len(raw), 40)]))}
+			}
+			el := top.CreateElement(name)
+			if el.FullTag() != name {
+				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("element name %q is not a plain XML name", name)}
+			}
 			var attrs []etree.Attr
 			for _, a := range t.Attr {
-				el.CreateAttr(qualified(a.Name), a.Value)
+				if an := qualified(a.Name); el.CreateAttr(an, a.Value).FullKey() != an {
+					return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("attribute name %q is not a plain XML name", an)}
+				}
 			}
 			if len(el.Attr) > 0 {
 				attrs = append([]etree.Attr(nil), el.Attr...)
@@ -223,6 +232,10 @@ func qualified(n xml.Name) string {
 		return n.Space + ":" + n.Local
 	}
 	return n.Local
+}
+
+func isNameEnd(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '/' || c == '>'
 }
 
 func isSpace(b []byte) bool {

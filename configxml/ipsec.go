@@ -66,7 +66,13 @@ func validateIPsec(c *Config, name, value string) error {
 		}
 	}
 	if !c.hasTunnel(name) {
-		if _, ok := c.tunnels[name]; !ok {
+		spec, ok := c.tunnels[name]
+		for _, f := range []string{spec.Name, spec.Interface, spec.LocalAddr, spec.RemoteAddr, spec.LocalNet, spec.RemoteNet, spec.LocalID, spec.RemoteID, spec.PSK} {
+			if err := xmlText(f); err != nil {
+				return fmt.Errorf("tunnel %q: %w", name, err)
+			}
+		}
+		if !ok {
 			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it (remote gateway, local and remote networks, PSK file) in the target so fwab can create it", name)
 		}
 	}

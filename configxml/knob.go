@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Flavor is the firewall product a config.xml belongs to.
@@ -53,6 +54,20 @@ type KnobSpec struct {
 	get       func(c *Config, qual string) (string, error)
 	set       func(c *Config, qual, value string) error
 	validate  func(c *Config, qual, value string) error
+	canon     func(value string) string // the form Get returns; nil: as given
+}
+
+// Canonical returns value in the form Get reports it ("007" → "7" for rules,
+// "AES128GCM16" → "aes128gcm16" for ipsec). Invalid values come back as given.
+func Canonical(knob, value string) string {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return value
+	}
+	if k := lookupKnob(ref.Name); k != nil && k.canon != nil {
+		return k.canon(value)
+	}
+	return value
 }
 
 // Ref is a parsed knob reference: "ids@wan" is {ids, wan}.
@@ -88,6 +103,12 @@ var knobs = []*KnobSpec{
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "N generated filter rules on the interface that match no real traffic; 0 removes them, user rules untouched",
 		get: getRules, set: setRules, validate: validateRules,
+		canon: func(v string) string {
+			if n, err := strconv.Atoi(v); err == nil {
+				return strconv.Itoa(n)
+			}
+			return v
+		},
 	},
 	{
 		Name: "ids", Qualifier: "interface", Default: "lan", Values: []string{"off", "ids", "ips-legacy", "ips-inline"},
@@ -106,6 +127,12 @@ var knobs = []*KnobSpec{
 		Action: ActionIPsecRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "the named tunnel's phase 1 and phase 2 proposal; none disables the tunnel",
 		get: getIPsec, set: setIPsec, validate: validateIPsec,
+		canon: func(v string) string {
+			if p, err := ParseProposal(v); err == nil {
+				return p.String()
+			}
+			return v
+		},
 	},
 	{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
@@ -246,6 +273,9 @@ func (c *Config) check(ref Ref, value string) (*KnobSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := xmlText(value); err != nil {
+		return nil, fmt.Errorf("knob %s: %w", ref, err)
+	}
 	if k.Values != nil && !slices.Contains(k.Values, value) {
 		return nil, fmt.Errorf("knob %s: invalid value %q; valid values: %s", ref, value, strings.Join(k.Values, ", "))
 	}
@@ -284,11 +314,12 @@ func (c *Config) SetAll(assignments []string) error {
 		if err != nil {
 			return err
 		}
-		c.pending[ref.String()] = value
+		c.pending[ref.String()] = Canonical(ref.String(), value)
 	}
 	for _, a := range assignments {
 		ref, value, _ := ParseAssignment(a)
 		k, err := c.check(ref, value)
+		value = Canonical(ref.String(), value)
 		if err != nil {
 			return err
 		}
@@ -306,7 +337,12 @@ func (c *Config) SetAll(assignments []string) error {
 		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
 			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
 		}
-		done = append(done, s.ref.String()+"="+s.value)
+		shown := s.value
+		if s.ref.Name == "xml" {
+			steps := strings.Split(s.ref.Qualifier, "/")
+			shown = redact(strings.SplitN(steps[len(steps)-1], "[", 2)[0], s.value)
+		}
+		done = append(done, s.ref.String()+"="+shown)
 	}
 	if len(done) > 0 {
 		c.bumpRevision("fwab: " + strings.Join(done, ", "))
@@ -375,4 +411,18 @@ func (c *Config) bumpRevision(desc string) {
 	c.setLeaf(rev, "time", stamp, false)
 	c.setLeaf(rev, "description", desc, c.flavor == PfSense)
 	c.setLeaf(rev, "username", user, c.flavor == PfSense)
+}
+
+// xmlText checks that s can be stored as XML text: valid UTF-8 without the
+// control characters XML 1.0 forbids.
+func xmlText(s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("the value is not valid UTF-8")
+	}
+	for i, r := range s {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF {
+			return fmt.Errorf("the value has control character %U at byte %d, which XML cannot hold", r, i)
+		}
+	}
+	return nil
 }

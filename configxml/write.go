@@ -80,7 +80,8 @@ func (wr *writer) token(t etree.Token) {
 func (wr *writer) charDataUnchanged(t *etree.CharData, sp span) bool {
 	raw := wr.src.data[sp.off:sp.end]
 	if strings.HasPrefix(string(raw[:min(len(raw), 9)]), "<![CDATA[") {
-		return t.IsCData() && len(raw) == len(t.Data)+12 && string(raw[9:len(raw)-3]) == t.Data
+		inner := raw[9 : len(raw)-3]
+		return t.IsCData() && (string(inner) == t.Data || normalizeNewlines(string(inner)) == t.Data)
 	}
 	if t.IsCData() {
 		return false
@@ -129,9 +130,7 @@ func (wr *writer) startUnchanged(e *etree.Element, sp elemSpan) bool {
 	if len(raw) < len(name)+2 || string(raw[1:1+len(name)]) != name {
 		return false
 	}
-	switch raw[1+len(name)] {
-	case ' ', '\t', '\n', '\r', '/', '>':
-	default:
+	if !isNameEnd(raw[1+len(name)]) {
 		return false
 	}
 	if len(e.Attr) != len(sp.attrs) {
@@ -163,3 +162,12 @@ var (
 
 func escapeText(s string) string { return textEscaper.Replace(s) }
 func escapeAttr(s string) string { return attrEscaper.Replace(s) }
+
+// normalizeNewlines does what an XML parser does to line ends: CRLF and a
+// lone CR become LF.
+func normalizeNewlines(s string) string {
+	if !strings.Contains(s, "\r") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+}

@@ -1,0 +1,133 @@
+package configxml
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLint(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		product string
+		set     []string
+		want    []string // rule IDs
+	}{
+		{"clean pfSense", "configs/pfsense-2.7.xml", "", nil, nil},
+		{"clean OPNsense", "configs/opnsense-26.1.xml", "", nil, nil},
+		{"inline IPS with checksum offload on", "configs/pfsense-2.7.xml", "", []string{"ids@lan=ips-inline"}, []string{"FWAB001"}},
+		{"inline IPS with every offload off", "configs/pfsense-2.7.xml", "", []string{"ids@lan=ips-inline", "offload.checksum=off"}, nil},
+		{"OPNsense 26.1 inline IPS with checksum on", "configs/opnsense-26.1.xml", "", []string{"ids@wan=ips-inline"}, []string{"FWAB001"}},
+		{"OPNsense 25.7 inline IPS, offloads off", "configs/opnsense-25.7.xml", "", []string{"ids@wan=ips-inline"}, nil},
+		{"3DES on 2.7", "configs/pfsense-2.6.xml", "2.7.2", nil, []string{"FWAB002"}},
+		{"3DES on 2.6", "configs/pfsense-2.6.xml", "2.6.0", nil, nil},
+		{"ChaCha on 2.6", "configs/pfsense-2.8.xml", "2.6.0", nil, []string{"FWAB002"}},
+		{"IDS on a missing interface", "configs/pfsense-2.7.xml", "", []string{"xml:installedpackages/suricata/rule/interface=opt9"}, []string{"FWAB003"}},
+		{"OPNsense IDS on a missing interface", "configs/opnsense-26.1.xml", "", []string{"xml:OPNsense/IDS/general/interfaces=wan,opt7"}, []string{"FWAB003"}},
+		{"advanced NAT with rules", "configs/pfsense-2.7.xml", "", []string{"nat.outbound=advanced"}, nil},
+		{"advanced NAT without rules", "configs/opnsense-26.1.xml", "", []string{"nat.outbound=advanced"}, []string{"FWAB004"}},
+		{"duplicate tracker", "configs/pfsense-2.7.xml", "", []string{"xml:filter/rule[3]/tracker=100000101"}, []string{"FWAB005"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := load(t, tt.fixture)
+			if tt.product != "" {
+				c.SetProduct(tt.product)
+			}
+			if err := c.SetAll(tt.set); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range Lint(c) {
+				got = append(got, f.Rule)
+				if f.Message == "" || f.Name == "" {
+					t.Errorf("finding %+v lacks a name or message", f)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Lint rules (-want +got):\n%s\nfindings: %+v", diff, Lint(c))
+			}
+		})
+	}
+}
+
+func TestLintRuleIDsStable(t *testing.T) {
+	var got []string
+	for _, r := range LintRules {
+		got = append(got, fmt.Sprintf("%s %s %s", r.ID, r.Name, r.Severity))
+	}
+	want := []string{
+		"FWAB001 ips-inline-offload error",
+		"FWAB002 ipsec-algorithm-version error",
+		"FWAB003 ids-unknown-interface error",
+		"FWAB004 advanced-nat-no-rules warning",
+		"FWAB005 duplicate-tracker warning",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lint rules changed (-want +got); IDs are a public contract:\n%s", diff)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	a := load(t, "configs/pfsense-2.7.xml")
+	b := load(t, "configs/pfsense-2.7.xml")
+	if k, p := Diff(a, b); len(k) != 0 || len(p) != 0 {
+		t.Fatalf("Diff of identical configs = %v, %v", k, p)
+	}
+	b.DefineTunnel(TunnelSpec{Name: "lab", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", PSK: "hunter2-psk"})
+	if err := b.SetAll([]string{"offload.tso=on", "rules@lan=2", "ipsec@lab=aes128gcm16", "xml:system/user/bcrypt-hash=$2b$10$changedchanged"}); err != nil {
+		t.Fatal(err)
+	}
+	knobs, paths := Diff(a, b)
+	wantKnobs := []Change{
+		{Knob: "offload.tso", From: "off", To: "on", Action: ActionInterfaces},
+		{Knob: "rules@lan", From: "0", To: "2", Action: ActionFilterReload},
+		{Knob: "ipsec@lab", From: "", To: "aes128gcm16", Action: ActionIPsecRestart},
+	}
+	if diff := cmp.Diff(wantKnobs, knobs); diff != "" {
+		t.Errorf("knob changes (-want +got):\n%s", diff)
+	}
+	var text []string
+	for _, p := range paths {
+		text = append(text, p.String())
+	}
+	all := strings.Join(text, "\n")
+	for _, want := range []string{
+		"- system/disablesegmentationoffloading",
+		`+ filter/rule[4] (descr "fwab-generated 1")`,
+		`+ filter/rule[5] (descr "fwab-generated 2")`,
+		`+ ipsec/phase1[2] (descr "lab")`,
+		`~ system/user/bcrypt-hash: "(secret)" → "(secret)"`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("path changes lack %q:\n%s", want, all)
+		}
+	}
+	for _, secret := range []string{"hunter2-psk", "changedchanged", "fixture-psk"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("diff shows secret %q:\n%s", secret, all)
+		}
+	}
+}
+
+func TestDiffMatchesOPNsenseByUUID(t *testing.T) {
+	a := loadFixture(t, "configs/opnsense-26.7.xml")
+	b := loadFixture(t, "configs/opnsense-26.7.xml")
+	if err := b.Set("rules@lan", "1"); err != nil {
+		t.Fatal(err)
+	}
+	_, paths := Diff(a, b)
+	var added []string
+	for _, p := range paths {
+		if p.Kind == "added" {
+			added = append(added, p.Path)
+		}
+	}
+	want := []string{`OPNsense/Firewall/Filter/rules/rule[@uuid="f0ab0001-0000-4000-8000-000000000000"]`}
+	if diff := cmp.Diff(want, added); diff != "" {
+		t.Errorf("added paths (-want +got):\n%s", diff)
+	}
+}
