@@ -297,7 +297,7 @@ func (s *Shell) pfctl(hc interp.HandlerContext, args []string, fail func(string,
 			fmt.Fprintln(hc.Stdout, l)
 		}
 	case len(args) == 2 && args[0] == "-s" && args[1] == "Tables":
-		for _, name := range sortedKeys(s.tables) {
+		for _, name := range sortedNames(s.tables) {
 			fmt.Fprintln(hc.Stdout, name)
 		}
 	case len(args) == 4 && args[0] == "-t" && args[2] == "-T" && args[3] == "show":

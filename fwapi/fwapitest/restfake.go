@@ -95,7 +95,7 @@ func (f *restFake) start() {
 		for _, u := range f.unexpected {
 			f.t.Errorf("fake API: unexpected request %s", u)
 		}
-		for _, p := range sortedKeys(f.expected) {
+		for _, p := range sortedNames(f.expected) {
 			if f.calls[p] == 0 {
 				f.t.Errorf("fake API: route %q was expected but never called", p)
 			}
@@ -311,7 +311,7 @@ func (f *restFake) apiSpec(key, secret string) *fwapi.APISpec {
 	return spec
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
