@@ -81,7 +81,7 @@ func (e *APIError) Error() string {
 func hintFor(status int, path string) string {
 	switch {
 	case status == http.StatusUnauthorized:
-		return "check the API key and secret in the target's key_file/secret_file or key_env/secret_env, and that the key's user is enabled"
+		return "check the API key and secret in the target's key_file/secret_file or key_env/secret_env, and that the key's user is enabled and its ACL allows the API"
 	case status == http.StatusForbidden:
 		return "the API key's user lacks the privilege for this endpoint: grant it in the firewall's user manager (ACL)"
 	case status == http.StatusNotFound && strings.HasPrefix(path, "/api/"):
