@@ -12,9 +12,9 @@ package configxml
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -46,7 +46,14 @@ type Product struct {
 // well-formed pfSense or OPNsense document, with the line and column of the
 // problem where the parser knows them.
 func Load(r io.Reader) (*Config, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	var buf bytes.Buffer
+	if st, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= maxConfigSize {
+			buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation for a file of known size
+		}
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r, maxConfigSize+1))
+	data := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("read config.xml: %w", err)
 	}
@@ -178,19 +185,4 @@ func childText(e *etree.Element, path string) string {
 		return strings.TrimSpace(c.Text())
 	}
 	return ""
-}
-
-// decodedText decodes the entities of a raw text node.
-func decodedText(raw []byte) string {
-	d := xml.NewDecoder(io.MultiReader(strings.NewReader("<t>"), bytes.NewReader(raw), strings.NewReader("</t>")))
-	var b strings.Builder
-	for {
-		t, err := d.RawToken()
-		if err != nil {
-			return b.String()
-		}
-		if cd, ok := t.(xml.CharData); ok {
-			b.Write(cd)
-		}
-	}
 }

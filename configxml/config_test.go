@@ -105,6 +105,11 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown entity", "<pfsense><a>&nope;</a></pfsense>", "invalid character entity &nope;"},
 		{"text outside", "<pfsense/>junk", "text outside the root"},
 		{"latin1", "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><pfsense/>", "encoding \"ISO-8859-1\" is not supported"},
+		{"control character in long text", "<pfsense><a>aaaaaaaaaaaaaaaaaaaaaaaaaaaa\x01bbbbbbbbbbbbbbbbbbbbbb</a></pfsense>", "config.xml:1:41: illegal character code U+0001"},
+		{"invalid UTF-8", "<pfsense><a>aaaaaaaaaaaaaaaaaaaa\xff</a></pfsense>", "invalid UTF-8"},
+		{"xml version", "<?xml version=\"1.1\"?><pfsense/>", "only 1.0 is supported"},
+		{"dash dash in comment", "<pfsense><!-- a -- b --></pfsense>", "-- is not allowed inside a comment"},
+		{"non-ASCII name", "<pfsense><ä/></pfsense>", "must be followed by an element name"},
 		{"late declaration", "\n<?xml version=\"1.0\"?><pfsense/>", "must be the very first"},
 	}
 	for _, tt := range tests {
@@ -232,14 +237,14 @@ func TestGolden(t *testing.T) {
 // nothing.
 func TestSetEveryKnob(t *testing.T) {
 	values := map[string][]string{
-		"offload.checksum": {"off", "on"},
-		"offload.tso":      {"on", "off"},
-		"offload.lro":      {"on", "off"},
-		"nat.outbound":     {"advanced", "disabled", "hybrid", "automatic"},
-		"rules@lan":        {"5", "1", "0"},
-		"ids@lan":          {"ids", "ips-inline", "off"},
-		"blocklist":        {"on", "off"},
-		"ipsec@site-b":     {"aes256gcm16", "aes128-sha256", "none"},
+		"offload.checksum":    {"off", "on"},
+		"offload.tso":         {"on", "off"},
+		"offload.lro":         {"on", "off"},
+		"nat.outbound":        {"advanced", "disabled", "hybrid", "automatic"},
+		"rules@lan":           {"5", "1", "0"},
+		"ids@lan":             {"ids", "ips-inline", "off"},
+		"blocklist":           {"on", "off"},
+		"ipsec@site-b":        {"aes256gcm16", "aes128-sha256", "none"},
 		"xml:system/hostname": {"renamed", "!absent"},
 	}
 	for _, name := range fixtures.Configs() {

@@ -2,10 +2,10 @@ package configxml
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
+	"regexp"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -22,24 +22,48 @@ const (
 // span is a byte range of the source document.
 type span struct{ off, end int }
 
-// elemSpan records where an element's tags were in the source.
+// elemSpan records where an irregular element's tags were in the source.
 type elemSpan struct {
 	start span // "<tag attr='v'>" or "<tag/>"
-	end   span // "</tag>"; empty when the element was self-closing
+	end   span // "</tag >"; empty when the element was self-closing
 	attrs []etree.Attr
 }
 
 func (s elemSpan) selfClosing() bool { return s.end.off == s.end.end }
 
-// source keeps the bytes a Config was loaded from and where every token came
-// from, so that Save writes untouched tokens back byte for byte and only what
-// changed is serialized anew.
+// textSpan records a text node whose source differs from its text: one with
+// entities or carriage returns.
+type textSpan struct {
+	span
+	text string
+}
+
+// source keeps the bytes a Config was loaded from, so that Save copies
+// untouched parts back verbatim and serializes only what changed.
+//
+// Most of a config needs no bookkeeping: plain text shares the source's
+// memory (so Save can tell it is untouched), and an element written as
+// <tag>…</tag> comes out the same when written anew. Only the rest is
+// recorded: elements with attributes, self-closing or with space inside
+// their tags; text with entities; comments and processing instructions.
 type source struct {
 	data   []byte
 	elems  map[*etree.Element]elemSpan
-	chars  map[*etree.CharData]span
+	texts  map[*etree.CharData]textSpan
 	others map[etree.Token]span // comments, processing instructions
+	fresh  map[*etree.Element]bool
 	style  style
+}
+
+// shares reports whether s is a view of the source's bytes: text that has
+// not been replaced since Load.
+func (src *source) shares(s string) bool {
+	if len(s) == 0 || len(src.data) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	base := uintptr(unsafe.Pointer(&src.data[0]))
+	return p >= base && p+uintptr(len(s)) <= base+uintptr(len(src.data))
 }
 
 // style is how the document writes things fwab adds to it.
@@ -63,7 +87,8 @@ func (e *ParseError) Error() string {
 	return "config.xml: " + e.Msg
 }
 
-// parse reads data into an etree document and records every token's source span.
+// parse reads data into an etree document and records what Save needs to
+// reproduce it.
 func parse(data []byte) (*etree.Document, *source, error) {
 	if len(data) > maxConfigSize {
 		return nil, nil, &ParseError{Msg: fmt.Sprintf("%d bytes is larger than the %d-byte limit; is this really a config.xml?", len(data), maxConfigSize)}
@@ -73,142 +98,137 @@ func parse(data []byte) (*etree.Document, *source, error) {
 	}
 	src := &source{
 		data:   data,
-		elems:  make(map[*etree.Element]elemSpan, len(data)/64),
-		chars:  make(map[*etree.CharData]span, len(data)/32),
-		others: make(map[etree.Token]span),
+		elems:  map[*etree.Element]elemSpan{},
+		texts:  map[*etree.CharData]textSpan{},
+		others: map[etree.Token]span{},
+		fresh:  map[*etree.Element]bool{},
+	}
+	errAt := func(off int, format string, args ...any) error {
+		line, col := position(data, off)
+		return &ParseError{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+	}
+	sc := &scanner{data: data, names: map[string]string{}}
+	if bytes.HasPrefix(data, []byte("\ufeff")) {
+		sc.pos = 3
 	}
 	doc := etree.NewDocument()
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	dec.Strict = true
-	dec.CharsetReader = func(charset string, input io.Reader) (io.Reader, error) {
-		switch strings.ToLower(charset) {
-		case "utf-8", "utf8", "us-ascii", "ascii":
-			return input, nil
-		}
-		return nil, fmt.Errorf("encoding %q is not supported: pfSense and OPNsense write UTF-8", charset)
+	if sc.pos > 0 {
+		bom := doc.CreateText(string(data[:3]))
+		src.texts[bom] = textSpan{span{0, 3}, bom.Data}
 	}
 
-	type open struct {
-		el        *etree.Element
-		line, col int
-	}
-	stack := []open{}
+	var stack []*etree.Element
+	var opened []int // start offsets of the open elements
 	top := &doc.Element
 	roots := 0
 	var empties, selfClosed int
-
-	fail := func(msg string, args ...any) error {
-		line, col := dec.InputPos()
-		return &ParseError{Line: line, Col: col, Msg: fmt.Sprintf(msg, args...)}
-	}
-
 	for {
-		off := int(dec.InputOffset())
-		line, col := dec.InputPos()
-		tok, err := dec.RawToken()
-		if err == io.EOF {
+		tok, err := sc.next()
+		if err != nil {
+			var se *scanError
+			if errors.As(err, &se) {
+				return nil, nil, errAt(se.off, "%s", se.msg)
+			}
+			return nil, nil, err
+		}
+		if tok.kind == tokEOF {
 			break
 		}
-		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				l, c := dec.InputPos()
-				msg := se.Msg
-				if msg == "unexpected EOF" {
-					msg = "unexpected end of file: the config is truncated"
-				}
-				return nil, nil, &ParseError{Line: l, Col: c, Msg: msg}
-			}
-			return nil, nil, fail("%v", err)
-		}
-		end := int(dec.InputOffset())
-		sp := span{off, end}
-
-		switch t := tok.(type) {
-		case xml.StartElement:
+		switch tok.kind {
+		case tokStart:
 			if len(stack) == 0 {
 				roots++
 				if roots > 1 {
-					return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("a second root element <%s>: a config.xml has exactly one", t.Name.Local)}
+					return nil, nil, errAt(tok.off, "a second root element <%s>: a config.xml has exactly one", tok.name)
 				}
 			}
 			if len(stack) >= maxDepth {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("elements nested more than %d deep: not a firewall config", maxDepth)}
+				return nil, nil, errAt(tok.off, "elements nested more than %d deep: not a firewall config", maxDepth)
 			}
-			name := qualified(t.Name)
-			if raw := data[off:end]; len(raw) < len(name)+2 || string(raw[1:1+len(name)]) != name || !isNameEnd(raw[1+len(name)]) {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("element name %q is not a plain XML name", string(raw[1:min(len(raw), 40)]))}
+			el := top.CreateElement(tok.name)
+			for _, a := range tok.attrs {
+				el.CreateAttr(a.name, a.value)
 			}
-			el := top.CreateElement(name)
-			if el.FullTag() != name {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("element name %q is not a plain XML name", name)}
+			if el.FullTag() != tok.name || len(el.Attr) != len(tok.attrs) {
+				return nil, nil, errAt(tok.off, "<%s> is not a plain XML name", tok.name)
 			}
-			var attrs []etree.Attr
-			for _, a := range t.Attr {
-				if an := qualified(a.Name); el.CreateAttr(an, a.Value).FullKey() != an {
-					return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("attribute name %q is not a plain XML name", an)}
-				}
-			}
-			if len(el.Attr) > 0 {
-				attrs = append([]etree.Attr(nil), el.Attr...)
-			}
-			src.elems[el] = elemSpan{start: sp, attrs: attrs}
-			stack = append(stack, open{el, line, col})
-			top = el
-		case xml.EndElement:
-			if len(stack) == 0 {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("</%s> closes nothing", qualified(t.Name))}
-			}
-			o := stack[len(stack)-1]
-			if name := qualified(t.Name); name != o.el.FullTag() {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: fmt.Sprintf("</%s> does not close <%s> opened at %d:%d", name, o.el.FullTag(), o.line, o.col)}
-			}
-			es := src.elems[o.el]
-			es.end = sp
-			src.elems[o.el] = es
-			if len(o.el.Child) == 0 {
+			if tok.selfClosing {
+				src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
 				empties++
-				if es.selfClosing() {
-					selfClosed++
+				selfClosed++
+				if len(stack) == 0 {
+					top = &doc.Element
 				}
+				continue
 			}
-			stack = stack[:len(stack)-1]
-			top = o.el.Parent()
+			if len(el.Attr) > 0 || tok.end-tok.off != len(tok.name)+2 {
+				src.elems[el] = elemSpan{start: span{tok.off, tok.end}, attrs: slices.Clone(el.Attr)}
+			}
+			stack = append(stack, el)
+			opened = append(opened, tok.off)
+			top = el
+		case tokEnd:
 			if len(stack) == 0 {
-				top = &doc.Element
+				return nil, nil, errAt(tok.off, "</%s> closes nothing", tok.name)
 			}
-		case xml.CharData:
-			raw := data[off:end]
+			el := stack[len(stack)-1]
+			if tok.name != el.FullTag() {
+				line, col := position(data, opened[len(opened)-1])
+				return nil, nil, errAt(tok.off, "</%s> does not close <%s> opened at %d:%d", tok.name, el.FullTag(), line, col)
+			}
+			es, irregular := src.elems[el]
+			if irregular || tok.end-tok.off != len(tok.name)+3 {
+				if !irregular {
+					es.start = span{opened[len(opened)-1], opened[len(opened)-1] + len(tok.name) + 2}
+				}
+				es.end = span{tok.off, tok.end}
+				src.elems[el] = es
+			}
+			if len(el.Child) == 0 {
+				empties++
+			}
+			stack, opened = stack[:len(stack)-1], opened[:len(opened)-1]
+			top = &doc.Element
+			if len(stack) > 0 {
+				top = stack[len(stack)-1]
+			}
+		case tokText:
+			if len(stack) == 0 && !isSpace(data[tok.off:tok.end]) {
+				return nil, nil, errAt(tok.off, "text outside the root element")
+			}
+			cd := top.CreateText(tok.text)
+			if isSpace(data[tok.off:tok.end]) {
+				cd.SetData(cd.Data) // sets etree's whitespace flag
+			}
+			if !tok.aliased {
+				src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+			}
+		case tokCDATA:
 			if len(stack) == 0 {
-				if len(bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\ufeff")))) != 0 || (off != 0 && bytes.Contains(raw, []byte("\ufeff"))) {
-					return nil, nil, &ParseError{Line: line, Col: col, Msg: "text outside the root element"}
+				return nil, nil, errAt(tok.off, "CDATA outside the root element")
+			}
+			cd := top.CreateCData(tok.text)
+			src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+		case tokComment:
+			src.others[top.CreateComment(tok.text)] = span{tok.off, tok.end}
+		case tokProcInst:
+			if strings.EqualFold(tok.name, "xml") {
+				if tok.off != sc.startOffset() {
+					return nil, nil, errAt(tok.off, "the XML declaration must be the very first thing in the file")
+				}
+				if v := declAttr(tok.text, "version"); v != "1.0" {
+					return nil, nil, errAt(tok.off, "XML version %q: only 1.0 is supported", v)
+				}
+				if enc := declAttr(tok.text, "encoding"); enc != "" && !slices.Contains([]string{"utf-8", "utf8", "us-ascii", "ascii"}, strings.ToLower(enc)) {
+					return nil, nil, errAt(tok.off, "encoding %q is not supported: pfSense and OPNsense write UTF-8", enc)
 				}
 			}
-			var cd *etree.CharData
-			if bytes.HasPrefix(raw, []byte("<![CDATA[")) {
-				cd = top.CreateCData(string(t))
-			} else {
-				cd = top.CreateText(textOf(raw, t))
-				if isSpace(raw) {
-					cd.SetData(cd.Data) // sets etree's whitespace flag
-				}
-			}
-			src.chars[cd] = sp
-		case xml.Comment:
-			src.others[top.CreateComment(string(t))] = sp
-		case xml.ProcInst:
-			if t.Target == "xml" && off != 0 {
-				return nil, nil, &ParseError{Line: line, Col: col, Msg: "the XML declaration must be the very first thing in the file"}
-			}
-			src.others[top.CreateProcInst(t.Target, string(t.Inst))] = sp
-		case xml.Directive:
-			return nil, nil, &ParseError{Line: line, Col: col, Msg: "a <!DOCTYPE> or other directive: pfSense and OPNsense never write one, and fwab does not expand entities"}
+			src.others[top.CreateProcInst(tok.name, tok.text)] = span{tok.off, tok.end}
 		}
 	}
 	if len(stack) > 0 {
-		o := stack[len(stack)-1]
-		l, c := dec.InputPos()
-		return nil, nil, &ParseError{Line: l, Col: c, Msg: fmt.Sprintf("unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", o.el.FullTag(), o.line, o.col)}
+		line, col := position(data, opened[len(opened)-1])
+		return nil, nil, errAt(len(data), "unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", stack[len(stack)-1].FullTag(), line, col)
 	}
 	if roots == 0 {
 		return nil, nil, &ParseError{Msg: "no root element"}
@@ -217,21 +237,23 @@ func parse(data []byte) (*etree.Document, *source, error) {
 	return doc, src, nil
 }
 
-// textOf returns the decoded text, sharing the source's memory when the raw
-// bytes are the text itself (no entities): the common case, and the one that
-// matters for megabytes of RRD data. data is never modified after Load.
-func textOf(raw []byte, decoded []byte) string {
-	if bytes.Equal(raw, decoded) && len(raw) > 0 {
-		return unsafe.String(&raw[0], len(raw))
+func (s *scanner) startOffset() int {
+	if bytes.HasPrefix(s.data, []byte("\ufeff")) {
+		return 3
 	}
-	return string(decoded)
+	return 0
 }
 
-func qualified(n xml.Name) string {
-	if n.Space != "" {
-		return n.Space + ":" + n.Local
+var declAttrs = regexp.MustCompile(`(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)')`)
+
+// declAttr returns a pseudo-attribute of the XML declaration.
+func declAttr(inst, name string) string {
+	for _, m := range declAttrs.FindAllStringSubmatch(inst, -1) {
+		if m[1] == name {
+			return m[2] + m[3]
+		}
 	}
-	return n.Local
+	return ""
 }
 
 func isNameEnd(c byte) bool {

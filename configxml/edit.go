@@ -62,6 +62,7 @@ func (c *Config) insertChildren(parent *etree.Element, els []*etree.Element, aft
 	childIndent := parentIndent + c.src.style.indent
 	for _, el := range els {
 		c.format(el, childIndent)
+		c.markFresh(el)
 	}
 
 	// Position: right after the chosen element, else after the last element.
@@ -105,6 +106,14 @@ func (c *Config) insertChildren(parent *etree.Element, els []*etree.Element, aft
 	}
 	for _, t := range tail {
 		parent.AddChild(t)
+	}
+}
+
+// markFresh records el's subtree as added by fwab.
+func (c *Config) markFresh(el *etree.Element) {
+	c.src.fresh[el] = true
+	for _, ch := range el.ChildElements() {
+		c.markFresh(ch)
 	}
 }
 
@@ -161,9 +170,6 @@ func (c *Config) format(el *etree.Element, indent string) {
 	}
 	if len(elems) == 0 {
 		return
-	}
-	if _, known := c.src.elems[el]; known {
-		return // an element from the source keeps its own layout
 	}
 	removeAllChildren(el)
 	inner := indent + c.src.style.indent

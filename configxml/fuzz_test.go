@@ -2,8 +2,13 @@ package configxml
 
 import (
 	"bytes"
+	"encoding/xml"
+	"io"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/beevik/etree"
 
 	"github.com/fwab/fwab/fixtures"
 )
@@ -25,7 +30,72 @@ func FuzzLoad(f *testing.F) {
 		}
 		c.Values()
 		Lint(c)
+		// What fwab's scanner accepts, encoding/xml accepts too, with the
+		// same elements and the same text.
+		if want, got := stdTokens(t, data), docTokens(c); !slices.Equal(want, got) {
+			t.Fatalf("scanner and encoding/xml disagree:\n std %q\nfwab %q", want, got)
+		}
 	})
+}
+
+// stdTokens lists elements and non-space text as encoding/xml sees them.
+func stdTokens(t *testing.T, data []byte) []string {
+	d := xml.NewDecoder(bytes.NewReader(bytes.TrimPrefix(data, []byte("\ufeff"))))
+	d.Strict = true
+	var out []string
+	text := ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("fwab accepted a document encoding/xml refuses: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if strings.TrimSpace(text) != "" {
+				out = append(out, text)
+			}
+			out = append(out, "<"+tok.Name.Local)
+			text = ""
+		case xml.EndElement:
+			if strings.TrimSpace(text) != "" {
+				out = append(out, text)
+			}
+			out = append(out, ">")
+			text = ""
+		case xml.CharData:
+			text += string(tok)
+		}
+	}
+}
+
+func docTokens(c *Config) []string {
+	var out []string
+	var walk func(e *etree.Element)
+	walk = func(e *etree.Element) {
+		out = append(out, "<"+e.Tag)
+		text := ""
+		for _, ch := range e.Child {
+			switch ch := ch.(type) {
+			case *etree.Element:
+				if strings.TrimSpace(text) != "" {
+					out = append(out, text)
+				}
+				text = ""
+				walk(ch)
+			case *etree.CharData:
+				text += ch.Data
+			}
+		}
+		if strings.TrimSpace(text) != "" {
+			out = append(out, text)
+		}
+		out = append(out, ">")
+	}
+	walk(c.Root())
+	return out
 }
 
 // FuzzSet: any knob=value either is refused with the config untouched, or

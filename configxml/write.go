@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"strings"
 
@@ -46,15 +47,18 @@ func (wr *writer) token(t etree.Token) {
 	case *etree.Element:
 		wr.element(t)
 	case *etree.CharData:
-		if sp, ok := wr.src.chars[t]; ok && wr.charDataUnchanged(t, sp) {
-			wr.raw(sp)
+		if !t.IsCData() && wr.src.shares(t.Data) {
+			wr.w.WriteString(t.Data) // plain text from the source: no <, & or ]]> in it
 			return
 		}
-		if t.IsCData() {
+		switch ts, ok := wr.src.texts[t]; {
+		case ok && ts.text == t.Data && !t.IsCData() == !bytes.HasPrefix(wr.src.data[ts.off:ts.end], []byte("<![CDATA[")):
+			wr.raw(ts.span) // text with entities or CRs, unchanged
+		case t.IsCData():
 			wr.cdata(t.Data)
-			return
+		default:
+			wr.w.WriteString(escapeText(t.Data))
 		}
-		wr.w.WriteString(escapeText(t.Data))
 	case *etree.Comment:
 		if sp, ok := wr.src.others[t]; ok && string(wr.src.data[sp.off:sp.end]) == "<!--"+t.Data+"-->" {
 			wr.raw(sp)
@@ -76,37 +80,22 @@ func (wr *writer) token(t etree.Token) {
 	}
 }
 
-// charDataUnchanged reports whether t still holds what its source span says.
-func (wr *writer) charDataUnchanged(t *etree.CharData, sp span) bool {
-	raw := wr.src.data[sp.off:sp.end]
-	if strings.HasPrefix(string(raw[:min(len(raw), 9)]), "<![CDATA[") {
-		inner := raw[9 : len(raw)-3]
-		return t.IsCData() && (string(inner) == t.Data || normalizeNewlines(string(inner)) == t.Data)
-	}
-	if t.IsCData() {
-		return false
-	}
-	if len(raw) == len(t.Data) && string(raw) == t.Data {
-		return true
-	}
-	// The text had entities or CRLFs: compare what it decodes to.
-	return decodedText(raw) == t.Data
-}
-
 func (wr *writer) element(e *etree.Element) {
-	sp, known := wr.src.elems[e]
-	if known && !wr.startUnchanged(e, sp) {
-		known = false
+	sp, irregular := wr.src.elems[e]
+	if irregular && !wr.startUnchanged(e, sp) {
+		irregular = false // renamed or attributes edited: write it anew
 	}
 	switch {
-	case known && sp.selfClosing() && len(e.Child) == 0:
+	case irregular && sp.selfClosing() && len(e.Child) == 0:
 		wr.raw(sp.start)
 		return
-	case known && !sp.selfClosing():
+	case irregular && !sp.selfClosing():
 		wr.raw(sp.start)
 	default:
+		// A regular element (<tag>…</tag>) comes out as it went in; an
+		// element fwab added takes the document's style when empty.
 		wr.startTag(e)
-		if len(e.Child) == 0 && wr.src.style.selfCloseEmpty {
+		if len(e.Child) == 0 && wr.src.fresh[e] && wr.src.style.selfCloseEmpty {
 			wr.w.WriteString("/>")
 			return
 		}
@@ -115,7 +104,7 @@ func (wr *writer) element(e *etree.Element) {
 	for _, c := range e.Child {
 		wr.token(c)
 	}
-	if known && !sp.selfClosing() {
+	if irregular && !sp.selfClosing() {
 		wr.raw(sp.end)
 		return
 	}
