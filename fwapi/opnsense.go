@@ -306,6 +306,9 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 			return fmt.Errorf("opnsense: apply %s: unknown action %q", c.Knob, c.Action)
 		}
 	}
+	if _, err := opnOffloadArgs(changes); err != nil {
+		return fmt.Errorf("opnsense: apply: %w", err)
+	}
 	v := o.currentVersion()
 	if need[configxml.ActionInterfaces] && !v.hasInterfaceSettings() && o.ssh == nil {
 		return fmt.Errorf("opnsense: apply: OPNsense %s reconfigures interfaces only from a shell (configctl): add an ssh section to the target", v)
@@ -320,14 +323,14 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 		if savepointOnly && a != configxml.ActionFilterReload {
 			o.log.WarnContext(ctx, "the armed rollback is a filter savepoint: it will not undo this action; configure ssh for a whole-config rollback", "action", string(a))
 		}
-		if err := o.runAction(ctx, a); err != nil {
+		if err := o.runAction(ctx, a, changes); err != nil {
 			return fmt.Errorf("opnsense: apply %s: %w", a, err)
 		}
 	}
 	return nil
 }
 
-func (o *OPNsense) runAction(ctx context.Context, a configxml.Action) error {
+func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []configxml.Change) error {
 	switch a {
 	case configxml.ActionFilterReload:
 		o.mu.Lock()
@@ -348,22 +351,45 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action) error {
 	case configxml.ActionIPsecRestart:
 		return o.post(ctx, "/api/ipsec/service/reconfigure", nil)
 	case configxml.ActionInterfaces:
-		if o.currentVersion().hasInterfaceSettings() {
-			return o.post(ctx, "/api/interfaces/settings/reconfigure", nil)
-		}
-		cfg, err := o.ReadConfig(ctx)
+		args, err := opnOffloadArgs(changes)
 		if err != nil {
 			return err
 		}
-		devs, _, err := opnConfigFacts(cfg)
-		if err != nil {
-			return err
-		}
-		for _, key := range slices.Sorted(maps.Keys(devs)) {
-			if !opnIfaceKeyRe.MatchString(key) {
-				return fmt.Errorf("interface key %q in config.xml is not a plain name: refusing to put it in a shell command", key)
+		var devs map[string]string // interface key -> device, read when a shell needs them
+		if o.ssh != nil {
+			cfg, err := o.ReadConfig(ctx)
+			if err != nil {
+				return err
 			}
-			if _, err := o.shell(ctx, "configctl interface reconfigure "+key, nil); err != nil {
+			if devs, _, err = opnConfigFacts(cfg); err != nil {
+				return err
+			}
+		}
+		if o.currentVersion().hasInterfaceSettings() {
+			if err := o.post(ctx, "/api/interfaces/settings/reconfigure", nil); err != nil {
+				return err
+			}
+		} else {
+			for _, key := range slices.Sorted(maps.Keys(devs)) {
+				if !opnIfaceKeyRe.MatchString(key) {
+					return fmt.Errorf("interface key %q in config.xml is not a plain name: refusing to put it in a shell command", key)
+				}
+				if _, err := o.shell(ctx, "configctl interface reconfigure "+key, nil); err != nil {
+					return err
+				}
+			}
+		}
+		// Not every NIC driver takes new offload flags on a reconfigure
+		// (UNVERIFIED per driver): switch them explicitly too, where a shell
+		// is available, as the pfSense driver does.
+		if len(args) == 0 || o.ssh == nil {
+			return nil
+		}
+		for _, dev := range slices.Sorted(maps.Values(devs)) {
+			if !opnNICRe.MatchString(dev) {
+				continue // vlans (igb0.100) and odd names: their parent carries the flags
+			}
+			if _, err := o.shell(ctx, "ifconfig "+dev+" "+strings.Join(args, " "), nil); err != nil {
 				return err
 			}
 		}
@@ -376,6 +402,41 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action) error {
 // opt12). Keys are the only firewall-supplied values that reach a shell
 // command line here, and only after matching it.
 var opnIfaceKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// opnNICRe is a physical NIC's device name (igb0, vtnet1, ixl3); only names
+// that match reach a command line.
+var opnNICRe = regexp.MustCompile(`^[a-z]{2,12}[0-9]{1,3}$`)
+
+// opnOffloadFlags are the ifconfig arguments that switch each offload knob.
+var opnOffloadFlags = map[string][]string{
+	"offload.checksum": {"txcsum", "rxcsum", "txcsum6", "rxcsum6"},
+	"offload.tso":      {"tso"},
+	"offload.lro":      {"lro"},
+}
+
+// opnOffloadArgs turns offload changes into ifconfig arguments: "-txcsum"
+// switches an offload off, "txcsum" on (FreeBSD has no "+" form).
+func opnOffloadArgs(changes []configxml.Change) ([]string, error) {
+	var args []string
+	for _, c := range changes {
+		flags, ok := opnOffloadFlags[c.Knob]
+		if !ok {
+			continue
+		}
+		prefix := ""
+		switch c.To {
+		case "on":
+		case "off":
+			prefix = "-"
+		default:
+			return nil, fmt.Errorf("%s=%q: want on or off", c.Knob, c.To)
+		}
+		for _, f := range flags {
+			args = append(args, prefix+f)
+		}
+	}
+	return args, nil
+}
 
 // RollbackPendingError says the firewall was left with an armed rollback that
 // fwab could not disarm or confirm: the firewall restores the previous state

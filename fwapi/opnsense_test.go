@@ -394,6 +394,8 @@ func TestOPNsenseRuntimeState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, true, fwapi.OPNsenseOptions{})
 			fake.SetIDS(tc.ids)
+			fake.Shell().SetOptions("vtnet0", []string{"VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "LINKSTATE"})
+			fake.Shell().SetOptions("vtnet1", []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "LRO", "LINKSTATE"})
 			fake.SetSAs([]fwapitest.FakeSA{{Phase1: "con1", Name: "con1-child1", State: "INSTALLED", EncrAlg: "AES_GCM_16", KeySize: "128", BytesIn: 10, BytesOut: 20}})
 			got, err := fw.RuntimeState(context.Background())
 			if err != nil {
@@ -671,5 +673,110 @@ func TestOPNsenseFirewallHelper(t *testing.T) {
 	}
 	if len(fake.Shell().Commands()) == 0 {
 		t.Error("the helper's driver ran nothing on the shell fake")
+	}
+}
+
+// TestOPNsenseOffloadApply: an offload change reaches the NICs, through the
+// firewall's own reconfigure (from config.xml) and explicit ifconfig.
+func TestOPNsenseOffloadApply(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string
+		shell   bool
+		wantSSH []string
+	}{
+		{name: "26.1 with ssh", version: "26.1.2", shell: true,
+			wantSSH: []string{"ifconfig vtnet0 tso lro", "ifconfig vtnet1 tso lro"}},
+		{name: "26.1 API only", version: "26.1.2"},
+		{name: "25.7 configctl", version: "25.7.11", shell: true,
+			wantSSH: []string{"configctl interface reconfigure lan", "configctl interface reconfigure wan", "ifconfig vtnet0 tso lro", "ifconfig vtnet1 tso lro"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
+			sh := fake.Shell() // the fake's NIC state, whether or not the driver has ssh
+			for _, nic := range []string{"vtnet0", "vtnet1"} {
+				sh.SetOptions(nic, []string{"RXCSUM", "TXCSUM", "LRO", "LINKSTATE"})
+			}
+			raw, err := fw.ReadConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := configxml.LoadBytes(raw)
+			after, _ := configxml.LoadBytes(raw)
+			for knob, v := range map[string]string{"offload.checksum": "off", "offload.tso": "on", "offload.lro": "on"} {
+				if err := after.Set(knob, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(fake.Root(), "conf/config.xml"), after.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ch, _ := configxml.Diff(before, after)
+			// The default config has every offload off: checksum stays off.
+			var knobs []string
+			for _, c := range ch {
+				knobs = append(knobs, c.Knob+"="+c.To)
+			}
+			if diff := cmp.Diff([]string{"offload.tso=on", "offload.lro=on"}, knobs); diff != "" {
+				t.Fatalf("config changes (-want +got):\n%s", diff)
+			}
+			fake.ResetActions()
+			if err := fw.Apply(ctx, ch); err != nil {
+				t.Fatalf("Apply(%+v) error = %v", ch, err)
+			}
+			if diff := cmp.Diff([]configxml.Action{configxml.ActionInterfaces}, fake.Actions()); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			for _, nic := range []string{"vtnet0", "vtnet1"} {
+				got := sh.Options(nic)
+				slices.Sort(got)
+				if diff := cmp.Diff([]string{"LINKSTATE", "LRO", "TSO4", "TSO6"}, got); diff != "" {
+					t.Errorf("%s options after Apply (-want +got):\n%s", nic, diff)
+				}
+			}
+			if tc.shell {
+				var got []string
+				for _, c := range sh.Commands() {
+					if strings.HasPrefix(c, "configctl") || strings.HasPrefix(c, "ifconfig") {
+						got = append(got, c)
+					}
+				}
+				if diff := cmp.Diff(tc.wantSSH, got); diff != "" {
+					t.Errorf("shell commands (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestOPNsenseOffloadOffExplicit: switching an offload off runs the "-" form.
+func TestOPNsenseOffloadOffExplicit(t *testing.T) {
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{})
+	sh := fake.Shell()
+	sh.SetOptions("vtnet1", []string{"RXCSUM", "TXCSUM", "RXCSUM_IPV6", "TXCSUM_IPV6", "LINKSTATE"})
+	// Config untouched: only the explicit ifconfig can switch the flags.
+	fake.Fail("POST /api/interfaces/settings/reconfigure", fwapitest.Fault{Body: `{"status":"ok"}`})
+	err := fw.Apply(context.Background(), []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh.Options("vtnet1"); !slices.Equal(got, []string{"LINKSTATE"}) {
+		t.Errorf("vtnet1 options = %v, want [LINKSTATE]", got)
+	}
+	if !slices.Contains(sh.Commands(), "ifconfig vtnet1 -txcsum -rxcsum -txcsum6 -rxcsum6") {
+		t.Errorf("commands %q lack the explicit ifconfig", sh.Commands())
+	}
+}
+
+func TestOPNsenseOffloadBadValue(t *testing.T) {
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{})
+	err := fw.Apply(context.Background(), []configxml.Change{{Knob: "offload.tso", To: "off; reboot", Action: configxml.ActionInterfaces}})
+	if err == nil || !strings.Contains(err.Error(), `offload.tso="off; reboot": want on or off`) {
+		t.Fatalf("Apply() error = %v, want the bad value named", err)
+	}
+	if n := len(fake.Shell().Commands()); n != 0 {
+		t.Errorf("%d shell commands ran before the refusal", n)
 	}
 }

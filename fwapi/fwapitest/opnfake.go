@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
 )
@@ -81,6 +82,7 @@ type OPNsense struct {
 	}
 	reboots int
 	shell   *Shell
+	actions []configxml.Action
 }
 
 // DefaultOPNsenseConfig is a small OPNsense config.xml with a LAN and a WAN.
@@ -208,6 +210,7 @@ func (f *OPNsense) routes() {
 		f.mu.Lock()
 		f.filterLoaded = f.filterModel
 		f.filterApplies++
+		f.recordLocked(configxml.ActionFilterReload)
 		f.mu.Unlock()
 		writeJSON(w, 200, api.Body("opnsense/filter_apply.json"))
 	})
@@ -230,6 +233,7 @@ func (f *OPNsense) routes() {
 			}
 			f.filterLoaded = f.filterModel
 			f.filterApplies++
+			f.recordLocked(configxml.ActionFilterReload)
 			if f.timer != nil {
 				f.timer.Stop()
 			}
@@ -252,6 +256,7 @@ func (f *OPNsense) routes() {
 	f.handle("POST /api/ids/service/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.ids.Running = f.ids.Enabled
+		f.recordLocked(configxml.ActionIDSRestart)
 		f.mu.Unlock()
 		writeJSON(w, 200, []byte(`{"status":"OK"}`))
 	})
@@ -289,6 +294,7 @@ func (f *OPNsense) routes() {
 	f.handle("POST /api/ipsec/service/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.ipsecRunning = true
+		f.recordLocked(configxml.ActionIPsecRestart)
 		f.mu.Unlock()
 		ok(w)
 	})
@@ -324,7 +330,13 @@ func (f *OPNsense) routes() {
 		writeJSON(w, 200, b)
 	})
 	if f.atLeast(26, 1) {
-		f.handle("POST /api/interfaces/settings/reconfigure", func(w http.ResponseWriter, r *http.Request) { ok(w) })
+		f.handle("POST /api/interfaces/settings/reconfigure", func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			f.recordLocked(configxml.ActionInterfaces)
+			f.mu.Unlock()
+			f.Shell().applyOffloadConfig("")
+			ok(w)
+		})
 	}
 	f.handle("POST /api/core/firmware/reboot", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -506,3 +518,26 @@ func (f *OPNsense) ConfigXML() []byte {
 
 // Root is the folder standing for the firewall's "/".
 func (f *OPNsense) Root() string { return f.root }
+
+// recordLocked notes a service action; repeats in a row (one reconfigure per
+// interface) count once. f.mu is held.
+func (f *OPNsense) recordLocked(a configxml.Action) {
+	if n := len(f.actions); n > 0 && f.actions[n-1] == a {
+		return
+	}
+	f.actions = append(f.actions, a)
+}
+
+// Actions returns the service actions the firewall ran, in order.
+func (f *OPNsense) Actions() []configxml.Action {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]configxml.Action(nil), f.actions...)
+}
+
+// ResetActions forgets the recorded actions.
+func (f *OPNsense) ResetActions() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actions = nil
+}

@@ -10,12 +10,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"mvdan.cc/sh/v3/interp"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/fwab/fwab/configxml"
 )
 
 // ShellResult replaces a command's outcome in the shell fake.
@@ -36,7 +39,7 @@ type Shell struct {
 	commands  []string   // command lines run
 	execs     [][]string // every simple command with its arguments
 	overrides map[string]ShellResult
-	ifconfig  string
+	ifaces    []*fakeIface
 	pfRules   int
 	pfNAT     []string
 	tables    map[string]int
@@ -52,21 +55,10 @@ func (f *OPNsense) Shell() *Shell {
 		f.shell = &Shell{
 			f:         f,
 			overrides: map[string]ShellResult{},
-			ifconfig: `vtnet0: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
-	options=800b8<VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,LINKSTATE>
-	ether 52:54:00:12:34:56
-	inet 198.19.0.1 netmask 0xffffff00 broadcast 198.19.0.255
-vtnet1: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
-	options=c80bb<RXCSUM,TXCSUM,VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,TSO4,LRO,LINKSTATE>
-	ether 52:54:00:12:34:57
-	inet 198.18.1.1 netmask 0xffffff00 broadcast 198.18.1.255
-lo0: flags=1008049<UP,LOOPBACK,RUNNING,MULTICAST,LOWER_UP> metric 0 mtu 16384
-	options=680003<RXCSUM,TXCSUM,LINKSTATE,RXCSUM_IPV6,TXCSUM_IPV6>
-	inet 127.0.0.1 netmask 0xff000000
-`,
-			pfRules: 12,
-			pfNAT:   []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
-			tables:  map[string]int{"bogons": 3, "sshlockout": 0},
+			ifaces:    fakeIfaces(f.opts.Config),
+			pfRules:   12,
+			pfNAT:     []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
+			tables:    map[string]int{"bogons": 3, "sshlockout": 0},
 			sysctl: map[string]string{
 				"vm.stats.vm.v_page_count": "1000000",
 				"vm.stats.vm.v_free_count": "750000",
@@ -75,6 +67,7 @@ lo0: flags=1008049<UP,LOOPBACK,RUNNING,MULTICAST,LOWER_UP> metric 0 mtu 16384
 			},
 			cpTimes: []string{"100 0 50 0 850 200 0 0 0 800", "200 0 100 0 1700 300 0 0 0 1700"},
 		}
+		f.shell.applyOffloadConfig("") // as booted from config.xml
 	}
 	return f.shell
 }
@@ -87,11 +80,29 @@ func (s *Shell) Override(prefix string, r ShellResult) {
 	s.overrides[prefix] = r
 }
 
-// SetIfconfig sets what ifconfig prints.
-func (s *Shell) SetIfconfig(out string) {
+// SetOptions sets the ifconfig options of one interface, adding it if new.
+func (s *Shell) SetOptions(dev string, options []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ifconfig = out
+	for _, i := range s.ifaces {
+		if i.name == dev {
+			i.options = slices.Clone(options)
+			return
+		}
+	}
+	s.ifaces = append(s.ifaces, &fakeIface{name: dev, options: slices.Clone(options)})
+}
+
+// Options returns the ifconfig options of one interface.
+func (s *Shell) Options(dev string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range s.ifaces {
+		if i.name == dev {
+			return slices.Clone(i.options)
+		}
+	}
+	return nil
 }
 
 // SetPF sets the loaded filter rule count, NAT lines and tables.
@@ -249,11 +260,15 @@ func (s *Shell) exec(ctx context.Context, args []string) error {
 	case "hostname":
 		fmt.Fprintln(hc.Stdout, "fw1.lab.example")
 	case "configctl":
+		if len(args) == 4 && args[1] == "interface" && args[2] == "reconfigure" {
+			s.f.mu.Lock()
+			s.f.recordLocked(configxml.ActionInterfaces)
+			s.f.mu.Unlock()
+			s.applyOffloadConfig(args[3])
+		}
 		fmt.Fprintln(hc.Stdout, "OK")
 	case "ifconfig":
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		io.WriteString(hc.Stdout, s.ifconfig)
+		return s.ifconfig(hc, args[1:], fail)
 	case "pfctl":
 		return s.pfctl(hc, args[1:], fail)
 	case "sysctl":
@@ -317,3 +332,120 @@ func (s *Shell) pfctl(hc interp.HandlerContext, args []string, fail func(string,
 // ErrSessionLost is what ShellResult.Err may carry to stand for a dropped
 // SSH session.
 var ErrSessionLost = errors.New("ssh: session lost")
+
+// fakeIface is one interface as ifconfig shows it.
+type fakeIface struct {
+	name, inet string
+	options    []string
+}
+
+// nicOptions are what a fresh NIC shows: every offload on.
+var nicOptions = []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "TSO6", "LRO", "RXCSUM_IPV6", "TXCSUM_IPV6", "LINKSTATE"}
+
+// fakeIfaces builds the interfaces of a config: one NIC per assigned device
+// plus lo0.
+func fakeIfaces(config []byte) []*fakeIface {
+	var out []*fakeIface
+	if c, err := configxml.LoadBytes(config); err == nil {
+		for _, i := range c.Interfaces() {
+			if i.Device != "" {
+				out = append(out, &fakeIface{name: i.Device, inet: i.IPAddr, options: slices.Clone(nicOptions)})
+			}
+		}
+	}
+	return append(out, &fakeIface{name: "lo0", inet: "127.0.0.1", options: []string{"RXCSUM", "TXCSUM", "LINKSTATE", "RXCSUM_IPV6", "TXCSUM_IPV6"}})
+}
+
+// ifconfigFlags maps ifconfig arguments to the options they switch.
+var ifconfigFlags = map[string][]string{
+	"txcsum": {"TXCSUM"}, "rxcsum": {"RXCSUM"}, "txcsum6": {"TXCSUM_IPV6"}, "rxcsum6": {"RXCSUM_IPV6"},
+	"tso": {"TSO4", "TSO6"}, "tso4": {"TSO4"}, "tso6": {"TSO6"}, "lro": {"LRO"}, "vlanhwtso": {"VLAN_HWTSO"},
+}
+
+// ifconfig prints interfaces as FreeBSD does ("ifconfig", "-a", "IF") or
+// switches options ("IF -txcsum tso ...").
+func (s *Shell) ifconfig(hc interp.HandlerContext, args []string, fail func(string, ...any) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(args) == 0 || (len(args) == 1 && args[0] == "-a") {
+		for _, i := range s.ifaces {
+			printIface(hc.Stdout, i)
+		}
+		return nil
+	}
+	var iface *fakeIface
+	for _, i := range s.ifaces {
+		if i.name == args[0] {
+			iface = i
+		}
+	}
+	if iface == nil {
+		return fail("interface %s does not exist", args[0])
+	}
+	if len(args) == 1 {
+		printIface(hc.Stdout, iface)
+		return nil
+	}
+	for _, a := range args[1:] {
+		name, off := strings.CutPrefix(a, "-")
+		opts, ok := ifconfigFlags[name]
+		if !ok {
+			return fail("%s: bad value", a)
+		}
+		for _, o := range opts {
+			iface.options = slices.DeleteFunc(iface.options, func(x string) bool { return x == o })
+			if !off {
+				iface.options = append(iface.options, o)
+			}
+		}
+	}
+	return nil
+}
+
+func printIface(w io.Writer, i *fakeIface) {
+	fmt.Fprintf(w, "%s: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500\n", i.name)
+	fmt.Fprintf(w, "\toptions=%x<%s>\n", len(i.options), strings.Join(i.options, ","))
+	if i.inet != "" {
+		fmt.Fprintf(w, "\tinet %s netmask 0xffffff00\n", i.inet)
+	}
+	fmt.Fprintf(w, "\tmedia: Ethernet autoselect (10Gbase-T <full-duplex>)\n\tstatus: active\n")
+}
+
+// applyOffloadConfig sets the offload options of the interface with key
+// (all assigned interfaces when key is "") from config.xml, as reconfiguring
+// an interface does on the firewall.
+func (s *Shell) applyOffloadConfig(key string) {
+	b, err := os.ReadFile(filepath.Join(s.f.root, "conf/config.xml"))
+	if err != nil {
+		return
+	}
+	c, err := configxml.LoadBytes(b)
+	if err != nil {
+		return
+	}
+	devs := map[string]bool{}
+	for _, i := range c.Interfaces() {
+		if key == "" || i.Key == key {
+			devs[i.Device] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, knob := range []struct{ name, flag string }{{"offload.checksum", "txcsum"}, {"offload.checksum", "rxcsum"}, {"offload.checksum", "txcsum6"}, {"offload.checksum", "rxcsum6"}, {"offload.tso", "tso"}, {"offload.lro", "lro"}} {
+		v, err := c.Get(knob.name)
+		if err != nil {
+			continue
+		}
+		for _, i := range s.ifaces {
+			if !devs[i.name] {
+				continue
+			}
+			for _, o := range ifconfigFlags[knob.flag] {
+				i.options = slices.DeleteFunc(i.options, func(x string) bool { return x == o })
+				if v == "on" {
+					i.options = append(i.options, o)
+				}
+			}
+		}
+	}
+}
