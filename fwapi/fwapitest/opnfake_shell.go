@@ -356,8 +356,8 @@ func fakeIfaces(config []byte) []*fakeIface {
 	return append(out, &fakeIface{name: "lo0", inet: "127.0.0.1", options: []string{"RXCSUM", "TXCSUM", "LINKSTATE", "RXCSUM_IPV6", "TXCSUM_IPV6"}})
 }
 
-// ifconfigFlags maps ifconfig arguments to the options they switch.
-var ifconfigFlags = map[string][]string{
+// opnIfconfigFlags maps ifconfig arguments to the options they switch.
+var opnIfconfigFlags = map[string][]string{
 	"txcsum": {"TXCSUM"}, "rxcsum": {"RXCSUM"}, "txcsum6": {"TXCSUM_IPV6"}, "rxcsum6": {"RXCSUM_IPV6"},
 	"tso": {"TSO4", "TSO6"}, "tso4": {"TSO4"}, "tso6": {"TSO6"}, "lro": {"LRO"}, "vlanhwtso": {"VLAN_HWTSO"},
 }
@@ -388,7 +388,7 @@ func (s *Shell) ifconfig(hc interp.HandlerContext, args []string, fail func(stri
 	}
 	for _, a := range args[1:] {
 		name, off := strings.CutPrefix(a, "-")
-		opts, ok := ifconfigFlags[name]
+		opts, ok := opnIfconfigFlags[name]
 		if !ok {
 			return fail("%s: bad value", a)
 		}
@@ -440,7 +440,7 @@ func (s *Shell) applyOffloadConfig(key string) {
 			if !devs[i.name] {
 				continue
 			}
-			for _, o := range ifconfigFlags[knob.flag] {
+			for _, o := range opnIfconfigFlags[knob.flag] {
 				i.options = slices.DeleteFunc(i.options, func(x string) bool { return x == o })
 				if v == "on" {
 					i.options = append(i.options, o)
