@@ -454,8 +454,8 @@ func (e *RollbackPendingError) Error() string {
 
 func (e *RollbackPendingError) Unwrap() error { return e.Cause }
 
-// ArmRollback arms a commit-confirmed rollback on the firewall and returns the
-// function that disarms it once the change is verified.
+// ArmCommitConfirmed arms a commit-confirmed rollback on the firewall and
+// returns the function that disarms it once the change is verified.
 //
 // On 26.1 and earlier it takes a filter savepoint: the next filter apply
 // starts the firewall's own 60-second timer, which restores the MVC filter
@@ -466,7 +466,7 @@ func (e *RollbackPendingError) Unwrap() error { return e.Cause }
 //
 // Call it before WriteConfig: the savepoint snapshots the filter rules in the
 // config as it is when armed.
-func (o *OPNsense) ArmRollback(ctx context.Context) (disarm func(context.Context) error, err error) {
+func (o *OPNsense) ArmCommitConfirmed(ctx context.Context) (disarm func(context.Context) error, err error) {
 	v := o.currentVersion()
 	if !v.hasFilterSavepoint() && o.opts.Rollback == nil {
 		return nil, fmt.Errorf("opnsense: arm rollback: OPNsense %s has no filter savepoint API (removed in 26.7): commit-confirmed needs the SSH rollback; add an ssh section to the target", v)
@@ -498,7 +498,7 @@ func (o *OPNsense) ArmRollback(ctx context.Context) (disarm func(context.Context
 	}, nil
 }
 
-// RollbackCoversAll reports whether ArmRollback protects the whole config
+// RollbackCoversAll reports whether ArmCommitConfirmed protects the whole config
 // (the SSH rollback is configured) or only the MVC filter rules (a savepoint
 // alone, 26.1 and earlier).
 func (o *OPNsense) RollbackCoversAll() bool { return o.opts.Rollback != nil }

@@ -276,7 +276,7 @@ func TestOPNsenseCommitConfirmed261(t *testing.T) {
 	ctx := context.Background()
 	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 300 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
 	fake.Expect("POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/apply/{rev}", "POST /api/firewall/filter/cancel_rollback/{rev}")
-	disarm, err := fw.ArmRollback(ctx)
+	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestOPNsenseCommitConfirmed261(t *testing.T) {
 func TestOPNsenseUnreachableMidApply(t *testing.T) {
 	ctx := context.Background()
 	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 200 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
-	disarm, err := fw.ArmRollback(ctx)
+	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,8 +344,8 @@ func TestOPNsenseCommitConfirmed267(t *testing.T) {
 	// 26.7 has no savepoint routes: calling one would fail the test as an
 	// unexpected request.
 	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"}, false, fwapi.OPNsenseOptions{})
-	if _, err := fw.ArmRollback(ctx); err == nil || !strings.Contains(err.Error(), "OPNsense 26.7 has no filter savepoint API (removed in 26.7)") {
-		t.Fatalf("ArmRollback() on 26.7 without the SSH rollback: error = %v, want the version named", err)
+	if _, err := fw.ArmCommitConfirmed(ctx); err == nil || !strings.Contains(err.Error(), "OPNsense 26.7 has no filter savepoint API (removed in 26.7)") {
+		t.Fatalf("ArmCommitConfirmed() on 26.7 without the SSH rollback: error = %v, want the version named", err)
 	}
 
 	var mu sync.Mutex
@@ -359,7 +359,7 @@ func TestOPNsenseCommitConfirmed267(t *testing.T) {
 		},
 	})
 	fake2.Expect("POST /api/firewall/filter/apply")
-	disarm, err := fw2.ArmRollback(ctx)
+	disarm, err := fw2.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +629,7 @@ func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
 	if !fw.RollbackCoversAll() {
 		t.Error("RollbackCoversAll() = false with the SSH rollback configured")
 	}
-	disarm, err := fw.ArmRollback(ctx)
+	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,8 +647,8 @@ func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
 		},
 	})
 	fake2.Expect("POST /api/firewall/filter/cancel_rollback/{rev}")
-	if _, err := fw2.ArmRollback(ctx); err == nil || !strings.Contains(err.Error(), "lock held by fwab on host-b") {
-		t.Fatalf("ArmRollback() error = %v, want the SSH rollback's error", err)
+	if _, err := fw2.ArmCommitConfirmed(ctx); err == nil || !strings.Contains(err.Error(), "lock held by fwab on host-b") {
+		t.Fatalf("ArmCommitConfirmed() error = %v, want the SSH rollback's error", err)
 	}
 }
 
