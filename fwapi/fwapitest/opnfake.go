@@ -161,9 +161,13 @@ func NewOPNsense(t testing.TB, opts OPNsenseOptions) *OPNsense {
 	f.start()
 	t.Cleanup(func() {
 		f.mu.Lock()
-		defer f.mu.Unlock()
+		sh := f.shell
 		if f.timer != nil {
 			f.timer.Stop()
+		}
+		f.mu.Unlock()
+		if sh != nil {
+			sh.stopDaemons()
 		}
 	})
 	return f

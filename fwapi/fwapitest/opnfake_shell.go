@@ -40,6 +40,8 @@ type Shell struct {
 	execs     [][]string // every simple command with its arguments
 	overrides map[string]ShellResult
 	ifaces    []*fakeIface
+	daemons   map[string]context.CancelFunc // pid -> stop
+	nextPID   int
 	pfRules   int
 	pfNAT     []string
 	tables    map[string]int
@@ -55,6 +57,8 @@ func (f *OPNsense) Shell() *Shell {
 		f.shell = &Shell{
 			f:         f,
 			overrides: map[string]ShellResult{},
+			daemons:   map[string]context.CancelFunc{},
+			nextPID:   4000,
 			ifaces:    fakeIfaces(f.opts.Config),
 			pfRules:   12,
 			pfNAT:     []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
@@ -142,6 +146,11 @@ func (s *Shell) Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, s
 	if over != nil {
 		return []byte(over.Stdout), []byte(over.Stderr), over.Exit, over.Err
 	}
+	return s.interpret(ctx, cmd, stdin)
+}
+
+// interpret runs a command line through the shell interpreter.
+func (s *Shell) interpret(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error) {
 	prog, err := syntax.NewParser().Parse(strings.NewReader(cmd), "")
 	if err != nil {
 		return nil, []byte(err.Error()), 2, nil
@@ -228,25 +237,84 @@ func (s *Shell) exec(ctx context.Context, args []string) error {
 			return fail("rename %s to %s: No such file or directory", args[1], args[2])
 		}
 	case "rm":
+		recursive, force := false, false
 		for _, a := range args[1:] {
 			if strings.HasPrefix(a, "-") {
+				recursive = recursive || strings.ContainsAny(a, "rR")
+				force = force || strings.Contains(a, "f")
 				continue
 			}
-			os.RemoveAll(s.path(a))
+			p := s.path(a)
+			info, err := os.Stat(p)
+			switch {
+			case err != nil && force:
+			case err != nil:
+				return fail("%s: No such file or directory", a)
+			case info.IsDir() && !recursive:
+				return fail("%s: is a directory", a)
+			default:
+				os.RemoveAll(p)
+			}
 		}
 	case "mkdir":
+		parents := false
 		for _, a := range args[1:] {
-			if strings.HasPrefix(a, "-") {
+			if a == "-p" {
+				parents = true
 				continue
 			}
-			if err := os.MkdirAll(s.path(a), 0o755); err != nil {
-				return fail("%v", err)
+			var err error
+			if parents {
+				err = os.MkdirAll(s.path(a), 0o755)
+			} else if err = os.Mkdir(s.path(a), 0o755); errors.Is(err, os.ErrExist) {
+				return fail("%s: File exists", a)
+			}
+			if err != nil {
+				return fail("%s: No such file or directory", a)
 			}
 		}
 	case "sync":
+	case "/usr/local/etc/rc.reload_all":
+		// reloads everything from config.xml: the NICs take its offload flags
+		s.applyOffloadConfig("")
 	case "sleep":
-		// a short stand-in for the real wait
-		time.Sleep(10 * time.Millisecond)
+		if len(args) != 2 {
+			return fail("usage: sleep seconds")
+		}
+		d, err := time.ParseDuration(args[1] + "s")
+		if err != nil {
+			return fail("%s: invalid time interval", args[1])
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	case "date":
+		if len(args) != 2 || args[1] != "+%s" {
+			return fail("only date +%%s is known here")
+		}
+		fmt.Fprintln(hc.Stdout, time.Now().Unix())
+	case "daemon":
+		return s.daemon(hc, args[1:], fail)
+	case "pkill":
+		if len(args) != 3 || args[1] != "-F" {
+			return fail("only pkill -F pidfile is known here")
+		}
+		b, err := os.ReadFile(s.path(args[2]))
+		if err != nil {
+			return fail("%s: No such file or directory", args[2])
+		}
+		s.mu.Lock()
+		cancel, ok := s.daemons[strings.TrimSpace(string(b))]
+		delete(s.daemons, strings.TrimSpace(string(b)))
+		s.mu.Unlock()
+		if !ok {
+			return interp.NewExitStatus(1) // no such process
+		}
+		cancel()
 	case "sha256":
 		if len(args) != 3 || args[1] != "-q" {
 			return fail("usage: sha256 -q file")
@@ -448,4 +516,92 @@ func (s *Shell) applyOffloadConfig(key string) {
 			}
 		}
 	}
+}
+
+// daemon runs "daemon -f -p PIDFILE /bin/sh SCRIPT" as FreeBSD's daemon(8)
+// would: detached from the session, its pid in PIDFILE, until the script ends
+// or pkill -F stops it.
+func (s *Shell) daemon(hc interp.HandlerContext, args []string, fail func(string, ...any) error) error {
+	var pidfile string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-f":
+			args = args[1:]
+		case "-p":
+			if len(args) < 2 {
+				return fail("-p needs a file")
+			}
+			pidfile, args = args[1], args[2:]
+		default:
+			return fail("unknown option %s", args[0])
+		}
+	}
+	if len(args) != 2 || args[0] != "/bin/sh" {
+		return fail("only daemon [-f] [-p pidfile] /bin/sh SCRIPT is known here")
+	}
+	script, err := os.ReadFile(s.path(args[1]))
+	if err != nil {
+		return fail("%s: No such file or directory", args[1])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.nextPID++
+	pid := fmt.Sprint(s.nextPID)
+	s.daemons[pid] = cancel
+	s.mu.Unlock()
+	if pidfile != "" {
+		if err := os.WriteFile(s.path(pidfile), []byte(pid+"\n"), 0o644); err != nil {
+			cancel()
+			return fail("%v", err)
+		}
+	}
+	go func() {
+		defer cancel()
+		s.interpret(ctx, string(script), nil)
+		s.mu.Lock()
+		delete(s.daemons, pid)
+		s.mu.Unlock()
+		if pidfile != "" {
+			os.Remove(s.path(pidfile))
+		}
+	}()
+	return nil
+}
+
+// stopDaemons ends every detached script (the fake's "power off").
+func (s *Shell) stopDaemons() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, cancel := range s.daemons {
+		cancel()
+		delete(s.daemons, pid)
+	}
+}
+
+// ReadFile reads a file on the firewall, as the SSH transport does.
+func (s *Shell) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	out, errOut, exit, err := s.Run(ctx, "cat '"+strings.ReplaceAll(name, "'", `'\''`)+"'", nil)
+	if err != nil {
+		return nil, err
+	}
+	if exit != 0 {
+		return nil, fmt.Errorf("read %s: %s", name, strings.TrimSpace(string(errOut)))
+	}
+	return out, nil
+}
+
+// WriteFileAtomic writes a file on the firewall through a temporary file
+// beside it and a rename, as the SSH transport does.
+func (s *Shell) WriteFileAtomic(ctx context.Context, name string, data []byte) error {
+	q := func(p string) string { return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'" }
+	tmp := filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+".fwab-tmp")
+	_, errOut, exit, err := s.Run(ctx, "cat > "+q(tmp)+" && sync && mv "+q(tmp)+" "+q(name), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	if exit != 0 {
+		s.Run(ctx, "rm -f "+q(tmp), nil)
+		return fmt.Errorf("write %s: %s", name, strings.TrimSpace(string(errOut)))
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/fwapi"
 )
@@ -125,3 +126,66 @@ func TestShellQuotingNeverExecutes(t *testing.T) {
 }
 
 var _ fwapi.Runner = (*Shell)(nil)
+
+// TestShellDetachedScripts: daemon(8), pkill -F, sleep and mkdir behave as the
+// lock and the commit-confirmed rollback need.
+func TestShellDetachedScripts(t *testing.T) {
+	ctx := context.Background()
+	f := NewOPNsense(t, OPNsenseOptions{})
+	sh := f.Shell()
+	run := func(cmd string) (string, int) {
+		t.Helper()
+		out, _, exit, err := sh.Run(ctx, cmd, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return string(out), exit
+	}
+	if _, exit := run("mkdir /var/run/fwab.lock"); exit != 0 {
+		t.Fatalf("first mkdir exit %d", exit)
+	}
+	if _, exit := run("mkdir /var/run/fwab.lock"); exit != 1 {
+		t.Errorf("second mkdir exit %d, want 1: mkdir must be exclusive", exit)
+	}
+	if _, exit := run("rm /var/run/fwab.lock"); exit == 0 {
+		t.Errorf("rm of a directory without -r succeeded")
+	}
+	run("rm -r /var/run/fwab.lock")
+
+	script := "sleep 1\ndate +%s > /var/run/fired\n"
+	if err := sh.WriteFileAtomic(ctx, "/var/run/s.sh", []byte(script)); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped in time: never fires.
+	if _, exit := run("daemon -f -p /var/run/s.pid /bin/sh /var/run/s.sh"); exit != 0 {
+		t.Fatalf("daemon exit %d", exit)
+	}
+	pid, err := sh.ReadFile(ctx, "/var/run/s.pid")
+	if err != nil || strings.TrimSpace(string(pid)) == "" {
+		t.Fatalf("pid file = %q, %v", pid, err)
+	}
+	if _, exit := run("pkill -F /var/run/s.pid"); exit != 0 {
+		t.Errorf("pkill exit %d", exit)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(f.Root(), "var/run/fired")); err == nil {
+		t.Error("a stopped script still ran to the end")
+	}
+	// Left alone: fires after its sleep, detached from the session.
+	start := time.Now()
+	run("daemon -f -p /var/run/s.pid /bin/sh /var/run/s.sh")
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("daemon blocked for %v: it must detach", took)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(f.Root(), "var/run/fired")); err == nil && len(b) > 0 {
+			if time.Since(start) < time.Second {
+				t.Errorf("fired after %v, before its sleep 1", time.Since(start))
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the detached script did not fire within 5s")
+}
