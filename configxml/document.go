@@ -208,7 +208,11 @@ func parse(data []byte) (*etree.Document, *source, error) {
 				return nil, nil, errAt(tok.off, "CDATA outside the root element")
 			}
 			cd := top.CreateCData(tok.text)
-			src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+			if bytes.IndexByte(data[tok.off:tok.end], '\r') >= 0 {
+				// Written anew, a CDATA section comes out as it went in,
+				// unless the parser normalized its line ends.
+				src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+			}
 		case tokComment:
 			src.others[top.CreateComment(tok.text)] = span{tok.off, tok.end}
 		case tokProcInst:

@@ -108,7 +108,9 @@ func (wr *writer) element(e *etree.Element) {
 		wr.raw(sp.end)
 		return
 	}
-	wr.w.WriteString("</" + e.FullTag() + ">")
+	wr.w.WriteString("</")
+	wr.w.WriteString(e.FullTag())
+	wr.w.WriteByte('>')
 }
 
 // startUnchanged reports whether the element's name and attributes are still
@@ -134,14 +136,21 @@ func (wr *writer) startUnchanged(e *etree.Element, sp elemSpan) bool {
 }
 
 func (wr *writer) startTag(e *etree.Element) {
-	wr.w.WriteString("<" + e.FullTag())
+	wr.w.WriteByte('<')
+	wr.w.WriteString(e.FullTag())
 	for _, a := range e.Attr {
-		wr.w.WriteString(" " + a.FullKey() + `="` + escapeAttr(a.Value) + `"`)
+		wr.w.WriteByte(' ')
+		wr.w.WriteString(a.FullKey())
+		wr.w.WriteString(`="`)
+		wr.w.WriteString(escapeAttr(a.Value))
+		wr.w.WriteByte('"')
 	}
 }
 
 func (wr *writer) cdata(s string) {
-	wr.w.WriteString("<![CDATA[" + strings.ReplaceAll(s, "]]>", "]]]]><![CDATA[>") + "]]>")
+	wr.w.WriteString("<![CDATA[")
+	wr.w.WriteString(strings.ReplaceAll(s, "]]>", "]]]]><![CDATA[>"))
+	wr.w.WriteString("]]>")
 }
 
 var (

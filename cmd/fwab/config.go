@@ -307,14 +307,49 @@ func runConfigDiff(io *streams, opts *configDiffOptions) error {
 		fmt.Fprintln(io.Out)
 	}
 	const shown = 200
-	for i, p := range paths {
+	lines := collapseRuns(paths)
+	for i, l := range lines {
 		if i == shown {
-			fmt.Fprintf(io.Out, "… and %d more element changes (--json lists all)\n", len(paths)-shown)
+			fmt.Fprintf(io.Out, "… and %d more lines (--json lists every change)\n", len(lines)-shown)
 			break
 		}
-		fmt.Fprintln(io.Out, p)
+		fmt.Fprintln(io.Out, l)
 	}
 	return nil
+}
+
+// collapseRuns shows a run of added or removed siblings, such as a thousand
+// generated rules, as one line.
+func collapseRuns(paths []configxml.PathChange) []string {
+	var out []string
+	for i := 0; i < len(paths); {
+		p := paths[i]
+		base, _, indexed := strings.Cut(p.Path, "[")
+		j := i + 1
+		for indexed && p.Kind != "changed" && j < len(paths) && paths[j].Kind == p.Kind && strings.HasPrefix(paths[j].Path, base+"[") && !strings.Contains(paths[j].Path[len(base):], "/") {
+			j++
+		}
+		if j-i < 3 {
+			out = append(out, p.String())
+			i++
+			continue
+		}
+		sign := "+"
+		if p.Kind == "removed" {
+			sign = "-"
+		}
+		last := paths[j-1].Path[len(base):]
+		out = append(out, fmt.Sprintf("%s %s…%s (%d elements, from %s to %s)", sign, p.Path, last, j-i, summaryOf(p), summaryOf(paths[j-1])))
+		i = j
+	}
+	return out
+}
+
+func summaryOf(p configxml.PathChange) string {
+	if p.Kind == "removed" {
+		return p.From
+	}
+	return p.To
 }
 
 type configLintOptions struct {

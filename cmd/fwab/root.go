@@ -83,6 +83,8 @@ func newRootCmd(io *streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newConfigCmd(io),
+		newMatrixCmd(io),
+		newRunsCmd(io),
 	)
 	return root
 }

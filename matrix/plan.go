@@ -1,0 +1,413 @@
+package matrix
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// Point is one combination of knob values the sweep measures.
+type Point struct {
+	Index  int        // position in expansion order, stable for a spec
+	Values KnobValues // every axis and fixed knob, canonical references
+}
+
+// Key names the point: "blocklist=on ids@lan=ips-inline".
+func (p *Point) Key() string {
+	parts := make([]string, len(p.Values))
+	for i, kv := range p.Values {
+		parts[i] = kv.Knob + "=" + kv.Value
+	}
+	return strings.Join(parts, " ")
+}
+
+// Value returns the point's value for a knob, or "".
+func (p *Point) Value(knob string) string {
+	for _, kv := range p.Values {
+		if kv.Knob == knob {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// Assignments are the point's knob=value strings, for configxml.SetAll.
+func (p *Point) Assignments() []string {
+	out := make([]string, len(p.Values))
+	for i, kv := range p.Values {
+		out[i] = kv.Knob + "=" + kv.Value
+	}
+	return out
+}
+
+// Step is one visit of a point: apply the changes, verify, settle, probe.
+type Step struct {
+	Round   int // 0-based; the repeat
+	Point   *Point
+	Changes []configxml.Change // knob changes from the previous step's state
+	Actions []configxml.Action // the service actions the changes need, once each
+	Cost    time.Duration      // estimated time of the actions
+}
+
+// Plan is a validated, ordered sweep.
+type Plan struct {
+	Spec     *Spec
+	Points   []*Point
+	Baseline *Point
+	Steps    []Step
+	Seed     uint64
+	Start    KnobValues // the knobs' values on the firewall before the sweep
+}
+
+// actionCost estimates what each service action takes on a real box; the
+// cost-aware order keeps the expensive ones rare.
+var actionCost = map[configxml.Action]time.Duration{
+	configxml.ActionFirmware:        5 * time.Minute,
+	configxml.ActionInterfaces:      15 * time.Second,
+	configxml.ActionIDSRestart:      20 * time.Second,
+	configxml.ActionBlocklistUpdate: 30 * time.Second,
+	configxml.ActionIPsecRestart:    10 * time.Second,
+	configxml.ActionFilterReload:    2 * time.Second,
+	configxml.ActionNone:            2 * time.Second,
+}
+
+// expensive is the cost from which a knob is not reordered at random.
+const expensive = 10 * time.Second
+
+func knobCost(knob string) time.Duration { return actionCost[configxml.ActionFor(knob)] }
+
+// Expand lists the points the axes and constraints allow, in the axes'
+// written order (the first axis varies slowest).
+func (s *Spec) Expand() ([]*Point, error) {
+	axes, err := s.canonicalAxes()
+	if err != nil {
+		return nil, err
+	}
+	fixed, err := canonical(s.Fixed)
+	if err != nil {
+		return nil, err
+	}
+	var points []*Point
+	idx := make([]int, len(axes))
+	for {
+		vals := make(KnobValues, 0, len(axes)+len(fixed))
+		for i, ax := range axes {
+			vals = append(vals, KnobValue{ax.Knob, ax.Values[idx[i]]})
+		}
+		vals = append(vals, fixed...)
+		p := &Point{Index: len(points), Values: vals}
+		if ok, err := s.allowed(p); err != nil {
+			return nil, err
+		} else if ok {
+			points = append(points, p)
+		}
+		// Next index, last axis fastest.
+		i := len(axes) - 1
+		for ; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < len(axes[i].Values) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			break
+		}
+	}
+	for i, p := range points {
+		p.Index = i
+	}
+	if len(points) == 0 {
+		return nil, &SpecError{Msg: "the constraints leave no point to measure; loosen an exclude, only or requires"}
+	}
+	return points, nil
+}
+
+func (s *Spec) canonicalAxes() ([]Axis, error) {
+	out := make([]Axis, len(s.Axes))
+	for i, ax := range s.Axes {
+		ref, err := configxml.ParseRef(ax.Knob)
+		if err != nil {
+			return nil, &SpecError{Line: ax.line, Msg: err.Error()}
+		}
+		out[i] = Axis{Knob: ref.String(), line: ax.line}
+		for _, v := range ax.Values {
+			out[i].Values = append(out[i].Values, configxml.Canonical(ref.String(), v))
+		}
+	}
+	return out, nil
+}
+
+func canonical(kvs KnobValues) (KnobValues, error) {
+	out := make(KnobValues, len(kvs))
+	for i, kv := range kvs {
+		ref, err := configxml.ParseRef(kv.Knob)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = KnobValue{ref.String(), configxml.Canonical(ref.String(), kv.Value)}
+	}
+	return out, nil
+}
+
+func matches(p *Point, set KnobValues) (bool, error) {
+	c, err := canonical(set)
+	if err != nil {
+		return false, err
+	}
+	for _, kv := range c {
+		if p.Value(kv.Knob) != kv.Value {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (s *Spec) allowed(p *Point) (bool, error) {
+	onlies, inOnly := 0, false
+	for _, c := range s.Constraints {
+		switch {
+		case len(c.Exclude) > 0:
+			if m, err := matches(p, c.Exclude); err != nil || m {
+				return false, err
+			}
+		case len(c.Only) > 0:
+			onlies++
+			if m, err := matches(p, c.Only); err != nil {
+				return false, err
+			} else if m {
+				inOnly = true
+			}
+		case len(c.If) > 0:
+			m, err := matches(p, c.If)
+			if err != nil {
+				return false, err
+			}
+			if m {
+				if ok, err := matches(p, c.Requires); err != nil || !ok {
+					return false, err
+				}
+			}
+		}
+	}
+	return onlies == 0 || inOnly, nil
+}
+
+// Check validates every value of the spec against the target's config:
+// flavor, product version and interfaces. Nothing is changed.
+func (s *Spec) Check(cfg *configxml.Config) error {
+	if s.Tunnel != nil {
+		cfg.DefineTunnel(s.Tunnel.spec(""))
+	}
+	check := func(line int, knob, value string) error {
+		if err := cfg.Check(knob, value); err != nil {
+			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
+		}
+		return nil
+	}
+	for _, ax := range s.Axes {
+		for _, v := range ax.Values {
+			if err := check(ax.line, ax.Knob, v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, set := range []KnobValues{s.Fixed, s.Baseline} {
+		for _, kv := range set {
+			if err := check(0, kv.Knob, kv.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *TunnelSpec) spec(psk string) configxml.TunnelSpec {
+	name := t.Name
+	if name == "" {
+		name = "fwab"
+	}
+	return configxml.TunnelSpec{
+		Name: name, Interface: t.Interface, LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
+		LocalNet: t.LocalNet, RemoteNet: t.RemoteNet, LocalID: t.LocalID, RemoteID: t.RemoteID, PSK: psk,
+	}
+}
+
+// NewPlan expands and orders a checked spec. cfg is the firewall's current
+// config: the first step's changes are relative to it. seed orders the
+// randomized parts; the spec's own seed wins when it has one.
+func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
+	if err := s.Check(cfg); err != nil {
+		return nil, err
+	}
+	points, err := s.Expand()
+	if err != nil {
+		return nil, err
+	}
+	if s.Seed != nil {
+		seed = *s.Seed
+	}
+	p := &Plan{Spec: s, Points: points, Seed: seed, Baseline: points[0]}
+	if len(s.Baseline) > 0 {
+		p.Baseline = nil
+		for _, pt := range points {
+			if m, _ := matches(pt, s.Baseline); m {
+				p.Baseline = pt
+				break
+			}
+		}
+		if p.Baseline == nil {
+			return nil, &SpecError{Msg: "baseline: no point of the matrix matches it (is it excluded by a constraint?)"}
+		}
+	}
+	for _, kv := range points[0].Values {
+		v, err := cfg.Get(kv.Knob)
+		if err != nil {
+			return nil, err
+		}
+		p.Start = append(p.Start, KnobValue{kv.Knob, v})
+	}
+	p.order()
+	return p, nil
+}
+
+// order lays out the steps: every point once per round.
+func (p *Plan) order() {
+	rng := rand.New(rand.NewPCG(p.Seed, 0x66776162)) // "fwab"
+	base := p.baseOrder()
+	state := map[string]string{}
+	for _, kv := range p.Start {
+		state[kv.Knob] = kv.Value
+	}
+	for round := 0; round < p.Spec.Repeats; round++ {
+		var order []*Point
+		switch p.Spec.Order {
+		case OrderAsWritten:
+			order = slices.Clone(base)
+		case OrderRandomized:
+			order = slices.Clone(base)
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		default:
+			order = slices.Clone(base)
+			if round%2 == 1 {
+				slices.Reverse(order) // the last point of a round is the first of the next
+			}
+			p.shuffleCheap(order, rng)
+		}
+		for _, pt := range order {
+			st := Step{Round: round, Point: pt}
+			for _, kv := range pt.Values {
+				if state[kv.Knob] != kv.Value {
+					a := configxml.ActionFor(kv.Knob)
+					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
+					if !slices.Contains(st.Actions, a) {
+						st.Actions = append(st.Actions, a)
+						st.Cost += actionCost[a]
+					}
+					state[kv.Knob] = kv.Value
+				}
+			}
+			p.Steps = append(p.Steps, st)
+		}
+	}
+}
+
+// baseOrder is the points' order within a round before any shuffling. For
+// cost-aware plans it is greedy: from the firewall's current state, always
+// go to the unvisited point that is cheapest to reach, so that an expensive
+// knob changes as rarely as the matrix allows. Rounds then alternate
+// direction, so a round starts where the last one ended.
+func (p *Plan) baseOrder() []*Point {
+	if p.Spec.Order != OrderCostAware {
+		return p.Points
+	}
+	current := &Point{Values: p.Start}
+	left := slices.Clone(p.Points)
+	var out []*Point
+	for len(left) > 0 {
+		best := 0
+		bestCost := transition(current, left[0])
+		for i, pt := range left[1:] {
+			if c := transition(current, pt); c < bestCost {
+				best, bestCost = i+1, c
+			}
+		}
+		current = left[best]
+		out = append(out, current)
+		left = slices.Delete(left, best, best+1)
+	}
+	return out
+}
+
+// transition is the cost of the service actions that take a to b.
+func transition(a, b *Point) time.Duration {
+	var actions []configxml.Action
+	for _, kv := range b.Values {
+		if a.Value(kv.Knob) != kv.Value {
+			act := configxml.ActionFor(kv.Knob)
+			if !slices.Contains(actions, act) {
+				actions = append(actions, act)
+			}
+		}
+	}
+	var total time.Duration
+	for _, act := range actions {
+		total += actionCost[act]
+	}
+	return total
+}
+
+// shuffleCheap randomizes the order within each run of points that share
+// every expensive knob's value: cheap transitions (a filter reload) are
+// worth a random order, which keeps slow drift from masquerading as an
+// effect.
+func (p *Plan) shuffleCheap(order []*Point, rng *rand.Rand) {
+	sig := func(pt *Point) string {
+		var b strings.Builder
+		for _, kv := range pt.Values {
+			if knobCost(kv.Knob) >= expensive {
+				b.WriteString(kv.Knob + "=" + kv.Value + " ")
+			}
+		}
+		return b.String()
+	}
+	for i := 0; i < len(order); {
+		j := i + 1
+		for j < len(order) && sig(order[j]) == sig(order[i]) {
+			j++
+		}
+		run := order[i:j]
+		rng.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
+		i = j
+	}
+}
+
+// Estimate is the plan's expected duration: service actions, settling and
+// the probes themselves.
+func (p *Plan) Estimate() time.Duration {
+	var probes time.Duration
+	for _, pr := range p.Spec.Probes {
+		n := max(1, len(pr.Lengths))
+		probes += time.Duration(n) * (pr.Duration.D() + time.Second) // + server start and teardown
+	}
+	var total time.Duration
+	for _, st := range p.Steps {
+		total += st.Cost + probes + p.Spec.Settle.Pause.D() + time.Second
+	}
+	return total
+}
+
+// ServiceActions counts the actions the plan runs, by kind.
+func (p *Plan) ServiceActions() map[configxml.Action]int {
+	out := map[configxml.Action]int{}
+	for _, st := range p.Steps {
+		for _, a := range st.Actions {
+			out[a]++
+		}
+	}
+	return out
+}

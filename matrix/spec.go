@@ -1,0 +1,412 @@
+// Package matrix reads a sweep's matrix spec, checks it against the target
+// firewall, expands it into an ordered plan of points and repeats, and runs
+// the sweep.
+package matrix
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// Spec is a matrix.yaml.
+type Spec struct {
+	Name        string       `yaml:"name"`
+	Description string       `yaml:"description"`
+	Target      string       `yaml:"target"`
+	Axes        Axes         `yaml:"axes"`
+	Fixed       KnobValues   `yaml:"fixed"`    // applied at every point
+	Baseline    KnobValues   `yaml:"baseline"` // the point others are compared with; default the first
+	Constraints []Constraint `yaml:"constraints"`
+	Probes      []ProbeSpec  `yaml:"probes"`
+	Repeats     int          `yaml:"repeats"`
+	Order       Order        `yaml:"order"`
+	Seed        *uint64      `yaml:"seed"`
+	Settle      Settle       `yaml:"settle"`
+	Power       *PowerSpec   `yaml:"power"`
+	Tunnel      *TunnelSpec  `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+
+	hash string
+	raw  []byte
+}
+
+// Axis is one knob and the values the sweep gives it, in written order.
+type Axis struct {
+	Knob   string
+	Values []string
+	line   int
+}
+
+// Axes keeps the order they were written in: it is the default point order.
+type Axes []Axis
+
+func (a *Axes) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return lineErr(n, "axes must be a mapping of knob: [values]")
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		ax := Axis{Knob: k.Value, line: k.Line}
+		switch v.Kind {
+		case yaml.SequenceNode:
+			for _, item := range v.Content {
+				if item.Kind != yaml.ScalarNode {
+					return lineErr(item, "axis %s: values must be plain scalars", k.Value)
+				}
+				ax.Values = append(ax.Values, item.Value)
+			}
+		case yaml.ScalarNode:
+			ax.Values = []string{v.Value}
+		default:
+			return lineErr(v, "axis %s: give a list of values", k.Value)
+		}
+		*a = append(*a, ax)
+	}
+	return nil
+}
+
+// KnobValues is knob → value, in written order.
+type KnobValues []KnobValue
+
+// KnobValue is one knob=value pair.
+type KnobValue struct{ Knob, Value string }
+
+func (kv *KnobValues) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return lineErr(n, "expected a mapping of knob: value")
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			return lineErr(v, "knob %s: give one value", k.Value)
+		}
+		*kv = append(*kv, KnobValue{k.Value, v.Value})
+	}
+	return nil
+}
+
+// Constraint drops points. Exclude drops the points that match it; Only keeps
+// just the points that match one of the Only constraints; Requires drops the
+// points that match If but not Then.
+type Constraint struct {
+	Exclude  KnobValues `yaml:"exclude"`
+	Only     KnobValues `yaml:"only"`
+	If       KnobValues `yaml:"if"`
+	Requires KnobValues `yaml:"requires"`
+	line     int
+}
+
+// ProbeSpec is one probe run at every point and repeat.
+type ProbeSpec struct {
+	Name      string   `yaml:"name"`
+	Kind      string   `yaml:"kind"`      // iperf3 (default)
+	Direction string   `yaml:"direction"` // up | down | bidir
+	Parallel  int      `yaml:"parallel"`
+	Duration  Duration `yaml:"duration"`
+	Omit      Duration `yaml:"omit"`
+	UDP       bool     `yaml:"udp"`
+	Lengths   []int    `yaml:"lengths"` // a packet-size sweep: one probe per length
+	Bitrate   string   `yaml:"bitrate"`
+	Affinity  string   `yaml:"affinity"`
+	Ping      bool     `yaml:"ping"` // latency under load
+}
+
+// Settle is how fwab decides traffic passes after an apply.
+type Settle struct {
+	Timeout Duration `yaml:"timeout"` // give up on the point after this
+	Pause   Duration `yaml:"pause"`   // wait after traffic passes, before probing
+}
+
+// PowerSpec reads a power meter, or records a figure entered by hand.
+type PowerSpec struct {
+	URL      string  `yaml:"url"`
+	JSONPath string  `yaml:"json_path"`
+	Watts    float64 `yaml:"watts"`
+}
+
+// TunnelSpec describes the IPsec tunnel an ipsec@ axis creates if absent.
+// The PSK is read from a file, never written in the spec.
+type TunnelSpec struct {
+	Name       string `yaml:"name"`
+	Interface  string `yaml:"interface"`
+	LocalAddr  string `yaml:"local_addr"`
+	RemoteAddr string `yaml:"remote_addr"`
+	LocalNet   string `yaml:"local_net"`
+	RemoteNet  string `yaml:"remote_net"`
+	LocalID    string `yaml:"local_id"`
+	RemoteID   string `yaml:"remote_id"`
+	PSKFile    string `yaml:"psk_file"`
+}
+
+// Order is how points are ordered within a round.
+type Order string
+
+const (
+	OrderCostAware  Order = "cost-aware" // fewest expensive transitions; cheap knobs randomized per round
+	OrderRandomized Order = "randomized" // every round a fresh random order
+	OrderAsWritten  Order = "as-written" // axes' written order, every round
+)
+
+// Duration is a time.Duration written as "10s" or a number of seconds.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if v, err := time.ParseDuration(n.Value); err == nil {
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := n.Decode(&secs); err != nil {
+		return lineErr(n, "%q is not a duration such as 10s or 1m30s", n.Value)
+	}
+	*d = Duration(time.Duration(secs * float64(time.Second)))
+	return nil
+}
+
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// SpecError is a problem in a matrix spec, with its line where known.
+type SpecError struct {
+	Line int
+	Msg  string
+}
+
+func (e *SpecError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	}
+	return e.Msg
+}
+
+func lineErr(n *yaml.Node, format string, args ...any) error {
+	return &SpecError{Line: n.Line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Parse reads a matrix spec strictly: unknown fields are errors. Defaults
+// are filled in and everything that can be checked without the target is
+// checked.
+func Parse(r io.Reader) (*Spec, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > 1<<20 {
+		return nil, &SpecError{Msg: "the spec is larger than 1 MiB"}
+	}
+	var s Spec
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &SpecError{Msg: "the spec is empty"}
+		}
+		return nil, yamlErr(err)
+	}
+	s.raw = raw
+	sum := sha256.Sum256(raw)
+	s.hash = hex.EncodeToString(sum[:])
+	s.defaults()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// UnmarshalYAML records the constraint's line and refuses unknown keys
+// (yaml.v3 does not check them below a custom unmarshaler).
+func (c *Constraint) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return lineErr(n, "a constraint is a mapping: exclude:, only:, or if: with requires:")
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; !slices.Contains([]string{"exclude", "only", "if", "requires"}, k) {
+			return lineErr(n.Content[i], "constraint key %q is not one of exclude, only, if, requires", k)
+		}
+	}
+	type plain Constraint
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*c = Constraint(p)
+	c.line = n.Line
+	return nil
+}
+
+// yamlErr turns yaml.v3's "yaml: line 3: …" into a SpecError.
+func yamlErr(err error) error {
+	var te *yaml.TypeError
+	msg := err.Error()
+	if errors.As(err, &te) {
+		msg = strings.Join(te.Errors, "; ")
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	var line int
+	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
+		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+		return &SpecError{Line: line, Msg: msg}
+	}
+	var se *SpecError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &SpecError{Msg: msg}
+}
+
+// Hash is the SHA-256 of the spec's bytes, recorded with every run.
+func (s *Spec) Hash() string { return s.hash }
+
+// Raw is the spec as written.
+func (s *Spec) Raw() []byte { return s.raw }
+
+func (s *Spec) defaults() {
+	if s.Repeats == 0 {
+		s.Repeats = 3
+	}
+	if s.Order == "" {
+		s.Order = OrderCostAware
+	}
+	if s.Settle.Timeout == 0 {
+		s.Settle.Timeout = Duration(60 * time.Second)
+	}
+	if len(s.Probes) == 0 {
+		s.Probes = []ProbeSpec{{Name: "up", Direction: "up"}, {Name: "down", Direction: "down"}}
+	}
+	for i := range s.Probes {
+		p := &s.Probes[i]
+		if p.Kind == "" {
+			p.Kind = "iperf3"
+		}
+		if p.Direction == "" {
+			p.Direction = "up"
+		}
+		if p.Duration == 0 {
+			p.Duration = Duration(10 * time.Second)
+		}
+		if p.Name == "" {
+			p.Name = p.Direction
+			if p.UDP {
+				p.Name += "-udp"
+			}
+		}
+	}
+}
+
+// check validates what needs no target.
+func (s *Spec) check() error {
+	if len(s.Axes) == 0 {
+		return &SpecError{Msg: "the spec has no axes: give at least one knob and its values under axes:"}
+	}
+	seen := map[string]bool{}
+	for _, ax := range s.Axes {
+		ref, err := configxml.ParseRef(ax.Knob)
+		if err != nil {
+			return &SpecError{Line: ax.line, Msg: err.Error()}
+		}
+		key := ref.String()
+		if seen[key] {
+			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s appears twice", key)}
+		}
+		seen[key] = true
+		if len(ax.Values) == 0 {
+			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s has no values", key)}
+		}
+		for i, v := range ax.Values {
+			if slices.Contains(ax.Values[:i], v) {
+				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+			}
+		}
+	}
+	for _, kv := range s.Fixed {
+		ref, err := configxml.ParseRef(kv.Knob)
+		if err != nil {
+			return &SpecError{Msg: "fixed: " + err.Error()}
+		}
+		if seen[ref.String()] {
+			return &SpecError{Msg: fmt.Sprintf("fixed: %s is also an axis; a knob is either fixed or swept", ref)}
+		}
+	}
+	if s.Repeats < 1 || s.Repeats > 1000 {
+		return &SpecError{Msg: fmt.Sprintf("repeats: %d is out of range 1..1000", s.Repeats)}
+	}
+	switch s.Order {
+	case OrderCostAware, OrderRandomized, OrderAsWritten:
+	default:
+		return &SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)}
+	}
+	names := map[string]bool{}
+	for _, p := range s.Probes {
+		if names[p.Name] {
+			return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
+		}
+		names[p.Name] = true
+		if p.Kind != "iperf3" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3)", p.Name, p.Kind)}
+		}
+		if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
+		}
+		if p.Parallel < 0 || p.Parallel > 128 {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..128", p.Name, p.Parallel)}
+		}
+		if p.Omit >= p.Duration {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: omit (%v) must be shorter than duration (%v)", p.Name, p.Omit.D(), p.Duration.D())}
+		}
+		if p.UDP && p.Bitrate == "" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: a UDP probe needs a bitrate (e.g. bitrate: 1G), or iperf3 sends only 1 Mbit/s", p.Name)}
+		}
+		if len(p.Lengths) > 0 && !p.UDP {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: lengths (a packet-size sweep) needs udp: true", p.Name)}
+		}
+		for _, l := range p.Lengths {
+			if l < 16 || l > 65507 {
+				return &SpecError{Msg: fmt.Sprintf("probe %s: length %d is outside 16..65507 bytes", p.Name, l)}
+			}
+		}
+	}
+	if s.Power != nil && s.Power.URL == "" && s.Power.Watts <= 0 {
+		return &SpecError{Msg: "power: give url (and json_path) of a meter, or watts measured by hand"}
+	}
+	for _, c := range s.Constraints {
+		n := 0
+		for _, set := range []KnobValues{c.Exclude, c.Only, c.If} {
+			if len(set) > 0 {
+				n++
+			}
+		}
+		if n != 1 || (len(c.If) > 0) != (len(c.Requires) > 0) {
+			return &SpecError{Line: c.line, Msg: "a constraint is one of: exclude: {…}, only: {…}, or if: {…} with requires: {…}"}
+		}
+		for _, set := range []KnobValues{c.Exclude, c.Only, c.If, c.Requires} {
+			for _, kv := range set {
+				ref, err := configxml.ParseRef(kv.Knob)
+				if err != nil {
+					return &SpecError{Line: c.line, Msg: err.Error()}
+				}
+				if !seen[ref.String()] && !s.fixedHas(ref.String()) {
+					return &SpecError{Line: c.line, Msg: fmt.Sprintf("constraint names %s, which is neither an axis nor fixed", ref)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Spec) fixedHas(knob string) bool {
+	for _, kv := range s.Fixed {
+		if ref, err := configxml.ParseRef(kv.Knob); err == nil && ref.String() == knob {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,297 @@
+package matrix
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures"
+)
+
+func parseFile(t *testing.T, path string) (*Spec, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return Parse(f)
+}
+
+func pfSense(t *testing.T) *configxml.Config {
+	t.Helper()
+	c, err := configxml.LoadBytes(fixtures.Read("configs/pfsense-2.7.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestParseInvalid(t *testing.T) {
+	want := map[string]string{
+		"invalid-unknown-field.yaml":   "line 4: field repeat not found in type matrix.Spec",
+		"invalid-unknown-knob.yaml":    `line 3: unknown knob "offload.gro"`,
+		"invalid-duplicate-value.yaml": `line 3: axis offload.tso lists "on" twice`,
+		"invalid-empty-plan.yaml":      "the constraints leave no point to measure",
+		"invalid-constraint-knob.yaml": "line 5: constraint names offload.lro, which is neither an axis nor fixed",
+		"invalid-constraint-key.yaml":  `line 5: constraint key "unless" is not one of exclude, only, if, requires`,
+		"invalid-direction.yaml":       `direction "sideways" is not one of up, down, bidir`,
+		"invalid-udp-bitrate.yaml":     "a UDP probe needs a bitrate",
+		"invalid-omit.yaml":            "omit (5s) must be shorter than duration (5s)",
+		"invalid-fixed-axis.yaml":      "fixed: offload.tso is also an axis",
+		"invalid-no-axes.yaml":         "the spec has no axes",
+		"invalid-syntax.yaml":          "line 2: did not find expected ',' or ']'",
+		"invalid-duration.yaml":        `line 5: "ten" is not a duration`,
+	}
+	files, _ := filepath.Glob("testdata/invalid-*.yaml")
+	if len(files) != len(want) {
+		t.Errorf("%d invalid specs in testdata, %d expected errors: keep one per rule", len(files), len(want))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := parseFile(t, f)
+			if err == nil {
+				_, err = s.Expand()
+			}
+			w := want[filepath.Base(f)]
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("error = %v; want it to contain %q", err, w)
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	s, err := parseFile(t, "testdata/valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := s.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range points {
+		got = append(got, p.Key())
+	}
+	want := []string{
+		"offload.tso=on rules@lan=0 ids@lan=off offload.lro=off",
+		"offload.tso=on rules@lan=0 ids@lan=ids offload.lro=off",
+		"offload.tso=on rules@lan=100 ids@lan=off offload.lro=off",
+		"offload.tso=off rules@lan=0 ids@lan=off offload.lro=off",
+		"offload.tso=off rules@lan=0 ids@lan=ids offload.lro=off",
+		"offload.tso=off rules@lan=0 ids@lan=ips-inline offload.lro=off",
+		"offload.tso=off rules@lan=100 ids@lan=off offload.lro=off",
+		"offload.tso=off rules@lan=100 ids@lan=ips-inline offload.lro=off",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("points (-want +got):\n%s", diff)
+	}
+	if s.Hash() == "" || len(s.Raw()) == 0 || s.Repeats != 2 || s.Probes[0].Name != "up" || s.Probes[0].Kind != "iperf3" {
+		t.Errorf("defaults not filled: %+v", s)
+	}
+}
+
+func TestCheckAgainstTarget(t *testing.T) {
+	tests := []struct {
+		yaml, want string
+	}{
+		{"axes:\n  ipsec@site-b: [aes128gcm16, 3des-sha1]\n", "line 2: knob ipsec@site-b: 3des is not valid on pfsense 2.7.2"},
+		{"axes:\n  ids@dmz: [off, ids]\n", `line 2: knob ids@dmz: no interface "dmz" in this config; it has: wan, lan, opt1`},
+		{"axes:\n  blocklist: [off, on]\n", ""},
+		{"axes:\n  offload.tso: [on, off]\nfixed:\n  nat.outbound: sideways\n", `invalid value "sideways"`},
+	}
+	for _, tt := range tests {
+		s, err := Parse(strings.NewReader(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Check(pfSense(t))
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("Check(%q) = %v; want %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+func TestPlanCostAware(t *testing.T) {
+	s, err := Parse(strings.NewReader(`
+axes:
+  rules@lan: [0, 100, 1000]
+  offload.tso: [on, off]
+  ids@lan: [off, ids]
+repeats: 4
+seed: 11
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(s, pfSense(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != 12*4 {
+		t.Fatalf("%d steps; want 48", len(p.Steps))
+	}
+	// Every point once per round.
+	for r := 0; r < 4; r++ {
+		seen := map[string]bool{}
+		for _, st := range p.Steps[r*12 : (r+1)*12] {
+			if st.Round != r {
+				t.Fatalf("step in round %d has Round %d", r, st.Round)
+			}
+			seen[st.Point.Key()] = true
+		}
+		if len(seen) != 12 {
+			t.Fatalf("round %d visits %d distinct points; want 12", r, len(seen))
+		}
+	}
+	// The expensive knobs (ids restart 20 s, interfaces 15 s) change only as
+	// often as the snake order needs: ids twice per round trip... at most
+	// once between rounds' halves.
+	actions := p.ServiceActions()
+	if actions[configxml.ActionIDSRestart] > 4 {
+		t.Errorf("ids changes %d times in 4 rounds; the cost-aware order should change it at most once per round", actions[configxml.ActionIDSRestart])
+	}
+	if actions[configxml.ActionInterfaces] > 4*2+1 {
+		t.Errorf("offload changes %d times; want at most %d", actions[configxml.ActionInterfaces], 4*2+1)
+	}
+	// Consecutive steps never change an expensive knob and ... the number of
+	// changes per step equals the knobs that differ.
+	for i, st := range p.Steps {
+		if i == 0 {
+			continue
+		}
+		prev := p.Steps[i-1].Point
+		n := 0
+		for _, kv := range st.Point.Values {
+			if prev.Value(kv.Knob) != kv.Value {
+				n++
+			}
+		}
+		if n != len(st.Changes) {
+			t.Fatalf("step %d: %d knobs differ from the previous point but %d changes are planned", i, n, len(st.Changes))
+		}
+	}
+	// The same seed gives the same plan; another seed another order.
+	again, _ := NewPlan(s, pfSense(t), 0)
+	if keys(again) != keys(p) {
+		t.Error("the same spec and seed gave two different plans")
+	}
+	s.Seed = nil
+	other, _ := NewPlan(s, pfSense(t), 12345)
+	if keys(other) == keys(p) {
+		t.Error("a different seed gave the same order")
+	}
+	if p.Estimate() < 48*10*time.Second*2 {
+		t.Errorf("estimate %v is less than the probes alone (48 steps × 2 probes × 10 s)", p.Estimate())
+	}
+}
+
+func TestPlanOrders(t *testing.T) {
+	spec := "axes:\n  rules@lan: [0, 10, 20, 30, 40, 50]\nrepeats: 3\nseed: 5\norder: %s\n"
+	rounds := func(order string) [][]string {
+		s, err := Parse(strings.NewReader(strings.Replace(spec, "%s", order, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(s, pfSense(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([][]string, 3)
+		for _, st := range p.Steps {
+			out[st.Round] = append(out[st.Round], st.Point.Value("rules@lan"))
+		}
+		return out
+	}
+	written := rounds("as-written")
+	for _, r := range written {
+		if !slices.Equal(r, []string{"0", "10", "20", "30", "40", "50"}) {
+			t.Errorf("as-written round = %v", r)
+		}
+	}
+	random := rounds("randomized")
+	if slices.Equal(random[0], random[1]) && slices.Equal(random[1], random[2]) {
+		t.Errorf("randomized rounds are all the same order: %v", random)
+	}
+	// Cheap knobs only: cost-aware randomizes them per round too.
+	cheap := rounds("cost-aware")
+	if slices.Equal(cheap[0], cheap[1]) && slices.Equal(cheap[1], cheap[2]) {
+		t.Errorf("cost-aware rounds of a cheap knob are all the same order: %v", cheap)
+	}
+}
+
+func TestBaseline(t *testing.T) {
+	s, _ := Parse(strings.NewReader("axes:\n  rules@lan: [0, 10]\n  nat.outbound: [automatic, disabled]\nbaseline: {rules@lan: 10, nat.outbound: disabled}\n"))
+	p, err := NewPlan(s, pfSense(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Baseline.Key() != "rules@lan=10 nat.outbound=disabled" {
+		t.Errorf("baseline = %s", p.Baseline.Key())
+	}
+	s, _ = Parse(strings.NewReader("axes:\n  rules@lan: [0, 10]\nbaseline: {rules@lan: 5}\n"))
+	if _, err := NewPlan(s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "no point of the matrix matches it") {
+		t.Errorf("unmatched baseline: %v", err)
+	}
+}
+
+func TestExamplesParse(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no examples")
+	}
+	for _, f := range files {
+		s, err := parseFile(t, f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if _, err := s.Expand(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func keys(p *Plan) string {
+	var b strings.Builder
+	for _, st := range p.Steps {
+		b.WriteString(st.Point.Key() + "|")
+	}
+	return b.String()
+}
+
+// TestCostAwareIsCheaper: on the seeds' examples the cost-aware order never
+// needs more service-action time than the written order.
+func TestCostAwareIsCheaper(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	for _, f := range files {
+		cost := func(order Order) time.Duration {
+			s, err := parseFile(t, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Order = order
+			p, err := NewPlan(s, pfSense(t), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total time.Duration
+			for _, st := range p.Steps {
+				total += st.Cost
+			}
+			return total
+		}
+		aware, written := cost(OrderCostAware), cost(OrderAsWritten)
+		if aware > written {
+			t.Errorf("%s: cost-aware order costs %v of service actions, as-written %v", f, aware, written)
+		}
+		t.Logf("%s: service actions cost-aware %v, as-written %v", filepath.Base(f), aware, written)
+	}
+}

@@ -1,0 +1,73 @@
+package probe
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+)
+
+// Polling is a reader called at a fixed period in the background until
+// Stop. It reads once at the start, so even a short probe has one value.
+type Polling[T any] struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	series []T
+	errs   []error
+}
+
+// Poll calls read every period until Stop or until ctx ends. Each read gets
+// a context bounded by the period, so a hung reader cannot stall the series.
+func Poll[T any](ctx context.Context, period time.Duration, read func(context.Context) (T, error)) *Polling[T] {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &Polling[T]{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, period)
+			v, err := read(rctx)
+			rcancel()
+			if ctx.Err() != nil {
+				return // stopped while reading: that value is not part of the probe
+			}
+			p.mu.Lock()
+			if err != nil {
+				p.errs = append(p.errs, err)
+			} else {
+				p.series = append(p.series, v)
+			}
+			p.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+// Stop ends the polling and returns the values read and the errors met, in
+// order.
+func (p *Polling[T]) Stop() ([]T, []error) {
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.series, p.errs
+}
+
+// Sampler samples the DUT's metrics while a probe runs.
+type Sampler struct {
+	Every time.Duration // default 1 s
+	Read  func(ctx context.Context) (fwapi.Metrics, error)
+}
+
+// Start begins sampling; Stop on the result returns the series.
+func (s Sampler) Start(ctx context.Context) *Polling[fwapi.Metrics] {
+	return Poll(ctx, every(s.Every), s.Read)
+}

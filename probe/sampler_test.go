@@ -1,0 +1,64 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+)
+
+func TestSampler(t *testing.T) {
+	var n atomic.Int32
+	s := Sampler{Every: 50 * time.Millisecond, Read: func(ctx context.Context) (fwapi.Metrics, error) {
+		i := n.Add(1)
+		if i == 3 {
+			return fwapi.Metrics{}, errors.New("read failed")
+		}
+		return fwapi.Metrics{CPUPercent: float64(i)}, nil
+	}}
+	p := s.Start(t.Context())
+	time.Sleep(330 * time.Millisecond)
+	series, errs := p.Stop()
+	// About 7 reads in 330 ms at 50 ms; allow a loaded machine to lag.
+	if len(series) < 2 || len(series) > 8 || len(errs) != 1 {
+		t.Fatalf("series %d values, %d errors; want 2..8 values and 1 error", len(series), len(errs))
+	}
+	for i := 1; i < len(series); i++ {
+		if series[i].CPUPercent <= series[i-1].CPUPercent {
+			t.Errorf("series out of order: %v then %v", series[i-1].CPUPercent, series[i].CPUPercent)
+		}
+	}
+	after := n.Load()
+	time.Sleep(120 * time.Millisecond)
+	if n.Load() != after {
+		t.Errorf("reads went on after Stop")
+	}
+}
+
+func TestSamplerReadsAtOnce(t *testing.T) {
+	p := Poll(t.Context(), time.Hour, func(context.Context) (int, error) { return 7, nil })
+	time.Sleep(50 * time.Millisecond)
+	series, _ := p.Stop()
+	if len(series) != 1 || series[0] != 7 {
+		t.Errorf("series = %v, want [7] from the first read", series)
+	}
+}
+
+func TestSamplerHungReader(t *testing.T) {
+	p := Poll(t.Context(), 50*time.Millisecond, func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	time.Sleep(180 * time.Millisecond)
+	start := time.Now()
+	_, errs := p.Stop()
+	if time.Since(start) > time.Second {
+		t.Errorf("Stop took %v with a hung reader", time.Since(start))
+	}
+	if len(errs) < 2 {
+		t.Errorf("errors = %d, want each hung read to time out at the period", len(errs))
+	}
+}

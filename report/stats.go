@@ -1,0 +1,107 @@
+// Package report turns a sweep's samples into A/B statistics, tables and
+// charts, and compares runs for regressions. The statistics are
+// golang.org/x/perf/benchmath's: medians with distribution-free confidence
+// intervals and the Mann-Whitney U test, as benchstat reports them.
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"golang.org/x/perf/benchmath"
+)
+
+// Confidence is the confidence level of every interval fwab reports.
+const Confidence = 0.95
+
+// Summary is a sample's median with its confidence interval.
+type Summary struct {
+	N        int
+	Median   float64
+	Lo, Hi   float64 // the interval; ±Inf when n is too small for Confidence
+	Mean     float64 // for the Student's t view
+	MeanLo   float64
+	MeanHi   float64
+	Warnings []string
+}
+
+// Summarize describes one point's values.
+func Summarize(values []float64) Summary {
+	v := finite(values)
+	if len(v) == 0 {
+		return Summary{Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Mean: math.NaN(), MeanLo: math.NaN(), MeanHi: math.NaN(), Warnings: []string{"no valid samples"}}
+	}
+	s := benchmath.NewSample(v, &benchmath.DefaultThresholds)
+	med := benchmath.AssumeNothing.Summary(s, Confidence)
+	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), Confidence)
+	out := Summary{N: len(v), Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
+	if len(v) < MinSamples {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a 95%% interval of the median; use %d or more repeats", len(v), MinSamples))
+	}
+	for _, w := range append(med.Warnings, s.Warnings...) {
+		out.Warnings = append(out.Warnings, w.Error())
+	}
+	return out
+}
+
+// Delta compares a point with the baseline.
+type Delta struct {
+	Base, New Summary
+	// Pct is the change of the median in percent; PctLo and PctHi bound it
+	// conservatively from the two medians' intervals.
+	Pct, PctLo, PctHi float64
+	P                 float64 // Mann-Whitney U test
+	Alpha             float64
+	Significant       bool // P < Alpha: a difference is shown
+	Warnings          []string
+}
+
+// String is benchstat's form: "+12.34%" or "~" where no difference is shown.
+func (d Delta) String() string {
+	if !d.Significant {
+		return "~"
+	}
+	if math.IsNaN(d.Pct) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.2f%%", d.Pct)
+}
+
+// Compare tests whether values differ from base.
+func Compare(base, values []float64) Delta {
+	b, n := finite(base), finite(values)
+	d := Delta{Base: Summarize(b), New: Summarize(n), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(), Alpha: benchmath.DefaultThresholds.CompareAlpha}
+	if len(b) == 0 || len(n) == 0 {
+		d.Warnings = append(d.Warnings, "no valid samples to compare")
+		return d
+	}
+	c := benchmath.AssumeNothing.Compare(benchmath.NewSample(b, &benchmath.DefaultThresholds), benchmath.NewSample(n, &benchmath.DefaultThresholds))
+	d.P, d.Alpha = c.P, c.Alpha
+	d.Significant = c.P < c.Alpha
+	for _, w := range c.Warnings {
+		d.Warnings = append(d.Warnings, w.Error())
+	}
+	if d.Base.Median != 0 {
+		d.Pct = (d.New.Median/d.Base.Median - 1) * 100
+		if d.Base.Lo > 0 && d.Base.Hi > 0 && !math.IsInf(d.Base.Hi, 0) && !math.IsInf(d.New.Hi, 0) {
+			d.PctLo = (d.New.Lo/d.Base.Hi - 1) * 100
+			d.PctHi = (d.New.Hi/d.Base.Lo - 1) * 100
+		}
+	}
+	return d
+}
+
+// MinSamples is the smallest n for which a median's 95 % interval and a
+// U test at α = 0.05 can show anything (benchmath's warnings say so too).
+const MinSamples = 6
+
+func finite(values []float64) []float64 {
+	out := make([]float64, 0, len(values))
+	for _, v := range values {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

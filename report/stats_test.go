@@ -1,0 +1,71 @@
+package report
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func noisy(rng *rand.Rand, n int, center, spread float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = center * (1 + spread*(rng.Float64()*2-1))
+	}
+	return v
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{5, 1, 4, 2, 3, 9, 7, 8, 6})
+	if s.N != 9 || s.Median != 5 || !(s.Lo <= 5 && s.Hi >= 5) || s.Lo < 1 || s.Hi > 9 {
+		t.Errorf("Summarize = %+v; want median 5 inside a finite interval", s)
+	}
+	small := Summarize([]float64{10, 11})
+	if !math.IsInf(small.Lo, -1) && !math.IsInf(small.Hi, 1) && len(small.Warnings) == 0 {
+		t.Errorf("n=2 gave a finite interval and no warning: %+v", small)
+	}
+	if e := Summarize([]float64{math.NaN()}); !math.IsNaN(e.Median) || len(e.Warnings) == 0 {
+		t.Errorf("no valid value: %+v", e)
+	}
+}
+
+// TestAA: two samples from the same distribution show no difference in at
+// least 90 % of trials (the U test's alpha is 5 %).
+func TestAA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	flagged := 0
+	const trials = 200
+	for range trials {
+		d := Compare(noisy(rng, 10, 1000, 0.05), noisy(rng, 10, 1000, 0.05))
+		if d.Significant {
+			flagged++
+		}
+	}
+	if flagged > trials/10 {
+		t.Errorf("A/A flagged %d of %d trials as different", flagged, trials)
+	}
+}
+
+// TestDetects10Percent: a 10 % drop with 5 % noise and 10 repeats is shown
+// every time, with the right sign and size.
+func TestDetects10Percent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		d := Compare(noisy(rng, 10, 1000, 0.05), noisy(rng, 10, 900, 0.05))
+		if !d.Significant || d.Pct > -4 || d.Pct < -16 || !strings.HasPrefix(d.String(), "-") {
+			t.Fatalf("10%% drop: %+v (%s)", d, d)
+		}
+		if !(d.PctLo <= d.Pct && d.Pct <= d.PctHi) {
+			t.Fatalf("interval [%v, %v] does not hold %v", d.PctLo, d.PctHi, d.Pct)
+		}
+	}
+}
+
+func TestDeltaString(t *testing.T) {
+	if s := (Delta{Significant: false, Pct: -30}).String(); s != "~" {
+		t.Errorf("not significant = %q, want ~", s)
+	}
+	if s := (Delta{Significant: true, Pct: -35.2}).String(); s != "-35.20%" {
+		t.Errorf("= %q", s)
+	}
+}

@@ -1,0 +1,725 @@
+// Package store keeps sweep results in SQLite (modernc.org/sqlite, no cgo):
+// runs, their matrix points, the samples probed at each point with the DUT's
+// metrics during them, and the events of the run. Every sample is written in
+// its own transaction as soon as it is measured, so a crash loses at most the
+// sample in flight, and a resumed run skips what is already recorded.
+//
+// The database is opened in WAL mode, so reports can read while a sweep
+// writes, with synchronous=FULL: each committed sample is on disk before
+// RecordSample returns. A sample takes seconds to measure and an fsync
+// milliseconds, so FULL costs nothing noticeable; NORMAL would survive a
+// killed fwab just as well but could lose the last samples on a power cut,
+// which is a real risk on the test bench next to a firewall being rebooted.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Store is an open results database.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Errors callers can test for with errors.Is.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrDuplicate = errors.New("already recorded")
+)
+
+// DefaultPath is ~/.local/share/fwab/results.db (or $XDG_DATA_HOME/fwab).
+func DefaultPath() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "fwab", "results.db")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "results.db"
+	}
+	return filepath.Join(home, ".local", "share", "fwab", "results.db")
+}
+
+// Open opens the database at path, creating it and its folder if needed, and
+// brings its schema up to date.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("results database path is empty")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("results database path %q: '?' and '#' are not allowed in the file name", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("results database: %w", err)
+	}
+	dsn := "file:" + path +
+		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("results database %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB gives read access for reports that need their own queries.
+func (s *Store) DB() *sql.DB { return s.db }
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	var version int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this fwab knows (%d): use a newer fwab", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("migrating to schema version %d: %w", v+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// RunStatus is where a run stands.
+type RunStatus string
+
+// Run statuses.
+const (
+	Running   RunStatus = "running"
+	Done      RunStatus = "done"
+	Failed    RunStatus = "failed"
+	Cancelled RunStatus = "cancelled"
+)
+
+// Run is one sweep.
+type Run struct {
+	ID          int64
+	Created     time.Time
+	Finished    time.Time // zero while running
+	Status      RunStatus
+	Spec        string // the matrix spec text
+	SpecHash    string // sha256 of Spec; computed by CreateRun
+	Seed        int64
+	FwabVersion string
+	Target      string
+	TargetInfo  json.RawMessage // what was known of the target: flavor, version, NICs (never secrets)
+	Firmware    string
+	ConfigHash  string // sha256 of the original config.xml
+}
+
+// RunSummary is a run with its counts, for listings.
+type RunSummary struct {
+	Run
+	Points, Samples, FailedSamples int
+}
+
+// HashSpec is the spec hash stored with a run.
+func HashSpec(spec string) string {
+	sum := sha256.Sum256([]byte(spec))
+	return hex.EncodeToString(sum[:])
+}
+
+const timeFormat = time.RFC3339Nano
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func parseTime(s sql.NullString) time.Time {
+	if !s.Valid || s.String == "" {
+		return time.Time{}
+	}
+	t, _ := time.Parse(timeFormat, s.String)
+	return t
+}
+
+// CreateRun records a new run and returns its id. Created, Status and
+// SpecHash are filled in.
+func (s *Store) CreateRun(ctx context.Context, r Run) (int64, error) {
+	if r.Target == "" {
+		return 0, errors.New("create run: target name is empty")
+	}
+	info := r.TargetInfo
+	if len(info) == 0 {
+		info = json.RawMessage("{}")
+	}
+	if !json.Valid(info) {
+		return 0, errors.New("create run: target info is not valid JSON")
+	}
+	created := r.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
+		(created, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash)
+		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
+		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, string(info), r.Firmware, r.ConfigHash)
+	if err != nil {
+		return 0, fmt.Errorf("create run: %w", err)
+	}
+	return res.LastInsertId()
+}
+
+// FinishRun marks a run done, failed or cancelled.
+func (s *Store) FinishRun(ctx context.Context, run int64, status RunStatus) error {
+	switch status {
+	case Done, Failed, Cancelled:
+	default:
+		return fmt.Errorf("finish run %d: status %q is not done, failed or cancelled", run, status)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, string(status), formatTime(time.Now()), run)
+	if err != nil {
+		return fmt.Errorf("finish run %d: %w", run, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("finish run %d: %w", run, ErrNotFound)
+	}
+	return nil
+}
+
+// Reopen marks a finished run as running again, for a resume.
+func (s *Store) Reopen(ctx context.Context, run int64) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = 'running', finished = NULL WHERE id = ?`, run)
+	if err != nil {
+		return fmt.Errorf("reopen run %d: %w", run, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("reopen run %d: %w", run, ErrNotFound)
+	}
+	return nil
+}
+
+const runColumns = `id, created, finished, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash`
+
+func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
+	var r Run
+	var created, finished sql.NullString
+	var status, info string
+	dest := append([]any{&r.ID, &created, &finished, &status, &r.Spec, &r.SpecHash, &r.Seed, &r.FwabVersion, &r.Target, &info, &r.Firmware, &r.ConfigHash}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Created, r.Finished = parseTime(created), parseTime(finished)
+	r.Status = RunStatus(status)
+	r.TargetInfo = json.RawMessage(info)
+	return r, nil
+}
+
+// Run returns one run.
+func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("run %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// Runs lists all runs, newest first, with their counts.
+func (s *Store) Runs(ctx context.Context) ([]RunSummary, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+`,
+		(SELECT count(*) FROM points p WHERE p.run_id = runs.id),
+		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id),
+		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id AND x.failed)
+		FROM runs ORDER BY id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []RunSummary
+	for rows.Next() {
+		var rs RunSummary
+		r, err := scanRun(rows, &rs.Points, &rs.Samples, &rs.FailedSamples)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		rs.Run = r
+		out = append(out, rs)
+	}
+	return out, rows.Err()
+}
+
+// PointStatus is what became of a matrix point.
+type PointStatus string
+
+// Point statuses.
+const (
+	Pending PointStatus = "pending" // not reached yet
+	Valid   PointStatus = "valid"   // applied and verified; its samples count
+	Invalid PointStatus = "invalid" // refused before touching the firewall (the target cannot take it)
+	Broken  PointStatus = "failed"  // apply or verify failed; Reason says how
+)
+
+// Point is one configuration of the matrix.
+type Point struct {
+	Index  int
+	Knobs  map[string]string
+	Status PointStatus
+	Reason string
+}
+
+// AddPoints records the points of a run. Recording the same points again
+// (a resume) is allowed; a point whose knobs differ from the recorded ones
+// is refused, because the spec changed under the run.
+func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add points: %w", err)
+	}
+	defer tx.Rollback()
+	for _, p := range points {
+		knobs, err := json.Marshal(p.Knobs)
+		if err != nil {
+			return fmt.Errorf("add points: %w", err)
+		}
+		status := p.Status
+		if status == "" {
+			status = Pending
+		}
+		var have string
+		err = tx.QueryRowContext(ctx, `SELECT knobs FROM points WHERE run_id = ? AND idx = ?`, run, p.Index).Scan(&have)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO points (run_id, idx, knobs, status, reason) VALUES (?, ?, ?, ?, ?)`,
+				run, p.Index, string(knobs), string(status), p.Reason); err != nil {
+				return fmt.Errorf("add point %d to run %d: %w", p.Index, run, err)
+			}
+		case err != nil:
+			return fmt.Errorf("add points: %w", err)
+		case have != string(knobs):
+			return fmt.Errorf("point %d of run %d is recorded as %s, not %s: the spec changed since the run started; start a new run", p.Index, run, have, knobs)
+		}
+	}
+	return tx.Commit()
+}
+
+// SetPointStatus records what became of a point.
+func (s *Store) SetPointStatus(ctx context.Context, run int64, index int, status PointStatus, reason string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE points SET status = ?, reason = ? WHERE run_id = ? AND idx = ?`, string(status), reason, run, index)
+	if err != nil {
+		return fmt.Errorf("point %d of run %d: %w", index, run, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("point %d of run %d: %w", index, run, ErrNotFound)
+	}
+	return nil
+}
+
+// Points returns a run's points in order.
+func (s *Store) Points(ctx context.Context, run int64) ([]Point, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT idx, knobs, status, reason FROM points WHERE run_id = ? ORDER BY idx`, run)
+	if err != nil {
+		return nil, fmt.Errorf("points of run %d: %w", run, err)
+	}
+	defer rows.Close()
+	var out []Point
+	for rows.Next() {
+		var p Point
+		var knobs, status string
+		if err := rows.Scan(&p.Index, &knobs, &status, &p.Reason); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(knobs), &p.Knobs); err != nil {
+			return nil, fmt.Errorf("point %d of run %d: knobs: %w", p.Index, run, err)
+		}
+		p.Status = PointStatus(status)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Key names one sample of a run: the unit a resume skips.
+type Key struct {
+	Run    int64
+	Point  int
+	Probe  string // a probe name from the spec, such as "tcp-up" or "udp-64"
+	Round  int
+	Repeat int
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("run %d point %d probe %s round %d repeat %d", k.Run, k.Point, k.Probe, k.Round, k.Repeat)
+}
+
+// Sample is one recorded probe result. Unknown figures are NaN.
+type Sample struct {
+	Key
+	Direction string
+	Started   time.Time
+	Elapsed   time.Duration
+
+	BitsPerSecond    float64
+	SentBPS          float64
+	BidirBPS         float64
+	Retransmits      int64 // -1 when unknown
+	ClientCPU        float64
+	ServerCPU        float64
+	RTTms            float64
+	JitterMS         float64
+	LostPercent      float64
+	PingAvgMS        float64
+	PingLossPercent  float64
+	PowerWatts       float64
+	EndpointCPUBound bool
+
+	Failed   bool
+	Reason   string
+	Warnings []string
+	Raw      json.RawMessage // the probe's own reports, as JSON
+
+	DUT []fwapi.Metrics
+}
+
+// Unknown is the value of a figure that was not measured.
+var Unknown = math.NaN()
+
+// FromProbe turns a probe's sample into a row.
+func FromProbe(k Key, ps probe.Sample) Sample {
+	s := Sample{
+		Key: k, Direction: string(ps.Direction), Started: ps.Started, Elapsed: ps.Elapsed,
+		BitsPerSecond: Unknown, SentBPS: Unknown, BidirBPS: Unknown, Retransmits: -1,
+		ClientCPU: Unknown, ServerCPU: Unknown, RTTms: Unknown, JitterMS: Unknown, LostPercent: Unknown,
+		PingAvgMS: Unknown, PingLossPercent: Unknown, PowerWatts: Unknown,
+		EndpointCPUBound: ps.EndpointCPUBound, Failed: ps.Failed, Reason: ps.Reason,
+		Warnings: ps.Warnings, DUT: ps.DUT,
+	}
+	if r := ps.Result; r != nil {
+		s.BitsPerSecond = r.Flow.ReceivedBPS
+		s.SentBPS = r.Flow.SentBPS
+		s.Retransmits = r.Flow.Retransmits
+		if r.BidirFlow != nil {
+			s.BidirBPS = r.BidirFlow.ReceivedBPS
+		}
+		if r.RTT != nil {
+			s.RTTms = float64(r.RTT.Mean) / float64(time.Millisecond)
+		}
+		if r.UDP != nil {
+			s.JitterMS = r.UDP.JitterMS
+			s.LostPercent = r.UDP.LostPercent
+		}
+	}
+	if ps.ClientCPU >= 0 {
+		s.ClientCPU = ps.ClientCPU
+	}
+	if ps.ServerCPU >= 0 {
+		s.ServerCPU = ps.ServerCPU
+	}
+	if ps.Ping != nil {
+		s.PingAvgMS = float64(ps.Ping.Avg) / float64(time.Millisecond)
+		s.PingLossPercent = ps.Ping.LossPercent
+	}
+	if len(ps.Power) > 0 {
+		var sum float64
+		for _, p := range ps.Power {
+			sum += p.Watts
+		}
+		s.PowerWatts = sum / float64(len(ps.Power))
+	}
+	raw := map[string]any{"port": ps.Port, "parallel": ps.Parallel, "udp": ps.UDP, "length": ps.Length}
+	if json.Valid(ps.ClientJSON) {
+		raw["client"] = json.RawMessage(ps.ClientJSON)
+	} else if len(ps.ClientJSON) > 0 {
+		raw["client_text"] = string(ps.ClientJSON)
+	}
+	if json.Valid(ps.ServerJSON) {
+		raw["server"] = json.RawMessage(ps.ServerJSON)
+	} else if len(ps.ServerJSON) > 0 {
+		raw["server_text"] = string(ps.ServerJSON)
+	}
+	if ps.Ping != nil {
+		raw["ping"] = ps.Ping
+	}
+	if len(ps.Power) > 0 {
+		raw["power"] = ps.Power
+	}
+	s.Raw, _ = json.Marshal(raw)
+	return s
+}
+
+// nullable stores NaN and infinities as NULL.
+func nullable(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
+
+func fromNull(v sql.NullFloat64) float64 {
+	if !v.Valid {
+		return Unknown
+	}
+	return v.Float64
+}
+
+// RecordSample writes a sample and its DUT metrics in one transaction. A
+// sample already recorded under the same key is refused with ErrDuplicate.
+func (s *Store) RecordSample(ctx context.Context, x Sample) error {
+	if x.Probe == "" {
+		return fmt.Errorf("record sample %s: probe name is empty", x.Key)
+	}
+	warnings := x.Warnings
+	if warnings == nil {
+		warnings = []string{}
+	}
+	w, err := json.Marshal(warnings)
+	if err != nil {
+		return err
+	}
+	raw := x.Raw
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("record sample %s: raw record is not valid JSON", x.Key)
+	}
+	var retr any
+	if x.Retransmits >= 0 {
+		retr = x.Retransmits
+	}
+	started := x.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO samples
+		(run_id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
+		 bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
+		 rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
+		 endpoint_cpu_bound, failed, reason, warnings, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING`,
+		x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
+		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
+		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
+		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw))
+	if err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	for _, m := range x.DUT {
+		var mbufs any
+		if m.MbufsInUse > 0 {
+			mbufs = m.MbufsInUse
+		}
+		var temp any
+		if m.TempCelsius != 0 {
+			temp = m.TempCelsius
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs); err != nil {
+			return fmt.Errorf("record sample %s: DUT metrics: %w", x.Key, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, err)
+	}
+	return nil
+}
+
+// Done reports whether the sample under k is recorded (failed or not).
+func (s *Store) Done(ctx context.Context, k Key) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM samples WHERE run_id = ? AND point_idx = ? AND probe = ? AND round = ? AND repeat = ?`,
+		k.Run, k.Point, k.Probe, k.Round, k.Repeat).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sample %s: %w", k, err)
+	}
+	return true, nil
+}
+
+// Completed returns the keys of every sample recorded for a run: what a
+// resume must not repeat.
+func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT point_idx, probe, round, repeat FROM samples WHERE run_id = ?`, run)
+	if err != nil {
+		return nil, fmt.Errorf("samples of run %d: %w", run, err)
+	}
+	defer rows.Close()
+	done := map[Key]bool{}
+	for rows.Next() {
+		k := Key{Run: run}
+		if err := rows.Scan(&k.Point, &k.Probe, &k.Round, &k.Repeat); err != nil {
+			return nil, err
+		}
+		done[k] = true
+	}
+	return done, rows.Err()
+}
+
+// Samples returns a run's samples with their DUT metrics, in the order they
+// were recorded.
+func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
+		bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
+		rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
+		endpoint_cpu_bound, failed, reason, warnings, raw
+		FROM samples WHERE run_id = ? ORDER BY id`, run)
+	if err != nil {
+		return nil, fmt.Errorf("samples of run %d: %w", run, err)
+	}
+	defer rows.Close()
+	var out []Sample
+	byID := map[int64]int{}
+	for rows.Next() {
+		x := Sample{Key: Key{Run: run}}
+		var id, elapsed int64
+		var started sql.NullString
+		var bps, sent, bidir, ccpu, scpu, rtt, jit, lost, ping, pingLoss, power sql.NullFloat64
+		var retr sql.NullInt64
+		var warnings, raw string
+		if err := rows.Scan(&id, &x.Point, &x.Probe, &x.Round, &x.Repeat, &x.Direction, &started, &elapsed,
+			&bps, &sent, &bidir, &retr, &ccpu, &scpu, &rtt, &jit, &lost, &ping, &pingLoss, &power,
+			&x.EndpointCPUBound, &x.Failed, &x.Reason, &warnings, &raw); err != nil {
+			return nil, fmt.Errorf("samples of run %d: %w", run, err)
+		}
+		x.Started, x.Elapsed = parseTime(started), time.Duration(elapsed)*time.Millisecond
+		x.BitsPerSecond, x.SentBPS, x.BidirBPS = fromNull(bps), fromNull(sent), fromNull(bidir)
+		x.Retransmits = -1
+		if retr.Valid {
+			x.Retransmits = retr.Int64
+		}
+		x.ClientCPU, x.ServerCPU, x.RTTms = fromNull(ccpu), fromNull(scpu), fromNull(rtt)
+		x.JitterMS, x.LostPercent = fromNull(jit), fromNull(lost)
+		x.PingAvgMS, x.PingLossPercent, x.PowerWatts = fromNull(ping), fromNull(pingLoss), fromNull(power)
+		if err := json.Unmarshal([]byte(warnings), &x.Warnings); err != nil {
+			return nil, fmt.Errorf("sample %s: warnings: %w", x.Key, err)
+		}
+		x.Raw = json.RawMessage(raw)
+		byID[id] = len(out)
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+
+	mrows, err := s.db.QueryContext(ctx, `SELECT m.sample_id, m.time, m.cpu, m.temp, m.mem, m.mbufs
+		FROM dut_metrics m JOIN samples x ON x.id = m.sample_id WHERE x.run_id = ? ORDER BY m.rowid`, run)
+	if err != nil {
+		return nil, fmt.Errorf("DUT metrics of run %d: %w", run, err)
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var id int64
+		var t sql.NullString
+		var cpu, temp, mem sql.NullFloat64
+		var mbufs sql.NullInt64
+		if err := mrows.Scan(&id, &t, &cpu, &temp, &mem, &mbufs); err != nil {
+			return nil, err
+		}
+		i, ok := byID[id]
+		if !ok {
+			continue // written after the samples were read
+		}
+		out[i].DUT = append(out[i].DUT, fwapi.Metrics{Time: parseTime(t), CPUPercent: cpu.Float64, TempCelsius: temp.Float64, MemUsedPct: mem.Float64, MbufsInUse: mbufs.Int64})
+	}
+	return out, mrows.Err()
+}
+
+// Event is something that happened during a run: a point applied, a
+// rollback, a warning, an error.
+type Event struct {
+	Time    time.Time
+	Kind    string // "apply", "verify", "rollback", "warning", "error", ...
+	Point   int    // -1 when not about a point
+	Message string
+}
+
+// RecordEvent appends an event to a run's journal.
+func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
+	if e.Kind == "" {
+		return errors.New("record event: kind is empty")
+	}
+	t := e.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	var point any
+	if e.Point >= 0 {
+		point = e.Point
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO events (run_id, time, kind, point_idx, message) VALUES (?, ?, ?, ?, ?)`,
+		run, formatTime(t), e.Kind, point, e.Message); err != nil {
+		return fmt.Errorf("record event for run %d: %w", run, err)
+	}
+	return nil
+}
+
+// Events returns a run's events in order.
+func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)
+	if err != nil {
+		return nil, fmt.Errorf("events of run %d: %w", run, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var t sql.NullString
+		var point sql.NullInt64
+		if err := rows.Scan(&t, &e.Kind, &point, &e.Message); err != nil {
+			return nil, err
+		}
+		e.Time = parseTime(t)
+		e.Point = -1
+		if point.Valid {
+			e.Point = int(point.Int64)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

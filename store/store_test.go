@@ -1,0 +1,302 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sub", "results.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func newRun(t *testing.T, s *Store) int64 {
+	t.Helper()
+	id, err := s.CreateRun(t.Context(), Run{
+		Spec: "probes:\n  tcp-up: {iperf3: {duration: 10s}}\n", Seed: 42, FwabVersion: "v0.1.0",
+		Target: "lab", TargetInfo: json.RawMessage(`{"flavor":"pfsense","version":"2.7.2-RELEASE"}`),
+		Firmware: "2.7.2-RELEASE", ConfigHash: strings.Repeat("ab", 32),
+	})
+	if err != nil {
+		t.Fatalf("CreateRun() = %v", err)
+	}
+	if err := s.AddPoints(t.Context(), id, []Point{
+		{Index: 0, Knobs: map[string]string{"offload.tso": "on"}},
+		{Index: 1, Knobs: map[string]string{"offload.tso": "off"}},
+	}); err != nil {
+		t.Fatalf("AddPoints() = %v", err)
+	}
+	return id
+}
+
+var nanEqual = cmpopts.EquateNaNs()
+
+func TestRoundTrip(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	run := newRun(t, s)
+
+	gotRun, err := s.Run(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotRun.Status != Running || gotRun.SpecHash != HashSpec(gotRun.Spec) || gotRun.Seed != 42 || string(gotRun.TargetInfo) != `{"flavor":"pfsense","version":"2.7.2-RELEASE"}` {
+		t.Errorf("Run() = %+v", gotRun)
+	}
+
+	t0 := time.Date(2026, 11, 30, 4, 0, 0, 123456789, time.UTC)
+	want := []Sample{
+		{
+			Key: Key{Run: run, Point: 0, Probe: "tcp-up", Round: 0, Repeat: 0}, Direction: "up", Started: t0, Elapsed: 12 * time.Second,
+			BitsPerSecond: 9.4e8, SentBPS: 9.41e8, BidirBPS: Unknown, Retransmits: 12, ClientCPU: 41.5, ServerCPU: 22,
+			RTTms: 0.8, JitterMS: Unknown, LostPercent: Unknown, PingAvgMS: 1.25, PingLossPercent: 0, PowerWatts: 23.5,
+			EndpointCPUBound: false, Warnings: []string{"client report: something"}, Raw: json.RawMessage(`{"port":20001}`),
+			DUT: []fwapi.Metrics{
+				{Time: t0, CPUPercent: 55, TempCelsius: 48, MemUsedPct: 31, MbufsInUse: 1024},
+				{Time: t0.Add(time.Second), CPUPercent: 61, MemUsedPct: 31},
+			},
+		},
+		{
+			Key: Key{Run: run, Point: 1, Probe: "tcp-up", Round: 0, Repeat: 0}, Direction: "up", Started: t0.Add(time.Minute),
+			BitsPerSecond: Unknown, SentBPS: Unknown, BidirBPS: Unknown, Retransmits: -1, ClientCPU: Unknown, ServerCPU: Unknown,
+			RTTms: Unknown, JitterMS: Unknown, LostPercent: Unknown, PingAvgMS: Unknown, PingLossPercent: Unknown, PowerWatts: Unknown,
+			Failed: true, Reason: "client 198.18.1.10 cannot reach 198.19.1.10 port 20001", Warnings: []string{}, Raw: json.RawMessage(`{}`),
+		},
+	}
+	for _, x := range want {
+		if err := s.RecordSample(ctx, x); err != nil {
+			t.Fatalf("RecordSample(%s) = %v", x.Key, err)
+		}
+	}
+	got, err := s.Samples(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, nanEqual); diff != "" {
+		t.Errorf("Samples() mismatch (-want +got):\n%s", diff)
+	}
+
+	err = s.RecordSample(ctx, want[0])
+	if !errors.Is(err, ErrDuplicate) {
+		t.Errorf("RecordSample(same key again) = %v, want ErrDuplicate", err)
+	}
+	done, err := s.Completed(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[Key]bool{want[0].Key: true, want[1].Key: true}, done); diff != "" {
+		t.Errorf("Completed() mismatch (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		k    Key
+		want bool
+	}{{want[0].Key, true}, {Key{Run: run, Point: 0, Probe: "tcp-up", Round: 1}, false}, {Key{Run: run, Point: 0, Probe: "tcp-down"}, false}} {
+		if got, err := s.Done(ctx, tc.k); err != nil || got != tc.want {
+			t.Errorf("Done(%s) = %v, %v; want %v", tc.k, got, err, tc.want)
+		}
+	}
+
+	if err := s.SetPointStatus(ctx, run, 1, Broken, "apply: rollback fired"); err != nil {
+		t.Fatal(err)
+	}
+	points, err := s.Points(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPoints := []Point{
+		{Index: 0, Knobs: map[string]string{"offload.tso": "on"}, Status: Pending},
+		{Index: 1, Knobs: map[string]string{"offload.tso": "off"}, Status: Broken, Reason: "apply: rollback fired"},
+	}
+	if diff := cmp.Diff(wantPoints, points); diff != "" {
+		t.Errorf("Points() mismatch (-want +got):\n%s", diff)
+	}
+
+	events := []Event{{Time: t0, Kind: "apply", Point: 0, Message: "offload.tso=on"}, {Time: t0.Add(time.Second), Kind: "warning", Point: -1, Message: "slow"}}
+	for _, e := range events {
+		if err := s.RecordEvent(ctx, run, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotEvents, err := s.Events(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(events, gotEvents); diff != "" {
+		t.Errorf("Events() mismatch (-want +got):\n%s", diff)
+	}
+
+	if err := s.FinishRun(ctx, run, Done); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Status != Done || runs[0].Finished.IsZero() || runs[0].Points != 2 || runs[0].Samples != 2 || runs[0].FailedSamples != 1 {
+		t.Errorf("Runs() = %+v, want one done run with 2 points, 2 samples, 1 failed", runs)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	s, path := openTemp(t)
+	ctx := t.Context()
+	run := newRun(t, s)
+	tests := []struct {
+		name string
+		err  error
+		want string
+		is   error
+	}{
+		{"unknown run", func() error { _, err := s.Run(ctx, 999); return err }(), "run 999: not found", ErrNotFound},
+		{"finish unknown run", s.FinishRun(ctx, 999, Done), "run 999", ErrNotFound},
+		{"bad finish status", s.FinishRun(ctx, run, Running), `status "running" is not done`, nil},
+		{"spec changed on resume", s.AddPoints(ctx, run, []Point{{Index: 1, Knobs: map[string]string{"offload.tso": "on"}}}), "the spec changed since the run started", nil},
+		{"sample for an unknown point", s.RecordSample(ctx, Sample{Key: Key{Run: run, Point: 7, Probe: "x"}}), "FOREIGN KEY", nil},
+		{"sample without probe", s.RecordSample(ctx, Sample{Key: Key{Run: run}}), "probe name is empty", nil},
+		{"bad raw", s.RecordSample(ctx, Sample{Key: Key{Run: run, Probe: "x"}, Raw: json.RawMessage("{")}), "not valid JSON", nil},
+		{"run without target", func() error { _, err := s.CreateRun(ctx, Run{}); return err }(), "target name is empty", nil},
+		{"path with ?", func() error { _, err := Open(ctx, path+"?mode=ro"); return err }(), "not allowed", nil},
+	}
+	for _, tt := range tests {
+		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) || (tt.is != nil && !errors.Is(tt.err, tt.is)) {
+			t.Errorf("%s: error = %v, want %q", tt.name, tt.err, tt.want)
+		}
+	}
+	// Adding the same points again (a resume) is fine.
+	if err := s.AddPoints(ctx, run, []Point{{Index: 0, Knobs: map[string]string{"offload.tso": "on"}}}); err != nil {
+		t.Errorf("AddPoints(same points) = %v, want nil", err)
+	}
+}
+
+func TestSchemaVersion(t *testing.T) {
+	s, path := openTemp(t)
+	var v int
+	if err := s.DB().QueryRow(`SELECT version FROM schema_version`).Scan(&v); err != nil || v != len(migrations) {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, len(migrations))
+	}
+	s.Close()
+	// Reopening applies nothing twice.
+	s2, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if _, err := s2.DB().Exec(`UPDATE schema_version SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	_, err = Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "newer than this fwab knows") {
+		t.Errorf("Open(newer schema) = %v, want a 'newer' error", err)
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	s, _ := openTemp(t)
+	for _, tc := range []struct{ pragma, want string }{{"journal_mode", "wal"}, {"synchronous", "2"}, {"foreign_keys", "1"}} {
+		var got string
+		if err := s.DB().QueryRow("PRAGMA " + tc.pragma).Scan(&got); err != nil || got != tc.want {
+			t.Errorf("PRAGMA %s = %q, %v; want %q", tc.pragma, got, err, tc.want)
+		}
+	}
+}
+
+func TestFromProbe(t *testing.T) {
+	ps := probe.Sample{
+		Probe: "iperf3", Direction: probe.Up, Port: 20001, ClientCPU: 40, ServerCPU: -1,
+		Result:     &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: 1e9, SentBPS: 1.1e9, Retransmits: 3}, RTT: &probe.RTT{Mean: 1500 * time.Microsecond}},
+		Ping:       &probe.PingStats{Transmitted: 10, Received: 10, Avg: 2 * time.Millisecond},
+		Power:      []probe.PowerReading{{Watts: 20}, {Watts: 30}},
+		DUT:        []fwapi.Metrics{{CPUPercent: 80}},
+		ClientJSON: []byte(`{"end":{}}`), ServerJSON: []byte("not json"),
+		Warnings: []string{"w"},
+	}
+	k := Key{Run: 1, Point: 2, Probe: "tcp-up", Round: 3, Repeat: 4}
+	got := FromProbe(k, ps)
+	if got.BitsPerSecond != 1e9 || got.Retransmits != 3 || got.RTTms != 1.5 || got.PingAvgMS != 2 || got.PowerWatts != 25 || got.ClientCPU != 40 || !math.IsNaN(got.ServerCPU) || !math.IsNaN(got.JitterMS) || len(got.DUT) != 1 {
+		t.Errorf("FromProbe() = %+v", got)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(got.Raw, &raw); err != nil {
+		t.Fatalf("raw is not JSON: %v", err)
+	}
+	if raw["server_text"] != "not json" || raw["client"] == nil {
+		t.Errorf("raw = %v, want the client report as JSON and the server's as text", raw)
+	}
+}
+
+func TestConcurrentReader(t *testing.T) {
+	w, path := openTemp(t)
+	run := newRun(t, w)
+	r, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	const n = 150
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	readErr := make(chan error, 1)
+	reads := 0
+	go func() {
+		last := 0
+		for ctx.Err() == nil {
+			got, err := r.Samples(ctx, run)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				readErr <- err
+				return
+			}
+			if len(got) < last {
+				readErr <- errors.New("a reader saw the sample count go down")
+				return
+			}
+			for _, x := range got {
+				if len(x.DUT) != 2 {
+					readErr <- errors.New("a reader saw a sample without its DUT metrics")
+					return
+				}
+			}
+			last = len(got)
+			reads++
+		}
+		readErr <- nil
+	}()
+	for i := range n {
+		x := Sample{Key: Key{Run: run, Point: i % 2, Probe: "tcp-up", Round: i / 2}, BitsPerSecond: float64(i), Raw: json.RawMessage(`{}`),
+			DUT: []fwapi.Metrics{{Time: time.Now(), CPUPercent: 1}, {Time: time.Now(), CPUPercent: 2}}}
+		if err := w.RecordSample(t.Context(), x); err != nil {
+			t.Fatalf("RecordSample %d while reading: %v", i, err)
+		}
+	}
+	cancel()
+	if err := <-readErr; err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	if reads < 2 {
+		t.Errorf("the reader completed only %d reads while %d samples were written", reads, n)
+	}
+	got, err := r.Samples(t.Context(), run)
+	if err != nil || len(got) != n {
+		t.Errorf("after writing: %d samples, %v; want %d", len(got), err, n)
+	}
+}
