@@ -316,12 +316,12 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	o.mu.Lock()
 	savepointOnly := o.savepoint != "" && o.opts.Rollback == nil
 	o.mu.Unlock()
+	if savepointOnly && len(need) > 0 {
+		o.log.WarnContext(ctx, "the armed rollback is an OPNsense filter savepoint: it restores MVC filter rules only, not legacy rules (where fwab generates rules before 26.7), NAT, offloads, IDS or IPsec; add an ssh section for a whole-config rollback")
+	}
 	for _, a := range applyOrder {
 		if !need[a] {
 			continue
-		}
-		if savepointOnly && a != configxml.ActionFilterReload {
-			o.log.WarnContext(ctx, "the armed rollback is a filter savepoint: it will not undo this action; configure ssh for a whole-config rollback", "action", string(a))
 		}
 		if err := o.runAction(ctx, a, changes); err != nil {
 			return fmt.Errorf("opnsense: apply %s: %w", a, err)
@@ -341,7 +341,7 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 			// rollback timer.
 			err := o.post(ctx, "/api/firewall/filter/apply/"+url.PathEscape(rev), nil)
 			if err != nil && isTransportError(err) {
-				return &RollbackPendingError{What: "the filter", Revision: rev, Within: savepointTimer, Cause: err}
+				return &RollbackPendingError{What: "the MVC filter rules", Revision: rev, Within: savepointTimer, Cause: err}
 			}
 			return err
 		}
@@ -459,10 +459,13 @@ func (e *RollbackPendingError) Unwrap() error { return e.Cause }
 //
 // On 26.1 and earlier it takes a filter savepoint: the next filter apply
 // starts the firewall's own 60-second timer, which restores the MVC filter
-// rules unless disarmed. That covers the filter model only, so when the SSH
-// rollback (OPNsenseOptions.Rollback, which restores the whole config.xml) is
-// configured it is armed as well. On 26.7, which removed savepoints, the SSH
-// rollback is the only mechanism and is required.
+// rules unless disarmed. That covers the MVC filter model only: not legacy
+// <filter><rule> entries (where configxml generates rules before 26.7), NAT
+// mode, offloads, IDS or IPsec. So when the SSH rollback
+// (OPNsenseOptions.Rollback, which restores the whole config.xml) is
+// configured it is armed as well; RollbackCoversAll tells which. On 26.7,
+// which removed savepoints, the SSH rollback is the only mechanism and is
+// required.
 //
 // Call it before WriteConfig: the savepoint snapshots the filter rules in the
 // config as it is when armed.
@@ -527,7 +530,7 @@ func (o *OPNsense) armSavepoint(ctx context.Context) (disarm func(context.Contex
 		o.mu.Unlock()
 		err := o.post(ctx, "/api/firewall/filter/cancel_rollback/"+url.PathEscape(sp.Revision), nil)
 		if err != nil && isTransportError(err) {
-			return fmt.Errorf("opnsense: disarm rollback: %w", &RollbackPendingError{What: "the filter", Revision: sp.Revision, Within: savepointTimer, Cause: err})
+			return fmt.Errorf("opnsense: disarm rollback: %w", &RollbackPendingError{What: "the MVC filter rules", Revision: sp.Revision, Within: savepointTimer, Cause: err})
 		}
 		if err != nil {
 			return fmt.Errorf("opnsense: disarm rollback: %w", err)

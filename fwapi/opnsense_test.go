@@ -321,7 +321,7 @@ func TestOPNsenseUnreachableMidApply(t *testing.T) {
 	if !errors.As(err, &rp) {
 		t.Fatalf("Apply() error = %v, want a *RollbackPendingError", err)
 	}
-	if !strings.Contains(err.Error(), "the firewall restores the filter to savepoint "+rp.Revision+" by itself within 1m0s") {
+	if !strings.Contains(err.Error(), "the firewall restores the MVC filter rules to savepoint "+rp.Revision+" by itself within 1m0s") {
 		t.Errorf("Apply() error = %q, want it to say the firewall rolls back", err)
 	}
 	fake.SetDown(true)
@@ -778,5 +778,102 @@ func TestOPNsenseOffloadBadValue(t *testing.T) {
 	}
 	if n := len(fake.Shell().Commands()); n != 0 {
 		t.Errorf("%d shell commands ran before the refusal", n)
+	}
+}
+
+// TestOPNsenseRulesApply: generated rules written to config.xml show in the
+// loaded rule count after the filter apply, and not before.
+func TestOPNsenseRulesApply(t *testing.T) {
+	for _, v := range []string{"25.7.11", "26.1.2", "26.7"} {
+		t.Run(v, func(t *testing.T) {
+			ctx := context.Background()
+			fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Version: v, Config: fixtures.Read("configs/opnsense-" + v[:4] + ".xml")}, true, fwapi.OPNsenseOptions{})
+			st0, err := fw.RuntimeState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := fw.ReadConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := configxml.LoadBytes(raw)
+			after, _ := configxml.LoadBytes(raw)
+			if err := after.Set("rules@lan", "50"); err != nil {
+				t.Fatal(err)
+			}
+			if err := fw.WriteConfig(ctx, after.Bytes(), "rules@lan=50"); err != nil {
+				t.Fatal(err)
+			}
+			st1, err := fw.RuntimeState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st1.FilterRules != st0.FilterRules {
+				t.Errorf("loaded rules changed from %d to %d before any apply", st0.FilterRules, st1.FilterRules)
+			}
+			ch, _ := configxml.Diff(before, after)
+			if err := fw.Apply(ctx, ch); err != nil {
+				t.Fatal(err)
+			}
+			st2, err := fw.RuntimeState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st2.FilterRules != st0.FilterRules+50 {
+				t.Errorf("loaded rules after applying rules@lan=50: %d, want %d+50", st2.FilterRules, st0.FilterRules)
+			}
+		})
+	}
+}
+
+// TestOPNsenseSavepointScope pins down what a filter savepoint undoes on
+// 26.1: MVC filter rules, not the legacy rules configxml generates there.
+// That is why the SSH rollback is armed too where configured.
+func TestOPNsenseSavepointScope(t *testing.T) {
+	ctx := context.Background()
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 200 * time.Millisecond, Config: fixtures.Read("configs/opnsense-26.1.xml")}, true, fwapi.OPNsenseOptions{})
+	if fw.RollbackCoversAll() {
+		t.Error("RollbackCoversAll() = true without the SSH rollback")
+	}
+	st0, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.ArmCommitConfirmed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := fw.ReadConfig(ctx)
+	before, _ := configxml.LoadBytes(raw)
+	after, _ := configxml.LoadBytes(raw)
+	if err := after.Set("rules@lan", "20"); err != nil {
+		t.Fatal(err)
+	}
+	// An MVC rule too, standing for a rule added through the API.
+	mvc := bytes.Replace(after.Bytes(), []byte("</opnsense>"), []byte("  <OPNsense><Firewall><Filter><rules><rule uuid=\"0b5e6c4c-0000-4000-8000-000000000001\"><action>block</action></rule></rules></Filter></Firewall></OPNsense>\n</opnsense>"), 1)
+	if err := fw.WriteConfig(ctx, mvc, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := configxml.Diff(before, after)
+	if err := fw.Apply(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := fw.RuntimeState(ctx)
+	if st1.FilterRules != st0.FilterRules+21 {
+		t.Fatalf("loaded rules after apply = %d, want %d+21", st1.FilterRules, st0.FilterRules)
+	}
+	// Not disarmed: the timer fires.
+	deadline := time.Now().Add(3 * time.Second)
+	for !fake.RolledBack() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !fake.RolledBack() {
+		t.Fatal("the savepoint timer did not fire")
+	}
+	st2, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.FilterRules != st0.FilterRules+20 {
+		t.Errorf("loaded rules after the savepoint rollback = %d, want %d+20: the MVC rule undone, the 20 legacy rules kept", st2.FilterRules, st0.FilterRules)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beevik/etree"
+
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
@@ -67,7 +69,7 @@ type OPNsense struct {
 	filterModel   string // the MVC filter rules as saved
 	filterLoaded  string // the rules loaded into pf by the last apply
 	filterApplies int
-	savepoints    map[string]string // revision -> saved filter model
+	savepoints    map[string]savepoint // by revision
 	timer         *time.Timer
 	timerRev      string
 	rolledBack    bool
@@ -144,7 +146,7 @@ func NewOPNsense(t testing.TB, opts OPNsenseOptions) *OPNsense {
 		root:        t.TempDir(),
 		version:     opts.Version,
 		filterModel: "default",
-		savepoints:  map[string]string{},
+		savepoints:  map[string]savepoint{},
 	}
 	f.filterLoaded = f.filterModel
 	for _, d := range []string{"conf/backup", "var/run", "tmp"} {
@@ -216,13 +218,15 @@ func (f *OPNsense) routes() {
 		f.filterApplies++
 		f.recordLocked(configxml.ActionFilterReload)
 		f.mu.Unlock()
+		f.Shell().loadFilter()
 		writeJSON(w, 200, api.Body("opnsense/filter_apply.json"))
 	})
 	if !f.atLeast(26, 7) {
 		f.handle("POST /api/firewall/filter/savepoint", func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			rev := fmt.Sprintf("%d.%04d", time.Now().Unix(), len(f.savepoints))
-			f.savepoints[rev] = f.filterModel
+			cfg, _ := os.ReadFile(filepath.Join(f.root, "conf/config.xml"))
+			f.savepoints[rev] = savepoint{model: f.filterModel, config: cfg}
 			f.mu.Unlock()
 			b, _ := json.Marshal(map[string]string{"status": "ok", "retention": "60", "revision": rev})
 			writeJSON(w, 200, b)
@@ -230,8 +234,8 @@ func (f *OPNsense) routes() {
 		f.handle("POST /api/firewall/filter/apply/{rev}", func(w http.ResponseWriter, r *http.Request) {
 			rev := r.PathValue("rev")
 			f.mu.Lock()
-			defer f.mu.Unlock()
 			if _, ok := f.savepoints[rev]; !ok {
+				f.mu.Unlock()
 				writeJSON(w, 200, []byte(`{"status":"failed"}`))
 				return
 			}
@@ -243,6 +247,8 @@ func (f *OPNsense) routes() {
 			}
 			f.timerRev = rev
 			f.timer = time.AfterFunc(f.opts.RollbackAfter, func() { f.rollback(rev) })
+			f.mu.Unlock()
+			f.Shell().loadFilter()
 			writeJSON(w, 200, api.Body("opnsense/filter_apply.json"))
 		})
 		f.handle("POST /api/firewall/filter/cancel_rollback/{rev}", func(w http.ResponseWriter, r *http.Request) {
@@ -398,18 +404,64 @@ func (f *OPNsense) reboot(then func()) {
 	f.SetDown(false)
 }
 
+// savepoint is the MVC filter model as it was when a savepoint was taken.
+type savepoint struct {
+	model  string // the abstract model tests set with SetFilterModel
+	config []byte // config.xml then: its <OPNsense><Firewall><Filter> is the MVC model
+}
+
+// rollback is the firewall's timer firing: the MVC filter model, and only
+// it, goes back to the savepoint, and the filter is reloaded. Legacy
+// <filter><rule> entries are not part of it.
 func (f *OPNsense) rollback(rev string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	saved, ok := f.savepoints[rev]
 	if !ok || f.timerRev != rev {
+		f.mu.Unlock()
 		return
 	}
-	f.filterModel = saved
-	f.filterLoaded = saved
-	f.rolledBack = true
 	f.timer = nil
 	delete(f.savepoints, rev)
+	f.mu.Unlock()
+	path := filepath.Join(f.root, "conf/config.xml")
+	if cur, err := os.ReadFile(path); err == nil {
+		if restored, err := withMVCFilterOf(cur, saved.config); err == nil {
+			os.WriteFile(path, restored, 0o644)
+		}
+	}
+	f.Shell().loadFilter()
+	f.mu.Lock()
+	f.filterModel = saved.model
+	f.filterLoaded = saved.model
+	f.rolledBack = true // last: tests wait for it, then look
+	f.mu.Unlock()
+}
+
+// withMVCFilterOf returns cur with its <OPNsense><Firewall><Filter> replaced by
+// old's (or removed when old has none).
+func withMVCFilterOf(cur, old []byte) ([]byte, error) {
+	curDoc, oldDoc := etree.NewDocument(), etree.NewDocument()
+	if err := curDoc.ReadFromBytes(cur); err != nil {
+		return nil, err
+	}
+	if err := oldDoc.ReadFromBytes(old); err != nil {
+		return nil, err
+	}
+	if e := curDoc.FindElement("opnsense/OPNsense/Firewall/Filter"); e != nil {
+		e.Parent().RemoveChild(e)
+	}
+	if e := oldDoc.FindElement("opnsense/OPNsense/Firewall/Filter"); e != nil {
+		parent := curDoc.FindElement("opnsense/OPNsense/Firewall")
+		if parent == nil {
+			parent = curDoc.FindElement("opnsense/OPNsense")
+			if parent == nil {
+				parent = curDoc.Root().CreateElement("OPNsense")
+			}
+			parent = parent.CreateElement("Firewall")
+		}
+		parent.AddChild(e.Copy())
+	}
+	return curDoc.WriteToBytes()
 }
 
 func boolStr(b bool) string {

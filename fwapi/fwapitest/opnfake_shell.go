@@ -60,7 +60,7 @@ func (f *OPNsense) Shell() *Shell {
 			daemons:   map[string]context.CancelFunc{},
 			nextPID:   4000,
 			ifaces:    fakeIfaces(f.opts.Config),
-			pfRules:   12,
+			pfRules:   systemRules + configRules(f.opts.Config),
 			pfNAT:     []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
 			tables:    map[string]int{"bogons": 3, "sshlockout": 0},
 			sysctl: map[string]string{
@@ -604,4 +604,31 @@ func (s *Shell) WriteFileAtomic(ctx context.Context, name string, data []byte) e
 		return fmt.Errorf("write %s: %s", name, strings.TrimSpace(string(errOut)))
 	}
 	return nil
+}
+
+// systemRules are the rules pf loads whatever the config says (anti-lockout,
+// default deny, ...).
+const systemRules = 12
+
+// configRules counts the filter rules in a config: legacy <filter><rule> and
+// MVC <OPNsense><Firewall><Filter><rules><rule>.
+func configRules(config []byte) int {
+	c, err := configxml.LoadBytes(config)
+	if err != nil {
+		return 0
+	}
+	root := c.Root()
+	return len(root.FindElements("filter/rule")) + len(root.FindElements("OPNsense/Firewall/Filter/rules/rule"))
+}
+
+// loadFilter stands for a filter reload: pf gets the rules config.xml has now.
+func (s *Shell) loadFilter() {
+	b, err := os.ReadFile(filepath.Join(s.f.root, "conf/config.xml"))
+	if err != nil {
+		return
+	}
+	n := systemRules + configRules(b)
+	s.mu.Lock()
+	s.pfRules = n
+	s.mu.Unlock()
 }
