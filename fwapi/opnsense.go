@@ -254,15 +254,16 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 	// two writes within one second from overwriting each other's backup.
 	now := o.opts.Now()
 	backup := fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000)
-	if _, err := o.shell(ctx, "mkdir -p /conf/backup && cp /conf/config.xml "+backup, nil); err != nil {
+	if _, err := o.shell(ctx, "mkdir -p /conf/backup && cp /conf/config.xml "+ShellQuote(backup), nil); err != nil {
 		return fmt.Errorf("opnsense: write config: backup: %w", err)
 	}
-	cleanup := func() { o.shell(context.WithoutCancel(ctx), "rm -f "+opnConfigTemp, nil) }
-	if _, err := o.shell(ctx, "cat > "+opnConfigTemp+" && sync", bytes.NewReader(config)); err != nil {
+	tmp := ShellQuote(opnConfigTemp)
+	cleanup := func() { o.shell(context.WithoutCancel(ctx), "rm -f "+tmp, nil) }
+	if _, err := o.shell(ctx, "cat > "+tmp+" && sync", bytes.NewReader(config)); err != nil {
 		cleanup()
 		return fmt.Errorf("opnsense: write config: upload: %w", err)
 	}
-	out, err := o.shell(ctx, "sha256 -q "+opnConfigTemp, nil)
+	out, err := o.shell(ctx, "sha256 -q "+tmp, nil)
 	if err != nil {
 		cleanup()
 		return fmt.Errorf("opnsense: write config: checksum: %w", err)
@@ -272,7 +273,7 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 		cleanup()
 		return fmt.Errorf("opnsense: write config: the uploaded file's SHA-256 is %s, want %s: config.xml left unchanged", got, want)
 	}
-	if _, err := o.shell(ctx, "mv "+opnConfigTemp+" /conf/config.xml && sync", nil); err != nil {
+	if _, err := o.shell(ctx, "mv "+tmp+" /conf/config.xml && sync", nil); err != nil {
 		cleanup()
 		return fmt.Errorf("opnsense: write config: rename: %w", err)
 	}
@@ -306,7 +307,7 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 			return fmt.Errorf("opnsense: apply %s: unknown action %q", c.Knob, c.Action)
 		}
 	}
-	if _, err := opnOffloadArgs(changes); err != nil {
+	if _, err := offloadArgs(changes); err != nil {
 		return fmt.Errorf("opnsense: apply: %w", err)
 	}
 	v := o.currentVersion()
@@ -351,7 +352,7 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 	case configxml.ActionIPsecRestart:
 		return o.post(ctx, "/api/ipsec/service/reconfigure", nil)
 	case configxml.ActionInterfaces:
-		args, err := opnOffloadArgs(changes)
+		args, err := offloadArgs(changes)
 		if err != nil {
 			return err
 		}
@@ -371,10 +372,7 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 			}
 		} else {
 			for _, key := range slices.Sorted(maps.Keys(devs)) {
-				if !opnIfaceKeyRe.MatchString(key) {
-					return fmt.Errorf("interface key %q in config.xml is not a plain name: refusing to put it in a shell command", key)
-				}
-				if _, err := o.shell(ctx, "configctl interface reconfigure "+key, nil); err != nil {
+				if _, err := o.shell(ctx, shellJoin("configctl", "interface", "reconfigure", key), nil); err != nil {
 					return err
 				}
 			}
@@ -386,56 +384,16 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 			return nil
 		}
 		for _, dev := range slices.Sorted(maps.Values(devs)) {
-			if !opnNICRe.MatchString(dev) {
-				continue // vlans (igb0.100) and odd names: their parent carries the flags
+			if !IsNIC(dev) {
+				continue // vlans (igb0.100), laggs: the NIC underneath carries the flags
 			}
-			if _, err := o.shell(ctx, "ifconfig "+dev+" "+strings.Join(args, " "), nil); err != nil {
+			if _, err := o.shell(ctx, shellJoin(append([]string{"ifconfig", dev}, args...)...), nil); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	return fmt.Errorf("no OPNsense call for action %q", a)
-}
-
-// opnIfaceKeyRe is what an interface key in config.xml looks like (lan, wan,
-// opt12). Keys are the only firewall-supplied values that reach a shell
-// command line here, and only after matching it.
-var opnIfaceKeyRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-
-// opnNICRe is a physical NIC's device name (igb0, vtnet1, ixl3); only names
-// that match reach a command line.
-var opnNICRe = regexp.MustCompile(`^[a-z]{2,12}[0-9]{1,3}$`)
-
-// opnOffloadFlags are the ifconfig arguments that switch each offload knob.
-var opnOffloadFlags = map[string][]string{
-	"offload.checksum": {"txcsum", "rxcsum", "txcsum6", "rxcsum6"},
-	"offload.tso":      {"tso"},
-	"offload.lro":      {"lro"},
-}
-
-// opnOffloadArgs turns offload changes into ifconfig arguments: "-txcsum"
-// switches an offload off, "txcsum" on (FreeBSD has no "+" form).
-func opnOffloadArgs(changes []configxml.Change) ([]string, error) {
-	var args []string
-	for _, c := range changes {
-		flags, ok := opnOffloadFlags[c.Knob]
-		if !ok {
-			continue
-		}
-		prefix := ""
-		switch c.To {
-		case "on":
-		case "off":
-			prefix = "-"
-		default:
-			return nil, fmt.Errorf("%s=%q: want on or off", c.Knob, c.To)
-		}
-		for _, f := range flags {
-			args = append(args, prefix+f)
-		}
-	}
-	return args, nil
 }
 
 // RollbackPendingError says the firewall was left with an armed rollback that

@@ -41,24 +41,6 @@ func FuzzDecodeErrors(f *testing.F) {
 	})
 }
 
-func FuzzIfconfigOptions(f *testing.F) {
-	f.Add("igb0: flags=8843<UP> metric 0 mtu 1500\n\toptions=4e527bb<RXCSUM,TXCSUM,TSO4>\n")
-	f.Add("\toptions=<\n:x\n\toptions=>,<\n")
-	f.Add("a:\n\toptions=1<>\nb\n")
-	f.Fuzz(func(t *testing.T, out string) {
-		for name, st := range opnIfconfigOptions([]byte(out)) {
-			if name != st.Name {
-				t.Errorf("interface %q recorded as %q", name, st.Name)
-			}
-			for _, o := range st.Options {
-				if o == "" || strings.ContainsAny(o, ",<>\n") {
-					t.Errorf("option %q of %s is not one word", o, name)
-				}
-			}
-		}
-	})
-}
-
 func FuzzSelectedValues(f *testing.F) {
 	f.Add([]byte(`"lan,wan"`))
 	f.Add([]byte(`{"lan":{"value":"LAN","selected":1},"wan":{"selected":"0"}}`))

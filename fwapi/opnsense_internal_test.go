@@ -119,36 +119,6 @@ func TestDecodeErrorFixtures(t *testing.T) {
 	}
 }
 
-func TestOPNIfconfigOptions(t *testing.T) {
-	out := []byte("igb0: flags=8843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST> metric 0 mtu 1500\n" +
-		"\toptions=4e527bb<RXCSUM,TXCSUM,VLAN_MTU,TSO4,TSO6,LRO>\n" +
-		"\tether 00:11:22:33:44:55\n" +
-		"igb1: flags=8802<BROADCAST,SIMPLEX,MULTICAST> metric 0 mtu 1500\n" +
-		"\tmedia: Ethernet autoselect\n" +
-		"enc0: flags=0<> metric 0 mtu 1536\n" +
-		"\toptions=0\n")
-	want := map[string]IfaceState{
-		"igb0": {Name: "igb0", Options: []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "TSO4", "TSO6", "LRO"}},
-		"igb1": {Name: "igb1"},
-		"enc0": {Name: "enc0"},
-	}
-	if diff := cmp.Diff(want, opnIfconfigOptions(out)); diff != "" {
-		t.Errorf("opnIfconfigOptions (-want +got):\n%s", diff)
-	}
-}
-
-func TestCPUBusy(t *testing.T) {
-	total, per, err := cpuBusy("10 0 10 0 80", "20 0 30 0 150")
-	if err != nil || total != 30 || len(per) != 1 || per[0] != 30 {
-		t.Errorf("cpuBusy = %v %v %v, want 30 [30] nil", total, per, err)
-	}
-	for _, tc := range [][2]string{{"1 2 3", "1 2 3"}, {"1 2 3 4 5", "1 2 3 4"}, {"5 0 0 0 5", "4 0 0 0 5"}, {"a 0 0 0 0", "1 0 0 0 0"}} {
-		if _, _, err := cpuBusy(tc[0], tc[1]); err == nil {
-			t.Errorf("cpuBusy(%q, %q) succeeded, want an error", tc[0], tc[1])
-		}
-	}
-}
-
 func TestFingerprintRoundTrip(t *testing.T) {
 	const fp = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
 	for _, in := range []string{fp, strings.ToLower(fp), strings.ReplaceAll(fp, ":", ""), "SHA256:" + fp} {

@@ -1,14 +1,11 @@
 package fwapi
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,24 +39,40 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	if o.ssh == nil {
 		return st, nil
 	}
+	wrap := func(err error) error { return fmt.Errorf("opnsense: runtime state: %w", err) }
 	out, err := o.shell(ctx, "ifconfig -a", nil)
 	if err != nil {
-		return RuntimeState{}, fmt.Errorf("opnsense: runtime state: %w", err)
+		return RuntimeState{}, wrap(err)
 	}
-	st.Interfaces = opnIfconfigOptions(out)
-	out, err = o.shell(ctx, "pfctl -sr", nil)
+	ifs, err := ParseIfconfig(string(out))
 	if err != nil {
-		return RuntimeState{}, fmt.Errorf("opnsense: runtime state: %w", err)
+		return RuntimeState{}, wrap(err)
 	}
-	st.FilterRules = len(nonEmptyLines(out))
-	out, err = o.shell(ctx, "pfctl -sn", nil)
+	st.Interfaces = make(map[string]IfaceState, len(ifs))
+	for _, i := range ifs {
+		st.Interfaces[i.Name] = i
+	}
+	if out, err = o.shell(ctx, "pfctl -sr", nil); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	rules, err := ParsePfctlRules(string(out))
 	if err != nil {
-		return RuntimeState{}, fmt.Errorf("opnsense: runtime state: %w", err)
+		return RuntimeState{}, wrap(err)
 	}
-	st.NATOutbound = nonEmptyLines(out)
-	st.NATRules = len(st.NATOutbound)
-	if st.Tables, err = o.pfTables(ctx); err != nil {
-		return RuntimeState{}, fmt.Errorf("opnsense: runtime state: %w", err)
+	st.FilterRules, st.GeneratedRules = rules.Rules, rules.Generated
+	if out, err = o.shell(ctx, "pfctl -sn", nil); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	nat, err := ParsePfctlNAT(string(out))
+	if err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	st.NATRules, st.NATOutbound = nat.Rules, nat.Outbound
+	if out, err = o.shell(ctx, tableCountCmd, nil); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	if st.Tables, err = ParsePfctlTableCounts(string(out)); err != nil {
+		return RuntimeState{}, wrap(err)
 	}
 	return st, nil
 }
@@ -218,160 +231,57 @@ func anyString(v any) string {
 	return ""
 }
 
-// opnIfconfigOptions reads FreeBSD ifconfig output into offload flags per
-// interface: a line "igb0: flags=..." starts an interface, "options=8100b8<A,B>"
-// lists its options.
-func opnIfconfigOptions(out []byte) map[string]IfaceState {
-	res := map[string]IfaceState{}
-	var cur string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		if line[0] != ' ' && line[0] != '\t' {
-			name, _, ok := strings.Cut(line, ":")
-			if !ok {
-				cur = ""
-				continue
-			}
-			cur = name
-			res[cur] = IfaceState{Name: cur}
-			continue
-		}
-		t := strings.TrimSpace(line)
-		if cur == "" || !strings.HasPrefix(t, "options=") {
-			continue
-		}
-		open, close := strings.IndexByte(t, '<'), strings.LastIndexByte(t, '>')
-		if open < 0 || close < open {
-			continue
-		}
-		s := res[cur]
-		for _, w := range strings.Split(t[open+1:close], ",") {
-			if w = strings.TrimSpace(w); w != "" && !strings.ContainsAny(w, "<>") {
-				s.Options = append(s.Options, w)
-			}
-		}
-		res[cur] = s
-	}
-	return res
-}
-
-func nonEmptyLines(b []byte) []string {
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(l) != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// pfTableNameRe is what a pf table name looks like; names come from the
-// firewall and only names that match reach a command line.
-var pfTableNameRe = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
-
-func (o *OPNsense) pfTables(ctx context.Context) (map[string]int, error) {
-	out, err := o.shell(ctx, "pfctl -s Tables", nil)
-	if err != nil {
-		return nil, err
-	}
-	tables := map[string]int{}
-	for _, name := range nonEmptyLines(out) {
-		name = strings.TrimSpace(name)
-		if !pfTableNameRe.MatchString(name) {
-			return nil, fmt.Errorf("pf table name %q is not a plain name: refusing to put it in a shell command", name)
-		}
-		n, err := o.shell(ctx, "pfctl -t "+name+" -T show", nil)
-		if err != nil {
-			return nil, err
-		}
-		tables[name] = len(nonEmptyLines(n))
-	}
-	return tables, nil
-}
-
-// Metrics samples CPU (kern.cp_times over one second), memory, temperature
+// Metrics samples CPU (kern.cp_times one second apart), memory, temperature
 // and mbufs with sysctl and netstat over SSH: the OPNsense API has no
 // one-shot equivalent for CPU load.
 func (o *OPNsense) Metrics(ctx context.Context) (Metrics, error) {
 	if o.ssh == nil {
 		return Metrics{}, errors.New("opnsense: metrics: need a shell on the firewall (sysctl): add an ssh section to the target")
 	}
+	wrap := func(err error) error { return fmt.Errorf("opnsense: metrics: %w", err) }
 	m := Metrics{Time: o.opts.Now()}
 	out, err := o.shell(ctx, "sysctl -n kern.cp_times && sleep 1 && sysctl -n kern.cp_times", nil)
 	if err != nil {
-		return Metrics{}, fmt.Errorf("opnsense: metrics: %w", err)
+		return Metrics{}, wrap(err)
 	}
-	lines := nonEmptyLines(out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 2 {
-		return Metrics{}, fmt.Errorf("opnsense: metrics: kern.cp_times: want two samples, got %q", clip(out, 200))
+		return Metrics{}, wrap(fmt.Errorf("kern.cp_times: want two samples, got %q", clip(out, 200)))
 	}
-	if m.CPUPercent, m.PerCPU, err = cpuBusy(lines[0], lines[1]); err != nil {
-		return Metrics{}, fmt.Errorf("opnsense: metrics: %w", err)
-	}
-	out, err = o.shell(ctx, "sysctl -n vm.stats.vm.v_page_count vm.stats.vm.v_free_count", nil)
+	before, err := ParseCPUTimes(lines[0])
 	if err != nil {
-		return Metrics{}, fmt.Errorf("opnsense: metrics: %w", err)
+		return Metrics{}, wrap(err)
 	}
-	if f := strings.Fields(string(out)); len(f) == 2 {
-		total, e1 := strconv.ParseFloat(f[0], 64)
-		free, e2 := strconv.ParseFloat(f[1], 64)
-		if e1 == nil && e2 == nil && total > 0 {
-			m.MemUsedPct = 100 * (total - free) / total
-		}
+	after, err := ParseCPUTimes(lines[1])
+	if err != nil {
+		return Metrics{}, wrap(err)
 	}
+	if m.PerCPU, m.CPUPercent, err = CPUBusy(before, after); err != nil {
+		return Metrics{}, wrap(err)
+	}
+	names := []string{"vm.stats.vm.v_page_count", "vm.stats.vm.v_free_count"}
+	if out, err = o.shell(ctx, "sysctl -n "+strings.Join(names, " "), nil); err != nil {
+		return Metrics{}, wrap(err)
+	}
+	vals, err := ParseSysctlValues(string(out), names...)
+	if err != nil {
+		return Metrics{}, wrap(err)
+	}
+	total, e1 := strconv.ParseFloat(vals[names[0]], 64)
+	free, e2 := strconv.ParseFloat(vals[names[1]], 64)
+	if e1 != nil || e2 != nil || total <= 0 || free > total {
+		return Metrics{}, wrap(fmt.Errorf("page counts %q/%q are not usable", vals[names[1]], vals[names[0]]))
+	}
+	m.MemUsedPct = 100 * (total - free) / total
 	// Not every board has a sensor: a failure leaves the temperature unknown.
 	if out, err := o.shell(ctx, "sysctl -n dev.cpu.0.temperature", nil); err == nil {
-		m.TempCelsius, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(string(out)), "C"), 64)
+		m.TempCelsius, _ = ParseTemperature(string(out))
 	}
-	if out, err := o.shell(ctx, "netstat -m", nil); err == nil {
-		// "1024/2301/3325 mbufs in use (current/cache/total)"
-		for _, l := range nonEmptyLines(out) {
-			if strings.Contains(l, "mbufs in use") {
-				cur, _, _ := strings.Cut(strings.TrimSpace(l), "/")
-				m.MbufsInUse, _ = strconv.ParseInt(cur, 10, 64)
-				break
-			}
-		}
+	if out, err = o.shell(ctx, "netstat -m", nil); err != nil {
+		return Metrics{}, wrap(err)
+	}
+	if m.MbufsInUse, err = ParseNetstatMbufs(string(out)); err != nil {
+		return Metrics{}, wrap(err)
 	}
 	return m, nil
-}
-
-// cpuBusy computes busy percentages from two kern.cp_times samples (five
-// counters per CPU: user nice sys intr idle).
-func cpuBusy(a, b string) (total float64, per []float64, err error) {
-	fa, fb := strings.Fields(a), strings.Fields(b)
-	if len(fa) == 0 || len(fa)%5 != 0 || len(fa) != len(fb) {
-		return 0, nil, fmt.Errorf("kern.cp_times: want 5 counters per CPU in both samples, got %d and %d", len(fa), len(fb))
-	}
-	var allBusy, allSum float64
-	for cpu := 0; cpu < len(fa)/5; cpu++ {
-		var busy, sum float64
-		for i := 0; i < 5; i++ {
-			x, e1 := strconv.ParseUint(fa[cpu*5+i], 10, 64)
-			y, e2 := strconv.ParseUint(fb[cpu*5+i], 10, 64)
-			if e1 != nil || e2 != nil || y < x {
-				return 0, nil, fmt.Errorf("kern.cp_times: bad counter %q -> %q", fa[cpu*5+i], fb[cpu*5+i])
-			}
-			d := float64(y - x)
-			sum += d
-			if i != 4 {
-				busy += d
-			}
-		}
-		p := 0.0
-		if sum > 0 {
-			p = 100 * busy / sum
-		}
-		per = append(per, p)
-		allBusy += busy
-		allSum += sum
-	}
-	if allSum > 0 {
-		total = 100 * allBusy / allSum
-	}
-	return total, per, nil
 }

@@ -42,7 +42,8 @@ type Shell struct {
 	ifaces    []*fakeIface
 	daemons   map[string]context.CancelFunc // pid -> stop
 	nextPID   int
-	pfRules   int
+	pfRules   int // loaded filter rules, generated ones included
+	pfGen     int // of which labelled fwab-generated
 	pfNAT     []string
 	tables    map[string]int
 	sysctl    map[string]string
@@ -60,7 +61,6 @@ func (f *OPNsense) Shell() *Shell {
 			daemons:   map[string]context.CancelFunc{},
 			nextPID:   4000,
 			ifaces:    fakeIfaces(f.opts.Config),
-			pfRules:   systemRules + configRules(f.opts.Config),
 			pfNAT:     []string{`nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535`},
 			tables:    map[string]int{"bogons": 3, "sshlockout": 0},
 			sysctl: map[string]string{
@@ -72,6 +72,8 @@ func (f *OPNsense) Shell() *Shell {
 			cpTimes: []string{"100 0 50 0 850 200 0 0 0 800", "200 0 100 0 1700 300 0 0 0 1700"},
 		}
 		f.shell.applyOffloadConfig("") // as booted from config.xml
+		total, gen := configRules(f.opts.Config)
+		f.shell.pfRules, f.shell.pfGen = systemRules+total, gen
 	}
 	return f.shell
 }
@@ -113,7 +115,7 @@ func (s *Shell) Options(dev string) []string {
 func (s *Shell) SetPF(rules int, nat []string, tables map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pfRules, s.pfNAT, s.tables = rules, nat, tables
+	s.pfRules, s.pfGen, s.pfNAT, s.tables = rules, 0, nat, tables
 }
 
 // Commands returns the command lines run so far.
@@ -325,6 +327,15 @@ func (s *Shell) exec(ctx context.Context, args []string) error {
 		}
 		sum := sha256.Sum256(b)
 		fmt.Fprintln(hc.Stdout, hex.EncodeToString(sum[:]))
+	case "wc":
+		if len(args) != 2 || args[1] != "-l" {
+			return fail("only wc -l is known here")
+		}
+		b, err := io.ReadAll(hc.Stdin)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(hc.Stdout, "%8d\n", bytes.Count(b, []byte("\n")))
 	case "hostname":
 		fmt.Fprintln(hc.Stdout, "fw1.lab.example")
 	case "configctl":
@@ -372,7 +383,11 @@ func (s *Shell) pfctl(hc interp.HandlerContext, args []string, fail func(string,
 	defer s.mu.Unlock()
 	switch {
 	case len(args) == 1 && args[0] == "-sr":
-		for i := 0; i < s.pfRules; i++ {
+		fmt.Fprintln(hc.Stdout, "scrub on vtnet0 all fragment reassemble")
+		for i := 0; i < s.pfRules-s.pfGen; i++ {
+			fmt.Fprintf(hc.Stdout, "pass in quick on lo0 all flags S/SA keep state label \"system %d\"\n", i)
+		}
+		for i := 0; i < s.pfGen; i++ {
 			fmt.Fprintf(hc.Stdout, "block drop in quick on vtnet1 inet proto tcp from 198.18.128.%d to 198.19.200.1 port = %d label \"fwab-generated %d\"\n", i%250, 1000+i, i)
 		}
 	case len(args) == 1 && args[0] == "-sn":
@@ -612,13 +627,22 @@ const systemRules = 12
 
 // configRules counts the filter rules in a config: legacy <filter><rule> and
 // MVC <OPNsense><Firewall><Filter><rules><rule>.
-func configRules(config []byte) int {
+func configRules(config []byte) (total, generated int) {
 	c, err := configxml.LoadBytes(config)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	root := c.Root()
-	return len(root.FindElements("filter/rule")) + len(root.FindElements("OPNsense/Firewall/Filter/rules/rule"))
+	rules := append(root.FindElements("filter/rule"), root.FindElements("OPNsense/Firewall/Filter/rules/rule")...)
+	for _, r := range rules {
+		for _, d := range []string{"descr", "description"} {
+			if e := r.SelectElement(d); e != nil && strings.Contains(e.Text(), "fwab-generated") {
+				generated++
+				break
+			}
+		}
+	}
+	return len(rules), generated
 }
 
 // loadFilter stands for a filter reload: pf gets the rules config.xml has now.
@@ -627,8 +651,8 @@ func (s *Shell) loadFilter() {
 	if err != nil {
 		return
 	}
-	n := systemRules + configRules(b)
+	total, gen := configRules(b)
 	s.mu.Lock()
-	s.pfRules = n
+	s.pfRules, s.pfGen = systemRules+total, gen
 	s.mu.Unlock()
 }
