@@ -70,6 +70,57 @@ type OPNsense struct {
 
 var _ Firewall = (*OPNsense)(nil)
 
+func init() {
+	RegisterDriver(string(configxml.OPNsense), openOPNsense)
+}
+
+// GuardedOPNsense is the OPNsense driver together with the lock and the
+// whole-config rollback over SSH (ShellGuard), for targets with an ssh
+// section.
+type GuardedOPNsense struct {
+	*OPNsense
+	ShellGuard
+}
+
+var (
+	_ Firewall = (*GuardedOPNsense)(nil)
+	_ Guard    = (*GuardedOPNsense)(nil)
+)
+
+// NewGuardedOPNsense pairs the driver with the lock and rollback run over sh.
+func NewGuardedOPNsense(fw *OPNsense, sh Shell) *GuardedOPNsense {
+	return &GuardedOPNsense{OPNsense: fw, ShellGuard: OPNsenseShellGuard(sh)}
+}
+
+// Close closes the API client, and the SSH connection when it is one.
+func (g *GuardedOPNsense) Close() error {
+	err := g.OPNsense.Close()
+	if c, ok := g.Sh.(io.Closer); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}
+
+// openOPNsense is the driver fwapi.Open uses for flavor "opnsense": the REST
+// API, plus SSH where the target has an ssh section (config writes,
+// ifconfig and pfctl readings, the lock and the whole-config rollback).
+func openOPNsense(ctx context.Context, t *Target, opts OpenOptions) (Firewall, error) {
+	o := OPNsenseOptions{REST: RESTOptions{Logger: opts.Logger}}
+	if t.SSH == nil {
+		return NewOPNsense(ctx, t, nil, o)
+	}
+	sh, err := DialTarget(ctx, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	fw, err := NewOPNsense(ctx, t, sh, o)
+	if err != nil {
+		sh.Close()
+		return nil, err
+	}
+	return NewGuardedOPNsense(fw, sh), nil
+}
+
 // NewOPNsense connects to t's REST API and reads the firmware version, which
 // decides how later calls are made. ssh may be nil; the calls that need it
 // then fail with an error saying so.
