@@ -87,6 +87,23 @@ var (
 	_ Guard    = (*GuardedOPNsense)(nil)
 )
 
+// ShellRollback is an OPNsenseOptions.Rollback that arms the SSH rollback
+// script (ShellGuard) with the config.xml the firewall holds when armed: the
+// firewall restores it after the delay unless disarmed.
+func ShellRollback(sh Shell, after time.Duration) func(context.Context) (func(context.Context) error, error) {
+	g := OPNsenseShellGuard(sh)
+	return func(ctx context.Context) (func(context.Context) error, error) {
+		prev, err := sh.ReadFile(ctx, g.configPath())
+		if err != nil {
+			return nil, fmt.Errorf("ssh rollback: %w", err)
+		}
+		if err := g.ArmRollback(ctx, prev, after); err != nil {
+			return nil, err
+		}
+		return g.Disarm, nil
+	}
+}
+
 // NewGuardedOPNsense pairs the driver with the lock and rollback run over sh.
 func NewGuardedOPNsense(fw *OPNsense, sh Shell) *GuardedOPNsense {
 	return &GuardedOPNsense{OPNsense: fw, ShellGuard: OPNsenseShellGuard(sh)}
@@ -113,6 +130,7 @@ func openOPNsense(ctx context.Context, t *Target, opts OpenOptions) (Firewall, e
 	if err != nil {
 		return nil, err
 	}
+	o.Rollback = ShellRollback(sh, savepointTimer)
 	fw, err := NewOPNsense(ctx, t, sh, o)
 	if err != nil {
 		sh.Close()

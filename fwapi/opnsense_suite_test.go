@@ -1,10 +1,12 @@
 package fwapi_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
@@ -63,5 +65,52 @@ func TestOpenOPNsense(t *testing.T) {
 		t.Fatal("Open() with an unreachable ssh port succeeded")
 	} else if !strings.Contains(err.Error(), "fake-opnsense") {
 		t.Errorf("Open() error = %v, want the target named", err)
+	}
+}
+
+// TestOPNsenseShellRollback: on 26.7, commit-confirmed runs on the SSH
+// rollback script; left armed, the firewall restores the previous config by
+// itself; disarmed, the change stays.
+func TestOPNsenseShellRollback(t *testing.T) {
+	ctx := context.Background()
+	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"})
+	fw, err := fwapi.NewOPNsense(ctx, fake.Target(), fake.Shell(), fwapi.OPNsenseOptions{Rollback: fwapi.ShellRollback(fake.Shell(), time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	prev := fake.ConfigXML()
+	changed := bytes.Replace(prev, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
+
+	disarm, err := fw.ArmCommitConfirmed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, changed, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := disarm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if !bytes.Equal(fake.ConfigXML(), changed) {
+		t.Fatal("a disarmed rollback still restored the config")
+	}
+
+	if _, err := fw.ArmCommitConfirmed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, prev, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, bytes.Replace(prev, []byte("fw1"), []byte("fw3"), 1), "test"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !bytes.Equal(fake.ConfigXML(), changed) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Equal(fake.ConfigXML(), changed) {
+		t.Fatalf("the armed rollback did not restore the config it was armed with within 5s; config now %q", fake.ConfigXML())
 	}
 }
