@@ -36,9 +36,9 @@ type Runner interface {
 type OPNsenseOptions struct {
 	REST RESTOptions
 	// Rollback arms the SSH rollback script (restore the previous config.xml
-	// unless disarmed). Required for commit-confirmed on 26.7+, which has no
-	// filter savepoint API; on older firmware it is armed together with the
-	// savepoint, which covers filter rules only.
+	// unless disarmed), e.g. ShellRollback. Required for commit-confirmed on
+	// 26.7+, which has no filter savepoint API; on older firmware it is armed
+	// together with the savepoint, which covers MVC filter rules only.
 	Rollback func(ctx context.Context) (disarm func(context.Context) error, err error)
 	// PollInterval is how often Upgrade and WaitReady poll; default 5 s.
 	PollInterval time.Duration
