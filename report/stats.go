@@ -36,10 +36,14 @@ func Summarize(values []float64) Summary {
 	med := benchmath.AssumeNothing.Summary(s, Confidence)
 	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), Confidence)
 	out := Summary{N: len(v), Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
+	warnings := s.Warnings
 	if len(v) < MinSamples {
+		// Says what benchmath's "need >= 6 samples" says, with the remedy.
 		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a 95%% interval of the median; use %d or more repeats", len(v), MinSamples))
+	} else {
+		warnings = append(med.Warnings, warnings...)
 	}
-	for _, w := range append(med.Warnings, s.Warnings...) {
+	for _, w := range warnings {
 		out.Warnings = append(out.Warnings, w.Error())
 	}
 	return out
@@ -54,7 +58,13 @@ type Delta struct {
 	P                 float64 // Mann-Whitney U test
 	Alpha             float64
 	Significant       bool // P < Alpha: a difference is shown
-	Warnings          []string
+	// The Student's t view, for readers used to ministat: the change of the
+	// mean in percent and Welch's two-sample t-test. It assumes normal noise,
+	// which throughput often is not; the U test above assumes nothing.
+	MeanPct      float64
+	TP           float64
+	TSignificant bool // TP < Alpha
+	Warnings     []string
 }
 
 // String is benchstat's form: "+12.34%" or "~" where no difference is shown.
@@ -71,7 +81,8 @@ func (d Delta) String() string {
 // Compare tests whether values differ from base.
 func Compare(base, values []float64) Delta {
 	b, n := finite(base), finite(values)
-	d := Delta{Base: Summarize(b), New: Summarize(n), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(), Alpha: benchmath.DefaultThresholds.CompareAlpha}
+	d := Delta{Base: Summarize(b), New: Summarize(n), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(),
+		Alpha: benchmath.DefaultThresholds.CompareAlpha, MeanPct: math.NaN(), TP: math.NaN()}
 	if len(b) == 0 || len(n) == 0 {
 		d.Warnings = append(d.Warnings, "no valid samples to compare")
 		return d
@@ -82,7 +93,18 @@ func Compare(base, values []float64) Delta {
 	for _, w := range c.Warnings {
 		d.Warnings = append(d.Warnings, w.Error())
 	}
-	if d.Base.Median != 0 {
+	if len(b) >= 2 && len(n) >= 2 {
+		t := benchmath.AssumeNormal.Compare(benchmath.NewSample(slices.Clone(b), &benchmath.DefaultThresholds), benchmath.NewSample(slices.Clone(n), &benchmath.DefaultThresholds))
+		d.TP = t.P
+		d.TSignificant = t.P < d.Alpha
+	}
+	if d.Base.Mean != 0 {
+		d.MeanPct = (d.New.Mean/d.Base.Mean - 1) * 100
+	}
+	switch {
+	case d.Base.Median == 0 && d.New.Median > 0:
+		d.Pct = math.Inf(1) // from nothing to something, as retransmits can
+	case d.Base.Median != 0:
 		d.Pct = (d.New.Median/d.Base.Median - 1) * 100
 		if d.Base.Lo > 0 && d.Base.Hi > 0 && !math.IsInf(d.Base.Hi, 0) && !math.IsInf(d.New.Hi, 0) {
 			d.PctLo = (d.New.Lo/d.Base.Hi - 1) * 100

@@ -1,0 +1,186 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Table is the seeds' table: one row per point, with each probe's
+// throughput, its change against the baseline, retransmits, and the DUT's
+// CPU, temperature and power.
+type Table struct {
+	Run      int64
+	Target   string
+	Firmware string
+	Knobs    []string
+	Fixed    map[string]string
+	Probes   []string
+	Baseline string // the baseline's label; empty when the run has none
+	Rows     []Row
+	StudentT bool // show the Student's t view next to the medians
+	Warnings []string
+}
+
+// Row is one point.
+type Row struct {
+	Point    int
+	Label    string
+	Values   []string // the point's values for Table.Knobs
+	Baseline bool
+	Status   string
+	Reason   string
+	Cells    []Cell  // one per Table.Probes
+	DUTCPU   float64 // median over the point's samples; NaN when unknown
+	TempC    float64
+	PowerW   float64
+}
+
+// Cell is one probe at one point.
+type Cell struct {
+	Probe       string
+	Failed      int
+	Mbps        Summary
+	Delta       *Delta // nil at the baseline and where either side has no samples
+	Retransmits float64
+}
+
+// Options choose what a report shows.
+type Options struct {
+	Pivot    string // a knob: add the "% gained / lost" table by its values
+	StudentT bool   // add the Student's t view (mean, its interval, Welch's t-test)
+}
+
+// NewTable computes the run's table.
+func NewTable(r *Run, opts Options) *Table {
+	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT}
+	t.Warnings = append(t.Warnings, r.Warnings...)
+	if r.Baseline != nil {
+		t.Baseline = r.Label(r.Baseline)
+	} else {
+		t.Warnings = append(t.Warnings, "no point has samples: there is no baseline to compare with")
+	}
+	warned := map[string]bool{}
+	warn := func(ws []string) {
+		for _, w := range ws {
+			if !warned[w] {
+				warned[w] = true
+				t.Warnings = append(t.Warnings, w)
+			}
+		}
+	}
+	for _, p := range r.Points {
+		row := Row{Point: p.Index, Label: r.Label(p), Baseline: p == r.Baseline, Status: string(p.Status), Reason: p.Reason}
+		for _, k := range r.Knobs {
+			row.Values = append(row.Values, p.Knobs[k])
+		}
+		var cpu, temp, power []float64
+		for _, name := range r.Probes {
+			c := Cell{Probe: name, Mbps: Summarize(nil), Retransmits: math.NaN()}
+			if ps := p.Probes[name]; ps != nil {
+				c.Failed = ps.Failed
+				if len(ps.Mbps) > 0 {
+					c.Mbps = Summarize(ps.Mbps)
+					warn(c.Mbps.Warnings)
+				}
+				c.Retransmits = median(ps.Retransmits)
+				cpu, temp, power = append(cpu, ps.DUTCPU...), append(temp, ps.DUTTemp...), append(power, ps.Power...)
+				if r.Baseline != nil && p != r.Baseline && len(ps.Mbps) > 0 {
+					if bs := r.Baseline.Probes[name]; bs != nil && len(bs.Mbps) > 0 {
+						d := Compare(bs.Mbps, ps.Mbps)
+						c.Delta = &d
+						warn(d.Warnings)
+					}
+				}
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// Pivot is the "% gained / lost" table: for each combination of the other
+// knobs, the throughput at the pivot knob's first value and the change at
+// each other value, in percent.
+type Pivot struct {
+	Knob   string
+	Values []string // the pivot's values: the columns
+	Others []string // the other axes
+	Rows   []PivotRow
+}
+
+// PivotRow is one combination of the other knobs for one probe.
+type PivotRow struct {
+	Values []string // for Pivot.Others
+	Probe  string
+	Base   Summary  // Mbit/s at Pivot.Values[0]; N == 0 when that point is missing
+	Deltas []*Delta // one per Pivot.Values; [0] and missing points are nil
+}
+
+// NewPivot builds the pivot table by knob.
+func NewPivot(r *Run, knob string) (*Pivot, error) {
+	if !slices.Contains(r.Knobs, knob) {
+		if len(r.Knobs) == 0 {
+			return nil, fmt.Errorf("pivot %q: this run has no knob that varies between points", knob)
+		}
+		return nil, fmt.Errorf("pivot %q: not an axis of run %d; pick one of: %s", knob, r.Info.ID, strings.Join(r.Knobs, ", "))
+	}
+	pv := &Pivot{Knob: knob, Values: r.AxisValues(knob)}
+	for _, k := range r.Knobs {
+		if k != knob {
+			pv.Others = append(pv.Others, k)
+		}
+	}
+	// Group points by the other knobs' values, in point order.
+	type group struct {
+		values []string
+		byVal  map[string]*Point
+	}
+	var groups []*group
+	index := map[string]*group{}
+	for _, p := range r.Points {
+		if !p.Measured() {
+			continue
+		}
+		var vals []string
+		for _, k := range pv.Others {
+			vals = append(vals, p.Knobs[k])
+		}
+		key := strings.Join(vals, "\x00")
+		g := index[key]
+		if g == nil {
+			g = &group{values: vals, byVal: map[string]*Point{}}
+			index[key] = g
+			groups = append(groups, g)
+		}
+		g.byVal[p.Knobs[knob]] = p
+	}
+	for _, g := range groups {
+		for _, probe := range r.Probes {
+			row := PivotRow{Values: g.values, Probe: probe, Base: Summarize(nil), Deltas: make([]*Delta, len(pv.Values))}
+			base := samplesAt(g.byVal[pv.Values[0]], probe)
+			if len(base) > 0 {
+				row.Base = Summarize(base)
+			}
+			for i, v := range pv.Values[1:] {
+				vals := samplesAt(g.byVal[v], probe)
+				if len(base) > 0 && len(vals) > 0 {
+					d := Compare(base, vals)
+					row.Deltas[i+1] = &d
+				}
+			}
+			pv.Rows = append(pv.Rows, row)
+		}
+	}
+	return pv, nil
+}
+
+func samplesAt(p *Point, probe string) []float64 {
+	if p == nil || p.Probes[probe] == nil {
+		return nil
+	}
+	return p.Probes[probe].Mbps
+}
