@@ -276,11 +276,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			} else if r.Shown {
 				vs = "?"
 			}
-			p := r.Delta.P
-			if c.Test == TTest {
-				p = r.Delta.TP
-			}
-			vs += fmt.Sprintf(" (p=%s n=%d+%d)", formatP(p), sa.N, sb.N)
+			vs += fmt.Sprintf(" (p=%s n=%d+%d)", formatP(c.p(r)), sa.N, sb.N)
 			mark := ""
 			if r.Regression {
 				mark = "REGRESSION"
@@ -309,8 +305,20 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	} else {
 		b.WriteString("\nno regression\n")
 	}
-	_, err := io.WriteString(w, b.String())
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// p is the p-value of the comparison's test.
+func (c *Comparison) p(r CompareRow) float64 {
+	if c.Test == TTest {
+		return r.Delta.TP
+	}
+	return r.Delta.P
 }
 
 func formatCenter(s Summary, test Test, m Metric) string {
@@ -394,7 +402,7 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 			cases[k] = jc
 			order = append(order, k)
 		}
-		line := fmt.Sprintf("%s: %s -> %s, %s (p=%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), formatP(r.Delta.P))
+		line := fmt.Sprintf("%s: %s -> %s, %s (p=%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), formatP(c.p(r)))
 		jc.SystemOut += line + "\n"
 		if r.Regression {
 			if jc.Failure == nil {

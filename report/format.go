@@ -234,7 +234,11 @@ func formatTP(d *Delta) string {
 
 func writePivotMarkdown(b *strings.Builder, pv *Pivot) {
 	fmt.Fprintf(b, "## %% gained / lost by %s\n\n", mdEscape(pv.Knob))
-	fmt.Fprintf(b, "The first column is Mbit/s at %s=%s; the others the change against it, `~` where no difference is shown (the point estimate in parentheses).\n\n", mdEscape(pv.Knob), mdEscape(pv.Values[0]))
+	fmt.Fprintf(b, "The first column is Mbit/s at %s=%s; the others the change against it, `~` where no difference is shown (the point estimate in parentheses).", mdEscape(pv.Knob), mdEscape(pv.Values[0]))
+	if pv.Skipped > 0 {
+		fmt.Fprintf(b, " %d combinations of the other knobs measured at one value of %s only are left out.", pv.Skipped, mdEscape(pv.Knob))
+	}
+	b.WriteString("\n\n")
 	head := append(append([]string{}, pv.Others...), "probe")
 	for i, v := range pv.Values {
 		if i == 0 {
@@ -496,8 +500,8 @@ func nonNil[T any](s []T) []T {
 //	fwab-target: lab
 //	BenchmarkFwab/probe=up/blocklist=off/ids@lan=off 1 941250000 bits/s 17 retransmits 50 dut-cpu-%
 //
-// The knobs are name parts, so "benchstat -col /ids@lan run.txt" pivots by a
-// knob. The run's number and firmware are left out of the configuration
+// The knobs are name parts, so benchstat pivots by a knob with
+// -col '"/ids@lan"' (quoted: '@' is part of benchstat's own syntax). The run's number and firmware are left out of the configuration
 // lines on purpose: benchstat separates results whose configuration differs,
 // and comparing two runs or two firmwares is the point.
 func WriteBenchstat(w io.Writer, r *Run) error {

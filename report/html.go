@@ -58,7 +58,7 @@ figure svg { max-width: 100%; height: auto; }
 {{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td></tr>
 {{end}}</table>
 {{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
-<p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown (the point estimate in parentheses).</p>
+<p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown (the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>
 <table id="pivot">
 <tr>{{range .Others}}<th>{{.}}</th>{{end}}<th>probe</th>{{range $i, $v := .Values}}<th>{{$.P.Knob}}={{$v}}{{if eq $i 0}} Mbit/s{{end}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .Values}}<td>{{.}}</td>{{end}}<td>{{.Probe}}</td><td class="num">{{mbps .Base}}</td>{{range rest .Deltas}}<td class="num {{sig .}}">{{pivot .}}</td>{{end}}</tr>

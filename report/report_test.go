@@ -192,7 +192,7 @@ func TestTableEffects(t *testing.T) {
 		want       string // Delta.String's form, or "~"
 		lo, hi     float64
 	}{
-		{1, 0, "~", -4, 2},   // +pfBlockerNG: 1 % slower, not shown
+		{1, 0, "~", -4, 2},    // +pfBlockerNG: 1 % slower, not shown
 		{3, 0, "-", -40, -30}, // inline IPS: 35 % slower
 		{3, 1, "-", -40, -30},
 	} {

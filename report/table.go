@@ -108,8 +108,9 @@ func NewTable(r *Run, opts Options) *Table {
 type Pivot struct {
 	Knob   string
 	Values []string // the pivot's values: the columns
-	Others []string // the other axes
-	Rows   []PivotRow
+	Others  []string // the other axes
+	Rows    []PivotRow
+	Skipped int // combinations of the other knobs measured at one pivot value only
 }
 
 // PivotRow is one combination of the other knobs for one probe.
@@ -122,6 +123,9 @@ type PivotRow struct {
 
 // NewPivot builds the pivot table by knob.
 func NewPivot(r *Run, knob string) (*Pivot, error) {
+	if ref := canonicalRef(knob); !slices.Contains(r.Knobs, knob) && slices.Contains(r.Knobs, ref) {
+		knob = ref // "ids" is "ids@lan"
+	}
 	if !slices.Contains(r.Knobs, knob) {
 		if len(r.Knobs) == 0 {
 			return nil, fmt.Errorf("pivot %q: this run has no knob that varies between points", knob)
@@ -159,6 +163,12 @@ func NewPivot(r *Run, knob string) (*Pivot, error) {
 		g.byVal[p.Knobs[knob]] = p
 	}
 	for _, g := range groups {
+		if len(g.byVal) < 2 {
+			// One value of the pivot only: nothing to compare (the matrix's
+			// constraints left out the others).
+			pv.Skipped++
+			continue
+		}
 		for _, probe := range r.Probes {
 			row := PivotRow{Values: g.values, Probe: probe, Base: Summarize(nil), Deltas: make([]*Delta, len(pv.Values))}
 			base := samplesAt(g.byVal[pv.Values[0]], probe)
@@ -174,6 +184,9 @@ func NewPivot(r *Run, knob string) (*Pivot, error) {
 			}
 			pv.Rows = append(pv.Rows, row)
 		}
+	}
+	if len(pv.Rows) == 0 {
+		return nil, fmt.Errorf("pivot %q: no combination of the other knobs was measured at two or more of its values, so there is nothing to compare; the main table's Δ compares every point with the baseline", knob)
 	}
 	return pv, nil
 }

@@ -85,6 +85,8 @@ func newRootCmd(io *streams) *cobra.Command {
 		newConfigCmd(io),
 		newMatrixCmd(io),
 		newRunsCmd(io),
+		newReportCmd(io),
+		newCompareCmd(io),
 	)
 	return root
 }
