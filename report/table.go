@@ -106,8 +106,8 @@ func NewTable(r *Run, opts Options) *Table {
 // knobs, the throughput at the pivot knob's first value and the change at
 // each other value, in percent.
 type Pivot struct {
-	Knob   string
-	Values []string // the pivot's values: the columns
+	Knob    string
+	Values  []string // the pivot's values: the columns
 	Others  []string // the other axes
 	Rows    []PivotRow
 	Skipped int // combinations of the other knobs measured at one pivot value only
