@@ -75,6 +75,24 @@ type CompareOptions struct {
 	Threshold float64  // percent: a change smaller than this is never a regression
 	Metrics   []Metric // the metrics that can fail the gate; default throughput
 	Test      Test     // default UTest
+	// Ignore lists knobs left out when points are matched: a firmware
+	// knob differs between a baseline and a rerun by design. Nil means
+	// DefaultIgnore; an empty, non-nil slice ignores nothing.
+	Ignore []string
+}
+
+// DefaultIgnore is what CompareRuns leaves out of point matching by default.
+var DefaultIgnore = []string{"firmware"}
+
+// matchKey names a point by its knob values without the ignored knobs.
+func matchKey(p *Point, ignore []string) string {
+	knobs := make(map[string]string, len(p.Knobs))
+	for k, v := range p.Knobs {
+		if !slices.Contains(ignore, k) {
+			knobs[k] = v
+		}
+	}
+	return knobsKey(knobs)
 }
 
 // Comparison is run B against run A, point by point.
@@ -146,20 +164,27 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	if opts.Test != UTest && opts.Test != TTest {
 		return nil, fmt.Errorf("test %q: use utest or ttest", opts.Test)
 	}
+	if opts.Ignore == nil {
+		opts.Ignore = DefaultIgnore
+	}
 	c := &Comparison{A: runInfo(a), B: runInfo(b), Threshold: opts.Threshold, Test: opts.Test, Metrics: opts.Metrics}
 	bByKey := map[string]*Point{}
 	for _, p := range b.Points {
 		if p.Measured() && hasSamples(p) {
-			bByKey[p.Key()] = p
+			if other := bByKey[matchKey(p, opts.Ignore)]; other != nil {
+				return nil, fmt.Errorf("run %d: points %d and %d differ only in ignored knobs (%s): they cannot be matched with run %d's points", b.Info.ID, other.Index, p.Index, strings.Join(opts.Ignore, ", "), a.Info.ID)
+			}
+			bByKey[matchKey(p, opts.Ignore)] = p
 		}
 	}
+	missingProbe := map[string]bool{}
 	matchedB := map[string]bool{}
 	warned := map[string]bool{}
 	for _, pa := range a.Points {
 		if !pa.Measured() || !hasSamples(pa) {
 			continue
 		}
-		key := pa.Key()
+		key := matchKey(pa, opts.Ignore)
 		pb := bByKey[key]
 		if pb == nil {
 			c.OnlyA = append(c.OnlyA, key)
@@ -173,6 +198,10 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 		for _, probe := range a.Probes {
 			sa, sb := pa.Probes[probe], pb.Probes[probe]
 			if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
+				if sa != nil && len(sa.Mbps) > 0 && !missingProbe[probe] {
+					missingProbe[probe] = true
+					c.Warnings = append(c.Warnings, fmt.Sprintf("probe %s has no samples in run %d at some points; those are not compared", probe, b.Info.ID))
+				}
 				continue
 			}
 			for _, m := range AllMetrics {
@@ -203,8 +232,8 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 		}
 	}
 	for _, p := range b.Points {
-		if p.Measured() && hasSamples(p) && !matchedB[p.Key()] {
-			c.OnlyB = append(c.OnlyB, p.Key())
+		if key := matchKey(p, opts.Ignore); p.Measured() && hasSamples(p) && !matchedB[key] {
+			c.OnlyB = append(c.OnlyB, key)
 		}
 	}
 	if len(c.Rows) == 0 {

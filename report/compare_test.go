@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fwab/fwab/report/reporttest"
+	"github.com/fwab/fwab/store"
 )
 
 // firmwarePair is a baseline run and a rerun after an upgrade that made
@@ -96,5 +99,58 @@ func TestCompareRetransmitsAndErrors(t *testing.T) {
 	}
 	if _, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: -1}); err == nil {
 		t.Error("a negative threshold was accepted")
+	}
+}
+
+// TestCompareIgnoresFirmwareKnob: a matrix that names the firmware as a
+// fixed knob still matches its points across an upgrade.
+func TestCompareIgnoresFirmwareKnob(t *testing.T) {
+	a, b := reporttest.T730(41, 0), reporttest.T730(42, 0.10)
+	a.Uniform, b.Uniform = true, true
+	for i := range a.Points {
+		a.Points[i].Knobs["firmware"] = "2.7.2"
+		b.Points[i].Knobs = map[string]string{"firmware": "2.8.0"}
+		for k, v := range a.Points[i].Knobs {
+			if k != "firmware" {
+				b.Points[i].Knobs[k] = v
+			}
+		}
+	}
+	ra, rb := synthetic(t, a, 1), synthetic(t, b, 2)
+	c, err := CompareRuns(ra, rb, CompareOptions{Threshold: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.OnlyA) != 0 || c.Regressions() != 8 {
+		t.Errorf("firmware knob ignored: only in A %q, %d regressions; want none and 8", c.OnlyA, c.Regressions())
+	}
+	if _, err := CompareRuns(ra, rb, CompareOptions{Threshold: 3, Ignore: []string{}}); err == nil {
+		t.Error("with nothing ignored the points matched across firmwares")
+	}
+}
+
+// TestEmptyRun: a run whose points have no samples yet reports without
+// failing, and says why there is nothing to compare.
+func TestEmptyRun(t *testing.T) {
+	r := reporttest.T730(1, 0)
+	info, points, _ := reporttest.Generate(r)
+	info.ID, info.Status = 7, store.Running
+	run, err := build(info, points, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range Formats {
+		var b bytes.Buffer
+		if err := Write(&b, run, f, Options{}); err != nil {
+			t.Errorf("Write(%s) of an empty run: %v", f, err)
+		}
+	}
+	tab := NewTable(run, Options{})
+	want := []string{"run 7 is running, not done: its figures are partial", "no point has samples: there is no baseline to compare with"}
+	if diff := cmp.Diff(want, tab.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if _, err := CompareRuns(run, run, CompareOptions{}); err == nil {
+		t.Error("comparing empty runs succeeded")
 	}
 }

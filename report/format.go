@@ -368,6 +368,7 @@ type jsonReport struct {
 	Run        int64             `json:"run"`
 	Target     string            `json:"target"`
 	Firmware   string            `json:"firmware"`
+	Status     string            `json:"status"`
 	Confidence float64           `json:"confidence"`
 	Knobs      []string          `json:"knobs"`
 	Fixed      map[string]string `json:"fixed"`
@@ -455,7 +456,7 @@ func toJSONDelta(d *Delta) *jsonDelta {
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot) error {
 	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
-		Probes: nonNil(t.Probes), Baseline: t.Baseline, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
+		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},
 			DUTCPU: known(r.DUTCPU), TempC: known(r.TempC), PowerW: known(r.PowerW)}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/fwab/fwab/store"
 )
 
 // Table is the seeds' table: one row per point, with each probe's
@@ -14,6 +16,7 @@ type Table struct {
 	Run      int64
 	Target   string
 	Firmware string
+	Status   string // the run's: running, done, failed, cancelled
 	Knobs    []string
 	Fixed    map[string]string
 	Probes   []string
@@ -54,7 +57,10 @@ type Options struct {
 
 // NewTable computes the run's table.
 func NewTable(r *Run, opts Options) *Table {
-	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT}
+	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT}
+	if r.Info.Status != store.Done {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
+	}
 	t.Warnings = append(t.Warnings, r.Warnings...)
 	if r.Baseline != nil {
 		t.Baseline = r.Label(r.Baseline)

@@ -19,6 +19,7 @@ type compareOptions struct {
 	junit     string
 	test      string
 	metrics   []string
+	ignore    []string
 }
 
 func newCompareCmd(io *streams) *cobra.Command {
@@ -49,6 +50,7 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
 	cmd.Flags().StringVar(&opts.test, "test", string(report.UTest), "significance test: utest (Mann-Whitney, on medians) or ttest (Welch, on means; works with fewer repeats)")
+	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
 	cmd.Flags().StringSliceVar(&opts.metrics, "metric", []string{string(report.Throughput)}, "metrics that can fail the gate: throughput, retransmits, dut-cpu")
 	return cmd
 }
@@ -67,7 +69,7 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 	if err != nil {
 		return err
 	}
-	copts := report.CompareOptions{Threshold: threshold, Test: report.Test(opts.test)}
+	copts := report.CompareOptions{Threshold: threshold, Test: report.Test(opts.test), Ignore: append([]string{}, opts.ignore...)}
 	if copts.Test != report.UTest && copts.Test != report.TTest {
 		return usageErrorf("--test %q: use utest or ttest", opts.test)
 	}
