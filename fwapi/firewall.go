@@ -51,6 +51,8 @@ type RuntimeState struct {
 	IDS         []IDSInstance
 	Tables      map[string]int // pf tables and their entry counts (pfBlockerNG's pfB_*)
 	Version     string
+	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
+	GeneratedRules int
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.

@@ -84,7 +84,9 @@ func newRootCmd(io *streams) *cobra.Command {
 	root.AddCommand(
 		newConfigCmd(io),
 		newMatrixCmd(io),
+		newSweepCmd(io),
 		newRunsCmd(io),
+		newFwCmd(io), newVerifyCmd(io),
 		newReportCmd(io),
 		newCompareCmd(io),
 	)

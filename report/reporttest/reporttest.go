@@ -131,7 +131,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 					}
 				}
 				if r.Series {
-					x.Raw = iperfReport(rng, mbps, 5)
+					x.Raw, _ = json.Marshal(map[string]any{"client": json.RawMessage(Iperf3Client(rng, mbps, 5)), "parallel": 1})
 				}
 				if p.FailEvery > 0 && n%p.FailEvery == 0 {
 					x.Failed, x.Reason = true, "iperf3 client: connection refused"
@@ -144,9 +144,9 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	return info, points, samples
 }
 
-// iperfReport is a small iperf3 client report with per-second intervals
-// around mbps, as store.FromProbe keeps it in Raw.
-func iperfReport(rng *rand.Rand, mbps float64, seconds int) json.RawMessage {
+// Iperf3Client is a small iperf3 client report (JSON) with per-second
+// intervals around mbps.
+func Iperf3Client(rng *rand.Rand, mbps float64, seconds int) []byte {
 	type sum struct {
 		Start         float64 `json:"start"`
 		End           float64 `json:"end"`
@@ -174,8 +174,7 @@ func iperfReport(rng *rand.Rand, mbps float64, seconds int) json.RawMessage {
 	if err != nil {
 		panic(fmt.Sprintf("reporttest: %v", err))
 	}
-	raw, _ := json.Marshal(map[string]any{"client": json.RawMessage(client), "parallel": 1})
-	return raw
+	return client
 }
 
 // T730 is a run shaped like the HP T730 review: defaults, +pfBlockerNG,

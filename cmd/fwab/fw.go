@@ -1,0 +1,498 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+)
+
+// targetFlags pick a firewall from the targets file.
+type targetFlags struct {
+	target           string
+	targets          string
+	acceptNewHostKey bool
+	rollbackAfter    time.Duration
+}
+
+func addTargetFlags(cmd *cobra.Command, f *targetFlags) {
+	cmd.Flags().StringVar(&f.target, "target", "", "the firewall, by its name in the targets file (required)")
+	cmd.Flags().StringVar(&f.targets, "targets", fwapi.DefaultTargetsPath(), "the targets file")
+	cmd.Flags().BoolVar(&f.acceptNewHostKey, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time (a changed key is always refused)")
+}
+
+func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
+	cmd.Flags().DurationVar(&f.rollbackAfter, "rollback-after", 120*time.Second, "the firewall restores the previous config by itself unless fwab confirms the change within this time")
+}
+
+func (f *targetFlags) lookup() (*fwapi.Target, error) {
+	if f.target == "" {
+		return nil, usageErrorf("--target is required: name a firewall from %s", f.targets)
+	}
+	tf, err := fwapi.LoadTargets(f.targets)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	t, err := tf.Lookup(f.target)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return t, nil
+}
+
+// open connects to the target's firewall.
+func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwapi.Firewall, error) {
+	t, err := f.lookup()
+	if err != nil {
+		return nil, nil, err
+	}
+	fw, err := fwapi.Open(ctx, t, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, fw, nil
+}
+
+func logger(io *streams) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// guardOf returns the firewall's lock and rollback: the driver's own, or
+// for a driver without one (OPNsense over its API), the shell guard over
+// the target's SSH. The returned close releases that extra connection.
+func guardOf(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target, fw fwapi.Firewall) (fwapi.Guard, func(), error) {
+	if g, ok := fw.(fwapi.Guard); ok {
+		return g, func() {}, nil
+	}
+	if t.SSH == nil || t.Flavor != "opnsense" {
+		return nil, nil, fmt.Errorf("target %s: the %s driver has no firewall lock or rollback and the target has no ssh section: refusing to change it", t.Name, t.Flavor)
+	}
+	sh, err := fwapi.DialTarget(ctx, t, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock and rollback need SSH: %w", err)
+	}
+	return fwapi.OPNsenseShellGuard(sh), func() { sh.Close() }, nil
+}
+
+func lockOwner() fwapi.LockOwner {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	var tok [8]byte
+	rand.Read(tok[:])
+	return fwapi.LockOwner{Owner: name + "@" + host, PID: os.Getpid(), Time: time.Now(), Token: hex.EncodeToString(tok[:])}
+}
+
+func newFwCmd(io *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fw",
+		Short: "Talk to a firewall: info, pull, push, apply, verify, metrics, upgrade, recover",
+	}
+	cmd.AddCommand(
+		newFwInfoCmd(io),
+		newFwPullCmd(io),
+		newFwPushCmd(io),
+		newFwApplyCmd(io),
+		newFwVerifyCmd(io),
+		newFwMetricsCmd(io),
+		newFwUpgradeCmd(io),
+		newFwRecoverCmd(io),
+	)
+	return cmd
+}
+
+// --- info
+
+func newFwInfoCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "info --target NAME",
+		Short: "Show the firewall's product, version, hostname and NICs",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFwInfo(cmd.Context(), io, f, asJSON)
+		},
+	}
+	addTargetFlags(cmd, f)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runFwInfo(ctx context.Context, io *streams, f *targetFlags, asJSON bool) error {
+	_, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	info, err := fw.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(io.Out, info)
+	}
+	fmt.Fprintf(io.Out, "flavor\t%s\nversion\t%s\nhostname\t%s\nnics\t%s\n", info.Flavor, info.Version, info.Hostname, strings.Join(info.NICs, " "))
+	return nil
+}
+
+// --- pull
+
+func newFwPullCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	var out string
+	cmd := &cobra.Command{
+		Use:   "pull --target NAME [-o FILE]",
+		Short: "Copy the firewall's config.xml, byte for byte, to a file or stdout",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFwPull(cmd.Context(), io, f, out)
+		},
+	}
+	addTargetFlags(cmd, f)
+	cmd.Flags().StringVarP(&out, "output", "o", "-", "where to write config.xml (- for stdout)")
+	return cmd
+}
+
+func runFwPull(ctx context.Context, io *streams, f *targetFlags, out string) error {
+	_, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	data, err := fw.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if out == "-" {
+		_, err = io.Out.Write(data)
+		return err
+	}
+	return writeFileAtomic(out, data, 0o600)
+}
+
+// --- push and apply: one commit-confirmed change that stays
+
+func newFwPushCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	cmd := &cobra.Command{
+		Use:   "push FILE --target NAME",
+		Short: "Replace the firewall's config.xml with FILE, apply what changed, verify, keep it",
+		Long: "push compares FILE with the running config, writes it, runs the narrowest service action\n" +
+			"for each changed knob and checks the runtime state. A rollback armed on the firewall restores\n" +
+			"the previous config unless the change is confirmed within --rollback-after.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			next, err := configxml.LoadBytes(data)
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			return runFwChange(cmd.Context(), io, f, func(*configxml.Config) (*configxml.Config, error) { return next, nil })
+		},
+	}
+	addTargetFlags(cmd, f)
+	addRollbackFlag(cmd, f)
+	return cmd
+}
+
+func newFwApplyCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply KNOB=VALUE... --target NAME",
+		Short: "Set knobs on the firewall's config, apply them, verify, keep them",
+		Long: "apply sets each KNOB=VALUE (see 'fwab config knobs') in the running config, writes it,\n" +
+			"runs the narrowest service action for each change and checks the runtime state,\n" +
+			"commit-confirmed like push.",
+		Args: minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if _, _, err := configxml.ParseAssignment(a); err != nil {
+					return usageError{err}
+				}
+			}
+			return runFwChange(cmd.Context(), io, f, func(cur *configxml.Config) (*configxml.Config, error) {
+				next, err := configxml.LoadBytes(cur.Bytes())
+				if err != nil {
+					return nil, err
+				}
+				if err := next.SetAll(args); err != nil {
+					return nil, usageError{err}
+				}
+				return next, nil
+			})
+		},
+	}
+	addTargetFlags(cmd, f)
+	addRollbackFlag(cmd, f)
+	return cmd
+}
+
+func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
+	t, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	info, err := fw.Info(ctx)
+	if err != nil {
+		return err
+	}
+	dir, err := fwapi.StateDir(t.Name)
+	if err != nil {
+		return err
+	}
+	s, err := fwapi.StartSession(ctx, fw, g, fwapi.SessionOptions{
+		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Logger: logger(io),
+	})
+	if err != nil {
+		return err
+	}
+	err = applyChange(ctx, io, t, info.Version, s, edit)
+	if err != nil {
+		// Leave the firewall as it was.
+		if cerr := s.Close(ctx); cerr != nil {
+			return fmt.Errorf("%w; %v", err, cerr)
+		}
+		return err
+	}
+	return s.Commit(ctx)
+}
+
+func applyChange(ctx context.Context, io *streams, t *fwapi.Target, version string, s *fwapi.Session, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
+	cur, err := configxml.LoadBytes(s.Original())
+	if err != nil {
+		return fmt.Errorf("the firewall's config.xml: %w", err)
+	}
+	// Values the running version cannot take are refused before anything
+	// changes, so the knobs must know the version the firewall reports.
+	if err := cur.SetProduct(version); err != nil {
+		fmt.Fprintf(io.ErrOut, "note: version %q not understood (%v); checking values against the version the config implies\n", version, err)
+		version = ""
+	}
+	next, err := edit(cur)
+	if err != nil {
+		return err
+	}
+	if version != "" {
+		if err := next.SetProduct(version); err != nil {
+			return err
+		}
+	}
+	if next.Flavor() != cur.Flavor() {
+		return usageErrorf("the new config is %s but target %s runs %s", next.Flavor(), t.Name, cur.Flavor())
+	}
+	if bad := newLintErrors(cur, next); len(bad) > 0 {
+		return fmt.Errorf("refusing the change, nothing was touched: it would make the config unsafe or invalid: %s", strings.Join(bad, "; "))
+	}
+	changes, paths := configxml.Diff(cur, next)
+	if len(changes) == 0 && len(paths) == 0 {
+		fmt.Fprintln(io.ErrOut, "no change")
+		return nil
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(io.ErrOut, "note: %d element changes outside any knob; written without a service action\n", len(paths))
+	}
+	for _, c := range changes {
+		fmt.Fprintf(io.ErrOut, "%s: %s -> %s (%s)\n", c.Knob, c.From, c.To, c.Action)
+	}
+	if err := s.Apply(ctx, next.Bytes(), changes, fwapi.ChangeVerifier(next, changes)); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.ErrOut, "applied and confirmed; config sha256 %s\n", fwapi.SHA256Hex(next.Bytes()))
+	return nil
+}
+
+// newLintErrors lists the lint errors next has and cur had not.
+func newLintErrors(cur, next *configxml.Config) []string {
+	had := map[string]bool{}
+	for _, f := range configxml.Lint(cur) {
+		had[f.Rule+f.Message] = true
+	}
+	var bad []string
+	for _, f := range configxml.Lint(next) {
+		if f.Severity == configxml.SeverityError && !had[f.Rule+f.Message] {
+			bad = append(bad, f.Rule+" "+f.Message)
+		}
+	}
+	return bad
+}
+
+// --- verify (also 'fwab verify')
+
+func newFwVerifyCmd(io *streams) *cobra.Command {
+	cmd := newVerifyCmd(io)
+	cmd.Use = "verify --target NAME"
+	return cmd
+}
+
+// --- metrics
+
+func newFwMetricsCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	var count int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "metrics --target NAME [--count N]",
+		Short: "Sample the firewall's CPU, temperature, memory and mbufs",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count < 1 {
+				return usageErrorf("--count must be at least 1")
+			}
+			return runFwMetrics(cmd.Context(), io, f, count, asJSON)
+		},
+	}
+	addTargetFlags(cmd, f)
+	cmd.Flags().IntVar(&count, "count", 1, "number of samples (each takes about a second)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per sample")
+	return cmd
+}
+
+func runFwMetrics(ctx context.Context, io *streams, f *targetFlags, count int, asJSON bool) error {
+	_, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "TIME\tCPU%\tPER-CPU%\tTEMP°C\tMEM%\tMBUFS")
+	}
+	for i := 0; i < count; i++ {
+		m, err := fw.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if err := writeJSON(io.Out, m); err != nil {
+				return err
+			}
+			continue
+		}
+		per := make([]string, len(m.PerCPU))
+		for j, p := range m.PerCPU {
+			per[j] = fmt.Sprintf("%.0f", p)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f\t%.1f\t%d\n", m.Time.Format(time.TimeOnly), m.CPUPercent, strings.Join(per, ","), m.TempCelsius, m.MemUsedPct, m.MbufsInUse)
+	}
+	return tw.Flush()
+}
+
+// --- upgrade
+
+func newFwUpgradeCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "upgrade [VERSION] --target NAME",
+		Short: "Upgrade the firewall through its own mechanism, wait for it and check the version",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			version := ""
+			if len(args) == 1 {
+				version = args[0]
+			}
+			return runFwUpgrade(cmd.Context(), io, f, version, timeout)
+		},
+	}
+	addTargetFlags(cmd, f)
+	cmd.Flags().DurationVar(&timeout, "timeout", 45*time.Minute, "give up after this long")
+	return cmd
+}
+
+func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration) error {
+	t, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	owner := lockOwner()
+	if err := g.Lock(ctx, owner); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = fw.Upgrade(ctx, version, func(line string) { fmt.Fprintln(io.ErrOut, line) })
+	// A reboot empties /var/run and so the lock; release it if it is still there.
+	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelUnlock()
+	if uerr := g.Unlock(unlockCtx, owner); uerr != nil && err == nil && !strings.Contains(uerr.Error(), "No such file") {
+		fmt.Fprintf(io.ErrOut, "warning: %v\n", uerr)
+	}
+	return err
+}
+
+// --- recover
+
+func newFwRecoverCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	cmd := &cobra.Command{
+		Use:   "recover --target NAME",
+		Short: "After a crash, restore the original config from the local backup and journal",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFwRecover(cmd.Context(), io, f)
+		},
+	}
+	addTargetFlags(cmd, f)
+	return cmd
+}
+
+func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
+	t, fw, err := f.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	dir, err := fwapi.StateDir(t.Name)
+	if err != nil {
+		return err
+	}
+	rep, err := fwapi.Recover(ctx, fw, g, dir)
+	if err != nil {
+		return err
+	}
+	if !rep.Restored {
+		fmt.Fprintf(io.Out, "the firewall already had the original config (sha256 %s); lock removed\n", rep.SHA256)
+		return nil
+	}
+	acts := make([]string, len(rep.Actions))
+	for i, a := range rep.Actions {
+		acts[i] = string(a)
+	}
+	fmt.Fprintf(io.Out, "restored the config from the session started %s (sha256 %s verified); ran %s; lock removed\n",
+		rep.Started.Format(time.RFC3339), rep.SHA256, strings.Join(acts, ", "))
+	return nil
+}

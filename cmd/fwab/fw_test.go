@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+// fwabRun runs the command line and returns its output and exit status.
+func fwabRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// labTarget starts a fake pfSense and writes a targets file naming it
+// "fw1"; the local state goes to a temporary folder.
+func labTarget(t *testing.T, config string, trustHost bool) (*fwapitest.PfSense, string) {
+	t.Helper()
+	fake := fwapitest.NewPfSense(t, config)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	host, port, _ := net.SplitHostPort(fake.Addr)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	if trustHost {
+		kh = fake.KnownHostsFile(t)
+	}
+	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: " + host + "\n    ssh:\n      port: " + port +
+		"\n      user: admin\n      key_file: " + fake.KeyFile + "\n      known_hosts: " + kh +
+		"\n    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n"
+	path := filepath.Join(t.TempDir(), "targets.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fake, path
+}
+
+func TestFwInfoAndPull(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	out, errOut, code := fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets)
+	if code != 0 || !strings.Contains(out, "version\t2.7.2-RELEASE") || !strings.Contains(out, "nics\tigb0 igb1") {
+		t.Errorf("fw info = %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = fwabRun(t, "fw", "pull", "--target", "fw1", "--targets", targets)
+	if code != 0 || out != string(fake.ReadFile(t, "/conf/config.xml")) {
+		t.Errorf("fw pull = %d, %d bytes (%s); want the config byte for byte", code, len(out), errOut)
+	}
+	file := filepath.Join(t.TempDir(), "c.xml")
+	if _, errOut, code = fwabRun(t, "fw", "pull", "--target", "fw1", "--targets", targets, "-o", file); code != 0 {
+		t.Fatalf("fw pull -o = %d: %s", code, errOut)
+	}
+	if got, _ := os.ReadFile(file); !bytes.Equal(got, fake.ReadFile(t, "/conf/config.xml")) {
+		t.Errorf("fw pull -o wrote a different file")
+	}
+}
+
+func TestFwUnknownHostKey(t *testing.T) {
+	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, false)
+	_, errOut, code := fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets)
+	if code != 1 || !strings.Contains(errOut, "--accept-new-host-key") || !strings.Contains(errOut, "SHA256:") {
+		t.Fatalf("fw info with an unknown host = %d: %s; want exit 1 naming the fingerprint and the flag", code, errOut)
+	}
+	if _, errOut, code = fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets, "--accept-new-host-key"); code != 0 {
+		t.Fatalf("fw info --accept-new-host-key = %d: %s", code, errOut)
+	}
+	if _, errOut, code = fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets); code != 0 {
+		t.Errorf("fw info once the key is known = %d: %s", code, errOut)
+	}
+}
+
+func TestFwUsageErrors(t *testing.T) {
+	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fw", "info", "--targets", targets}, "--target is required"},
+		{[]string{"fw", "info", "--target", "nope", "--targets", targets}, `no target "nope"; known targets: [fw1]`},
+		{[]string{"fw", "apply", "--target", "fw1", "--targets", targets, "offload.tso"}, "offload.tso"},
+		{[]string{"verify"}, "give --target NAME"},
+		{[]string{"fw", "metrics", "--target", "fw1", "--targets", targets, "--count", "0"}, "--count must be at least 1"},
+	} {
+		_, errOut, code := fwabRun(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("fwab %q = %d, %q; want exit 2 with %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestFwApplyOffload(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "offload.checksum=off")
+	if code != 0 {
+		t.Fatalf("fw apply = %d: %s", code, errOut)
+	}
+	c, err := configxml.LoadBytes(fake.ReadFile(t, "/conf/config.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.Get("offload.checksum"); v != "off" {
+		t.Errorf("offload.checksum on the firewall = %q, want off", v)
+	}
+	cmds := strings.Join(fake.Commands(), "\n")
+	for _, want := range []string{"/etc/rc.reload_interfaces", "ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6", "pkill -F /var/run/fwab-rollback.pid"} {
+		if !strings.Contains(cmds, want) {
+			t.Errorf("commands lack %q", want)
+		}
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 || fake.DaemonRunning(fwapi.RollbackPIDFile) {
+		t.Errorf("fw apply left the lock or an armed rollback")
+	}
+}
+
+func TestFwApplyRefusedWhileLocked(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fwapi.NewPfSense(sh, fwapi.PfSenseOptions{})
+	defer other.Close()
+	if err := other.Lock(t.Context(), fwapi.LockOwner{Owner: "carol@bench", PID: 31337, Time: time.Now(), Token: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.ReadFile(t, "/conf/config.xml")
+	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "offload.checksum=off")
+	if code != 1 || !strings.Contains(errOut, "owner=carol@bench pid=31337") {
+		t.Errorf("fw apply on a locked firewall = %d: %s; want exit 1 naming carol@bench pid=31337", code, errOut)
+	}
+	if !bytes.Equal(before, fake.ReadFile(t, "/conf/config.xml")) {
+		t.Errorf("a refused apply changed the config")
+	}
+}
+
+// consistentConfig agrees with the fake's recorded runtime: offloads on,
+// two generated rules, no IDS.
+func consistentConfig(t *testing.T, extra ...string) string {
+	t.Helper()
+	c, err := configxml.LoadBytes([]byte(fwapitest.MinimalPfSenseConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAll(append([]string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "rules@lan=2"}, extra...)); err != nil {
+		t.Fatal(err)
+	}
+	return string(c.Bytes())
+}
+
+func TestVerifyTarget(t *testing.T) {
+	noSuricata := fwapitest.Reply{Stdout: "  PID COMMAND\n    1 /sbin/init\n"}
+	t.Run("consistent", func(t *testing.T) {
+		fake, targets := labTarget(t, consistentConfig(t), true)
+		fake.Transcript("ps ax -o pid,command", noSuricata)
+		out, errOut, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets)
+		if code != 0 || strings.Contains(out, "error") {
+			t.Errorf("verify = %d\n%s%s; want exit 0", code, out, errOut)
+		}
+	})
+	t.Run("runtime flags disagree with the config", func(t *testing.T) {
+		fake, targets := labTarget(t, consistentConfig(t), true)
+		fake.Transcript("ps ax -o pid,command", noSuricata)
+		sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sh.Close()
+		if _, err := sh.Output(t.Context(), "ifconfig igb1 -tso"); err != nil {
+			t.Fatal(err)
+		}
+		out, _, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets)
+		if code != 1 || !strings.Contains(out, "FWAB101") || !strings.Contains(out, "offload.tso is on in the config but igb1 (lan) shows it off") {
+			t.Errorf("verify = %d\n%s; want exit 1 with FWAB101 for igb1", code, out)
+		}
+	})
+	t.Run("inline IPS with offloads really on", func(t *testing.T) {
+		// The config claims offloads off and inline IPS on lan; the NIC
+		// still has them on (no reboot or reconfigure happened).
+		_, targets := labTarget(t, consistentConfig(t, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"), true)
+		out, _, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets, "--json")
+		if code != 1 || !strings.Contains(out, `"rule": "FWAB103"`) || !strings.Contains(out, "inline IPS (netmap) runs on igb1 while its offloads are really on") {
+			t.Errorf("verify --json = %d\n%s; want exit 1 with FWAB103", code, out)
+		}
+	})
+}
+
+func TestVerifyOffline(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.xml")
+	os.WriteFile(bad, []byte(consistentConfig(t, "ids@lan=ips-inline")), 0o600)
+	out, _, code := fwabRun(t, "verify", "--offline", bad)
+	if code != 1 || !strings.Contains(out, "FWAB001") {
+		t.Errorf("verify --offline (inline IPS, offloads on) = %d\n%s; want exit 1 with FWAB001", code, out)
+	}
+	good := filepath.Join(dir, "good.xml")
+	os.WriteFile(good, []byte(consistentConfig(t)), 0o600)
+	if out, errOut, code := fwabRun(t, "verify", "--offline", good); code != 0 {
+		t.Errorf("verify --offline (clean) = %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestFwRecover(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := fwapi.NewPfSense(sh, fwapi.PfSenseOptions{})
+	defer fw.Close()
+	dir, err := fwapi.StateDir("fw1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: fwapi.LockOwner{Owner: "crashed@ws", PID: 1, Token: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := bytes.Replace(orig, []byte("fw1</hostname>"), []byte("fw9</hostname>"), 1)
+	if err := s.Apply(t.Context(), changed, []configxml.Change{{Knob: "rules@lan", To: "5", Action: configxml.ActionFilterReload}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// fwab crashed: no Close.
+	out, errOut, code := fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets)
+	if code != 0 || !strings.Contains(out, "restored the config") || !strings.Contains(out, fwapi.SHA256Hex(orig)) {
+		t.Fatalf("fw recover = %d\n%s%s", code, out, errOut)
+	}
+	if !bytes.Equal(fake.ReadFile(t, "/conf/config.xml"), orig) {
+		t.Errorf("fw recover did not restore the original")
+	}
+	_, errOut, code = fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets)
+	if code != 1 || !strings.Contains(errOut, "nothing to recover") {
+		t.Errorf("second fw recover = %d: %s", code, errOut)
+	}
+}
+
+func TestFwMetrics(t *testing.T) {
+	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"fw", "metrics", "--target", "fw1", "--targets", targets}, strings.NewReader(""), &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "25.0") || !strings.Contains(out.String(), "10,20,30,40") || !strings.Contains(out.String(), "1834") {
+		t.Errorf("fw metrics = %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+func TestFwPush(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	c, err := configxml.LoadBytes(fake.ReadFile(t, "/conf/config.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("nat.outbound", "hybrid"); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "next.xml")
+	if err := os.WriteFile(file, c.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetActions()
+	_, errOut, code := fwabRun(t, "fw", "push", file, "--target", "fw1", "--targets", targets)
+	if code != 0 || !strings.Contains(errOut, "nat.outbound: automatic -> hybrid (filter-reload)") {
+		t.Fatalf("fw push = %d: %s", code, errOut)
+	}
+	if !bytes.Equal(fake.ReadFile(t, "/conf/config.xml"), c.Bytes()) {
+		t.Errorf("the firewall does not hold the pushed file byte for byte")
+	}
+	if got := fake.Actions(); len(got) != 1 || got[0] != configxml.ActionFilterReload {
+		t.Errorf("fw push ran %v, want only a filter reload", got)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.xml")
+	os.WriteFile(bad, []byte("<pfsense><unclosed></pfsense>"), 0o600)
+	if _, errOut, code := fwabRun(t, "fw", "push", bad, "--target", "fw1", "--targets", targets); code != exitUsage || !strings.Contains(errOut, "bad.xml") {
+		t.Errorf("fw push of a broken file = %d: %s; want exit 2 naming the file", code, errOut)
+	}
+}
+
+func TestFwUpgrade(t *testing.T) {
+	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code != 0 || !strings.Contains(errOut, "Upgrading pfSense-base") || !strings.Contains(errOut, "version 2.8.0-RELEASE") {
+		t.Fatalf("fw upgrade = %d: %s", code, errOut)
+	}
+	if got := string(fake.ReadFile(t, "/etc/version")); got != "2.8.0-RELEASE\n" {
+		t.Errorf("/etc/version = %q", got)
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("fw upgrade left the lock")
+	}
+}
+
+func TestFwApplyRefusesUnsafeChange(t *testing.T) {
+	fake, targets := labTarget(t, consistentConfig(t), true)
+	before := fake.ReadFile(t, "/conf/config.xml")
+	fake.ResetActions()
+	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "ids@lan=ips-inline")
+	if code != 1 || !strings.Contains(errOut, "FWAB001") || !strings.Contains(errOut, "nothing was touched") {
+		t.Fatalf("fw apply ids@lan=ips-inline with offloads on = %d: %s; want a refusal naming FWAB001", code, errOut)
+	}
+	if !bytes.Equal(before, fake.ReadFile(t, "/conf/config.xml")) || len(fake.Actions()) != 0 {
+		t.Errorf("a refused change touched the firewall (actions %v)", fake.Actions())
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("a refused change left the lock")
+	}
+}

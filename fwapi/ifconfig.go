@@ -1,0 +1,105 @@
+package fwapi
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+)
+
+// pseudoIfPrefixes are FreeBSD/pfSense interfaces that are not NICs.
+var pseudoIfPrefixes = []string{"lo", "enc", "pflog", "pfsync", "gif", "gre", "ovpn", "ipsec", "tun", "tap", "bridge", "lagg", "vlan", "carp", "stf", "wg"}
+
+// ParseIfconfig reads `ifconfig -a` (or `ifconfig IF`) output as FreeBSD
+// prints it and returns each interface's options=<...> words. Interfaces
+// are in the order printed.
+func ParseIfconfig(out string) ([]IfaceState, error) {
+	var ifs []IfaceState
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		if text[0] != ' ' && text[0] != '\t' {
+			name, _, ok := strings.Cut(text, ": ")
+			if !ok {
+				name, ok = strings.CutSuffix(text, ":")
+			}
+			if !ok || name == "" || strings.ContainsAny(name, " \t") {
+				return nil, fmt.Errorf("ifconfig line %d: %q does not start an interface (want \"NAME: flags=...\")", line, text)
+			}
+			ifs = append(ifs, IfaceState{Name: name})
+			continue
+		}
+		field := strings.TrimSpace(text)
+		value, ok := strings.CutPrefix(field, "options=")
+		if !ok {
+			continue // nd6 options=, ether, inet, media, ...
+		}
+		if len(ifs) == 0 {
+			return nil, fmt.Errorf("ifconfig line %d: options before any interface", line)
+		}
+		cur := &ifs[len(ifs)-1]
+		cur.Options = []string{}
+		open := strings.IndexByte(value, '<')
+		if open < 0 {
+			continue // options=0
+		}
+		closing := strings.IndexByte(value[open:], '>') + open
+		if closing < open {
+			return nil, fmt.Errorf("ifconfig line %d: unterminated options list %q", line, field)
+		}
+		inner := value[open+1 : closing]
+		if strings.ContainsRune(inner, '<') {
+			return nil, fmt.Errorf("ifconfig line %d: malformed options list %q", line, field)
+		}
+		for _, w := range strings.Split(inner, ",") {
+			if w != "" {
+				cur.Options = append(cur.Options, w)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("ifconfig: %w", err)
+	}
+	return ifs, nil
+}
+
+// IsNIC reports whether an interface name is a physical NIC rather than a
+// pseudo-interface (lo0, enc0, pflog0, vlan, bridge, ...).
+func IsNIC(name string) bool {
+	for _, p := range pseudoIfPrefixes {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return !strings.Contains(name, ".")
+}
+
+// offloadOptions are the ifconfig options each offload knob controls.
+var offloadOptions = map[string][]string{
+	"offload.checksum": {"TXCSUM", "RXCSUM", "TXCSUM_IPV6", "RXCSUM_IPV6"},
+	"offload.tso":      {"TSO4", "TSO6"},
+	"offload.lro":      {"LRO"},
+}
+
+// offloadFlags are the ifconfig arguments that switch each offload knob.
+var offloadFlags = map[string][]string{
+	"offload.checksum": {"txcsum", "rxcsum", "txcsum6", "rxcsum6"},
+	"offload.tso":      {"tso"},
+	"offload.lro":      {"lro"},
+}
+
+// OffloadState is "on" when any of the knob's options shows on the
+// interface, else "off".
+func OffloadState(s IfaceState, knob string) string {
+	for _, o := range offloadOptions[knob] {
+		if s.Has(o) {
+			return "on"
+		}
+	}
+	return "off"
+}

@@ -1,0 +1,246 @@
+package fwapi_test
+
+import (
+	"io/fs"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/fixtures/transcripts"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+// transcript returns the recorded stdout of a pfSense command line.
+func transcript(t testing.TB, cmd string) string {
+	t.Helper()
+	names, err := fs.Glob(transcripts.PfSense, "pfsense/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := fs.ReadFile(transcripts.PfSense, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := fwapitest.ParseTranscripts(string(data))[cmd]; ok {
+			return r.Stdout
+		}
+	}
+	t.Fatalf("no transcript for %q", cmd)
+	return ""
+}
+
+func TestParseIfconfig(t *testing.T) {
+	got, err := fwapi.ParseIfconfig(transcript(t, "ifconfig -a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "TSO6", "LRO", "WOL_MAGIC", "VLAN_HWFILTER", "VLAN_HWTSO", "RXCSUM_IPV6", "TXCSUM_IPV6", "HWSTATS", "MEXTPG"}
+	want := []fwapi.IfaceState{
+		{Name: "igb0", Options: full},
+		{Name: "igb1", Options: full},
+		{Name: "enc0", Options: []string{}},
+		{Name: "lo0", Options: []string{"RXCSUM", "TXCSUM", "LINKSTATE", "RXCSUM_IPV6", "TXCSUM_IPV6"}},
+		{Name: "pflog0", Options: []string{}},
+		{Name: "pfsync0", Options: []string{}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseIfconfig(ifconfig -a) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseIfconfigCases(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []fwapi.IfaceState
+		wantErr string
+	}{
+		{
+			name: "offloads off, nd6 options ignored",
+			in:   "vtnet1: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500\n\toptions=800a8<VLAN_MTU,JUMBO_MTU,VLAN_HWCSUM,LINKSTATE>\n\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>\n",
+			want: []fwapi.IfaceState{{Name: "vtnet1", Options: []string{"VLAN_MTU", "JUMBO_MTU", "VLAN_HWCSUM", "LINKSTATE"}}},
+		},
+		{
+			name: "no options line at all",
+			in:   "gif0: flags=8010<POINTOPOINT,MULTICAST> metric 0 mtu 1280\n",
+			want: []fwapi.IfaceState{{Name: "gif0"}},
+		},
+		{name: "empty", in: "", want: nil},
+		{name: "garbage header", in: "this is not ifconfig\n", wantErr: "does not start an interface"},
+		{name: "options first", in: "\toptions=3<RXCSUM,TXCSUM>\n", wantErr: "options before any interface"},
+		{name: "unterminated", in: "em0: flags=0\n\toptions=3<RXCSUM,TXCSUM\n", wantErr: "unterminated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fwapi.ParseIfconfig(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseIfconfig(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseIfconfig(%q) mismatch (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestOffloadStateAndIsNIC(t *testing.T) {
+	s := fwapi.IfaceState{Name: "igb1", Options: []string{"RXCSUM_IPV6", "LRO"}}
+	for knob, want := range map[string]string{"offload.checksum": "on", "offload.tso": "off", "offload.lro": "on"} {
+		if got := fwapi.OffloadState(s, knob); got != want {
+			t.Errorf("OffloadState(%v, %q) = %q, want %q", s.Options, knob, got, want)
+		}
+	}
+	for name, want := range map[string]bool{"igb0": true, "vtnet1": true, "ix0": true, "lo0": false, "enc0": false, "pflog0": false, "igb1.100": false, "lagg0": false, "ovpns1": false, "tun_wg0": false} {
+		if got := fwapi.IsNIC(name); got != want {
+			t.Errorf("IsNIC(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestParsePfctl(t *testing.T) {
+	rules, err := fwapi.ParsePfctlRules(transcript(t, "pfctl -sr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (fwapi.FilterRules{Rules: 9, Generated: 2}); rules != want {
+		t.Errorf("ParsePfctlRules = %+v, want %+v", rules, want)
+	}
+	nat, err := fwapi.ParsePfctlNAT(transcript(t, "pfctl -sn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fwapi.NATRules{Rules: 2, Outbound: []string{
+		"nat on igb0 inet from 198.18.1.0/24 to any port = isakmp -> 198.19.0.1 static-port",
+		"nat on igb0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535",
+	}}
+	if diff := cmp.Diff(want, nat); diff != "" {
+		t.Errorf("ParsePfctlNAT mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := fwapi.ParsePfctlRules("pfctl: /dev/pf: Permission denied\n"); err == nil {
+		t.Errorf("ParsePfctlRules(error text) = nil error, want one")
+	}
+	if _, err := fwapi.ParsePfctlNAT("hello\n"); err == nil {
+		t.Errorf("ParsePfctlNAT(hello) = nil error, want one")
+	}
+	names := fwapi.ParsePfctlTables(transcript(t, "pfctl -s Tables"))
+	if diff := cmp.Diff([]string{"bogons", "bogonsv6", "pfB_PRI1_v4", "pfB_Top_v4", "snort2c", "sshguard", "virusprot"}, names); diff != "" {
+		t.Errorf("ParsePfctlTables mismatch (-want +got):\n%s", diff)
+	}
+	counts, err := fwapi.ParsePfctlTableCounts("bogons        3\npfB_PRI1_v4        4\nsnort2c        0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"bogons": 3, "pfB_PRI1_v4": 4, "snort2c": 0}, counts); diff != "" {
+		t.Errorf("ParsePfctlTableCounts mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := fwapi.ParsePfctlTableCounts("bogons x\n"); err == nil {
+		t.Errorf("ParsePfctlTableCounts(bogons x) = nil error, want one")
+	}
+}
+
+func TestParseSwanctlSAs(t *testing.T) {
+	got, err := fwapi.ParseSwanctlSAs(transcript(t, "swanctl --list-sas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fwapi.IPsecSA{
+		{Name: "con1000_1", State: "INSTALLED", Encr: "AES_GCM_16-128", BytesIn: 91234567, BytesOut: 1834567890, Proposals: "AES_GCM_16-128"},
+		{Name: "con2000_1", State: "INSTALLED", Encr: "AES_CBC-256", Integ: "HMAC_SHA2_256_128", BytesIn: 0, BytesOut: 840, Proposals: "AES_CBC-256/HMAC_SHA2_256_128/MODP_2048"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseSwanctlSAs mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := fwapi.ParseSwanctlSAs(""); err != nil || len(got) != 0 {
+		t.Errorf("ParseSwanctlSAs(\"\") = %v, %v; want none, nil", got, err)
+	}
+	if _, err := fwapi.ParseSwanctlSAs("connecting to 'unix:///var/run/charon.vici' failed: No such file or directory\n"); err == nil {
+		t.Errorf("ParseSwanctlSAs(charon down) = nil error, want one")
+	}
+}
+
+func TestCPUTimes(t *testing.T) {
+	before, err := fwapi.ParseCPUTimes("100 0 50 10 840 200 0 0 0 800\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := fwapi.ParseCPUTimes("160 0 70 20 850 200 0 0 0 900\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, total, err := fwapi.CPUBusy(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float64{90, 0}, per); diff != "" {
+		t.Errorf("CPUBusy per CPU mismatch (-want +got):\n%s", diff)
+	}
+	if want := 45.0; math.Abs(total-want) > 1e-9 {
+		t.Errorf("CPUBusy total = %v, want %v", total, want)
+	}
+	for _, bad := range []string{"", "1 2 3", "1 2 3 4 x"} {
+		if _, err := fwapi.ParseCPUTimes(bad); err == nil {
+			t.Errorf("ParseCPUTimes(%q) = nil error, want one", bad)
+		}
+	}
+	if _, _, err := fwapi.CPUBusy(after, before); err == nil {
+		t.Errorf("CPUBusy(backwards) = nil error, want one")
+	}
+	temp, err := fwapi.ParseTemperature(transcript(t, "sysctl -n dev.cpu.0.temperature"))
+	if err != nil || temp != 47 {
+		t.Errorf("ParseTemperature = %v, %v; want 47, nil", temp, err)
+	}
+	if _, err := fwapi.ParseTemperature("sysctl: unknown oid 'dev.cpu.0.temperature'"); err == nil {
+		t.Errorf("ParseTemperature(unknown oid) = nil error, want one")
+	}
+	vals, err := fwapi.ParseSysctlValues(transcript(t, "sysctl -n vm.stats.vm.v_page_count vm.stats.vm.v_free_count"),
+		"vm.stats.vm.v_page_count", "vm.stats.vm.v_free_count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals["vm.stats.vm.v_page_count"] != "2038806" || vals["vm.stats.vm.v_free_count"] != "1626348" {
+		t.Errorf("ParseSysctlValues = %v", vals)
+	}
+	if _, err := fwapi.ParseSysctlValues("4\n", "a", "b"); err == nil {
+		t.Errorf("ParseSysctlValues(too few) = nil error, want one")
+	}
+}
+
+func TestParseNetstatMbufs(t *testing.T) {
+	got, err := fwapi.ParseNetstatMbufs(transcript(t, "netstat -m"))
+	if err != nil || got != 1834 {
+		t.Errorf("ParseNetstatMbufs = %d, %v; want 1834, nil", got, err)
+	}
+	if _, err := fwapi.ParseNetstatMbufs("netstat: kvm not available\n"); err == nil {
+		t.Errorf("ParseNetstatMbufs(no line) = nil error, want one")
+	}
+}
+
+func TestParseSuricataProcesses(t *testing.T) {
+	got, err := fwapi.ParseSuricataProcesses(transcript(t, "ps ax -o pid,command"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fwapi.IDSInstance{
+		{Interface: "igb1", Mode: "ips-inline", PID: 51234},
+		{Interface: "igb0", Mode: "ids", PID: 51890},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseSuricataProcesses mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := fwapi.ParseSuricataProcesses("  PID COMMAND\n 1 /sbin/init\n"); err != nil || len(got) != 0 {
+		t.Errorf("ParseSuricataProcesses(no suricata) = %v, %v; want none", got, err)
+	}
+	if _, err := fwapi.ParseSuricataProcesses("12 /usr/local/bin/suricata -D\n"); err == nil {
+		t.Errorf("ParseSuricataProcesses(no interface) = nil error, want one")
+	}
+}

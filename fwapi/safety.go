@@ -1,0 +1,246 @@
+package fwapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Paths on the firewall used by the lock and the commit-confirmed rollback.
+const (
+	LockDir         = "/var/run/fwab.lock"
+	lockOwnerFile   = LockDir + "/owner"
+	RollbackConfig  = "/conf/backup/fwab-rollback.xml"
+	RollbackScript  = "/var/run/fwab-rollback.sh"
+	RollbackPIDFile = "/var/run/fwab-rollback.pid"
+	// RollbackFired is written by the rollback script once it has restored
+	// the previous config; it holds the time it fired.
+	RollbackFired = "/var/run/fwab-rollback.fired"
+)
+
+// Shell is what the safety functions need from a firewall's shell;
+// *SSHClient implements it.
+type Shell interface {
+	Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error)
+	ReadFile(ctx context.Context, name string) ([]byte, error)
+	WriteFileAtomic(ctx context.Context, name string, data []byte) error
+}
+
+var _ Shell = (*SSHClient)(nil)
+
+// Guard is the firewall-side safety a Session needs: a lock that admits
+// one writer, and a rollback armed on the firewall itself.
+type Guard interface {
+	Lock(ctx context.Context, owner LockOwner) error
+	Unlock(ctx context.Context, owner LockOwner) error
+	// ForceUnlock removes a lock left by a crashed fwab.
+	ForceUnlock(ctx context.Context) error
+	ArmRollback(ctx context.Context, previous []byte, after time.Duration) error
+	Disarm(ctx context.Context) error
+	// RollbackFired reports whether an armed rollback ran, and when.
+	RollbackFired(ctx context.Context) (bool, string, error)
+}
+
+// LockOwner names the holder of the firewall lock.
+type LockOwner struct {
+	Owner string // user@host
+	PID   int
+	Time  time.Time
+	Token string // random, to tell two holders with the same name apart
+}
+
+func (o LockOwner) String() string {
+	return fmt.Sprintf("owner=%s pid=%d time=%s", o.Owner, o.PID, o.Time.UTC().Format(time.RFC3339))
+}
+
+func (o LockOwner) file() string {
+	return fmt.Sprintf("owner=%s\npid=%d\ntime=%s\ntoken=%s\n", o.Owner, o.PID, o.Time.UTC().Format(time.RFC3339), o.Token)
+}
+
+// LockedError is a firewall another fwab holds.
+type LockedError struct {
+	Holder string // the holder's owner file, one line
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("firewall is locked by another fwab (%s): wait for it to finish; if it crashed, run 'fwab fw recover --target NAME' from the machine that ran it", e.Holder)
+}
+
+// ShellGuard implements Guard with the contract's shell commands: mkdir for
+// the lock, daemon(8) for the rollback timer.
+type ShellGuard struct {
+	Sh Shell
+	// ConfigPath is the firewall's config.xml; default /conf/config.xml.
+	ConfigPath string
+	// Reload is what the rollback runs after restoring the config; it runs
+	// only when fwab has lost the firewall, so it reloads everything.
+	// Default /etc/rc.reload_all.
+	Reload string
+	// CachePath is removed before the reload; default /tmp/config.cache.
+	CachePath string
+}
+
+func (g ShellGuard) configPath() string {
+	if g.ConfigPath != "" {
+		return g.ConfigPath
+	}
+	return "/conf/config.xml"
+}
+
+func (g ShellGuard) run(ctx context.Context, cmd string) (string, error) {
+	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return string(out), &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)}
+	}
+	return string(out), nil
+}
+
+// Lock takes the firewall lock, or returns a *LockedError naming the holder.
+func (g ShellGuard) Lock(ctx context.Context, owner LockOwner) error {
+	if strings.ContainsAny(owner.Owner, "\n") {
+		return errors.New("lock: owner name has a newline")
+	}
+	cmd := "mkdir " + ShellQuote(LockDir) + " && printf '%s' " + ShellQuote(owner.file()) + " > " + ShellQuote(lockOwnerFile)
+	_, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if code == 0 {
+		return nil
+	}
+	holder, rerr := g.Sh.ReadFile(ctx, lockOwnerFile)
+	if rerr != nil {
+		if strings.Contains(string(errOut), "exists") {
+			return &LockedError{Holder: "unknown holder: " + LockDir + " exists without an owner file"}
+		}
+		return fmt.Errorf("lock: %w", &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)})
+	}
+	return &LockedError{Holder: oneLine(holder)}
+}
+
+func oneLine(b []byte) string {
+	var parts []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "token=") {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Unlock releases the lock if owner still holds it.
+func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
+	holder, err := g.Sh.ReadFile(ctx, lockOwnerFile)
+	if err != nil {
+		return fmt.Errorf("unlock: %w", err)
+	}
+	if !strings.Contains(string(holder), "token="+owner.Token+"\n") {
+		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine(holder))
+	}
+	if _, err := g.run(ctx, "rm -r "+ShellQuote(LockDir)); err != nil {
+		return fmt.Errorf("unlock: %w", err)
+	}
+	return nil
+}
+
+// ForceUnlock removes the lock whoever holds it.
+func (g ShellGuard) ForceUnlock(ctx context.Context) error {
+	if _, err := g.run(ctx, "rm -rf "+ShellQuote(LockDir)); err != nil {
+		return fmt.Errorf("force unlock: %w", err)
+	}
+	return nil
+}
+
+// ArmRollback saves previous to RollbackConfig and starts, detached on the
+// firewall, a script that after the delay puts it back as config.xml and
+// reloads, unless Disarm runs first. A rollback already armed is replaced.
+func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time.Duration) error {
+	if after < time.Second {
+		return fmt.Errorf("arm rollback: delay %v is under one second", after)
+	}
+	if err := g.Disarm(ctx); err != nil {
+		return err
+	}
+	if err := g.Sh.WriteFileAtomic(ctx, RollbackConfig, previous); err != nil {
+		return fmt.Errorf("arm rollback: %w", err)
+	}
+	reload := g.Reload
+	if reload == "" {
+		reload = "/etc/rc.reload_all"
+	}
+	cache := g.CachePath
+	if cache == "" {
+		cache = "/tmp/config.cache"
+	}
+	conf := ShellQuote(g.configPath())
+	tmp := ShellQuote(g.configPath() + ".fwab-rollback")
+	sum := sha256.Sum256(previous)
+	script := strings.Join([]string{
+		"# fwab commit-confirmed rollback: restores the config saved before a change",
+		"# unless fwab confirms the change in time (pkill -F " + RollbackPIDFile + ").",
+		"sleep " + strconv.Itoa(int(after.Round(time.Second)/time.Second)),
+		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
+		"sync",
+		"if [ \"$(sha256 -q " + tmp + ")\" != " + hex.EncodeToString(sum[:]) + " ]; then echo checksum >> " + ShellQuote(RollbackFired) + "; exit 1; fi",
+		"mv " + tmp + " " + conf,
+		"sync",
+		"rm -f " + ShellQuote(cache),
+		reload,
+		"date +%s > " + ShellQuote(RollbackFired),
+		"",
+	}, "\n")
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)); err != nil {
+		return fmt.Errorf("arm rollback: %w", err)
+	}
+	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
+		return fmt.Errorf("arm rollback: %w", err)
+	}
+	if _, err := g.run(ctx, shellJoin("daemon", "-f", "-p", RollbackPIDFile, "/bin/sh", RollbackScript)); err != nil {
+		return fmt.Errorf("arm rollback: %w", err)
+	}
+	return nil
+}
+
+// Disarm stops an armed rollback; with none armed it does nothing.
+func (g ShellGuard) Disarm(ctx context.Context) error {
+	cmd := "if [ -f " + ShellQuote(RollbackPIDFile) + " ]; then pkill -F " + ShellQuote(RollbackPIDFile) + "; rm -f " + ShellQuote(RollbackPIDFile) + "; fi"
+	if _, _, _, err := g.Sh.Run(ctx, cmd, nil); err != nil {
+		return fmt.Errorf("disarm rollback: %w", err)
+	}
+	return nil
+}
+
+// RollbackFired reports whether the rollback script completed.
+func (g ShellGuard) RollbackFired(ctx context.Context) (bool, string, error) {
+	out, err := g.run(ctx, "if [ -f "+ShellQuote(RollbackFired)+" ]; then cat "+ShellQuote(RollbackFired)+"; else echo no; fi")
+	if err != nil {
+		return false, "", fmt.Errorf("rollback status: %w", err)
+	}
+	out = strings.TrimSpace(out)
+	if out == "no" {
+		return false, "", nil
+	}
+	return true, out, nil
+}
+
+// SHA256Hex is the hex SHA-256 of data, as FreeBSD's sha256 -q prints it.
+func SHA256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// OPNsenseShellGuard is the lock and rollback for an OPNsense box reached
+// over SSH (the same FreeBSD commands; OPNsense has no config cache and
+// reloads everything with its own rc.reload_all).
+func OPNsenseShellGuard(sh Shell) ShellGuard {
+	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache"}
+}

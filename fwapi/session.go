@@ -1,0 +1,524 @@
+package fwapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// Files a Session keeps in its local state folder.
+const (
+	OriginalFile = "original.xml"
+	JournalFile  = "journal.jsonl"
+)
+
+// JournalEntry is one line of a session's journal.
+type JournalEntry struct {
+	Time    time.Time          `json:"time"`
+	Event   string             `json:"event"` // start, armed, written, applied, confirmed, rolled-back, restored, end, recovered
+	Target  string             `json:"target,omitempty"`
+	SHA256  string             `json:"sha256,omitempty"`
+	Actions []configxml.Action `json:"actions,omitempty"`
+	Detail  string             `json:"detail,omitempty"`
+}
+
+// SessionOptions configure a Session.
+type SessionOptions struct {
+	Target string // target name, for the journal and messages
+	// Dir is the local state folder (e.g. ~/.local/state/fwab/<target>).
+	Dir   string
+	Owner LockOwner
+	// RollbackAfter is how long the firewall waits for a confirmation
+	// before it restores the previous config itself; default 120s.
+	RollbackAfter time.Duration
+	// ReconnectWait is how long Apply keeps trying to reach a firewall it
+	// lost, past RollbackAfter; default 60s.
+	ReconnectWait time.Duration
+	Logger        *slog.Logger
+}
+
+// RolledBackError means the firewall became unreachable during an apply
+// and its own rollback restored the previous config.
+type RolledBackError struct {
+	FiredAt string
+	Cause   error
+}
+
+func (e *RolledBackError) Error() string {
+	return fmt.Sprintf("the firewall was unreachable during the apply (%v); its rollback fired (at %s) and restored the previous config", e.Cause, e.FiredAt)
+}
+
+func (e *RolledBackError) Unwrap() error { return e.Cause }
+
+// Session is one fwab writer on one firewall: it holds the firewall lock,
+// keeps the original config (local copy + SHA-256) and a journal, applies
+// changes commit-confirmed, and restores the original at the end.
+type Session struct {
+	fw      Firewall
+	guard   Guard
+	opts    SessionOptions
+	log     *slog.Logger
+	orig    []byte
+	origSum string
+	touched map[configxml.Action]bool
+	changed bool
+}
+
+// StartSession locks the firewall and records its config. The caller must
+// call Close (which restores the original) on every path.
+func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOptions) (*Session, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("session: no state folder")
+	}
+	if opts.RollbackAfter <= 0 {
+		opts.RollbackAfter = 120 * time.Second
+	}
+	if opts.ReconnectWait <= 0 {
+		opts.ReconnectWait = 60 * time.Second
+	}
+	if opts.Owner.Time.IsZero() {
+		opts.Owner.Time = time.Now()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	j, jerr := ReadJournal(opts.Dir)
+	switch {
+	case len(j) > 0 && !journalClosed(j):
+		return nil, fmt.Errorf("session: %s holds an unfinished session (started %s): run 'fwab fw recover --target %s' first",
+			filepath.Join(opts.Dir, JournalFile), j[0].Time.Format(time.RFC3339), opts.Target)
+	case jerr != nil && !errors.Is(jerr, fs.ErrNotExist):
+		return nil, fmt.Errorf("session: %w: a torn journal means fwab stopped mid-session; run 'fwab fw recover --target %s' first", jerr, opts.Target)
+	}
+	if err := guard.Lock(ctx, opts.Owner); err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	s := &Session{fw: fw, guard: guard, opts: opts, log: log, touched: map[configxml.Action]bool{}}
+	orig, err := fw.ReadConfig(ctx)
+	if err != nil {
+		s.guard.Unlock(ctx, opts.Owner)
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	s.orig, s.origSum = orig, SHA256Hex(orig)
+	if err := writeFileAtomic(filepath.Join(opts.Dir, OriginalFile), orig); err != nil {
+		s.guard.Unlock(ctx, opts.Owner)
+		return nil, fmt.Errorf("session: local backup: %w", err)
+	}
+	os.Remove(filepath.Join(opts.Dir, JournalFile))
+	if err := s.journal(JournalEntry{Event: "start", Target: opts.Target, SHA256: s.origSum, Detail: opts.Owner.String()}); err != nil {
+		s.guard.Unlock(ctx, opts.Owner)
+		return nil, err
+	}
+	return s, nil
+}
+
+// OriginalSHA256 is the hash of the config found at the start.
+func (s *Session) OriginalSHA256() string { return s.origSum }
+
+// Original is the config found at the start.
+func (s *Session) Original() []byte { return s.orig }
+
+func (s *Session) journal(e JournalEntry) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	return appendJournal(s.opts.Dir, e)
+}
+
+func appendJournal(dir string, e JournalEntry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
+	}
+	return f.Close()
+}
+
+// ReadJournal reads a state folder's journal.
+func ReadJournal(dir string) ([]JournalEntry, error) {
+	f, err := os.Open(filepath.Join(dir, JournalFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []JournalEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var e JournalEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			// A crash can leave a torn last line; everything before it stands.
+			return out, fmt.Errorf("journal line %d: %w", n, err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+func journalClosed(j []JournalEntry) bool {
+	last := j[len(j)-1].Event
+	return last == "end" || last == "recovered"
+}
+
+// Verifier checks that the runtime state shows a change took effect.
+type Verifier func(ctx context.Context, st RuntimeState) error
+
+// Apply writes config and applies changes commit-confirmed: a rollback to
+// the config before this step is armed on the firewall first, and disarmed
+// only when verify accepts the runtime state and the firewall still answers.
+// If fwab loses the firewall meanwhile, it waits for it to come back and
+// reports whether the rollback fired (*RolledBackError). On any other
+// failure it restores the previous config itself.
+func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.Change, verify Verifier) error {
+	plan, err := PlanActions(changes)
+	if err != nil {
+		return err
+	}
+	prev, err := s.fw.ReadConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	if err := s.guard.ArmRollback(ctx, prev, s.opts.RollbackAfter); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	s.journal(JournalEntry{Event: "armed", SHA256: SHA256Hex(prev), Actions: plan, Detail: s.opts.RollbackAfter.String()})
+	for _, a := range plan {
+		s.touched[a] = true
+	}
+	s.changed = true
+	err = s.applyAndCheck(ctx, config, changes, verify)
+	if err == nil {
+		if err := s.guard.Disarm(ctx); err != nil {
+			return fmt.Errorf("apply: change verified but the rollback could not be disarmed and will restore the previous config: %w", err)
+		}
+		s.journal(JournalEntry{Event: "confirmed", SHA256: SHA256Hex(config), Actions: plan})
+		return nil
+	}
+	if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
+		return s.awaitRollback(ctx, prev, plan, err)
+	}
+	// The firewall answers: put the previous config back now.
+	s.log.Warn("apply failed, restoring the previous config", "err", err)
+	if rerr := s.putBack(ctx, prev, plan); rerr != nil {
+		return fmt.Errorf("apply: %w; restoring the previous config also failed (the rollback armed on the firewall will retry): %v", err, rerr)
+	}
+	s.guard.Disarm(ctx)
+	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
+	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+func isUnreachable(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []configxml.Change, verify Verifier) error {
+	if err := s.fw.WriteConfig(ctx, config, "fwab apply"); err != nil {
+		return err
+	}
+	s.journal(JournalEntry{Event: "written", SHA256: SHA256Hex(config)})
+	if err := s.fw.Apply(ctx, changes); err != nil {
+		return err
+	}
+	st, err := s.fw.RuntimeState(ctx)
+	if err != nil {
+		return err
+	}
+	if verify != nil {
+		if err := verify(ctx, st); err != nil {
+			return fmt.Errorf("runtime state does not show the change: %w", err)
+		}
+	}
+	// The management connection must still work after the change.
+	got, err := s.fw.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if SHA256Hex(got) != SHA256Hex(config) {
+		return fmt.Errorf("config on the firewall has sha256 %s after the write, want %s", SHA256Hex(got), SHA256Hex(config))
+	}
+	return nil
+}
+
+// awaitRollback handles a firewall lost during an apply. While it does not
+// answer, the rollback armed on it is what protects it; fwab waits and then
+// reports whether it fired. If it answers again before the rollback fires,
+// fwab restores the previous config itself (the rollback stays armed until
+// that is done, as a safety net) and then disarms it.
+func (s *Session) awaitRollback(ctx context.Context, prev []byte, plan []configxml.Action, cause error) error {
+	s.log.Warn("lost the firewall during apply; waiting for it or for its rollback", "after", s.opts.RollbackAfter, "err", cause)
+	deadline := time.Now().Add(s.opts.RollbackAfter + s.opts.ReconnectWait)
+	fired := func(at string) error {
+		got, rerr := s.fw.ReadConfig(ctx)
+		if rerr != nil {
+			return fmt.Errorf("apply: %w (and the config could not be read back: %v)", &RolledBackError{FiredAt: at, Cause: cause}, rerr)
+		}
+		if SHA256Hex(got) != SHA256Hex(prev) {
+			return fmt.Errorf("apply: %w, but config.xml has sha256 %s, want %s", &RolledBackError{FiredAt: at, Cause: cause}, SHA256Hex(got), SHA256Hex(prev))
+		}
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "rollback on the firewall fired at " + at})
+		return fmt.Errorf("apply: %w", &RolledBackError{FiredAt: at, Cause: cause})
+	}
+	for {
+		done, at, err := s.guard.RollbackFired(ctx)
+		if err == nil && done {
+			return fired(at)
+		}
+		if err == nil {
+			// The firewall answers and its rollback has not fired: undo now.
+			perr := s.putBack(ctx, prev, plan)
+			if perr == nil {
+				perr = s.guard.Disarm(ctx)
+			}
+			if perr == nil {
+				if done, at, ferr := s.guard.RollbackFired(ctx); ferr == nil && done {
+					return fired(at)
+				}
+				got, rerr := s.fw.ReadConfig(ctx)
+				switch {
+				case rerr != nil:
+					perr = rerr
+				case SHA256Hex(got) != SHA256Hex(prev):
+					perr = fmt.Errorf("config.xml has sha256 %s after restoring, want %s", SHA256Hex(got), SHA256Hex(prev))
+				default:
+					s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "connection lost during apply; restored by fwab"})
+					return fmt.Errorf("apply: lost the connection during the apply (%w); the firewall answered again and fwab restored the previous config (sha256 verified)", cause)
+				}
+			}
+			s.log.Warn("could not restore after a lost connection; the rollback on the firewall is still armed", "err", perr)
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("the rollback has not fired")
+			}
+			return fmt.Errorf("apply: lost the firewall (%v) and could not confirm its rollback within %v: %w; run 'fwab fw recover --target %s'",
+				cause, s.opts.RollbackAfter+s.opts.ReconnectWait, err, s.opts.Target)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("apply: %w (while waiting for the firewall's rollback)", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Session) putBack(ctx context.Context, config []byte, plan []configxml.Action) error {
+	if err := s.fw.WriteConfig(ctx, config, "fwab restore"); err != nil {
+		return err
+	}
+	return s.fw.Apply(ctx, actionChanges(plan))
+}
+
+// actionChanges makes one synthetic change per action so that a driver's
+// Apply runs exactly those actions.
+func actionChanges(actions []configxml.Action) []configxml.Change {
+	out := make([]configxml.Change, len(actions))
+	for i, a := range actions {
+		out[i] = configxml.Change{Knob: "restore:" + string(a), Action: a}
+	}
+	return out
+}
+
+// Restore writes the original config back, runs every action the session
+// used, and checks the config's hash.
+func (s *Session) Restore(ctx context.Context) error {
+	if !s.changed {
+		return nil
+	}
+	if err := s.guard.Disarm(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	var plan []configxml.Action
+	for _, a := range actionOrder {
+		if s.touched[a] {
+			plan = append(plan, a)
+		}
+	}
+	if err := restoreConfig(ctx, s.fw, s.orig, s.origSum, plan); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	s.journal(JournalEntry{Event: "restored", SHA256: s.origSum, Actions: plan})
+	s.changed = false
+	return nil
+}
+
+func restoreConfig(ctx context.Context, fw Firewall, orig []byte, sum string, plan []configxml.Action) error {
+	if err := fw.WriteConfig(ctx, orig, "fwab restore original"); err != nil {
+		return err
+	}
+	if err := fw.Apply(ctx, actionChanges(plan)); err != nil {
+		return err
+	}
+	got, err := fw.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if h := SHA256Hex(got); h != sum {
+		return fmt.Errorf("config.xml on the firewall has sha256 %s after restoring, want %s", h, sum)
+	}
+	return nil
+}
+
+// Close restores the original config (if anything changed), releases the
+// lock and closes the journal. It uses a fresh context when ctx is already
+// cancelled (Ctrl-C), so that the restore still happens.
+func (s *Session) Close(ctx context.Context) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+	}
+	err := s.Restore(ctx)
+	if err != nil {
+		s.journal(JournalEntry{Event: "restore-failed", Detail: err.Error()})
+		return fmt.Errorf("session close: %w; the lock stays, run 'fwab fw recover --target %s'", err, s.opts.Target)
+	}
+	if uerr := s.guard.Unlock(ctx, s.opts.Owner); uerr != nil {
+		err = fmt.Errorf("session close: %w", uerr)
+	}
+	s.journal(JournalEntry{Event: "end", SHA256: s.origSum})
+	return err
+}
+
+// RecoverReport says what Recover did.
+type RecoverReport struct {
+	Started  time.Time
+	SHA256   string
+	Actions  []configxml.Action
+	Restored bool // false when the firewall already had the original
+}
+
+// Recover finishes a session that crashed: it reads the journal and the
+// local copy of the original config in dir, writes the original back when
+// the firewall's config differs, runs the actions the journal shows were
+// used, checks the hash, disarms any rollback and removes the lock.
+func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (RecoverReport, error) {
+	var rep RecoverReport
+	j, err := ReadJournal(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, fmt.Errorf("recover: no journal in %s: nothing to recover", dir)
+	}
+	if len(j) == 0 {
+		return rep, fmt.Errorf("recover: the journal in %s is unreadable (%v) so the original's hash is unknown; check %s by hand, remove %s, then push the original with 'fwab fw push' if the firewall needs it",
+			dir, err, filepath.Join(dir, OriginalFile), filepath.Join(dir, JournalFile))
+	}
+	if journalClosed(j) {
+		return rep, fmt.Errorf("recover: the last session in %s ended cleanly (%s at %s): nothing to recover", dir, j[len(j)-1].Event, j[len(j)-1].Time.Format(time.RFC3339))
+	}
+	start := j[0]
+	rep.Started, rep.SHA256 = start.Time, start.SHA256
+	orig, err := os.ReadFile(filepath.Join(dir, OriginalFile))
+	if err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	if h := SHA256Hex(orig); h != start.SHA256 {
+		return rep, fmt.Errorf("recover: %s has sha256 %s but the journal recorded %s: refusing to write it", OriginalFile, h, start.SHA256)
+	}
+	touched := map[configxml.Action]bool{}
+	for _, e := range j {
+		for _, a := range e.Actions {
+			touched[a] = true
+		}
+	}
+	for _, a := range actionOrder {
+		if touched[a] {
+			rep.Actions = append(rep.Actions, a)
+		}
+	}
+	if err := guard.Disarm(ctx); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	cur, err := fw.ReadConfig(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	if SHA256Hex(cur) != start.SHA256 {
+		if len(rep.Actions) == 0 {
+			// A crash between write and apply leaves no applied actions in
+			// the journal; a written entry means the config changed.
+			rep.Actions = append([]configxml.Action(nil), actionOrder...)
+		}
+		if err := restoreConfig(ctx, fw, orig, start.SHA256, rep.Actions); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		rep.Restored = true
+	}
+	if err := guard.ForceUnlock(ctx); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", SHA256: start.SHA256, Actions: rep.Actions}); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	return rep, nil
+}
+
+// writeFileAtomic writes a local file: temp file, fsync, rename.
+func writeFileAtomic(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
+}
+
+// Commit ends the session keeping the config now on the firewall (fwab fw
+// push and apply): nothing is restored, the lock is released and the
+// journal closed.
+func (s *Session) Commit(ctx context.Context) error {
+	cur, err := s.fw.ReadConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("session commit: %w", err)
+	}
+	s.changed = false
+	if err := s.guard.Unlock(ctx, s.opts.Owner); err != nil {
+		return fmt.Errorf("session commit: %w", err)
+	}
+	return s.journal(JournalEntry{Event: "end", SHA256: SHA256Hex(cur), Detail: "kept"})
+}
+
+// ApplyChecked is Apply verified by ChangeVerifier: the runtime state must
+// show every changed knob as the config says. Its signature is the one a
+// sweep's Apply step takes.
+func (s *Session) ApplyChecked(ctx context.Context, config []byte, changes []configxml.Change) error {
+	c, err := configxml.LoadBytes(config)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	return s.Apply(ctx, config, changes, ChangeVerifier(c, changes))
+}

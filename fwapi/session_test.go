@@ -1,0 +1,398 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+func owner(name string) fwapi.LockOwner {
+	return fwapi.LockOwner{Owner: name, PID: 1234, Time: time.Now(), Token: name + "-token"}
+}
+
+func startSession(t *testing.T, fw *fwapi.PfSense, dir string, who string) *fwapi.Session {
+	t.Helper()
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: dir, Owner: owner(who),
+		RollbackAfter: time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("StartSession: %v", err)
+	}
+	return s
+}
+
+func events(t *testing.T, dir string) []string {
+	t.Helper()
+	j, err := fwapi.ReadJournal(dir)
+	if err != nil {
+		t.Fatalf("ReadJournal: %v", err)
+	}
+	var ev []string
+	for _, e := range j {
+		ev = append(ev, e.Event)
+	}
+	return ev
+}
+
+var rulesChange = []configxml.Change{{Knob: "rules@lan", From: "0", To: "1", Action: configxml.ActionFilterReload}}
+
+func changedConfig(orig []byte) []byte {
+	return bytes.Replace(orig, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw1-changed</hostname>"), 1)
+}
+
+func TestSessionApplyConfirmAndRestore(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if s.OriginalSHA256() != fwapi.SHA256Hex(orig) {
+		t.Errorf("OriginalSHA256 = %s, want %s", s.OriginalSHA256(), fwapi.SHA256Hex(orig))
+	}
+	next := changedConfig(orig)
+	verified := false
+	err := s.Apply(t.Context(), next, rulesChange, func(ctx context.Context, st fwapi.RuntimeState) error {
+		verified = true
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if !verified {
+		t.Errorf("the verifier was not called")
+	}
+	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+		t.Errorf("the rollback is still armed after a confirmed apply")
+	}
+	time.Sleep(1500 * time.Millisecond) // past the rollback delay: it must not fire
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, next) {
+		t.Fatalf("config after a confirmed apply is not the new one")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("Close did not restore the original config")
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("Close left the lock")
+	}
+	want := []string{"start", "armed", "written", "confirmed", "restored", "end"}
+	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
+		t.Errorf("journal mismatch (-want +got):\n%s", diff)
+	}
+	acts := fake.Actions()
+	if n := len(acts); n < 2 || acts[n-1] != configxml.ActionFilterReload {
+		t.Errorf("restore actions = %v, want a filter reload at the end", acts)
+	}
+}
+
+func TestSessionSecondWriterRefused(t *testing.T) {
+	fake, fw := newPfSense(t)
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	defer s.Close(t.Context())
+	sh2, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw2 := fwapi.NewPfSense(sh2, fwapi.PfSenseOptions{})
+	defer fw2.Close()
+	_, err = fwapi.StartSession(t.Context(), fw2, fw2, fwapi.SessionOptions{Target: "fw1", Dir: t.TempDir(), Owner: owner("bob@ws2")})
+	var locked *fwapi.LockedError
+	if !errors.As(err, &locked) || !strings.Contains(err.Error(), "owner=alice@ws1 pid=1234") {
+		t.Fatalf("second StartSession = %v, want a *LockedError naming alice@ws1 pid=1234", err)
+	}
+}
+
+func TestSessionUnreachableDuringApplyRollsBack(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	// The filter reload cuts fwab off (a rule that locks out the
+	// management address, say) for 2.5 seconds.
+	var once sync.Once
+	fake.Handle("/etc/rc.filter_configure_sync", func(_ context.Context, srv *fwapitest.SSHServer, _ []string, _ io.Reader, _, _ io.Writer) int {
+		once.Do(func() {
+			go func() {
+				srv.SetUnreachable(true)
+				time.Sleep(2500 * time.Millisecond)
+				srv.SetUnreachable(false)
+			}()
+		})
+		time.Sleep(100 * time.Millisecond)
+		return 0
+	})
+	err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	var rb *fwapi.RolledBackError
+	if !errors.As(err, &rb) {
+		t.Fatalf("Apply with the firewall cut off = %v, want *RolledBackError", err)
+	}
+	if !strings.Contains(err.Error(), "rollback fired") {
+		t.Errorf("error %q does not say the rollback fired", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("config after the rollback is not the previous one")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if ev := events(t, dir); !strings.Contains(strings.Join(ev, " "), "rolled-back") {
+		t.Errorf("journal %v has no rolled-back entry", ev)
+	}
+}
+
+func TestSessionVerifyFailureRestoresPrevious(t *testing.T) {
+	fake, fw := newPfSense(t)
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	defer s.Close(t.Context())
+	err := s.Apply(t.Context(), changedConfig(orig), rulesChange, func(ctx context.Context, st fwapi.RuntimeState) error {
+		return errors.New("want 1 generated rule, pf shows 0")
+	})
+	if err == nil || !strings.Contains(err.Error(), "want 1 generated rule") || !strings.Contains(err.Error(), "previous config restored") {
+		t.Fatalf("Apply with a failing verifier = %v, want the reason and a restore", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("config after a failed verify is not the previous one")
+	}
+	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+		t.Errorf("rollback still armed after fwab restored the config itself")
+	}
+}
+
+func TestSessionCloseAfterInterrupt(t *testing.T) {
+	fake, fw := newPfSense(t)
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // Ctrl-C
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close with a cancelled context: %v", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("Close after an interrupt did not restore the original config")
+	}
+}
+
+func TestRecoverAfterCrash(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	// fwab dies here: no Close. A new run refuses to start...
+	if _, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("alice@ws1")}); err == nil || !strings.Contains(err.Error(), "fwab fw recover --target fw1") {
+		t.Fatalf("StartSession over an unfinished journal = %v, want a pointer to recover", err)
+	}
+	// ...and recover restores.
+	rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if !rep.Restored || rep.SHA256 != fwapi.SHA256Hex(orig) {
+		t.Errorf("Recover = %+v, want a restore of %s", rep, fwapi.SHA256Hex(orig))
+	}
+	if diff := cmp.Diff([]configxml.Action{configxml.ActionFilterReload}, rep.Actions); diff != "" {
+		t.Errorf("Recover actions mismatch (-want +got):\n%s", diff)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("config after Recover is not the original")
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("Recover left the lock")
+	}
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+		t.Errorf("second Recover = %v, want nothing to recover", err)
+	}
+	s2 := startSession(t, fw, dir, "alice@ws1")
+	if err := s2.Close(t.Context()); err != nil {
+		t.Errorf("a session after recover: %v", err)
+	}
+}
+
+func TestRecoverRefusesTamperedBackup(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetActions()
+	if err := writeFile(dir+"/"+fwapi.OriginalFile, []byte("<pfsense/>")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); err == nil || !strings.Contains(err.Error(), "refusing to write it") {
+		t.Fatalf("Recover with a changed original.xml = %v, want a refusal", err)
+	}
+	if len(fake.Actions()) != 0 {
+		t.Errorf("a refused Recover ran %v", fake.Actions())
+	}
+}
+
+func writeFile(name string, data []byte) error { return os.WriteFile(name, data, 0o600) }
+
+func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), RollbackAfter: 60 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	// The link drops while the filter reloads, and comes back at once.
+	fake.DropConnectionOnce("/etc/rc.filter_configure_sync", 0)
+	start := time.Now()
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	if err == nil || !strings.Contains(err.Error(), "fwab restored the previous config (sha256 verified)") || !errors.Is(err, fwapi.ErrConnectionLost) {
+		t.Fatalf("Apply with a brief drop = %v, want fwab's own restore reported", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("Apply took %v: it waited for the 60s rollback instead of restoring", d)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("config after the restore is not the previous one")
+	}
+	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+		t.Errorf("the rollback is still armed after fwab restored the config")
+	}
+}
+
+func TestStartSessionRefusesTornJournal(t *testing.T) {
+	_, fw := newPfSense(t)
+	dir := t.TempDir()
+	if err := writeFile(dir+"/"+fwapi.JournalFile, []byte(`{"time":"2026-01-01T00:00:00Z","event":"start","sha256":"ab"}`+"\n"+`{"time":"2026-01-01T00:00:01Z","ev`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("a")})
+	if err == nil || !strings.Contains(err.Error(), "fwab fw recover --target fw1") {
+		t.Fatalf("StartSession over a torn journal = %v, want a pointer to recover", err)
+	}
+	if err := writeFile(dir+"/"+fwapi.JournalFile, []byte(`{"ev`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("a")}); err == nil || !strings.Contains(err.Error(), "torn journal") {
+		t.Fatalf("StartSession over an unreadable journal = %v, want a refusal", err)
+	}
+}
+
+func TestOPNsenseShellGuard(t *testing.T) {
+	srv := fwapitest.NewSSHServer(t)
+	prev := []byte("<opnsense><version>26.1</version></opnsense>\n")
+	srv.WriteFile(t, "/conf/config.xml", prev)
+	var reloads int
+	var mu sync.Mutex
+	srv.Handle("/usr/local/etc/rc.reload_all", func(context.Context, *fwapitest.SSHServer, []string, io.Reader, io.Writer, io.Writer) int {
+		mu.Lock()
+		reloads++
+		mu.Unlock()
+		return 0
+	})
+	sh := dial(t, srv.Config(t))
+	g := fwapi.OPNsenseShellGuard(sh)
+	ctx := t.Context()
+	if err := g.Lock(ctx, owner("ops@noc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lock(ctx, owner("other@x")); err == nil || !strings.Contains(err.Error(), "ops@noc") {
+		t.Errorf("second Lock = %v, want the holder named", err)
+	}
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	srv.WriteFile(t, "/conf/config.xml", []byte("<opnsense>changed</opnsense>\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := srv.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+		t.Errorf("OPNsense rollback left %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reloads != 1 {
+		t.Errorf("rollback ran rc.reload_all %d times, want 1", reloads)
+	}
+}
+
+func TestSessionApplyChecked(t *testing.T) {
+	fake, fw := newPfSense(t)
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	defer s.Close(t.Context())
+	c, err := configxml.LoadBytes(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("offload.checksum", "off"); err != nil {
+		t.Fatal(err)
+	}
+	ch := []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces}}
+	if err := s.ApplyChecked(t.Context(), c.Bytes(), ch); err != nil {
+		t.Fatalf("ApplyChecked(checksum off): %v", err)
+	}
+	// A NIC that ignores the request: the runtime keeps TXCSUM, so the
+	// check must fail and the previous config come back.
+	fake.Handle("ifconfig", func(_ context.Context, srv *fwapitest.SSHServer, args []string, _ io.Reader, stdout, _ io.Writer) int {
+		if len(args) > 2 {
+			return 0 // accepted, not honoured
+		}
+		out, _ := srv.TranscriptOutput("ifconfig -a")
+		io.WriteString(stdout, out)
+		return 0
+	})
+	if err := c.Set("offload.checksum", "on"); err != nil {
+		t.Fatal(err)
+	}
+	ifs, err := fwapi.ParseIfconfig(mustTranscript(t, fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ifs {
+		if fwapi.IsNIC(s.Name) && s.Has("TXCSUM") {
+			t.Fatalf("the first apply left TXCSUM on %s", s.Name)
+		}
+	}
+	prev := fake.ReadFile(t, "/conf/config.xml")
+	ch[0].From, ch[0].To = "off", "on"
+	err = s.ApplyChecked(t.Context(), c.Bytes(), ch)
+	if err == nil || !strings.Contains(err.Error(), "FWAB101") {
+		t.Fatalf("ApplyChecked with a NIC that ignores the change = %v, want FWAB101", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+		t.Errorf("config not restored after a failed check")
+	}
+}
+
+func mustTranscript(t *testing.T, fake *fwapitest.PfSense) string {
+	t.Helper()
+	out, ok := fake.TranscriptOutput("ifconfig -a")
+	if !ok {
+		t.Fatal("no ifconfig -a transcript")
+	}
+	return out
+}

@@ -1,0 +1,598 @@
+package fwapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// SSHConfig says how to reach a firewall's shell. Zero values mean the
+// documented defaults.
+type SSHConfig struct {
+	Addr             string // host:port
+	User             string
+	KeyFile          string // private key file (unencrypted)
+	PasswordFile     string // file holding the password; its first line is used
+	Agent            bool   // use the agent at $SSH_AUTH_SOCK
+	KnownHosts       string // default ~/.ssh/known_hosts
+	AcceptNewHostKey bool   // append an unknown host key to KnownHosts (never replaces a known one)
+
+	ConnectTimeout time.Duration // default 10s
+	// CommandTimeout bounds a command whose context has no deadline of its
+	// own; default 15 minutes (a full reload on a slow box takes minutes).
+	CommandTimeout time.Duration
+	KeepAlive      time.Duration // default 15s; negative disables
+	Retries        int           // reconnect attempts after a lost connection; default 4
+	Backoff        time.Duration // first reconnect delay, doubled each time; default 250ms
+
+	Logger *slog.Logger // nil discards
+	// Dial opens the TCP connection; nil uses net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// SSHSpecConfig turns a targets-file SSH section into an SSHConfig.
+func SSHSpecConfig(host string, spec *SSHSpec) SSHConfig {
+	port := spec.Port
+	if port == 0 {
+		port = 22
+	}
+	return SSHConfig{
+		Addr:           net.JoinHostPort(host, strconv.Itoa(port)),
+		User:           spec.User,
+		KeyFile:        expandHome(spec.KeyFile),
+		PasswordFile:   expandHome(spec.PasswordFile),
+		Agent:          spec.Agent,
+		KnownHosts:     expandHome(spec.KnownHosts),
+		ConnectTimeout: time.Duration(spec.ConnectTimeoutMS) * time.Millisecond,
+	}
+}
+
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// HostKeyMismatchError is a host key that differs from the one known_hosts
+// holds for the host. fwab never connects in that case.
+type HostKeyMismatchError struct {
+	Host       string
+	Got        string   // SHA256 fingerprint offered by the host
+	Want       []string // fingerprints in known_hosts
+	KnownHosts string
+}
+
+func (e *HostKeyMismatchError) Error() string {
+	return fmt.Sprintf("host key for %s has changed: the host offers %s but %s holds %s; if the firewall was reinstalled, remove the old line from %s and connect with --accept-new-host-key",
+		e.Host, e.Got, e.KnownHosts, strings.Join(e.Want, ", "), e.KnownHosts)
+}
+
+// UnknownHostKeyError is a host that known_hosts does not list.
+type UnknownHostKeyError struct {
+	Host        string
+	Fingerprint string
+	KnownHosts  string
+}
+
+func (e *UnknownHostKeyError) Error() string {
+	return fmt.Sprintf("host key for %s is unknown (%s, not in %s): check the fingerprint on the firewall's console, then connect once with --accept-new-host-key",
+		e.Host, e.Fingerprint, e.KnownHosts)
+}
+
+// ErrConnectionLost means the SSH connection dropped before a command
+// reported its exit status; the command may or may not have run.
+var ErrConnectionLost = errors.New("ssh connection lost")
+
+// CommandError is a remote command that exited non-zero.
+type CommandError struct {
+	Cmd    string
+	Exit   int
+	Stderr string
+}
+
+func (e *CommandError) Error() string {
+	msg := fmt.Sprintf("command %q exited %d", e.Cmd, e.Exit)
+	if e.Exit == 127 {
+		msg += " (command not found on the firewall: is the package installed and the product the one the target names?)"
+	}
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + firstLines(s, 3)
+	}
+	return msg
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, " / ")
+}
+
+// SSHClient is a connection to a firewall's shell that reconnects on demand.
+// It is safe for concurrent use.
+type SSHClient struct {
+	cfg    SSHConfig
+	auth   []ssh.AuthMethod
+	hostCB ssh.HostKeyCallback
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	client *ssh.Client
+	closed bool
+	stop   chan struct{} // closes the keepalive loop of the current client
+}
+
+// DialSSH connects and authenticates. Host key problems and bad credentials
+// are returned at once, without retries.
+func DialSSH(ctx context.Context, cfg SSHConfig) (*SSHClient, error) {
+	if cfg.Addr == "" {
+		return nil, errors.New("ssh: no address: set host (and ssh.port) in the targets file")
+	}
+	if cfg.User == "" {
+		return nil, errors.New("ssh: no user: set ssh.user in the targets file")
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 15 * time.Minute
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 4
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 250 * time.Millisecond
+	}
+	if cfg.KnownHosts == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("ssh: no known_hosts file given and no home directory: %w", err)
+		}
+		cfg.KnownHosts = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	c := &SSHClient{cfg: cfg, log: cfg.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	auth, err := authMethods(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
+	}
+	c.auth = auth
+	c.hostCB = c.checkHostKey
+	if _, err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func authMethods(cfg SSHConfig) ([]ssh.AuthMethod, error) {
+	var methods []ssh.AuthMethod
+	if cfg.KeyFile != "" {
+		pem, err := os.ReadFile(cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("key file: %w", err)
+		}
+		signer, err := ssh.ParsePrivateKey(pem)
+		var missing *ssh.PassphraseMissingError
+		if errors.As(err, &missing) {
+			return nil, fmt.Errorf("key file %s is encrypted: load it into an agent and set ssh.agent: true", cfg.KeyFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("key file %s: %w", cfg.KeyFile, err)
+		}
+		methods = append(methods, ssh.PublicKeys(signer))
+	}
+	if cfg.Agent {
+		sock := os.Getenv("SSH_AUTH_SOCK")
+		if sock == "" {
+			return nil, errors.New("ssh.agent is set but SSH_AUTH_SOCK is empty: start an agent or use key_file")
+		}
+		methods = append(methods, ssh.PublicKeysCallback((&agentAuth{sock: sock}).signers))
+	}
+	if cfg.PasswordFile != "" {
+		data, err := os.ReadFile(cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password file: %w", err)
+		}
+		pw, _, _ := strings.Cut(string(data), "\n")
+		pw = strings.TrimSuffix(pw, "\r")
+		methods = append(methods, ssh.Password(pw))
+		methods = append(methods, ssh.KeyboardInteractive(func(_, _ string, questions []string, _ []bool) ([]string, error) {
+			answers := make([]string, len(questions))
+			for i := range answers {
+				answers[i] = pw
+			}
+			return answers, nil
+		}))
+	}
+	if len(methods) == 0 {
+		return nil, errors.New("no authentication method: set ssh.key_file, ssh.agent or ssh.password_file in the targets file")
+	}
+	return methods, nil
+}
+
+// agentAuth reaches the SSH agent. Its signers sign through the agent
+// connection, so that connection stays open; each dial opens a new one and
+// the previous is closed then.
+type agentAuth struct {
+	sock string
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (a *agentAuth) signers() ([]ssh.Signer, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	conn, err := net.Dial("unix", a.sock)
+	if err != nil {
+		return nil, fmt.Errorf("ssh agent at $SSH_AUTH_SOCK: %w", err)
+	}
+	a.conn = conn
+	return agent.NewClient(conn).Signers()
+}
+
+func fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
+
+// checkHostKey checks the host key against known_hosts; with
+// AcceptNewHostKey an unknown host is appended, a changed key never is.
+func (c *SSHClient) checkHostKey(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	file := c.cfg.KnownHosts
+	var cbErr error
+	if _, err := os.Stat(file); err == nil {
+		cb, err := knownhosts.New(file)
+		if err != nil {
+			return fmt.Errorf("known_hosts %s: %w", file, err)
+		}
+		cbErr = cb(hostname, remote, key)
+		if cbErr == nil {
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	var keyErr *knownhosts.KeyError
+	if cbErr != nil && !errors.As(cbErr, &keyErr) {
+		return fmt.Errorf("known_hosts %s: %w", file, cbErr)
+	}
+	if keyErr != nil && len(keyErr.Want) > 0 {
+		want := make([]string, len(keyErr.Want))
+		for i, k := range keyErr.Want {
+			want[i] = fmt.Sprintf("%s (%s line %d)", fingerprint(k.Key), k.Filename, k.Line)
+		}
+		return &HostKeyMismatchError{Host: hostname, Got: fingerprint(key), Want: want, KnownHosts: file}
+	}
+	if !c.cfg.AcceptNewHostKey {
+		return &UnknownHostKeyError{Host: hostname, Fingerprint: fingerprint(key), KnownHosts: file}
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key) + "\n"
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	c.log.Info("accepted new host key", "host", hostname, "fingerprint", fingerprint(key), "known_hosts", file)
+	return f.Close()
+}
+
+// permanent reports whether a dial error cannot be cured by retrying.
+func permanent(err error) bool {
+	var mismatch *HostKeyMismatchError
+	var unknown *UnknownHostKeyError
+	return errors.As(err, &mismatch) || errors.As(err, &unknown) ||
+		strings.Contains(err.Error(), "unable to authenticate")
+}
+
+func (c *SSHClient) dialOnce(ctx context.Context) (*ssh.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	dial := c.cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", c.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: %w", c.cfg.Addr, err)
+	}
+	// The handshake has no context of its own: bound it by the deadline.
+	deadline, _ := ctx.Deadline()
+	conn.SetDeadline(deadline)
+	stopWatch := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stopWatch()
+	sconn, chans, reqs, err := ssh.NewClientConn(conn, c.cfg.Addr, &ssh.ClientConfig{
+		User:            c.cfg.User,
+		Auth:            c.auth,
+		HostKeyCallback: c.hostCB,
+		Timeout:         c.cfg.ConnectTimeout,
+	})
+	if err != nil {
+		conn.Close()
+		if ctx.Err() != nil && !permanent(err) {
+			return nil, fmt.Errorf("ssh %s: handshake: %w", c.cfg.Addr, ctx.Err())
+		}
+		return nil, fmt.Errorf("ssh %s: %w", c.cfg.Addr, err)
+	}
+	conn.SetDeadline(time.Time{})
+	return ssh.NewClient(sconn, chans, reqs), nil
+}
+
+// connect returns the live client, dialling (with backoff) when there is none.
+func (c *SSHClient) connect(ctx context.Context) (*ssh.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("ssh: client closed")
+	}
+	if c.client != nil {
+		return c.client, nil
+	}
+	delay := c.cfg.Backoff
+	var lastErr error
+	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
+		if attempt > 0 {
+			c.log.Warn("ssh reconnect", "addr", c.cfg.Addr, "attempt", attempt, "err", lastErr)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("ssh %s: %w (last error: %v)", c.cfg.Addr, ctx.Err(), lastErr)
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, 5*time.Second)
+		}
+		client, err := c.dialOnce(ctx)
+		if err == nil {
+			c.client = client
+			c.stop = make(chan struct{})
+			if c.cfg.KeepAlive > 0 {
+				go c.keepAlive(client, c.stop)
+			}
+			return client, nil
+		}
+		lastErr = err
+		if permanent(err) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return nil, lastErr
+}
+
+// keepAlive sends keepalive@openssh.com requests; a connection that does not
+// answer within one interval is closed so the next command reconnects.
+func (c *SSHClient) keepAlive(client *ssh.Client, stop chan struct{}) {
+	t := time.NewTicker(c.cfg.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
+			done <- err
+		}()
+		select {
+		case <-stop:
+			return
+		case err := <-done:
+			if err == nil {
+				continue
+			}
+			c.log.Warn("ssh keepalive failed", "addr", c.cfg.Addr, "err", err)
+		case <-time.After(c.cfg.KeepAlive):
+			c.log.Warn("ssh keepalive timed out", "addr", c.cfg.Addr)
+		}
+		c.drop(client)
+		return
+	}
+}
+
+// drop forgets a broken client so that the next command reconnects.
+func (c *SSHClient) drop(client *ssh.Client) {
+	c.mu.Lock()
+	if c.client == client {
+		c.client = nil
+		close(c.stop)
+		c.stop = nil
+	}
+	c.mu.Unlock()
+	client.Close()
+}
+
+// Close closes the connection.
+func (c *SSHClient) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.client == nil {
+		return nil
+	}
+	close(c.stop)
+	err := c.client.Close()
+	c.client = nil
+	return err
+}
+
+// Addr is the host:port this client talks to.
+func (c *SSHClient) Addr() string { return c.cfg.Addr }
+
+// Run runs one command line through the firewall's /bin/sh and returns its
+// output and exit status. A non-zero exit is not an error; err is set only
+// when the command could not be run or its status is unknown (the
+// connection dropped: ErrConnectionLost). Cancelling ctx kills the remote
+// command and closes the session. A session that cannot be opened is retried
+// on a fresh connection; a command is never sent twice.
+func (c *SSHClient) Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error) {
+	var out bytes.Buffer
+	exit, stderr, err = c.run(ctx, cmd, stdin, &out)
+	return out.Bytes(), stderr, exit, err
+}
+
+// Stream is Run with stdout written to w as it arrives.
+func (c *SSHClient) Stream(ctx context.Context, cmd string, w io.Writer) (exit int, stderr []byte, err error) {
+	return c.run(ctx, cmd, nil, w)
+}
+
+func (c *SSHClient) run(ctx context.Context, cmd string, stdin io.Reader, stdout io.Writer) (int, []byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.CommandTimeout)
+		defer cancel()
+	}
+	sess, client, err := c.session(ctx)
+	if err != nil {
+		return -1, nil, err
+	}
+	defer sess.Close()
+	var errOut bytes.Buffer
+	sess.Stdout = stdout
+	sess.Stderr = &errOut
+	if stdin != nil {
+		sess.Stdin = stdin
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(cmd) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		<-done
+		return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ctx.Err())
+	}
+	var exitErr *ssh.ExitError
+	switch {
+	case err == nil:
+		return 0, errOut.Bytes(), nil
+	case errors.As(err, &exitErr):
+		return exitErr.ExitStatus(), errOut.Bytes(), nil
+	default:
+		var missing *ssh.ExitMissingError
+		if errors.As(err, &missing) || errors.Is(err, io.EOF) || isNetErr(err) {
+			c.drop(client)
+			return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, ErrConnectionLost)
+		}
+		return -1, errOut.Bytes(), fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, err)
+	}
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
+}
+
+func (c *SSHClient) session(ctx context.Context) (*ssh.Session, *ssh.Client, error) {
+	for attempt := 0; ; attempt++ {
+		client, err := c.connect(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := client.NewSession()
+		if err == nil {
+			return sess, client, nil
+		}
+		c.drop(client)
+		if attempt >= 1 {
+			return nil, nil, fmt.Errorf("ssh %s: new session: %w", c.cfg.Addr, err)
+		}
+	}
+}
+
+// Output runs cmd and returns its stdout, turning a non-zero exit into a
+// *CommandError.
+func (c *SSHClient) Output(ctx context.Context, cmd string) ([]byte, error) {
+	out, errOut, code, err := c.Run(ctx, cmd, nil)
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return out, &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)}
+	}
+	return out, nil
+}
+
+// ReadFile returns a file's contents from the firewall.
+func (c *SSHClient) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	data, err := c.Output(ctx, "cat "+ShellQuote(name))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return data, nil
+}
+
+// WriteFileAtomic replaces a file on the firewall so that readers see the
+// old or the new contents, never a mix: the data goes to a temporary file
+// beside it, is synced and checked with sha256 -q, and only then renamed
+// over the target. On any failure the temporary file is removed (after a
+// reconnect when the connection was lost) and the target is untouched.
+func (c *SSHClient) WriteFileAtomic(ctx context.Context, name string, data []byte) (err error) {
+	var suffix [6]byte
+	rand.Read(suffix[:])
+	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".fwab-tmp-"+hex.EncodeToString(suffix[:]))
+	defer func() {
+		if err == nil {
+			return
+		}
+		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, _, _, rmErr := c.Run(cleanCtx, "rm -f "+ShellQuote(tmp), nil); rmErr != nil {
+			err = fmt.Errorf("%w (and the temporary file %s could not be removed: %v)", err, tmp, rmErr)
+		}
+	}()
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	q := ShellQuote(tmp)
+	out, errOut, code, err := c.Run(ctx, "cat > "+q+" && sync && sha256 -q "+q, bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("write %s: %w", name, &CommandError{Cmd: "cat > " + q, Exit: code, Stderr: string(errOut)})
+	}
+	if got := strings.TrimSpace(string(out)); got != want {
+		return fmt.Errorf("write %s: checksum of the copy on the firewall is %q, want %s", name, got, want)
+	}
+	if _, err := c.Output(ctx, "mv "+q+" "+ShellQuote(name)+" && sync"); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}

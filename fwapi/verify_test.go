@@ -1,0 +1,120 @@
+package fwapi_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+func minimalConfig(t *testing.T, assignments ...string) *configxml.Config {
+	t.Helper()
+	c, err := configxml.LoadBytes([]byte(fwapitest.MinimalPfSenseConfig))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := c.SetAll(assignments); err != nil {
+		t.Fatalf("SetAll(%v): %v", assignments, err)
+	}
+	return c
+}
+
+var (
+	offloadsOn  = []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "TSO4", "TSO6", "LRO", "RXCSUM_IPV6", "TXCSUM_IPV6"}
+	offloadsOff = []string{"VLAN_MTU", "JUMBO_MTU", "VLAN_HWCSUM", "LINKSTATE"}
+)
+
+func runtime(options []string, ids ...fwapi.IDSInstance) fwapi.RuntimeState {
+	return fwapi.RuntimeState{
+		Interfaces: map[string]fwapi.IfaceState{
+			"igb0": {Name: "igb0", Options: options},
+			"igb1": {Name: "igb1", Options: options},
+			"lo0":  {Name: "lo0", Options: []string{"RXCSUM", "TXCSUM"}},
+		},
+		FilterRules: 5,
+		IDS:         ids,
+	}
+}
+
+func rules(fs []configxml.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Rule+" "+string(f.Severity))
+	}
+	return out
+}
+
+func TestVerifyRuntime(t *testing.T) {
+	inline := fwapi.IDSInstance{Interface: "igb1", Mode: "ips-inline", PID: 99}
+	pcap := fwapi.IDSInstance{Interface: "igb1", Mode: "ids", PID: 98}
+	tests := []struct {
+		name   string
+		config []string
+		state  fwapi.RuntimeState
+		want   []string
+	}{
+		{
+			name:   "offloads on everywhere, no IDS",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"},
+			state:  runtime(offloadsOn),
+		},
+		{
+			name:   "inline IPS done right",
+			config: []string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"},
+			state:  runtime(offloadsOff, inline),
+		},
+		{
+			name:   "config says offloads off, NIC disagrees, inline IPS running",
+			config: []string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"},
+			state:  runtime(offloadsOn, inline),
+			want: []string{
+				"FWAB101 error", "FWAB101 error", "FWAB101 error", "FWAB101 error", "FWAB101 error", "FWAB101 error",
+				"FWAB103 error",
+			},
+		},
+		{
+			name:   "suricata not restarted after the switch to inline",
+			config: []string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"},
+			state:  runtime(offloadsOff, pcap),
+			want:   []string{"FWAB102 error"},
+		},
+		{
+			name:   "legacy IPS runs as pcap",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "ids@lan=ips-legacy"},
+			state:  runtime(offloadsOn, pcap),
+		},
+		{
+			name:   "IDS still running after being turned off",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"},
+			state:  runtime(offloadsOn, pcap),
+			want:   []string{"FWAB102 error"},
+		},
+		{
+			name:   "generated rules not loaded",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "rules@lan=20"},
+			state:  runtime(offloadsOn),
+			want:   []string{"FWAB104 error"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := minimalConfig(t, tc.config...)
+			got := fwapi.VerifyRuntime(c, tc.state)
+			if diff := cmp.Diff(tc.want, rules(got)); diff != "" {
+				t.Errorf("VerifyRuntime findings mismatch (-want +got):\n%s\nfindings: %+v", diff, got)
+			}
+		})
+	}
+}
+
+func TestVerifyRuntimeMissingInterface(t *testing.T) {
+	c := minimalConfig(t, "offload.checksum=on", "offload.tso=on", "offload.lro=on")
+	st := runtime(offloadsOn)
+	delete(st.Interfaces, "igb0")
+	if diff := cmp.Diff([]string{"FWAB107 error"}, rules(fwapi.VerifyRuntime(c, st))); diff != "" {
+		t.Errorf("findings mismatch (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,264 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/store"
+)
+
+// ProbeRun is one probe as the sweep runs it: a spec entry, and for a
+// packet-size sweep one of its lengths.
+type ProbeRun struct {
+	Name   string // unique per spec: "up", "udp-64"
+	Spec   ProbeSpec
+	Iperf3 probe.Iperf3
+}
+
+// ProbeRuns lists the probes every step runs, in spec order.
+func (s *Spec) ProbeRuns() []ProbeRun {
+	var out []ProbeRun
+	for _, p := range s.Probes {
+		base := probe.Iperf3{
+			Direction:   probe.Direction(p.Direction),
+			Parallel:    p.Parallel,
+			Duration:    p.Duration.D(),
+			Omit:        p.Omit.D(),
+			UDP:         p.UDP,
+			Bitrate:     p.Bitrate,
+			CPUAffinity: p.Affinity,
+		}
+		if len(p.Lengths) == 0 {
+			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base})
+			continue
+		}
+		for _, l := range p.Lengths {
+			ip := base
+			ip.Length = l
+			out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(l), Spec: p, Iperf3: ip})
+		}
+	}
+	return out
+}
+
+// StorePoints are the plan's points as the results database keeps them.
+func (p *Plan) StorePoints() []store.Point {
+	out := make([]store.Point, len(p.Points))
+	for i, pt := range p.Points {
+		knobs := map[string]string{}
+		for _, kv := range pt.Values {
+			knobs[kv.Knob] = kv.Value
+		}
+		out[i] = store.Point{Index: pt.Index, Knobs: knobs, Status: store.Pending}
+	}
+	return out
+}
+
+// Progress is reported before each step and each probe.
+type Progress struct {
+	Step, Steps int // 1-based step, total
+	Point       *Point
+	Round       int
+	Phase       string // apply, settle, probe, skip, failed
+	Probe       string
+	Detail      string
+}
+
+// Sweep runs a plan against a firewall, recording every sample as it comes.
+// The firewall side is injected: Apply is commit-confirmed and verified
+// (fwapi.Session.Apply), Settle checks that traffic passes, Measure runs a
+// probe through the firewall.
+type Sweep struct {
+	Plan   *Plan
+	Store  *store.Store
+	Run    int64
+	Config *configxml.Config // the firewall's config as the sweep starts
+
+	Apply    func(ctx context.Context, config []byte, changes []configxml.Change) error
+	Settle   func(ctx context.Context) error
+	Measure  func(ctx context.Context, p ProbeRun) probe.Sample
+	Progress func(Progress)
+	Log      *slog.Logger
+	PSK      string // the IPsec tunnel's pre-shared key, when the spec creates one
+}
+
+// Execute runs every step whose samples are not yet in the store, so a run
+// that was interrupted continues where it stopped. It returns ctx's error
+// when cancelled; every sample recorded until then stays.
+func (s *Sweep) Execute(ctx context.Context) error {
+	log := s.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	done, err := s.Store.Completed(ctx, s.Run)
+	if err != nil {
+		return err
+	}
+	probes := s.Plan.Spec.ProbeRuns()
+	current := s.Config
+	broken := map[int]string{}
+	valid := map[int]bool{}
+	for i, st := range s.Plan.Steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		report := func(phase, probe, detail string) {
+			if s.Progress != nil {
+				s.Progress(Progress{Step: i + 1, Steps: len(s.Plan.Steps), Point: st.Point, Round: st.Round, Phase: phase, Probe: probe, Detail: detail})
+			}
+		}
+		var todo []ProbeRun
+		for _, pr := range probes {
+			if !done[s.key(st, pr)] {
+				todo = append(todo, pr)
+			}
+		}
+		if len(todo) == 0 {
+			report("skip", "", "already measured")
+			continue
+		}
+		if reason, ok := broken[st.Point.Index]; ok {
+			report("skip", "", reason)
+			continue
+		}
+
+		next, changes, err := s.target(current, st.Point)
+		if err != nil {
+			return err // the plan was checked: this is a bug, not the firewall
+		}
+		if len(changes) > 0 {
+			report("apply", "", describe(changes))
+			err := s.Apply(ctx, next.Bytes(), changes)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
+				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
+				err = s.Apply(ctx, next.Bytes(), changes)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				reason := fmt.Sprintf("%s: %v", describe(changes), err)
+				broken[st.Point.Index] = reason
+				report("failed", "", reason)
+				log.Error("point not measured", "point", st.Point.Key(), "err", err)
+				s.event(ctx, "error", st.Point.Index, "point not measured: "+reason)
+				if err := s.Store.SetPointStatus(ctx, s.Run, st.Point.Index, store.Broken, reason); err != nil {
+					return err
+				}
+				continue
+			}
+			current = next
+		}
+
+		report("settle", "", "")
+		if err := s.settle(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			reason := fmt.Sprintf("traffic does not pass after the change: %v", err)
+			broken[st.Point.Index] = reason
+			report("failed", "", reason)
+			s.event(ctx, "error", st.Point.Index, reason)
+			if err := s.Store.SetPointStatus(ctx, s.Run, st.Point.Index, store.Broken, reason); err != nil {
+				return err
+			}
+			continue
+		}
+		if !valid[st.Point.Index] {
+			if err := s.Store.SetPointStatus(ctx, s.Run, st.Point.Index, store.Valid, ""); err != nil {
+				return err
+			}
+			valid[st.Point.Index] = true
+		}
+		for _, pr := range todo {
+			report("probe", pr.Name, "")
+			sample := s.Measure(ctx, pr)
+			if ctx.Err() != nil {
+				return ctx.Err() // a probe cut short is not a sample
+			}
+			if err := s.Store.RecordSample(ctx, store.FromProbe(s.key(st, pr), sample)); err != nil {
+				return fmt.Errorf("record sample: %w", err)
+			}
+			if sample.Failed {
+				log.Warn("probe failed", "point", st.Point.Key(), "probe", pr.Name, "reason", sample.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Sweep) key(st Step, pr ProbeRun) store.Key {
+	return store.Key{Run: s.Run, Point: st.Point.Index, Probe: pr.Name, Round: st.Round}
+}
+
+// target is the config with the point's knob values, and the changes that
+// take current there.
+func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config, []configxml.Change, error) {
+	var changes []configxml.Change
+	for _, kv := range pt.Values {
+		from, err := current.Get(kv.Knob)
+		if err != nil {
+			return nil, nil, err
+		}
+		if from != kv.Value {
+			changes = append(changes, configxml.Change{Knob: kv.Knob, From: from, To: kv.Value, Action: configxml.ActionFor(kv.Knob)})
+		}
+	}
+	if len(changes) == 0 {
+		return current, nil, nil
+	}
+	next, err := configxml.LoadBytes(current.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	if !current.Product().Inferred {
+		next.SetProduct(current.Product().Version)
+	}
+	if t := s.Plan.Spec.Tunnel; t != nil {
+		next.DefineTunnel(t.spec(s.PSK))
+	}
+	if err := next.SetAll(pt.Assignments()); err != nil {
+		return nil, nil, err
+	}
+	return next, changes, nil
+}
+
+func (s *Sweep) settle(ctx context.Context) error {
+	if s.Settle != nil {
+		sctx, cancel := context.WithTimeout(ctx, s.Plan.Spec.Settle.Timeout.D())
+		err := s.Settle(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if d := s.Plan.Spec.Settle.Pause.D(); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *Sweep) event(ctx context.Context, kind string, point int, msg string) {
+	s.Store.RecordEvent(ctx, s.Run, store.Event{Time: time.Now(), Kind: kind, Point: point, Message: msg})
+}
+
+func describe(changes []configxml.Change) string {
+	out := ""
+	for i, c := range changes {
+		if i > 0 {
+			out += " "
+		}
+		out += c.Knob + "=" + c.To
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/store"
+)
+
+// fakeFirewall stands in for fwapi.Session: it keeps the config it was
+// given, can refuse some changes, and counts applies.
+type fakeFirewall struct {
+	mu      sync.Mutex
+	config  []byte
+	applies int
+	refuse  func(changes []configxml.Change) error
+}
+
+func (f *fakeFirewall) Apply(_ context.Context, config []byte, changes []configxml.Change) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applies++
+	if f.refuse != nil {
+		if err := f.refuse(changes); err != nil {
+			return err
+		}
+	}
+	f.config = config
+	return nil
+}
+
+// measureFrom returns a probe whose throughput depends on the firewall's
+// current config, as a real box's would: 1000 Mbit/s less 10 % per 100
+// generated rules.
+func measureFrom(t *testing.T, fw *fakeFirewall, calls *int) func(context.Context, ProbeRun) probe.Sample {
+	return func(ctx context.Context, pr ProbeRun) probe.Sample {
+		*calls++
+		fw.mu.Lock()
+		c, err := configxml.LoadBytes(fw.config)
+		fw.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, _ := c.Get("rules@lan")
+		var n int
+		fmt.Sscan(rules, &n)
+		bps := 1e9 * (1 - 0.1*float64(n)/100)
+		return probe.Sample{Probe: "iperf3", Direction: pr.Iperf3.Direction, Result: &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: bps, SentBPS: bps, Retransmits: 3}}}
+	}
+}
+
+type sweepFixture struct {
+	sweep *Sweep
+	fw    *fakeFirewall
+	calls int
+	st    *store.Store
+}
+
+func newSweep(t *testing.T, spec string) *sweepFixture {
+	t.Helper()
+	s, err := Parse(strings.NewReader(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pfSense(t)
+	plan, err := NewPlan(s, cfg, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "results.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	run, err := st.CreateRun(ctx, store.Run{Spec: string(s.Raw()), Target: "fake", Seed: int64(plan.Seed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddPoints(ctx, run, plan.StorePoints()); err != nil {
+		t.Fatal(err)
+	}
+	f := &sweepFixture{fw: &fakeFirewall{config: cfg.Bytes()}, st: st}
+	f.sweep = &Sweep{Plan: plan, Store: st, Run: run, Config: cfg, Apply: f.fw.Apply}
+	f.sweep.Measure = measureFrom(t, f.fw, &f.calls)
+	return f
+}
+
+const twoPoints = `
+axes:
+  rules@lan: [0, 100, 200]
+probes:
+  - {name: up, direction: up, duration: 1s}
+  - {name: down, direction: down, duration: 1s}
+repeats: 3
+order: as-written
+`
+
+func TestSweepRecordsEverySample(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 3*2*3 || f.calls != 18 {
+		t.Fatalf("%d samples from %d probes; want 18", len(samples), f.calls)
+	}
+	// Each sample was measured with its own point's config on the firewall.
+	for _, s := range samples {
+		want := []float64{1e9, 0.9e9, 0.8e9}[s.Point]
+		if s.BitsPerSecond != want {
+			t.Errorf("point %d %s round %d: %v bit/s; want %v (measured on the wrong config?)", s.Point, s.Probe, s.Round, s.BitsPerSecond, want)
+		}
+	}
+	// as-written over 3 rounds: 0→100→200, 200→0 …: the first point needs no apply.
+	if f.fw.applies != 2+3+3 {
+		t.Errorf("%d applies; want 8 (only when the config changes)", f.fw.applies)
+	}
+}
+
+func TestSweepResume(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	ctx, cancel := context.WithCancel(t.Context())
+	stopAfter := 7
+	measure := f.sweep.Measure
+	f.sweep.Measure = func(c context.Context, pr ProbeRun) probe.Sample {
+		if f.calls == stopAfter {
+			cancel() // Ctrl-C during the 8th probe
+		}
+		return measure(c, pr)
+	}
+	if err := f.sweep.Execute(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute = %v; want context.Canceled", err)
+	}
+	samples, _ := f.st.Samples(t.Context(), f.sweep.Run)
+	if len(samples) != stopAfter {
+		t.Fatalf("%d samples kept after the interrupt; want %d (the one cut short is dropped)", len(samples), stopAfter)
+	}
+	f.sweep.Measure = measure
+	before := f.calls
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, _ = f.st.Samples(t.Context(), f.sweep.Run)
+	if len(samples) != 18 || f.calls-before != 18-stopAfter {
+		t.Errorf("after resume: %d samples, %d new probes; want 18 and %d", len(samples), f.calls-before, 18-stopAfter)
+	}
+}
+
+func TestSweepMarksFailedPoints(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	f.fw.refuse = func(changes []configxml.Change) error {
+		for _, c := range changes {
+			if c.Knob == "rules@lan" && c.To == "100" {
+				return errors.New("verify: pfctl shows 2 rules, want 102")
+			}
+		}
+		return nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	points, _ := f.st.Points(t.Context(), f.sweep.Run)
+	if points[1].Status != store.Broken || !strings.Contains(points[1].Reason, "pfctl shows 2 rules") {
+		t.Errorf("point 1 = %+v; want failed with the verify error", points[1])
+	}
+	if points[0].Status != store.Valid || points[2].Status != store.Valid {
+		t.Errorf("points 0 and 2 = %v, %v; want valid", points[0].Status, points[2].Status)
+	}
+	samples, _ := f.st.Samples(t.Context(), f.sweep.Run)
+	for _, s := range samples {
+		if s.Point == 1 {
+			t.Fatalf("a sample was recorded for the point that never applied: %+v", s.Key)
+		}
+	}
+	// One try and one retry, then the point is left alone in later rounds.
+	if f.fw.applies > 2+1+3+3 {
+		t.Errorf("%d applies: the failed point was retried in every round", f.fw.applies)
+	}
+	events, _ := f.st.Events(t.Context(), f.sweep.Run)
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.Kind)
+	}
+	if !strings.Contains(strings.Join(kinds, " "), "retry error") {
+		t.Errorf("events %v; want a retry then an error", kinds)
+	}
+}
+
+func TestSweepSettleFailure(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	f.sweep.Settle = func(ctx context.Context) error {
+		c, _ := configxml.LoadBytes(f.fw.config)
+		if v, _ := c.Get("rules@lan"); v == "200" {
+			return errors.New("no traffic passes")
+		}
+		return nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	points, _ := f.st.Points(t.Context(), f.sweep.Run)
+	if points[2].Status != store.Broken || !strings.Contains(points[2].Reason, "traffic does not pass") {
+		t.Errorf("point 2 = %+v", points[2])
+	}
+}
+
+func TestProbeRunsPacketSizes(t *testing.T) {
+	s, err := Parse(strings.NewReader("axes:\n  rules@lan: [0]\nprobes:\n  - {name: udp, udp: true, bitrate: 1G, lengths: [64, 512, 1400]}\n  - {direction: down, parallel: 4, omit: 2s, duration: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pr := range s.ProbeRuns() {
+		got = append(got, fmt.Sprintf("%s:%s:%d:%d:%v", pr.Name, pr.Iperf3.Direction, pr.Iperf3.Length, pr.Iperf3.Parallel, pr.Iperf3.UDP))
+		if err := pr.Iperf3.Validate(); err != nil {
+			t.Errorf("%s: %v", pr.Name, err)
+		}
+	}
+	want := "udp-64:up:64:0:true udp-512:up:512:0:true udp-1400:up:1400:0:true down:down:0:4:false"
+	if strings.Join(got, " ") != want {
+		t.Errorf("probe runs = %v; want %s", got, want)
+	}
+}
