@@ -332,3 +332,23 @@ func TestParseFormat(t *testing.T) {
 		t.Errorf("ParseFormat(pdf) = %v", err)
 	}
 }
+
+// TestTinyRuns: one point, one sample, no knobs; and a sample whose DUT
+// metrics and power are unknown. Every format still renders.
+func TestTinyRuns(t *testing.T) {
+	for _, r := range []reporttest.Run{
+		{Repeats: 1, Probes: []reporttest.Probe{{Name: "up", Mbps: 100}}, Points: []reporttest.Point{{Retransmits: -1}}, Series: true},
+		{Repeats: 2, Probes: []reporttest.Probe{{Name: "up", Mbps: 100}}, Points: []reporttest.Point{
+			{Knobs: map[string]string{"rules@lan": "0"}, Retransmits: -1},
+			{Knobs: map[string]string{"rules@lan": "10"}, Retransmits: -1, FailEvery: 1},
+		}},
+	} {
+		run := synthetic(t, r, 1)
+		for _, f := range Formats {
+			var b bytes.Buffer
+			if err := Write(&b, run, f, Options{}); err != nil {
+				t.Errorf("Write(%s): %v", f, err)
+			}
+		}
+	}
+}
