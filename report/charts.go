@@ -83,7 +83,7 @@ func throughputChart(t *Table, probe int, name string) (*Chart, error) {
 	if len(labels) == 0 {
 		return nil, nil
 	}
-	title := fmt.Sprintf("Throughput, probe %s: median with its 95%% confidence interval", name)
+	title := fmt.Sprintf("Throughput, probe %s: median with its %s%% confidence interval", name, percent(t.Confidence))
 	p := newPlot()
 	p.Title.Text = title
 	p.X.Label.Text = "Mbit/s"

@@ -48,7 +48,7 @@ func Write(w io.Writer, r *Run, f Format, opts Options) error {
 	var pv *Pivot
 	if opts.Pivot != "" {
 		var err error
-		if pv, err = NewPivot(r, opts.Pivot); err != nil {
+		if pv, err = NewPivotAt(r, opts.Pivot, opts.confidence()); err != nil {
 			return err
 		}
 	}
@@ -69,6 +69,11 @@ func Write(w io.Writer, r *Run, f Format, opts Options) error {
 	}
 	_, err := ParseFormat(string(f))
 	return err
+}
+
+// percent writes a confidence level as a percentage: 0.95 → "95".
+func percent(confidence float64) string {
+	return strconv.FormatFloat(confidence*100, 'f', -1, 64)
 }
 
 // formatNum writes v with prec decimals, "-" when unknown.
@@ -162,7 +167,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 	if t.Baseline != "" {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
-	b.WriteString("Throughput in Mbit/s: median ± its 95 % confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p ≥ 0.05).\n")
+	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p ≥ 0.05).\n", percent(t.Confidence))
 	if fixed := fixedLine(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
@@ -455,7 +460,7 @@ func toJSONDelta(d *Delta) *jsonDelta {
 }
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot) error {
-	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
 		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},

@@ -8,17 +8,18 @@ import (
 // The HTML report is one file that fetches nothing: inline CSS, inline SVG
 // charts, no scripts, fonts or links.
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"mbps":   formatMbps,
-	"mean":   formatMean,
-	"delta":  deltaCell,
-	"tdelta": tDeltaCell,
-	"p":      func(d *Delta) string { return formatP(pOf(d)) },
-	"tp":     formatTP,
-	"num":    formatNum,
-	"pivot":  pivotCell,
-	"fixed":  fixedLine,
-	"point":  pointCell,
-	"svg":    func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
+	"mbps":    formatMbps,
+	"mean":    formatMean,
+	"delta":   deltaCell,
+	"tdelta":  tDeltaCell,
+	"p":       func(d *Delta) string { return formatP(pOf(d)) },
+	"tp":      formatTP,
+	"num":     formatNum,
+	"pivot":   pivotCell,
+	"fixed":   fixedLine,
+	"point":   pointCell,
+	"percent": percent,
+	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
 	"sig": func(d *Delta) string {
 		switch {
 		case d == nil || !d.Significant:
@@ -51,7 +52,7 @@ figure svg { max-width: 100%; height: auto; }
 </head>
 <body>
 <h1>Run {{.T.Run}}{{if .T.Target}} on {{.T.Target}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
-<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its 95&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference (p&nbsp;≥&nbsp;0.05).
+<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference (p&nbsp;≥&nbsp;0.05).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}</p>
 <table id="points">
 <tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range .T.Probes}}<th>{{.}} Mbit/s</th><th>{{.}} Δ</th><th>{{.}} p</th><th>{{.}} retr</th>{{if $.T.StudentT}}<th>{{.}} mean</th><th>{{.}} Δ mean</th><th>{{.}} t-test p</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th></tr>

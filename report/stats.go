@@ -8,38 +8,46 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"sync"
 
 	"golang.org/x/perf/benchmath"
 )
 
-// Confidence is the confidence level of every interval fwab reports.
+// Confidence is the default confidence level of the intervals fwab reports.
 const Confidence = 0.95
 
 // Summary is a sample's median with its confidence interval.
 type Summary struct {
-	N        int
-	Median   float64
-	Lo, Hi   float64 // the interval; ±Inf when n is too small for Confidence
-	Mean     float64 // for the Student's t view
-	MeanLo   float64
-	MeanHi   float64
-	Warnings []string
+	N          int
+	Confidence float64
+	Median     float64
+	Lo, Hi     float64 // the interval; ±Inf when n is too small for Confidence
+	Mean       float64 // for the Student's t view
+	MeanLo     float64
+	MeanHi     float64
+	Warnings   []string
 }
 
-// Summarize describes one point's values.
-func Summarize(values []float64) Summary {
+// Summarize describes one point's values at the default confidence.
+func Summarize(values []float64) Summary { return SummarizeAt(values, Confidence) }
+
+// SummarizeAt describes one point's values with intervals at the given
+// confidence level (0.95 for 95 %).
+func SummarizeAt(values []float64, confidence float64) Summary {
 	v := finite(values)
 	if len(v) == 0 {
-		return Summary{Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Mean: math.NaN(), MeanLo: math.NaN(), MeanHi: math.NaN(), Warnings: []string{"no valid samples"}}
+		return Summary{Confidence: confidence, Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Mean: math.NaN(), MeanLo: math.NaN(), MeanHi: math.NaN(), Warnings: []string{"no valid samples"}}
 	}
 	s := benchmath.NewSample(v, &benchmath.DefaultThresholds)
-	med := benchmath.AssumeNothing.Summary(s, Confidence)
-	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), Confidence)
-	out := Summary{N: len(v), Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
+	med := benchmath.AssumeNothing.Summary(s, confidence)
+	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), confidence)
+	out := Summary{N: len(v), Confidence: confidence, Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
 	warnings := s.Warnings
-	if len(v) < MinSamples {
-		// Says what benchmath's "need >= 6 samples" says, with the remedy.
-		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a 95%% interval of the median; use %d or more repeats", len(v), MinSamples))
+	if need := MinSamplesAt(confidence); len(v) < need {
+		// Says what benchmath's "need >= N samples" says, with the remedy.
+		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a %s%% interval of the median; use %d or more repeats",
+			len(v), strconv.FormatFloat(confidence*100, 'f', -1, 64), need))
 	} else {
 		warnings = append(med.Warnings, warnings...)
 	}
@@ -47,6 +55,31 @@ func Summarize(values []float64) Summary {
 		out.Warnings = append(out.Warnings, w.Error())
 	}
 	return out
+}
+
+var minSamplesCache sync.Map // confidence → int
+
+// MinSamplesAt is the smallest n for which the median's interval at the
+// confidence level is finite, as benchmath computes it (6 at 95 %, 8 at
+// 99 %); 0 when no n up to 1000 reaches it.
+func MinSamplesAt(confidence float64) int {
+	if n, ok := minSamplesCache.Load(confidence); ok {
+		return n.(int)
+	}
+	need := 0
+	for n := 2; n <= 1000; n++ {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(i)
+		}
+		sum := benchmath.AssumeNothing.Summary(benchmath.NewSample(v, &benchmath.DefaultThresholds), confidence)
+		if !math.IsInf(sum.Lo, 0) && !math.IsInf(sum.Hi, 0) {
+			need = n
+			break
+		}
+	}
+	minSamplesCache.Store(confidence, need)
+	return need
 }
 
 // Delta compares a point with the baseline.
@@ -78,10 +111,15 @@ func (d Delta) String() string {
 	return fmt.Sprintf("%+.2f%%", d.Pct)
 }
 
-// Compare tests whether values differ from base.
-func Compare(base, values []float64) Delta {
+// Compare tests whether values differ from base, with intervals at the
+// default confidence.
+func Compare(base, values []float64) Delta { return CompareAt(base, values, Confidence) }
+
+// CompareAt is Compare with intervals at the given confidence level. The
+// test's α stays benchmath's 0.05.
+func CompareAt(base, values []float64, confidence float64) Delta {
 	b, n := finite(base), finite(values)
-	d := Delta{Base: Summarize(b), New: Summarize(n), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(),
+	d := Delta{Base: SummarizeAt(b, confidence), New: SummarizeAt(n, confidence), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(),
 		Alpha: benchmath.DefaultThresholds.CompareAlpha, MeanPct: math.NaN(), TP: math.NaN()}
 	if len(b) == 0 || len(n) == 0 {
 		d.Warnings = append(d.Warnings, "no valid samples to compare")

@@ -13,17 +13,18 @@ import (
 // throughput, its change against the baseline, retransmits, and the DUT's
 // CPU, temperature and power.
 type Table struct {
-	Run      int64
-	Target   string
-	Firmware string
-	Status   string // the run's: running, done, failed, cancelled
-	Knobs    []string
-	Fixed    map[string]string
-	Probes   []string
-	Baseline string // the baseline's label; empty when the run has none
-	Rows     []Row
-	StudentT bool // show the Student's t view next to the medians
-	Warnings []string
+	Run        int64
+	Target     string
+	Firmware   string
+	Status     string // the run's: running, done, failed, cancelled
+	Knobs      []string
+	Fixed      map[string]string
+	Probes     []string
+	Baseline   string // the baseline's label; empty when the run has none
+	Rows       []Row
+	StudentT   bool    // show the Student's t view next to the medians
+	Confidence float64 // of the intervals
+	Warnings   []string
 }
 
 // Row is one point.
@@ -51,13 +52,22 @@ type Cell struct {
 
 // Options choose what a report shows.
 type Options struct {
-	Pivot    string // a knob: add the "% gained / lost" table by its values
-	StudentT bool   // add the Student's t view (mean, its interval, Welch's t-test)
+	Pivot      string  // a knob: add the "% gained / lost" table by its values
+	StudentT   bool    // add the Student's t view (mean, its interval, Welch's t-test)
+	Confidence float64 // of the intervals; 0 means Confidence (0.95)
+}
+
+// confidence is the level asked for, or the default.
+func (o Options) confidence() float64 {
+	if o.Confidence == 0 {
+		return Confidence
+	}
+	return o.Confidence
 }
 
 // NewTable computes the run's table.
 func NewTable(r *Run, opts Options) *Table {
-	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT}
+	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT, Confidence: opts.confidence()}
 	if r.Info.Status != store.Done {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
 	}
@@ -83,18 +93,18 @@ func NewTable(r *Run, opts Options) *Table {
 		}
 		var cpu, temp, power []float64
 		for _, name := range r.Probes {
-			c := Cell{Probe: name, Mbps: Summarize(nil), Retransmits: math.NaN()}
+			c := Cell{Probe: name, Mbps: SummarizeAt(nil, t.Confidence), Retransmits: math.NaN()}
 			if ps := p.Probes[name]; ps != nil {
 				c.Failed = ps.Failed
 				if len(ps.Mbps) > 0 {
-					c.Mbps = Summarize(ps.Mbps)
+					c.Mbps = SummarizeAt(ps.Mbps, t.Confidence)
 					warn(c.Mbps.Warnings)
 				}
 				c.Retransmits = median(ps.Retransmits)
 				cpu, temp, power = append(cpu, ps.DUTCPU...), append(temp, ps.DUTTemp...), append(power, ps.Power...)
 				if r.Baseline != nil && p != r.Baseline && len(ps.Mbps) > 0 {
 					if bs := r.Baseline.Probes[name]; bs != nil && len(bs.Mbps) > 0 {
-						d := Compare(bs.Mbps, ps.Mbps)
+						d := CompareAt(bs.Mbps, ps.Mbps, t.Confidence)
 						c.Delta = &d
 						warn(d.Warnings)
 					}
@@ -127,8 +137,13 @@ type PivotRow struct {
 	Deltas []*Delta // one per Pivot.Values; [0] and missing points are nil
 }
 
-// NewPivot builds the pivot table by knob.
-func NewPivot(r *Run, knob string) (*Pivot, error) {
+// NewPivot builds the pivot table by knob, with intervals at the default
+// confidence.
+func NewPivot(r *Run, knob string) (*Pivot, error) { return NewPivotAt(r, knob, Confidence) }
+
+// NewPivotAt builds the pivot table by knob with intervals at the given
+// confidence level.
+func NewPivotAt(r *Run, knob string, confidence float64) (*Pivot, error) {
 	if ref := canonicalRef(knob); !slices.Contains(r.Knobs, knob) && slices.Contains(r.Knobs, ref) {
 		knob = ref // "ids" is "ids@lan"
 	}
@@ -176,15 +191,15 @@ func NewPivot(r *Run, knob string) (*Pivot, error) {
 			continue
 		}
 		for _, probe := range r.Probes {
-			row := PivotRow{Values: g.values, Probe: probe, Base: Summarize(nil), Deltas: make([]*Delta, len(pv.Values))}
+			row := PivotRow{Values: g.values, Probe: probe, Base: SummarizeAt(nil, confidence), Deltas: make([]*Delta, len(pv.Values))}
 			base := samplesAt(g.byVal[pv.Values[0]], probe)
 			if len(base) > 0 {
-				row.Base = Summarize(base)
+				row.Base = SummarizeAt(base, confidence)
 			}
 			for i, v := range pv.Values[1:] {
 				vals := samplesAt(g.byVal[v], probe)
 				if len(base) > 0 && len(vals) > 0 {
-					d := Compare(base, vals)
+					d := CompareAt(base, vals, confidence)
 					row.Deltas[i+1] = &d
 				}
 			}

@@ -14,11 +14,12 @@ import (
 )
 
 type reportOptions struct {
-	db       string
-	format   string
-	pivot    string
-	output   string
-	studentT bool
+	db         string
+	format     string
+	pivot      string
+	output     string
+	studentT   bool
+	confidence string
 }
 
 func newReportCmd(io *streams) *cobra.Command {
@@ -49,6 +50,7 @@ knob's values. The html format is one self-contained file with charts; without
 	cmd.Flags().StringVar(&opts.format, "format", "md", "output format: "+strings.Join(formats, ", "))
 	cmd.Flags().StringVar(&opts.pivot, "pivot", "", "add a \"% gained / lost\" table by this `knob`'s values")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to `file` instead of standard output")
+	cmd.Flags().StringVar(&opts.confidence, "confidence", "95%", "confidence `level` of the intervals, such as 95% or 0.99")
 	cmd.Flags().BoolVar(&opts.studentT, "student", false, "add the Student's t view: means, their intervals, Welch's t-test")
 	return cmd
 }
@@ -76,6 +78,10 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 	if err != nil {
 		return usageError{err}
 	}
+	confidence, err := parseConfidence(opts.confidence)
+	if err != nil {
+		return err
+	}
 	st, err := openResults(ctx, opts.db)
 	if err != nil {
 		return err
@@ -91,7 +97,7 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 		}
 	}
 	var buf bytes.Buffer
-	if err := report.Write(&buf, r, format, report.Options{Pivot: opts.pivot, StudentT: opts.studentT}); err != nil {
+	if err := report.Write(&buf, r, format, report.Options{Pivot: opts.pivot, StudentT: opts.studentT, Confidence: confidence}); err != nil {
 		return err
 	}
 	path := opts.output
@@ -107,4 +113,18 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 	}
 	fmt.Fprintln(io.Out, path)
 	return nil
+}
+
+// parseConfidence reads "95%", "95" or "0.95" as 0.95.
+func parseConfidence(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err == nil && (pct || v > 1) {
+		v /= 100
+	}
+	if err != nil || !(v > 0 && v < 1) {
+		return 0, usageErrorf("--confidence %q: give a level between 0 and 100%%, such as 95%% or 0.99", s)
+	}
+	return v, nil
 }

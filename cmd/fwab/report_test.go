@@ -55,6 +55,16 @@ func TestReportCommand(t *testing.T) {
 	}
 }
 
+func TestReportConfidence(t *testing.T) {
+	db := sweepDB(t)
+	for _, level := range []string{"99%", "0.99", "99"} {
+		out, errOut, code := runFwab(t, "report", "1", "--confidence", level, "--db", db)
+		if code != 0 || !strings.Contains(out, "median ± its 99 % confidence interval") || !strings.Contains(out, "n=5 is too few for a 99% interval of the median; use 8 or more repeats") {
+			t.Errorf("--confidence %s: exit %d, %s\n%s", level, code, errOut, out)
+		}
+	}
+}
+
 func TestReportHTMLFile(t *testing.T) {
 	db := sweepDB(t)
 	t.Chdir(t.TempDir())
@@ -84,6 +94,8 @@ func TestReportErrors(t *testing.T) {
 	}{
 		{[]string{"report", "1", "--format", "pdf"}, exitUsage, `format "pdf": use one of md, csv, json, html, benchstat`},
 		{[]string{"report", "1", "--pivot", "rules@lan"}, exitUsage, `pivot "rules@lan": not an axis of run 1; pick one of: blocklist, ids@lan, offload.checksum`},
+		{[]string{"report", "1", "--confidence", "100%"}, exitUsage, `--confidence "100%": give a level between 0 and 100%`},
+		{[]string{"report", "1", "--confidence", "x"}, exitUsage, `--confidence "x"`},
 		{[]string{"report", "one"}, exitUsage, `run "one": give the run's number`},
 		{[]string{"report"}, exitUsage, "accepts 1 arg(s)"},
 		{[]string{"report", "9"}, exitFailure, "no run 9 in " + db},
