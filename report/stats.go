@@ -1,7 +1,3 @@
-// Package report turns a sweep's samples into A/B statistics, tables and
-// charts, and compares runs for regressions. The statistics are
-// golang.org/x/perf/benchmath's: medians with distribution-free confidence
-// intervals and the Mann-Whitney U test, as benchstat reports them.
 package report
 
 import (

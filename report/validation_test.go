@@ -25,6 +25,13 @@ func synthetic(t testing.TB, r reporttest.Run, id int64) *Run {
 // slowdown, and returns how many point×probe throughput comparisons were
 // flagged as regressions, and out of how many.
 func gateTrials(t testing.TB, trials, repeats int, noise float64, uniform bool, slowdown float64, test Test, seed uint64) (flagged, total, trialsAllFlagged int) {
+	flagged, total, trialsAllFlagged, _ = gateTrialsRuns(t, trials, repeats, noise, uniform, slowdown, test, seed)
+	return flagged, total, trialsAllFlagged
+}
+
+// gateTrialsRuns also counts the trials with any comparison flagged: the
+// runs whose gate would fail.
+func gateTrialsRuns(t testing.TB, trials, repeats int, noise float64, uniform bool, slowdown float64, test Test, seed uint64) (flagged, total, trialsAllFlagged, trialsAnyFlagged int) {
 	t.Helper()
 	for i := range trials {
 		a := reporttest.T730(seed+uint64(2*i), 0)
@@ -51,8 +58,11 @@ func gateTrials(t testing.TB, trials, repeats int, noise float64, uniform bool, 
 		if all {
 			trialsAllFlagged++
 		}
+		if c.Regressions() > 0 {
+			trialsAnyFlagged++
+		}
 	}
-	return flagged, total, trialsAllFlagged
+	return flagged, total, trialsAllFlagged, trialsAnyFlagged
 }
 
 // The gate's statistical behaviour on synthetic runs shaped like the T730
@@ -78,8 +88,8 @@ func TestGateAA(t *testing.T) {
 		{"uniform ttest n=10", true, TTest, 10, 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, n, _ := gateTrials(t, 200, tc.repeats, 0.03, tc.uniform, 0, tc.test, 1000)
-			t.Logf("A/A: %d of %d comparisons flagged (%.2f%%)", f, n, 100*rate(f, n))
+			f, n, _, runs := gateTrialsRuns(t, 200, tc.repeats, 0.03, tc.uniform, 0, tc.test, 1000)
+			t.Logf("A/A: %d of %d comparisons flagged (%.2f%%); %d of 200 runs would fail the gate", f, n, 100*rate(f, n), runs)
 			if rate(f, n) > tc.maxRate {
 				t.Errorf("A/A flagged %d of %d comparisons, more than %.0f%%", f, n, 100*tc.maxRate)
 			}
