@@ -117,11 +117,39 @@ func effectChart(r *Run, t *Table) (*Chart, error) {
 	if r.Baseline == nil || len(r.Knobs) == 0 {
 		return nil, nil
 	}
+	// Per axis value, per probe: the median change over the points with
+	// that value. Values no measured point has are left out.
 	var labels []string
+	var values [][]float64 // [label][probe], NaN where unknown
 	for _, k := range r.Knobs {
+		ki := slices.Index(t.Knobs, k)
 		for _, v := range r.AxisValues(k) {
-			labels = append(labels, k+"="+v)
+			row := make([]float64, len(t.Probes))
+			measured := false
+			for pi := range t.Probes {
+				var pcts []float64
+				for _, tr := range t.Rows {
+					if tr.Values[ki] != v || tr.Cells[pi].Mbps.N == 0 {
+						continue
+					}
+					switch d := tr.Cells[pi].Delta; {
+					case tr.Baseline:
+						pcts = append(pcts, 0)
+					case d != nil && isFinite(d.Pct):
+						pcts = append(pcts, d.Pct)
+					}
+				}
+				row[pi] = median(pcts)
+				measured = measured || len(pcts) > 0
+			}
+			if measured {
+				labels = append(labels, k+"="+v)
+				values = append(values, row)
+			}
 		}
+	}
+	if len(labels) == 0 {
+		return nil, nil
 	}
 	title := "Effect of each axis value: median change of throughput against the baseline"
 	p := newPlot()
@@ -129,33 +157,14 @@ func effectChart(r *Run, t *Table) (*Chart, error) {
 	p.X.Label.Text = "% vs baseline"
 	width := vg.Points(10)
 	n := len(t.Probes)
-	drawn := false
 	for pi, name := range t.Probes {
-		values := make(plotter.Values, len(labels))
-		i := 0
-		for _, k := range r.Knobs {
-			ki := slices.Index(t.Knobs, k)
-			for _, v := range r.AxisValues(k) {
-				var pcts []float64
-				for _, row := range t.Rows {
-					if row.Values[ki] != v || row.Cells[pi].Mbps.N == 0 {
-						continue
-					}
-					switch d := row.Cells[pi].Delta; {
-					case row.Baseline:
-						pcts = append(pcts, 0)
-					case d != nil && isFinite(d.Pct):
-						pcts = append(pcts, d.Pct)
-					}
-				}
-				if len(pcts) > 0 {
-					values[i] = median(pcts)
-					drawn = true
-				}
-				i++
+		vs := make(plotter.Values, len(labels))
+		for i := range labels {
+			if isFinite(values[i][pi]) {
+				vs[i] = values[i][pi]
 			}
 		}
-		bars, err := plotter.NewBarChart(values, width)
+		bars, err := plotter.NewBarChart(vs, width)
 		if err != nil {
 			return nil, fmt.Errorf("chart %q: %w", title, err)
 		}
@@ -166,12 +175,10 @@ func effectChart(r *Run, t *Table) (*Chart, error) {
 		p.Add(bars)
 		p.Legend.Add(name, bars)
 	}
-	if !drawn {
-		return nil, nil
-	}
 	// Empty rows on top hold the legend.
-	rows := append(labels, make([]string, n)...)
+	rows := append(labels, make([]string, (n+1)/2)...)
 	p.NominalY(rows...)
+	p.Y.Max = float64(len(rows)) - 0.5
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	return render(p, title, 9*vg.Inch, vg.Length(1.4+0.12*float64(n+1)*float64(len(rows)))*vg.Inch)
