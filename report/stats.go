@@ -1,48 +1,81 @@
-// Package report turns a sweep's samples into A/B statistics, tables and
-// charts, and compares runs for regressions. The statistics are
-// golang.org/x/perf/benchmath's: medians with distribution-free confidence
-// intervals and the Mann-Whitney U test, as benchstat reports them.
 package report
 
 import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"sync"
 
 	"golang.org/x/perf/benchmath"
 )
 
-// Confidence is the confidence level of every interval fwab reports.
+// Confidence is the default confidence level of the intervals fwab reports.
 const Confidence = 0.95
 
 // Summary is a sample's median with its confidence interval.
 type Summary struct {
-	N        int
-	Median   float64
-	Lo, Hi   float64 // the interval; ±Inf when n is too small for Confidence
-	Mean     float64 // for the Student's t view
-	MeanLo   float64
-	MeanHi   float64
-	Warnings []string
+	N          int
+	Confidence float64
+	Median     float64
+	Lo, Hi     float64 // the interval; ±Inf when n is too small for Confidence
+	Mean       float64 // for the Student's t view
+	MeanLo     float64
+	MeanHi     float64
+	Warnings   []string
 }
 
-// Summarize describes one point's values.
-func Summarize(values []float64) Summary {
+// Summarize describes one point's values at the default confidence.
+func Summarize(values []float64) Summary { return SummarizeAt(values, Confidence) }
+
+// SummarizeAt describes one point's values with intervals at the given
+// confidence level (0.95 for 95 %).
+func SummarizeAt(values []float64, confidence float64) Summary {
 	v := finite(values)
 	if len(v) == 0 {
-		return Summary{Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Mean: math.NaN(), MeanLo: math.NaN(), MeanHi: math.NaN(), Warnings: []string{"no valid samples"}}
+		return Summary{Confidence: confidence, Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Mean: math.NaN(), MeanLo: math.NaN(), MeanHi: math.NaN(), Warnings: []string{"no valid samples"}}
 	}
 	s := benchmath.NewSample(v, &benchmath.DefaultThresholds)
-	med := benchmath.AssumeNothing.Summary(s, Confidence)
-	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), Confidence)
-	out := Summary{N: len(v), Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
-	if len(v) < MinSamples {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a 95%% interval of the median; use %d or more repeats", len(v), MinSamples))
+	med := benchmath.AssumeNothing.Summary(s, confidence)
+	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), confidence)
+	out := Summary{N: len(v), Confidence: confidence, Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
+	warnings := s.Warnings
+	if need := MinSamplesAt(confidence); len(v) < need {
+		// Says what benchmath's "need >= N samples" says, with the remedy.
+		out.Warnings = append(out.Warnings, fmt.Sprintf("n=%d is too few for a %s%% interval of the median; use %d or more repeats",
+			len(v), strconv.FormatFloat(confidence*100, 'f', -1, 64), need))
+	} else {
+		warnings = append(med.Warnings, warnings...)
 	}
-	for _, w := range append(med.Warnings, s.Warnings...) {
+	for _, w := range warnings {
 		out.Warnings = append(out.Warnings, w.Error())
 	}
 	return out
+}
+
+var minSamplesCache sync.Map // confidence → int
+
+// MinSamplesAt is the smallest n for which the median's interval at the
+// confidence level is finite, as benchmath computes it (6 at 95 %, 8 at
+// 99 %); 0 when no n up to 1000 reaches it.
+func MinSamplesAt(confidence float64) int {
+	if n, ok := minSamplesCache.Load(confidence); ok {
+		return n.(int)
+	}
+	need := 0
+	for n := 2; n <= 1000; n++ {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(i)
+		}
+		sum := benchmath.AssumeNothing.Summary(benchmath.NewSample(v, &benchmath.DefaultThresholds), confidence)
+		if !math.IsInf(sum.Lo, 0) && !math.IsInf(sum.Hi, 0) {
+			need = n
+			break
+		}
+	}
+	minSamplesCache.Store(confidence, need)
+	return need
 }
 
 // Delta compares a point with the baseline.
@@ -54,7 +87,13 @@ type Delta struct {
 	P                 float64 // Mann-Whitney U test
 	Alpha             float64
 	Significant       bool // P < Alpha: a difference is shown
-	Warnings          []string
+	// The Student's t view, for readers used to ministat: the change of the
+	// mean in percent and Welch's two-sample t-test. It assumes normal noise,
+	// which throughput often is not; the U test above assumes nothing.
+	MeanPct      float64
+	TP           float64
+	TSignificant bool // TP < Alpha
+	Warnings     []string
 }
 
 // String is benchstat's form: "+12.34%" or "~" where no difference is shown.
@@ -68,10 +107,16 @@ func (d Delta) String() string {
 	return fmt.Sprintf("%+.2f%%", d.Pct)
 }
 
-// Compare tests whether values differ from base.
-func Compare(base, values []float64) Delta {
+// Compare tests whether values differ from base, with intervals at the
+// default confidence.
+func Compare(base, values []float64) Delta { return CompareAt(base, values, Confidence) }
+
+// CompareAt is Compare with intervals at the given confidence level. The
+// test's α stays benchmath's 0.05.
+func CompareAt(base, values []float64, confidence float64) Delta {
 	b, n := finite(base), finite(values)
-	d := Delta{Base: Summarize(b), New: Summarize(n), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(), Alpha: benchmath.DefaultThresholds.CompareAlpha}
+	d := Delta{Base: SummarizeAt(b, confidence), New: SummarizeAt(n, confidence), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(),
+		Alpha: benchmath.DefaultThresholds.CompareAlpha, MeanPct: math.NaN(), TP: math.NaN()}
 	if len(b) == 0 || len(n) == 0 {
 		d.Warnings = append(d.Warnings, "no valid samples to compare")
 		return d
@@ -82,7 +127,18 @@ func Compare(base, values []float64) Delta {
 	for _, w := range c.Warnings {
 		d.Warnings = append(d.Warnings, w.Error())
 	}
-	if d.Base.Median != 0 {
+	if len(b) >= 2 && len(n) >= 2 {
+		t := benchmath.AssumeNormal.Compare(benchmath.NewSample(slices.Clone(b), &benchmath.DefaultThresholds), benchmath.NewSample(slices.Clone(n), &benchmath.DefaultThresholds))
+		d.TP = t.P
+		d.TSignificant = t.P < d.Alpha
+	}
+	if d.Base.Mean != 0 {
+		d.MeanPct = (d.New.Mean/d.Base.Mean - 1) * 100
+	}
+	switch {
+	case d.Base.Median == 0 && d.New.Median > 0:
+		d.Pct = math.Inf(1) // from nothing to something, as retransmits can
+	case d.Base.Median != 0:
 		d.Pct = (d.New.Median/d.Base.Median - 1) * 100
 		if d.Base.Lo > 0 && d.Base.Hi > 0 && !math.IsInf(d.Base.Hi, 0) && !math.IsInf(d.New.Hi, 0) {
 			d.PctLo = (d.New.Lo/d.Base.Hi - 1) * 100

@@ -69,3 +69,21 @@ func TestDeltaString(t *testing.T) {
 		t.Errorf("= %q", s)
 	}
 }
+
+func TestMinSamplesAt(t *testing.T) {
+	for _, tc := range []struct {
+		confidence float64
+		want       int
+	}{{0.95, MinSamples}, {0.99, 8}, {0.90, 5}} {
+		if got := MinSamplesAt(tc.confidence); got != tc.want {
+			t.Errorf("MinSamplesAt(%v) = %d, want %d", tc.confidence, got, tc.want)
+		}
+	}
+	s := SummarizeAt([]float64{1, 2, 3, 4, 5, 6, 7}, 0.99)
+	if !math.IsInf(s.Lo, -1) || len(s.Warnings) == 0 || s.Warnings[0] != "n=7 is too few for a 99% interval of the median; use 8 or more repeats" {
+		t.Errorf("n=7 at 99%%: %+v", s)
+	}
+	if s := SummarizeAt([]float64{1, 2, 3, 4, 5, 6, 7}, 0.95); math.IsInf(s.Lo, 0) || len(s.Warnings) != 0 {
+		t.Errorf("n=7 at 95%%: %+v", s)
+	}
+}

@@ -87,6 +87,8 @@ func newRootCmd(io *streams) *cobra.Command {
 		newSweepCmd(io),
 		newRunsCmd(io),
 		newFwCmd(io), newVerifyCmd(io),
+		newReportCmd(io),
+		newCompareCmd(io),
 		newLabCmd(io),
 	)
 	return root

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fwab/fwab/report/reporttest"
+	"github.com/fwab/fwab/store"
+)
+
+// sweepDB writes three synthetic runs shaped like the T730 review: 1 is the
+// baseline, 2 the same firmware again (A/A), 3 a firmware 10 % slower.
+func sweepDB(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "results.db")
+	st, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i, r := range []reporttest.Run{reporttest.T730(31, 0), reporttest.T730(32, 0), reporttest.T730(33, 0.10)} {
+		r.Uniform = true
+		r.Series = true
+		if i == 2 {
+			r.Firmware = "2.8.0-RELEASE"
+		}
+		if _, err := reporttest.Create(t.Context(), st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+func TestReportCommand(t *testing.T) {
+	db := sweepDB(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"report-md.txt", []string{"report", "1"}},
+		{"report-pivot.md", []string{"report", "1", "--pivot", "ids", "--student"}},
+		{"report-csv.txt", []string{"report", "1", "--format", "csv"}},
+		{"report-json.txt", []string{"report", "1", "--format", "json"}},
+		{"report-benchstat.txt", []string{"report", "3", "--format", "benchstat"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runFwab(t, append(tc.args, "--db", db)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, tc.name, out)
+		})
+	}
+}
+
+func TestReportConfidence(t *testing.T) {
+	db := sweepDB(t)
+	for _, level := range []string{"99%", "0.99", "99"} {
+		out, errOut, code := runFwab(t, "report", "1", "--confidence", level, "--db", db)
+		if code != 0 || !strings.Contains(out, "median ± its 99 % confidence interval") || !strings.Contains(out, "n=5 is too few for a 99% interval of the median; use 8 or more repeats") {
+			t.Errorf("--confidence %s: exit %d, %s\n%s", level, code, errOut, out)
+		}
+	}
+}
+
+func TestReportHTMLFile(t *testing.T) {
+	db := sweepDB(t)
+	t.Chdir(t.TempDir())
+	out, errOut, code := runFwab(t, "report", "1", "--format", "html", "--db", db)
+	if code != 0 || out != "fwab-report-1.html\n" {
+		t.Fatalf("report --format html = %q, exit %d, %s; want the path printed", out, code, errOut)
+	}
+	html, err := os.ReadFile("fwab-report-1.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(html), "<!DOCTYPE html>") || strings.Count(string(html), "<svg") != 4 {
+		t.Errorf("fwab-report-1.html is not the report with its 4 charts")
+	}
+	out, _, code = runFwab(t, "report", "1", "--format", "md", "-o", "sub.md", "--db", db)
+	if b, err := os.ReadFile("sub.md"); code != 0 || out != "sub.md\n" || err != nil || !strings.HasPrefix(string(b), "# Run 1") {
+		t.Errorf("report -o sub.md: exit %d, stdout %q, file %v", code, out, err)
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	db := sweepDB(t)
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{[]string{"report", "1", "--format", "pdf"}, exitUsage, `format "pdf": use one of md, csv, json, html, benchstat`},
+		{[]string{"report", "1", "--pivot", "rules@lan"}, exitUsage, `pivot "rules@lan": not an axis of run 1; pick one of: blocklist, ids@lan, offload.checksum`},
+		{[]string{"report", "1", "--confidence", "100%"}, exitUsage, `--confidence "100%": give a level between 0 and 100%`},
+		{[]string{"report", "1", "--confidence", "x"}, exitUsage, `--confidence "x"`},
+		{[]string{"report", "one"}, exitUsage, `run "one": give the run's number`},
+		{[]string{"report"}, exitUsage, "accepts 1 arg(s)"},
+		{[]string{"report", "9"}, exitFailure, "no run 9 in " + db},
+		{[]string{"report", "1", "--db", filepath.Join(t.TempDir(), "none.db")}, exitFailure, "no results database at"},
+	} {
+		args := tc.args
+		if !strings.Contains(strings.Join(args, " "), "--db") {
+			args = append(args, "--db", db)
+		}
+		_, errOut, code := runFwab(t, args...)
+		if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+			t.Errorf("fwab %s: exit %d, %q; want exit %d and %q", strings.Join(tc.args, " "), code, errOut, tc.wantCode, tc.wantErr)
+		}
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	db := sweepDB(t)
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+
+	out, errOut, code := runFwab(t, "compare", "1", "2", "--db", db, "--junit", junit)
+	if code != 0 {
+		t.Errorf("A/A compare: exit %d, want 0; %s\n%s", code, errOut, out)
+	}
+	golden(t, "compare-aa.txt", out)
+	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `failures="0"`) {
+		t.Errorf("A/A JUnit: %v\n%s", err, b)
+	}
+
+	out, errOut, code = runFwab(t, "compare", "1", "3", "--db", db, "--junit", junit, "--fail-on-regression", "3%")
+	if code != exitFailure {
+		t.Errorf("10%% slower compare: exit %d, want 1; %s", code, errOut)
+	}
+	golden(t, "compare-regression.txt", out)
+	b, err := os.ReadFile(junit)
+	if err != nil || !strings.Contains(string(b), `failures="8"`) {
+		t.Errorf("regression JUnit: %v\n%s", err, b)
+	}
+	golden(t, "compare-regression.xml", string(b))
+
+	// Above the threshold nothing counts.
+	if _, errOut, code := runFwab(t, "compare", "1", "3", "--db", db, "--fail-on-regression", "20"); code != 0 {
+		t.Errorf("--fail-on-regression 20: exit %d, want 0; %s", code, errOut)
+	}
+	// At n=5 the t-test finds it too.
+	if _, _, code := runFwab(t, "compare", "1", "3", "--db", db, "--test", "ttest"); code != exitFailure {
+		t.Errorf("--test ttest: exit %d, want 1", code)
+	}
+}
+
+// TestCompareErrors: every failure but a regression exits 2, so that CI can
+// tell a slower firmware from a broken job.
+func TestCompareErrors(t *testing.T) {
+	db := sweepDB(t)
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"compare", "1", "2", "--fail-on-regression", "abc"}, `--fail-on-regression "abc": give a percentage`},
+		{[]string{"compare", "1", "2", "--fail-on-regression", "-3%"}, `give a percentage from 0`},
+		{[]string{"compare", "1", "2", "--test", "ztest"}, `--test "ztest": use utest or ttest`},
+		{[]string{"compare", "1", "2", "--metric", "latency"}, `metric "latency": use throughput, retransmits or dut-cpu`},
+		{[]string{"compare", "1", "9"}, "no run 9 in"},
+		{[]string{"compare", "1"}, "accepts 2 arg(s)"},
+		{[]string{"compare", "1", "2", "--junit", "/nonexistent/dir/j.xml"}, "junit:"},
+	} {
+		_, errOut, code := runFwab(t, append(tc.args, "--db", db)...)
+		if code != exitUsage || !strings.Contains(errOut, tc.wantErr) {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 and %q", strings.Join(tc.args, " "), code, errOut, tc.wantErr)
+		}
+	}
+}

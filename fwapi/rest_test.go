@@ -1,0 +1,293 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+func TestTLSVerification(t *testing.T) {
+	fake := fwapitest.NewPfREST(t, fwapitest.PfRESTOptions{})
+	good := fake.Fingerprint()
+	wrong := strings.Repeat("AB:", 31) + "AB"
+	tests := []struct {
+		name    string
+		edit    func(*fwapi.APISpec)
+		wantErr []string // substrings; none means success
+		certErr bool     // a *CertificateError is expected
+	}{
+		{name: "ca file", edit: func(s *fwapi.APISpec) {}},
+		{name: "pinned fingerprint", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Fingerprint = good }},
+		{name: "pinned lower-case without colons", edit: func(s *fwapi.APISpec) {
+			s.CAFile = ""
+			s.Fingerprint = "sha256:" + strings.ToLower(strings.ReplaceAll(good, ":", ""))
+		}},
+		{name: "ca file and matching pin", edit: func(s *fwapi.APISpec) { s.Fingerprint = good }},
+		{name: "fingerprint mismatch", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Fingerprint = wrong },
+			wantErr: []string{"does not match the pinned fingerprint", "got sha256 " + good, "want " + wrong, "api.fingerprint"}, certErr: true},
+		{name: "ca file but pin mismatch", edit: func(s *fwapi.APISpec) { s.Fingerprint = wrong },
+			wantErr: []string{"got sha256 " + good}, certErr: true},
+		{name: "unknown CA (system roots)", edit: func(s *fwapi.APISpec) { s.CAFile = "" },
+			wantErr: []string{"is not trusted", "api.ca_file", "api.fingerprint: \"" + good + "\""}, certErr: true},
+		{name: "other CA", edit: func(s *fwapi.APISpec) { s.CAFile = fwapitest.OtherCAFile(t) },
+			wantErr: []string{"is not trusted", good}, certErr: true},
+		{name: "insecure only when set", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Insecure = true }},
+		{name: "insecure with pin is refused", edit: func(s *fwapi.APISpec) { s.Insecure = true; s.Fingerprint = good },
+			wantErr: []string{"insecure is set together with fingerprint or ca_file"}},
+		{name: "malformed fingerprint", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Fingerprint = "abc" },
+			wantErr: []string{`fingerprint "abc" is not a SHA-256 fingerprint`}},
+		{name: "ca file without PEM", edit: func(s *fwapi.APISpec) {
+			s.CAFile = filepath.Join(t.TempDir(), "empty.pem")
+			os.WriteFile(s.CAFile, []byte("not a cert"), 0o644)
+		}, wantErr: []string{"holds no PEM certificate"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := fake.Target().API
+			tc.edit(spec)
+			var err error
+			c, err := fwapi.NewPfREST(spec, fwapi.RESTOptions{})
+			if err == nil {
+				_, err = c.Version(context.Background())
+				c.Close()
+			}
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Version() error = %v, want success", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Version() succeeded, want an error containing %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Version() error = %q, want it to contain %q", err, w)
+				}
+			}
+			var ce *fwapi.CertificateError
+			if got := errors.As(err, &ce); got != tc.certErr {
+				t.Errorf("errors.As(%v, *CertificateError) = %v, want %v", err, got, tc.certErr)
+			}
+		})
+	}
+}
+
+func TestLoadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keyFile := write("key", "k-Value-123\n", 0o600)
+	secretFile := write("secret", "  s3cr3t-Value \n", 0o600)
+	openFile := write("open", "s3cr3t-Value\n", 0o644)
+	emptyFile := write("empty", "\n", 0o600)
+	t.Setenv("FWAB_TEST_KEY", "env-key-Value")
+	tests := []struct {
+		name    string
+		spec    fwapi.APISpec
+		want    fwapi.Credentials
+		wantErr string
+	}{
+		{name: "files", spec: fwapi.APISpec{KeyFile: keyFile, SecretFile: secretFile}, want: fwapi.Credentials{Key: "k-Value-123", Secret: "s3cr3t-Value"}},
+		{name: "env", spec: fwapi.APISpec{KeyEnv: "FWAB_TEST_KEY", SecretFile: secretFile}, want: fwapi.Credentials{Key: "env-key-Value", Secret: "s3cr3t-Value"}},
+		{name: "no key", spec: fwapi.APISpec{SecretFile: secretFile}, wantErr: "api key: set key_file or key_env in the target's api section"},
+		{name: "no secret", spec: fwapi.APISpec{KeyFile: keyFile}, wantErr: "api secret: set secret_file or secret_env"},
+		{name: "env unset", spec: fwapi.APISpec{KeyFile: keyFile, SecretEnv: "FWAB_TEST_UNSET_SECRET"}, wantErr: "environment variable FWAB_TEST_UNSET_SECRET (named by secret_env) is unset or empty"},
+		{name: "both", spec: fwapi.APISpec{KeyFile: keyFile, KeyEnv: "FWAB_TEST_KEY", SecretFile: secretFile}, wantErr: "both key_file and key_env are set"},
+		{name: "readable by others", spec: fwapi.APISpec{KeyFile: keyFile, SecretFile: openFile}, wantErr: "is readable by others (mode -rw-r--r--): chmod 600 it"},
+		{name: "empty file", spec: fwapi.APISpec{KeyFile: emptyFile, SecretFile: secretFile}, wantErr: "is empty"},
+		{name: "missing file", spec: fwapi.APISpec{KeyFile: filepath.Join(dir, "nope"), SecretFile: secretFile}, wantErr: "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fwapi.LoadCredentials(&tc.spec, true)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("LoadCredentials() error = %v, want one containing %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "Value") {
+					t.Errorf("LoadCredentials() error %q shows a secret value", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadCredentials() error = %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("LoadCredentials() = %#v / %s, want a different value", got, got)
+			}
+			for _, s := range []string{got.String(), slog.AnyValue(got).Resolve().String()} {
+				if strings.Contains(s, "Value") {
+					t.Errorf("credentials print as %q, showing a secret", s)
+				}
+			}
+		})
+	}
+}
+
+// TestSecretsNeverShown drives failing calls with a debug logger and checks
+// that neither the errors nor the log carry the key or the secret.
+func TestSecretsNeverShown(t *testing.T) {
+	const key, secret = "KEY-e1f2a3-visible", "SECRET-9b8c7d-visible"
+	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Key: key, Secret: secret})
+	var logBuf bytes.Buffer
+	opts := fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
+	ctx := context.Background()
+
+	var errs []error
+	// Wrong secret: 401.
+	tgt := fake.Target()
+	os.WriteFile(tgt.API.SecretFile, []byte("wrong-"+secret), 0o600)
+	_, err := fwapi.NewOPNsense(ctx, tgt, nil, opts)
+	errs = append(errs, err)
+	// Right credentials, then a 500 and a validation failure.
+	fw, err := fwapi.NewOPNsense(ctx, fake.Target(), nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	fake.Fail("POST /api/ipsec/service/reconfigure", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`})
+	errs = append(errs, fw.Apply(ctx, changes("ipsec-restart")))
+	fake.Fail("POST /api/ids/service/reconfigure", fwapitest.Fault{Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`})
+	errs = append(errs, fw.Apply(ctx, changes("ids-restart")))
+	// Unreachable.
+	fake.SetDown(true)
+	_, err = fw.Info(ctx)
+	errs = append(errs, err)
+
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("call %d succeeded, want an error", i)
+		}
+		for _, s := range []string{key, secret} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("error %q contains a secret", err)
+			}
+		}
+	}
+	if logBuf.Len() == 0 {
+		t.Fatal("debug log is empty: the check below would prove nothing")
+	}
+	for _, s := range []string{key, secret} {
+		if strings.Contains(logBuf.String(), s) {
+			t.Errorf("debug log contains a secret:\n%s", logBuf.String())
+		}
+	}
+}
+
+func TestAPIErrorHints(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		setup      func(*fwapitest.OPNsense, *fwapi.Target)
+		wantStatus int
+		want       []string
+	}{
+		{name: "401", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
+			wantStatus: 401, want: []string{"HTTP 401", "Authentication Failed", "check the API key and secret"}},
+		{name: "403", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { f.Deny("GET /api/core/firmware/info") },
+			wantStatus: 403, want: []string{"HTTP 403", "Forbidden", "ACL"}},
+		{name: "404 package missing", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
+			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 404, Body: `{"errorMessage":"Endpoint not found"}`})
+		}, wantStatus: 404, want: []string{"Endpoint not found", "API package missing or endpoint not present in this version"}},
+		{name: "500", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
+			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`})
+		}, wantStatus: 500, want: []string{"HTTP 500", "Error: Unexpected error", "system log"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
+			tg := fake.Target()
+			tc.setup(fake, tg)
+			_, err := fwapi.NewOPNsense(ctx, tg, nil, fwapi.OPNsenseOptions{})
+			var ae *fwapi.APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("NewOPNsense() error = %v, want an *APIError", err)
+			}
+			if ae.StatusCode != tc.wantStatus || ae.Method != http.MethodGet || ae.Path != "/api/core/firmware/info" {
+				t.Errorf("APIError = {%d %s %s}, want {%d GET /api/core/firmware/info}", ae.StatusCode, ae.Method, ae.Path, tc.wantStatus)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResponseBodyLimit(t *testing.T) {
+	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
+	fw, err := fwapi.NewOPNsense(context.Background(), fake.Target(), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{MaxResponseBody: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	_, err = fw.ReadConfig(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "larger than the 200-byte limit") {
+		t.Fatalf("ReadConfig() with a 200-byte cap: error = %v, want the limit named", err)
+	}
+}
+
+func TestAPIURLValidation(t *testing.T) {
+	for _, u := range []string{"", "ftp://fw", "https://", "https://user:pw@fw.example", "http://fw.example", "http://198.18.1.1"} {
+		_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{})
+		if err == nil {
+			t.Errorf("NewPfREST(url %q) succeeded, want an error", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw@") {
+			t.Errorf("NewPfREST(url %q) error %q repeats the password", u, err)
+		}
+	}
+}
+
+func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:8443", "http://localhost", "http://[::1]:80"} {
+		if _, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{}); err != nil {
+			t.Errorf("NewPfREST(url %q) error = %v, want loopback http accepted", u, err)
+		}
+	}
+	_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: "http://fw.example", KeyEnv: "PATH"}, fwapi.RESTOptions{})
+	if err == nil || !strings.Contains(err.Error(), "plain http would send the API key in clear: use https") {
+		t.Errorf("NewPfREST(http://fw.example) error = %v, want https demanded", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
+	cut := fake.Target()
+	fake.SetDown(true) // accepts, then drops every connection
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fake.Target()
+	refused.API.URL = "https://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+
+	for name, tg := range map[string]*fwapi.Target{"connection cut": cut, "connection refused": refused} {
+		t.Run(name, func(t *testing.T) {
+			_, err := fwapi.NewOPNsense(context.Background(), tg, nil, fwapi.OPNsenseOptions{})
+			if err == nil || !strings.Contains(err.Error(), "firewall unreachable (is it up, and is the api url "+tg.API.URL+" right?)") {
+				t.Fatalf("NewOPNsense() error = %v, want the firewall called unreachable", err)
+			}
+		})
+	}
+}

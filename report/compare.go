@@ -1,0 +1,489 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Metric is a figure two runs are compared on.
+type Metric string
+
+// Metrics, and which way is worse.
+const (
+	Throughput  Metric = "throughput"  // Mbit/s; lower is worse
+	Retransmits Metric = "retransmits" // per probe; higher is worse
+	DUTCPU      Metric = "dut-cpu"     // the DUT's CPU %; higher is worse
+)
+
+// AllMetrics lists the metrics in report order.
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU}
+
+// ParseMetric checks a metric name.
+func ParseMetric(s string) (Metric, error) {
+	for _, m := range AllMetrics {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("metric %q: use throughput, retransmits or dut-cpu", s)
+}
+
+func (m Metric) unit() string {
+	switch m {
+	case Throughput:
+		return "Mbit/s"
+	case DUTCPU:
+		return "DUT CPU %"
+	}
+	return "retransmits"
+}
+
+func (m Metric) lowerIsWorse() bool { return m == Throughput }
+
+func (m Metric) values(ps *ProbeSamples) []float64 {
+	if ps == nil {
+		return nil
+	}
+	switch m {
+	case Throughput:
+		return ps.Mbps
+	case Retransmits:
+		return ps.Retransmits
+	case DUTCPU:
+		return ps.DUTCPU
+	}
+	return nil
+}
+
+// Test is the significance test a comparison uses.
+type Test string
+
+// Tests.
+const (
+	UTest Test = "utest" // Mann-Whitney U on the medians (benchstat's): assumes nothing
+	TTest Test = "ttest" // Welch's t-test on the means: assumes normal noise, works with fewer repeats
+)
+
+// CompareOptions set the regression gate.
+type CompareOptions struct {
+	Threshold float64  // percent: a change smaller than this is never a regression
+	Metrics   []Metric // the metrics that can fail the gate; default throughput
+	Test      Test     // default UTest
+	// Ignore lists knobs left out when points are matched: a firmware
+	// knob differs between a baseline and a rerun by design. Nil means
+	// DefaultIgnore; an empty, non-nil slice ignores nothing.
+	Ignore []string
+}
+
+// DefaultIgnore is what CompareRuns leaves out of point matching by default.
+var DefaultIgnore = []string{"firmware"}
+
+// matchKey names a point by its knob values without the ignored knobs.
+func matchKey(p *Point, ignore []string) string {
+	knobs := make(map[string]string, len(p.Knobs))
+	for k, v := range p.Knobs {
+		if !slices.Contains(ignore, k) {
+			knobs[k] = v
+		}
+	}
+	return knobsKey(knobs)
+}
+
+// Comparison is run B against run A, point by point.
+type Comparison struct {
+	A, B      RunInfo
+	Threshold float64
+	Test      Test
+	Metrics   []Metric // gated metrics
+	Rows      []CompareRow
+	OnlyA     []string // points measured only in A, by key
+	OnlyB     []string
+	Warnings  []string
+}
+
+// RunInfo names a compared run.
+type RunInfo struct {
+	ID       int64
+	Target   string
+	Firmware string
+}
+
+func (r RunInfo) String() string {
+	s := "run " + strconv.FormatInt(r.ID, 10)
+	if r.Target != "" {
+		s += " on " + r.Target
+	}
+	if r.Firmware != "" {
+		s += " (" + r.Firmware + ")"
+	}
+	return s
+}
+
+// CompareRow is one metric of one probe at one point.
+type CompareRow struct {
+	Point      string // the point's knob values: "blocklist=on ids@lan=off"
+	Probe      string
+	Metric     Metric
+	Delta      Delta
+	Change     float64 // percent: the median's change (U test) or the mean's (t-test)
+	Shown      bool    // the test shows a difference
+	Gated      bool    // the metric can fail the gate
+	Regression bool
+}
+
+// Regressions counts the regressions.
+func (c *Comparison) Regressions() int {
+	n := 0
+	for _, r := range c.Rows {
+		if r.Regression {
+			n++
+		}
+	}
+	return n
+}
+
+// CompareRuns matches the points of two runs by their knob values and
+// tests every probe's metrics. A regression is a change the test shows
+// (p < α) that is larger than the threshold in the bad direction.
+func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
+	if opts.Threshold < 0 || math.IsNaN(opts.Threshold) {
+		return nil, fmt.Errorf("threshold %v%%: give a percentage of 0 or more", opts.Threshold)
+	}
+	if len(opts.Metrics) == 0 {
+		opts.Metrics = []Metric{Throughput}
+	}
+	if opts.Test == "" {
+		opts.Test = UTest
+	}
+	if opts.Test != UTest && opts.Test != TTest {
+		return nil, fmt.Errorf("test %q: use utest or ttest", opts.Test)
+	}
+	if opts.Ignore == nil {
+		opts.Ignore = DefaultIgnore
+	}
+	c := &Comparison{A: runInfo(a), B: runInfo(b), Threshold: opts.Threshold, Test: opts.Test, Metrics: opts.Metrics}
+	bByKey := map[string]*Point{}
+	for _, p := range b.Points {
+		if p.Measured() && hasSamples(p) {
+			if other := bByKey[matchKey(p, opts.Ignore)]; other != nil {
+				return nil, fmt.Errorf("run %d: points %d and %d differ only in ignored knobs (%s): they cannot be matched with run %d's points", b.Info.ID, other.Index, p.Index, strings.Join(opts.Ignore, ", "), a.Info.ID)
+			}
+			bByKey[matchKey(p, opts.Ignore)] = p
+		}
+	}
+	missingProbe := map[string]bool{}
+	matchedB := map[string]bool{}
+	warned := map[string]bool{}
+	for _, pa := range a.Points {
+		if !pa.Measured() || !hasSamples(pa) {
+			continue
+		}
+		key := matchKey(pa, opts.Ignore)
+		pb := bByKey[key]
+		if pb == nil {
+			c.OnlyA = append(c.OnlyA, key)
+			continue
+		}
+		matchedB[key] = true
+		label := a.Label(pa)
+		if len(a.Knobs) == 0 {
+			label = key
+		}
+		for _, probe := range a.Probes {
+			sa, sb := pa.Probes[probe], pb.Probes[probe]
+			if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
+				if sa != nil && len(sa.Mbps) > 0 && !missingProbe[probe] {
+					missingProbe[probe] = true
+					c.Warnings = append(c.Warnings, fmt.Sprintf("probe %s has no samples in run %d at some points; those are not compared", probe, b.Info.ID))
+				}
+				continue
+			}
+			for _, m := range AllMetrics {
+				va, vb := m.values(sa), m.values(sb)
+				if len(va) == 0 || len(vb) == 0 {
+					continue
+				}
+				d := Compare(va, vb)
+				row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, Shown: d.Significant, Gated: slices.Contains(opts.Metrics, m)}
+				if opts.Test == TTest {
+					row.Change, row.Shown = d.MeanPct, d.TSignificant
+				}
+				bad := row.Change > opts.Threshold
+				if m.lowerIsWorse() {
+					bad = row.Change < -opts.Threshold
+				}
+				row.Regression = row.Gated && row.Shown && bad
+				c.Rows = append(c.Rows, row)
+				if row.Gated {
+					for _, w := range d.Warnings {
+						if !warned[w] && (opts.Test == UTest || !strings.Contains(w, "confidence interval")) {
+							warned[w] = true
+							c.Warnings = append(c.Warnings, w)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, p := range b.Points {
+		if key := matchKey(p, opts.Ignore); p.Measured() && hasSamples(p) && !matchedB[key] {
+			c.OnlyB = append(c.OnlyB, key)
+		}
+	}
+	if len(c.Rows) == 0 {
+		return nil, fmt.Errorf("runs %d and %d share no measured point with the same knob values and probe: nothing to compare", a.Info.ID, b.Info.ID)
+	}
+	if opts.Test == UTest {
+		for _, r := range c.Rows {
+			if r.Gated && min(r.Delta.Base.N, r.Delta.New.N) < MinSamplesUTest {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("with %d samples on a side the U test cannot show any difference at α=%.2f, so this gate cannot fail: use %d or more repeats, or --test ttest",
+					min(r.Delta.Base.N, r.Delta.New.N), r.Delta.Alpha, MinSamplesUTest))
+				break
+			}
+		}
+	}
+	return c, nil
+}
+
+// MinSamplesUTest is the fewest samples per side for which the U test can
+// reach p < 0.05 at all (n=3 against 3 gives p ≥ 0.1 whatever the data).
+const MinSamplesUTest = 4
+
+func runInfo(r *Run) RunInfo {
+	return RunInfo{ID: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware}
+}
+
+func (c *Comparison) testName() string {
+	if c.Test == TTest {
+		return "Welch's t-test on the means"
+	}
+	return "Mann-Whitney U test on the medians"
+}
+
+// WriteText writes the comparison the way benchstat does: per metric a
+// table with A's and B's centers ± their interval and B's change "vs base",
+// "~" where the test shows no difference; regressions are marked.
+func (c *Comparison) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "A: %s\nB: %s\n", c.A, c.B)
+	names := make([]string, len(c.Metrics))
+	for i, m := range c.Metrics {
+		names[i] = string(m)
+	}
+	fmt.Fprintf(&b, "regression: %s changed beyond %s%% in the bad direction, shown by the %s (α=0.05)\n",
+		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), c.testName())
+	center := "median"
+	if c.Test == TTest {
+		center = "mean"
+	}
+	for _, m := range AllMetrics {
+		var rows []CompareRow
+		for _, r := range c.Rows {
+			if r.Metric == m {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "\t│ run %d\t│ run %d\t\t│\n", c.A.ID, c.B.ID)
+		fmt.Fprintf(tw, "%s\t│ %s %s\t│ %s %s\tvs base\t│\n", m.unit(), center, "", center, "")
+		for _, r := range rows {
+			sa, sb := r.Delta.Base, r.Delta.New
+			ca, cb := formatCenter(sa, c.Test, m), formatCenter(sb, c.Test, m)
+			vs := "~"
+			if r.Shown && isFinite(r.Change) {
+				vs = fmt.Sprintf("%+.2f%%", r.Change)
+			} else if r.Shown {
+				vs = "?"
+			}
+			vs += fmt.Sprintf(" (p=%s n=%d+%d)", formatP(c.p(r)), sa.N, sb.N)
+			mark := ""
+			if r.Regression {
+				mark = "REGRESSION"
+			}
+			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, mark)
+		}
+		tw.Flush()
+	}
+	if len(c.OnlyA) > 0 || len(c.OnlyB) > 0 {
+		b.WriteString("\n")
+		for _, k := range c.OnlyA {
+			fmt.Fprintf(&b, "only in run %d, not compared: %s\n", c.A.ID, k)
+		}
+		for _, k := range c.OnlyB {
+			fmt.Fprintf(&b, "only in run %d, not compared: %s\n", c.B.ID, k)
+		}
+	}
+	if len(c.Warnings) > 0 {
+		b.WriteString("\n")
+		for _, wn := range c.Warnings {
+			fmt.Fprintf(&b, "warning: %s\n", wn)
+		}
+	}
+	if n := c.Regressions(); n > 0 {
+		fmt.Fprintf(&b, "\n%d regressions\n", n)
+	} else {
+		b.WriteString("\nno regression\n")
+	}
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
+	return err
+}
+
+// p is the p-value of the comparison's test.
+func (c *Comparison) p(r CompareRow) float64 {
+	if c.Test == TTest {
+		return r.Delta.TP
+	}
+	return r.Delta.P
+}
+
+func formatCenter(s Summary, test Test, m Metric) string {
+	prec := 1
+	if m == Retransmits {
+		prec = 0
+	}
+	if test == TTest {
+		if !isFinite(s.Mean) {
+			return "-"
+		}
+		return formatNum(s.Mean, prec) + " " + spread(s.Mean, s.MeanLo, s.MeanHi)
+	}
+	if s.N == 0 {
+		return "-"
+	}
+	return formatNum(s.Median, prec) + " " + spread(s.Median, s.Lo, s.Hi)
+}
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Classname string        `xml:"classname,attr"`
+	Name      string        `xml:"name,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+// WriteJUnit writes the comparison as JUnit XML for CI systems: one test
+// case per point and probe, failed when any gated metric regressed; points
+// in only one run are skipped cases.
+func (c *Comparison) WriteJUnit(w io.Writer) error {
+	suite := junitSuite{
+		Name: fmt.Sprintf("fwab compare run %d vs run %d", c.A.ID, c.B.ID),
+		Properties: []junitProperty{
+			{"run_a", c.A.String()}, {"run_b", c.B.String()},
+			{"threshold_percent", strconv.FormatFloat(c.Threshold, 'f', -1, 64)}, {"test", string(c.Test)},
+		},
+	}
+	type caseKey struct{ point, probe string }
+	var order []caseKey
+	cases := map[caseKey]*junitCase{}
+	for _, r := range c.Rows {
+		k := caseKey{r.Point, r.Probe}
+		jc := cases[k]
+		if jc == nil {
+			jc = &junitCase{Classname: "fwab.compare." + r.Probe, Name: r.Point, Time: "0"}
+			cases[k] = jc
+			order = append(order, k)
+		}
+		line := fmt.Sprintf("%s: %s -> %s, %s (p=%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), formatP(c.p(r)))
+		jc.SystemOut += line + "\n"
+		if r.Regression {
+			if jc.Failure == nil {
+				jc.Failure = &junitFailure{Type: "regression"}
+			}
+			msg := fmt.Sprintf("%s %s beyond the %s%% threshold", r.Metric, changeText(r), strconv.FormatFloat(c.Threshold, 'f', -1, 64))
+			if jc.Failure.Message != "" {
+				jc.Failure.Message += "; "
+			}
+			jc.Failure.Message += msg
+			jc.Failure.Text += line + "\n"
+		}
+	}
+	for _, k := range order {
+		suite.Cases = append(suite.Cases, *cases[k])
+		if cases[k].Failure != nil {
+			suite.Failures++
+		}
+	}
+	for _, only := range []struct {
+		run  int64
+		keys []string
+	}{{c.A.ID, c.OnlyA}, {c.B.ID, c.OnlyB}} {
+		for _, k := range only.keys {
+			suite.Cases = append(suite.Cases, junitCase{Classname: "fwab.compare", Name: k, Time: "0",
+				Skipped: &junitSkipped{Message: fmt.Sprintf("measured only in run %d", only.run)}})
+			suite.Skipped++
+		}
+	}
+	suite.Tests = len(suite.Cases)
+	out := junitSuites{Name: "fwab compare", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Suites: []junitSuite{suite}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func changeText(r CompareRow) string {
+	if !r.Shown {
+		if isFinite(r.Change) {
+			return fmt.Sprintf("~ (%+.2f%%, not shown)", r.Change)
+		}
+		return "~"
+	}
+	if !isFinite(r.Change) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.2f%%", r.Change)
+}

@@ -1,0 +1,156 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/report/reporttest"
+	"github.com/fwab/fwab/store"
+)
+
+// firmwarePair is a baseline run and a rerun after an upgrade that made
+// every point slower by slowdown; the rerun lost the IDS point and gained a
+// new one, which are listed and not compared.
+func firmwarePair(t *testing.T, slowdown float64) (*Run, *Run) {
+	a := reporttest.T730(11, 0)
+	b := reporttest.T730(12, slowdown)
+	b.Firmware = "2.8.0-RELEASE"
+	b.Points[2].Knobs = map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "off", "offload.tso": "off"}
+	return synthetic(t, a, 1), synthetic(t, b, 2)
+}
+
+func TestCompareRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slowdown  float64
+		opts      CompareOptions
+		wantRegr  int
+		wantLines []string
+	}{
+		{"aa", 0, CompareOptions{Threshold: 3}, 0, []string{"no regression"}},
+		{"ten-percent", 0.10, CompareOptions{Threshold: 3}, 6, []string{"6 regressions", "REGRESSION"}},
+		{"ten-percent-high-threshold", 0.10, CompareOptions{Threshold: 15}, 0, []string{"no regression"}},
+		{"ten-percent-ttest", 0.10, CompareOptions{Threshold: 3, Test: TTest, Metrics: []Metric{Throughput, DUTCPU}}, 6, []string{"Welch's t-test"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := firmwarePair(t, tc.slowdown)
+			c, err := CompareRuns(a, b, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Regressions(); got != tc.wantRegr {
+				t.Errorf("regressions = %d, want %d", got, tc.wantRegr)
+			}
+			if len(c.OnlyA) != 1 || len(c.OnlyB) != 1 {
+				t.Errorf("only in A %q, only in B %q; want one each", c.OnlyA, c.OnlyB)
+			}
+			var text, junit bytes.Buffer
+			if err := c.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.wantLines {
+				if !strings.Contains(text.String(), l) {
+					t.Errorf("text lacks %q:\n%s", l, text.String())
+				}
+			}
+			if err := c.WriteJUnit(&junit); err != nil {
+				t.Fatal(err)
+			}
+			var parsed junitSuites
+			if err := xml.Unmarshal(junit.Bytes(), &parsed); err != nil {
+				t.Fatalf("JUnit XML does not parse: %v", err)
+			}
+			// 3 matched points × 2 probes, plus 2 skipped unmatched points.
+			if parsed.Tests != 8 || parsed.Skipped != 2 || parsed.Failures != tc.wantRegr {
+				t.Errorf("JUnit tests=%d skipped=%d failures=%d, want 8, 2, %d", parsed.Tests, parsed.Skipped, parsed.Failures, tc.wantRegr)
+			}
+			golden(t, "compare-"+tc.name+".txt", text.Bytes())
+			golden(t, "compare-"+tc.name+".xml", junit.Bytes())
+		})
+	}
+}
+
+func TestCompareRetransmitsAndErrors(t *testing.T) {
+	a := reporttest.T730(21, 0)
+	b := reporttest.T730(22, 0)
+	for i := range b.Points {
+		b.Points[i].Retransmits *= 10
+	}
+	c, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: 3, Metrics: []Metric{Retransmits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Rows {
+		if r.Regression != (r.Metric == Retransmits) {
+			t.Errorf("%s %s %s: regression %v (change %.1f%%)", r.Probe, r.Point, r.Metric, r.Regression, r.Change)
+		}
+	}
+
+	other := reporttest.T730(23, 0)
+	for i := range other.Points {
+		other.Points[i].Knobs = map[string]string{"rules@lan": string(rune('0' + i))}
+	}
+	if _, err := CompareRuns(synthetic(t, a, 1), synthetic(t, other, 3), CompareOptions{}); err == nil || !strings.Contains(err.Error(), "share no measured point") {
+		t.Errorf("runs with no common point: %v", err)
+	}
+	if _, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: -1}); err == nil {
+		t.Error("a negative threshold was accepted")
+	}
+}
+
+// TestCompareIgnoresFirmwareKnob: a matrix that names the firmware as a
+// fixed knob still matches its points across an upgrade.
+func TestCompareIgnoresFirmwareKnob(t *testing.T) {
+	a, b := reporttest.T730(41, 0), reporttest.T730(42, 0.10)
+	a.Uniform, b.Uniform = true, true
+	for i := range a.Points {
+		a.Points[i].Knobs["firmware"] = "2.7.2"
+		b.Points[i].Knobs = map[string]string{"firmware": "2.8.0"}
+		for k, v := range a.Points[i].Knobs {
+			if k != "firmware" {
+				b.Points[i].Knobs[k] = v
+			}
+		}
+	}
+	ra, rb := synthetic(t, a, 1), synthetic(t, b, 2)
+	c, err := CompareRuns(ra, rb, CompareOptions{Threshold: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.OnlyA) != 0 || c.Regressions() != 8 {
+		t.Errorf("firmware knob ignored: only in A %q, %d regressions; want none and 8", c.OnlyA, c.Regressions())
+	}
+	if _, err := CompareRuns(ra, rb, CompareOptions{Threshold: 3, Ignore: []string{}}); err == nil {
+		t.Error("with nothing ignored the points matched across firmwares")
+	}
+}
+
+// TestEmptyRun: a run whose points have no samples yet reports without
+// failing, and says why there is nothing to compare.
+func TestEmptyRun(t *testing.T) {
+	r := reporttest.T730(1, 0)
+	info, points, _ := reporttest.Generate(r)
+	info.ID, info.Status = 7, store.Running
+	run, err := build(info, points, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range Formats {
+		var b bytes.Buffer
+		if err := Write(&b, run, f, Options{}); err != nil {
+			t.Errorf("Write(%s) of an empty run: %v", f, err)
+		}
+	}
+	tab := NewTable(run, Options{})
+	want := []string{"run 7 is running, not done: its figures are partial", "no point has samples: there is no baseline to compare with"}
+	if diff := cmp.Diff(want, tab.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if _, err := CompareRuns(run, run, CompareOptions{}); err == nil {
+		t.Error("comparing empty runs succeeded")
+	}
+}

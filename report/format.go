@@ -1,0 +1,567 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Format is an output format of fwab report.
+type Format string
+
+// Formats.
+const (
+	Markdown  Format = "md"
+	CSV       Format = "csv"
+	JSON      Format = "json"
+	HTML      Format = "html"
+	Benchstat Format = "benchstat"
+)
+
+// Formats lists every format, for help texts and errors.
+var Formats = []Format{Markdown, CSV, JSON, HTML, Benchstat}
+
+// ParseFormat checks a format name.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("format %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Write writes the run's report in the format.
+func Write(w io.Writer, r *Run, f Format, opts Options) error {
+	t := NewTable(r, opts)
+	var pv *Pivot
+	if opts.Pivot != "" {
+		var err error
+		if pv, err = NewPivotAt(r, opts.Pivot, opts.confidence()); err != nil {
+			return err
+		}
+	}
+	switch f {
+	case Markdown:
+		return writeMarkdown(w, t, pv)
+	case CSV:
+		if pv != nil {
+			return writePivotCSV(w, pv)
+		}
+		return writeCSV(w, t)
+	case JSON:
+		return writeJSON(w, t, pv)
+	case HTML:
+		return writeHTML(w, r, t, pv)
+	case Benchstat:
+		return WriteBenchstat(w, r)
+	}
+	_, err := ParseFormat(string(f))
+	return err
+}
+
+// percent writes a confidence level as a percentage: 0.95 → "95".
+func percent(confidence float64) string {
+	return strconv.FormatFloat(confidence*100, 'f', -1, 64)
+}
+
+// formatNum writes v with prec decimals, "-" when unknown.
+func formatNum(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// formatMbps is a throughput with benchstat's "± x%" interval width.
+func formatMbps(s Summary) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return formatNum(s.Median, 1) + " " + spread(s.Median, s.Lo, s.Hi)
+}
+
+// spread is benchstat's "± 2%": the interval's larger half-width relative to
+// the center; "± ∞" when n is too small for an interval.
+func spread(center, lo, hi float64) string {
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
+		return "± ∞"
+	}
+	if center == 0 {
+		return "± 0%"
+	}
+	half := math.Max(center-lo, hi-center) / math.Abs(center) * 100
+	switch {
+	case half < 1:
+		return fmt.Sprintf("± %.1f%%", half)
+	default:
+		return fmt.Sprintf("± %.0f%%", half)
+	}
+}
+
+func formatMean(s Summary) string {
+	if s.N == 0 || !isFinite(s.Mean) {
+		return "-"
+	}
+	return formatNum(s.Mean, 1) + " " + spread(s.Mean, s.MeanLo, s.MeanHi)
+}
+
+func formatP(p float64) string {
+	if math.IsNaN(p) {
+		return "-"
+	}
+	return strconv.FormatFloat(p, 'f', 3, 64)
+}
+
+func deltaCell(d *Delta) string {
+	if d == nil {
+		return "-"
+	}
+	return d.String()
+}
+
+func tDeltaCell(d *Delta) string {
+	if d == nil {
+		return "-"
+	}
+	if !d.TSignificant || math.IsNaN(d.MeanPct) {
+		return "~"
+	}
+	return fmt.Sprintf("%+.2f%%", d.MeanPct)
+}
+
+func pOf(d *Delta) float64 {
+	if d == nil {
+		return math.NaN()
+	}
+	return d.P
+}
+
+// mdEscape keeps a value from breaking a Markdown table.
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+}
+
+func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Run %d", t.Run)
+	if t.Target != "" {
+		fmt.Fprintf(&b, " on %s", mdEscape(t.Target))
+	}
+	if t.Firmware != "" {
+		fmt.Fprintf(&b, " (%s)", mdEscape(t.Firmware))
+	}
+	b.WriteString("\n\n")
+	if t.Baseline != "" {
+		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
+	}
+	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p ≥ 0.05).\n", percent(t.Confidence))
+	if fixed := fixedLine(t.Fixed); fixed != "" {
+		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
+	}
+	b.WriteString("\n")
+	head := append([]string{"point"}, t.Knobs...)
+	for _, p := range t.Probes {
+		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" retr")
+		if t.StudentT {
+			head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
+		}
+	}
+	head = append(head, "DUT CPU %", "temp °C", "power W")
+	mdRow(&b, head)
+	sep := make([]string, len(head))
+	for i := range sep {
+		sep[i] = "---"
+		if i > len(t.Knobs) {
+			sep[i] = "---:"
+		}
+	}
+	mdRow(&b, sep)
+	for _, r := range t.Rows {
+		cells := append([]string{pointCell(r)}, r.Values...)
+		for _, c := range r.Cells {
+			cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatNum(c.Retransmits, 0))
+			if t.StudentT {
+				cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
+			}
+		}
+		cells = append(cells, formatNum(r.DUTCPU, 1), formatNum(r.TempC, 1), formatNum(r.PowerW, 1))
+		for i := range cells {
+			cells[i] = mdEscape(cells[i])
+		}
+		mdRow(&b, cells)
+	}
+	if pv != nil {
+		b.WriteString("\n")
+		writePivotMarkdown(&b, pv)
+	}
+	if len(t.Warnings) > 0 {
+		b.WriteString("\nWarnings:\n\n")
+		for _, wn := range t.Warnings {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(wn))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pointCell is the point's number, marked when it is the baseline or was
+// not measured.
+func pointCell(r Row) string {
+	s := strconv.Itoa(r.Point)
+	if r.Baseline {
+		s += " (baseline)"
+	}
+	if r.Status != "" && r.Status != "valid" && r.Status != "pending" {
+		s += " (" + r.Status + ")"
+	}
+	return s
+}
+
+func formatTP(d *Delta) string {
+	if d == nil {
+		return "-"
+	}
+	return formatP(d.TP)
+}
+
+func writePivotMarkdown(b *strings.Builder, pv *Pivot) {
+	fmt.Fprintf(b, "## %% gained / lost by %s\n\n", mdEscape(pv.Knob))
+	fmt.Fprintf(b, "The first column is Mbit/s at %s=%s; the others the change against it, `~` where no difference is shown (the point estimate in parentheses).", mdEscape(pv.Knob), mdEscape(pv.Values[0]))
+	if pv.Skipped > 0 {
+		fmt.Fprintf(b, " %d combinations of the other knobs measured at one value of %s only are left out.", pv.Skipped, mdEscape(pv.Knob))
+	}
+	b.WriteString("\n\n")
+	head := append(append([]string{}, pv.Others...), "probe")
+	for i, v := range pv.Values {
+		if i == 0 {
+			head = append(head, pv.Knob+"="+v+" Mbit/s")
+			continue
+		}
+		head = append(head, pv.Knob+"="+v)
+	}
+	mdRow(b, head)
+	sep := make([]string, len(head))
+	for i := range sep {
+		sep[i] = "---"
+		if i > len(pv.Others) {
+			sep[i] = "---:"
+		}
+	}
+	mdRow(b, sep)
+	for _, r := range pv.Rows {
+		cells := append(append([]string{}, r.Values...), r.Probe, formatMbps(r.Base))
+		for _, d := range r.Deltas[1:] {
+			cells = append(cells, pivotCell(d))
+		}
+		for i := range cells {
+			cells[i] = mdEscape(cells[i])
+		}
+		mdRow(b, cells)
+	}
+}
+
+// pivotCell is the change in percent, or "~ (x%)" where no difference is
+// shown.
+func pivotCell(d *Delta) string {
+	switch {
+	case d == nil:
+		return "-"
+	case math.IsNaN(d.Pct):
+		return "?"
+	case d.Significant:
+		return fmt.Sprintf("%+.1f%%", d.Pct)
+	default:
+		return fmt.Sprintf("~ (%+.1f%%)", d.Pct)
+	}
+}
+
+func mdRow(b *strings.Builder, cells []string) {
+	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+}
+
+func fixedLine(fixed map[string]string) string {
+	keys := make([]string, 0, len(fixed))
+	for k := range fixed {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + fixed[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func csvNum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func writeCSV(w io.Writer, t *Table) error {
+	cw := csv.NewWriter(w)
+	head := append([]string{"point"}, t.Knobs...)
+	head = append(head, "baseline", "status", "probe", "n", "failed", "mbps_median", "mbps_lo", "mbps_hi", "mbps_mean", "mbps_mean_lo", "mbps_mean_hi",
+		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, r := range t.Rows {
+		for _, c := range r.Cells {
+			rec := append([]string{strconv.Itoa(r.Point)}, r.Values...)
+			rec = append(rec, strconv.FormatBool(r.Baseline), r.Status, c.Probe, strconv.Itoa(c.Mbps.N), strconv.Itoa(c.Failed),
+				csvNum(c.Mbps.Median), csvNum(c.Mbps.Lo), csvNum(c.Mbps.Hi), csvNum(c.Mbps.Mean), csvNum(c.Mbps.MeanLo), csvNum(c.Mbps.MeanHi))
+			if d := c.Delta; d != nil {
+				rec = append(rec, csvNum(d.Pct), csvNum(d.PctLo), csvNum(d.PctHi), csvNum(d.P), strconv.FormatBool(d.Significant), csvNum(d.MeanPct), csvNum(d.TP))
+			} else {
+				rec = append(rec, "", "", "", "", "", "", "")
+			}
+			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW))
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writePivotCSV(w io.Writer, pv *Pivot) error {
+	cw := csv.NewWriter(w)
+	head := append(append([]string{}, pv.Others...), "probe", pv.Knob, "mbps_median", "delta_pct", "p", "significant")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, r := range pv.Rows {
+		for i, v := range pv.Values {
+			rec := append(append([]string{}, r.Values...), r.Probe, v)
+			switch d := r.Deltas[i]; {
+			case i == 0:
+				rec = append(rec, csvNum(r.Base.Median), "", "", "")
+			case d == nil:
+				rec = append(rec, "", "", "", "")
+			default:
+				rec = append(rec, csvNum(d.New.Median), csvNum(d.Pct), csvNum(d.P), strconv.FormatBool(d.Significant))
+			}
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// The JSON report's field names are stable: new fields may be added, none
+// renamed or removed. Unknown figures are null.
+
+type jsonReport struct {
+	Run        int64             `json:"run"`
+	Target     string            `json:"target"`
+	Firmware   string            `json:"firmware"`
+	Status     string            `json:"status"`
+	Confidence float64           `json:"confidence"`
+	Knobs      []string          `json:"knobs"`
+	Fixed      map[string]string `json:"fixed"`
+	Probes     []string          `json:"probes"`
+	Baseline   string            `json:"baseline"`
+	Points     []jsonPoint       `json:"points"`
+	Pivot      *jsonPivot        `json:"pivot,omitempty"`
+	Warnings   []string          `json:"warnings"`
+}
+
+type jsonPoint struct {
+	Point    int               `json:"point"`
+	Knobs    map[string]string `json:"knobs"`
+	Baseline bool              `json:"baseline"`
+	Status   string            `json:"status"`
+	Reason   string            `json:"reason,omitempty"`
+	Probes   []jsonCell        `json:"probes"`
+	DUTCPU   *float64          `json:"dut_cpu_percent"`
+	TempC    *float64          `json:"temp_celsius"`
+	PowerW   *float64          `json:"power_watts"`
+}
+
+type jsonCell struct {
+	Probe       string      `json:"probe"`
+	N           int         `json:"n"`
+	Failed      int         `json:"failed"`
+	Mbps        jsonSummary `json:"mbps"`
+	Delta       *jsonDelta  `json:"delta"`
+	Retransmits *float64    `json:"retransmits"`
+}
+
+type jsonSummary struct {
+	Median *float64 `json:"median"`
+	Lo     *float64 `json:"lo"`
+	Hi     *float64 `json:"hi"`
+	Mean   *float64 `json:"mean"`
+	MeanLo *float64 `json:"mean_lo"`
+	MeanHi *float64 `json:"mean_hi"`
+}
+
+type jsonDelta struct {
+	Pct         *float64 `json:"pct"`
+	PctLo       *float64 `json:"pct_lo"`
+	PctHi       *float64 `json:"pct_hi"`
+	P           *float64 `json:"p"`
+	Alpha       float64  `json:"alpha"`
+	Significant bool     `json:"significant"`
+	Text        string   `json:"text"`
+	MeanPct     *float64 `json:"mean_pct"`
+	TP          *float64 `json:"t_test_p"`
+}
+
+type jsonPivot struct {
+	Knob   string         `json:"knob"`
+	Values []string       `json:"values"`
+	Others []string       `json:"others"`
+	Rows   []jsonPivotRow `json:"rows"`
+}
+
+type jsonPivotRow struct {
+	Knobs  map[string]string `json:"knobs"`
+	Probe  string            `json:"probe"`
+	Base   jsonSummary       `json:"base_mbps"`
+	Deltas []*jsonDelta      `json:"deltas"`
+}
+
+func known(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func toJSONSummary(s Summary) jsonSummary {
+	return jsonSummary{known(s.Median), known(s.Lo), known(s.Hi), known(s.Mean), known(s.MeanLo), known(s.MeanHi)}
+}
+
+func toJSONDelta(d *Delta) *jsonDelta {
+	if d == nil {
+		return nil
+	}
+	return &jsonDelta{Pct: known(d.Pct), PctLo: known(d.PctLo), PctHi: known(d.PctHi), P: known(d.P), Alpha: d.Alpha,
+		Significant: d.Significant, Text: d.String(), MeanPct: known(d.MeanPct), TP: known(d.TP)}
+}
+
+func writeJSON(w io.Writer, t *Table, pv *Pivot) error {
+	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
+	for _, r := range t.Rows {
+		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},
+			DUTCPU: known(r.DUTCPU), TempC: known(r.TempC), PowerW: known(r.PowerW)}
+		for i, k := range t.Knobs {
+			p.Knobs[k] = r.Values[i]
+		}
+		for _, c := range r.Cells {
+			p.Probes = append(p.Probes, jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits)})
+		}
+		out.Points = append(out.Points, p)
+	}
+	if pv != nil {
+		jp := &jsonPivot{Knob: pv.Knob, Values: pv.Values, Others: nonNil(pv.Others), Rows: []jsonPivotRow{}}
+		for _, r := range pv.Rows {
+			row := jsonPivotRow{Knobs: map[string]string{}, Probe: r.Probe, Base: toJSONSummary(r.Base)}
+			for i, k := range pv.Others {
+				row.Knobs[k] = r.Values[i]
+			}
+			for _, d := range r.Deltas {
+				row.Deltas = append(row.Deltas, toJSONDelta(d))
+			}
+			jp.Rows = append(jp.Rows, row)
+		}
+		out.Pivot = jp
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// WriteBenchstat writes every successful sample as a Go benchmark result
+// line, so that benchstat (golang.org/x/perf/cmd/benchstat) can read a run
+// and compare two:
+//
+//	fwab-target: lab
+//	BenchmarkFwab/probe=up/blocklist=off/ids@lan=off 1 941250000 bits/s 17 retransmits 50 dut-cpu-%
+//
+// The knobs are name parts, so benchstat pivots by a knob with
+// -col '"/ids@lan"' (quoted: '@' is part of benchstat's own syntax). The run's number and firmware are left out of the configuration
+// lines on purpose: benchstat separates results whose configuration differs,
+// and comparing two runs or two firmwares is the point.
+func WriteBenchstat(w io.Writer, r *Run) error {
+	var b strings.Builder
+	if r.Info.Target != "" {
+		fmt.Fprintf(&b, "fwab-target: %s\n", benchValue(r.Info.Target))
+	}
+	for _, p := range r.Points {
+		if !p.Measured() {
+			continue
+		}
+		for _, name := range r.Probes {
+			ps := p.Probes[name]
+			if ps == nil {
+				continue
+			}
+			bname := benchName(name, r.Knobs, p.Knobs)
+			for _, f := range ps.Figures {
+				fmt.Fprintf(&b, "%s 1 %s bits/s", bname, strconv.FormatFloat(f.Mbps*1e6, 'f', -1, 64))
+				if isFinite(f.Retransmits) {
+					fmt.Fprintf(&b, " %s retransmits", strconv.FormatFloat(f.Retransmits, 'f', -1, 64))
+				}
+				if isFinite(f.DUTCPU) {
+					fmt.Fprintf(&b, " %s dut-cpu-%%", strconv.FormatFloat(f.DUTCPU, 'f', 2, 64))
+				}
+				if isFinite(f.DUTTemp) {
+					fmt.Fprintf(&b, " %s dut-°C", strconv.FormatFloat(f.DUTTemp, 'f', 2, 64))
+				}
+				if isFinite(f.Power) {
+					fmt.Fprintf(&b, " %s W", strconv.FormatFloat(f.Power, 'f', 2, 64))
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var trailingProcs = regexp.MustCompile(`-([0-9]+)$`)
+
+// benchName is "BenchmarkFwab/probe=NAME/knob=value...". Characters a
+// benchmark name cannot hold are escaped as in URLs, and a trailing "-N",
+// which benchstat would read as GOMAXPROCS, has its dash escaped.
+func benchName(probe string, knobs []string, values map[string]string) string {
+	parts := []string{"BenchmarkFwab", "probe=" + url.PathEscape(probe)}
+	for _, k := range knobs {
+		parts = append(parts, url.PathEscape(k)+"="+url.PathEscape(values[k]))
+	}
+	name := strings.Join(parts, "/")
+	return trailingProcs.ReplaceAllString(name, "%2D$1")
+}
+
+// benchValue keeps a configuration value on one line.
+func benchValue(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

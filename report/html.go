@@ -1,0 +1,87 @@
+package report
+
+import (
+	"html/template"
+	"io"
+)
+
+// The HTML report is one file that fetches nothing: inline CSS, inline SVG
+// charts, no scripts, fonts or links.
+var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
+	"mbps":    formatMbps,
+	"mean":    formatMean,
+	"delta":   deltaCell,
+	"tdelta":  tDeltaCell,
+	"p":       func(d *Delta) string { return formatP(pOf(d)) },
+	"tp":      formatTP,
+	"num":     formatNum,
+	"pivot":   pivotCell,
+	"fixed":   fixedLine,
+	"point":   pointCell,
+	"percent": percent,
+	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
+	"sig": func(d *Delta) string {
+		switch {
+		case d == nil || !d.Significant:
+			return ""
+		case d.Pct < 0:
+			return "down"
+		default:
+			return "up"
+		}
+	},
+	"rest": func(ds []*Delta) []*Delta { return ds[1:] },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>fwab report: run {{.T.Run}}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; background: #fff; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.baseline { font-weight: bold; background: #f6f9ff; }
+td.down { color: #b00020; }
+td.up { color: #006400; }
+figure { margin: 2em 0; }
+figure svg { max-width: 100%; height: auto; }
+.warnings { color: #8a5a00; }
+</style>
+</head>
+<body>
+<h1>Run {{.T.Run}}{{if .T.Target}} on {{.T.Target}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
+<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference (p&nbsp;≥&nbsp;0.05).
+{{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}</p>
+<table id="points">
+<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range .T.Probes}}<th>{{.}} Mbit/s</th><th>{{.}} Δ</th><th>{{.}} p</th><th>{{.}} retr</th>{{if $.T.StudentT}}<th>{{.}} mean</th><th>{{.}} Δ mean</th><th>{{.}} t-test p</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th></tr>
+{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td></tr>
+{{end}}</table>
+{{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
+<p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown (the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>
+<table id="pivot">
+<tr>{{range .Others}}<th>{{.}}</th>{{end}}<th>probe</th>{{range $i, $v := .Values}}<th>{{$.P.Knob}}={{$v}}{{if eq $i 0}} Mbit/s{{end}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .Values}}<td>{{.}}</td>{{end}}<td>{{.Probe}}</td><td class="num">{{mbps .Base}}</td>{{range rest .Deltas}}<td class="num {{sig .}}">{{pivot .}}</td>{{end}}</tr>
+{{end}}</table>
+{{end}}{{range .Charts}}<figure>
+{{svg .SVG}}
+<figcaption>{{.Title}}</figcaption>
+</figure>
+{{end}}{{with .T.Warnings}}<h2>Warnings</h2>
+<ul class="warnings">{{range .}}<li>{{.}}</li>{{end}}</ul>
+{{end}}</body>
+</html>
+`))
+
+func writeHTML(w io.Writer, r *Run, t *Table, pv *Pivot) error {
+	charts, err := Charts(r, t)
+	if err != nil {
+		return err
+	}
+	return htmlReport.Execute(w, struct {
+		T      *Table
+		P      *Pivot
+		Charts []Chart
+	}{t, pv, charts})
+}

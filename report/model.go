@@ -1,0 +1,394 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/store"
+)
+
+// Run is a sweep's results, grouped by point and probe, ready for tables,
+// charts and comparisons.
+type Run struct {
+	Info     store.Run
+	Knobs    []string          // the axes: knobs whose value differs between points, in spec order
+	Fixed    map[string]string // knobs with one value at every point
+	Probes   []string          // probe names in the order they were first recorded
+	Points   []*Point          // in point order
+	Baseline *Point            // nil when no point has samples
+	Warnings []string
+}
+
+// Point is one configuration and what was measured there.
+type Point struct {
+	Index  int
+	Knobs  map[string]string
+	Status store.PointStatus
+	Reason string
+	Probes map[string]*ProbeSamples // by probe name
+}
+
+// ProbeSamples are one probe's figures at one point, one value per
+// successful sample. Unknown figures are left out, so the slices may differ
+// in length.
+type ProbeSamples struct {
+	Name        string
+	Direction   string
+	Mbps        []float64
+	Retransmits []float64
+	DUTCPU      []float64 // the DUT's mean CPU % during each sample
+	DUTTemp     []float64 // °C
+	Power       []float64 // W
+	Failed      int       // failed samples, not counted above
+	CPUBound    int       // samples limited by an endpoint's CPU
+	Series      []Series  // per-interval throughput, where the raw report has it
+	Figures     []Figures // each successful sample's figures, in recorded order
+}
+
+// Figures are one sample's figures; NaN where unknown.
+type Figures struct {
+	Round, Repeat int
+	Mbps          float64
+	Retransmits   float64
+	DUTCPU        float64
+	DUTTemp       float64
+	Power         float64
+}
+
+// Series is one sample's throughput over time.
+type Series struct {
+	Round, Repeat int
+	Started       time.Time
+	Seconds       []float64 // interval ends, from the start of the probe
+	Mbps          []float64
+}
+
+// Key names a point by its knob values, sorted by knob: two runs of the same
+// matrix give the same point the same key.
+func (p *Point) Key() string { return knobsKey(p.Knobs) }
+
+func knobsKey(knobs map[string]string) string {
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + knobs[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+// Label names a point by the run's axes only: "blocklist=on ids@lan=ids".
+func (r *Run) Label(p *Point) string {
+	parts := make([]string, 0, len(r.Knobs))
+	for _, k := range r.Knobs {
+		parts = append(parts, k+"="+p.Knobs[k])
+	}
+	if len(parts) == 0 {
+		return "point " + fmt.Sprint(p.Index)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Measured reports whether the point's samples count: it was applied and
+// verified (or the sweep has not recorded otherwise yet).
+func (p *Point) Measured() bool {
+	return p.Status == store.Valid || p.Status == store.Pending
+}
+
+// Load reads a run from the results database.
+func Load(ctx context.Context, st *store.Store, run int64) (*Run, error) {
+	info, err := st.Run(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	points, err := st.Points(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	samples, err := st.Samples(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return build(info, points, samples)
+}
+
+func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, error) {
+	r := &Run{Info: info, Fixed: map[string]string{}}
+	byIndex := map[int]*Point{}
+	for _, sp := range points {
+		p := &Point{Index: sp.Index, Knobs: sp.Knobs, Status: sp.Status, Reason: sp.Reason, Probes: map[string]*ProbeSamples{}}
+		if p.Knobs == nil {
+			p.Knobs = map[string]string{}
+		}
+		r.Points = append(r.Points, p)
+		byIndex[p.Index] = p
+	}
+	seenProbe := map[string]bool{}
+	var failed, cpuBound int
+	for _, x := range samples {
+		p, ok := byIndex[x.Point]
+		if !ok {
+			return nil, fmt.Errorf("run %d: a sample names point %d, which the run does not have", info.ID, x.Point)
+		}
+		if !seenProbe[x.Probe] {
+			seenProbe[x.Probe] = true
+			r.Probes = append(r.Probes, x.Probe)
+		}
+		ps := p.Probes[x.Probe]
+		if ps == nil {
+			ps = &ProbeSamples{Name: x.Probe, Direction: x.Direction}
+			p.Probes[x.Probe] = ps
+		}
+		if x.Failed || !isFinite(x.BitsPerSecond) {
+			ps.Failed++
+			failed++
+			continue
+		}
+		f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts}
+		f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
+		ps.Figures = append(ps.Figures, f)
+		ps.Mbps = append(ps.Mbps, f.Mbps)
+		if x.Retransmits >= 0 {
+			f.Retransmits = float64(x.Retransmits)
+			ps.Retransmits = append(ps.Retransmits, f.Retransmits)
+			ps.Figures[len(ps.Figures)-1].Retransmits = f.Retransmits
+		}
+		if isFinite(f.DUTCPU) {
+			ps.DUTCPU = append(ps.DUTCPU, f.DUTCPU)
+		}
+		if isFinite(f.DUTTemp) {
+			ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
+		}
+		if isFinite(x.PowerWatts) {
+			ps.Power = append(ps.Power, x.PowerWatts)
+		}
+		if x.EndpointCPUBound {
+			ps.CPUBound++
+			cpuBound++
+		}
+		if s, ok := seriesOf(x); ok {
+			ps.Series = append(ps.Series, s)
+		}
+	}
+	if failed > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d failed samples are left out of the statistics ('fwab runs show %d' lists their reasons)", failed, info.ID))
+	}
+	if cpuBound > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d samples were limited by an endpoint's CPU: they may measure the endpoints rather than the firewall", cpuBound))
+	}
+	for _, p := range r.Points {
+		if !p.Measured() {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, knobsKey(p.Knobs), p.Status, p.Reason))
+		}
+	}
+	r.Knobs, r.Fixed = axes(info.Spec, r.Points)
+	r.Baseline = baseline(info.Spec, r.Points)
+	return r, nil
+}
+
+// dutMeans averages the DUT's CPU and temperature over a sample; NaN when
+// unknown. A temperature of 0 means the firewall did not report one.
+func dutMeans(ms []fwapi.Metrics) (cpu, temp float64) {
+	cpu, temp = math.NaN(), math.NaN()
+	var c, t []float64
+	for _, m := range ms {
+		if isFinite(m.CPUPercent) {
+			c = append(c, m.CPUPercent)
+		}
+		if m.TempCelsius != 0 && isFinite(m.TempCelsius) {
+			t = append(t, m.TempCelsius)
+		}
+	}
+	if len(c) > 0 {
+		cpu = mean(c)
+	}
+	if len(t) > 0 {
+		temp = mean(t)
+	}
+	return cpu, temp
+}
+
+// seriesOf reads the per-interval throughput from the iperf3 client report
+// the sample keeps in Raw.
+func seriesOf(x store.Sample) (Series, bool) {
+	var raw struct {
+		Client json.RawMessage `json:"client"`
+	}
+	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil || len(raw.Client) == 0 {
+		return Series{}, false
+	}
+	res, err := probe.ParseIperf3(raw.Client)
+	if err != nil || len(res.Intervals) == 0 {
+		return Series{}, false
+	}
+	s := Series{Round: x.Round, Repeat: x.Repeat, Started: x.Started}
+	for _, iv := range res.Intervals {
+		s.Seconds = append(s.Seconds, iv.End)
+		s.Mbps = append(s.Mbps, iv.BitsPerSecond/1e6)
+	}
+	return s, true
+}
+
+// specHead is the part of a matrix spec a report needs: the axes' order
+// and the baseline. Anything else in the spec is matrix's business.
+type specHead struct {
+	Axes     yaml.Node         `yaml:"axes"`
+	Baseline map[string]string `yaml:"baseline"`
+}
+
+func parseSpecHead(spec string) specHead {
+	var h specHead
+	_ = yaml.Unmarshal([]byte(spec), &h) // a spec that does not parse leaves the defaults
+	return h
+}
+
+// canonicalRef is the knob's canonical reference ("ids" → "ids@lan"), or the
+// name as written when it is not a knob configxml knows.
+func canonicalRef(knob string) string {
+	ref, err := configxml.ParseRef(knob)
+	if err != nil {
+		return knob
+	}
+	return ref.String()
+}
+
+// axes splits the points' knobs into those that vary (in the spec's axis
+// order, then by name) and those fixed at one value.
+func axes(spec string, points []*Point) ([]string, map[string]string) {
+	values := map[string]map[string]bool{}
+	for _, p := range points {
+		for k, v := range p.Knobs {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+		}
+	}
+	// A knob missing at some point varies too.
+	for k := range values {
+		for _, p := range points {
+			if _, ok := p.Knobs[k]; !ok {
+				values[k][""] = true
+			}
+		}
+	}
+	order := map[string]int{}
+	h := parseSpecHead(spec)
+	if h.Axes.Kind == yaml.MappingNode {
+		for i := 0; i < len(h.Axes.Content); i += 2 {
+			order[canonicalRef(h.Axes.Content[i].Value)] = i/2 + 1
+		}
+	}
+	var varying []string
+	fixed := map[string]string{}
+	for k, vs := range values {
+		if len(vs) > 1 {
+			varying = append(varying, k)
+			continue
+		}
+		for v := range vs {
+			fixed[k] = v
+		}
+	}
+	sort.Slice(varying, func(i, j int) bool {
+		oi, oj := order[varying[i]], order[varying[j]]
+		if oi == 0 {
+			oi = math.MaxInt
+		}
+		if oj == 0 {
+			oj = math.MaxInt
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return varying[i] < varying[j]
+	})
+	return varying, fixed
+}
+
+// baseline is the spec's baseline point, or the first measured point with
+// samples.
+func baseline(spec string, points []*Point) *Point {
+	h := parseSpecHead(spec)
+	if len(h.Baseline) > 0 {
+		want := map[string]string{}
+		for k, v := range h.Baseline {
+			ref := canonicalRef(k)
+			want[ref] = configxml.Canonical(ref, v)
+		}
+		for _, p := range points {
+			if p.Measured() && hasSamples(p) && matchesAll(p.Knobs, want) {
+				return p
+			}
+		}
+	}
+	for _, p := range points {
+		if p.Measured() && hasSamples(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+func matchesAll(knobs, want map[string]string) bool {
+	for k, v := range want {
+		if knobs[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func hasSamples(p *Point) bool {
+	for _, ps := range p.Probes {
+		if len(ps.Mbps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// AxisValues lists the values a knob takes, in point order.
+func (r *Run) AxisValues(knob string) []string {
+	var out []string
+	for _, p := range r.Points {
+		if v := p.Knobs[knob]; !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return Summarize(v).Median
+}

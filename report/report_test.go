@@ -1,0 +1,354 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/fwab/fwab/report/reporttest"
+	"github.com/fwab/fwab/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got); if the change is intended, run go test -update:\n%s", path, diff)
+	}
+}
+
+// t730Run is the T730 review shape with 7 repeats (so medians have finite
+// intervals), a point refused before it was applied and some failed samples.
+func t730Run() reporttest.Run {
+	r := reporttest.T730(1, 0)
+	r.Repeats = 7
+	r.Series = true
+	r.Points[2].FailEvery = 9
+	r.Points = append(r.Points, reporttest.Point{
+		Knobs:  map[string]string{"blocklist": "on", "ids@lan": "ips-legacy", "offload.checksum": "on", "offload.tso": "off"},
+		Status: store.Invalid, Reason: "ids@lan=ips-legacy: Suricata legacy mode needs the netmap driver, which igb1 lacks",
+	})
+	return r
+}
+
+// factorialRun is a full 2×2 matrix: 1000 rules cost 30 %, NAT off gains
+// nothing; 5 repeats.
+func factorialRun(seed uint64) reporttest.Run {
+	return reporttest.Run{
+		Firmware: "26.1.2",
+		Spec:     "axes:\n  rules@lan: [0, 1000]\n  nat.outbound: [automatic, disabled]\n",
+		Seed:     seed, Repeats: 5, Noise: 0.02, Uniform: true,
+		Probes: []reporttest.Probe{{Name: "up", Direction: "up", Mbps: 2800}},
+		Points: []reporttest.Point{
+			{Knobs: map[string]string{"rules@lan": "0", "nat.outbound": "automatic"}, Retransmits: -1},
+			{Knobs: map[string]string{"rules@lan": "0", "nat.outbound": "disabled"}, Retransmits: -1},
+			{Knobs: map[string]string{"rules@lan": "1000", "nat.outbound": "automatic"}, Factor: 0.7, Retransmits: -1},
+			{Knobs: map[string]string{"rules@lan": "1000", "nat.outbound": "disabled"}, Factor: 0.7, Retransmits: -1},
+		},
+	}
+}
+
+// loadRun writes a synthetic run to a new database and loads it back.
+func loadRun(t *testing.T, r reporttest.Run) *Run {
+	t.Helper()
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "results.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	id, err := reporttest.Create(ctx, st, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Load(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func writeReport(t *testing.T, r *Run, f Format, opts Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Write(&b, r, f, opts); err != nil {
+		t.Fatalf("Write(%s) = %v", f, err)
+	}
+	return b.Bytes()
+}
+
+func TestGolden(t *testing.T) {
+	t730 := loadRun(t, t730Run())
+	fact := loadRun(t, factorialRun(5))
+	for _, tc := range []struct {
+		file string
+		run  *Run
+		f    Format
+		opts Options
+	}{
+		{"t730.md", t730, Markdown, Options{}},
+		{"t730-student.md", t730, Markdown, Options{StudentT: true}},
+		{"t730.csv", t730, CSV, Options{}},
+		{"t730.json", t730, JSON, Options{}},
+		{"t730.benchstat", t730, Benchstat, Options{}},
+		{"t730.html", t730, HTML, Options{Pivot: "blocklist"}},
+		{"rules-pivot.md", fact, Markdown, Options{Pivot: "rules@lan"}},
+		{"rules-pivot.csv", fact, CSV, Options{Pivot: "rules@lan"}},
+		{"rules-pivot.json", fact, JSON, Options{Pivot: "rules@lan"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			golden(t, tc.file, writeReport(t, tc.run, tc.f, tc.opts))
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	r := loadRun(t, t730Run())
+	if diff := cmp.Diff([]string{"blocklist", "ids@lan", "offload.checksum"}, r.Knobs); diff != "" {
+		t.Errorf("axes in spec order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"offload.tso": "off"}, r.Fixed); diff != "" {
+		t.Errorf("fixed knobs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"up", "down"}, r.Probes); diff != "" {
+		t.Errorf("probes (-want +got):\n%s", diff)
+	}
+	if r.Baseline == nil || r.Baseline.Index != 0 {
+		t.Fatalf("baseline = %+v, want point 0", r.Baseline)
+	}
+	ids := r.Points[2].Probes["up"]
+	if ids.Failed == 0 || len(ids.Mbps)+ids.Failed != 7 {
+		t.Errorf("point 2 up: %d values and %d failed, want 7 in all with some failed", len(ids.Mbps), ids.Failed)
+	}
+	if len(r.Points[0].Probes["up"].Series) != 7 || len(r.Points[0].Probes["up"].Series[0].Mbps) != 5 {
+		t.Errorf("series from the raw iperf3 reports: %+v", r.Points[0].Probes["up"].Series)
+	}
+	if r.Points[4].Measured() || len(r.Points[4].Probes) != 0 {
+		t.Errorf("the invalid point counts: %+v", r.Points[4])
+	}
+	want := []string{"failed samples are left out", "point 4 (blocklist=on ids@lan=ips-legacy offload.checksum=on offload.tso=off) is invalid: ids@lan=ips-legacy"}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(r.Warnings, "\n"), w) {
+			t.Errorf("warnings %q lack %q", r.Warnings, w)
+		}
+	}
+	if _, err := Load(t.Context(), openEmpty(t), 42); err == nil {
+		t.Error("Load of a missing run succeeded")
+	}
+}
+
+func openEmpty(t *testing.T) *store.Store {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "empty.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestBaselineFromSpec: the spec's baseline wins over the first point.
+func TestBaselineFromSpec(t *testing.T) {
+	r := factorialRun(1)
+	r.Spec += "baseline: {rules: 1000, nat.outbound: disabled}\n" // "rules" is rules@lan
+	run := synthetic(t, r, 1)
+	if run.Baseline == nil || run.Baseline.Index != 3 {
+		t.Fatalf("baseline = %+v, want point 3", run.Baseline)
+	}
+	tab := NewTable(run, Options{})
+	if d := tab.Rows[0].Cells[0].Delta; d == nil || !d.Significant || d.Pct < 35 || d.Pct > 50 {
+		t.Errorf("0 rules against 1000: %+v, want about +43%%", d)
+	}
+}
+
+func TestTableEffects(t *testing.T) {
+	tab := NewTable(loadRun(t, t730Run()), Options{})
+	for _, tc := range []struct {
+		row, probe int
+		want       string // Delta.String's form, or "~"
+		lo, hi     float64
+	}{
+		{1, 0, "~", -4, 2},    // +pfBlockerNG: 1 % slower, not shown
+		{3, 0, "-", -40, -30}, // inline IPS: 35 % slower
+		{3, 1, "-", -40, -30},
+	} {
+		c := tab.Rows[tc.row].Cells[tc.probe]
+		if c.Delta == nil {
+			t.Fatalf("row %d probe %d: no delta", tc.row, tc.probe)
+		}
+		if got := c.Delta.String(); !strings.HasPrefix(got, tc.want) || c.Delta.Pct < tc.lo || c.Delta.Pct > tc.hi {
+			t.Errorf("row %d probe %s: delta %s (%.2f%%), want %s in [%v, %v]", tc.row, c.Probe, got, c.Delta.Pct, tc.want, tc.lo, tc.hi)
+		}
+	}
+	if r := tab.Rows[3]; r.DUTCPU < 90 || r.Cells[0].Retransmits < 100 || math.IsNaN(r.PowerW) {
+		t.Errorf("inline IPS row: CPU %v, retransmits %v, power %v", r.DUTCPU, r.Cells[0].Retransmits, r.PowerW)
+	}
+	if !tab.Rows[0].Baseline || tab.Rows[0].Cells[0].Delta != nil {
+		t.Errorf("baseline row: %+v", tab.Rows[0])
+	}
+}
+
+func TestPivot(t *testing.T) {
+	pv, err := NewPivot(synthetic(t, factorialRun(3), 1), "rules@lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0", "1000"}, pv.Values); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	if len(pv.Rows) != 2 {
+		t.Fatalf("rows = %d, want one per nat.outbound value", len(pv.Rows))
+	}
+	for _, r := range pv.Rows {
+		d := r.Deltas[1]
+		if r.Deltas[0] != nil || d == nil || !d.Significant || d.Pct > -25 || d.Pct < -35 {
+			t.Errorf("nat.outbound=%s: %+v, want about -30%%", r.Values[0], d)
+		}
+	}
+	_, err = NewPivot(synthetic(t, factorialRun(3), 1), "ids@lan")
+	if err == nil || !strings.Contains(err.Error(), "pick one of: rules@lan, nat.outbound") {
+		t.Errorf("pivot by a knob that is no axis: %v", err)
+	}
+}
+
+// TestHTMLSelfContained: the report fetches nothing: no URL, no src, no
+// script, no stylesheet link; the charts are inline SVG.
+func TestHTMLSelfContained(t *testing.T) {
+	run := loadRun(t, t730Run())
+	html := string(writeReport(t, run, HTML, Options{Pivot: "blocklist"}))
+	for _, bad := range []string{"http://", "https://", "src=", "<script", "<link", "url(", "@import", "//"} {
+		if i := strings.Index(html, bad); i >= 0 {
+			t.Errorf("HTML holds %q: …%s…", bad, html[max(i-60, 0):min(i+60, len(html))])
+		}
+	}
+	// Two throughput charts (one per probe), the axis effects, a time series.
+	if n := strings.Count(html, "<svg"); n != 4 {
+		t.Errorf("HTML has %d inline SVGs, want 4", n)
+	}
+	if !regexp.MustCompile(`<svg[^>]*viewBox=`).MatchString(html) {
+		t.Error("the SVGs have no viewBox")
+	}
+}
+
+// TestBenchstatFormat reads the benchstat output back with benchfmt, as
+// benchstat does: one result per successful sample, the knobs as name
+// parts, the figures with their units.
+func TestBenchstatFormat(t *testing.T) {
+	run := loadRun(t, t730Run())
+	out := writeReport(t, run, Benchstat, Options{})
+	rd := benchfmt.NewReader(bytes.NewReader(out), "run.txt")
+	count := map[string]int{}
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			t.Fatalf("not a result: %v", rd.Result())
+		}
+		base, parts := res.Name.Parts()
+		if string(base) != "Fwab" {
+			t.Errorf("base name %q", base)
+		}
+		key := string(bytes.Join(parts, nil))
+		count[key]++
+		if v, ok := res.Value("bits/s"); !ok || v < 400e6 || v > 1.2e9 {
+			t.Errorf("%s: bits/s = %v, %v", key, v, ok)
+		}
+		if _, ok := res.Value("dut-cpu-%"); !ok {
+			t.Errorf("%s: no DUT CPU", key)
+		}
+		if got := res.GetConfig("fwab-target"); got != "lab" {
+			t.Errorf("fwab-target = %q", got)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, p := range run.Points {
+		for _, probe := range run.Probes {
+			if ps := p.Probes[probe]; ps != nil {
+				want["/probe="+probe+"/blocklist="+p.Knobs["blocklist"]+"/ids@lan="+p.Knobs["ids@lan"]+"/offload.checksum="+p.Knobs["offload.checksum"]] = len(ps.Mbps)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, count); diff != "" {
+		t.Errorf("results per benchmark name (-want +got):\n%s", diff)
+	}
+}
+
+func TestBenchName(t *testing.T) {
+	for _, tc := range []struct {
+		probe string
+		knobs map[string]string
+		want  string
+	}{
+		{"up", map[string]string{"ids@lan": "ips-inline"}, "BenchmarkFwab/probe=up/ids@lan=ips-inline"},
+		// A trailing -64 would be read as GOMAXPROCS.
+		{"udp-64", nil, "BenchmarkFwab/probe=udp%2D64"},
+		{"up", map[string]string{"xml:/system/x": "a b/c-2"}, "BenchmarkFwab/probe=up/xml:%2Fsystem%2Fx=a%20b%2Fc%2D2"},
+	} {
+		var keys []string
+		for k := range tc.knobs {
+			keys = append(keys, k)
+		}
+		if got := benchName(tc.probe, keys, tc.knobs); got != tc.want {
+			t.Errorf("benchName(%q, %v) = %q, want %q", tc.probe, tc.knobs, got, tc.want)
+		}
+		n := benchfmt.Name(strings.TrimPrefix(tc.want, "Benchmark"))
+		if _, parts := n.Parts(); len(parts) != 1+len(tc.knobs) {
+			t.Errorf("%s parses into %d parts", tc.want, len(parts))
+		}
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	if f, err := ParseFormat("html"); err != nil || f != HTML {
+		t.Errorf("ParseFormat(html) = %q, %v", f, err)
+	}
+	if _, err := ParseFormat("pdf"); err == nil || !strings.Contains(err.Error(), "md, csv, json, html, benchstat") {
+		t.Errorf("ParseFormat(pdf) = %v", err)
+	}
+}
+
+// TestTinyRuns: one point, one sample, no knobs; and a sample whose DUT
+// metrics and power are unknown. Every format still renders.
+func TestTinyRuns(t *testing.T) {
+	for _, r := range []reporttest.Run{
+		{Repeats: 1, Probes: []reporttest.Probe{{Name: "up", Mbps: 100}}, Points: []reporttest.Point{{Retransmits: -1}}, Series: true},
+		{Repeats: 2, Probes: []reporttest.Probe{{Name: "up", Mbps: 100}}, Points: []reporttest.Point{
+			{Knobs: map[string]string{"rules@lan": "0"}, Retransmits: -1},
+			{Knobs: map[string]string{"rules@lan": "10"}, Retransmits: -1, FailEvery: 1},
+		}},
+	} {
+		run := synthetic(t, r, 1)
+		for _, f := range Formats {
+			var b bytes.Buffer
+			if err := Write(&b, run, f, Options{}); err != nil {
+				t.Errorf("Write(%s): %v", f, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,201 @@
+// Package reporttest fills a results database with synthetic runs of known
+// effects, for tests of reports and comparisons: what each point costs is
+// set by hand, the noise comes from a seeded generator.
+package reporttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/store"
+)
+
+// Run describes a synthetic run.
+type Run struct {
+	Target   string
+	Firmware string
+	Spec     string // matrix spec text stored with the run (axes order, baseline)
+	Seed     uint64
+	Repeats  int       // samples per point and probe
+	Noise    float64   // relative standard deviation of throughput, e.g. 0.03
+	Uniform  bool      // noise uniform in ±Noise instead of normal
+	Slowdown float64   // applied to every point: 0.10 is 10 % slower
+	Created  time.Time // default 2026-11-30 04:00 UTC
+	Probes   []Probe
+	Points   []Point
+	Series   bool // keep an iperf3 client report with per-second intervals in Raw
+}
+
+// Probe is a probe run at every point.
+type Probe struct {
+	Name, Direction string
+	Mbps            float64 // throughput at a point with Factor 1
+}
+
+// Point is one configuration and its known effect.
+type Point struct {
+	Knobs       map[string]string
+	Factor      float64 // throughput relative to the probe's Mbps; 0 means 1
+	CPU         float64 // DUT CPU %; 0 leaves DUT metrics out
+	Temp        float64 // °C; 0 when unknown
+	Power       float64 // W; 0 leaves power out
+	Retransmits float64 // mean retransmits per sample; negative: unknown
+	Status      store.PointStatus
+	Reason      string
+	FailEvery   int // every n-th sample fails; 0: none
+}
+
+// Create writes the run into st and returns its id.
+func Create(ctx context.Context, st *store.Store, r Run) (int64, error) {
+	info, points, samples := Generate(r)
+	id, err := st.CreateRun(ctx, info)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.AddPoints(ctx, id, points); err != nil {
+		return 0, err
+	}
+	for _, x := range samples {
+		x.Run = id
+		if err := st.RecordSample(ctx, x); err != nil {
+			return 0, err
+		}
+	}
+	if err := st.FinishRun(ctx, id, store.Done); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// Generate makes the run's records without a database, for tests that
+// need many runs: statistical trials.
+func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
+	if r.Target == "" {
+		r.Target = "lab"
+	}
+	if r.Created.IsZero() {
+		r.Created = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	}
+	if r.Repeats == 0 {
+		r.Repeats = 5
+	}
+	rng := rand.New(rand.NewPCG(r.Seed, r.Seed^0x9e3779b97f4a7c15))
+	info := store.Run{Created: r.Created, Spec: r.Spec, SpecHash: store.HashSpec(r.Spec), Seed: int64(r.Seed), FwabVersion: "test", Target: r.Target,
+		TargetInfo: json.RawMessage(`{"flavor":"pfsense"}`), Firmware: r.Firmware, Status: store.Done}
+	points := make([]store.Point, len(r.Points))
+	for i, p := range r.Points {
+		status := p.Status
+		if status == "" {
+			status = store.Valid
+		}
+		points[i] = store.Point{Index: i, Knobs: p.Knobs, Status: status, Reason: p.Reason}
+	}
+	var samples []store.Sample
+	t := r.Created
+	n := 0
+	for round := range r.Repeats {
+		for i, p := range r.Points {
+			if points[i].Status != store.Valid {
+				continue
+			}
+			for _, pr := range r.Probes {
+				n++
+				t = t.Add(10 * time.Second)
+				factor := p.Factor
+				if factor == 0 {
+					factor = 1
+				}
+				e := rng.NormFloat64()
+				if r.Uniform {
+					e = 2*rng.Float64() - 1
+				}
+				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + r.Noise*e)
+				x := store.Sample{Key: store.Key{Point: i, Probe: pr.Name, Round: round}, Direction: pr.Direction, Started: t, Elapsed: 5 * time.Second,
+					BitsPerSecond: mbps * 1e6, SentBPS: mbps * 1e6, BidirBPS: store.Unknown, Retransmits: -1,
+					ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
+					PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown, Warnings: []string{}}
+				if p.Retransmits >= 0 {
+					x.Retransmits = max(int64(math.Round(p.Retransmits*(1+0.2*rng.NormFloat64()))), 0)
+				}
+				if p.Power > 0 {
+					x.PowerWatts = p.Power * (1 + 0.01*rng.NormFloat64())
+				}
+				if p.CPU > 0 {
+					for s := range 5 {
+						x.DUT = append(x.DUT, fwapi.Metrics{Time: t.Add(time.Duration(s) * time.Second), CPUPercent: p.CPU * (1 + 0.05*rng.NormFloat64()), TempCelsius: p.Temp})
+					}
+				}
+				if r.Series {
+					x.Raw, _ = json.Marshal(map[string]any{"client": json.RawMessage(Iperf3Client(rng, mbps, 5)), "parallel": 1})
+				}
+				if p.FailEvery > 0 && n%p.FailEvery == 0 {
+					x.Failed, x.Reason = true, "iperf3 client: connection refused"
+					x.BitsPerSecond, x.SentBPS, x.Retransmits, x.DUT, x.Raw = store.Unknown, store.Unknown, -1, nil, nil
+				}
+				samples = append(samples, x)
+			}
+		}
+	}
+	return info, points, samples
+}
+
+// Iperf3Client is a small iperf3 client report (JSON) with per-second
+// intervals around mbps.
+func Iperf3Client(rng *rand.Rand, mbps float64, seconds int) []byte {
+	type sum struct {
+		Start         float64 `json:"start"`
+		End           float64 `json:"end"`
+		Seconds       float64 `json:"seconds"`
+		Bytes         int64   `json:"bytes"`
+		BitsPerSecond float64 `json:"bits_per_second"`
+		Retransmits   int64   `json:"retransmits"`
+	}
+	type interval struct {
+		Sum sum `json:"sum"`
+	}
+	var ivs []interval
+	for s := range seconds {
+		bps := math.Round(mbps * (1 + 0.04*rng.NormFloat64()) * 1e6)
+		ivs = append(ivs, interval{sum{Start: float64(s), End: float64(s + 1), Seconds: 1, Bytes: int64(bps / 8), BitsPerSecond: bps}})
+	}
+	total := sum{Start: 0, End: float64(seconds), Seconds: float64(seconds), Bytes: int64(mbps * 1e6 / 8 * float64(seconds)), BitsPerSecond: mbps * 1e6}
+	rep := map[string]any{
+		"start":     map[string]any{"version": "iperf 3.12", "test_start": map[string]any{"protocol": "TCP", "num_streams": 1, "omit": 0, "reverse": 0}},
+		"intervals": ivs,
+		"end": map[string]any{"sum_sent": total, "sum_received": total,
+			"cpu_utilization_percent": map[string]float64{"host_total": 20, "host_user": 5, "host_system": 15, "remote_total": 30, "remote_user": 5, "remote_system": 25}},
+	}
+	client, err := json.Marshal(rep)
+	if err != nil {
+		panic(fmt.Sprintf("reporttest: %v", err))
+	}
+	return client
+}
+
+// T730 is a run shaped like the HP T730 review: defaults, +pfBlockerNG,
+// +Suricata IDS, +Suricata inline IPS (35 % slower, offloads off).
+func T730(seed uint64, slowdown float64) Run {
+	return Run{
+		Firmware: "2.7.2-RELEASE",
+		Spec: `name: t730-packages
+axes:
+  blocklist: [off, on]
+  ids@lan: [off, ids, ips-inline]
+  offload.checksum: [on, off]
+baseline: {blocklist: off, ids@lan: off, offload.checksum: on}
+`,
+		Seed: seed, Repeats: 5, Noise: 0.03, Slowdown: slowdown,
+		Probes: []Probe{{Name: "up", Direction: "up", Mbps: 940}, {Name: "down", Direction: "down", Mbps: 930}},
+		Points: []Point{
+			{Knobs: map[string]string{"blocklist": "off", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, CPU: 22, Temp: 48, Power: 14.2, Retransmits: 3},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.99, CPU: 24, Temp: 49, Power: 14.5, Retransmits: 3},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.96, CPU: 41, Temp: 52, Power: 16.1, Retransmits: 4},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140},
+		},
+	}
+}
