@@ -18,7 +18,7 @@ func TestLabCommandUsage(t *testing.T) {
 	}{
 		{name: "unknown flavor", args: []string{"lab", "up", "--flavor", "opnsense"}, wantCode: exitUsage, wantErr: "emulates pfsense only"},
 		{name: "extra argument", args: []string{"lab", "down", "now"}, wantCode: exitUsage, wantErr: "accepts 0 arg"},
-		{name: "status of no lab", args: []string{"lab", "status", "--dir", filepath.Join(t.TempDir(), "none")}, wantOut: "lab:        down\n"},
+		{name: "status of no lab", args: []string{"lab", "status", "--prefix", "fwtnone", "--dir", filepath.Join(t.TempDir(), "none")}, wantOut: "lab:        down\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
