@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
-# The demo: what fwab does, end to end, on this machine. Until the sweep
-# lands it edits, lints and compares a pfSense config offline.
+# The main job, end to end on this machine: build the embedded lab (an
+# emulated pfSense between two network namespaces), sweep the T730 review's
+# matrix through it, print the table and write the HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fwab=./bin/fwab
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+fwab=$PWD/bin/fwab
+db=${FWAB_DEMO_DB:-$PWD/fwab-demo.db}
+spec=${FWAB_DEMO_SPEC:-examples/t730-packages.yaml}
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+step() { printf '\n== %s\n' "$*"; }
 
-cp fixtures/configs/pfsense-2.7.xml "$work/config.xml"
-step "fwab config show: what the config says"
-$fwab config show "$work/config.xml"
+if [[ $(id -u) -ne 0 ]]; then
+	echo "demo: the lab builds network namespaces and needs root: run 'sudo make demo'" >&2
+	exit 1
+fi
 
-step "fwab config set: inline IPS on LAN, 1000 generated rules, checksum offload off"
-$fwab config set "$work/config.xml" ids@lan=ips-inline rules@lan=1000 offload.checksum=off -o "$work/ips.xml"
+step "fwab lab up: namespaces fwab-lan, fwab-dut, fwab-peer, fwab-wan; an emulated pfSense on 127.0.0.1"
+$fwab lab up
+$fwab fw info --target lab
 
-step "fwab config diff: the knobs that changed, then the elements"
-$fwab config diff "$work/config.xml" "$work/ips.xml" | head -n 20
+step "fwab sweep $spec --dry-run: the plan"
+$fwab sweep "$spec" --target lab --dry-run | tail -n 12
 
-step "fwab config lint: inline IPS with LRO turned back on is refused"
-$fwab config set "$work/ips.xml" offload.lro=on -o "$work/unsafe.xml"
-$fwab config lint "$work/unsafe.xml" || echo "(exit $?: lint found errors, as it should)"
+step "fwab sweep $spec: apply, verify, settle and probe every point; results in $db"
+$fwab sweep "$spec" --target lab --db "$db"
+run=$($fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ {id = $1} END {print id}')
 
-step "3DES on pfSense 2.7 is refused before anything is written"
-$fwab config set "$work/config.xml" ipsec@site-b=3des-sha1 -o "$work/3des.xml" || echo "(exit $?)"
+step "fwab report $run: the seed-style table"
+$fwab report "$run" --db "$db"
+
+report=$PWD/fwab-report-$run.html
+$fwab report "$run" --db "$db" --format html -o "$report"
+
+step "fwab lab down"
+$fwab lab down
+printf '\nThe HTML report (self-contained, charts inline): %s\n' "$report"
