@@ -84,6 +84,7 @@ func newRootCmd(io *streams) *cobra.Command {
 	root.AddCommand(
 		newConfigCmd(io),
 		newMatrixCmd(io),
+		newLabInspectCmd(io),
 	)
 	return root
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fwab/fwab/lab/inspect"
+)
+
+type labInspectOptions struct {
+	mode       string
+	queue      uint16
+	queues     int
+	rules      int
+	seed       uint64
+	dropEvery  int
+	failOpen   bool
+	interfaces []string
+	status     string
+	readBuffer int
+	steer      bool
+}
+
+// newLabInspectCmd is the lab's inspection engine (its Suricata). The lab
+// starts it inside the DUT namespace with `ip netns exec`; it runs in the
+// foreground until SIGTERM or SIGINT, prints a status line on SIGUSR1 and
+// its counters on exit.
+func newLabInspectCmd(io *streams) *cobra.Command {
+	o := &labInspectOptions{}
+	cmd := &cobra.Command{
+		Use:    "lab-inspect --mode inline|ids|legacy [flags]",
+		Short:  "Run the lab's IDS/IPS inspection engine in the foreground",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLabInspect(cmd.Context(), io, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.mode, "mode", "", "inline (NFQUEUE verdicts), ids (passive copy) or legacy (passive copy, block offenders)")
+	f.Uint16Var(&o.queue, "queue", 0, "inline: first NFQUEUE queue number")
+	f.IntVar(&o.queues, "queues", 1, "inline: number of queues, one consumer each (iptables --queue-balance)")
+	f.IntVar(&o.rules, "rules", 10000, "number of generated content rules")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the generated ruleset")
+	f.IntVar(&o.dropEvery, "drop-every", 10, "every Nth rule is a drop rule, the others alert")
+	f.BoolVar(&o.failOpen, "failopen", false, "inline: accept packets when the queue is full (NFQA_CFG_F_FAIL_OPEN)")
+	f.StringSliceVar(&o.interfaces, "iface", nil, "interface to inspect (ids, legacy: capture on it; inline: offload check and, with --steer, its traffic); repeatable")
+	f.StringVar(&o.status, "status", "", "write a JSON status file here every second and at exit")
+	f.IntVar(&o.readBuffer, "rcvbuf", inspect.DefaultReadBuffer, "socket receive buffer in bytes")
+	f.BoolVar(&o.steer, "steer", false, "install the iptables/nftables rules that steer traffic to the engine, and remove them at exit")
+	return cmd
+}
+
+func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error {
+	mode, err := inspect.ParseMode(o.mode)
+	if err != nil {
+		return usageError{err}
+	}
+	rs, err := inspect.GenerateRuleset(inspect.RulesetSpec{Rules: o.rules, Seed: o.seed, DropEvery: o.dropEvery})
+	if err != nil {
+		return usageError{err}
+	}
+	log := slog.New(slog.NewTextHandler(io.ErrOut, nil))
+	eng, err := inspect.New(inspect.Options{
+		Mode:       mode,
+		Ruleset:    rs,
+		Queue:      o.queue,
+		Queues:     o.queues,
+		FailOpen:   o.failOpen,
+		Interfaces: o.interfaces,
+		ReadBuffer: o.readBuffer,
+		StatusFile: o.status,
+		Logger:     log,
+	})
+	if err != nil {
+		return usageError{err}
+	}
+
+	if o.steer {
+		st := inspect.Steering{Mode: mode, Interfaces: o.interfaces, Queue: o.queue, Queues: o.queues, Bypass: o.failOpen}
+		if err := (inspect.Steerer{}).Install(ctx, st); err != nil {
+			return err
+		}
+		defer func() {
+			if err := (inspect.Steerer{}).Remove(context.WithoutCancel(ctx), ""); err != nil {
+				log.Warn("removing steering rules", "err", err)
+			}
+		}()
+	}
+
+	// SIGTERM and SIGINT end the run cleanly; SIGUSR1 asks for a status line.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-usr1:
+				fmt.Fprintln(io.ErrOut, eng.Status().Line())
+			}
+		}
+	}()
+
+	err = eng.Run(ctx)
+	fmt.Fprintln(io.Out, eng.Status().Line())
+	return err
+}

@@ -1,0 +1,135 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Status is what the engine publishes about itself, in the status file and
+// on request. The lab's emulated firewall reads it to report the running
+// IDS instance and its mode, as pfSense reports Suricata's.
+type Status struct {
+	Mode       string              `json:"mode"` // ips-inline | ids | ips-legacy
+	PID        int                 `json:"pid"`
+	Started    time.Time           `json:"started"`
+	Updated    time.Time           `json:"updated"`
+	Running    bool                `json:"running"` // false in the file written at exit
+	Rules      int                 `json:"rules"`
+	DropRules  int                 `json:"drop_rules"`
+	Seed       uint64              `json:"seed"`
+	Interfaces []string            `json:"interfaces,omitempty"`
+	Queues     []uint16            `json:"queues,omitempty"`
+	FailOpen   bool                `json:"failopen,omitempty"`
+	Offloads   map[string][]string `json:"offloads,omitempty"` // interface -> offloads on
+	Warnings   []string            `json:"warnings,omitempty"`
+	Stats      Stats               `json:"stats"`
+}
+
+// Status returns the engine's current status.
+func (e *Engine) Status() Status {
+	rs := e.opts.Ruleset
+	st := Status{
+		Mode:       e.opts.Mode.Knob(),
+		PID:        os.Getpid(),
+		Started:    e.started,
+		Updated:    time.Now(),
+		Running:    true,
+		Rules:      len(rs.Rules),
+		DropRules:  rs.Drops(),
+		Seed:       rs.Seed,
+		Interfaces: e.opts.Interfaces,
+		FailOpen:   e.opts.FailOpen,
+		Offloads:   e.offload,
+		Stats:      e.Stats(),
+	}
+	if e.opts.Mode == Inline {
+		for q := range e.opts.Queues {
+			st.Queues = append(st.Queues, e.opts.Queue+uint16(q))
+		}
+		for _, ifc := range e.opts.Interfaces {
+			if on := e.offload[ifc]; len(on) > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf(
+					"inline IPS on %s with offloads on (%s): a real pfSense needs them off for netmap; turn them off with offload.checksum/tso/lro=off",
+					ifc, strings.Join(on, ",")))
+			}
+		}
+	}
+	return st
+}
+
+// Line is the status as one line of text.
+func (st Status) Line() string {
+	return fmt.Sprintf("mode=%s rules=%d %s", st.Mode, st.Rules, st.Stats)
+}
+
+func (e *Engine) statusLoop(ctx context.Context) {
+	t := time.NewTicker(e.opts.StatusEvery)
+	defer t.Stop()
+	for {
+		if err := e.writeStatus(true); err != nil {
+			e.log.Warn("status file", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) writeStatus(running bool) error {
+	st := e.Status()
+	st.Running = running
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(e.opts.StatusFile, append(b, '\n'))
+}
+
+// ReadStatus reads a status file written by an engine.
+func ReadStatus(path string) (Status, error) {
+	var st Status
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("status file %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// writeFileAtomic writes b to a temporary file next to path, syncs it and
+// renames it over path, so readers see the old or the new file, never half.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
