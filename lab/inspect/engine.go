@@ -216,9 +216,6 @@ func (e *Engine) Run(ctx context.Context) error {
 		cancel()
 	}
 
-	if e.opts.StatusFile != "" {
-		wg.Go(func() { e.statusLoop(ctx) })
-	}
 	if e.opts.Mode == Legacy {
 		e.blockCh = make(chan netip.Addr, 1024)
 		wg.Go(func() { e.blockLoop(ctx) })
@@ -247,6 +244,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	started.Wait()
+	// The status file appears once the engine is bound: its existence tells
+	// whoever started the engine that traffic can be steered to it.
+	if e.opts.StatusFile != "" && ctx.Err() == nil {
+		wg.Go(func() { e.statusLoop(ctx) })
+	}
 	e.log.Info("inspecting", "mode", e.opts.Mode, "rules", len(e.opts.Ruleset.Rules), "interfaces", e.opts.Interfaces)
 
 	<-ctx.Done()
