@@ -24,14 +24,19 @@ type NftBlocker struct{}
 // Block adds addr to the set of its family. Adding an address twice is not
 // an error.
 func (NftBlocker) Block(ctx context.Context, addr netip.Addr) error {
-	set := BlockSet4
-	if addr.Is6() && !addr.Is4In6() {
-		set = BlockSet6
-	}
+	set := blockSet(addr)
 	out, err := exec.CommandContext(ctx, "nft", "add", "element", "inet", BlockTable, set,
 		"{ "+addr.Unmap().String()+" }").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("nft add element %s %s: %w: %s", set, addr, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// blockSet is the set an address goes to; IPv4-mapped IPv6 counts as IPv4.
+func blockSet(addr netip.Addr) string {
+	if addr.Is6() && !addr.Is4In6() {
+		return BlockSet6
+	}
+	return BlockSet4
 }

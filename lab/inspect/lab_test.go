@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +80,12 @@ func runEngineHelper(spec string) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if path := os.Getenv("FWAB_INSPECT_CPUPROFILE"); path != "" {
+		f, err := os.Create(path + "." + string(s.Mode))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := eng.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
