@@ -36,7 +36,7 @@ func TestParsePacket(t *testing.T) {
 	v6[8], v6[9], v6[11] = 0x20, 0x01, 0x02 // 2001:2:: (benchmarking range)
 	v6 = append(v6, append(make([]byte, 8), "six"...)...)
 	frag := ipv4(6, []byte("fragment data"))
-	binary.BigEndian.PutUint16(frag[6:8], 10) // fragment offset 80
+	binary.BigEndian.PutUint16(frag[6:8], 10)                              // fragment offset 80
 	padded := append(ipv4(17, append(make([]byte, 8), "udp"...)), 0, 0, 0) // Ethernet padding past total length
 
 	tests := []struct {
