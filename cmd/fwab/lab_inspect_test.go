@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +74,16 @@ func TestLabInspectRuns(t *testing.T) {
 	}
 	if st.Mode != "ids" || st.Rules != 100 || st.Seed != 3 || !st.Running {
 		t.Errorf("status %+v: want mode ids, 100 rules, seed 3, running", st)
+	}
+	// SIGUSR1 asks for a status line on stderr; the command registered for
+	// it before the status file appeared.
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	for i := 0; !strings.Contains(errOut.String(), "mode=ids rules=100 packets="); i++ {
+		if i == 100 {
+			t.Errorf("no status line on stderr 2s after SIGUSR1: %q", errOut.String())
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if code := <-done; code != exitOK {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fwab/fwab/fwapi"
 )
 
 // Status is what the engine publishes about itself, in the status file and
@@ -132,4 +134,22 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// IDSInstances is the status as the firewall's runtime state reports it: one
+// instance per inspected interface while the engine runs, none after it
+// stopped.
+func (st Status) IDSInstances() []fwapi.IDSInstance {
+	if !st.Running {
+		return nil
+	}
+	ifaces := st.Interfaces
+	if len(ifaces) == 0 {
+		ifaces = []string{""} // inline on all forwarded traffic
+	}
+	var out []fwapi.IDSInstance
+	for _, ifc := range ifaces {
+		out = append(out, fwapi.IDSInstance{Interface: ifc, Mode: st.Mode, PID: st.PID})
+	}
+	return out
 }

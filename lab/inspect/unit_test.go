@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/fwapi"
 )
 
 func ipv4(proto byte, l4 []byte) []byte {
@@ -260,6 +262,14 @@ func TestStatusFile(t *testing.T) {
 	}
 	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "txcsum,tso") {
 		t.Errorf("status warnings %q, want one naming txcsum,tso", st.Warnings)
+	}
+	want := []fwapi.IDSInstance{{Interface: "d0", Mode: "ips-inline", PID: os.Getpid()}}
+	if diff := cmp.Diff(want, st.IDSInstances()); diff != "" {
+		t.Errorf("IDSInstances (-want +got):\n%s", diff)
+	}
+	st.Running = false
+	if got := st.IDSInstances(); got != nil {
+		t.Errorf("IDSInstances of a stopped engine = %v, want none", got)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
