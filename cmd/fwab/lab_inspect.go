@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -67,6 +68,36 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(io.ErrOut, nil))
+
+	// SIGTERM and SIGINT end the run cleanly; SIGUSR1 asks for a status line.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// With --steer, traffic is sent to the engine only once it listens (an
+	// inline queue without a listener drops everything), and the rules go
+	// when it stops.
+	steering := inspect.Steering{Mode: mode, Interfaces: o.interfaces, Queue: o.queue, Queues: o.queues, Bypass: o.failOpen}
+	steered := false
+	ready := func() {
+		if !o.steer {
+			return
+		}
+		if err := (inspect.Steerer{}).Install(ctx, steering); err != nil {
+			cancel(err)
+			return
+		}
+		steered = true
+	}
+	defer func() {
+		if steered {
+			if err := (inspect.Steerer{}).Remove(context.WithoutCancel(ctx), ""); err != nil {
+				log.Warn("removing steering rules", "err", err)
+			}
+		}
+	}()
+
 	eng, err := inspect.New(inspect.Options{
 		Mode:       mode,
 		Ruleset:    rs,
@@ -76,27 +107,13 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 		Interfaces: o.interfaces,
 		ReadBuffer: o.readBuffer,
 		StatusFile: o.status,
+		Ready:      ready,
 		Logger:     log,
 	})
 	if err != nil {
 		return usageError{err}
 	}
 
-	if o.steer {
-		st := inspect.Steering{Mode: mode, Interfaces: o.interfaces, Queue: o.queue, Queues: o.queues, Bypass: o.failOpen}
-		if err := (inspect.Steerer{}).Install(ctx, st); err != nil {
-			return err
-		}
-		defer func() {
-			if err := (inspect.Steerer{}).Remove(context.WithoutCancel(ctx), ""); err != nil {
-				log.Warn("removing steering rules", "err", err)
-			}
-		}()
-	}
-
-	// SIGTERM and SIGINT end the run cleanly; SIGUSR1 asks for a status line.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
@@ -113,5 +130,11 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 
 	err = eng.Run(ctx)
 	fmt.Fprintln(io.Out, eng.Status().Line())
-	return err
+	if err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("steering traffic to the engine: %w", cause)
+	}
+	return nil
 }

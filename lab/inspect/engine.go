@@ -87,6 +87,10 @@ type Options struct {
 	StatusFile  string
 	StatusEvery time.Duration
 
+	// Ready, if set, is called once the engine is bound to its queues or
+	// capture sockets: the moment traffic can be steered to it.
+	Ready func()
+
 	Logger *slog.Logger
 }
 
@@ -246,8 +250,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	started.Wait()
 	// The status file appears once the engine is bound: its existence tells
 	// whoever started the engine that traffic can be steered to it.
-	if e.opts.StatusFile != "" && ctx.Err() == nil {
-		wg.Go(func() { e.statusLoop(ctx) })
+	if ctx.Err() == nil {
+		if e.opts.StatusFile != "" {
+			wg.Go(func() { e.statusLoop(ctx) })
+		}
+		if e.opts.Ready != nil {
+			e.opts.Ready()
+		}
 	}
 	e.log.Info("inspecting", "mode", e.opts.Mode, "rules", len(e.opts.Ruleset.Rules), "interfaces", e.opts.Interfaces)
 
