@@ -61,11 +61,21 @@
 //
 // # Figures
 //
-// iperf3 -t 3, one TCP stream, client — dut — server namespaces on this
-// 2-core VM, medians of 5 runs (TestThroughputByMode with
-// FWAB_INSPECT_RUNS=5 FWAB_INSPECT_SECONDS=3): see the figures table in
-// lab_test.go's TestThroughputByMode comment. The engine shares the two
-// cores with iperf3 and forwarding, so IDS and legacy lower throughput
-// through CPU contention only, while inline caps it at what one Go
-// goroutine can scan and give verdicts for.
+// iperf3 -t 3, one TCP stream, client — dut — server namespaces on the
+// 2-core VM, medians of 5 rounds with the modes interleaved in each round
+// (FWAB_INSPECT_RUNS=5 FWAB_INSPECT_SECONDS=3 go test -run
+// TestThroughputByMode -v), Mbit/s, measured while other builds and
+// iperf3 runs shared the machine (load average 5 to 9), so spreads are
+// wide:
+//
+//	rules   none    ids    inline   legacy
+//	1k      7611    6193     918     6517
+//	10k    10523    7363     676     7831
+//
+// Inline caps throughput at what one goroutine can receive, scan and give
+// verdicts for (about 1 Gbit/s here; 2.8 Gbit/s was measured for an
+// accept-only consumer on an idle machine). IDS and legacy lower
+// throughput only through CPU contention, and under this load they inspect
+// only 10 to 25% of the packets: the rest are counted as missed, as
+// Suricata counts capture drops.
 package inspect
