@@ -63,6 +63,7 @@ func (e *Engine) runCapture(ctx context.Context, ifc string, ready func()) error
 				continue
 			}
 			e.countError(&lastErr, "capture", err)
+			time.Sleep(10 * time.Millisecond) // an interface gone down: do not spin
 			continue
 		}
 		info, drop := e.inspect(buf[:n])

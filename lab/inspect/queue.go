@@ -68,6 +68,9 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 		}
 		return 0
 	}
+	// Overruns and timeouts are counted and reading goes on; anything else
+	// ends the engine, because a queue nobody reads blackholes the traffic.
+	fatal := make(chan error, 1)
 	onErr := func(err error) int {
 		if ctx.Err() != nil {
 			return 1
@@ -77,15 +80,20 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 			e.countError(&lastErr, "receive", err)
 			return 0
 		}
-		e.countError(&lastErr, "receive", err)
-		return 0
+		e.c.errors.Add(1)
+		fatal <- err
+		return 1
 	}
 	if err := nf.RegisterWithErrorFunc(ctx, hook, onErr); err != nil {
 		return fmt.Errorf("bind: %w", err)
 	}
 	once.Do(ready)
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-fatal:
+		return fmt.Errorf("receive: %w", err)
+	}
 }
 
 // setReadBuffer raises a netlink socket's receive buffer past
