@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goio "io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -67,7 +69,9 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 	if err != nil {
 		return usageError{err}
 	}
-	log := slog.New(slog.NewTextHandler(io.ErrOut, nil))
+	// The log and the SIGUSR1 status lines share stderr from two goroutines.
+	errOut := &lockedWriter{w: io.ErrOut}
+	log := slog.New(slog.NewTextHandler(errOut, nil))
 
 	// SIGTERM and SIGINT end the run cleanly; SIGUSR1 asks for a status line.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -123,7 +127,7 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 			case <-ctx.Done():
 				return
 			case <-usr1:
-				fmt.Fprintln(io.ErrOut, eng.Status().Line())
+				fmt.Fprintln(errOut, eng.Status().Line())
 			}
 		}
 	}()
@@ -137,4 +141,16 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 		return fmt.Errorf("steering traffic to the engine: %w", cause)
 	}
 	return nil
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  goio.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

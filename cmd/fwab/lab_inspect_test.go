@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,11 +51,12 @@ func TestLabInspectRuns(t *testing.T) {
 	status := filepath.Join(t.TempDir(), "status.json")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	errOut := &syncBuffer{}
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"lab-inspect", "--mode", "ids", "--iface", "lo", "--rules", "100", "--seed", "3", "--status", status},
-			strings.NewReader(""), &out, &errOut)
+			strings.NewReader(""), &out, errOut)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -95,4 +97,22 @@ func TestLabInspectRuns(t *testing.T) {
 	if st, err := inspect.ReadStatus(status); err != nil || st.Running {
 		t.Errorf("status after exit: running %v, err %v; want not running", st.Running, err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

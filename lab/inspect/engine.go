@@ -119,9 +119,11 @@ type counters struct {
 
 // Engine is the inspection process.
 type Engine struct {
-	opts    Options
-	log     *slog.Logger
-	c       counters
+	opts Options
+	log  *slog.Logger
+	c    counters
+
+	mu      sync.Mutex // guards started and offload, set by Run, read by Status
 	started time.Time
 	offload map[string][]string
 
@@ -194,19 +196,21 @@ func (s Stats) String() string {
 // Run inspects traffic until ctx is done. It returns nil after a clean stop
 // and an error if the engine could not start.
 func (e *Engine) Run(ctx context.Context) error {
-	e.started = time.Now()
-	e.offload = map[string][]string{}
+	offload := map[string][]string{}
 	for _, ifc := range e.opts.Interfaces {
 		on, err := OffloadsOn(ctx, ifc)
 		if err != nil {
 			e.log.Warn("offload flags unknown", "iface", ifc, "err", err)
 			continue
 		}
-		e.offload[ifc] = on
+		offload[ifc] = on
 		if e.opts.Mode == Inline && len(on) > 0 {
 			e.log.Warn("inline IPS with offloads on", "iface", ifc, "offloads", on)
 		}
 	}
+	e.mu.Lock()
+	e.started, e.offload = time.Now(), offload
+	e.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -257,8 +261,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		if e.opts.Ready != nil {
 			e.opts.Ready()
 		}
+		e.log.Info("inspecting", "mode", e.opts.Mode, "rules", len(e.opts.Ruleset.Rules), "interfaces", e.opts.Interfaces)
 	}
-	e.log.Info("inspecting", "mode", e.opts.Mode, "rules", len(e.opts.Ruleset.Rules), "interfaces", e.opts.Interfaces)
 
 	<-ctx.Done()
 	wg.Wait()

@@ -35,10 +35,13 @@ type Status struct {
 // Status returns the engine's current status.
 func (e *Engine) Status() Status {
 	rs := e.opts.Ruleset
+	e.mu.Lock()
+	started, offload := e.started, e.offload
+	e.mu.Unlock()
 	st := Status{
 		Mode:       e.opts.Mode.Knob(),
 		PID:        os.Getpid(),
-		Started:    e.started,
+		Started:    started,
 		Updated:    time.Now(),
 		Running:    true,
 		Rules:      len(rs.Rules),
@@ -46,7 +49,7 @@ func (e *Engine) Status() Status {
 		Seed:       rs.Seed,
 		Interfaces: e.opts.Interfaces,
 		FailOpen:   e.opts.FailOpen,
-		Offloads:   e.offload,
+		Offloads:   offload,
 		Stats:      e.Stats(),
 	}
 	if e.opts.Mode == Inline {
@@ -54,7 +57,7 @@ func (e *Engine) Status() Status {
 			st.Queues = append(st.Queues, e.opts.Queue+uint16(q))
 		}
 		for _, ifc := range e.opts.Interfaces {
-			if on := e.offload[ifc]; len(on) > 0 {
+			if on := offload[ifc]; len(on) > 0 {
 				st.Warnings = append(st.Warnings, fmt.Sprintf(
 					"inline IPS on %s with offloads on (%s): a real pfSense needs them off for netmap; turn them off with offload.checksum/tso/lro=off",
 					ifc, strings.Join(on, ",")))
