@@ -156,3 +156,18 @@ func (st Status) IDSInstances() []fwapi.IDSInstance {
 	}
 	return out
 }
+
+// SuricataCommand is the command line pfSense's Suricata would show in
+// `ps ax -o pid,command` for this engine on device (the emulated
+// firewall's name for the interface): `--netmap` for inline mode, `-i DEV`
+// (pcap) for IDS and legacy mode, which ps cannot tell apart on a real box
+// either.
+func (st Status) SuricataCommand(device string) string {
+	yaml := fmt.Sprintf("/usr/local/etc/suricata/suricata_%d_%s/suricata.yaml", st.Seed%100000, device)
+	pidfile := fmt.Sprintf("/var/run/suricata_%s%d.pid", device, st.Seed%100000)
+	capture := "-i " + device
+	if st.Mode == Inline.Knob() {
+		capture = "--netmap"
+	}
+	return fmt.Sprintf("/usr/local/bin/suricata %s -D -c %s --pidfile %s", capture, yaml, pidfile)
+}

@@ -287,3 +287,20 @@ func TestBlockSet(t *testing.T) {
 		}
 	}
 }
+
+func TestSuricataCommand(t *testing.T) {
+	tests := []struct {
+		mode Mode
+		want string
+	}{
+		{Inline, "/usr/local/bin/suricata --netmap -D -c /usr/local/etc/suricata/suricata_7_igb1/suricata.yaml --pidfile /var/run/suricata_igb17.pid"},
+		{IDS, "/usr/local/bin/suricata -i igb1 -D -c /usr/local/etc/suricata/suricata_7_igb1/suricata.yaml --pidfile /var/run/suricata_igb17.pid"},
+		{Legacy, "/usr/local/bin/suricata -i igb1 -D -c /usr/local/etc/suricata/suricata_7_igb1/suricata.yaml --pidfile /var/run/suricata_igb17.pid"},
+	}
+	for _, tt := range tests {
+		st := Status{Mode: tt.mode.Knob(), Seed: 7}
+		if got := st.SuricataCommand("igb1"); got != tt.want {
+			t.Errorf("SuricataCommand(%s) = %q, want %q", tt.mode, got, tt.want)
+		}
+	}
+}
