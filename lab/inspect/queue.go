@@ -29,7 +29,6 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 		Copymode:     nfqueue.NfQnlCopyPacket,
 		Flags:        flags,
 		AfFamily:     unix.AF_INET,
-		WriteTimeout: time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
