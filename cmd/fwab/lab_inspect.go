@@ -17,17 +17,18 @@ import (
 )
 
 type labInspectOptions struct {
-	mode       string
-	queue      uint16
-	queues     int
-	rules      int
-	seed       uint64
-	dropEvery  int
-	failOpen   bool
-	interfaces []string
-	status     string
-	readBuffer int
-	steer      bool
+	mode        string
+	queue       uint16
+	queues      int
+	rules       int
+	seed        uint64
+	dropEvery   int
+	failOpen    bool
+	interfaces  []string
+	status      string
+	readBuffer  int
+	steer       bool
+	streamDepth uint64
 }
 
 // newLabInspectCmd is the lab's inspection engine (its Suricata). The lab
@@ -55,6 +56,7 @@ func newLabInspectCmd(io *streams) *cobra.Command {
 	f.BoolVar(&o.failOpen, "failopen", false, "inline: accept packets when the queue is full (NFQA_CFG_F_FAIL_OPEN)")
 	f.StringSliceVar(&o.interfaces, "iface", nil, "interface to inspect (ids, legacy: capture on it; inline: offload check and, with --steer, its traffic); repeatable")
 	f.StringVar(&o.status, "status", "", "write a JSON status file here every second and at exit")
+	f.Uint64Var(&o.streamDepth, "stream-depth", 0, "inspect only the first N bytes of each TCP flow direction, like Suricata's stream.reassembly.depth (0: every byte)")
 	f.IntVar(&o.readBuffer, "rcvbuf", inspect.DefaultReadBuffer, "socket receive buffer in bytes")
 	f.BoolVar(&o.steer, "steer", false, "install the iptables/nftables rules that steer traffic to the engine, and remove them at exit")
 	return cmd
@@ -103,16 +105,17 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 	}()
 
 	eng, err := inspect.New(inspect.Options{
-		Mode:       mode,
-		Ruleset:    rs,
-		Queue:      o.queue,
-		Queues:     o.queues,
-		FailOpen:   o.failOpen,
-		Interfaces: o.interfaces,
-		ReadBuffer: o.readBuffer,
-		StatusFile: o.status,
-		Ready:      ready,
-		Logger:     log,
+		Mode:        mode,
+		Ruleset:     rs,
+		Queue:       o.queue,
+		Queues:      o.queues,
+		FailOpen:    o.failOpen,
+		Interfaces:  o.interfaces,
+		ReadBuffer:  o.readBuffer,
+		StreamDepth: o.streamDepth,
+		StatusFile:  o.status,
+		Ready:       ready,
+		Logger:      log,
 	})
 	if err != nil {
 		return usageError{err}

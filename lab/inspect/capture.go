@@ -54,6 +54,7 @@ func (e *Engine) runCapture(ctx context.Context, ifc string, ready func()) error
 		}
 	}()
 	buf := make([]byte, captureBuffer)
+	flows := newFlowTable(e.opts.StreamDepth)
 	var lastErr time.Time
 	lastStats := time.Now()
 	for ctx.Err() == nil {
@@ -66,7 +67,7 @@ func (e *Engine) runCapture(ctx context.Context, ifc string, ready func()) error
 			time.Sleep(10 * time.Millisecond) // an interface gone down: do not spin
 			continue
 		}
-		info, drop := e.inspect(buf[:n])
+		info, drop := e.inspect(buf[:n], flows)
 		if drop && e.opts.Mode == Legacy && info.src.IsValid() {
 			e.offender(info.src)
 		}

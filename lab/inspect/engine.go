@@ -75,6 +75,13 @@ type Options struct {
 	// offload flags for the status.
 	Interfaces []string
 
+	// StreamDepth, if not zero, limits content inspection to the first
+	// StreamDepth bytes of each TCP flow direction, like Suricata's
+	// stream.reassembly.depth (1 MiB by default there); later packets of
+	// the flow are counted and, inline, accepted without a scan. Zero
+	// inspects every byte of every packet.
+	StreamDepth uint64
+
 	// ReadBuffer is the receive buffer in bytes; zero means DefaultReadBuffer.
 	ReadBuffer int
 
@@ -108,13 +115,16 @@ type Stats struct {
 	Dropped  uint64 `json:"dropped"`  // inline verdicts: drop
 	Blocked  uint64 `json:"blocked"`  // legacy: addresses added to the block sets
 	Errors   uint64 `json:"errors"`   // receive, verdict and block errors
+	// BeyondDepth counts TCP payload bytes not inspected because their flow
+	// passed StreamDepth.
+	BeyondDepth uint64 `json:"beyond_depth"`
 	// Missed counts passive copies the kernel dropped because the engine
 	// fell behind (IDS and Legacy; the traffic itself was forwarded).
 	Missed uint64 `json:"missed"`
 }
 
 type counters struct {
-	packets, bytes, matches, accepted, dropped, blocked, errors, missed atomic.Uint64
+	packets, bytes, matches, accepted, dropped, blocked, errors, missed, beyond atomic.Uint64
 }
 
 // Engine is the inspection process.
@@ -184,13 +194,15 @@ func (e *Engine) Stats() Stats {
 		Blocked:  e.c.blocked.Load(),
 		Errors:   e.c.errors.Load(),
 		Missed:   e.c.missed.Load(),
+
+		BeyondDepth: e.c.beyond.Load(),
 	}
 }
 
 // String is the one-line status: mode and counters.
 func (s Stats) String() string {
-	return fmt.Sprintf("packets=%d bytes=%d matches=%d accepted=%d dropped=%d blocked=%d errors=%d missed=%d",
-		s.Packets, s.Bytes, s.Matches, s.Accepted, s.Dropped, s.Blocked, s.Errors, s.Missed)
+	return fmt.Sprintf("packets=%d bytes=%d matches=%d accepted=%d dropped=%d blocked=%d errors=%d missed=%d beyond_depth=%d",
+		s.Packets, s.Bytes, s.Matches, s.Accepted, s.Dropped, s.Blocked, s.Errors, s.Missed, s.BeyondDepth)
 }
 
 // Run inspects traffic until ctx is done. It returns nil after a clean stop
@@ -279,15 +291,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// inspect scans one packet and returns whether a drop rule matched.
-func (e *Engine) inspect(p []byte) (info packetInfo, drop bool) {
+// inspect scans one packet and returns whether a drop rule matched. flows
+// is the calling consumer's flow table (nil without a stream depth).
+func (e *Engine) inspect(p []byte, flows *flowTable) (info packetInfo, drop bool) {
 	e.c.packets.Add(1)
 	e.c.bytes.Add(uint64(len(p)))
 	info, ok := parsePacket(p)
 	if !ok {
 		return info, false
 	}
-	n, drop := e.opts.Ruleset.Verdict(info.payload)
+	scan, beyond := flows.window(info)
+	if beyond > 0 {
+		e.c.beyond.Add(uint64(beyond))
+	}
+	n, drop := e.opts.Ruleset.Verdict(scan)
 	if n > 0 {
 		e.c.matches.Add(uint64(n))
 	}

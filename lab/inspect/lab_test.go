@@ -57,6 +57,7 @@ type engineSpec struct {
 	Queues     int
 	FailOpen   bool
 	Status     string
+	Depth      uint64
 }
 
 // runEngineHelper is the engine process: it runs until SIGTERM and prints
@@ -73,7 +74,7 @@ func runEngineHelper(spec string) int {
 		return 2
 	}
 	eng, err := New(Options{Mode: s.Mode, Ruleset: rs, Interfaces: s.Interfaces, Queue: s.Queue, Queues: s.Queues,
-		FailOpen: s.FailOpen, StatusFile: s.Status, StatusEvery: 100 * time.Millisecond})
+		FailOpen: s.FailOpen, StatusFile: s.Status, StatusEvery: 100 * time.Millisecond, StreamDepth: s.Depth})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -549,8 +550,9 @@ func TestSteeringIdempotent(t *testing.T) {
 // and with each mode, and checks that inline IPS costs clearly more than
 // IDS. Modes alternate within each round (none, ids, inline, legacy, then
 // again) so that load from elsewhere on the machine hits them alike.
-// FWAB_INSPECT_RUNS sets the rounds (default 3) and FWAB_INSPECT_SECONDS the
-// iperf3 duration (default 2).
+// FWAB_INSPECT_RUNS sets the rounds (default 3), FWAB_INSPECT_SECONDS the
+// iperf3 duration (default 2) and FWAB_INSPECT_STREAM_DEPTH the engine's
+// stream depth in bytes (default 0: inspect everything).
 func TestThroughputByMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("throughput probes are slow; not in -short")
@@ -558,6 +560,7 @@ func TestThroughputByMode(t *testing.T) {
 	tp := newTopology(t)
 	startIperf3Server(t, tp)
 	runs, secs := envInt("FWAB_INSPECT_RUNS", 3), envInt("FWAB_INSPECT_SECONDS", 2)
+	depth := uint64(envInt("FWAB_INSPECT_STREAM_DEPTH", 0))
 	const none Mode = "none"
 
 	for _, rules := range []int{1000, 10000} {
@@ -568,7 +571,7 @@ func TestThroughputByMode(t *testing.T) {
 					samples[mode] = append(samples[mode], iperf3(t, tp, secs))
 					continue
 				}
-				eng := startEngine(t, tp, engineSpec{Mode: mode, Rules: rules, Seed: 1})
+				eng := startEngine(t, tp, engineSpec{Mode: mode, Rules: rules, Seed: 1, Depth: depth})
 				samples[mode] = append(samples[mode], iperf3(t, tp, secs))
 				s := eng.stop(t)
 				if err := (Steerer{}).Remove(t.Context(), tp.dut); err != nil {

@@ -8,8 +8,10 @@ import (
 // packetInfo is what the engine needs from an IP packet: where it comes from
 // and the bytes the rules are matched against.
 type packetInfo struct {
-	src, dst netip.Addr
-	payload  []byte // transport payload (TCP/UDP data), or what follows the IP header
+	src, dst     netip.Addr
+	tcp          bool   // payload is TCP data; sport and dport are set
+	sport, dport uint16 // TCP ports
+	payload      []byte // transport payload (TCP/UDP data), or what follows the IP header
 }
 
 // parsePacket reads an IPv4 or IPv6 packet as queued by NFQUEUE or captured
@@ -60,6 +62,9 @@ func parsePacket(p []byte) (info packetInfo, ok bool) {
 		if len(rest) >= 20 {
 			off := int(rest[12]>>4) * 4
 			if off >= 20 && off <= len(rest) {
+				info.tcp = true
+				info.sport = binary.BigEndian.Uint16(rest[0:2])
+				info.dport = binary.BigEndian.Uint16(rest[2:4])
 				info.payload = rest[off:]
 				return info, true
 			}

@@ -43,6 +43,7 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 	}
 
 	var lastErr time.Time
+	flows := newFlowTable(e.opts.StreamDepth)
 	hook := func(a nfqueue.Attribute) int {
 		if a.PacketID == nil {
 			return 0
@@ -51,7 +52,7 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 		if a.Payload != nil {
 			p = *a.Payload
 		}
-		_, drop := e.inspect(p)
+		_, drop := e.inspect(p, flows)
 		verdict := nfqueue.NfAccept
 		if drop {
 			verdict = nfqueue.NfDrop

@@ -16,20 +16,22 @@ import (
 // on request. The lab's emulated firewall reads it to report the running
 // IDS instance and its mode, as pfSense reports Suricata's.
 type Status struct {
-	Mode       string              `json:"mode"` // ips-inline | ids | ips-legacy
-	PID        int                 `json:"pid"`
-	Started    time.Time           `json:"started"`
-	Updated    time.Time           `json:"updated"`
-	Running    bool                `json:"running"` // false in the file written at exit
-	Rules      int                 `json:"rules"`
-	DropRules  int                 `json:"drop_rules"`
-	Seed       uint64              `json:"seed"`
-	Interfaces []string            `json:"interfaces,omitempty"`
-	Queues     []uint16            `json:"queues,omitempty"`
-	FailOpen   bool                `json:"failopen,omitempty"`
-	Offloads   map[string][]string `json:"offloads,omitempty"` // interface -> offloads on
-	Warnings   []string            `json:"warnings,omitempty"`
-	Stats      Stats               `json:"stats"`
+	Mode       string    `json:"mode"` // ips-inline | ids | ips-legacy
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Updated    time.Time `json:"updated"`
+	Running    bool      `json:"running"` // false in the file written at exit
+	Rules      int       `json:"rules"`
+	DropRules  int       `json:"drop_rules"`
+	Seed       uint64    `json:"seed"`
+	Interfaces []string  `json:"interfaces,omitempty"`
+	Queues     []uint16  `json:"queues,omitempty"`
+	FailOpen   bool      `json:"failopen,omitempty"`
+	// StreamDepth is the per-flow inspection depth in bytes; 0 is unlimited.
+	StreamDepth uint64              `json:"stream_depth,omitempty"`
+	Offloads    map[string][]string `json:"offloads,omitempty"` // interface -> offloads on
+	Warnings    []string            `json:"warnings,omitempty"`
+	Stats       Stats               `json:"stats"`
 }
 
 // Status returns the engine's current status.
@@ -39,18 +41,19 @@ func (e *Engine) Status() Status {
 	started, offload := e.started, e.offload
 	e.mu.Unlock()
 	st := Status{
-		Mode:       e.opts.Mode.Knob(),
-		PID:        os.Getpid(),
-		Started:    started,
-		Updated:    time.Now(),
-		Running:    true,
-		Rules:      len(rs.Rules),
-		DropRules:  rs.Drops(),
-		Seed:       rs.Seed,
-		Interfaces: e.opts.Interfaces,
-		FailOpen:   e.opts.FailOpen,
-		Offloads:   offload,
-		Stats:      e.Stats(),
+		Mode:        e.opts.Mode.Knob(),
+		PID:         os.Getpid(),
+		Started:     started,
+		Updated:     time.Now(),
+		Running:     true,
+		Rules:       len(rs.Rules),
+		DropRules:   rs.Drops(),
+		Seed:        rs.Seed,
+		Interfaces:  e.opts.Interfaces,
+		FailOpen:    e.opts.FailOpen,
+		StreamDepth: e.opts.StreamDepth,
+		Offloads:    offload,
+		Stats:       e.Stats(),
 	}
 	if e.opts.Mode == Inline {
 		for q := range e.opts.Queues {
