@@ -64,18 +64,25 @@
 // iperf3 -t 3, one TCP stream, client — dut — server namespaces on the
 // 2-core VM, medians of 5 rounds with the modes interleaved in each round
 // (FWAB_INSPECT_RUNS=5 FWAB_INSPECT_SECONDS=3 go test -run
-// TestThroughputByMode -v), Mbit/s, measured while other builds and
-// iperf3 runs shared the machine (load average 5 to 9), so spreads are
-// wide:
+// TestThroughputByMode -v), Mbit/s, measured while other builds and iperf3
+// runs shared the machine (load average 3 to 9), so spreads are wide.
+//
+// Every byte inspected (the default):
 //
 //	rules   none    ids    inline   legacy
 //	1k      7611    6193     918     6517
 //	10k    10523    7363     676     7831
 //
 // Inline caps throughput at what one goroutine can receive, scan and give
-// verdicts for (about 1 Gbit/s here; 2.8 Gbit/s was measured for an
-// accept-only consumer on an idle machine). IDS and legacy lower
-// throughput only through CPU contention, and under this load they inspect
-// only 10 to 25% of the packets: the rest are counted as missed, as
-// Suricata counts capture drops.
+// verdicts for. IDS and legacy lower throughput only through CPU
+// contention, and under this load they inspect only 10 to 25% of the
+// packets: the rest are counted as missed, as Suricata counts capture drops.
+//
+// With --stream-depth 1048576 (Suricata's default stream depth;
+// FWAB_INSPECT_STREAM_DEPTH=1048576), the IDS keeps up (nothing missed) and
+// the figures look like a real box's (IDS costs little, inline IPS a lot):
+//
+//	rules   none    ids    inline   legacy
+//	1k     14936   12657    1983    13511
+//	10k    15518   12486    2145    12105
 package inspect
