@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,7 +86,22 @@ type Sweep struct {
 	Progress func(Progress)
 	Log      *slog.Logger
 	PSK      string // the IPsec tunnel's pre-shared key, when the spec creates one
+
+	// Stats accounts for where Execute's time went.
+	Stats Stats
 }
+
+// Stats splits a sweep's wall time into the work it exists for and the
+// rest, which is fwab's own overhead.
+type Stats struct {
+	Wall, Apply, Settle, Probe time.Duration
+	Applies                    int                      // Apply calls that succeeded
+	Actions                    map[configxml.Action]int // service actions those applies ran
+	Samples                    int
+}
+
+// Overhead is the wall time not spent applying, settling or probing.
+func (s Stats) Overhead() time.Duration { return s.Wall - s.Apply - s.Settle - s.Probe }
 
 // Execute runs every step whose samples are not yet in the store, so a run
 // that was interrupted continues where it stopped. It returns ctx's error
@@ -94,6 +110,11 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	log := s.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	defer func() { s.Stats.Wall += time.Since(start) }()
+	if s.Stats.Actions == nil {
+		s.Stats.Actions = map[configxml.Action]int{}
 	}
 	done, err := s.Store.Completed(ctx, s.Run)
 	if err != nil {
@@ -133,12 +154,14 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 		if len(changes) > 0 {
 			report("apply", "", describe(changes))
+			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
 			if err != nil && ctx.Err() == nil {
 				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
 				err = s.Apply(ctx, next.Bytes(), changes)
 			}
+			s.Stats.Apply += time.Since(t0)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -154,10 +177,17 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				continue
 			}
 			current = next
+			s.Stats.Applies++
+			for _, a := range actionsOf(changes) {
+				s.Stats.Actions[a]++
+			}
 		}
 
 		report("settle", "", "")
-		if err := s.settle(ctx); err != nil {
+		t0 := time.Now()
+		err = s.settle(ctx)
+		s.Stats.Settle += time.Since(t0)
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -178,7 +208,10 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 		for _, pr := range todo {
 			report("probe", pr.Name, "")
+			t0 := time.Now()
 			sample := s.Measure(ctx, pr)
+			s.Stats.Probe += time.Since(t0)
+			s.Stats.Samples++
 			if ctx.Err() != nil {
 				return ctx.Err() // a probe cut short is not a sample
 			}
@@ -250,6 +283,16 @@ func (s *Sweep) settle(ctx context.Context) error {
 
 func (s *Sweep) event(ctx context.Context, kind string, point int, msg string) {
 	s.Store.RecordEvent(ctx, s.Run, store.Event{Time: time.Now(), Kind: kind, Point: point, Message: msg})
+}
+
+func actionsOf(changes []configxml.Change) []configxml.Action {
+	var out []configxml.Action
+	for _, c := range changes {
+		if !slices.Contains(out, c.Action) {
+			out = append(out, c.Action)
+		}
+	}
+	return out
 }
 
 func describe(changes []configxml.Change) string {

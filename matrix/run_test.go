@@ -232,3 +232,24 @@ func TestProbeRunsPacketSizes(t *testing.T) {
 		t.Errorf("probe runs = %v; want %s", got, want)
 	}
 }
+
+// TestSweepStats: the actions run equal the plan's, and the time accounts add up.
+func TestSweepStats(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := f.sweep.Stats
+	want := f.sweep.Plan.ServiceActions()
+	for a, n := range want {
+		if st.Actions[a] != n {
+			t.Errorf("%s ran %d times; the plan has %d", a, st.Actions[a], n)
+		}
+	}
+	if st.Samples != 18 || st.Applies != f.fw.applies {
+		t.Errorf("stats %+v; want 18 samples and %d applies", st, f.fw.applies)
+	}
+	if st.Wall <= 0 || st.Overhead() < 0 || st.Overhead() > st.Wall {
+		t.Errorf("wall %v, overhead %v", st.Wall, st.Overhead())
+	}
+}

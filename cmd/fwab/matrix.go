@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -23,18 +24,21 @@ func newMatrixCmd(io *streams) *cobra.Command {
 }
 
 type matrixOptions struct {
+	targetFlags
 	file, config, product string
 	seed                  uint64
 }
 
 func (o *matrixOptions) flags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.config, "config", "", "check against this config.xml (the target's, pulled with 'fwab fw pull')")
+	addTargetFlags(cmd, &o.targetFlags)
+	cmd.Flags().StringVar(&o.config, "config", "", "check against this config.xml instead of the target's (offline)")
 	cmd.Flags().StringVar(&o.product, "product", "", "the product version the target runs; default: inferred from the config")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed for the randomized order (a spec's own seed wins)")
 }
 
-// loadPlan parses the spec and plans it against the config.
-func loadPlan(io *streams, o *matrixOptions) (*matrix.Plan, error) {
+// loadPlan parses the spec and plans it against the config: a file, or the
+// target's own (read, never changed).
+func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan, error) {
 	f, err := os.Open(o.file)
 	if err != nil {
 		return nil, usageError{err}
@@ -44,12 +48,42 @@ func loadPlan(io *streams, o *matrixOptions) (*matrix.Plan, error) {
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
-	if o.config == "" {
-		return nil, usageErrorf("give --config with the target's config.xml")
-	}
-	cfg, err := loadConfigFile(io, o.config, o.product)
-	if err != nil {
-		return nil, err
+	var cfg *configxml.Config
+	switch {
+	case o.config != "":
+		if cfg, err = loadConfigFile(io, o.config, o.product); err != nil {
+			return nil, err
+		}
+	default:
+		if o.target == "" {
+			o.target = spec.Target
+		}
+		if o.target == "" {
+			return nil, usageErrorf("give --target (or target: in the spec), or --config with a config.xml")
+		}
+		_, fw, err := o.open(ctx, io)
+		if err != nil {
+			return nil, err
+		}
+		defer fw.Close()
+		info, err := fw.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		data, err := fw.ReadConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cfg, err = configxml.LoadBytes(data); err != nil {
+			return nil, fmt.Errorf("the firewall's config.xml: %w", err)
+		}
+		version := info.Version
+		if o.product != "" {
+			version = o.product
+		}
+		if err := cfg.SetProduct(version); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	plan, err := matrix.NewPlan(spec, cfg, o.seed)
 	if err != nil {
@@ -61,12 +95,12 @@ func loadPlan(io *streams, o *matrixOptions) (*matrix.Plan, error) {
 func newMatrixCheckCmd(io *streams) *cobra.Command {
 	o := &matrixOptions{}
 	cmd := &cobra.Command{
-		Use:   "check FILE --config CONFIG",
+		Use:   "check FILE [--target NAME | --config CONFIG]",
 		Short: "Validate a matrix spec against a target's flavor and version, changing nothing",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
-			plan, err := loadPlan(io, o)
+			plan, err := loadPlan(cmd.Context(), io, o)
 			if err != nil {
 				return err
 			}
@@ -82,12 +116,12 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 func newMatrixPlanCmd(io *streams) *cobra.Command {
 	o := &matrixOptions{}
 	cmd := &cobra.Command{
-		Use:   "plan FILE --config CONFIG",
+		Use:   "plan FILE [--target NAME | --config CONFIG]",
 		Short: "Print the ordered plan: every step's knob changes and service actions",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
-			plan, err := loadPlan(io, o)
+			plan, err := loadPlan(cmd.Context(), io, o)
 			if err != nil {
 				return err
 			}

@@ -213,6 +213,7 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 	sweep.Progress = bars.update
 	runErr := sweep.Execute(ctx)
 	bars.wait()
+	printSweepStats(io, sweep.Stats)
 
 	// The firewall goes back to how it was found, whatever happened.
 	restoreErr := session.Close(ctx)
@@ -237,6 +238,22 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		return runErr
 	}
 	return printSweepSummary(context.WithoutCancel(ctx), io, st, runID, plan)
+}
+
+// printSweepStats says where the time went: fwab's own share is what is
+// left after applying, settling and probing.
+func printSweepStats(io *streams, s matrix.Stats) {
+	if s.Wall <= 0 {
+		return
+	}
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / s.Wall.Seconds() }
+	var actions []string
+	for a, n := range s.Actions {
+		actions = append(actions, fmt.Sprintf("%d %s", n, a))
+	}
+	slices.Sort(actions)
+	fmt.Fprintf(io.ErrOut, "time: %s in all: probes %.1f%%, applies %.1f%%, settling %.1f%%, fwab overhead %.1f%% (%s); %d samples; service actions: %s\n",
+		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
 }
 
 // tunnelPSK reads the pre-shared key of the tunnel the spec may create.
