@@ -85,6 +85,29 @@ func guardOf(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target, 
 	return fwapi.OPNsenseShellGuard(sh), func() { sh.Close() }, nil
 }
 
+// startSession locks the firewall and records its config for restoring:
+// the one way commands that change a firewall begin. The returned release
+// closes the guard's extra connection, if any, after the session is closed.
+func startSession(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target, fw fwapi.Firewall) (*fwapi.Session, func(), error) {
+	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := fwapi.StateDir(t.Name)
+	if err != nil {
+		closeGuard()
+		return nil, nil, err
+	}
+	s, err := fwapi.StartSession(ctx, fw, g, fwapi.SessionOptions{
+		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Logger: logger(io),
+	})
+	if err != nil {
+		closeGuard()
+		return nil, nil, err
+	}
+	return s, closeGuard, nil
+}
+
 func lockOwner() fwapi.LockOwner {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
@@ -250,25 +273,15 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 		return err
 	}
 	defer fw.Close()
-	g, closeGuard, err := guardOf(ctx, io, f, t, fw)
-	if err != nil {
-		return err
-	}
-	defer closeGuard()
 	info, err := fw.Info(ctx)
 	if err != nil {
 		return err
 	}
-	dir, err := fwapi.StateDir(t.Name)
+	s, release, err := startSession(ctx, io, f, t, fw)
 	if err != nil {
 		return err
 	}
-	s, err := fwapi.StartSession(ctx, fw, g, fwapi.SessionOptions{
-		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Logger: logger(io),
-	})
-	if err != nil {
-		return err
-	}
+	defer release()
 	err = applyChange(ctx, io, t, info.Version, s, edit)
 	if err != nil {
 		// Leave the firewall as it was.

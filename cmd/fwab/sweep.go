@@ -185,21 +185,11 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 	fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
 		runID, len(plan.Points), spec.Repeats, len(probes), plan.Estimate().Round(time.Minute), o.db)
 
-	guard, closeGuard, err := guardOf(ctx, io, &o.targetFlags, t, fw)
+	session, release, err := startSession(ctx, io, &o.targetFlags, t, fw)
 	if err != nil {
 		return err
 	}
-	defer closeGuard()
-	dir, err := fwapi.StateDir(t.Name)
-	if err != nil {
-		return err
-	}
-	session, err := fwapi.StartSession(ctx, fw, guard, fwapi.SessionOptions{
-		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: o.rollbackAfter, Logger: logger(io),
-	})
-	if err != nil {
-		return err
-	}
+	defer release()
 
 	sweep := &matrix.Sweep{
 		Plan: plan, Store: st, Run: runID, Config: cfg, PSK: psk, Log: logger(io),
