@@ -1,7 +1,8 @@
 GO      ?= go
 BIN     := bin/fwab
 # Tests run as root in CI so the lab tests run; they skip with a message otherwise.
-TESTFLAGS ?= -count=1 -timeout 18m
+# -p 1: packages one at a time, so throughput tests do not compete for the 2 cores.
+TESTFLAGS ?= -count=1 -p 1 -timeout 18m
 
 .PHONY: all setup build test demo bench fuzz vet clean
 
