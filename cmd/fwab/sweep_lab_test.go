@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/store"
+)
+
+// asFwab makes this test binary act as the fwab command when a test runs
+// it as a child (a sweep to kill, the lab daemon that lab up starts).
+const asFwab = "FWAB_TEST_AS_FWAB"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asFwab) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// labEnv is a lab of the test's own: namespaces, folder, targets file and
+// local state folder no other lab or test shares.
+type labEnv struct {
+	prefix, dir, targets, state string
+}
+
+func (l labEnv) env() []string {
+	return append(os.Environ(), asFwab+"=1", "XDG_STATE_HOME="+l.state)
+}
+
+// fwabChild runs this binary as fwab in the lab's environment.
+func (l labEnv) fwabChild(ctx context.Context, args ...string) *exec.Cmd {
+	exe, _ := os.Executable()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = l.env()
+	return cmd
+}
+
+func (l labEnv) mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := l.fwabChild(t.Context(), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fwab %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String()
+}
+
+func newLab(t *testing.T) labEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab needs root (network namespaces); skipped")
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	root := t.TempDir()
+	l := labEnv{
+		prefix:  "fwk" + hex.EncodeToString(b[:]),
+		dir:     filepath.Join(root, "lab"),
+		targets: filepath.Join(root, "targets.yaml"),
+		state:   filepath.Join(root, "state"),
+	}
+	l.mustRun(t, "lab", "up", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets)
+	t.Cleanup(func() {
+		cmd := l.fwabChild(context.Background(), "lab", "down", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("lab down: %v\n%s", err, out)
+		}
+	})
+	return l
+}
+
+func (l labEnv) configHash(t *testing.T) string {
+	t.Helper()
+	return fwapi.SHA256Hex([]byte(l.mustRun(t, "fw", "pull", "--target", "lab", "--targets", l.targets)))
+}
+
+// TestSweepKilledRecoveredResumed: a sweep killed with SIGKILL mid-run
+// leaves the firewall changed and locked; fwab fw recover restores the
+// original config (same hash), and --resume finishes the run without a
+// duplicate or lost sample.
+func TestSweepKilledRecoveredResumed(t *testing.T) {
+	l := newLab(t)
+	original := l.configHash(t)
+
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	os.WriteFile(spec, []byte(`target: lab
+axes:
+  rules@lan: [0, 500]
+  nat.outbound: [automatic, disabled]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 3
+order: randomized
+`), 0o644)
+	db := filepath.Join(t.TempDir(), "results.db")
+	args := []string{"sweep", spec, "--targets", l.targets, "--db", db, "--seed", "3", "--progress=false", "--rollback-after", "30s"}
+
+	// Kill the sweep once a few samples are in.
+	sweep := l.fwabChild(t.Context(), args...)
+	var errOut bytes.Buffer
+	sweep.Stderr = &errOut
+	if err := sweep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	samplesIn := func() int {
+		st, err := store.Open(t.Context(), db)
+		if err != nil {
+			return 0
+		}
+		defer st.Close()
+		s, _ := st.Samples(t.Context(), 1)
+		return len(s)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for samplesIn() < 5 {
+		if time.Now().After(deadline) {
+			sweep.Process.Kill()
+			t.Fatalf("no 5 samples after 2 minutes; sweep said:\n%s", errOut.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	sweep.Process.Signal(syscall.SIGKILL)
+	sweep.Wait()
+	killedAt := samplesIn()
+	if killedAt >= 12 {
+		t.Fatalf("the sweep finished (%d samples) before it was killed", killedAt)
+	}
+	t.Logf("killed after %d of 12 samples; config changed by the dead sweep: %v", killedAt, l.configHash(t) != original)
+
+	// The firewall is locked by the dead sweep: a new one is refused.
+	second := l.fwabChild(t.Context(), args...)
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "recover") {
+		t.Fatalf("a sweep after the kill ran or failed without pointing at recover: %v\n%s", err, out)
+	}
+
+	l.mustRun(t, "fw", "recover", "--target", "lab", "--targets", l.targets)
+	if got := l.configHash(t); got != original {
+		t.Fatalf("after recover the config hash is %s, want the original %s", got, original)
+	}
+
+	l.mustRun(t, append(args, "--resume", "1")...)
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the resumed sweep the config hash is %s, want the original %s", got, original)
+	}
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	samples, err := st.Samples(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range samples {
+		k := fmt.Sprint(s.Point, s.Probe, s.Round, s.Repeat)
+		if seen[k] {
+			t.Errorf("duplicate sample %s", k)
+		}
+		seen[k] = true
+		if s.Failed {
+			t.Errorf("sample %s failed: %s", k, s.Reason)
+		}
+	}
+	if len(samples) != 4*3 {
+		t.Errorf("%d samples after the resume (%d before the kill); want 12", len(samples), killedAt)
+	}
+	run, _ := st.Run(t.Context(), 1)
+	if run.Status != store.Done {
+		t.Errorf("run status %s, want done", run.Status)
+	}
+}
