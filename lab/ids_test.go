@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,6 +149,18 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 		t.Errorf("inline IPS median %.0f Mbit/s, IDS %.0f: want inline clearly below (< 70%% of IDS)", mn, mi)
 	}
 
+	// A reboot stops the engine and the boot starts a new one in the
+	// configured mode (the last arm: ips-inline).
+	f.em.Reboot(ctx)
+	if err := syscall.Kill(lastPID, 0); err == nil {
+		t.Errorf("after a reboot: the engine from before (pid %d) still runs", lastPID)
+	}
+	ps := f.em.suricataProcesses()
+	if len(ps) != 1 || !strings.Contains(ps[0][1], "--netmap") || ps[0][0] == strconv.Itoa(lastPID) {
+		t.Fatalf("after a reboot: suricata processes %q, want one new inline engine", ps)
+	}
+	lastPID, _ = strconv.Atoi(ps[0][0])
+
 	applyKnobs(t, f.fw, "ids@lan=off")
 	st, err := f.fw.RuntimeState(ctx)
 	if err != nil {
@@ -165,5 +178,42 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	// The inline engine removed its steering: traffic flows without it.
 	if _, err := IperfMbit(ctx, topo, 1, false); err != nil {
 		t.Fatalf("iperf3 after ids@lan=off: %v", err)
+	}
+}
+
+// TestIDSFigures prints per-mode throughput through the lab, up and down:
+// medians of 5 rounds of iperf3 -t 3, the modes interleaved in each round,
+// offloads off in every arm (inline IPS needs them off). Run with
+// go test ./lab -run TestIDSFigures -lab.figures -v.
+func TestIDSFigures(t *testing.T) {
+	if !*figures {
+		t.Skip("skipped: pass -lab.figures to measure (about 2 minutes)")
+	}
+	requireRoot(t)
+	bin := buildFwab(t)
+	f, topo := linuxLab(t, DefaultProfiles())
+	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir()}
+	t.Cleanup(f.em.IDS.StopAll)
+	ctx := context.Background()
+	applyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
+	modes := []string{"off", "ids", "ips-legacy", "ips-inline"}
+	runs := map[string][]float64{}
+	for range 5 {
+		for _, mode := range modes {
+			applyKnobs(t, f.fw, "ids@lan="+mode)
+			for _, reverse := range []bool{false, true} {
+				v, err := IperfMbit(ctx, topo, 3, reverse)
+				if err != nil {
+					t.Fatalf("iperf3 with ids@lan=%s: %v", mode, err)
+				}
+				dir := map[bool]string{false: "up", true: "down"}[reverse]
+				runs[mode+" "+dir] = append(runs[mode+" "+dir], v)
+			}
+		}
+	}
+	t.Logf("%-11s %8s %8s   (Mbit/s, median of 5; runs up / down)", "ids@lan", "up", "down")
+	for _, mode := range modes {
+		up, down := runs[mode+" up"], runs[mode+" down"]
+		t.Logf("%-11s %8.0f %8.0f   %.0f / %.0f", mode, median(up), median(down), up, down)
 	}
 }
