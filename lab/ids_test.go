@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab/inspect"
 )
 
@@ -215,5 +216,72 @@ func TestIDSFigures(t *testing.T) {
 	for _, mode := range modes {
 		up, down := runs[mode+" up"], runs[mode+" down"]
 		t.Logf("%-11s %8.0f %8.0f   %.0f / %.0f", mode, median(up), median(down), up, down)
+	}
+}
+
+// engineProcesses lists the processes whose command line names dir (the
+// engines' --status files live there).
+func engineProcesses(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmd), "lab\x00inspect") && strings.Contains(string(cmd), dir) {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestDownStopsIDSEngines runs `fwab lab serve` as Up starts it, applies
+// ips-inline through fwapi, and checks that Down leaves no engine behind.
+func TestDownStopsIDSEngines(t *testing.T) {
+	requireRoot(t)
+	bin := buildFwab(t)
+	ctx := context.Background()
+	topo := testTopology(t)
+	dir := filepath.Join(t.TempDir(), "lab")
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: bin, IDSRules: 1000}
+	t.Cleanup(func() { _ = Down(context.Background(), o) })
+	if _, err := Up(ctx, o); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
+		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
+	}
+	tf, err := fwapi.LoadTargets(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := tf.Lookup(TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	applyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
+	st, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IDS) != 1 || st.IDS[0].Mode != "ips-inline" {
+		t.Fatalf("RuntimeState.IDS = %+v, want one ips-inline instance", st.IDS)
+	}
+	if procs := engineProcesses(dir); len(procs) != 1 || !strings.Contains(procs[0], "--rules 1000 ") {
+		t.Fatalf("engine processes %q, want one with --rules 1000", procs)
+	}
+	if err := Down(ctx, o); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if procs := engineProcesses(dir); len(procs) > 0 {
+		t.Errorf("engines left after Down: %q", procs)
+	}
+	if left := leftovers(t, topo.Prefix); len(left) > 0 {
+		t.Errorf("left behind after Down: %v", left)
 	}
 }
