@@ -47,7 +47,8 @@ type IDSEngines struct {
 	StartTimeout time.Duration
 	Logger       *slog.Logger
 
-	mu      sync.Mutex
+	op      sync.Mutex // serialises starts and stops
+	mu      sync.Mutex // guards running; never held while waiting for an engine
 	running map[inspect.Mode]*idsEngine
 }
 
@@ -110,15 +111,15 @@ func (g *IDSEngines) Restart(ctx context.Context, plan IDSPlan, ports Ports) err
 
 // Start starts the engines of the plan that do not run yet.
 func (g *IDSEngines) Start(ctx context.Context, plan IDSPlan, ports Ports) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.running == nil {
-		g.running = map[inspect.Mode]*idsEngine{}
-	}
+	g.op.Lock()
+	defer g.op.Unlock()
 	var errs []error
 	for _, m := range []inspect.Mode{inspect.Inline, inspect.IDS, inspect.Legacy} {
 		devs := plan[m]
-		if len(devs) == 0 || g.running[m] != nil {
+		g.mu.Lock()
+		runs := g.running[m] != nil
+		g.mu.Unlock()
+		if len(devs) == 0 || runs {
 			continue
 		}
 		eng, err := g.start(ctx, m, devs, ports)
@@ -126,7 +127,12 @@ func (g *IDSEngines) Start(ctx context.Context, plan IDSPlan, ports Ports) error
 			errs = append(errs, err)
 			continue
 		}
+		g.mu.Lock()
+		if g.running == nil {
+			g.running = map[inspect.Mode]*idsEngine{}
+		}
 		g.running[m] = eng
+		g.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -230,11 +236,14 @@ func stopEngine(eng *idsEngine) {
 
 // StopAll stops every engine and waits for them.
 func (g *IDSEngines) StopAll() {
+	g.op.Lock()
+	defer g.op.Unlock()
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	for m, eng := range g.running {
+	engines := g.running
+	g.running = nil
+	g.mu.Unlock()
+	for _, eng := range engines {
 		stopEngine(eng)
-		delete(g.running, m)
 	}
 }
 
