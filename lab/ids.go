@@ -117,7 +117,7 @@ func (g *IDSEngines) Start(ctx context.Context, plan IDSPlan, ports Ports) error
 	for _, m := range []inspect.Mode{inspect.Inline, inspect.IDS, inspect.Legacy} {
 		devs := plan[m]
 		g.mu.Lock()
-		runs := g.running[m] != nil
+		runs := g.running[m] != nil && !g.running[m].exited()
 		g.mu.Unlock()
 		if len(devs) == 0 || runs {
 			continue
@@ -220,6 +220,15 @@ func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, p
 	}
 }
 
+func (eng *idsEngine) exited() bool {
+	select {
+	case <-eng.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // stopEngine sends SIGTERM (the engine removes its steering rules), then
 // SIGKILL to the group after 5 s.
 func stopEngine(eng *idsEngine) {
@@ -258,10 +267,8 @@ func (g *IDSEngines) SuricataProcesses() [][2]string {
 		if eng == nil {
 			continue
 		}
-		select {
-		case <-eng.done:
-			continue // exited: Suricata is not running
-		default:
+		if eng.exited() {
+			continue // Suricata is not running
 		}
 		st, err := inspect.ReadStatus(eng.status)
 		if err != nil || !st.Running {
