@@ -420,8 +420,9 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdPfSsh runs pfSsh.php playback scripts. IPsec and Suricata are not part
-// of this lab build: their restarts succeed and change nothing.
+// cmdPfSsh runs pfSsh.php playback scripts. Restarting suricata restarts
+// the IDS engines (ids.go); IPsec is not part of this lab build: its
+// restarts succeed and change nothing.
 func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	a := c.args[1:]
 	switch {
