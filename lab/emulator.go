@@ -41,7 +41,8 @@ type Emulator struct {
 	Logger         *slog.Logger
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
-	BlocklistSize int // 0 means DefaultBlocklistSize
+	BlocklistSize int         // 0 means DefaultBlocklistSize
+	IDS           *IDSEngines // nil: Suricata restarts change nothing
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
@@ -150,6 +151,9 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	}
 	if err := e.applySlowdown(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
+	}
+	if err := e.bootIDS(ctx, root); err != nil {
+		e.logger().Error("boot: suricata", "err", err)
 	}
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
@@ -319,6 +323,7 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 		if ctx.Err() != nil {
 			e.closeConns()
 			e.procs.killAll()
+			e.stopIDS()
 			return nil
 		}
 		// The listener was closed by a reboot: wait for it to finish.
@@ -361,6 +366,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	}
 	e.closeConns()
 	e.procs.killAll()
+	e.stopIDS()
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		e.logger().Error("reboot: reset data plane", "err", err)
 	}

@@ -420,8 +420,9 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdPfSsh runs pfSsh.php playback scripts. IPsec and Suricata are not part
-// of this lab build: their restarts succeed and change nothing.
+// cmdPfSsh runs pfSsh.php playback scripts. Restarting suricata restarts
+// the IDS engines (ids.go); IPsec is not part of this lab build: its
+// restarts succeed and change nothing.
 func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	a := c.args[1:]
 	switch {
@@ -429,7 +430,12 @@ func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 		return nil
 	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart":
 		switch a[3] {
-		case "ipsec", "suricata", "sshd", "unbound", "dpinger", "ntpd":
+		case "suricata":
+			if err := e.suricata(ctx, "restart"); err != nil {
+				return c.errorf(1, "%v", err)
+			}
+			return nil
+		case "ipsec", "sshd", "unbound", "dpinger", "ntpd":
 			return nil
 		}
 		return c.errorf(1, "Could not find service: %s", a[3])
@@ -439,6 +445,9 @@ func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 
 func (e *Emulator) cmdSuricataRC(ctx context.Context, c *call) error {
 	if len(c.args) == 2 && (c.args[1] == "restart" || c.args[1] == "start" || c.args[1] == "stop") {
+		if err := e.suricata(ctx, c.args[1]); err != nil {
+			return c.errorf(1, "%v", err)
+		}
 		return nil
 	}
 	return c.errorf(1, "usage: suricata.sh start|stop|restart")

@@ -54,6 +54,9 @@ type Options struct {
 	Executable string
 	ServeArgs  []string
 	Logger     *slog.Logger
+	// IDSRules is the ruleset size of the IDS/IPS engines; 0 means
+	// DefaultIDSRules.
+	IDSRules int
 }
 
 func (o *Options) defaults() {
@@ -82,6 +85,8 @@ type State struct {
 	Prefix  string `json:"prefix"`
 	Flavor  string `json:"flavor"`
 	SSHAddr string `json:"ssh_addr"`
+	// IDSRules is the IDS/IPS engines' ruleset size.
+	IDSRules int `json:"ids_rules,omitempty"`
 }
 
 // tool is a program the lab needs and the Debian package that has it.
@@ -202,7 +207,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := writeFileAtomic(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
@@ -535,6 +540,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		AuthorizedKeys: []ssh.PublicKey{userKey.PublicKey()},
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
+		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger},
 	}
 	if err := em.Init(); err != nil {
 		return err
@@ -542,6 +548,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err := em.Boot(ctx); err != nil {
 		return err
 	}
+	defer em.stopIDS()
 	addr := "127.0.0.1:0"
 	if st.SSHAddr != "" {
 		addr = st.SSHAddr

@@ -946,7 +946,7 @@ func (e *Emulator) processList() [][2]string {
 	for _, p := range ps {
 		out = append(out, [2]string{strconv.Itoa(p.pid - 1), "daemon: " + p.command + "[" + strconv.Itoa(p.pid) + "] (daemon)"}, [2]string{strconv.Itoa(p.pid), p.command})
 	}
-	return out
+	return append(out, e.suricataProcesses()...)
 }
 
 func (e *Emulator) cmdPs(ctx context.Context, c *call) error {

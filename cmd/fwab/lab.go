@@ -16,6 +16,7 @@ type labOptions struct {
 	targets      string
 	flavor       string
 	profilesFile string
+	idsRules     int
 }
 
 func newLabCmd(io *streams) *cobra.Command {
@@ -42,6 +43,7 @@ func (o *labOptions) lab(io *streams) lab.Options {
 		TargetsPath:  o.targets,
 		ProfilesFile: o.profilesFile,
 		Flavor:       o.flavor,
+		IDSRules:     o.idsRules,
 		Logger:       slog.New(slog.NewTextHandler(io.ErrOut, nil)),
 	}
 }
@@ -66,6 +68,7 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate (pfsense)")
+	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown)")
 	return cmd
 }

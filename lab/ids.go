@@ -1,0 +1,348 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/lab/inspect"
+)
+
+// DefaultIDSRules is the size of the generated ruleset the lab's IDS
+// engines load (Options.IDSRules).
+const DefaultIDSRules = 10000
+
+// idsStreamDepth is Suricata's default stream.reassembly.depth. Without it
+// the passive IDS misses most packets on this machine (lab/inspect's
+// figures).
+const idsStreamDepth = 1 << 20
+
+// idsSeed seeds the generated ruleset; it also names the engines'
+// Suricata-style config folders in ps.
+const idsSeed = 1
+
+// IDSEngines runs the lab's inspection engines (`fwab lab inspect`) where a
+// pfSense runs Suricata: inside the DUT's namespace, one engine per mode,
+// covering every interface whose ids@IF has that mode. The inline engine
+// steers the FORWARD traffic of its interfaces through NFQUEUE, the legacy
+// engine installs the snort2c blocking set.
+type IDSEngines struct {
+	Netns      string // the DUT namespace
+	Executable string // the fwab binary; empty means os.Executable()
+	Dir        string // status files and logs
+	Rules      int    // generated rules; 0 means DefaultIDSRules
+	// StartTimeout bounds how long a start waits for an engine to report
+	// itself ready; 0 means 60 s.
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+
+	op      sync.Mutex // serialises starts and stops
+	mu      sync.Mutex // guards running; never held while waiting for an engine
+	running map[inspect.Mode]*idsEngine
+}
+
+type idsEngine struct {
+	mode    inspect.Mode
+	devices []string // FreeBSD names (igb1)
+	veths   []string
+	status  string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+func (g *IDSEngines) logger() *slog.Logger {
+	if g.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return g.Logger
+}
+
+// IDSPlan is which engines config.xml asks for: mode → FreeBSD devices.
+type IDSPlan map[inspect.Mode][]string
+
+// PlanIDS reads ids@IF for every interface of the config.
+func PlanIDS(c *configxml.Config, ports Ports) (IDSPlan, error) {
+	plan := IDSPlan{}
+	for _, ifc := range c.Interfaces() {
+		v, err := c.Get("ids@" + ifc.Key)
+		if err != nil {
+			return nil, fmt.Errorf("ids@%s: %w", ifc.Key, err)
+		}
+		if v == configxml.IDSOff || v == "" {
+			continue
+		}
+		m, err := inspect.ParseMode(v)
+		if err != nil {
+			return nil, fmt.Errorf("ids@%s: %w", ifc.Key, err)
+		}
+		if _, ok := ports.Veth(ifc.Device); !ok {
+			return nil, fmt.Errorf("ids@%s=%s: interface %s is not part of the lab (only %s and %s are)", ifc.Key, v, ifc.Device, ports.LanDev, ports.WanDev)
+		}
+		plan[m] = append(plan[m], ifc.Device)
+	}
+	for m := range plan {
+		sort.Strings(plan[m])
+	}
+	if len(plan[inspect.Inline]) > 0 && len(plan[inspect.Legacy]) > 0 {
+		return nil, fmt.Errorf("ips-inline on %s and ips-legacy on %s at once: the lab's engines share the DUT's steering rules, so it runs one of the two blocking modes at a time; set one of them to ids or off",
+			strings.Join(plan[inspect.Inline], ","), strings.Join(plan[inspect.Legacy], ","))
+	}
+	return plan, nil
+}
+
+// Restart stops every engine and starts those the plan asks for, waiting
+// until each is ready (bound to its queue or capture sockets), as
+// `suricata.sh restart` does.
+func (g *IDSEngines) Restart(ctx context.Context, plan IDSPlan, ports Ports) error {
+	g.StopAll()
+	return g.Start(ctx, plan, ports)
+}
+
+// Start starts the engines of the plan that do not run yet.
+func (g *IDSEngines) Start(ctx context.Context, plan IDSPlan, ports Ports) error {
+	g.op.Lock()
+	defer g.op.Unlock()
+	var errs []error
+	for _, m := range []inspect.Mode{inspect.Inline, inspect.IDS, inspect.Legacy} {
+		devs := plan[m]
+		g.mu.Lock()
+		runs := g.running[m] != nil && !g.running[m].exited()
+		g.mu.Unlock()
+		if len(devs) == 0 || runs {
+			continue
+		}
+		eng, err := g.start(ctx, m, devs, ports)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g.mu.Lock()
+		if g.running == nil {
+			g.running = map[inspect.Mode]*idsEngine{}
+		}
+		g.running[m] = eng
+		g.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports Ports) (*idsEngine, error) {
+	exe := g.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("suricata: find the fwab binary: %w", err)
+		}
+	}
+	if err := os.MkdirAll(g.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	rules := g.Rules
+	if rules <= 0 {
+		rules = DefaultIDSRules
+	}
+	name := "suricata-" + m.Knob()
+	eng := &idsEngine{mode: m, devices: devs, status: filepath.Join(g.Dir, name+".json"), done: make(chan struct{})}
+	_ = os.Remove(eng.status)
+	args := []string{"netns", "exec", g.Netns, exe, "lab", "inspect",
+		"--mode", string(m),
+		"--rules", strconv.Itoa(rules),
+		"--seed", strconv.Itoa(idsSeed),
+		"--stream-depth", strconv.Itoa(idsStreamDepth),
+		"--status", eng.status,
+	}
+	for _, d := range devs {
+		v, _ := ports.Veth(d)
+		eng.veths = append(eng.veths, v)
+		args = append(args, "--iface", v)
+	}
+	if m != inspect.IDS {
+		args = append(args, "--steer")
+	}
+	logf, err := os.OpenFile(filepath.Join(g.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: the engine outlives the SSH session that
+	// started it and gets its signals only from the lab.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("suricata: start %s engine: %w", m.Knob(), err)
+	}
+	eng.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		g.logger().Info("ids engine exited", "mode", m.Knob(), "pid", cmd.Process.Pid, "err", err)
+		close(eng.done)
+	}()
+	g.logger().Info("ids engine started", "mode", m.Knob(), "pid", cmd.Process.Pid, "interfaces", strings.Join(eng.veths, ","), "rules", rules)
+
+	timeout := g.StartTimeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st, err := inspect.ReadStatus(eng.status); err == nil && st.Running {
+			for _, w := range st.Warnings {
+				g.logger().Warn("ids engine", "mode", m.Knob(), "warning", w)
+			}
+			return eng, nil
+		}
+		select {
+		case <-eng.done:
+			return nil, fmt.Errorf("suricata: the %s engine on %s exited before it was ready; see %s", m.Knob(), strings.Join(devs, ","), filepath.Join(g.Dir, name+".log"))
+		case <-deadline.C:
+			stopEngine(eng)
+			return nil, fmt.Errorf("suricata: the %s engine on %s was not ready after %s; see %s", m.Knob(), strings.Join(devs, ","), timeout, filepath.Join(g.Dir, name+".log"))
+		case <-ctx.Done():
+			stopEngine(eng)
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (eng *idsEngine) exited() bool {
+	select {
+	case <-eng.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopEngine sends SIGTERM (the engine removes its steering rules), then
+// SIGKILL to the group after 5 s.
+func stopEngine(eng *idsEngine) {
+	pid := eng.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-eng.done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	<-eng.done
+}
+
+// StopAll stops every engine and waits for them.
+func (g *IDSEngines) StopAll() {
+	g.op.Lock()
+	defer g.op.Unlock()
+	g.mu.Lock()
+	engines := g.running
+	g.running = nil
+	g.mu.Unlock()
+	for _, eng := range engines {
+		stopEngine(eng)
+	}
+}
+
+// SuricataProcesses are the ps lines of the engines that run and are ready:
+// pid and the command pfSense's Suricata would show, one per interface.
+func (g *IDSEngines) SuricataProcesses() [][2]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out [][2]string
+	for _, m := range []inspect.Mode{inspect.Inline, inspect.IDS, inspect.Legacy} {
+		eng := g.running[m]
+		if eng == nil {
+			continue
+		}
+		if eng.exited() {
+			continue // Suricata is not running
+		}
+		st, err := inspect.ReadStatus(eng.status)
+		if err != nil || !st.Running {
+			continue
+		}
+		for _, d := range eng.devices {
+			out = append(out, [2]string{strconv.Itoa(eng.cmd.Process.Pid), st.SuricataCommand(d)})
+		}
+	}
+	return out
+}
+
+// Statuses returns the status of each running engine (for tests and `lab
+// status`).
+func (g *IDSEngines) Statuses() []inspect.Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []inspect.Status
+	for _, eng := range g.running {
+		if st, err := inspect.ReadStatus(eng.status); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// suricata runs the Suricata service action: restart, start or stop.
+func (e *Emulator) suricata(ctx context.Context, action string) error {
+	if e.IDS == nil {
+		return nil // no engines in this emulator (tests with a recording data plane)
+	}
+	if action == "stop" {
+		e.IDS.StopAll()
+		return nil
+	}
+	e.mu.Lock()
+	root, err := e.configForApply()
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	plan, err := PlanIDS(root, e.Ports)
+	if err != nil {
+		return err
+	}
+	if action == "start" {
+		return e.IDS.Start(ctx, plan, e.Ports)
+	}
+	return e.IDS.Restart(ctx, plan, e.Ports)
+}
+
+// bootIDS starts the engines config.xml asks for at boot.
+func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
+	if e.IDS == nil {
+		return nil
+	}
+	plan, err := PlanIDS(root, e.Ports)
+	if err != nil {
+		return err
+	}
+	return e.IDS.Restart(ctx, plan, e.Ports)
+}
+
+// stopIDS stops the engines (reboot, shutdown of the emulator).
+func (e *Emulator) stopIDS() {
+	if e.IDS != nil {
+		e.IDS.StopAll()
+	}
+}
+
+// suricataProcesses lists the running engines as Suricata processes.
+func (e *Emulator) suricataProcesses() [][2]string {
+	if e.IDS == nil {
+		return nil
+	}
+	return e.IDS.SuricataProcesses()
+}

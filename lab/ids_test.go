@@ -1,0 +1,287 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/inspect"
+)
+
+func TestPlanIDS(t *testing.T) {
+	tests := []struct {
+		name    string
+		knobs   []string
+		want    IDSPlan
+		wantErr string
+	}{
+		{name: "factory config runs nothing", want: IDSPlan{}},
+		{name: "ids on lan", knobs: []string{"ids@lan=ids"}, want: IDSPlan{inspect.IDS: {"igb1"}}},
+		{name: "inline on lan", knobs: []string{"ids@lan=ips-inline"}, want: IDSPlan{inspect.Inline: {"igb1"}}},
+		{name: "legacy on wan", knobs: []string{"ids@wan=ips-legacy"}, want: IDSPlan{inspect.Legacy: {"igb0"}}},
+		{name: "one engine per mode", knobs: []string{"ids@lan=ids", "ids@wan=ids"}, want: IDSPlan{inspect.IDS: {"igb0", "igb1"}}},
+		{name: "inline and ids", knobs: []string{"ids@lan=ips-inline", "ids@wan=ids"}, want: IDSPlan{inspect.Inline: {"igb1"}, inspect.IDS: {"igb0"}}},
+		{name: "back to off", knobs: []string{"ids@lan=ids", "ids@lan=off"}, want: IDSPlan{}},
+		{name: "inline and legacy at once", knobs: []string{"ids@lan=ips-inline", "ids@wan=ips-legacy"}, wantErr: "one of the two blocking modes at a time"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := configxml.LoadBytes(DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range tt.knobs {
+				if err := c.SetAll([]string{k}); err != nil {
+					t.Fatalf("SetAll(%s): %v", k, err)
+				}
+			}
+			c, err = configxml.LoadBytes(c.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := PlanIDS(c, testPorts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("PlanIDS() error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("PlanIDS(): %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PlanIDS() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// buildFwab builds the fwab binary, which the lab starts as its inspection
+// engine (`fwab lab inspect`).
+func buildFwab(t *testing.T) string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			t.Skip("skipped: no go tool to build the fwab binary the lab runs as its IDS engine")
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "fwab")
+	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/fwab/fwab/cmd/fwab")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build fwab: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestIDSModesThroughFwapi applies each ids@lan mode through fwapi's pfSense
+// driver and checks that the runtime state reports the engine in that mode,
+// that off stops it, and that inline IPS costs clearly more throughput than
+// IDS.
+func TestIDSModesThroughFwapi(t *testing.T) {
+	requireRoot(t)
+	bin := buildFwab(t)
+	f, topo := linuxLab(t, DefaultProfiles())
+	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir()}
+	t.Cleanup(f.em.IDS.StopAll)
+	ctx := context.Background()
+
+	// Inline IPS needs the offloads off (fwab refuses it otherwise); the
+	// IDS arm runs with the same offloads so that only the mode differs.
+	applyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
+
+	// What the runtime state says: ps cannot tell a legacy engine from an
+	// IDS one on a real pfSense either (both are pcap).
+	stateMode := map[string]string{"ids": "ids", "ips-legacy": "ids", "ips-inline": "ips-inline"}
+	var lastPID int
+	setMode := func(mode string) {
+		t.Helper()
+		applyKnobs(t, f.fw, "ids@lan="+mode)
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.IDS) != 1 {
+			t.Fatalf("ids@lan=%s: RuntimeState.IDS = %+v, want one instance on igb1", mode, st.IDS)
+		}
+		got := st.IDS[0]
+		if got.Interface != "igb1" || got.Mode != stateMode[mode] {
+			t.Fatalf("ids@lan=%s: RuntimeState.IDS = %+v, want igb1 in mode %s", mode, got, stateMode[mode])
+		}
+		sts := f.em.IDS.Statuses()
+		if len(sts) != 1 || sts[0].Mode != mode || !sts[0].Running {
+			t.Fatalf("ids@lan=%s: engine statuses %+v, want one running in mode %s", mode, sts, mode)
+		}
+		lastPID = got.PID
+	}
+
+	setMode("ips-legacy")
+
+	// IDS and inline interleaved, medians of 3 runs of 2 s.
+	var idsRuns, inlineRuns []float64
+	for range 3 {
+		for _, mode := range []string{"ids", "ips-inline"} {
+			setMode(mode)
+			v, err := IperfMbit(ctx, topo, 2, false)
+			if err != nil {
+				t.Fatalf("iperf3 with ids@lan=%s: %v", mode, err)
+			}
+			if mode == "ids" {
+				idsRuns = append(idsRuns, v)
+			} else {
+				inlineRuns = append(inlineRuns, v)
+			}
+		}
+	}
+	mi, mn := median(idsRuns), median(inlineRuns)
+	t.Logf("ids        median %6.0f Mbit/s  runs %.0f", mi, idsRuns)
+	t.Logf("ips-inline median %6.0f Mbit/s  runs %.0f", mn, inlineRuns)
+	if mn >= 0.7*mi {
+		t.Errorf("inline IPS median %.0f Mbit/s, IDS %.0f: want inline clearly below (< 70%% of IDS)", mn, mi)
+	}
+
+	// A reboot stops the engine and the boot starts a new one in the
+	// configured mode (the last arm: ips-inline).
+	f.em.Reboot(ctx)
+	if err := syscall.Kill(lastPID, 0); err == nil {
+		t.Errorf("after a reboot: the engine from before (pid %d) still runs", lastPID)
+	}
+	ps := f.em.suricataProcesses()
+	if len(ps) != 1 || !strings.Contains(ps[0][1], "--netmap") || ps[0][0] == strconv.Itoa(lastPID) {
+		t.Fatalf("after a reboot: suricata processes %q, want one new inline engine", ps)
+	}
+	lastPID, _ = strconv.Atoi(ps[0][0])
+
+	applyKnobs(t, f.fw, "ids@lan=off")
+	st, err := f.fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IDS) != 0 {
+		t.Fatalf("ids@lan=off: RuntimeState.IDS = %+v, want none", st.IDS)
+	}
+	if err := syscall.Kill(lastPID, 0); err == nil {
+		t.Errorf("ids@lan=off: engine pid %d still runs", lastPID)
+	}
+	if sts := f.em.IDS.Statuses(); len(sts) != 0 {
+		t.Errorf("ids@lan=off: engines %+v still tracked", sts)
+	}
+	// The inline engine removed its steering: traffic flows without it.
+	if _, err := IperfMbit(ctx, topo, 1, false); err != nil {
+		t.Fatalf("iperf3 after ids@lan=off: %v", err)
+	}
+}
+
+// TestIDSFigures prints per-mode throughput through the lab, up and down:
+// medians of 5 rounds of iperf3 -t 3, the modes interleaved in each round,
+// offloads off in every arm (inline IPS needs them off). Run with
+// go test ./lab -run TestIDSFigures -lab.figures -v.
+func TestIDSFigures(t *testing.T) {
+	if !*figures {
+		t.Skip("skipped: pass -lab.figures to measure (about 2 minutes)")
+	}
+	requireRoot(t)
+	bin := buildFwab(t)
+	f, topo := linuxLab(t, DefaultProfiles())
+	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir()}
+	t.Cleanup(f.em.IDS.StopAll)
+	ctx := context.Background()
+	applyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
+	modes := []string{"off", "ids", "ips-legacy", "ips-inline"}
+	runs := map[string][]float64{}
+	for range 5 {
+		for _, mode := range modes {
+			applyKnobs(t, f.fw, "ids@lan="+mode)
+			for _, reverse := range []bool{false, true} {
+				v, err := IperfMbit(ctx, topo, 3, reverse)
+				if err != nil {
+					t.Fatalf("iperf3 with ids@lan=%s: %v", mode, err)
+				}
+				dir := map[bool]string{false: "up", true: "down"}[reverse]
+				runs[mode+" "+dir] = append(runs[mode+" "+dir], v)
+			}
+		}
+	}
+	t.Logf("%-11s %8s %8s   (Mbit/s, median of 5; runs up / down)", "ids@lan", "up", "down")
+	for _, mode := range modes {
+		up, down := runs[mode+" up"], runs[mode+" down"]
+		t.Logf("%-11s %8.0f %8.0f   %.0f / %.0f", mode, median(up), median(down), up, down)
+	}
+}
+
+// engineProcesses lists the processes whose command line names dir (the
+// engines' --status files live there).
+func engineProcesses(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmd), "lab\x00inspect") && strings.Contains(string(cmd), dir) {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestDownStopsIDSEngines runs `fwab lab serve` as Up starts it, applies
+// ips-inline through fwapi, and checks that Down leaves no engine behind.
+func TestDownStopsIDSEngines(t *testing.T) {
+	requireRoot(t)
+	bin := buildFwab(t)
+	ctx := context.Background()
+	topo := testTopology(t)
+	dir := filepath.Join(t.TempDir(), "lab")
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: bin, IDSRules: 1000}
+	t.Cleanup(func() { _ = Down(context.Background(), o) })
+	if _, err := Up(ctx, o); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
+		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
+	}
+	tf, err := fwapi.LoadTargets(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := tf.Lookup(TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	applyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
+	st, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IDS) != 1 || st.IDS[0].Mode != "ips-inline" {
+		t.Fatalf("RuntimeState.IDS = %+v, want one ips-inline instance", st.IDS)
+	}
+	if procs := engineProcesses(dir); len(procs) != 1 || !strings.Contains(procs[0], "--rules 1000 ") {
+		t.Fatalf("engine processes %q, want one with --rules 1000", procs)
+	}
+	if err := Down(ctx, o); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if procs := engineProcesses(dir); len(procs) > 0 {
+		t.Errorf("engines left after Down: %q", procs)
+	}
+	if left := leftovers(t, topo.Prefix); len(left) > 0 {
+		t.Errorf("left behind after Down: %v", left)
+	}
+}
