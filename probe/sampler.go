@@ -19,7 +19,10 @@ type Polling[T any] struct {
 }
 
 // Poll calls read every period until Stop or until ctx ends. Each read gets
-// a context bounded by the period, so a hung reader cannot stall the series.
+// a context bounded by four periods, so a hung reader cannot stall the
+// series, while a reader that itself measures over an interval (a
+// firewall's CPU busy time between two counter reads) has room to finish;
+// a read that overruns the period is followed by the next one at once.
 func Poll[T any](ctx context.Context, period time.Duration, read func(context.Context) (T, error)) *Polling[T] {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &Polling[T]{cancel: cancel, done: make(chan struct{})}
@@ -28,7 +31,7 @@ func Poll[T any](ctx context.Context, period time.Duration, read func(context.Co
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
-			rctx, rcancel := context.WithTimeout(ctx, period)
+			rctx, rcancel := context.WithTimeout(ctx, 4*period)
 			v, err := read(rctx)
 			rcancel()
 			if ctx.Err() != nil {

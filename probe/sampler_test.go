@@ -52,13 +52,13 @@ func TestSamplerHungReader(t *testing.T) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	})
-	time.Sleep(180 * time.Millisecond)
+	time.Sleep(480 * time.Millisecond) // two reads time out at four periods each
 	start := time.Now()
 	_, errs := p.Stop()
 	if time.Since(start) > time.Second {
 		t.Errorf("Stop took %v with a hung reader", time.Since(start))
 	}
 	if len(errs) < 2 {
-		t.Errorf("errors = %d, want each hung read to time out at the period", len(errs))
+		t.Errorf("errors = %d, want each hung read to time out after four periods", len(errs))
 	}
 }

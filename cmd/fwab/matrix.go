@@ -148,7 +148,7 @@ func printPlan(io *streams, plan *matrix.Plan) {
 			changes = []string{"-"}
 			actions = []string{"-"}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t#%d\t%s\t%s\n", i+1, st.Round+1, st.Point.Index+1, strings.Join(changes, " "), strings.Join(actions, ","))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", i+1, st.Round+1, st.Point.Index, strings.Join(changes, " "), strings.Join(actions, ","))
 	}
 	tw.Flush()
 	fmt.Fprintln(io.Out)
@@ -159,7 +159,7 @@ func printPlan(io *streams, plan *matrix.Plan) {
 		if p == plan.Baseline {
 			mark = " (baseline)"
 		}
-		fmt.Fprintf(tw, "#%d\t%s%s\n", p.Index+1, p.Key(), mark)
+		fmt.Fprintf(tw, "%d\t%s%s\n", p.Index, p.Key(), mark)
 	}
 	tw.Flush()
 	var counts []string

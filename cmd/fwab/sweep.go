@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -196,7 +195,7 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		Apply:  session.ApplyChecked,
 		Settle: func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
 		Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
-			return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: fw.Metrics, Ping: pr.Spec.Ping})
+			return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping})
 		},
 	}
 	bars := newSweepProgress(io, o.progress, len(plan.Steps), len(probes))
@@ -227,7 +226,7 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		}
 		return runErr
 	}
-	return printSweepSummary(context.WithoutCancel(ctx), io, st, runID, plan)
+	return printSweepSummary(context.WithoutCancel(ctx), io, st, runID)
 }
 
 // printSweepStats says where the time went: fwab's own share is what is
@@ -326,7 +325,7 @@ func newSweepProgress(io *streams, enabled bool, steps, probes int) *sweepProgre
 }
 
 func (sp *sweepProgress) update(p matrix.Progress) {
-	label := fmt.Sprintf("#%d r%d %s", p.Point.Index+1, p.Round+1, p.Phase)
+	label := fmt.Sprintf("point %d round %d %s", p.Point.Index, p.Round+1, p.Phase)
 	if p.Probe != "" {
 		label += " " + p.Probe
 	}
@@ -364,72 +363,12 @@ func isTerminal(w any) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// printSweepSummary prints one row per point and probe: the median with its
-// interval and the change against the baseline.
-func printSweepSummary(ctx context.Context, io *streams, st *store.Store, run int64, plan *matrix.Plan) error {
-	samples, err := st.Samples(ctx, run)
+// printSweepSummary prints the run's report table, as 'fwab report' does.
+func printSweepSummary(ctx context.Context, io *streams, st *store.Store, run int64) error {
+	r, err := report.Load(ctx, st, run)
 	if err != nil {
 		return err
 	}
-	type key struct {
-		point int
-		probe string
-	}
-	values := map[key][]float64{}
-	retr := map[key][]float64{}
-	for _, s := range samples {
-		if s.Failed || s.BitsPerSecond <= 0 {
-			continue
-		}
-		k := key{s.Point, s.Probe}
-		values[k] = append(values[k], s.BitsPerSecond/1e6)
-		if s.Retransmits >= 0 {
-			retr[k] = append(retr[k], float64(s.Retransmits))
-		}
-	}
-	stored, err := st.Points(ctx, run)
-	if err != nil {
-		return err
-	}
-	points := map[int]store.Point{}
-	for _, p := range stored {
-		points[p.Index] = p
-	}
-	fmt.Fprintf(io.Out, "run %d: Mbit/s, median [95%% CI]; delta vs baseline #%d (~: no difference shown)\n\n", run, plan.Baseline.Index+1)
-	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POINT\tPROBE\tMBIT/S\tCI\tDELTA\tP\tRETRANSMITS\tKNOBS")
-	for _, pt := range plan.Points {
-		for _, pr := range plan.Spec.ProbeRuns() {
-			k := key{pt.Index, pr.Name}
-			if points[pt.Index].Status == store.Broken {
-				fmt.Fprintf(tw, "#%d\t%s\tfailed\t\t\t\t\t%s (%s)\n", pt.Index+1, pr.Name, pt.Key(), points[pt.Index].Reason)
-				continue
-			}
-			s := report.Summarize(values[k])
-			d := report.Compare(values[key{plan.Baseline.Index, pr.Name}], values[k])
-			delta, p := d.String(), fmt.Sprintf("%.3f", d.P)
-			if pt == plan.Baseline {
-				delta, p = "(base)", ""
-			}
-			r := report.Summarize(retr[k])
-			fmt.Fprintf(tw, "#%d\t%s\t%.0f\t[%.0f, %.0f]\t%s\t%s\t%.0f\t%s\n", pt.Index+1, pr.Name, s.Median, s.Lo, s.Hi, delta, p, r.Median, pt.Key())
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var notes []string
-	for _, pt := range plan.Points {
-		if points[pt.Index].Status == store.Broken {
-			notes = append(notes, fmt.Sprintf("#%d was not measured: %s", pt.Index+1, points[pt.Index].Reason))
-		}
-	}
-	if spec := plan.Spec; spec.Repeats < report.MinSamples {
-		notes = append(notes, fmt.Sprintf("%d repeats give wide intervals; use %d or more to prove small differences", spec.Repeats, report.MinSamples))
-	}
-	slices.Sort(notes)
-	for _, n := range notes {
-		fmt.Fprintln(io.Out, "note: "+n)
-	}
-	return nil
+	fmt.Fprintln(io.Out)
+	return report.Write(io.Out, r, report.Markdown, report.Options{})
 }
