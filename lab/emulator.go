@@ -41,7 +41,8 @@ type Emulator struct {
 	Logger         *slog.Logger
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
-	BlocklistSize int // 0 means DefaultBlocklistSize
+	BlocklistSize int        // 0 means DefaultBlocklistSize
+	IPsec         IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
@@ -150,6 +151,9 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	}
 	if err := e.applySlowdown(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
+	}
+	if err := e.applyIPsec(ctx, root); err != nil {
+		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
@@ -361,6 +365,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	}
 	e.closeConns()
 	e.procs.killAll()
+	e.stopIPsec(ctx)
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		e.logger().Error("reboot: reset data plane", "err", err)
 	}

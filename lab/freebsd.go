@@ -340,14 +340,6 @@ func (e *Emulator) cmdNetstat(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdSwanctl: this lab build has no IPsec tunnel, so there are no SAs.
-func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
-	if len(c.args) == 2 && (c.args[1] == "--list-sas" || c.args[1] == "-l") {
-		return nil
-	}
-	return c.errorf(1, "swanctl: the lab emulates --list-sas")
-}
-
 // cmdPhp runs pfBlockerNG's update: it loads or removes the blocklist table
 // according to enable_cb, then reloads the filter.
 func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
@@ -420,16 +412,18 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdPfSsh runs pfSsh.php playback scripts. IPsec and Suricata are not part
-// of this lab build: their restarts succeed and change nothing.
+// cmdPfSsh runs pfSsh.php playback scripts. restartipsec and svc restart
+// ipsec regenerate and restart IPsec; other services change nothing.
 func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	a := c.args[1:]
 	switch {
 	case len(a) == 2 && a[0] == "playback" && a[1] == "restartipsec":
-		return nil
+		return e.cmdIPsecRestart(ctx, c)
 	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart":
 		switch a[3] {
-		case "ipsec", "suricata", "sshd", "unbound", "dpinger", "ntpd":
+		case "ipsec":
+			return e.cmdIPsecRestart(ctx, c)
+		case "suricata", "sshd", "unbound", "dpinger", "ntpd":
 			return nil
 		}
 		return c.errorf(1, "Could not find service: %s", a[3])

@@ -202,6 +202,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
+	if err := writeTunnelPSK(o.Dir); err != nil {
+		return nil, err
+	}
 	st := &State{Prefix: o.Prefix, Flavor: o.Flavor}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := writeFileAtomic(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
@@ -535,7 +538,9 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		AuthorizedKeys: []ssh.PublicKey{userKey.PublicKey()},
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
+		IPsec:          &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root")},
 	}
+	defer em.stopIPsec(context.WithoutCancel(ctx))
 	if err := em.Init(); err != nil {
 		return err
 	}
