@@ -61,6 +61,44 @@ const (
 // wins and no CHILD_SA is built.
 const charonPlugins = "random nonce openssl aes sha1 sha2 md5 hmac xcbc gcm chapoly curve25519 gmp pem pkcs1 x509 pubkey kdf kernel-libipsec kernel-netlink socket-default vici"
 
+// pluginPackages names the Debian package of each plugin outside
+// libstrongswan, for the error when one is missing.
+var pluginPackages = map[string]string{
+	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins",
+	"chapoly": "libstrongswan-extra-plugins", "curve25519": "libstrongswan-extra-plugins",
+	"kernel-libipsec": "libcharon-extra-plugins", "socket-default": "strongswan-libcharon",
+	"vici": "strongswan-swanctl",
+}
+
+// PluginDir is where Debian's strongSwan keeps its plugins.
+const PluginDir = "/usr/lib/ipsec/plugins"
+
+// missingPlugins names the plugins charon would not find, in one error with
+// the apt-get line to run; nil when all are there.
+func missingPlugins(dir string) error {
+	var missing, pkgs []string
+	seen := map[string]bool{}
+	for _, p := range strings.Fields(charonPlugins) {
+		if _, err := os.Stat(filepath.Join(dir, "libstrongswan-"+p+".so")); err == nil {
+			continue
+		}
+		missing = append(missing, p)
+		pkg := pluginPackages[p]
+		if pkg == "" {
+			pkg = "libstrongswan"
+		}
+		if !seen[pkg] {
+			seen[pkg] = true
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ipsec: strongSwan plugins missing: %s; install with: apt-get install -y %s (or run scripts/setup.sh)",
+		strings.Join(missing, ", "), strings.Join(pkgs, " "))
+}
+
 // LabTunnel picks the tunnel the lab emulates from a config: the first
 // enabled phase 1 on the WAN interface that has a phase 2. Others are
 // returned as skipped, with the reason.
@@ -226,6 +264,8 @@ type StrongSwan struct {
 	FirewallRoot string // the emulated firewall's filesystem; "" = do not mirror
 	// Charon is the daemon binary; default /usr/sbin/charon-systemd.
 	Charon string
+	// PluginDir is checked for the plugins charon loads; default PluginDir.
+	PluginDir string
 
 	mu     sync.Mutex
 	charon map[string]*charonProc // by side
@@ -248,6 +288,13 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 	defer s.mu.Unlock()
 	// pfSense's restartipsec restarts strongSwan: stop both, then start.
 	s.stopLocked()
+	dir := s.PluginDir
+	if dir == "" {
+		dir = PluginDir
+	}
+	if err := missingPlugins(dir); err != nil {
+		return err
+	}
 	for side, conf := range map[string][]byte{
 		"dut":  SwanctlConf(DUTSide(conn, t)),
 		"peer": SwanctlConf(PeerSide(conn, t)),

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,13 +127,14 @@ type fakeIPsec struct {
 	applied []string // "conn esp" or "stop"
 	sas     string
 	code    int
+	fail    error // returned by Apply
 }
 
 func (f *fakeIPsec) Apply(ctx context.Context, conn string, t *configxml.Tunnel) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = append(f.applied, conn+" "+t.Proposal.IKE.String()+"/"+t.Proposal.ESP.String())
-	return nil
+	return f.fail
 }
 
 func (f *fakeIPsec) ListSAs(ctx context.Context) ([]byte, int, error) {
@@ -216,6 +218,17 @@ func TestEmulatorIPsecCommands(t *testing.T) {
 	}
 	if _, _, code := f.run(t, "swanctl --load-all", ""); code != 1 {
 		t.Errorf("swanctl --load-all: exit %d, want 1 (not emulated)", code)
+	}
+
+	// A tunnel that does not come up makes the restart fail, saying why.
+	f.setKnobs(t, "ipsec@fwab=aes128gcm16")
+	f.mustRun(t, "rm -f /tmp/config.cache", "")
+	ip.mu.Lock()
+	ip.fail = errors.New("ipsec: initiate con1 (proposal aes128gcm16): NO_PROPOSAL_CHOSEN")
+	ip.mu.Unlock()
+	_, errOut, code := f.run(t, "/usr/local/sbin/pfSsh.php playback restartipsec", "")
+	if code != 1 || !strings.Contains(errOut, "NO_PROPOSAL_CHOSEN") {
+		t.Errorf("restartipsec with a failing tunnel: exit %d, stderr %q; want exit 1 naming the failure", code, errOut)
 	}
 }
 
@@ -368,4 +381,32 @@ func TestIPsecCiphersThroughTheLab(t *testing.T) {
 		t.Errorf("iperf3 through chacha20poly1305: %v", err)
 	}
 	applyIPsecKnob(t, f.fw, "none")
+}
+
+func TestMissingPlugins(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range strings.Fields(charonPlugins) {
+		if p == "gcm" || p == "openssl" || p == "chapoly" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "libstrongswan-"+p+".so"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := missingPlugins(dir)
+	want := "ipsec: strongSwan plugins missing: openssl, gcm, chapoly; install with: apt-get install -y libstrongswan-standard-plugins libstrongswan-extra-plugins (or run scripts/setup.sh)"
+	if err == nil || err.Error() != want {
+		t.Errorf("missingPlugins = %v\nwant %s", err, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libstrongswan-gcm.so"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"openssl", "chapoly"} {
+		if err := os.WriteFile(filepath.Join(dir, "libstrongswan-"+p+".so"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := missingPlugins(dir); err != nil {
+		t.Errorf("missingPlugins with every plugin present = %v, want nil", err)
+	}
 }
