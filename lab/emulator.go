@@ -39,10 +39,10 @@ type Emulator struct {
 	HostKey        ssh.Signer
 	AuthorizedKeys []ssh.PublicKey
 	Logger         *slog.Logger
+	IPsec          IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
-	BlocklistSize int        // 0 means DefaultBlocklistSize
-	IPsec         IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
+	BlocklistSize int // 0 means DefaultBlocklistSize
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
@@ -149,11 +149,11 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.applyFilter(ctx, root); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
-	if err := e.applySlowdown(ctx); err != nil {
-		return fmt.Errorf("boot: %w", err)
-	}
 	if err := e.applyIPsec(ctx, root); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
+	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return fmt.Errorf("boot: %w", err)
 	}
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
@@ -365,10 +365,10 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	}
 	e.closeConns()
 	e.procs.killAll()
-	e.stopIPsec(ctx)
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		e.logger().Error("reboot: reset data plane", "err", err)
 	}
+	e.stopIPsec(ctx)
 	select {
 	case <-time.After(e.RebootDelay):
 	case <-ctx.Done():

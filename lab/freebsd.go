@@ -419,11 +419,11 @@ func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	switch {
 	case len(a) == 2 && a[0] == "playback" && a[1] == "restartipsec":
 		return e.cmdIPsecRestart(ctx, c)
+	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart" && a[3] == "ipsec":
+		return e.cmdIPsecRestart(ctx, c)
 	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart":
 		switch a[3] {
-		case "ipsec":
-			return e.cmdIPsecRestart(ctx, c)
-		case "suricata", "sshd", "unbound", "dpinger", "ntpd":
+		case "ipsec", "suricata", "sshd", "unbound", "dpinger", "ntpd":
 			return nil
 		}
 		return c.errorf(1, "Could not find service: %s", a[3])
