@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -408,5 +409,71 @@ func TestMissingPlugins(t *testing.T) {
 	}
 	if err := missingPlugins(dir); err != nil {
 		t.Errorf("missingPlugins with every plugin present = %v, want nil", err)
+	}
+}
+
+// TestDownStopsCharons: a lab brought down with a tunnel up leaves no
+// charon, namespace or folder behind.
+func TestDownStopsCharons(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	topo := testTopology(t)
+	dir := filepath.Join(t.TempDir(), "lab")
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: exe}
+	t.Cleanup(func() { _ = Down(context.Background(), o) })
+	if _, err := Up(ctx, o); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
+		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
+	}
+	if psk, err := os.ReadFile(filepath.Join(dir, tunnelPSKFile)); err != nil || len(strings.TrimSpace(string(psk))) == 0 {
+		t.Errorf("Up wrote no tunnel PSK file for matrices: %v", err)
+	}
+	tf, err := fwapi.LoadTargets(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := tf.Lookup(TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	p, ok := fw.(*fwapi.PfSense)
+	if !ok {
+		t.Fatalf("fwapi.Open(lab) = %T, want the pfSense driver", fw)
+	}
+	applyIPsecKnob(t, p, "aes128gcm16")
+	checkSA(t, p, "aes128gcm16")
+	var pids []int
+	for _, side := range []string{"dut", "peer"} {
+		b, err := os.ReadFile(filepath.Join(dir, "ipsec", side, "charon.pid"))
+		if err != nil {
+			t.Fatalf("%s charon: %v", side, err)
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err != nil || !isCharon(pid) {
+			t.Fatalf("%s charon pid file %q: not a running charon (%v)", side, b, err)
+		}
+		pids = append(pids, pid)
+	}
+	fw.Close()
+	if err := Down(ctx, o); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("charon pid %d still running after Down", pid)
+		}
+	}
+	if left := leftovers(t, topo.Prefix); len(left) > 0 {
+		t.Errorf("left behind after Down: %v", left)
 	}
 }
