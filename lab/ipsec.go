@@ -99,10 +99,10 @@ func missingPlugins(dir string) error {
 		strings.Join(missing, ", "), strings.Join(pkgs, " "))
 }
 
-// LabTunnel picks the tunnel the lab emulates from a config: the first
+// labTunnel picks the tunnel the lab emulates from a config: the first
 // enabled phase 1 on the WAN interface that has a phase 2. Others are
 // returned as skipped, with the reason.
-func LabTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
+func labTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
 	for _, tun := range c.Tunnels() {
 		switch {
 		case !tun.Enabled:
@@ -145,11 +145,11 @@ type swanctlSide struct {
 	PSK                       string
 }
 
-// SwanctlConf writes a swanctl.conf in the layout pfSense's ipsec.inc
+// swanctlConf writes a swanctl.conf in the layout pfSense's ipsec.inc
 // generates (connections, one child, secrets with the PSK base64-encoded as
 // 0s…, so no quoting issue can arise). Rekeying and DPD are off so that an
 // SA stays the same through a measurement.
-func SwanctlConf(s swanctlSide) []byte {
+func swanctlConf(s swanctlSide) []byte {
 	var b bytes.Buffer
 	id := func(v string) string {
 		if v == "" {
@@ -207,8 +207,8 @@ secrets {
 	return b.Bytes()
 }
 
-// DUTSide is the DUT's end of a tunnel: exactly the configured proposal.
-func DUTSide(conn string, t *configxml.Tunnel) swanctlSide {
+// dutSide is the DUT's end of a tunnel: exactly the configured proposal.
+func dutSide(conn string, t *configxml.Tunnel) swanctlSide {
 	return swanctlSide{
 		Conn: conn, LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
 		LocalID: t.LocalID, RemoteID: t.RemoteID, LocalNet: t.LocalNet, RemoteNet: t.RemoteNet,
@@ -216,9 +216,9 @@ func DUTSide(conn string, t *configxml.Tunnel) swanctlSide {
 	}
 }
 
-// PeerSide is the peer's end: the mirror of the DUT's, accepting every
+// peerSide is the peer's end: the mirror of the DUT's, accepting every
 // proposal.
-func PeerSide(conn string, t *configxml.Tunnel) swanctlSide {
+func peerSide(conn string, t *configxml.Tunnel) swanctlSide {
 	return swanctlSide{
 		Conn: conn, LocalAddr: t.RemoteAddr, RemoteAddr: t.LocalAddr,
 		LocalID: t.RemoteID, RemoteID: t.LocalID, LocalNet: t.RemoteNet, RemoteNet: t.LocalNet,
@@ -295,9 +295,13 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 	if err := missingPlugins(dir); err != nil {
 		return err
 	}
+	// A unix socket path has at most 107 bytes.
+	if p := filepath.Join(s.sideDir("peer"), "charon.vici"); len(p) > 107 {
+		return fmt.Errorf("ipsec: the vici socket path %s is too long for a unix socket (%d bytes, at most 107); use a shorter lab --dir", p, len(p))
+	}
 	for side, conf := range map[string][]byte{
-		"dut":  SwanctlConf(DUTSide(conn, t)),
-		"peer": SwanctlConf(PeerSide(conn, t)),
+		"dut":  swanctlConf(dutSide(conn, t)),
+		"peer": swanctlConf(peerSide(conn, t)),
 	} {
 		d := s.sideDir(side)
 		for _, sub := range []string{"", "x509", "x509ca", "private", "rsa", "ecdsa", "pkcs8", "x509aa", "x509ocsp", "x509crl", "x509ac", "pubkey", "pkcs12"} {
@@ -491,7 +495,7 @@ func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error
 	if e.IPsec == nil {
 		return nil
 	}
-	t, skipped := LabTunnel(root)
+	t, skipped := labTunnel(root)
 	for _, s := range skipped {
 		e.logger().Warn("ipsec: not emulated", "what", s)
 	}

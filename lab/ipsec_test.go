@@ -73,13 +73,13 @@ func TestLabTunnel(t *testing.T) {
 			if tt.xmlEdit != nil {
 				tt.xmlEdit(c)
 			}
-			got, skipped := LabTunnel(c)
+			got, skipped := labTunnel(c)
 			gotESP := ""
 			if got != nil {
 				gotESP = got.Proposal.ESP.String()
 			}
 			if gotESP != tt.want || len(skipped) != tt.wantSkipped {
-				t.Errorf("LabTunnel = %q, skipped %q; want %q with %d skipped", gotESP, skipped, tt.want, tt.wantSkipped)
+				t.Errorf("labTunnel = %q, skipped %q; want %q with %d skipped", gotESP, skipped, tt.want, tt.wantSkipped)
 			}
 		})
 	}
@@ -96,12 +96,12 @@ func TestSwanctlConfGolden(t *testing.T) {
 	} {
 		t.Run(tt.value, func(t *testing.T) {
 			c := ipsecConfig(t, tt.product, "ipsec@fwab="+tt.value)
-			tun, _ := LabTunnel(c)
+			tun, _ := labTunnel(c)
 			if tun == nil {
-				t.Fatalf("LabTunnel: no tunnel after ipsec@fwab=%s", tt.value)
+				t.Fatalf("labTunnel: no tunnel after ipsec@fwab=%s", tt.value)
 			}
 			conn := connName(c, tun)
-			got := "# dut\n" + string(SwanctlConf(DUTSide(conn, tun))) + "# peer\n" + string(SwanctlConf(PeerSide(conn, tun)))
+			got := "# dut\n" + string(swanctlConf(dutSide(conn, tun))) + "# peer\n" + string(swanctlConf(peerSide(conn, tun)))
 			if strings.Contains(got, tun.PSK) {
 				t.Errorf("swanctl.conf carries the PSK in clear; want it base64 (0s…)")
 			}
