@@ -39,6 +39,7 @@ type Emulator struct {
 	HostKey        ssh.Signer
 	AuthorizedKeys []ssh.PublicKey
 	Logger         *slog.Logger
+	IPsec          IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
 	BlocklistSize int         // 0 means DefaultBlocklistSize
@@ -148,6 +149,9 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	}
 	if err := e.applyFilter(ctx, root); err != nil {
 		return fmt.Errorf("boot: %w", err)
+	}
+	if err := e.applyIPsec(ctx, root); err != nil {
+		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
 	if err := e.applySlowdown(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
@@ -370,6 +374,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		e.logger().Error("reboot: reset data plane", "err", err)
 	}
+	e.stopIPsec(ctx)
 	select {
 	case <-time.After(e.RebootDelay):
 	case <-ctx.Done():

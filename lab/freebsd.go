@@ -340,14 +340,6 @@ func (e *Emulator) cmdNetstat(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdSwanctl: this lab build has no IPsec tunnel, so there are no SAs.
-func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
-	if len(c.args) == 2 && (c.args[1] == "--list-sas" || c.args[1] == "-l") {
-		return nil
-	}
-	return c.errorf(1, "swanctl: the lab emulates --list-sas")
-}
-
 // cmdPhp runs pfBlockerNG's update: it loads or removes the blocklist table
 // according to enable_cb, then reloads the filter.
 func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
@@ -421,13 +413,15 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 }
 
 // cmdPfSsh runs pfSsh.php playback scripts. Restarting suricata restarts
-// the IDS engines (ids.go); IPsec is not part of this lab build: its
-// restarts succeed and change nothing.
+// the IDS engines (ids.go); restartipsec and svc restart ipsec regenerate
+// and restart strongSwan (ipsec.go); other services change nothing.
 func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	a := c.args[1:]
 	switch {
 	case len(a) == 2 && a[0] == "playback" && a[1] == "restartipsec":
-		return nil
+		return e.cmdIPsecRestart(ctx, c)
+	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart" && a[3] == "ipsec":
+		return e.cmdIPsecRestart(ctx, c)
 	case len(a) == 4 && a[0] == "playback" && a[1] == "svc" && a[2] == "restart":
 		switch a[3] {
 		case "suricata":

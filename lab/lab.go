@@ -203,6 +203,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := writeFileAtomic(filepath.Join(o.Dir, profilesFile), raw, 0o644); err != nil {
 		return nil, err
 	}
+	if err := writeTunnelPSK(o.Dir); err != nil {
+		return nil, err
+	}
 	em := &Emulator{Root: filepath.Join(o.Dir, "root"), Profiles: profiles}
 	if err := em.Init(); err != nil {
 		return nil, err
@@ -545,6 +548,8 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err := em.Init(); err != nil {
 		return err
 	}
+	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root")}
+	defer em.stopIPsec(context.WithoutCancel(ctx))
 	if err := em.Boot(ctx); err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
 	iproute2 iptables nftables ethtool iperf3 iputils-ping procps kmod
-	strongswan-swanctl charon-systemd libstrongswan-extra-plugins libcharon-extra-plugins
+	strongswan-swanctl charon-systemd libstrongswan-standard-plugins libstrongswan-extra-plugins libcharon-extra-plugins
 	chromium fonts-liberation
 )
 

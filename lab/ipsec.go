@@ -1,0 +1,587 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// IPsec in the lab: one strongSwan charon in the DUT namespace, configured
+// from config.xml the way pfSense's ipsec_configure() does, and one in the
+// peer namespace that mirrors the DUT's tunnel (addresses, IDs, PSK, traffic
+// selectors) but accepts every proposal a matrix may ask for, so that the
+// negotiated algorithms are exactly the DUT's. ESP runs in userspace through
+// kernel-libipsec (a TUN device, ipsec0): this kernel has no ESP algorithms.
+
+// IPsecPlane runs the lab's IPsec daemons. StrongSwan is the real one.
+type IPsecPlane interface {
+	// Apply brings IPsec to what the tunnel says: (re)start both charons,
+	// load the connection conn (pfSense's con<ikeid>), initiate its child
+	// and route the protected networks through the tunnel only.
+	Apply(ctx context.Context, conn string, t *configxml.Tunnel) error
+	// ListSAs runs `swanctl --list-sas` against the DUT's charon and
+	// returns what it prints and its exit status.
+	ListSAs(ctx context.Context) (out []byte, code int, err error)
+	// Stop ends both charons and restores plain routing.
+	Stop(ctx context.Context) error
+}
+
+// Paths of the DUT's IPsec files on the firewall, as pfSense has them.
+const (
+	pfSwanctlConf = "/var/etc/ipsec/swanctl.conf"
+	pfViciSocket  = "/var/run/charon.vici"
+)
+
+// ikeProposalsAll and espProposalsAll are what the peer accepts: every
+// cipher, integrity algorithm and DH group configxml lets a pfSense tunnel
+// take (2.6 and 2.7), AEAD and classic proposals apart as strongSwan needs.
+const (
+	dhAll           = "modp2048-modp3072-modp4096-modp6144-modp8192-modp1024-modp1536-ecp256-ecp384-ecp521-curve25519-curve448-ecp256bp-ecp384bp-ecp512bp"
+	ikeProposalsAll = "aes128gcm16-aes192gcm16-aes256gcm16-aes128gcm12-aes192gcm12-aes256gcm12-aes128gcm8-aes192gcm8-aes256gcm8-chacha20poly1305-prfsha256-prfsha1-prfsha384-prfsha512-prfaesxcbc-" + dhAll +
+		", aes128-aes192-aes256-3des-blowfish-cast128-sha256-sha1-sha384-sha512-aesxcbc-md5-" + dhAll
+	espProposalsAll = "aes128gcm16-aes192gcm16-aes256gcm16-aes128gcm12-aes192gcm12-aes256gcm12-aes128gcm8-aes192gcm8-aes256gcm8-chacha20poly1305" +
+		", aes128-aes192-aes256-3des-blowfish-cast128-sha256-sha1-sha384-sha512-aesxcbc-md5"
+)
+
+// charonPlugins is the load list from the lab recipe: kernel-libipsec MUST
+// come before kernel-netlink, or kernel xfrm (without ESP algorithms here)
+// wins and no CHILD_SA is built.
+const charonPlugins = "random nonce openssl aes sha1 sha2 md5 hmac xcbc gcm chapoly curve25519 gmp pem pkcs1 x509 pubkey kdf kernel-libipsec kernel-netlink socket-default vici"
+
+// pluginPackages names the Debian package of each plugin outside
+// libstrongswan, for the error when one is missing.
+var pluginPackages = map[string]string{
+	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins",
+	"chapoly": "libstrongswan-extra-plugins", "curve25519": "libstrongswan-extra-plugins",
+	"kernel-libipsec": "libcharon-extra-plugins", "socket-default": "strongswan-libcharon",
+	"vici": "strongswan-swanctl",
+}
+
+// PluginDir is where Debian's strongSwan keeps its plugins.
+const PluginDir = "/usr/lib/ipsec/plugins"
+
+// missingPlugins names the plugins charon would not find, in one error with
+// the apt-get line to run; nil when all are there.
+func missingPlugins(dir string) error {
+	var missing, pkgs []string
+	seen := map[string]bool{}
+	for _, p := range strings.Fields(charonPlugins) {
+		if _, err := os.Stat(filepath.Join(dir, "libstrongswan-"+p+".so")); err == nil {
+			continue
+		}
+		missing = append(missing, p)
+		pkg := pluginPackages[p]
+		if pkg == "" {
+			pkg = "libstrongswan"
+		}
+		if !seen[pkg] {
+			seen[pkg] = true
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ipsec: strongSwan plugins missing: %s; install with: apt-get install -y %s (or run scripts/setup.sh)",
+		strings.Join(missing, ", "), strings.Join(pkgs, " "))
+}
+
+// labTunnel picks the tunnel the lab emulates from a config: the first
+// enabled phase 1 on the WAN interface that has a phase 2. Others are
+// returned as skipped, with the reason.
+func labTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
+	for _, tun := range c.Tunnels() {
+		switch {
+		case !tun.Enabled:
+			continue
+		case t != nil:
+			skipped = append(skipped, fmt.Sprintf("tunnel %q: the lab emulates one tunnel", tun.Name))
+		case tun.Interface != "wan":
+			skipped = append(skipped, fmt.Sprintf("tunnel %q: on %s; the lab's peer is on wan", tun.Name, tun.Interface))
+		case tun.LocalNet == "" || tun.RemoteNet == "" || tun.Proposal.ESP.Enc == "":
+			skipped = append(skipped, fmt.Sprintf("tunnel %q: no enabled phase 2", tun.Name))
+		case tun.RemoteAddr != PeerAddr:
+			skipped = append(skipped, fmt.Sprintf("tunnel %q: remote gateway %s; the lab's peer is %s", tun.Name, tun.RemoteAddr, PeerAddr))
+		default:
+			tun := tun
+			t = &tun
+		}
+	}
+	return t, skipped
+}
+
+// connName is pfSense's name for a phase 1's connection and child: con<ikeid>.
+func connName(c *configxml.Config, t *configxml.Tunnel) string {
+	for _, p1 := range c.Root().FindElements("ipsec/phase1") {
+		d := p1.SelectElement("descr")
+		id := p1.SelectElement("ikeid")
+		if d != nil && id != nil && strings.TrimSpace(d.Text()) == t.Name {
+			return "con" + strings.TrimSpace(id.Text())
+		}
+	}
+	return "con1"
+}
+
+// swanctlSide is one end of the tunnel as swanctl.conf needs it.
+type swanctlSide struct {
+	Conn                      string
+	LocalAddr, RemoteAddr     string
+	LocalID, RemoteID         string
+	LocalNet, RemoteNet       string
+	IKEProposals, ESPProposal string
+	PSK                       string
+}
+
+// swanctlConf writes a swanctl.conf in the layout pfSense's ipsec.inc
+// generates (connections, one child, secrets with the PSK base64-encoded as
+// 0s…, so no quoting issue can arise). Rekeying and DPD are off so that an
+// SA stays the same through a measurement.
+func swanctlConf(s swanctlSide) []byte {
+	var b bytes.Buffer
+	id := func(v string) string {
+		if v == "" {
+			return "%any"
+		}
+		return "fqdn:" + v
+	}
+	fmt.Fprintf(&b, `# This file is automatically generated. Do not edit
+connections {
+	%[1]s {
+		fragmentation = yes
+		unique = replace
+		version = 2
+		proposals = %[2]s
+		dpd_delay = 0s
+		rekey_time = 0s
+		reauth_time = 0s
+		encap = no
+		mobike = no
+		local_addrs = %[3]s
+		remote_addrs = %[4]s
+		local {
+			id = %[5]s
+			auth = psk
+		}
+		remote {
+			id = %[6]s
+			auth = psk
+		}
+		children {
+			%[1]s {
+				close_action = none
+				dpd_action = clear
+				policies = yes
+				life_time = 0s
+				rekey_time = 0s
+				rand_time = 0s
+				start_action = none
+				remote_ts = %[7]s
+				local_ts = %[8]s
+				esp_proposals = %[9]s
+			}
+		}
+	}
+}
+secrets {
+	ike-0 {
+		secret = 0s%[10]s
+		id-0 = %[5]s
+		id-1 = %[6]s
+	}
+}
+`, s.Conn, s.IKEProposals, s.LocalAddr, s.RemoteAddr, id(s.LocalID), id(s.RemoteID),
+		s.RemoteNet, s.LocalNet, s.ESPProposal, base64.StdEncoding.EncodeToString([]byte(s.PSK)))
+	return b.Bytes()
+}
+
+// dutSide is the DUT's end of a tunnel: exactly the configured proposal.
+func dutSide(conn string, t *configxml.Tunnel) swanctlSide {
+	return swanctlSide{
+		Conn: conn, LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
+		LocalID: t.LocalID, RemoteID: t.RemoteID, LocalNet: t.LocalNet, RemoteNet: t.RemoteNet,
+		IKEProposals: t.Proposal.IKE.String(), ESPProposal: t.Proposal.ESP.String(), PSK: t.PSK,
+	}
+}
+
+// peerSide is the peer's end: the mirror of the DUT's, accepting every
+// proposal.
+func peerSide(conn string, t *configxml.Tunnel) swanctlSide {
+	return swanctlSide{
+		Conn: conn, LocalAddr: t.RemoteAddr, RemoteAddr: t.LocalAddr,
+		LocalID: t.RemoteID, RemoteID: t.LocalID, LocalNet: t.RemoteNet, RemoteNet: t.LocalNet,
+		IKEProposals: ikeProposalsAll, ESPProposal: espProposalsAll, PSK: t.PSK,
+	}
+}
+
+// strongswanConf is the charon-systemd configuration of one side (lab
+// recipe 1): its own vici socket and log, kernel-libipsec first.
+func strongswanConf(dir string) []byte {
+	return []byte(fmt.Sprintf(`charon-systemd {
+	load = %s
+	load_modular = no
+	install_routes = yes
+	threads = 16
+	plugins {
+		vici {
+			socket = unix://%s
+		}
+	}
+	filelog {
+		lab {
+			path = %s
+			time_format = %%b %%e %%T
+			default = 1
+			flush_line = yes
+		}
+	}
+	journal {
+		default = -1
+	}
+}
+`, charonPlugins, filepath.Join(dir, "charon.vici"), filepath.Join(dir, "charon.log")))
+}
+
+// StrongSwan runs the two charons of a lab topology. Its files live in Dir
+// (dut/ and peer/: strongswan.conf, swanctl.conf, charon.vici, charon.pid,
+// charon.log); the DUT's swanctl.conf is also written where pfSense keeps
+// it, under FirewallRoot.
+type StrongSwan struct {
+	Topo         Topology
+	Dir          string
+	FirewallRoot string // the emulated firewall's filesystem; "" = do not mirror
+	// Charon is the daemon binary; default /usr/sbin/charon-systemd.
+	Charon string
+	// PluginDir is checked for the plugins charon loads; default PluginDir.
+	PluginDir string
+
+	mu     sync.Mutex
+	charon map[string]*charonProc // by side
+}
+
+type charonProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var _ IPsecPlane = (*StrongSwan)(nil)
+
+func (s *StrongSwan) sideDir(side string) string { return filepath.Join(s.Dir, side) }
+func (s *StrongSwan) uri(side string) string {
+	return "unix://" + filepath.Join(s.sideDir(side), "charon.vici")
+}
+
+func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// pfSense's restartipsec restarts strongSwan: stop both, then start.
+	s.stopLocked()
+	dir := s.PluginDir
+	if dir == "" {
+		dir = PluginDir
+	}
+	if err := missingPlugins(dir); err != nil {
+		return err
+	}
+	// A unix socket path has at most 107 bytes.
+	if p := filepath.Join(s.sideDir("peer"), "charon.vici"); len(p) > 107 {
+		return fmt.Errorf("ipsec: the vici socket path %s is too long for a unix socket (%d bytes, at most 107); use a shorter lab --dir", p, len(p))
+	}
+	for side, conf := range map[string][]byte{
+		"dut":  swanctlConf(dutSide(conn, t)),
+		"peer": swanctlConf(peerSide(conn, t)),
+	} {
+		d := s.sideDir(side)
+		for _, sub := range []string{"", "x509", "x509ca", "private", "rsa", "ecdsa", "pkcs8", "x509aa", "x509ocsp", "x509crl", "x509ac", "pubkey", "pkcs12"} {
+			if err := os.MkdirAll(filepath.Join(d, sub), 0o700); err != nil {
+				return err
+			}
+		}
+		if err := writeFileAtomic(filepath.Join(d, "strongswan.conf"), strongswanConf(d), 0o600); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(d, "swanctl.conf"), conf, 0o600); err != nil {
+			return err
+		}
+		if side == "dut" && s.FirewallRoot != "" {
+			p := filepath.Join(s.FirewallRoot, pfSwanctlConf)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(p, conf, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	// Only the tunnel may carry traffic between the two networks: a
+	// tunnel that fails then fails closed instead of leaking plaintext.
+	s.plainRoutes(ctx, false)
+	for _, side := range []string{"peer", "dut"} {
+		if err := s.start(ctx, side); err != nil {
+			return err
+		}
+		if _, err := s.swanctl(ctx, "--load-all", "--noprompt", "--file", filepath.Join(s.sideDir(side), "swanctl.conf"), "--uri", s.uri(side)); err != nil {
+			return fmt.Errorf("ipsec: load the %s configuration: %w", side, err)
+		}
+	}
+	if out, err := s.swanctl(ctx, "--initiate", "--child", conn, "--timeout", "20", "--uri", s.uri("dut")); err != nil {
+		return fmt.Errorf("ipsec: initiate %s (proposal %s): %w; %s", conn, t.Proposal, err, lastLines(out, 3))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func (s *StrongSwan) swanctl(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "swanctl", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("swanctl %s: %w", args[0], err)
+	}
+	return string(out), nil
+}
+
+// start runs charon-systemd in the side's namespace and waits for its vici
+// socket.
+func (s *StrongSwan) start(ctx context.Context, side string) error {
+	bin := s.Charon
+	if bin == "" {
+		bin = "/usr/sbin/charon-systemd"
+	}
+	d := s.sideDir(side)
+	_ = os.Remove(filepath.Join(d, "charon.vici"))
+	logf, err := os.OpenFile(filepath.Join(d, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	// ip netns exec execs the daemon: the child's pid is charon's.
+	cmd := exec.Command("ip", "netns", "exec", s.Topo.Namespace(side), bin)
+	cmd.Env = append(os.Environ(), "STRONGSWAN_CONF="+filepath.Join(d, "strongswan.conf"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("ipsec: start charon in %s: %w", s.Topo.Namespace(side), err)
+	}
+	p := &charonProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	if s.charon == nil {
+		s.charon = map[string]*charonProc{}
+	}
+	s.charon[side] = p
+	if err := writeFileAtomic(filepath.Join(d, "charon.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(d, "charon.vici")); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			b, _ := os.ReadFile(filepath.Join(d, "stdout.log"))
+			return fmt.Errorf("ipsec: charon in %s exited at start: %s", s.Topo.Namespace(side), lastLines(string(b), 3))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ipsec: charon in %s: no vici socket after 10 s; see %s", s.Topo.Namespace(side), filepath.Join(d, "charon.log"))
+		}
+	}
+}
+
+// plainRoutes adds (or removes) the routes between the LAN and the server
+// network that the topology has without a tunnel.
+func (s *StrongSwan) plainRoutes(ctx context.Context, on bool) error {
+	verb := "del"
+	if on {
+		verb = "replace"
+	}
+	_, err1 := run(ctx, nil, "ip", "-n", s.Topo.Namespace("dut"), "route", verb, ServerNet, "via", PeerAddr)
+	_, err2 := run(ctx, nil, "ip", "-n", s.Topo.Namespace("peer"), "route", verb, LanNet, "via", DUTWanAddr)
+	if on {
+		return errors.Join(err1, err2)
+	}
+	return nil // deleting a route that is gone is fine
+}
+
+// Stop ends both charons (SIGTERM, waiting: charon sends an IKE DELETE
+// first and takes more than a second) and restores plain routing.
+func (s *StrongSwan) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	return s.plainRoutes(ctx, true)
+}
+
+func (s *StrongSwan) stopLocked() {
+	var wg sync.WaitGroup
+	for side, p := range s.charon {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}()
+		delete(s.charon, side)
+		_ = os.Remove(filepath.Join(s.sideDir(side), "charon.pid"))
+	}
+	wg.Wait()
+	// A charon this process did not start (an earlier daemon's) is found by
+	// its pid file.
+	for _, side := range []string{"dut", "peer"} {
+		if b, err := os.ReadFile(filepath.Join(s.sideDir(side), "charon.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isCharon(pid) {
+				_ = killPID(pid)
+			}
+			_ = os.Remove(filepath.Join(s.sideDir(side), "charon.pid"))
+		}
+	}
+}
+
+func isCharon(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && alive(pid) && strings.Contains(string(b), "charon")
+}
+
+func (s *StrongSwan) ListSAs(ctx context.Context) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "swanctl", "--list-sas", "--uri", s.uri("dut"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	// The firewall's socket is /var/run/charon.vici: show that path.
+	text := bytes.ReplaceAll(out.Bytes(), []byte(s.uri("dut")), []byte("unix://"+pfViciSocket))
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return text, 0, nil
+	case errors.As(err, &ee):
+		return text, ee.ExitCode(), nil
+	}
+	return nil, 0, err
+}
+
+// applyIPsec brings IPsec to what the config says (as ipsec_configure()
+// does). The caller holds e.mu.
+func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error {
+	if e.IPsec == nil {
+		return nil
+	}
+	t, skipped := labTunnel(root)
+	for _, s := range skipped {
+		e.logger().Warn("ipsec: not emulated", "what", s)
+	}
+	if t == nil {
+		_ = os.Remove(e.path(pfSwanctlConf))
+		if err := e.IPsec.Stop(ctx); err != nil {
+			return err
+		}
+		e.logger().Info("ipsec: no tunnel enabled; plain routing")
+		return nil
+	}
+	conn := connName(root, t)
+	if err := e.IPsec.Apply(ctx, conn, t); err != nil {
+		return err
+	}
+	e.logger().Info("ipsec: tunnel up", "name", t.Name, "conn", conn, "ike", t.Proposal.IKE.String(), "esp", t.Proposal.ESP.String())
+	return nil
+}
+
+// stopIPsec ends the IPsec daemons (reboot, shutdown).
+func (e *Emulator) stopIPsec(ctx context.Context) {
+	e.mu.Lock()
+	p := e.IPsec
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if err := p.Stop(ctx); err != nil {
+		e.logger().Error("ipsec: stop", "err", err)
+	}
+}
+
+// cmdIPsecRestart is pfSsh.php playback restartipsec / svc restart ipsec:
+// regenerate swanctl.conf from config.xml and restart strongSwan.
+func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return c.errorf(1, "ipsec: %v", err)
+	}
+	if err := e.applyIPsec(ctx, root); err != nil {
+		return c.errorf(1, "%v", err)
+	}
+	return nil
+}
+
+// cmdSwanctl passes `swanctl --list-sas` through to the real swanctl on the
+// DUT's charon, so the output is exactly strongSwan's.
+func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
+	if len(c.args) != 2 || (c.args[1] != "--list-sas" && c.args[1] != "-l") {
+		return c.errorf(1, "swanctl: the lab emulates --list-sas")
+	}
+	e.mu.Lock()
+	p := e.IPsec
+	e.mu.Unlock()
+	if p == nil {
+		return nil // no IPsec in this emulator: no SAs
+	}
+	out, code, err := p.ListSAs(ctx)
+	if err != nil {
+		return c.errorf(1, "swanctl: %v", err)
+	}
+	if _, err := io.Copy(c.stdout, bytes.NewReader(out)); err != nil {
+		return err
+	}
+	if code != 0 {
+		return status(uint8(code))
+	}
+	return nil
+}
+
+// tunnelPSKFile is where Up writes the PSK of the factory config's tunnel,
+// for a matrix's tunnel: psk_file (examples/ipsec-ciphers.yaml). It is a lab
+// key, not a secret.
+const tunnelPSKFile = "ipsec-psk"
+
+func writeTunnelPSK(dir string) error {
+	c, err := parseConfig(DefaultConfig())
+	if err != nil {
+		return err
+	}
+	for _, t := range c.Tunnels() {
+		if t.PSK != "" {
+			return writeFileAtomic(filepath.Join(dir, tunnelPSKFile), []byte(t.PSK+"\n"), 0o600)
+		}
+	}
+	return nil
+}
