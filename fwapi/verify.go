@@ -22,6 +22,7 @@ const (
 	RuleNATMismatch         = "FWAB106" // nat-mismatch
 	RuleInterfaceMissing    = "FWAB107" // interface-missing
 	RuleIPsecNotEstablished = "FWAB108" // ipsec-not-established
+	RuleIPsecMismatch       = "FWAB109" // ipsec-algorithm-mismatch
 )
 
 // liveOffloadOptions are the ifconfig options that mean an offload is on;
@@ -170,9 +171,60 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 		if installed == 0 {
 			add(RuleIPsecNotEstablished, "ipsec-not-established", configxml.SeverityWarning,
 				"ipsec@%s is %s in the config but no child SA is installed; restart IPsec or start traffic to bring it up", name, kv.Value)
+			continue
+		}
+		p, err := configxml.ParseProposal(kv.Value)
+		if err != nil {
+			continue
+		}
+		encr, integ := SwanctlAlgorithms(p.ESP)
+		var seen []string
+		match := false
+		for _, sa := range st.IPsec {
+			if sa.State != "INSTALLED" {
+				continue
+			}
+			seen = append(seen, strings.Trim(sa.Encr+"/"+sa.Integ, "/"))
+			if sa.Encr == encr && sa.Integ == integ {
+				match = true
+			}
+		}
+		if !match {
+			add(RuleIPsecMismatch, "ipsec-algorithm-mismatch", configxml.SeverityError,
+				"ipsec@%s asks for ESP %s (%s) but the installed SAs negotiated %s; restart IPsec on both ends",
+				name, p.ESP, strings.Trim(encr+"/"+integ, "/"), strings.Join(seen, ", "))
 		}
 	}
 	return out
+}
+
+// SwanctlAlgorithms names an ESP proposal's algorithms as swanctl
+// --list-sas prints them: aes256-sha256 is AES_CBC-256 with
+// HMAC_SHA2_256_128, aes128gcm16 is AES_GCM_16-128.
+func SwanctlAlgorithms(esp configxml.Algos) (encr, integ string) {
+	e := esp.Enc
+	switch {
+	case e == "3des":
+		encr = "3DES_CBC"
+	case e == "des":
+		encr = "DES_CBC"
+	case e == "chacha20poly1305":
+		encr = "CHACHA20_POLY1305"
+	case e == "blowfish":
+		encr = "BLOWFISH_CBC-128"
+	case e == "cast128":
+		encr = "CAST_CBC-128"
+	case strings.Contains(e, "gcm"):
+		bits, icv, _ := strings.Cut(strings.TrimPrefix(e, "aes"), "gcm")
+		encr = "AES_GCM_" + icv + "-" + bits
+	default:
+		encr = "AES_CBC-" + strings.TrimPrefix(e, "aes")
+	}
+	integ = map[string]string{
+		"sha1": "HMAC_SHA1_96", "sha256": "HMAC_SHA2_256_128", "sha384": "HMAC_SHA2_384_192",
+		"sha512": "HMAC_SHA2_512_256", "md5": "HMAC_MD5_96", "aesxcbc": "AES_XCBC_96",
+	}[esp.Integ]
+	return encr, integ
 }
 
 // idsModeMatches: a pcap Suricata serves both IDS and legacy IPS.
@@ -201,7 +253,9 @@ func ChangeVerifier(c *configxml.Config, changes []configxml.Change) Verifier {
 	return func(_ context.Context, st RuntimeState) error {
 		var bad []string
 		for _, f := range VerifyRuntime(c, st) {
-			if f.Severity != configxml.SeverityError {
+			// A tunnel that did not come up is only a warning in general (it
+			// may start on traffic), but not after fwab changed its cipher.
+			if f.Severity != configxml.SeverityError && f.Rule != RuleIPsecNotEstablished {
 				continue
 			}
 			for _, ch := range changes {
@@ -235,6 +289,8 @@ func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
 		return ch.Knob == "blocklist"
 	case RuleNATMismatch:
 		return ch.Knob == "nat.outbound"
+	case RuleIPsecMismatch, RuleIPsecNotEstablished:
+		return strings.HasPrefix(ch.Knob, "ipsec@") && ch.To != "none" && strings.HasPrefix(f.Message, ch.Knob+" ")
 	}
 	return false
 }

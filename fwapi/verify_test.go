@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/fwapi/fwapitest"
 )
@@ -116,5 +117,52 @@ func TestVerifyRuntimeMissingInterface(t *testing.T) {
 	delete(st.Interfaces, "igb0")
 	if diff := cmp.Diff([]string{"FWAB107 error"}, rules(fwapi.VerifyRuntime(c, st))); diff != "" {
 		t.Errorf("findings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestSwanctlAlgorithms(t *testing.T) {
+	for _, tt := range []struct{ proposal, encr, integ string }{
+		{"aes128gcm16", "AES_GCM_16-128", ""},
+		{"aes256gcm16", "AES_GCM_16-256", ""},
+		{"aes128-sha1", "AES_CBC-128", "HMAC_SHA1_96"},
+		{"aes256-sha256", "AES_CBC-256", "HMAC_SHA2_256_128"},
+		{"3des-sha1", "3DES_CBC", "HMAC_SHA1_96"},
+		{"chacha20poly1305", "CHACHA20_POLY1305", ""},
+	} {
+		p, err := configxml.ParseProposal(tt.proposal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, i := fwapi.SwanctlAlgorithms(p.ESP); e != tt.encr || i != tt.integ {
+			t.Errorf("SwanctlAlgorithms(%s) = %s, %s; want %s, %s", tt.proposal, e, i, tt.encr, tt.integ)
+		}
+	}
+}
+
+// TestChangeVerifierIPsec: an ipsec change is accepted only when an SA with
+// the asked-for algorithms is installed.
+func TestChangeVerifierIPsec(t *testing.T) {
+	c, err := configxml.LoadBytes(fixtures.Read("configs/pfsense-2.7.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("ipsec@site-b", "aes256-sha256"); err != nil {
+		t.Fatal(err)
+	}
+	change := []configxml.Change{{Knob: "ipsec@site-b", From: "aes256-sha256-modp2048/aes128gcm16", To: "aes256-sha256", Action: configxml.ActionIPsecRestart}}
+	verify := fwapi.ChangeVerifier(c, change)
+	for _, tt := range []struct {
+		name string
+		sas  []fwapi.IPsecSA
+		ok   bool
+	}{
+		{"negotiated what was asked", []fwapi.IPsecSA{{Name: "con1", State: "INSTALLED", Encr: "AES_CBC-256", Integ: "HMAC_SHA2_256_128"}}, true},
+		{"still the old cipher", []fwapi.IPsecSA{{Name: "con1", State: "INSTALLED", Encr: "AES_GCM_16-128"}}, false},
+		{"no SA", nil, false},
+	} {
+		err := verify(t.Context(), fwapi.RuntimeState{IPsec: tt.sas})
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: verify = %v; want ok=%v", tt.name, err, tt.ok)
+		}
 	}
 }

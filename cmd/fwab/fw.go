@@ -255,6 +255,9 @@ func newFwApplyCmd(io *streams) *cobra.Command {
 				if err != nil {
 					return nil, err
 				}
+				if !cur.Product().Inferred {
+					next.SetProduct(cur.Product().Version)
+				}
 				if err := next.SetAll(args); err != nil {
 					return nil, usageError{err}
 				}
