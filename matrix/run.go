@@ -47,6 +47,23 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 	return out
 }
 
+// PowerMeter is the spec's power meter: a smart plug read over HTTP, or a
+// figure measured by hand; nil when the spec has none.
+func (s *Spec) PowerMeter() (probe.PowerMeter, error) {
+	switch {
+	case s.Power == nil:
+		return nil, nil
+	case s.Power.URL != "":
+		m := probe.HTTPPowerMeter{URL: s.Power.URL, Path: s.Power.JSONPath}
+		if err := m.Validate(); err != nil {
+			return nil, &SpecError{Msg: "power: " + err.Error()}
+		}
+		return m, nil
+	default:
+		return probe.ManualPower(s.Power.Watts), nil
+	}
+}
+
 // StorePoints are the plan's points as the results database keeps them.
 func (p *Plan) StorePoints() []store.Point {
 	out := make([]store.Point, len(p.Points))

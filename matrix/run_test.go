@@ -253,3 +253,25 @@ func TestSweepStats(t *testing.T) {
 		t.Errorf("wall %v, overhead %v", st.Wall, st.Overhead())
 	}
 }
+
+func TestPowerMeterFromSpec(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"power: {url: 'http://198.18.9.9/status', json_path: ENERGY.Power}\n", "probe.HTTPPowerMeter"},
+		{"power: {watts: 12.5}\n", "probe.ManualPower"},
+		{"", "<nil>"},
+		{"power: {url: 'ftp://plug', json_path: a.b}\n", "use an http:// or https:// URL"},
+	} {
+		s, err := Parse(strings.NewReader("axes:\n  rules@lan: [0]\n" + tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.PowerMeter()
+		got := fmt.Sprintf("%T", m)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("PowerMeter(%q) = %s; want %s", tt.yaml, got, tt.want)
+		}
+	}
+}

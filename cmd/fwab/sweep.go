@@ -150,6 +150,10 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 			return usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
 		}
 	}
+	power, err := spec.PowerMeter()
+	if err != nil {
+		return usageError{fmt.Errorf("%s: %w", o.file, err)}
+	}
 	check := probes[0].Iperf3
 	check.Duration = time.Second
 	if err := check.Check(ctx, client, server); err != nil {
@@ -195,7 +199,7 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		Apply:  session.ApplyChecked,
 		Settle: func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
 		Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
-			return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping})
+			return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: power})
 		},
 	}
 	bars := newSweepProgress(io, o.progress, len(plan.Steps), len(probes))
