@@ -24,7 +24,7 @@ $fwab sweep "$spec" --target lab --dry-run | tail -n 12
 
 step "fwab sweep $spec: apply, verify, settle and probe every point; results in $db"
 $fwab sweep "$spec" --target lab --db "$db"
-run=$($fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ {id = $1} END {print id}')
+run=$($fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ && $1 + 0 > id + 0 {id = $1} END {print id}')
 
 step "fwab report $run: the seed-style table"
 $fwab report "$run" --db "$db"

@@ -11,7 +11,7 @@ spec=examples/firmware-gate.yaml
 
 $fwab lab down >/dev/null 2>&1 || true
 $fwab lab up >/dev/null   # firmware profiles: 2.7.2, 2.8.0, 2.8.1 (10 % slower)
-lastrun() { $fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ {id = $1} END {print id}'; }
+lastrun() { $fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ && $1 + 0 > id + 0 {id = $1} END {print id}'; }
 
 echo "== baseline on $($fwab fw info --target lab | awk '$1 == "version" {print $2}')"
 $fwab sweep "$spec" --db "$db" --progress=false >/dev/null
