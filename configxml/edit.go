@@ -11,8 +11,6 @@ import (
 // with it, so the written file differs from the original only in the lines
 // that really changed.
 
-func (c *Config) newElement(tag string) *etree.Element { return etree.NewElement(tag) }
-
 // indentOf returns the whitespace that precedes e on its line.
 func (c *Config) indentOf(e *etree.Element) string {
 	p := e.Parent()
@@ -188,7 +186,7 @@ func (c *Config) ensure(parent *etree.Element, path string) *etree.Element {
 	for _, tag := range strings.Split(path, "/") {
 		next := e.SelectElement(tag)
 		if next == nil {
-			next = c.newElement(tag)
+			next = etree.NewElement(tag)
 			c.insertChild(e, next, "")
 		}
 		e = next
@@ -201,7 +199,7 @@ func (c *Config) ensure(parent *etree.Element, path string) *etree.Element {
 func (c *Config) setLeaf(parent *etree.Element, tag, text string, cdata bool) *etree.Element {
 	e := parent.SelectElement(tag)
 	if e == nil {
-		e = c.newElement(tag)
+		e = etree.NewElement(tag)
 		c.insertChild(parent, e, "")
 	}
 	c.setText(e, text, cdata)

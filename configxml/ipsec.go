@@ -146,12 +146,12 @@ func pfHash(h string, phase2 bool) string {
 func (c *Config) setPfPhase1(p1 *etree.Element, a Algos) {
 	encryption := p1.SelectElement("encryption")
 	if encryption == nil {
-		encryption = c.newElement("encryption")
+		encryption = etree.NewElement("encryption")
 		c.insertChild(p1, encryption, "iketype")
 	}
 	items := encryption.SelectElements("item")
 	if len(items) == 0 {
-		items = []*etree.Element{c.newElement("item")}
+		items = []*etree.Element{etree.NewElement("item")}
 		c.insertChild(encryption, items[0], "")
 	}
 	item := items[0]
@@ -168,7 +168,7 @@ func (c *Config) setPfPhase2(p2 *etree.Element, a Algos) {
 	c.removeElements(p2, func(e *etree.Element) bool { return e.Tag == "disabled" })
 	opts := p2.SelectElements("encryption-algorithm-option")
 	if len(opts) == 0 {
-		opts = []*etree.Element{c.newElement("encryption-algorithm-option")}
+		opts = []*etree.Element{etree.NewElement("encryption-algorithm-option")}
 		c.insertChild(p2, opts[0], "protocol")
 	}
 	opt := opts[0]

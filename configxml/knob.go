@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/beevik/etree"
 )
 
 // Flavor is the firewall product a config.xml belongs to.
@@ -405,7 +407,7 @@ func (c *Config) bumpRevision(desc string) {
 	root := c.doc.Root()
 	rev := root.SelectElement("revision")
 	if rev == nil {
-		rev = c.newElement("revision")
+		rev = etree.NewElement("revision")
 		c.insertChild(root, rev, "")
 	}
 	c.setLeaf(rev, "time", stamp, false)

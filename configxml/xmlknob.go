@@ -93,7 +93,7 @@ func setXML(c *Config, path, value string) error {
 			if strings.Contains(s, "[") {
 				return fmt.Errorf("no element %s to change; only plain steps are created", strings.Join(steps[:i+1], "/"))
 			}
-			next = c.newElement(s)
+			next = etree.NewElement(s)
 			c.insertChild(e, next, s)
 		}
 		e = next
