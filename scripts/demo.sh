@@ -26,9 +26,6 @@ step "fwab sweep $spec: apply, verify, settle and probe every point; results in 
 $fwab sweep "$spec" --target lab --db "$db"
 run=$($fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ && $1 + 0 > id + 0 {id = $1} END {print id}')
 
-step "fwab report $run: the seed-style table"
-$fwab report "$run" --db "$db"
-
 report=$PWD/fwab-report-$run.html
 $fwab report "$run" --db "$db" --format html -o "$report"
 
