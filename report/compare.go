@@ -92,7 +92,7 @@ func matchKey(p *Point, ignore []string) string {
 			knobs[k] = v
 		}
 	}
-	return knobsKey(knobs)
+	return KnobsKey(knobs)
 }
 
 // Comparison is run B against run A, point by point.

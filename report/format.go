@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/url"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -168,7 +167,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
 	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p ≥ 0.05).\n", percent(t.Confidence))
-	if fixed := fixedLine(t.Fixed); fixed != "" {
+	if fixed := KnobsKey(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
 	b.WriteString("\n")
@@ -290,19 +289,6 @@ func pivotCell(d *Delta) string {
 
 func mdRow(b *strings.Builder, cells []string) {
 	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
-}
-
-func fixedLine(fixed map[string]string) string {
-	keys := make([]string, 0, len(fixed))
-	for k := range fixed {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + fixed[k]
-	}
-	return strings.Join(parts, " ")
 }
 
 func csvNum(v float64) string {

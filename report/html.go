@@ -16,7 +16,7 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 	"tp":      formatTP,
 	"num":     formatNum,
 	"pivot":   pivotCell,
-	"fixed":   fixedLine,
+	"fixed":   KnobsKey,
 	"point":   pointCell,
 	"percent": percent,
 	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg

@@ -76,9 +76,10 @@ type Series struct {
 
 // Key names a point by its knob values, sorted by knob: two runs of the same
 // matrix give the same point the same key.
-func (p *Point) Key() string { return knobsKey(p.Knobs) }
+func (p *Point) Key() string { return KnobsKey(p.Knobs) }
 
-func knobsKey(knobs map[string]string) string {
+// KnobsKey writes knob values as "knob=value" pairs sorted by knob.
+func KnobsKey(knobs map[string]string) string {
 	keys := make([]string, 0, len(knobs))
 	for k := range knobs {
 		keys = append(keys, k)
@@ -192,7 +193,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	}
 	for _, p := range r.Points {
 		if !p.Measured() {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, knobsKey(p.Knobs), p.Status, p.Reason))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, KnobsKey(p.Knobs), p.Status, p.Reason))
 		}
 	}
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)

@@ -9,12 +9,12 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/fwab/fwab/report"
 	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
 )
@@ -336,16 +336,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 }
 
 func knobsCell(knobs map[string]string) string {
-	keys := make([]string, 0, len(knobs))
-	for k := range knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + knobs[k]
-	}
-	return cellOrDash(strings.Join(parts, " "))
+	return cellOrDash(report.KnobsKey(knobs))
 }
 
 func formatFigure(v float64, prec int) string {
