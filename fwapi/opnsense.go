@@ -229,7 +229,8 @@ func (o *OPNsense) currentVersion() opnVersion {
 }
 
 // Info reports the version (read fresh), hostname and the physical NICs
-// assigned in config.xml.
+// assigned in config.xml (not lo0, which OPNsense lists among its
+// interfaces, nor VLANs and other pseudo-interfaces).
 func (o *OPNsense) Info(ctx context.Context) (Info, error) {
 	v, err := o.detectVersion(ctx)
 	if err != nil {
@@ -246,7 +247,7 @@ func (o *OPNsense) Info(ctx context.Context) (Info, error) {
 	}
 	info.Hostname = host
 	for _, key := range slices.Sorted(maps.Keys(ifs)) {
-		if !slices.Contains(info.NICs, ifs[key]) {
+		if IsNIC(ifs[key]) && !slices.Contains(info.NICs, ifs[key]) {
 			info.NICs = append(info.NICs, ifs[key])
 		}
 	}

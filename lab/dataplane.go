@@ -77,15 +77,16 @@ type RulesetOptions struct {
 	BlocklistSize int // prefixes; 0 means DefaultBlocklistSize
 }
 
-// parseConfig parses config.xml. It is the one place the lab reads the XML
-// format: knobs are read through configxml, the rest from its element tree.
-func parseConfig(data []byte) (*configxml.Config, error) {
+// parseConfig parses config.xml of the emulated flavor. It is the one place
+// the lab reads the XML format: knobs are read through configxml, the rest
+// from its element tree.
+func parseConfig(data []byte, want configxml.Flavor) (*configxml.Config, error) {
 	c, err := configxml.LoadBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("parse config.xml: %w", err)
 	}
-	if c.Flavor() != configxml.PfSense {
-		return nil, fmt.Errorf("parse config.xml: a %s config; the lab emulates pfSense", c.Flavor())
+	if c.Flavor() != want {
+		return nil, fmt.Errorf("parse config.xml: a %s config; the lab emulates %s", c.Flavor(), want)
 	}
 	return c, nil
 }
@@ -174,22 +175,27 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 
 	var blocks, passes []string
 	n := 0
+	var rules []*etree.Element
 	if f := root.FindElement("filter"); f != nil {
-		for i, r := range f.SelectElements("rule") {
-			nft, pf, why := filterRule(r, ifs)
-			if why != "" {
-				rs.Skipped = append(rs.Skipped, fmt.Sprintf("filter rule %d (%s): %s", i+1, text(r, "descr"), why))
-				continue
-			}
-			key := fmt.Sprintf("fwab:f%d", n)
-			n++
-			rs.PF[key] = pf
-			line := fmt.Sprintf("\t\t%s comment %q\n", nft, key)
-			if text(r, "type") == "pass" {
-				passes = append(passes, line)
-			} else {
-				blocks = append(blocks, line)
-			}
+		rules = f.SelectElements("rule")
+	}
+	// OPNsense's MVC rules (26.x "Rules [new]", the only kind from 26.7)
+	// follow the legacy ones, in sequence order.
+	rules = append(rules, mvcRulesAsLegacy(root.FindElement("OPNsense/Firewall/Filter/rules"))...)
+	for i, r := range rules {
+		nft, pf, why := filterRule(r, ifs)
+		if why != "" {
+			rs.Skipped = append(rs.Skipped, fmt.Sprintf("filter rule %d (%s): %s", i+1, text(r, "descr"), why))
+			continue
+		}
+		key := fmt.Sprintf("fwab:f%d", n)
+		n++
+		rs.PF[key] = pf
+		line := fmt.Sprintf("\t\t%s comment %q\n", nft, key)
+		if text(r, "type") == "pass" {
+			passes = append(passes, line)
+		} else {
+			blocks = append(blocks, line)
 		}
 	}
 	for _, l := range blocks {
@@ -320,6 +326,66 @@ func parseEndpoint(e *etree.Element, dir string, ifs map[string]iface) (endpoint
 		}
 	}
 	return ep, ""
+}
+
+// mvcRulesAsLegacy turns OPNsense MVC filter rules
+// (<OPNsense><Firewall><Filter><rules><rule>, firewall.md B-c) into the
+// equivalent <filter><rule> elements, sorted by sequence, so that one
+// translation serves both.
+func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
+	if parent == nil {
+		return nil
+	}
+	type seqRule struct {
+		seq int
+		r   *etree.Element
+	}
+	var list []seqRule
+	for _, m := range parent.SelectElements("rule") {
+		r := etree.NewElement("rule")
+		leaf := func(tag, v string) {
+			if v != "" {
+				r.CreateElement(tag).SetText(v)
+			}
+		}
+		if text(m, "enabled") == "0" {
+			r.CreateElement("disabled")
+		}
+		leaf("type", text(m, "action"))
+		leaf("interface", text(m, "interface"))
+		leaf("ipprotocol", text(m, "ipprotocol"))
+		switch p := strings.ToLower(text(m, "protocol")); p {
+		case "", "any":
+		default:
+			leaf("protocol", p)
+		}
+		for _, side := range []string{"source", "destination"} {
+			e := r.CreateElement(side)
+			switch net := text(m, side+"_net"); {
+			case net == "" || net == "any":
+				e.CreateElement("any")
+			case strings.ContainsAny(net, "./:"):
+				e.CreateElement("address").SetText(net)
+			default:
+				e.CreateElement("network").SetText(net)
+			}
+			if text(m, side+"_not") == "1" {
+				e.CreateElement("not")
+			}
+			if p := text(m, side+"_port"); p != "" {
+				e.CreateElement("port").SetText(p)
+			}
+		}
+		leaf("descr", text(m, "description"))
+		seq, _ := strconv.Atoi(text(m, "sequence"))
+		list = append(list, seqRule{seq, r})
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].seq < list[j].seq })
+	out := make([]*etree.Element, len(list))
+	for i, l := range list {
+		out[i] = l.r
+	}
+	return out
 }
 
 // filterRule translates one <filter><rule>. why explains a skipped rule.

@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // labConfig returns the factory config with edit applied to its tree.
 func labConfig(t *testing.T, edit func(root *etree.Element)) *configxml.Config {
 	t.Helper()
-	c, err := parseConfig(DefaultConfig())
+	c, err := parseConfig(DefaultConfig(), configxml.PfSense)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func labConfig(t *testing.T, edit func(root *etree.Element)) *configxml.Config {
 // configxml, as fwab makes them.
 func knobConfig(t *testing.T, assignments ...string) *configxml.Config {
 	t.Helper()
-	c, err := parseConfig(DefaultConfig())
+	c, err := parseConfig(DefaultConfig(), configxml.PfSense)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func knobConfig(t *testing.T, assignments ...string) *configxml.Config {
 		t.Fatalf("SetAll(%q): %v", assignments, err)
 	}
 	// Reload from bytes, as the emulator reads what was written.
-	c, err = parseConfig(c.Bytes())
+	c, err = parseConfig(c.Bytes(), configxml.PfSense)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +24,23 @@ import (
 //go:embed assets/config.xml
 var defaultConfig []byte
 
+//go:embed assets/opnsense/config.xml
+var defaultOPNsenseConfig []byte
+
 // DefaultConfig returns the emulated pfSense's factory config.xml: a pfSense
 // 2.7-style default with the lab's interfaces and addresses.
 func DefaultConfig() []byte { return append([]byte(nil), defaultConfig...) }
+
+// FactoryConfig returns the factory config.xml of a flavor: DefaultConfig
+// for pfSense; for OPNsense a 26.1-style default with the same interfaces
+// and addresses (offloads disabled, as OPNsense ships; legacy LAN rules;
+// IDS off).
+func FactoryConfig(flavor configxml.Flavor) []byte {
+	if flavor == configxml.OPNsense {
+		return append([]byte(nil), defaultOPNsenseConfig...)
+	}
+	return DefaultConfig()
+}
 
 // Emulator is the emulated pfSense: a firewall filesystem (config.xml,
 // backups, /etc/version, /tmp, /var/run), an SSH server that runs commands
@@ -33,6 +48,10 @@ func DefaultConfig() []byte { return append([]byte(nil), defaultConfig...) }
 // data plane the config is applied to.
 type Emulator struct {
 	Root           string // the firewall's filesystem: <lab>/root
+	// Flavor is the product emulated: pfSense (the zero value) or
+	// OPNsense, which adds its REST API (ServeAPI), its shell commands and
+	// paths, and reads an OPNsense config.xml.
+	Flavor         configxml.Flavor
 	DataPlane      DataPlane
 	Ports          Ports
 	Profiles       []Profile
@@ -84,11 +103,11 @@ func (e *Emulator) Init() error {
 		}
 	}
 	if _, err := os.Stat(e.path("/conf/config.xml")); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileAtomic(e.path("/conf/config.xml"), DefaultConfig(), 0o644); err != nil {
+		if err := writeFileAtomic(e.path("/conf/config.xml"), FactoryConfig(e.flavor()), 0o644); err != nil {
 			return err
 		}
 	}
-	if _, err := os.Stat(e.path("/etc/version")); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(e.path(e.versionFile())); errors.Is(err, fs.ErrNotExist) {
 		if len(e.Profiles) == 0 {
 			return fmt.Errorf("no firmware profiles")
 		}
@@ -99,18 +118,66 @@ func (e *Emulator) Init() error {
 	return nil
 }
 
+// flavor is the emulated product; pfSense unless set.
+func (e *Emulator) flavor() configxml.Flavor {
+	if e.Flavor == "" {
+		return configxml.PfSense
+	}
+	return e.Flavor
+}
+
+func (e *Emulator) opnsense() bool { return e.flavor() == configxml.OPNsense }
+
+// opnVersionFile is where OPNsense keeps its version metadata (JSON, key
+// product_version), which opnsense-version and the firmware API read.
+const opnVersionFile = "/usr/local/opnsense/version/core"
+
+func (e *Emulator) versionFile() string {
+	if e.opnsense() {
+		return opnVersionFile
+	}
+	return "/etc/version"
+}
+
 func (e *Emulator) writeVersion(p Profile) error {
+	if e.opnsense() {
+		if err := os.MkdirAll(filepath.Dir(e.path(opnVersionFile)), 0o755); err != nil {
+			return err
+		}
+		meta, err := json.MarshalIndent(map[string]string{
+			"product_abi":     opnSeries(p.Version),
+			"product_id":      "opnsense",
+			"product_name":    "OPNsense",
+			"product_nickname": "fwab lab",
+			"product_series":  opnSeries(p.Version),
+			"product_version": p.Version,
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeFileAtomic(e.path(opnVersionFile), append(meta, '\n'), 0o644)
+	}
 	if err := writeFileAtomic(e.path("/etc/version"), []byte(p.Version+"\n"), 0o644); err != nil {
 		return err
 	}
 	return writeFileAtomic(e.path("/etc/version.patch"), []byte("0\n"), 0o644)
 }
 
-// Version is the running firmware version (/etc/version).
+// Version is the running firmware version (/etc/version on pfSense,
+// product_version in /usr/local/opnsense/version/core on OPNsense).
 func (e *Emulator) Version() string {
-	b, err := os.ReadFile(e.path("/etc/version"))
+	b, err := os.ReadFile(e.path(e.versionFile()))
 	if err != nil {
 		return ""
+	}
+	if e.opnsense() {
+		var meta struct {
+			Version string `json:"product_version"`
+		}
+		if json.Unmarshal(b, &meta) != nil {
+			return ""
+		}
+		return meta.Version
 	}
 	return strings.TrimSpace(string(b))
 }
@@ -180,11 +247,11 @@ func (e *Emulator) restoreAtBoot() error {
 		if err != nil {
 			continue
 		}
-		if _, err := parseConfig(data); err == nil && fi.ModTime().After(bestTime) {
+		if _, err := parseConfig(data, e.flavor()); err == nil && fi.ModTime().After(bestTime) {
 			best, bestTime = d.Name(), fi.ModTime()
 		}
 	}
-	data := DefaultConfig()
+	data := FactoryConfig(e.flavor())
 	if best != "" {
 		b, err := os.ReadFile(filepath.Join(e.path("/conf/backup"), best))
 		if err != nil {
@@ -198,8 +265,16 @@ func (e *Emulator) restoreAtBoot() error {
 
 // configForApply reads the config the way pfSense 2.7's parse_config()
 // does: from /tmp/config.cache when it exists, even when config.xml is
-// newer; otherwise from config.xml, writing the cache.
+// newer; otherwise from config.xml, writing the cache. OPNsense has no
+// cache: it reads config.xml.
 func (e *Emulator) configForApply() (*configxml.Config, error) {
+	if e.opnsense() {
+		data, err := os.ReadFile(e.path("/conf/config.xml"))
+		if err != nil {
+			return nil, err
+		}
+		return parseConfig(data, configxml.OPNsense)
+	}
 	cache := e.path("/tmp/config.cache")
 	data, err := os.ReadFile(cache)
 	if err != nil {
@@ -211,7 +286,7 @@ func (e *Emulator) configForApply() (*configxml.Config, error) {
 			return nil, err
 		}
 	}
-	return parseConfig(data)
+	return parseConfig(data, configxml.PfSense)
 }
 
 func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {

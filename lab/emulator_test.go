@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 )
 
@@ -237,7 +238,7 @@ func (f *testFirewall) mustRun(t *testing.T, cmd, stdin string) string {
 // and writes it back.
 func (f *testFirewall) setKnobs(t *testing.T, assignments ...string) {
 	t.Helper()
-	c, err := parseConfig([]byte(f.mustRun(t, "cat /conf/config.xml", "")))
+	c, err := parseConfig([]byte(f.mustRun(t, "cat /conf/config.xml", "")), configxml.PfSense)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -574,7 +574,7 @@ func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
 const tunnelPSKFile = "ipsec-psk"
 
 func writeTunnelPSK(dir string) error {
-	c, err := parseConfig(DefaultConfig())
+	c, err := parseConfig(DefaultConfig(), configxml.PfSense)
 	if err != nil {
 		return err
 	}

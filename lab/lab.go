@@ -16,12 +16,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 )
 
@@ -48,7 +50,7 @@ type Options struct {
 	Prefix       string // namespace prefix; default DefaultPrefix
 	TargetsPath  string // targets file; default fwapi.DefaultTargetsPath()
 	ProfilesFile string // firmware profiles YAML; empty = embedded
-	Flavor       string // only "pfsense" in this build
+	Flavor       string // "pfsense" (default) or "opnsense"
 	// Executable and ServeArgs start the emulator daemon; Up runs
 	// Executable ServeArgs... --dir DIR. Default: this program, "lab serve".
 	Executable string
@@ -85,6 +87,8 @@ type State struct {
 	Prefix  string `json:"prefix"`
 	Flavor  string `json:"flavor"`
 	SSHAddr string `json:"ssh_addr"`
+	// APIAddr is the OPNsense REST API's HTTPS address (opnsense only).
+	APIAddr string `json:"api_addr,omitempty"`
 	// IDSRules is the IDS/IPS engines' ruleset size.
 	IDSRules int `json:"ids_rules,omitempty"`
 }
@@ -154,8 +158,9 @@ func readState(dir string) (*State, error) {
 // target; a half-built lab is torn down and built again.
 func Up(ctx context.Context, o Options) (*State, error) {
 	o.defaults()
-	if o.Flavor != "pfsense" {
-		return nil, fmt.Errorf("flavor %q: this lab build emulates pfsense only", o.Flavor)
+	flavor, err := labFlavor(o.Flavor)
+	if err != nil {
+		return nil, err
 	}
 	if err := CheckRoot(); err != nil {
 		return nil, err
@@ -167,11 +172,13 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
-	profiles, err := LoadProfiles(o.ProfilesFile)
-	if err != nil {
-		return nil, err
+	profiles := DefaultProfilesFor(flavor)
+	if o.ProfilesFile != "" {
+		if profiles, err = LoadProfiles(o.ProfilesFile); err != nil {
+			return nil, err
+		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -194,7 +201,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if _, err := ensureKey(filepath.Join(o.Dir, userKeyFile)); err != nil {
 		return nil, err
 	}
-	raw := DefaultProfilesYAML()
+	raw := DefaultProfilesYAMLFor(flavor)
 	if o.ProfilesFile != "" {
 		if raw, err = os.ReadFile(o.ProfilesFile); err != nil {
 			return nil, err
@@ -206,7 +213,15 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := writeTunnelPSK(o.Dir); err != nil {
 		return nil, err
 	}
-	em := &Emulator{Root: filepath.Join(o.Dir, "root"), Profiles: profiles}
+	if flavor == configxml.OPNsense {
+		if _, err := ensureAPICert(o.Dir); err != nil {
+			return nil, err
+		}
+		if _, err := ensureAPICredentials(o.Dir); err != nil {
+			return nil, err
+		}
+	}
+	em := &Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor, Profiles: profiles}
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
@@ -240,11 +255,32 @@ func healthy(ctx context.Context, dir string, topo Topology, st *State) error {
 	if st.SSHAddr == "" {
 		return fmt.Errorf("no ssh address")
 	}
-	c, err := net.DialTimeout("tcp", st.SSHAddr, 2*time.Second)
-	if err != nil {
-		return err
+	addrs := []string{st.SSHAddr}
+	if st.Flavor == string(configxml.OPNsense) {
+		if st.APIAddr == "" {
+			return fmt.Errorf("no api address")
+		}
+		addrs = append(addrs, st.APIAddr)
 	}
-	return c.Close()
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// labFlavor checks a lab flavor name.
+func labFlavor(name string) (configxml.Flavor, error) {
+	switch configxml.Flavor(name) {
+	case configxml.PfSense, "":
+		return configxml.PfSense, nil
+	case configxml.OPNsense:
+		return configxml.OPNsense, nil
+	}
+	return "", fmt.Errorf("flavor %q: the lab emulates pfsense or opnsense", name)
 }
 
 func startDaemon(ctx context.Context, o Options) error {
@@ -272,11 +308,12 @@ func startDaemon(ctx context.Context, o Options) error {
 	return writeFileAtomic(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
-// waitReady waits for the daemon to record its SSH address in lab.json.
+// waitReady waits for the daemon to record its SSH address (and, for
+// OPNsense, its API address) in lab.json.
 func waitReady(ctx context.Context, dir string, timeout time.Duration) (*State, error) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if st, err := readState(dir); err == nil && st.SSHAddr != "" {
+		if st, err := readState(dir); err == nil && st.SSHAddr != "" && (st.Flavor != string(configxml.OPNsense) || st.APIAddr != "") {
 			return st, nil
 		}
 		if _, err := daemonPID(dir); err != nil {
@@ -392,6 +429,7 @@ type Status struct {
 	DaemonPID  int
 	DaemonErr  string
 	SSHUp      bool
+	APIUp      bool // OPNsense: the REST API port answers
 	Version    string
 }
 
@@ -416,15 +454,25 @@ func GetStatus(ctx context.Context, o Options) (Status, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		s.DaemonErr = err.Error()
 	}
-	if s.State != nil && s.State.SSHAddr != "" {
-		if c, err := net.DialTimeout("tcp", s.State.SSHAddr, time.Second); err == nil {
-			c.Close()
-			s.SSHUp = true
+	up := func(addr string) bool {
+		if addr == "" {
+			return false
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	flavor := configxml.PfSense
+	if s.State != nil {
+		s.SSHUp, s.APIUp = up(s.State.SSHAddr), up(s.State.APIAddr)
+		if f, err := labFlavor(s.State.Flavor); err == nil {
+			flavor = f
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(o.Dir, "root/etc/version")); err == nil {
-		s.Version = strings.TrimSpace(string(b))
-	}
+	s.Version = (&Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor}).Version()
 	return s, nil
 }
 
@@ -474,6 +522,16 @@ func writeTarget(o Options, st *State) error {
 		return err
 	}
 	topo := Topology{Prefix: st.Prefix}
+	var api *fwapi.APISpec
+	if st.Flavor == string(configxml.OPNsense) {
+		// The secret stays in its 0600 file: the targets file only names it.
+		api = &fwapi.APISpec{
+			URL:        "https://" + st.APIAddr,
+			KeyFile:    filepath.Join(o.Dir, apiKeyFile),
+			SecretFile: filepath.Join(o.Dir, apiSecretFile),
+			CAFile:     filepath.Join(o.Dir, apiCAFile),
+		}
+	}
 	tf.Targets[TargetName] = &fwapi.Target{
 		Name:   TargetName,
 		Flavor: st.Flavor,
@@ -484,6 +542,7 @@ func writeTarget(o Options, st *State) error {
 			KeyFile:    filepath.Join(o.Dir, userKeyFile),
 			KnownHosts: filepath.Join(o.Dir, knownHostFile),
 		},
+		API: api,
 		Endpoints: fwapi.Endpoints{
 			Client: fwapi.Endpoint{Addr: ClientAddr, Netns: topo.Namespace("lan")},
 			Server: fwapi.Endpoint{Addr: ServerAddr, Netns: topo.Namespace("wan")},
@@ -529,6 +588,10 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	flavor, err := labFlavor(st.Flavor)
+	if err != nil {
+		return err
+	}
 	topo := Topology{Prefix: st.Prefix}
 	tmp := filepath.Join(dir, "run")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
@@ -536,6 +599,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	}
 	em := &Emulator{
 		Root:           filepath.Join(dir, "root"),
+		Flavor:         flavor,
 		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp},
 		Ports:          topo.Ports(),
 		Profiles:       profiles,
@@ -554,16 +618,47 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		return err
 	}
 	defer em.stopIDS()
-	addr := "127.0.0.1:0"
-	if st.SSHAddr != "" {
-		addr = st.SSHAddr
-	}
-	return em.Serve(ctx, addr, func(a net.Addr) {
-		st.SSHAddr = a.String()
+	var stmu sync.Mutex
+	record := func(what string, field *string, a net.Addr) {
+		stmu.Lock()
+		defer stmu.Unlock()
+		*field = a.String()
 		data, _ := json.MarshalIndent(st, "", "  ")
 		if err := writeFileAtomic(filepath.Join(dir, stateFile), data, 0o644); err != nil {
-			logger.Error("record ssh address", "err", err)
+			logger.Error("record "+what+" address", "err", err)
 		}
-		logger.Info("ssh listening", "addr", st.SSHAddr)
-	})
+		logger.Info(what+" listening", "addr", a.String())
+	}
+	orDefault := func(addr string) string {
+		if addr == "" {
+			return "127.0.0.1:0"
+		}
+		return addr
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	apiDone := make(chan error, 1)
+	if flavor == configxml.OPNsense {
+		cert, err := ensureAPICert(dir)
+		if err != nil {
+			return err
+		}
+		creds, err := ensureAPICredentials(dir)
+		if err != nil {
+			return err
+		}
+		go func() {
+			err := em.ServeAPI(ctx, orDefault(st.APIAddr), cert, creds, func(a net.Addr) { record("api", &st.APIAddr, a) })
+			if err != nil {
+				logger.Error("api", "err", err)
+			}
+			cancel() // without its API the firewall is of no use: stop
+			apiDone <- err
+		}()
+	} else {
+		apiDone <- nil
+	}
+	err = em.Serve(ctx, orDefault(st.SSHAddr), func(a net.Addr) { record("ssh", &st.SSHAddr, a) })
+	cancel()
+	return errors.Join(err, <-apiDone)
 }

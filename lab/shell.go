@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,9 +50,10 @@ func (c *call) errorf(n uint8, format string, args ...any) error {
 // shellPath is the emulated shell's PATH, as on pfSense.
 var shellPath = []string{"/sbin", "/bin", "/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"}
 
-// commands maps absolute firewall paths to their implementation.
+// commands maps absolute firewall paths to their implementation: the
+// FreeBSD tools both flavors have, plus the product's own.
 func (e *Emulator) commands() map[string]command {
-	return map[string]command{
+	cmds := map[string]command{
 		"/bin/cat":                e.cmdCat,
 		"/bin/cp":                 e.cmdCp,
 		"/bin/mv":                 e.cmdMv,
@@ -80,8 +82,13 @@ func (e *Emulator) commands() map[string]command {
 		"/sbin/shutdown":          e.cmdShutdown,
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
-		"/usr/local/bin/php":      e.cmdPhp,
-
+	}
+	if e.opnsense() {
+		maps.Copy(cmds, e.opnCommands())
+		return cmds
+	}
+	maps.Copy(cmds, map[string]command{
+		"/usr/local/bin/php":              e.cmdPhp,
 		"/etc/rc.filter_configure_sync":   e.cmdFilterReload,
 		"/etc/rc.filter_configure":        e.cmdFilterReload,
 		"/etc/rc.reload_interfaces":       e.cmdReloadInterfaces,
@@ -89,7 +96,8 @@ func (e *Emulator) commands() map[string]command {
 		"/usr/local/sbin/pfSsh.php":       e.cmdPfSsh,
 		"/usr/local/etc/rc.d/suricata.sh": e.cmdSuricataRC,
 		"/usr/local/sbin/pfSense-upgrade": e.cmdUpgrade,
-	}
+	})
+	return cmds
 }
 
 // lookup finds a command by absolute path or, for a bare name, along PATH.
@@ -692,17 +700,21 @@ func (e *Emulator) cmdDate(ctx context.Context, c *call) error {
 }
 
 func (e *Emulator) hostname() string {
+	fallback, name := "pfSense.home.arpa", "pfSense"
+	if e.opnsense() {
+		fallback, name = "OPNsense.localdomain", "OPNsense"
+	}
 	data, err := os.ReadFile(e.path("/conf/config.xml"))
 	if err != nil {
-		return "pfSense.home.arpa"
+		return fallback
 	}
-	c, err := parseConfig(data)
+	c, err := parseConfig(data, e.flavor())
 	if err != nil {
-		return "pfSense.home.arpa"
+		return fallback
 	}
 	h, d := text(c.Root(), "system/hostname"), text(c.Root(), "system/domain")
 	if h == "" {
-		h = "pfSense"
+		h = name
 	}
 	if d != "" {
 		h += "." + d

@@ -54,22 +54,25 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 		Short: "Build the lab and start the emulated firewall (idempotent)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.flavor != "pfsense" {
-				return usageErrorf("--flavor %q: this build emulates pfsense only", opts.flavor)
+			if opts.flavor != "pfsense" && opts.flavor != "opnsense" {
+				return usageErrorf("--flavor %q: the lab emulates pfsense or opnsense", opts.flavor)
 			}
 			st, err := lab.Up(cmd.Context(), opts.lab(io))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(io.Out, "lab up: emulated %s on ssh %s, namespaces %s-{lan,dut,peer,wan}\n", st.Flavor, st.SSHAddr, st.Prefix)
+			if st.APIAddr != "" {
+				fmt.Fprintf(io.Out, "REST API: https://%s (the lab's own CA; key and secret in 0600 files the target names)\n", st.APIAddr)
+			}
 			fmt.Fprintf(io.Out, "client %s (netns %s-lan) -> server %s (netns %s-wan); target %q written\n",
 				lab.ClientAddr, st.Prefix, lab.ServerAddr, st.Prefix, lab.TargetName)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate (pfsense)")
+	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate: pfsense, or opnsense (26.x, with its REST API)")
 	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
-	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown)")
+	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")
 	return cmd
 }
 
@@ -99,14 +102,19 @@ func newLabStatusCmd(io *streams, opts *labOptions) *cobra.Command {
 				return err
 			}
 			state := "down"
-			if s.State != nil && s.DaemonPID > 0 && s.SSHUp && (len(s.Namespaces) == 4 || !s.Checked) {
+			apiOK := s.State == nil || s.State.APIAddr == "" || s.APIUp
+			if s.State != nil && s.DaemonPID > 0 && s.SSHUp && apiOK && (len(s.Namespaces) == 4 || !s.Checked) {
 				state = "up"
 			} else if s.State != nil || s.DaemonPID > 0 || len(s.Namespaces) > 0 {
 				state = "partial (run 'fwab lab down' or 'fwab lab up')"
 			}
 			fmt.Fprintf(io.Out, "lab:        %s\nfolder:     %s\n", state, s.Dir)
 			if s.State != nil {
+				fmt.Fprintf(io.Out, "flavor:     %s\n", s.State.Flavor)
 				fmt.Fprintf(io.Out, "ssh:        %s (answering: %v)\n", s.State.SSHAddr, s.SSHUp)
+				if s.State.APIAddr != "" {
+					fmt.Fprintf(io.Out, "api:        https://%s (answering: %v)\n", s.State.APIAddr, s.APIUp)
+				}
 			}
 			if s.DaemonPID > 0 {
 				fmt.Fprintf(io.Out, "daemon:     pid %d\n", s.DaemonPID)

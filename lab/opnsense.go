@@ -1,0 +1,204 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+//go:embed assets/opnsense/firmware.yaml
+var defaultOPNsenseProfiles []byte
+
+// DefaultProfilesFor returns the embedded firmware profiles of a flavor:
+// for OPNsense 26.1.2, 26.1.5, and 26.7.1 with a 10 % slowdown.
+func DefaultProfilesFor(flavor configxml.Flavor) []Profile {
+	p, err := ParseProfiles(bytes.NewReader(DefaultProfilesYAMLFor(flavor)))
+	if err != nil {
+		panic("lab: embedded firmware profiles: " + err.Error())
+	}
+	return p
+}
+
+// DefaultProfilesYAMLFor is the embedded profiles file of a flavor.
+func DefaultProfilesYAMLFor(flavor configxml.Flavor) []byte {
+	if flavor == configxml.OPNsense {
+		return append([]byte(nil), defaultOPNsenseProfiles...)
+	}
+	return DefaultProfilesYAML()
+}
+
+// opnSeries is the release series of an OPNsense version: 26.1.2_1 is 26.1.
+func opnSeries(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// opnCommands are OPNsense's own commands (B-g): configctl actions,
+// opnsense-version, and the rc scripts.
+func (e *Emulator) opnCommands() map[string]command {
+	return map[string]command{
+		"/usr/local/sbin/configctl":        e.cmdConfigctl,
+		"/usr/local/sbin/opnsense-version": e.cmdOPNsenseVersion,
+		"/usr/local/etc/rc.reload_all":     e.cmdOPNReloadAll,
+		"/usr/local/etc/rc.filter_configure": func(ctx context.Context, c *call) error {
+			return e.cmdFilterReload(ctx, c)
+		},
+		"/usr/local/etc/rc.d/suricata": e.cmdSuricataRC,
+	}
+}
+
+// cmdOPNsenseVersion prints "OPNsense 26.1.2 (amd64)"; -v the version, -n
+// the package name, -N the product name.
+func (e *Emulator) cmdOPNsenseVersion(ctx context.Context, c *call) error {
+	v := e.Version()
+	switch {
+	case len(c.args) == 1:
+		fmt.Fprintf(c.stdout, "OPNsense %s (amd64)\n", v)
+	case len(c.args) == 2 && c.args[1] == "-v":
+		fmt.Fprintln(c.stdout, v)
+	case len(c.args) == 2 && c.args[1] == "-n":
+		fmt.Fprintln(c.stdout, "opnsense")
+	case len(c.args) == 2 && c.args[1] == "-N":
+		fmt.Fprintln(c.stdout, "OPNsense")
+	case len(c.args) == 2 && c.args[1] == "-nv":
+		fmt.Fprintf(c.stdout, "opnsense %s\n", v)
+	default:
+		return c.errorf(1, "usage: opnsense-version [-n|-N|-v|-nv]")
+	}
+	return nil
+}
+
+// cmdOPNReloadAll is /usr/local/etc/rc.reload_all: interfaces (offloads),
+// the filter and IPsec, from config.xml.
+func (e *Emulator) cmdOPNReloadAll(ctx context.Context, c *call) error {
+	if len(c.args) != 1 {
+		return c.errorf(1, "%s: takes no arguments", c.args[0])
+	}
+	if err := e.reloadAll(ctx); err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
+	return nil
+}
+
+// reloadAll applies interfaces, filter and IPsec from config.xml.
+func (e *Emulator) reloadAll(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return err
+	}
+	if err := e.applyInterfaces(ctx, root); err != nil {
+		return err
+	}
+	if err := e.applyFilter(ctx, root); err != nil {
+		return err
+	}
+	return e.applyIPsec(ctx, root)
+}
+
+// reloadFilter loads the filter rules and NAT from config.xml.
+func (e *Emulator) reloadFilter(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return err
+	}
+	return e.applyFilter(ctx, root)
+}
+
+// reconfigureInterfaces applies config.xml's offload settings to the
+// interface with the given key, or to all when key is empty, then reloads
+// the filter (networking_reload, B-a).
+func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		if err := e.applyInterfaces(ctx, root); err != nil {
+			return err
+		}
+		return e.applyFilter(ctx, root)
+	}
+	for _, i := range root.Interfaces() {
+		if i.Key != key {
+			continue
+		}
+		veth, ok := e.Ports.Veth(i.Device)
+		if !ok {
+			return nil // lo0 and other interfaces outside the lab: nothing to do
+		}
+		o := OffloadsFromConfig(root)
+		if err := e.DataPlane.SetOffloads(ctx, veth, o); err != nil {
+			return err
+		}
+		e.logger().Info("interface reconfigured", "key", key, "device", i.Device, "txcsum", o.TXCSUM, "tso", o.TSO, "lro", o.LRO)
+		return nil
+	}
+	return fmt.Errorf("no interface %q in config.xml", key)
+}
+
+// restartIPsec regenerates strongSwan from config.xml.
+func (e *Emulator) restartIPsec(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return err
+	}
+	return e.applyIPsec(ctx, root)
+}
+
+// cmdConfigctl runs the configd actions the lab emulates (B-g):
+// filter reload, interface reconfigure KEY, interface settings configure,
+// ids start|stop|restart|status, ipsec restart|reload. configctl prints OK
+// (or the action's output) and exits 0 even when the action fails, as
+// configd does; the failure is in the output.
+func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
+	a := c.args[1:]
+	var err error
+	switch {
+	case len(a) >= 2 && a[0] == "filter" && a[1] == "reload":
+		err = e.reloadFilter(ctx)
+	case len(a) == 3 && a[0] == "interface" && a[1] == "reconfigure":
+		err = e.reconfigureInterfaces(ctx, a[2])
+	case len(a) == 3 && a[0] == "interface" && a[1] == "settings" && a[2] == "configure":
+		err = e.reconfigureInterfaces(ctx, "")
+	case len(a) == 2 && a[0] == "ids" && a[1] == "status":
+		if e.idsRunning() {
+			fmt.Fprintln(c.stdout, "suricata is running as pid 4242.")
+		} else {
+			fmt.Fprintln(c.stdout, "suricata is not running.")
+		}
+		return nil
+	case len(a) == 2 && a[0] == "ids" && (a[1] == "start" || a[1] == "stop" || a[1] == "restart"):
+		err = e.suricata(ctx, a[1])
+	case len(a) == 2 && a[0] == "ipsec" && (a[1] == "restart" || a[1] == "reload"):
+		err = e.restartIPsec(ctx)
+	default:
+		fmt.Fprintln(c.stdout, "Action not found")
+		return nil
+	}
+	if err != nil {
+		fmt.Fprintf(c.stdout, "Execute error: %v\n", err)
+		return nil
+	}
+	fmt.Fprintln(c.stdout, "OK")
+	return nil
+}
+
+// idsRunning reports whether an inspection engine (Suricata) runs.
+func (e *Emulator) idsRunning() bool {
+	return len(e.suricataProcesses()) > 0
+}
