@@ -591,6 +591,20 @@ func (o *OPNsense) post(ctx context.Context, path string, body any) error {
 	return checkOPNResult(http.MethodPost, path, data)
 }
 
+// Call posts body (nil sends {}) to an API action or setter the driver has
+// no method for, e.g. /api/ids/settings/set, and checks the answer: a
+// failure OPNsense reports inside an HTTP 200 ("result":"failed" with
+// validations) is an *APIError that names each field.
+func (o *OPNsense) Call(ctx context.Context, path string, body any) error {
+	if !strings.HasPrefix(path, "/api/") {
+		return fmt.Errorf("opnsense: call %q: the path must start with /api/", path)
+	}
+	if err := o.post(ctx, path, body); err != nil {
+		return fmt.Errorf("opnsense: %w", err)
+	}
+	return nil
+}
+
 // checkOPNResult reads OPNsense's result/status fields: an HTTP 200 can still
 // be a failure, with validation messages.
 func checkOPNResult(method, path string, body []byte) error {

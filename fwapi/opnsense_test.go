@@ -880,3 +880,33 @@ func TestOPNsenseSavepointScope(t *testing.T) {
 		t.Errorf("loaded rules after the savepoint rollback = %d, want %d+20: the MVC rule undone, the 20 legacy rules kept", st2.FilterRules, st0.FilterRules)
 	}
 }
+
+// OPNsense lists lo0 among its <interfaces> (and VLANs are devices too):
+// Info reports the physical NICs only.
+func TestOPNsenseInfoSkipsLoopbackAndVLANs(t *testing.T) {
+	cfg := strings.Replace(string(fwapitest.DefaultOPNsenseConfig), "  </interfaces>",
+		"    <lo0>\n      <if>lo0</if>\n      <ipaddr>127.0.0.1</ipaddr>\n      <subnet>8</subnet>\n    </lo0>\n"+
+			"    <opt1>\n      <if>vtnet1.100</if>\n    </opt1>\n  </interfaces>", 1)
+	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Config: []byte(cfg)}, false, fwapi.OPNsenseOptions{})
+	got, err := fw.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"vtnet0", "vtnet1"}; !slices.Equal(got.NICs, want) {
+		t.Errorf("Info().NICs = %v, want %v", got.NICs, want)
+	}
+}
+
+func TestOPNsenseCall(t *testing.T) {
+	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{})
+	fake.SetIDS(fwapitest.IDSState{Enabled: true, Mode: "pcap", Interfaces: []string{"lan"}})
+	if err := fw.Call(context.Background(), "/api/ids/service/reconfigure", nil); err != nil {
+		t.Fatalf("Call(reconfigure): %v", err)
+	}
+	if !fake.IDS().Running {
+		t.Errorf("Call(/api/ids/service/reconfigure) did not start the IDS")
+	}
+	if err := fw.Call(context.Background(), "ids/service/reconfigure", nil); err == nil || !strings.Contains(err.Error(), "must start with /api/") {
+		t.Errorf("Call(relative path) = %v, want a refusal naming /api/", err)
+	}
+}

@@ -127,7 +127,7 @@ type testFirewall struct {
 	fw     *fwapi.PfSense // fwapi's driver, opened by linuxLab
 }
 
-func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) *testFirewall {
+func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile, configure ...func(*Emulator)) *testFirewall {
 	t.Helper()
 	dir := t.TempDir()
 	host, err := ensureKey(filepath.Join(dir, "keys", "host"))
@@ -147,6 +147,9 @@ func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) 
 		AuthorizedKeys: []ssh.PublicKey{user.PublicKey()},
 		RebootDelay:    time.Second,
 		BlocklistSize:  1000,
+	}
+	for _, c := range configure {
+		c(em)
 	}
 	if err := em.Init(); err != nil {
 		t.Fatal(err)
@@ -180,7 +183,7 @@ func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile) 
 	}
 	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	return &testFirewall{em: em, dp: dp, addr: addr, target: &fwapi.Target{
-		Name: "lab", Flavor: "pfsense", Host: "127.0.0.1",
+		Name: "lab", Flavor: string(em.flavor()), Host: "127.0.0.1",
 		SSH: &fwapi.SSHSpec{Port: port, User: "root", KeyFile: filepath.Join(dir, "keys", "id_ed25519"), KnownHosts: kh},
 	}, client: &ssh.ClientConfig{
 		User:            "root",

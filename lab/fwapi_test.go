@@ -31,6 +31,14 @@ func (f *testFirewall) openDriver(t *testing.T) *fwapi.PfSense {
 // knobs with configxml, write it, apply the diff.
 func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
 	t.Helper()
+	applyKnobsAt(t, fw, "", assignments...)
+}
+
+// applyKnobsAt is applyKnobs for a firewall running product version
+// product, as `fwab fw apply` does with the version it reads (configxml
+// otherwise infers the version from the config).
+func applyKnobsAt(t *testing.T, fw fwapi.Firewall, product string, assignments ...string) {
+	t.Helper()
 	ctx := context.Background()
 	data, err := fw.ReadConfig(ctx)
 	if err != nil {
@@ -43,6 +51,14 @@ func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
 	after, err := configxml.LoadBytes(append([]byte(nil), data...))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if product != "" {
+		if err := before.SetProduct(product); err != nil {
+			t.Fatal(err)
+		}
+		if err := after.SetProduct(product); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := after.SetAll(assignments); err != nil {
 		t.Fatalf("SetAll(%q): %v", assignments, err)

@@ -1,0 +1,345 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/fwapi/fwapitest"
+)
+
+// opnFirewall is an emulated OPNsense: SSH and the REST API on loopback.
+type opnFirewall struct {
+	*testFirewall
+	dir     string // lab folder: keys/ holds the CA, key and secret
+	apiAddr string
+}
+
+// startOPNsense starts an emulated OPNsense on dp with its API; the target
+// names the lab CA, key and secret files as `lab up` writes them.
+func startOPNsense(t *testing.T, dp DataPlane, ports Ports) *opnFirewall {
+	t.Helper()
+	f := startEmulator(t, dp, ports, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) {
+		e.Flavor = configxml.OPNsense
+	})
+	dir := filepath.Dir(f.em.Root)
+	cert, err := ensureAPICert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := ensureAPICredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.em.ServeAPI(ctx, "127.0.0.1:0", cert, creds, func(a net.Addr) { ready <- a.String() })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeAPI: %v", err)
+		}
+	})
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("ServeAPI: %v", err)
+	}
+	f.target.API = &fwapi.APISpec{
+		URL:        "https://" + addr,
+		KeyFile:    filepath.Join(dir, apiKeyFile),
+		SecretFile: filepath.Join(dir, apiSecretFile),
+		CAFile:     filepath.Join(dir, apiCAFile),
+	}
+	return &opnFirewall{testFirewall: f, dir: dir, apiAddr: addr}
+}
+
+// openOPNsense opens fwapi's OPNsense driver (with SSH) from the target.
+func (f *opnFirewall) openOPNsense(t *testing.T) *fwapi.GuardedOPNsense {
+	t.Helper()
+	fw, err := fwapi.Open(context.Background(), f.target, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatalf("fwapi.Open(lab): %v", err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	g, ok := fw.(*fwapi.GuardedOPNsense)
+	if !ok {
+		t.Fatalf("fwapi.Open(lab) = %T, want the guarded OPNsense driver", fw)
+	}
+	return g
+}
+
+// labClient is an HTTPS client that trusts the lab CA only.
+func (f *opnFirewall) labClient(t *testing.T) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(f.dir, apiCAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatal("lab CA file holds no certificate")
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
+func (f *opnFirewall) storedConfig(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(f.em.path("/conf/config.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestOPNsenseDriverSuite runs fwapi's shared driver suite against the
+// emulated OPNsense: the REST API and SSH on the lab's real data plane
+// (nftables, ethtool) when root, else on a recording data plane.
+func TestOPNsenseDriverSuite(t *testing.T) {
+	real := os.Geteuid() == 0 && CheckTools() == nil
+	if !real {
+		t.Log("not root (or lab tools missing): the suite runs on a recording data plane, not nftables/ethtool")
+	}
+	fwapitest.RunDriverSuite(t, func(t *testing.T) fwapitest.Fixture {
+		var f *opnFirewall
+		if real {
+			topo := testTopology(t)
+			if err := topo.Create(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f = startOPNsense(t, &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}, topo.Ports())
+		} else {
+			f = startOPNsense(t, newRecordingDataPlane(), testPorts)
+		}
+		return fwapitest.Fixture{
+			FW:           f.openOPNsense(t),
+			Flavor:       configxml.OPNsense,
+			StoredConfig: func() []byte { return f.storedConfig(t) },
+			Unsupported:  []configxml.Action{configxml.ActionBlocklistUpdate},
+		}
+	})
+}
+
+func TestOPNsenseAPIRefusesWrongSecret(t *testing.T) {
+	f := startOPNsense(t, newRecordingDataPlane(), testPorts)
+	key, err := os.ReadFile(filepath.Join(f.dir, apiKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, secret := range map[string]string{"wrong secret": "not-the-secret", "no secret": ""} {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+f.apiAddr+"/api/core/firmware/info", nil)
+			req.SetBasicAuth(strings.TrimSpace(string(key)), secret)
+			resp, err := f.labClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "Authentication Failed") {
+				t.Errorf("GET firmware/info with a %s = %d %s, want 401 Authentication Failed", name, resp.StatusCode, body)
+			}
+		})
+	}
+
+	// The driver reports the 401 and never prints the secret it sent.
+	bad := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(bad, []byte("wrong-secret-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg := *f.target
+	api := *tg.API
+	api.SecretFile = bad
+	tg.API, tg.SSH = &api, nil
+	_, err = fwapi.Open(context.Background(), &tg, fwapi.OpenOptions{})
+	var ae *fwapi.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("fwapi.Open with a wrong secret = %v, want a 401 *fwapi.APIError", err)
+	}
+	if strings.Contains(err.Error(), "wrong-secret-value") {
+		t.Errorf("the error shows the secret: %v", err)
+	}
+}
+
+func TestOPNsenseValidationErrorInHTTP200(t *testing.T) {
+	f := startOPNsense(t, newRecordingDataPlane(), testPorts)
+	fw := f.openOPNsense(t)
+	ctx := context.Background()
+	before := f.storedConfig(t)
+
+	body := map[string]any{"ids": map[string]any{"general": map[string]any{"enabled": "1", "mode": "inline-please", "interfaces": "lan"}}}
+	err := fw.Call(ctx, "/api/ids/settings/set", body)
+	var ae *fwapi.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("Call(ids settings set, bad mode) = %v, want an *fwapi.APIError", err)
+	}
+	if ae.StatusCode != http.StatusOK || ae.Validations["ids.general.mode"] == "" {
+		t.Errorf("APIError = %+v, want HTTP 200 with a validation for ids.general.mode", ae)
+	}
+	if !strings.Contains(err.Error(), "ids.general.mode") {
+		t.Errorf("error %q does not name the field ids.general.mode", err)
+	}
+	if !bytes.Equal(f.storedConfig(t), before) {
+		t.Errorf("a refused setting changed config.xml")
+	}
+	// A bad interface is named too, and nothing is saved even though the
+	// other fields are valid.
+	body = map[string]any{"ids": map[string]any{"general": map[string]any{"enabled": "1", "interfaces": "lan,opt9"}}}
+	if err := fw.Call(ctx, "/api/ids/settings/set", body); err == nil || !strings.Contains(err.Error(), "ids.general.interfaces") || !strings.Contains(err.Error(), "opt9") {
+		t.Errorf("Call(ids settings set, unknown interface) = %v, want a validation naming ids.general.interfaces and opt9", err)
+	}
+	if !bytes.Equal(f.storedConfig(t), before) {
+		t.Errorf("a refused setting changed config.xml")
+	}
+
+	// A valid one is saved (with a backup), and the knob reads it.
+	body = map[string]any{"ids": map[string]any{"general": map[string]any{"enabled": "1", "mode": "netmap", "interfaces": "lan"}}}
+	if err := fw.Call(ctx, "/api/ids/settings/set", body); err != nil {
+		t.Fatalf("Call(ids settings set, valid): %v", err)
+	}
+	c, err := configxml.LoadBytes(f.storedConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get("ids@lan"); got != configxml.IDSInlineIPS {
+		t.Errorf("after settings/set mode=netmap, ids@lan = %q, want %s", got, configxml.IDSInlineIPS)
+	}
+	backups, _ := filepath.Glob(f.em.path("/conf/backup/config-*.xml"))
+	if len(backups) == 0 {
+		t.Errorf("settings/set saved config.xml without a backup in /conf/backup")
+	}
+}
+
+func TestOPNsenseCertificatePinning(t *testing.T) {
+	f := startOPNsense(t, newRecordingDataPlane(), testPorts)
+
+	// A client with the system roots only is refused: the lab's CA is its own.
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("https://" + f.apiAddr + "/api/core/firmware/info")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a client without the lab CA connected")
+	}
+	var uerr x509.UnknownAuthorityError
+	if !errors.As(err, &uerr) {
+		t.Errorf("client without the lab CA: %v, want an unknown-authority error", err)
+	}
+
+	// fwapi with another CA is refused with a certificate error that shows
+	// the presented fingerprint; with the lab CA it connects.
+	other := t.TempDir()
+	if _, err := ensureAPICert(other); err != nil {
+		t.Fatal(err)
+	}
+	tg := *f.target
+	api := *tg.API
+	api.CAFile = filepath.Join(other, apiCAFile)
+	tg.API, tg.SSH = &api, nil
+	_, err = fwapi.Open(context.Background(), &tg, fwapi.OpenOptions{})
+	var ce *fwapi.CertificateError
+	if !errors.As(err, &ce) || ce.Got == "" {
+		t.Errorf("fwapi.Open with another CA = %v, want a *fwapi.CertificateError", err)
+	}
+	api.CAFile = f.target.API.CAFile
+	fw, err := fwapi.Open(context.Background(), &tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatalf("fwapi.Open with the lab CA: %v", err)
+	}
+	fw.Close()
+}
+
+// TestOPNsenseAPIOnTheDataPlane changes knobs through fwapi's OPNsense
+// driver (config.xml over SSH, service actions over the REST API) and
+// checks the real data plane: ethtool offload flags and the nftables
+// filter. Then it upgrades 26.1 -> 26.7 through the firmware API; the
+// generated rules move to the MVC model and still reach nftables.
+func TestOPNsenseAPIOnTheDataPlane(t *testing.T) {
+	requireRoot(t)
+	topo := testTopology(t)
+	if err := topo.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := startOPNsense(t, &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}, topo.Ports())
+	fw := f.openOPNsense(t)
+	ctx := context.Background()
+
+	ethtool := func(feature string) string {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "ethtool", "-k", topo.DUTLanIf()).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ethtool: %v\n%s", err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, feature+": "); ok {
+				return strings.Fields(v)[0]
+			}
+		}
+		t.Fatalf("ethtool -k has no %s:\n%s", feature, out)
+		return ""
+	}
+	// OPNsense ships with the offloads disabled.
+	if got := ethtool("tx-checksumming"); got != "off" {
+		t.Errorf("factory tx-checksumming = %s, want off", got)
+	}
+	applyKnobs(t, fw, "offload.checksum=on", "offload.tso=on")
+	if got := ethtool("tx-checksumming"); got != "on" {
+		t.Errorf("after offload.checksum=on, tx-checksumming = %s", got)
+	}
+	if got := ethtool("tcp-segmentation-offload"); got != "on" {
+		t.Errorf("after offload.tso=on, tcp-segmentation-offload = %s", got)
+	}
+
+	nftRules := func() int {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "nft", "list", "chain", "ip", filterTable, "filter").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft: %v\n%s", err, out)
+		}
+		return strings.Count(string(out), "tcp dport")
+	}
+	applyKnobs(t, fw, "rules@lan=12")
+	if got := nftRules(); got != 12 {
+		t.Errorf("after rules@lan=12, nft has %d generated rules", got)
+	}
+	st, err := fw.RuntimeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GeneratedRules != 12 || fwapi.OffloadState(st.Interfaces["igb1"], "offload.checksum") != "on" {
+		t.Errorf("RuntimeState: generated %d, igb1 options %v; want 12 and checksum on", st.GeneratedRules, st.Interfaces["igb1"].Options)
+	}
+
+	if err := fw.Upgrade(ctx, "26.7", nil); err != nil {
+		t.Fatalf("Upgrade(26.7): %v", err)
+	}
+	fw = f.openOPNsense(t) // a fresh connection after the reboot
+	info, err := fw.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != "26.7.1" {
+		t.Errorf("version after the upgrade = %s, want 26.7.1", info.Version)
+	}
+	// 26.7 keeps the legacy rules from before, and the knob now writes MVC
+	// rules: 5 of them replace nothing legacy, so nft holds 12 + 5.
+	applyKnobsAt(t, fw, info.Version, "rules@lan=5")
+	if got := nftRules(); got != 17 {
+		t.Errorf("after rules@lan=5 on 26.7, nft has %d generated rules, want 12 legacy + 5 MVC", got)
+	}
+}
