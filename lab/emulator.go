@@ -47,7 +47,7 @@ func FactoryConfig(flavor configxml.Flavor) []byte {
 // through a POSIX shell interpreter with FreeBSD/pfSense commands, and the
 // data plane the config is applied to.
 type Emulator struct {
-	Root           string // the firewall's filesystem: <lab>/root
+	Root string // the firewall's filesystem: <lab>/root
 	// Flavor is the product emulated: pfSense (the zero value) or
 	// OPNsense, which adds its REST API (ServeAPI), its shell commands and
 	// paths, and reads an OPNsense config.xml.
@@ -145,12 +145,12 @@ func (e *Emulator) writeVersion(p Profile) error {
 			return err
 		}
 		meta, err := json.MarshalIndent(map[string]string{
-			"product_abi":     opnSeries(p.Version),
-			"product_id":      "opnsense",
-			"product_name":    "OPNsense",
+			"product_abi":      opnSeries(p.Version),
+			"product_id":       "opnsense",
+			"product_name":     "OPNsense",
 			"product_nickname": "fwab lab",
-			"product_series":  opnSeries(p.Version),
-			"product_version": p.Version,
+			"product_series":   opnSeries(p.Version),
+			"product_version":  p.Version,
 		}, "", "  ")
 		if err != nil {
 			return err

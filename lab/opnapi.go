@@ -206,8 +206,8 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 		v := e.Version()
 		writeJSON(w, http.StatusOK, map[string]any{
 			"product_id": "opnsense", "product_version": v, "product_abi": opnSeries(v),
-			"product":   map[string]string{"product_name": "OPNsense", "product_version": v, "product_abi": opnSeries(v)},
-			"package":   []any{}, "plugin": []any{}, "changelog": []any{},
+			"product": map[string]string{"product_name": "OPNsense", "product_version": v, "product_abi": opnSeries(v)},
+			"package": []any{}, "plugin": []any{}, "changelog": []any{},
 		})
 	})
 	mux.HandleFunc("GET /api/core/firmware/status", a.firmwareStatus)
