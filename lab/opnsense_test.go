@@ -343,3 +343,78 @@ func TestOPNsenseAPIOnTheDataPlane(t *testing.T) {
 		t.Errorf("after rules@lan=5 on 26.7, nft has %d generated rules, want 12 legacy + 5 MVC", got)
 	}
 }
+
+// TestUpDownOPNsense brings the OPNsense lab up as `fwab lab up --flavor
+// opnsense` does, opens the driver from the target alone, and takes it down.
+func TestUpDownOPNsense(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	topo := testTopology(t)
+	dir := filepath.Join(t.TempDir(), "lab")
+	targets := filepath.Join(t.TempDir(), "targets.yaml")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: exe, Flavor: "opnsense"}
+	t.Cleanup(func() { _ = Down(context.Background(), o) })
+	st, err := Up(ctx, o)
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
+		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
+	}
+	if st.Flavor != "opnsense" || st.APIAddr == "" {
+		t.Fatalf("Up() state = %+v, want flavor opnsense with an API address", st)
+	}
+	secret, err := os.ReadFile(filepath.Join(dir, apiSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, apiSecretFile)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("secret file mode %v, want 0600", fi.Mode().Perm())
+	}
+	raw, err := os.ReadFile(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, serveLog))
+	state, _ := os.ReadFile(filepath.Join(dir, stateFile))
+	for name, b := range map[string][]byte{"targets file": raw, "serve.log": log, "lab.json": state} {
+		if bytes.Contains(b, bytes.TrimSpace(secret)) {
+			t.Errorf("the API secret is in the %s", name)
+		}
+	}
+	tf, err := fwapi.LoadTargets(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := tf.Lookup(TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.API == nil || tg.API.CAFile == "" || tg.API.Insecure || tg.API.SecretFile == "" {
+		t.Fatalf("target api = %+v, want the lab CA pinned and a secret file", tg.API)
+	}
+	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatalf("fwapi.Open(lab target): %v", err)
+	}
+	info, err := fw.Info(ctx)
+	fw.Close()
+	if err != nil || info.Version != "26.1.2" || info.Flavor != configxml.OPNsense {
+		t.Errorf("Info() = %+v, %v; want OPNsense 26.1.2", info, err)
+	}
+	s, err := GetStatus(ctx, o)
+	if err != nil || !s.SSHUp || !s.APIUp || s.Version != "26.1.2" {
+		t.Errorf("GetStatus() = %+v, %v; want SSH and API up, version 26.1.2", s, err)
+	}
+	if err := Down(ctx, o); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if left := leftovers(t, topo.Prefix); len(left) > 0 {
+		t.Errorf("left behind after Down: %v", left)
+	}
+	if tf, _ := fwapi.LoadTargets(targets); tf.Targets[TargetName] != nil {
+		t.Errorf("target %q still in the targets file after Down", TargetName)
+	}
+}

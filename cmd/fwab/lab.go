@@ -23,10 +23,11 @@ func newLabCmd(io *streams) *cobra.Command {
 	opts := &labOptions{}
 	cmd := &cobra.Command{
 		Use:   "lab",
-		Short: "Run the embedded lab: an emulated pfSense between two network namespaces",
+		Short: "Run the embedded lab: an emulated pfSense or OPNsense between two network namespaces",
 		Long: "The embedded lab builds network namespaces <prefix>-lan, -dut, -peer and -wan on this machine\n" +
-			"(addresses in 198.18.0.0/15 only) and runs an emulated pfSense that keeps a real config.xml,\n" +
-			"answers fwab over SSH on 127.0.0.1 and applies its config to a real Linux data plane.\n" +
+			"(addresses in 198.18.0.0/15 only) and runs an emulated pfSense (or, with --flavor opnsense, an\n" +
+			"OPNsense with its REST API over HTTPS) that keeps a real config.xml, answers fwab over SSH on\n" +
+			"127.0.0.1 and applies its config to a real Linux data plane.\n" +
 			"'fwab lab up' writes the target 'lab', so 'fwab fw info --target lab' works right away. Needs root.",
 	}
 	cmd.PersistentFlags().StringVar(&opts.dir, "dir", lab.DefaultDir, "lab folder (firewall files, keys, logs)")

@@ -16,7 +16,7 @@ func TestLabCommandUsage(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{name: "unknown flavor", args: []string{"lab", "up", "--flavor", "opnsense"}, wantCode: exitUsage, wantErr: "emulates pfsense only"},
+		{name: "unknown flavor", args: []string{"lab", "up", "--flavor", "vyos"}, wantCode: exitUsage, wantErr: "emulates pfsense or opnsense"},
 		{name: "extra argument", args: []string{"lab", "down", "now"}, wantCode: exitUsage, wantErr: "accepts 0 arg"},
 		{name: "status of no lab", args: []string{"lab", "status", "--prefix", "fwtnone", "--dir", filepath.Join(t.TempDir(), "none")}, wantOut: "lab:        down\n"},
 	}
