@@ -100,7 +100,8 @@ func missingPlugins(dir string) error {
 }
 
 // labTunnel picks the tunnel the lab emulates from a config: the first
-// enabled phase 1 on the WAN interface that has a phase 2. Others are
+// enabled phase 1 on the WAN interface (OPNsense: from the WAN address)
+// that has a phase 2. Others are
 // returned as skipped, with the reason.
 func labTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
 	for _, tun := range c.Tunnels() {
@@ -109,8 +110,9 @@ func labTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
 			continue
 		case t != nil:
 			skipped = append(skipped, fmt.Sprintf("tunnel %q: the lab emulates one tunnel", tun.Name))
-		case tun.Interface != "wan":
-			skipped = append(skipped, fmt.Sprintf("tunnel %q: on %s; the lab's peer is on wan", tun.Name, tun.Interface))
+		case tun.Interface != "wan" && !(tun.Interface == "" && tun.LocalAddr == DUTWanAddr):
+			// OPNsense connections name a local address, not an interface.
+			skipped = append(skipped, fmt.Sprintf("tunnel %q: on %s%s; the lab's peer is on wan (%s)", tun.Name, tun.Interface, tun.LocalAddr, DUTWanAddr))
 		case tun.LocalNet == "" || tun.RemoteNet == "" || tun.Proposal.ESP.Enc == "":
 			skipped = append(skipped, fmt.Sprintf("tunnel %q: no enabled phase 2", tun.Name))
 		case tun.RemoteAddr != PeerAddr:

@@ -418,3 +418,68 @@ func TestUpDownOPNsense(t *testing.T) {
 		t.Errorf("target %q still in the targets file after Down", TargetName)
 	}
 }
+
+// TestOPNsenseIPsecThroughTheAPI creates an IPsec connection in the
+// OPNsense config (<OPNsense><Swanctl>), applies it with the IPsec service
+// reconfigure call, and reads the negotiated algorithms back through the
+// sessions API: real strongSwan on both ends.
+func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
+	requireRoot(t)
+	topo := testTopology(t)
+	if err := topo.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := startOPNsense(t, &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}, topo.Ports())
+	ss := &StrongSwan{Topo: topo, Dir: t.TempDir(), FirewallRoot: f.em.Root}
+	f.em.mu.Lock()
+	f.em.IPsec = ss
+	f.em.mu.Unlock()
+	t.Cleanup(func() { _ = ss.Stop(context.Background()) }) // before the namespaces go
+	fw := f.openOPNsense(t)
+	ctx := context.Background()
+
+	apply := func(value string) {
+		t.Helper()
+		data, err := fw.ReadConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := configxml.LoadBytes(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := configxml.LoadBytes(bytes.Clone(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after.DefineTunnel(configxml.TunnelSpec{
+			Name: "site", Interface: "wan", LocalAddr: DUTWanAddr, RemoteAddr: PeerAddr,
+			LocalNet: LanNet, RemoteNet: ServerNet, LocalID: "dut.fwab.lab", RemoteID: "peer.fwab.lab", PSK: "fwab-lab-test-psk",
+		})
+		if err := after.Set("ipsec@site", value); err != nil {
+			t.Fatalf("Set(ipsec@site=%s): %v", value, err)
+		}
+		changes, _ := configxml.Diff(before, after)
+		if err := fw.WriteConfig(ctx, after.Bytes(), "lab test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := fw.Apply(ctx, changes); err != nil {
+			t.Fatalf("Apply(ipsec@site=%s): %v", value, err)
+		}
+	}
+	for _, v := range []string{"aes256gcm16", "aes128-sha1"} {
+		apply(v)
+		st, err := fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := negotiated[v]
+		if len(st.IPsec) != 1 || st.IPsec[0].State != "INSTALLED" || st.IPsec[0].Encr != want.encr || st.IPsec[0].Integ != want.integ {
+			t.Errorf("ipsec@site=%s: SAs %+v, want one INSTALLED %s/%s", v, st.IPsec, want.encr, want.integ)
+		}
+	}
+	apply("none")
+	if st, err := fw.RuntimeState(ctx); err != nil || len(st.IPsec) != 0 {
+		t.Errorf("after ipsec@site=none: %v, SAs %+v; want none", err, st.IPsec)
+	}
+}
