@@ -483,3 +483,42 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 		t.Errorf("after ipsec@site=none: %v, SAs %+v; want none", err, st.IPsec)
 	}
 }
+
+// TestOPNsenseIDSThroughTheAPI sets ids@lan through fwapi's OPNsense driver
+// (config.xml, then the IDS service reconfigure call) and checks the
+// inspection engine the lab runs and what the settings and service status
+// API report to the driver.
+func TestOPNsenseIDSThroughTheAPI(t *testing.T) {
+	requireRoot(t)
+	bin := buildFwab(t)
+	topo := testTopology(t)
+	if err := topo.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := startOPNsense(t, &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}, topo.Ports())
+	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir(), Rules: 1000}
+	t.Cleanup(f.em.IDS.StopAll)
+	fw := f.openOPNsense(t)
+	ctx := context.Background()
+
+	for _, mode := range []string{"ids", "ips-inline", "off"} {
+		applyKnobs(t, fw, "ids@lan="+mode) // the factory offloads are off, as inline IPS needs
+		st, err := fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := f.em.IDS.Statuses()
+		if mode == "off" {
+			if len(st.IDS) != 0 || len(sts) != 0 {
+				t.Errorf("ids@lan=off: RuntimeState.IDS %+v, engines %+v; want none", st.IDS, sts)
+			}
+			continue
+		}
+		if len(st.IDS) != 1 || st.IDS[0].Interface != "igb1" || st.IDS[0].Mode != mode {
+			t.Errorf("ids@lan=%s: RuntimeState.IDS = %+v, want igb1 in mode %s", mode, st.IDS, mode)
+		}
+		if len(sts) != 1 || sts[0].Mode != mode || !sts[0].Running {
+			t.Errorf("ids@lan=%s: engine statuses %+v, want one running in mode %s", mode, sts, mode)
+		}
+	}
+}
