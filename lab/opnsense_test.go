@@ -522,3 +522,47 @@ func TestOPNsenseIDSThroughTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestOPNsenseShell checks the OPNsense commands and paths over SSH, and
+// that pfSense's are absent.
+func TestOPNsenseShell(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startOPNsense(t, dp, testPorts)
+	tests := []struct {
+		cmd, wantOut string
+		wantCode     int
+	}{
+		{cmd: "opnsense-version", wantOut: "OPNsense 26.1.2 (amd64)\n"},
+		{cmd: "opnsense-version -v", wantOut: "26.1.2\n"},
+		{cmd: "grep -c product_version /usr/local/opnsense/version/core", wantOut: "1\n"},
+		{cmd: "hostname", wantOut: "OPNsense.lab.fwab.test\n"},
+		{cmd: "configctl filter reload", wantOut: "OK\n"},
+		{cmd: "configctl interface reconfigure lan", wantOut: "OK\n"},
+		{cmd: "configctl interface reconfigure opt7", wantOut: "Execute error: no interface \"opt7\" in config.xml\n"},
+		{cmd: "configctl ids status", wantOut: "suricata is not running.\n"},
+		{cmd: "configctl no such", wantOut: "Action not found\n"},
+		{cmd: "/usr/local/etc/rc.reload_all"},
+		{cmd: "/usr/local/sbin/pfSsh.php playback svc restart suricata", wantCode: 127},
+		{cmd: "/etc/rc.filter_configure_sync", wantCode: 127},
+		{cmd: "pfSense-upgrade -y", wantCode: 127},
+		{cmd: "test -e /tmp/config.cache", wantCode: 1},
+	}
+	for _, tt := range tests {
+		out, errOut, code := f.run(t, tt.cmd, "")
+		if code != tt.wantCode || (tt.wantCode == 0 && out != tt.wantOut) {
+			t.Errorf("%q = %q (exit %d, stderr %q), want %q (exit %d)", tt.cmd, out, code, errOut, tt.wantOut, tt.wantCode)
+		}
+	}
+
+	// configctl interface reconfigure applies config.xml's offloads to that
+	// interface only.
+	cfg := strings.Replace(string(f.storedConfig(t)), "<disablechecksumoffloading>1<", "<disablechecksumoffloading>0<", 1)
+	f.mustRun(t, "cat > /conf/config.xml", cfg)
+	f.mustRun(t, "configctl interface reconfigure lan", "")
+	if o, _ := dp.Offloads(context.Background(), testPorts.LanVeth); !o.TXCSUM || o.TSO {
+		t.Errorf("lan offloads after reconfigure = %+v, want checksum on, TSO off", o)
+	}
+	if o, _ := dp.Offloads(context.Background(), testPorts.WanVeth); o.TXCSUM {
+		t.Errorf("wan offloads after reconfiguring lan only = %+v, want unchanged (off)", o)
+	}
+}
