@@ -480,3 +480,30 @@ func TestIPsecCreateTunnel(t *testing.T) {
 		})
 	}
 }
+
+// TestOPNsenseIDSDisabledList: OPNsense ships its IDS disabled with wan
+// still listed; turning it on for lan must not turn it on for wan too.
+func TestOPNsenseIDSDisabledList(t *testing.T) {
+	for _, name := range []string{"configs/opnsense-25.7.xml", "configs/opnsense-26.7.xml"} {
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, name)
+			for _, kv := range [][2]string{
+				{"xml:OPNsense/IDS/general/enabled", "0"},
+				{"xml:OPNsense/IDS/general/interfaces", "wan"},
+				{"ids@lan", "ids"},
+			} {
+				if err := c.Set(kv[0], kv[1]); err != nil {
+					t.Fatalf("Set(%s, %s): %v", kv[0], kv[1], err)
+				}
+			}
+			for iface, want := range map[string]string{"lan": "ids", "wan": "off"} {
+				if got, err := c.Get("ids@" + iface); err != nil || got != want {
+					t.Errorf("ids@%s = %q, %v; want %q", iface, got, err, want)
+				}
+			}
+			if got := c.Root().FindElement("OPNsense/IDS/general/interfaces").Text(); got != "lan" {
+				t.Errorf("IDS interfaces = %q, want %q", got, "lan")
+			}
+		})
+	}
+}

@@ -157,7 +157,13 @@ func (c *Config) opnIDS(iface string) string {
 
 func (c *Config) setOPNIDS(iface, value string) error {
 	g := c.ensure(c.doc.Root(), "OPNsense/IDS/general")
-	ifs := splitList(childText(g, "interfaces"))
+	var ifs []string
+	// While the IDS is disabled its interface list means nothing (every
+	// ids@IF reads off): enabling it for one interface must not switch on
+	// the others still listed, as OPNsense's own default lists wan.
+	if childText(g, "enabled") == "1" {
+		ifs = splitList(childText(g, "interfaces"))
+	}
 	ifs = slices.DeleteFunc(ifs, func(s string) bool { return s == iface })
 	if value != IDSOff {
 		ifs = append(ifs, iface)
