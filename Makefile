@@ -24,6 +24,11 @@ demo: build
 bench: build
 	./bench/run.sh
 
+# Every fuzz target for FUZZTIME each (CI: the default 10s).
+FUZZTIME ?= 10s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
 vet:
 	$(GO) vet ./...
 

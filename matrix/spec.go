@@ -302,6 +302,14 @@ func (s *Spec) defaults() {
 	}
 }
 
+// MaxPoints bounds the axes' product and MaxSteps the points times the
+// repeats: beyond them expanding and ordering the matrix takes memory and
+// time no sweep could use (10,000 points of 10 s each is 28 hours).
+const (
+	MaxPoints = 10_000
+	MaxSteps  = 200_000
+)
+
 // check validates what needs no target.
 func (s *Spec) check() error {
 	if len(s.Axes) == 0 {
@@ -327,6 +335,13 @@ func (s *Spec) check() error {
 			}
 		}
 	}
+	combos := 1
+	for _, ax := range s.Axes {
+		combos *= len(ax.Values)
+		if combos > MaxPoints {
+			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("the axes make more than %d points (at axis %s); split the matrix into several specs", MaxPoints, ax.Knob)}
+		}
+	}
 	for _, kv := range s.Fixed {
 		ref, err := configxml.ParseRef(kv.Knob)
 		if err != nil {
@@ -338,6 +353,9 @@ func (s *Spec) check() error {
 	}
 	if s.Repeats < 1 || s.Repeats > 1000 {
 		return &SpecError{Msg: fmt.Sprintf("repeats: %d is out of range 1..1000", s.Repeats)}
+	}
+	if combos*s.Repeats > MaxSteps {
+		return &SpecError{Msg: fmt.Sprintf("%d points × %d repeats is more than %d steps; lower repeats or split the matrix", combos, s.Repeats, MaxSteps)}
 	}
 	switch s.Order {
 	case OrderCostAware, OrderRandomized, OrderAsWritten:
