@@ -65,7 +65,7 @@ func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwa
 }
 
 func logger(io *streams) *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: &io.LogLevel}))
 }
 
 // guardOf returns the firewall's lock and rollback: the driver's own, or
