@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -469,12 +470,28 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	return nil
 }
 
+// upgradeVersion is what a firmware version asked for may look like:
+// 2.8.0, 2.7.2-RELEASE, 26.1.2_1, 24.7.12-amd64.
+var upgradeVersion = regexp.MustCompile(`^[0-9][0-9A-Za-z._+-]{0,63}$`)
+
+// CheckUpgradeVersion refuses a version to upgrade to that is not a
+// version (empty means the newest and is fine).
+func CheckUpgradeVersion(version string) error {
+	if version != "" && !upgradeVersion.MatchString(version) {
+		return fmt.Errorf("version %q is not a version such as 2.8.0 or 26.1.2: digits, letters and . _ + - only, starting with a digit", version)
+	}
+	return nil
+}
+
 // Upgrade runs pfSense-upgrade (to version, when given), reporting its
 // output lines through progress, then waits for the box to come back and
 // checks the version it reports.
 func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(string)) error {
 	if progress == nil {
 		progress = func(string) {}
+	}
+	if err := CheckUpgradeVersion(version); err != nil {
+		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
 	cmd := pfUpgrade
 	if version != "" {

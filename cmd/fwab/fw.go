@@ -439,6 +439,9 @@ func newFwUpgradeCmd(io *streams) *cobra.Command {
 }
 
 func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration) error {
+	if err := fwapi.CheckUpgradeVersion(version); err != nil {
+		return usageError{err}
+	}
 	t, fw, err := f.open(ctx, io)
 	if err != nil {
 		return err
