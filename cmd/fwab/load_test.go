@@ -219,7 +219,7 @@ func TestLoadLabSweep(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "results.db")
 	t.Setenv("XDG_STATE_HOME", l.state)
 	early := max(4, points/10)
-	stderr := &progressRSS{t: t, at: []int{early}, noted: map[int]int64{}}
+	stderr := &progressRSS{t: t, at: []int{early, points / 2, points - 1}, noted: map[int]int64{}}
 
 	lc := startLeakCheck(t)
 	start := time.Now()
@@ -251,10 +251,10 @@ func TestLoadLabSweep(t *testing.T) {
 		t.Errorf("%d samples (%d failed), want %d measured", len(samples), failed, points)
 	}
 	stderr.mu.Lock()
-	atEarly := stderr.noted[early]
+	atEarly, atHalf, atLast := stderr.noted[early], stderr.noted[points/2], stderr.noted[points-1]
 	stderr.mu.Unlock()
-	t.Logf("%d points in %v (%.2f s a point); peak RSS after %d points %d kB, after %d points %d kB",
-		points, took.Round(time.Second), took.Seconds()/float64(points), early, atEarly, points, end)
+	t.Logf("%d points in %v (%.2f s a point); peak RSS after %d points %d kB, after %d %d kB, after %d %d kB, at the end (restore and report included) %d kB",
+		points, took.Round(time.Second), took.Seconds()/float64(points), early, atEarly, points/2, atHalf, points-1, atLast, end)
 	if atEarly == 0 {
 		t.Fatalf("no progress line past step %d seen", early)
 	}
