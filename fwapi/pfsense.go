@@ -475,7 +475,8 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 var upgradeVersion = regexp.MustCompile(`^[0-9][0-9A-Za-z._+-]{0,63}$`)
 
 // CheckUpgradeVersion refuses a version to upgrade to that is not a
-// version (empty means the newest and is fine).
+// version (empty means the newest and is fine): bad input named early.
+// Upgrade does not rely on it; it quotes whatever it is given.
 func CheckUpgradeVersion(version string) error {
 	if version != "" && !upgradeVersion.MatchString(version) {
 		return fmt.Errorf("version %q is not a version such as 2.8.0 or 26.1.2: digits, letters and . _ + - only, starting with a digit", version)
@@ -489,9 +490,6 @@ func CheckUpgradeVersion(version string) error {
 func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(string)) error {
 	if progress == nil {
 		progress = func(string) {}
-	}
-	if err := CheckUpgradeVersion(version); err != nil {
-		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
 	cmd := pfUpgrade
 	if version != "" {
