@@ -166,7 +166,10 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 	badSpec := *opnTarget.API
 	badSpec.SecretFile = writeSecretFile(t, keep, "wrong-secret", "not-"+sec["api secret"][:8])
 	badAPI.API = &badSpec
+	fresh := pfTarget(writeSecretFile(t, keep, "ssh-password-2", sec["ssh password"]))
+	fresh.SSH.KnownHosts = filepath.Join(out, "known_hosts") // fwab writes it on first contact
 	tf := &fwapi.TargetsFile{Targets: map[string]*fwapi.Target{
+		"fresh":   fresh,
 		"fw1":     pfTarget(writeSecretFile(t, keep, "ssh-password", sec["ssh password"])),
 		"bad-pw":  pfTarget(writeSecretFile(t, keep, "wrong-password", "not-"+sec["ssh password"][:8])),
 		"opn":     opnTarget,
@@ -221,6 +224,10 @@ tunnel:
 	}
 	mustOK("fw", "metrics", "--json", "--target", "fw1")
 	mustFail("fw", "metrics", "--json", "--target", "opn") // needs SSH: an error naming the fix
+	mustOK("fw", "info", "--accept-new-host-key", "--target", "fresh")
+	if _, err := os.Stat(fresh.SSH.KnownHosts); err != nil {
+		t.Errorf("--accept-new-host-key wrote no known_hosts: %v", err)
+	}
 	mustOK("fw", "apply", "--target", "fw1", "offload.checksum=off")
 	mustOK("matrix", "check", spec, "--target", "fw1")
 	mustOK("matrix", "plan", spec, "--target", "fw1")
