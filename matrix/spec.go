@@ -329,10 +329,16 @@ func (s *Spec) check() error {
 		if len(ax.Values) == 0 {
 			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s has no values", key)}
 		}
-		for i, v := range ax.Values {
-			if slices.Contains(ax.Values[:i], v) {
-				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+		canon := map[string]string{} // canonical value → as written
+		for _, v := range ax.Values {
+			c := configxml.Canonical(key, v)
+			if first, ok := canon[c]; ok {
+				if first == v {
+					return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+				}
+				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q and %q, which are the same value", key, first, v)}
 			}
+			canon[c] = v
 		}
 	}
 	combos := 1
