@@ -212,6 +212,7 @@ func TestLoadLabSweep(t *testing.T) {
 		points = n
 	}
 	l := newLab(t)
+	t.Chdir(t.TempDir()) // whatever the sweep writes to its working folder
 	spec := loadSpec(t, points)
 	db := filepath.Join(t.TempDir(), "results.db")
 	t.Setenv("XDG_STATE_HOME", l.state)

@@ -88,6 +88,7 @@ repeats: 1
 		args = append(args, "--log-level", "debug")
 		var stdout, stderr bytes.Buffer
 		cmd := env.fwabChild(t.Context(), args...)
+		cmd.Dir = out // what fwab writes to its working folder is scanned too
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		what := "fwab " + strings.Join(args, " ")
