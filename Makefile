@@ -4,7 +4,7 @@ BIN     := bin/fwab
 # -p 1: packages one at a time, so throughput tests do not compete for the 2 cores.
 TESTFLAGS ?= -count=1 -p 1 -timeout 18m
 
-.PHONY: all setup build test demo bench fuzz vet clean
+.PHONY: all setup build test demo bench fuzz load vet clean
 
 all: build
 
@@ -23,6 +23,17 @@ demo: build
 
 bench: build
 	./bench/run.sh
+
+# Every fuzz target for FUZZTIME each (CI: the default 10s).
+FUZZTIME ?= 10s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# The load tests at full size: a 1,000-point dry run and a 200-point lab
+# sweep of 1 s probes (root; about 7 minutes), with peak RSS and leak checks.
+LOADPOINTS ?= 200
+load:
+	FWAB_LOAD_POINTS=$(LOADPOINTS) $(GO) test -count=1 -timeout 40m -v -run '^TestLoad' ./cmd/fwab
 
 vet:
 	$(GO) vet ./...

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -465,6 +466,20 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	}
 	if !strings.Contains(out, "Enabled") {
 		return fmt.Errorf("pf not enabled yet (%q)", strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// upgradeVersion is what a firmware version asked for may look like:
+// 2.8.0, 2.7.2-RELEASE, 26.1.2_1, 24.7.12-amd64.
+var upgradeVersion = regexp.MustCompile(`^[0-9][0-9A-Za-z._+-]{0,63}$`)
+
+// CheckUpgradeVersion refuses a version to upgrade to that is not a
+// version (empty means the newest and is fine): bad input named early.
+// Upgrade does not rely on it; it quotes whatever it is given.
+func CheckUpgradeVersion(version string) error {
+	if version != "" && !upgradeVersion.MatchString(version) {
+		return fmt.Errorf("version %q is not a version such as 2.8.0 or 26.1.2: digits, letters and . _ + - only, starting with a digit", version)
 	}
 	return nil
 }

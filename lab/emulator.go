@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -57,8 +58,12 @@ type Emulator struct {
 	Profiles       []Profile
 	HostKey        ssh.Signer
 	AuthorizedKeys []ssh.PublicKey
-	Logger         *slog.Logger
-	IPsec          IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
+	// PasswordFile, when it exists, holds a password (its first line) that
+	// root and admin may log in with too, as on a real pfSense; it is read at
+	// each login, so a test can set it on a running lab.
+	PasswordFile string
+	Logger       *slog.Logger
+	IPsec        IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
 	BlocklistSize int         // 0 means DefaultBlocklistSize
@@ -338,6 +343,19 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 	return nil
 }
 
+func (e *Emulator) checkPassword(user string, pw []byte) bool {
+	if e.PasswordFile == "" || (user != "root" && user != "admin") {
+		return false
+	}
+	data, err := os.ReadFile(e.PasswordFile)
+	if err != nil {
+		return false
+	}
+	want, _, _ := strings.Cut(string(data), "\n")
+	want = strings.TrimSuffix(want, "\r")
+	return want != "" && subtle.ConstantTimeCompare([]byte(want), pw) == 1
+}
+
 // Serve runs the SSH server on addr until ctx ends. Across reboots it stops
 // listening and listens again on the same address.
 func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr)) error {
@@ -359,6 +377,12 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 				}
 			}
 			return nil, fmt.Errorf("key not authorized")
+		},
+		PasswordCallback: func(meta ssh.ConnMetadata, pw []byte) (*ssh.Permissions, error) {
+			if e.checkPassword(meta.User(), pw) {
+				return &ssh.Permissions{}, nil
+			}
+			return nil, fmt.Errorf("password not accepted")
 		},
 		ServerVersion: "SSH-2.0-OpenSSH_9.6 FreeBSD-20240104",
 	}

@@ -566,3 +566,40 @@ func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestEmulatorPasswordFile(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	pwFile := filepath.Join(t.TempDir(), "ssh-password")
+	f.em.PasswordFile = pwFile
+	login := func(user, pw string) error {
+		cfg := *f.client
+		cfg.User = user
+		cfg.Auth = []ssh.AuthMethod{ssh.Password(pw)}
+		c, err := ssh.Dial("tcp", f.addr, &cfg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := login("root", "s3cret"); err == nil {
+		t.Errorf("password login with no password file succeeded")
+	}
+	if err := os.WriteFile(pwFile, []byte("s3cret\nsecond line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		user, pw string
+		ok       bool
+	}{
+		{"root", "s3cret", true},
+		{"admin", "s3cret", true},
+		{"root", "s3cre", false},
+		{"root", "s3cret\nsecond line", false},
+		{"nobody", "s3cret", false},
+	}
+	for _, tt := range tests {
+		if err := login(tt.user, tt.pw); (err == nil) != tt.ok {
+			t.Errorf("login %s with %q: err %v, want ok %v", tt.user, tt.pw, err, tt.ok)
+		}
+	}
+}

@@ -42,6 +42,9 @@ const (
 	hostKeyFile   = "keys/ssh_host_ed25519_key"
 	userKeyFile   = "keys/id_ed25519"
 	knownHostFile = "keys/known_hosts"
+	// PasswordFile (in the lab folder), when written, holds a password the
+	// emulated pfSense accepts for root and admin besides the user key.
+	PasswordFile = "keys/ssh-password"
 )
 
 // Options configure a lab.
@@ -605,6 +608,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		Profiles:       profiles,
 		HostKey:        hostKey,
 		AuthorizedKeys: []ssh.PublicKey{userKey.PublicKey()},
+		PasswordFile:   filepath.Join(dir, PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
 		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger},

@@ -75,6 +75,15 @@ var actionCost = map[configxml.Action]time.Duration{
 	configxml.ActionNone:            2 * time.Second,
 }
 
+// cheapestAction is the least any move to another point costs.
+var cheapestAction = func() time.Duration {
+	m := time.Duration(1<<63 - 1)
+	for _, c := range actionCost {
+		m = min(m, c)
+	}
+	return m
+}()
+
 // expensive is the cost from which a knob is not reordered at random.
 const expensive = 10 * time.Second
 
@@ -332,6 +341,9 @@ func (p *Plan) baseOrder() []*Point {
 		best := 0
 		bestCost := transition(current, left[0])
 		for i, pt := range left[1:] {
+			if bestCost <= cheapestAction {
+				break // no other point is cheaper to reach: the scan's answer is known
+			}
 			if c := transition(current, pt); c < bestCost {
 				best, bestCost = i+1, c
 			}

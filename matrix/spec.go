@@ -302,6 +302,14 @@ func (s *Spec) defaults() {
 	}
 }
 
+// MaxPoints bounds the axes' product and MaxSteps the points times the
+// repeats: beyond them expanding and ordering the matrix takes memory and
+// time no sweep could use (10,000 points of 10 s each is 28 hours).
+const (
+	MaxPoints = 10_000
+	MaxSteps  = 200_000
+)
+
 // check validates what needs no target.
 func (s *Spec) check() error {
 	if len(s.Axes) == 0 {
@@ -321,10 +329,23 @@ func (s *Spec) check() error {
 		if len(ax.Values) == 0 {
 			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s has no values", key)}
 		}
-		for i, v := range ax.Values {
-			if slices.Contains(ax.Values[:i], v) {
-				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+		canon := map[string]string{} // canonical value → as written
+		for _, v := range ax.Values {
+			c := configxml.Canonical(key, v)
+			if first, ok := canon[c]; ok {
+				if first == v {
+					return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+				}
+				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q and %q, which are the same value", key, first, v)}
 			}
+			canon[c] = v
+		}
+	}
+	combos := 1
+	for _, ax := range s.Axes {
+		combos *= len(ax.Values)
+		if combos > MaxPoints {
+			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("the axes make more than %d points (at axis %s); split the matrix into several specs", MaxPoints, ax.Knob)}
 		}
 	}
 	for _, kv := range s.Fixed {
@@ -338,6 +359,9 @@ func (s *Spec) check() error {
 	}
 	if s.Repeats < 1 || s.Repeats > 1000 {
 		return &SpecError{Msg: fmt.Sprintf("repeats: %d is out of range 1..1000", s.Repeats)}
+	}
+	if combos*s.Repeats > MaxSteps {
+		return &SpecError{Msg: fmt.Sprintf("%d points × %d repeats is more than %d steps; lower repeats or split the matrix", combos, s.Repeats, MaxSteps)}
 	}
 	switch s.Order {
 	case OrderCostAware, OrderRandomized, OrderAsWritten:

@@ -48,6 +48,9 @@ func TestParseInvalid(t *testing.T) {
 		"invalid-no-axes.yaml":         "the spec has no axes",
 		"invalid-syntax.yaml":          "line 2: did not find expected ',' or ']'",
 		"invalid-duration.yaml":        `line 5: "ten" is not a duration`,
+		"invalid-too-many-points.yaml": "line 5: the axes make more than 10000 points (at axis nat.outbound)",
+		"invalid-same-value.yaml":      `line 3: axis rules@lan lists "0" and "00", which are the same value`,
+		"invalid-too-many-steps.yaml":  "300 points × 1000 repeats is more than 200000 steps",
 	}
 	files, _ := filepath.Glob("testdata/invalid-*.yaml")
 	if len(files) != len(want) {

@@ -65,7 +65,7 @@ func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwa
 }
 
 func logger(io *streams) *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: &io.LogLevel}))
 }
 
 // guardOf returns the firewall's lock and rollback: the driver's own, or
@@ -439,6 +439,9 @@ func newFwUpgradeCmd(io *streams) *cobra.Command {
 }
 
 func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration) error {
+	if err := fwapi.CheckUpgradeVersion(version); err != nil {
+		return usageError{err}
+	}
 	t, fw, err := f.open(ctx, io)
 	if err != nil {
 		return err

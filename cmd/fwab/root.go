@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -22,6 +24,8 @@ type streams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
+	// LogLevel is what the logs on ErrOut show (--log-level; default warn).
+	LogLevel slog.LevelVar
 }
 
 // usageError marks an error caused by how fwab was called.
@@ -43,6 +47,7 @@ func (e silentError) Error() string { return fmt.Sprintf("exit status %d", e.cod
 // run is the whole program; main only wires the process to it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	io := &streams{In: stdin, Out: stdout, ErrOut: stderr}
+	io.LogLevel.Set(slog.LevelWarn)
 	root := newRootCmd(io)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -80,6 +85,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().Var(logLevelFlag{&io.LogLevel}, "log-level", "what the logs show: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newConfigCmd(io),
@@ -112,4 +118,16 @@ func minArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// logLevelFlag is a slog level as a flag value.
+type logLevelFlag struct{ v *slog.LevelVar }
+
+func (f logLevelFlag) String() string { return strings.ToLower(f.v.Level().String()) }
+func (f logLevelFlag) Type() string   { return "level" }
+func (f logLevelFlag) Set(s string) error {
+	if err := f.v.UnmarshalText([]byte(s)); err != nil {
+		return fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	return nil
 }
