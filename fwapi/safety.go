@@ -122,7 +122,8 @@ func (g ShellGuard) Lock(ctx context.Context, owner LockOwner) error {
 		if strings.Contains(string(errOut), "exists") {
 			return &LockedError{Holder: "unknown holder: " + LockDir + " exists without an owner file"}
 		}
-		return fmt.Errorf("lock: %w", &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)})
+		// The command holds the owner file; name only the mkdir.
+		return fmt.Errorf("lock: %w", &CommandError{Cmd: "mkdir " + LockDir, Exit: code, Stderr: string(errOut)})
 	}
 	return &LockedError{Holder: oneLine(holder)}
 }
