@@ -140,10 +140,16 @@ func oneLine(b []byte) string {
 
 // Unlock releases the lock if owner still holds it.
 func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
-	holder, err := g.Sh.ReadFile(ctx, lockOwnerFile)
+	out, err := g.run(ctx, "if [ -d "+ShellQuote(LockDir)+" ]; then cat "+ShellQuote(lockOwnerFile)+"; else echo "+lockGone+"; fi")
 	if err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
+	if strings.TrimSpace(out) == lockGone {
+		// /var/run is a memory disk: a reboot of the firewall took the
+		// lock away. There is nothing to release.
+		return nil
+	}
+	holder := []byte(out)
 	if !strings.Contains(string(holder), "token="+owner.Token+"\n") {
 		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine(holder))
 	}
@@ -152,6 +158,9 @@ func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
 	}
 	return nil
 }
+
+// lockGone is what Unlock's command prints when there is no lock.
+const lockGone = "fwab-no-lock"
 
 // ForceUnlock removes the lock whoever holds it.
 func (g ShellGuard) ForceUnlock(ctx context.Context) error {

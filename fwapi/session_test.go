@@ -450,3 +450,42 @@ func TestRecoverCrashWhileLocking(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSessionCloseAfterRebootTookTheLock: a reboot of the firewall clears
+// /var/run and with it the lock; Close still restores and ends cleanly.
+func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(fake.Path(fwapi.LockDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close after the lock went with a reboot: %v", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("Close did not restore the original config")
+	}
+	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}
+	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
+		t.Errorf("journal mismatch (-want +got):\n%s", diff)
+	}
+	// Another fwab's lock is still left alone.
+	s2 := startSession(t, fw, dir, "alice@ws1")
+	if err := os.RemoveAll(fake.Path(fwapi.LockDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Lock(t.Context(), owner("bob@ws2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(t.Context()); err == nil || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Errorf("Close with another fwab's lock = %v, want it named and left", err)
+	}
+	if len(fake.Glob(fwapi.LockDir)) == 0 {
+		t.Errorf("Close removed another fwab's lock")
+	}
+}
