@@ -565,5 +565,6 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 			logger.Error("record ssh address", "err", err)
 		}
 		logger.Info("ssh listening", "addr", st.SSHAddr)
+		go em.watchFaults(ctx, dir)
 	})
 }
