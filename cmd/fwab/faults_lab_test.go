@@ -91,6 +91,15 @@ func (l labEnv) startSweep(t *testing.T, ctx context.Context, args ...string) *s
 	return c
 }
 
+func (c *sweepChild) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
 func (c *sweepChild) wait() error {
 	<-c.done
 	time.Sleep(50 * time.Millisecond) // the last lines
@@ -150,32 +159,51 @@ func (c *sweepChild) waitLine(match func(string) bool, timeout time.Duration) bo
 	return false
 }
 
-// phaseAt says where the sweep was at the moment: start (before the first
-// point: plan, checks, lock), apply, settle, probe, record (a probe's time
-// is up: its sample is being written, or the next step is being planned),
-// restore (after the last point).
-func (c *sweepChild) phaseAt(at time.Time, probe time.Duration) string {
+// phaseAt says where the sweep was at the moment, from its progress
+// lines: start (before the first point: plan, checks, lock), apply,
+// settle, probe, restore (after the last point). recorded is how many
+// samples the database held after the kill: a probe whose sample is in
+// is over, and the sweep was between points.
+func (c *sweepChild) phaseAt(at time.Time, recorded int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	phase, since := "start", time.Time{}
+	phase, probes := "start", 0
 	for _, l := range c.lines {
 		if l.at.After(at) {
 			break
 		}
 		switch {
 		case strings.HasPrefix(l.text, "time: "), strings.HasPrefix(l.text, "original config restored"):
-			phase, since = "restore", l.at
+			phase = "restore"
 		case strings.HasPrefix(l.text, "["):
 			f := strings.Fields(l.text)
 			if len(f) >= 6 {
-				phase, since = strings.TrimSuffix(f[5], ":"), l.at
+				phase = strings.TrimSuffix(f[5], ":")
+			}
+			if phase == "probe" {
+				probes++
 			}
 		}
 	}
-	if phase == "probe" && at.Sub(since) > probe+700*time.Millisecond {
-		phase = "record"
+	if phase == "probe" && recorded >= probes {
+		phase = "between points (sample recorded)"
 	}
 	return phase
+}
+
+// samplesIn counts the samples of run 1 in a results database.
+func samplesIn(ctx context.Context, db string) int {
+	if _, err := os.Stat(db); err != nil {
+		return 0
+	}
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		return 0
+	}
+	defer st.Close()
+	var n int
+	st.DB().QueryRowContext(ctx, `SELECT count(*) FROM samples WHERE run_id = 1`).Scan(&n)
+	return n
 }
 
 type trial struct {
@@ -400,17 +428,19 @@ func TestFaults(t *testing.T) {
 	}
 
 	// 1. kill -9 at random points of the sweep. Probes fill most of a
-	// sweep's time, so every other kill is aimed: a random step and phase
-	// (apply, settle, probe, the end of a probe, the restore at the end),
-	// then a random moment inside it; the rest fall anywhere on the
-	// timeline. The phase the kill really landed in comes from the
-	// sweep's own progress lines.
+	// sweep's time, so every other kill is aimed: a phase (the session's
+	// start, an apply, a settle, a probe, between points once a sample is
+	// recorded, the restore at the end), its n-th occurrence, and a random
+	// moment inside it; the others fall anywhere on the timeline. Where
+	// the kill really landed comes from the sweep's own progress lines
+	// and the samples in the database.
 	aims := []struct {
 		phase  string
 		within time.Duration
 	}{
-		{"apply", 400 * time.Millisecond}, {"settle", 100 * time.Millisecond},
-		{"probe", time.Second}, {"record", 300 * time.Millisecond}, {"restore", 500 * time.Millisecond},
+		{"start", 300 * time.Millisecond}, {"apply", 300 * time.Millisecond}, {"apply", 300 * time.Millisecond},
+		{"settle", 20 * time.Millisecond}, {"probe", time.Second}, {"between", 30 * time.Millisecond},
+		{"restore", 500 * time.Millisecond},
 	}
 	for i := range *faultsKills {
 		db := dbFor(fmt.Sprintf("kill%d", i))
@@ -427,21 +457,27 @@ func TestFaults(t *testing.T) {
 		} else {
 			a := aims[rng.IntN(len(aims))]
 			// The n-th line of that phase: a step that repeats the point
-			// before it applies nothing, so at most two applies are sure.
+			// before it applies nothing, so only two applies are sure.
 			n := 1 + rng.IntN(faultSamples)
-			if a.phase == "apply" {
-				n = 1 + rng.IntN(2)
-			}
 			delay := time.Duration(rng.Int64N(int64(a.within)))
-			phase := a.phase
 			switch a.phase {
+			case "start":
+				n = 1
+				sw.waitLine(func(l string) bool { return strings.HasPrefix(l, "run 1: ") }, 2*time.Minute)
+			case "apply":
+				n = 1 + rng.IntN(2)
+				sw.waitPhase("apply", n, 2*time.Minute)
+			case "between":
+				sw.waitPhase("probe", n, 2*time.Minute)
+				for samplesIn(t.Context(), db) < n && sw.running() {
+					time.Sleep(5 * time.Millisecond)
+				}
 			case "restore":
 				n = 1
-			case "record":
-				phase = "probe"
-				delay += time.Second // the probe's own second
+				sw.waitPhase("restore", 1, 2*time.Minute)
+			default:
+				sw.waitPhase(a.phase, n, 2*time.Minute)
 			}
-			sw.waitPhase(phase, n, 2*time.Minute)
 			aim = fmt.Sprintf("aimed at %s #%d +%dms", a.phase, n, delay.Milliseconds())
 			select {
 			case <-time.After(delay):
@@ -449,14 +485,13 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		at := time.Now()
-		phase := sw.phaseAt(at, time.Second)
-		select {
-		case <-sw.done:
-			phase = "nothing: the sweep had ended"
-		default:
-		}
+		ended := !sw.running()
 		sw.cmd.Process.Signal(syscall.SIGKILL)
 		sw.wait()
+		phase := sw.phaseAt(at, samplesIn(t.Context(), db))
+		if ended {
+			phase = "nothing: the sweep had ended"
+		}
 		tr := trial{fault: "kill -9", detail: fmt.Sprintf("#%d %s: %.2fs in, during %s", i+1, aim, at.Sub(start).Seconds(), phase)}
 		f.finish(&tr, db)
 		report(tr)
