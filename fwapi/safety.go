@@ -149,9 +149,8 @@ func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
 		// lock away. There is nothing to release.
 		return nil
 	}
-	holder := []byte(out)
-	if !strings.Contains(string(holder), "token="+owner.Token+"\n") {
-		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine(holder))
+	if !strings.Contains(out, "token="+owner.Token+"\n") {
+		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine([]byte(out)))
 	}
 	if _, err := g.run(ctx, "rm -r "+ShellQuote(LockDir)); err != nil {
 		return fmt.Errorf("unlock: %w", err)
