@@ -442,7 +442,9 @@ func TestFaults(t *testing.T) {
 		{"settle", 20 * time.Millisecond}, {"probe", time.Second}, {"between", 30 * time.Millisecond},
 		{"restore", 500 * time.Millisecond},
 	}
-	for i := range *faultsKills {
+	// A kill drawn after the sweep's end hits nothing: it is drawn again
+	// (and its sweep still checked, in a row of its own).
+	for i, hits := 0, 0; hits < *faultsKills && i < 3**faultsKills; i++ {
 		db := dbFor(fmt.Sprintf("kill%d", i))
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		var aim string
@@ -493,6 +495,11 @@ func TestFaults(t *testing.T) {
 			phase = "nothing: the sweep had ended"
 		}
 		tr := trial{fault: "kill -9", detail: fmt.Sprintf("#%d %s: %.2fs in, during %s", i+1, aim, at.Sub(start).Seconds(), phase)}
+		if ended {
+			tr.fault = "kill -9 after the end"
+		} else {
+			hits++
+		}
 		f.finish(&tr, db)
 		report(tr)
 	}
