@@ -444,7 +444,8 @@ func TestFaults(t *testing.T) {
 	}
 	// A kill drawn after the sweep's end hits nothing: it is drawn again
 	// (and its sweep still checked, in a row of its own).
-	for i, hits := 0, 0; hits < *faultsKills && i < 3**faultsKills; i++ {
+	hits := 0
+	for i := 0; hits < *faultsKills && i < 3**faultsKills; i++ {
 		db := dbFor(fmt.Sprintf("kill%d", i))
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		var aim string
@@ -502,6 +503,10 @@ func TestFaults(t *testing.T) {
 		}
 		f.finish(&tr, db)
 		report(tr)
+	}
+
+	if hits < *faultsKills {
+		t.Errorf("only %d of %d kills hit a running sweep", hits, *faultsKills)
 	}
 
 	// 2. the management link drops during an apply (the filter reload),
