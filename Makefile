@@ -4,7 +4,7 @@ BIN     := bin/fwab
 # -p 1: packages one at a time, so throughput tests do not compete for the 2 cores.
 TESTFLAGS ?= -count=1 -p 1 -timeout 18m
 
-.PHONY: all setup build test demo bench fuzz load vet clean
+.PHONY: all setup build test demo bench fuzz load faults vet clean
 
 all: build
 
@@ -34,6 +34,15 @@ fuzz:
 LOADPOINTS ?= 200
 load:
 	FWAB_LOAD_POINTS=$(LOADPOINTS) $(GO) test -count=1 -timeout 40m -v -run '^TestLoad' ./cmd/fwab
+
+# The fault-injection suite on the lab (root): kill -9, management link
+# drop, reboot, iperf3 endpoint loss, firewall disk full/read-only; prints
+# the table and fails when any trial lost anything. FAULTS_SEED reproduces
+# a run's kill times; FAULTS_KILLS sets the number of kill trials.
+FAULTS_SEED  ?= 0
+FAULTS_KILLS ?= 30
+faults:
+	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS)
 
 vet:
 	$(GO) vet ./...

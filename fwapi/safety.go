@@ -122,7 +122,8 @@ func (g ShellGuard) Lock(ctx context.Context, owner LockOwner) error {
 		if strings.Contains(string(errOut), "exists") {
 			return &LockedError{Holder: "unknown holder: " + LockDir + " exists without an owner file"}
 		}
-		return fmt.Errorf("lock: %w", &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)})
+		// The command holds the owner file; name only the mkdir.
+		return fmt.Errorf("lock: %w", &CommandError{Cmd: "mkdir " + LockDir, Exit: code, Stderr: string(errOut)})
 	}
 	return &LockedError{Holder: oneLine(holder)}
 }
@@ -139,18 +140,26 @@ func oneLine(b []byte) string {
 
 // Unlock releases the lock if owner still holds it.
 func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
-	holder, err := g.Sh.ReadFile(ctx, lockOwnerFile)
+	out, err := g.run(ctx, "if [ -d "+ShellQuote(LockDir)+" ]; then cat "+ShellQuote(lockOwnerFile)+"; else echo "+lockGone+"; fi")
 	if err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
-	if !strings.Contains(string(holder), "token="+owner.Token+"\n") {
-		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine(holder))
+	if strings.TrimSpace(out) == lockGone {
+		// /var/run is a memory disk: a reboot of the firewall took the
+		// lock away. There is nothing to release.
+		return nil
+	}
+	if !strings.Contains(out, "token="+owner.Token+"\n") {
+		return fmt.Errorf("unlock: the lock is now held by %s, not by us: left in place", oneLine([]byte(out)))
 	}
 	if _, err := g.run(ctx, "rm -r "+ShellQuote(LockDir)); err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
 	return nil
 }
+
+// lockGone is what Unlock's command prints when there is no lock.
+const lockGone = "fwab-no-lock"
 
 // ForceUnlock removes the lock whoever holds it.
 func (g ShellGuard) ForceUnlock(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
@@ -24,11 +25,15 @@ const (
 // JournalEntry is one line of a session's journal.
 type JournalEntry struct {
 	Time    time.Time          `json:"time"`
-	Event   string             `json:"event"` // start, armed, written, applied, confirmed, rolled-back, restored, end, recovered
+	Event   string             `json:"event"` // locking, start, armed, written, applied, confirmed, rolled-back, restored, end, recovered
 	Target  string             `json:"target,omitempty"`
 	SHA256  string             `json:"sha256,omitempty"`
 	Actions []configxml.Action `json:"actions,omitempty"`
 	Detail  string             `json:"detail,omitempty"`
+	// Owner is the lock holder a session is about to become (locking), so
+	// that a crash between taking the lock and recording the start can be
+	// recovered: the lock is released only if it is still this owner's.
+	Owner *LockOwner `json:"owner,omitempty"`
 }
 
 // SessionOptions configure a Session.
@@ -103,24 +108,35 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 	case jerr != nil && !errors.Is(jerr, fs.ErrNotExist):
 		return nil, fmt.Errorf("session: %w: a torn journal means fwab stopped mid-session; run 'fwab fw recover --target %s' first", jerr, opts.Target)
 	}
-	if err := guard.Lock(ctx, opts.Owner); err != nil {
+	s := &Session{fw: fw, guard: guard, opts: opts, log: log, touched: map[configxml.Action]bool{}}
+	// The journal says who is taking the lock before it is taken: a crash
+	// right after the mkdir on the firewall must not leave a lock that
+	// recover knows nothing of.
+	os.Remove(filepath.Join(opts.Dir, JournalFile))
+	if err := s.journal(JournalEntry{Event: "locking", Target: opts.Target, Owner: &opts.Owner, Detail: opts.Owner.String()}); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	s := &Session{fw: fw, guard: guard, opts: opts, log: log, touched: map[configxml.Action]bool{}}
+	// abandon ends a session that did not start: nothing was changed.
+	abandon := func(err error, unlock bool) error {
+		if unlock {
+			s.guard.Unlock(ctx, opts.Owner)
+		}
+		s.journal(JournalEntry{Event: "end", Detail: "not started: " + err.Error()})
+		return fmt.Errorf("session: %w", err)
+	}
+	if err := guard.Lock(ctx, opts.Owner); err != nil {
+		return nil, abandon(err, false)
+	}
 	orig, err := fw.ReadConfig(ctx)
 	if err != nil {
-		s.guard.Unlock(ctx, opts.Owner)
-		return nil, fmt.Errorf("session: %w", err)
+		return nil, abandon(err, true)
 	}
 	s.orig, s.origSum = orig, SHA256Hex(orig)
 	if err := writeFileAtomic(filepath.Join(opts.Dir, OriginalFile), orig); err != nil {
-		s.guard.Unlock(ctx, opts.Owner)
-		return nil, fmt.Errorf("session: local backup: %w", err)
+		return nil, abandon(fmt.Errorf("local backup: %w", err), true)
 	}
-	os.Remove(filepath.Join(opts.Dir, JournalFile))
 	if err := s.journal(JournalEntry{Event: "start", Target: opts.Target, SHA256: s.origSum, Detail: opts.Owner.String()}); err != nil {
-		s.guard.Unlock(ctx, opts.Owner)
-		return nil, err
+		return nil, abandon(err, true)
 	}
 	return s, nil
 }
@@ -410,6 +426,9 @@ type RecoverReport struct {
 	SHA256   string
 	Actions  []configxml.Action
 	Restored bool // false when the firewall already had the original
+	// NotStarted: fwab crashed while taking the lock, before it read or
+	// changed anything; only its lock was released.
+	NotStarted bool
 }
 
 // Recover finishes a session that crashed: it reads the journal and the
@@ -429,7 +448,12 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 	if journalClosed(j) {
 		return rep, fmt.Errorf("recover: the last session in %s ended cleanly (%s at %s): nothing to recover", dir, j[len(j)-1].Event, j[len(j)-1].Time.Format(time.RFC3339))
 	}
-	start := j[0]
+	i := slices.IndexFunc(j, func(e JournalEntry) bool { return e.Event == "start" })
+	if i < 0 {
+		rep.NotStarted = true
+		return rep, recoverUnstarted(ctx, guard, dir, j[0])
+	}
+	start := j[i]
 	rep.Started, rep.SHA256 = start.Time, start.SHA256
 	orig, err := os.ReadFile(filepath.Join(dir, OriginalFile))
 	if err != nil {
@@ -474,6 +498,28 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	return rep, nil
+}
+
+// recoverUnstarted finishes a session that crashed while taking the lock:
+// the config was not read, let alone changed, so only the lock may need
+// removing, and only if it is still the one this session took.
+func recoverUnstarted(ctx context.Context, guard Guard, dir string, first JournalEntry) error {
+	if first.Event != "locking" || first.Owner == nil {
+		return fmt.Errorf("recover: the journal in %s has no start entry and no lock owner (first entry %q); check the firewall's %s by hand, then remove %s",
+			dir, first.Event, LockDir, filepath.Join(dir, JournalFile))
+	}
+	detail := "session had not started; its lock was released"
+	if err := guard.Unlock(ctx, *first.Owner); err != nil {
+		if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
+			return fmt.Errorf("recover: %w", err)
+		}
+		// No lock, or another fwab's: not ours to remove.
+		detail = "session had not started; no lock of its own to release (" + err.Error() + ")"
+	}
+	if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", Detail: detail}); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	return nil
 }
 
 // writeFileAtomic writes a local file: temp file, fsync, rename.

@@ -3,6 +3,7 @@ package fwapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -89,7 +90,7 @@ func TestSessionApplyConfirmAndRestore(t *testing.T) {
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
 		t.Errorf("Close left the lock")
 	}
-	want := []string{"start", "armed", "written", "confirmed", "restored", "end"}
+	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}
 	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
 		t.Errorf("journal mismatch (-want +got):\n%s", diff)
 	}
@@ -395,4 +396,96 @@ func mustTranscript(t *testing.T, fake *fwapitest.PfSense) string {
 		t.Fatal("no ifconfig -a transcript")
 	}
 	return out
+}
+
+// TestRecoverCrashWhileLocking: fwab killed right after it took the lock,
+// before it recorded the session's start. Recover releases that lock (and
+// only a lock that is still its own), and a new session can start.
+func TestRecoverCrashWhileLocking(t *testing.T) {
+	tests := []struct {
+		name     string
+		holder   *fwapi.LockOwner // who holds the lock on the firewall
+		wantLock bool             // a lock is left after Recover
+	}{
+		{name: "own lock", holder: ptr(owner("alice@ws1")), wantLock: false},
+		{name: "no lock", holder: nil, wantLock: false},
+		{name: "another fwab's lock", holder: ptr(owner("bob@ws2")), wantLock: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake, fw := newPfSense(t)
+			dir := t.TempDir()
+			me := owner("alice@ws1")
+			line, _ := json.Marshal(fwapi.JournalEntry{Time: time.Now(), Event: "locking", Target: "fw1", Owner: &me})
+			if err := writeFile(dir+"/"+fwapi.JournalFile, append(line, '\n')); err != nil {
+				t.Fatal(err)
+			}
+			if tt.holder != nil {
+				if err := fw.Lock(t.Context(), *tt.holder); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: me}); err == nil || !strings.Contains(err.Error(), "fwab fw recover") {
+				t.Fatalf("StartSession over a crash while locking = %v, want a pointer to recover", err)
+			}
+			rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
+			if err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			if !rep.NotStarted || rep.Restored {
+				t.Errorf("Recover = %+v, want NotStarted and no restore", rep)
+			}
+			if got := len(fake.Glob(fwapi.LockDir)) != 0; got != tt.wantLock {
+				t.Errorf("lock left after Recover: %v, want %v", got, tt.wantLock)
+			}
+			if tt.wantLock {
+				return
+			}
+			s := startSession(t, fw, dir, "alice@ws1")
+			if err := s.Close(t.Context()); err != nil {
+				t.Errorf("a session after recover: %v", err)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestSessionCloseAfterRebootTookTheLock: a reboot of the firewall clears
+// /var/run and with it the lock; Close still restores and ends cleanly.
+func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
+	fake, fw := newPfSense(t)
+	dir := t.TempDir()
+	orig := fake.ReadFile(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(fake.Path(fwapi.LockDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close after the lock went with a reboot: %v", err)
+	}
+	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("Close did not restore the original config")
+	}
+	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}
+	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
+		t.Errorf("journal mismatch (-want +got):\n%s", diff)
+	}
+	// Another fwab's lock is still left alone.
+	s2 := startSession(t, fw, dir, "alice@ws1")
+	if err := os.RemoveAll(fake.Path(fwapi.LockDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Lock(t.Context(), owner("bob@ws2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(t.Context()); err == nil || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Errorf("Close with another fwab's lock = %v, want it named and left", err)
+	}
+	if len(fake.Glob(fwapi.LockDir)) == 0 {
+		t.Errorf("Close removed another fwab's lock")
+	}
 }

@@ -120,7 +120,33 @@ func (e *CommandError) Error() string {
 	if s := strings.TrimSpace(e.Stderr); s != "" {
 		msg += ": " + firstLines(s, 3)
 	}
-	return msg
+	return msg + DiskHint(e.Stderr)
+}
+
+// ErrFirewallDisk is in the chain of a command error whose output shows
+// that the firewall's disk refuses writes (full or read-only): nothing that
+// changes the firewall can work until that is fixed.
+var ErrFirewallDisk = errors.New("the firewall's disk refuses writes")
+
+// Unwrap makes errors.Is(err, ErrFirewallDisk) true for a disk error.
+func (e *CommandError) Unwrap() error {
+	if DiskHint(e.Stderr) != "" {
+		return ErrFirewallDisk
+	}
+	return nil
+}
+
+// DiskHint explains a firewall's disk error found in a command's output
+// (its disk is full, or read-only) and what to do; "" when there is none.
+func DiskHint(output string) string {
+	output = strings.ToLower(output)
+	switch {
+	case strings.Contains(output, "no space left on device"):
+		return " (the firewall's disk is full: free space on it, e.g. old files in /conf/backup or /var/log, and check 'df -h' on the firewall; then run fwab again)"
+	case strings.Contains(output, "read-only file system"):
+		return " (the firewall's file system is read-only, which often means a failing disk: check 'dmesg' and 'mount' on the firewall and remount it read-write; then run fwab again)"
+	}
+	return ""
 }
 
 func firstLines(s string, n int) string {

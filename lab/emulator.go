@@ -76,6 +76,10 @@ type Emulator struct {
 
 	procs procTable
 
+	fmu         sync.Mutex
+	diskFault   string       // an injected disk fault (fault.go)
+	linkTrigger *linkTrigger // an armed link fault (fault.go)
+
 	lmu      sync.Mutex
 	ln       net.Listener
 	conns    map[*ssh.ServerConn]bool
@@ -536,6 +540,7 @@ func (e *Emulator) handleSession(ctx context.Context, ch ssh.Channel, reqs <-cha
 			}
 			_ = req.Reply(true, nil)
 			e.logger().Info("exec", "command", p.Command)
+			e.commandFault(ctx, p.Command)
 			code := e.Exec(ctx, p.Command, ch, ch, ch.Stderr())
 			_ = ch.CloseWrite()
 			_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))

@@ -662,6 +662,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	} else {
 		apiDone <- nil
 	}
+	go em.watchFaults(ctx, dir)
 	err = em.Serve(ctx, orDefault(st.SSHAddr), func(a net.Addr) { record("ssh", &st.SSHAddr, a) })
 	cancel()
 	return errors.Join(err, <-apiDone)

@@ -177,6 +177,11 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 			if path == "/dev/null" {
 				return devNull{}, nil
 			}
+			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+				if err := e.writeFault(e.abs(ctx, path), false); err != nil {
+					return nil, err
+				}
+			}
 			f, err := os.OpenFile(e.path(e.abs(ctx, path)), flag, perm)
 			return f, e.fbErr(err, e.abs(ctx, path))
 		}),
@@ -337,6 +342,9 @@ func (e *Emulator) cmdCp(ctx context.Context, c *call) error {
 	} else if fi.IsDir() {
 		return c.errorf(1, "cp: %s is a directory (not copied).", args[0])
 	}
+	if err := e.writeFault(c.abs(args[1]), false); err != nil {
+		return c.fail("cp", args[1], err)
+	}
 	if err := copyFile(src, e.target(c, args[0], args[1])); err != nil {
 		return c.fail("cp", args[1], err)
 	}
@@ -353,6 +361,9 @@ func (e *Emulator) cmdMv(ctx context.Context, c *call) error {
 	}
 	src := e.path(c.abs(args[0]))
 	if _, err := os.Stat(src); err != nil {
+		return c.errorf(1, "mv: rename %s to %s: %s", args[0], args[1], errText(err))
+	}
+	if err := errors.Join(e.writeFault(c.abs(args[0]), true), e.writeFault(c.abs(args[1]), false)); err != nil {
 		return c.errorf(1, "mv: rename %s to %s: %s", args[0], args[1], errText(err))
 	}
 	if err := os.Rename(src, e.target(c, args[0], args[1])); err != nil {
@@ -379,8 +390,11 @@ func (e *Emulator) cmdRm(ctx context.Context, c *call) error {
 		}
 		hp := e.path(p)
 		fi, err := os.Lstat(hp)
+		if err == nil {
+			err = e.writeFault(p, true)
+		}
 		if err != nil {
-			if !fl['f'] {
+			if !fl['f'] || !errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(c.stderr, "rm: %s: %s\n", a, errText(err))
 				rc = 1
 			}
@@ -415,6 +429,11 @@ func (e *Emulator) cmdMkdir(ctx context.Context, c *call) error {
 	var rc uint8
 	for _, a := range args {
 		hp := e.path(c.abs(a))
+		if err := e.writeFault(c.abs(a), false); err != nil {
+			fmt.Fprintf(c.stderr, "mkdir: %s: %s\n", a, errText(err))
+			rc = 1
+			continue
+		}
 		if fl['p'] {
 			err = os.MkdirAll(hp, 0o755)
 		} else {
@@ -825,6 +844,11 @@ func (e *Emulator) cmdDaemon(ctx context.Context, c *call) error {
 	hostPid := ""
 	if pidfile != "" {
 		hostPid = e.path(c.abs(pidfile))
+		if err := e.writeFault(c.abs(pidfile), false); err != nil {
+			cancel()
+			e.procs.remove(p.pid)
+			return c.fail("daemon", pidfile, err)
+		}
 		if err := writeFileAtomic(hostPid, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
 			cancel()
 			e.procs.remove(p.pid)

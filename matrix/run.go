@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -173,7 +175,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			report("apply", "", describe(changes))
 			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !errors.Is(err, fwapi.ErrFirewallDisk) {
 				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
 				err = s.Apply(ctx, next.Bytes(), changes)
@@ -182,6 +184,11 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if errors.Is(err, fwapi.ErrFirewallDisk) {
+					// Not this point's fault: no point can be applied.
+					s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
+					return fmt.Errorf("sweep stopped at point %d (%s): %w", st.Point.Index, describe(changes), err)
 				}
 				reason := fmt.Sprintf("%s: %v", describe(changes), err)
 				broken[st.Point.Index] = reason
@@ -227,6 +234,18 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			report("probe", pr.Name, "")
 			t0 := time.Now()
 			sample := s.Measure(ctx, pr)
+			if sample.Failed && ctx.Err() == nil {
+				// An endpoint that went away or a firewall that rebooted
+				// mid-probe: wait for traffic to pass again and measure once
+				// more; a second failure is recorded as it is.
+				log.Warn("probe failed; settling and retrying once", "point", st.Point.Key(), "probe", pr.Name, "reason", sample.Reason)
+				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("probe %s failed, retrying: %s", pr.Name, sample.Reason))
+				first := sample.Reason
+				if err := s.settle(ctx); err == nil {
+					sample = s.Measure(ctx, pr)
+					sample.Warnings = append(sample.Warnings, "measured again: the first attempt failed: "+first)
+				}
+			}
 			s.Stats.Probe += time.Since(t0)
 			s.Stats.Samples++
 			if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -272,6 +273,77 @@ func TestPowerMeterFromSpec(t *testing.T) {
 		}
 		if !strings.Contains(got, tt.want) {
 			t.Errorf("PowerMeter(%q) = %s; want %s", tt.yaml, got, tt.want)
+		}
+	}
+}
+
+// TestSweepRetriesFailedProbeOnce: a probe that fails (an endpoint gone, a
+// firewall rebooting) is measured once more after the settle; only a
+// second failure is recorded as failed.
+func TestSweepRetriesFailedProbeOnce(t *testing.T) {
+	tests := []struct {
+		name       string
+		failures   int // the first N probe calls fail
+		wantFailed int
+		wantCalls  int
+	}{
+		{name: "no failure", failures: 0, wantFailed: 0, wantCalls: 18},
+		{name: "one failure, retried", failures: 1, wantFailed: 0, wantCalls: 19},
+		{name: "two failures in a row", failures: 2, wantFailed: 1, wantCalls: 19},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newSweep(t, twoPoints)
+			measure := f.sweep.Measure
+			f.sweep.Measure = func(ctx context.Context, pr ProbeRun) probe.Sample {
+				if f.calls < tt.failures {
+					f.calls++
+					return probe.Sample{Failed: true, Reason: "iperf3 server gone"}
+				}
+				return measure(ctx, pr)
+			}
+			if err := f.sweep.Execute(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for _, s := range samples {
+				if s.Failed {
+					failed++
+				}
+			}
+			if len(samples) != 18 || failed != tt.wantFailed || f.calls != tt.wantCalls {
+				t.Errorf("%d samples, %d failed, %d probe calls; want 18, %d, %d", len(samples), failed, f.calls, tt.wantFailed, tt.wantCalls)
+			}
+		})
+	}
+}
+
+// TestSweepStopsOnFirewallDiskError: a disk that refuses writes is no
+// point's fault: the sweep stops at once (no retry, no point marked
+// broken) so that --resume measures everything once the disk is fixed.
+func TestSweepStopsOnFirewallDiskError(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	f.fw.refuse = func([]configxml.Change) error {
+		return fmt.Errorf("apply: %w", &fwapi.CommandError{Cmd: "cp", Exit: 1, Stderr: "cp: /conf/backup/x.xml: No space left on device"})
+	}
+	err := f.sweep.Execute(t.Context())
+	if !errors.Is(err, fwapi.ErrFirewallDisk) || !strings.Contains(err.Error(), "disk is full") {
+		t.Fatalf("Execute = %v, want the disk error with its hint", err)
+	}
+	if f.fw.applies != 1 {
+		t.Errorf("%d applies; want 1 (no retry, no further point)", f.fw.applies)
+	}
+	points, err := f.st.Points(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range points {
+		if p.Status == store.Broken {
+			t.Errorf("point %d marked broken by the firewall's disk error", p.Index)
 		}
 	}
 }

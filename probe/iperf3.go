@@ -300,8 +300,9 @@ func (p Iperf3) Run(ctx context.Context, client, server Endpoint) Sample {
 // Measure runs the probe once between client and server while watching the
 // DUT, the power meter and the latency as w asks. It never returns an error:
 // a probe that cannot run is a failed Sample whose Reason says why.
-func (p Iperf3) Measure(ctx context.Context, client, server Endpoint, w Watch) Sample {
-	s := Sample{Probe: "iperf3", Direction: p.Direction, UDP: p.UDP, Length: p.Length, Parallel: p.Parallel, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
+func (p Iperf3) Measure(ctx context.Context, client, server Endpoint, w Watch) (s Sample) {
+	s = Sample{Probe: "iperf3", Direction: p.Direction, UDP: p.UDP, Length: p.Length, Parallel: p.Parallel, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
+	// A named result: the deferred assignment must reach the caller.
 	defer func() { s.Elapsed = time.Since(s.Started) }()
 	fail := func(format string, args ...any) Sample {
 		s.Failed = true

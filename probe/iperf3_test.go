@@ -174,6 +174,9 @@ func TestIperf3FromFixtures(t *testing.T) {
 			if s.Failed {
 				t.Fatalf("Run() failed: %s", s.Reason)
 			}
+			if s.Elapsed <= 0 || s.Started.IsZero() {
+				t.Errorf("Started %v, Elapsed %v: want the probe's start and wall time", s.Started, s.Elapsed)
+			}
 			if got := s.BitsPerSecond(); got != tt.wantBPS {
 				t.Errorf("BitsPerSecond() = %v, want %v", got, tt.wantBPS)
 			}

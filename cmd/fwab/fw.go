@@ -503,6 +503,10 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
 	if err != nil {
 		return err
 	}
+	if rep.NotStarted {
+		fmt.Fprintln(io.Out, "the crashed session had not started (it was taking the lock): nothing was changed; its lock, if left, removed")
+		return nil
+	}
 	if !rep.Restored {
 		fmt.Fprintf(io.Out, "the firewall already had the original config (sha256 %s); lock removed\n", rep.SHA256)
 		return nil

@@ -33,7 +33,7 @@ func newLabCmd(io *streams) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&opts.dir, "dir", lab.DefaultDir, "lab folder (firewall files, keys, logs)")
 	cmd.PersistentFlags().StringVar(&opts.prefix, "prefix", lab.DefaultPrefix, "namespace and interface name prefix")
 	cmd.PersistentFlags().StringVar(&opts.targets, "targets", "", "targets file (default ~/.config/fwab/targets.yaml)")
-	cmd.AddCommand(newLabUpCmd(io, opts), newLabDownCmd(io, opts), newLabStatusCmd(io, opts), newLabServeCmd(io, opts), newLabInspectCmd(io))
+	cmd.AddCommand(newLabUpCmd(io, opts), newLabDownCmd(io, opts), newLabStatusCmd(io, opts), newLabServeCmd(io, opts), newLabInspectCmd(io), newLabFaultCmd(io, opts))
 	return cmd
 }
 

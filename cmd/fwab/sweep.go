@@ -182,14 +182,31 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		if err := st.AddPoints(ctx, runID, plan.StorePoints()); err != nil {
 			return err
 		}
-	} else if err := st.Reopen(ctx, runID); err != nil {
-		return err
+	} else {
+		if err := st.Reopen(ctx, runID); err != nil {
+			return err
+		}
+		// A sweep killed between creating the run and adding its points
+		// left a run without points.
+		pts, err := st.Points(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if len(pts) == 0 {
+			if err := st.AddPoints(ctx, runID, plan.StorePoints()); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
 		runID, len(plan.Points), spec.Repeats, len(probes), plan.Estimate().Round(time.Minute), o.db)
 
 	session, release, err := startSession(ctx, io, &o.targetFlags, t, fw)
 	if err != nil {
+		// Nothing was changed: the run did not start.
+		if ferr := st.FinishRun(context.WithoutCancel(ctx), runID, store.Failed); ferr != nil {
+			return errors.Join(err, ferr)
+		}
 		return err
 	}
 	defer release()
@@ -221,12 +238,19 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		runErr = err
 	}
 	if restoreErr != nil {
-		return fmt.Errorf("restoring the original config: %w (run 'fwab fw recover --target %s')", restoreErr, t.Name)
+		err := fmt.Errorf("restoring the original config: %w", restoreErr)
+		if runErr != nil && !errors.Is(runErr, context.Canceled) {
+			err = fmt.Errorf("%w\nand before that: %v", err, runErr)
+		}
+		fmt.Fprintf(io.ErrOut, "every sample so far is kept: once the firewall is fixed, run 'fwab fw recover --target %s', then continue with 'fwab sweep %s --resume %d'\n", t.Name, o.file, runID)
+		return err
 	}
 	fmt.Fprintf(io.ErrOut, "original config restored (sha256 %s)\n", session.OriginalSHA256()[:16])
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
 			fmt.Fprintf(io.ErrOut, "run %d interrupted; every sample so far is kept: continue with --resume %d\n", runID, runID)
+		} else if errors.Is(runErr, fwapi.ErrFirewallDisk) {
+			fmt.Fprintf(io.ErrOut, "run %d stopped; every sample so far is kept: once the firewall's disk is fixed, continue with 'fwab sweep %s --resume %d'\n", runID, o.file, runID)
 		}
 		return runErr
 	}
@@ -337,9 +361,8 @@ func (sp *sweepProgress) update(p matrix.Progress) {
 		label += ": " + p.Detail
 	}
 	if sp.p == nil {
-		if p.Phase != "probe" || p.Step != sp.last {
-			fmt.Fprintf(sp.io.ErrOut, "[%d/%d] %s\n", p.Step, p.Steps, label)
-		}
+		// One line per phase and probe: a log that shows where a sweep was.
+		fmt.Fprintf(sp.io.ErrOut, "[%d/%d] %s\n", p.Step, p.Steps, label)
 		sp.last = p.Step
 		return
 	}

@@ -1,0 +1,690 @@
+//go:build faults
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/store"
+)
+
+// The fault-injection suite (make faults): go test -tags faults -run
+// TestFaults ./cmd/fwab -faults.seed N. It needs root (the lab).
+var (
+	faultsSeed  = flag.Uint64("faults.seed", 0, "seed of the kill times (0: random, printed)")
+	faultsKills = flag.Int("faults.kills", 30, "kill -9 trials")
+)
+
+// faultSpec: two points, two rounds, one 1 s probe: 4 samples. The fixed
+// offload change makes every point touch the interfaces as well as the
+// filter, so a firewall left half-applied shows in ethtool and nftables.
+const faultSpec = `target: lab
+axes:
+  rules@lan: [0, 500]
+fixed:
+  offload.checksum: "off"
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 2
+order: randomized
+`
+
+const faultSamples = 2 * 2
+
+// progressLine is one line of a sweep's stderr and when it came.
+type progressLine struct {
+	at   time.Time
+	text string
+}
+
+// sweepChild is a sweep running as a child fwab, its stderr kept with
+// arrival times so that the phase it was in at any moment is known.
+type sweepChild struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []progressLine
+	done  chan struct{}
+	err   error
+}
+
+func (l labEnv) startSweep(t *testing.T, ctx context.Context, args ...string) *sweepChild {
+	t.Helper()
+	c := &sweepChild{cmd: l.fwabChild(ctx, args...), done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	c.cmd.Stderr = pw
+	c.cmd.Stdout = io.Discard
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.lines = append(c.lines, progressLine{time.Now(), sc.Text()})
+			c.mu.Unlock()
+		}
+	}()
+	go func() {
+		c.err = c.cmd.Wait()
+		pw.Close()
+		close(c.done)
+	}()
+	return c
+}
+
+func (c *sweepChild) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *sweepChild) wait() error {
+	<-c.done
+	time.Sleep(50 * time.Millisecond) // the last lines
+	return c.err
+}
+
+func (c *sweepChild) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, l := range c.lines {
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
+}
+
+// waitFor waits until a line containing s arrives (or the sweep ends).
+func (c *sweepChild) waitFor(s string, timeout time.Duration) bool {
+	return c.waitLine(func(l string) bool { return strings.Contains(l, s) }, timeout)
+}
+
+// waitPhase waits for the n-th progress line of a phase (apply, settle,
+// probe), or for the line that ends the sweep's steps (restore).
+func (c *sweepChild) waitPhase(phase string, n int, timeout time.Duration) bool {
+	seen := 0
+	return c.waitLine(func(l string) bool {
+		if phase == "restore" {
+			return strings.HasPrefix(l, "time: ")
+		}
+		f := strings.Fields(l)
+		if strings.HasPrefix(l, "[") && len(f) >= 6 && strings.TrimSuffix(f[5], ":") == phase {
+			seen++
+		}
+		return seen >= n
+	}, timeout)
+}
+
+// waitLine waits until match accepts a line; it sees each line once, in
+// order.
+func (c *sweepChild) waitLine(match func(string) bool, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for next := 0; time.Now().Before(deadline); {
+		c.mu.Lock()
+		for ; next < len(c.lines); next++ {
+			if match(c.lines[next].text) {
+				c.mu.Unlock()
+				return true
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// phaseAt says where the sweep was at the moment, from its progress
+// lines: start (before the first point: plan, checks, lock), apply,
+// settle, probe, restore (after the last point). recorded is how many
+// samples the database held after the kill: a probe whose sample is in
+// is over, and the sweep was between points.
+func (c *sweepChild) phaseAt(at time.Time, recorded int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	phase, probes := "start", 0
+	for _, l := range c.lines {
+		if l.at.After(at) {
+			break
+		}
+		switch {
+		case strings.HasPrefix(l.text, "time: "), strings.HasPrefix(l.text, "original config restored"):
+			phase = "restore"
+		case strings.HasPrefix(l.text, "["):
+			f := strings.Fields(l.text)
+			if len(f) >= 6 {
+				phase = strings.TrimSuffix(f[5], ":")
+			}
+			if phase == "probe" {
+				probes++
+			}
+		}
+	}
+	if phase == "probe" && recorded >= probes {
+		phase = "between points (sample recorded)"
+	}
+	return phase
+}
+
+// samplesIn counts the samples of run 1 in a results database.
+func samplesIn(ctx context.Context, db string) int {
+	if _, err := os.Stat(db); err != nil {
+		return 0
+	}
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		return 0
+	}
+	defer st.Close()
+	var n int
+	st.DB().QueryRowContext(ctx, `SELECT count(*) FROM samples WHERE run_id = 1`).Scan(&n)
+	return n
+}
+
+type trial struct {
+	fault    string
+	detail   string
+	restored bool // config.xml hash and data plane as at the start
+	resumed  bool // --resume finished the run with every sample, once
+	lost     []string
+}
+
+// faultLab is the lab, the original config and the spec the trials share.
+type faultLab struct {
+	labEnv
+	t        *testing.T
+	original []byte
+	spec     string
+}
+
+func (f *faultLab) configNow() ([]byte, error) {
+	var out, errOut bytes.Buffer
+	cmd := f.fwabChild(f.t.Context(), "fw", "pull", "--target", "lab", "--targets", f.targets)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("fw pull: %v: %s", err, errOut.String())
+	}
+	return out.Bytes(), nil
+}
+
+func (f *faultLab) sweepArgs(db string, extra ...string) []string {
+	return append([]string{"sweep", f.spec, "--targets", f.targets, "--db", db, "--seed", "7", "--progress=false"}, extra...)
+}
+
+// recoverIfNeeded runs fwab fw recover; a journal that ended cleanly is
+// not an error.
+func (f *faultLab) recoverIfNeeded() (string, error) {
+	cmd := f.fwabChild(f.t.Context(), "fw", "recover", "--target", "lab", "--targets", f.targets)
+	out, err := cmd.CombinedOutput()
+	if err != nil && (strings.Contains(string(out), "nothing to recover") || strings.Contains(string(out), "no journal")) {
+		return "nothing to recover", nil
+	}
+	return strings.TrimSpace(string(out)), err
+}
+
+// checkFirewall: config.xml has the original's hash and the running data
+// plane is the one the original renders to.
+func (f *faultLab) checkFirewall() error {
+	got, err := f.configNow()
+	if err != nil {
+		return err
+	}
+	if fwapi.SHA256Hex(got) != fwapi.SHA256Hex(f.original) {
+		return fmt.Errorf("config.xml sha256 %s, want the original %s", fwapi.SHA256Hex(got)[:16], fwapi.SHA256Hex(f.original)[:16])
+	}
+	return lab.CheckDataPlane(f.t.Context(), f.dir, f.original)
+}
+
+// checkDB checks the results database with SQL: no two samples under one
+// key, no half-written sample. It returns the complete samples of run 1.
+func checkDB(ctx context.Context, db string) (int, []string, error) {
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer st.Close()
+	var problems []string
+	q := func(query string, each func() string, dest ...any) error {
+		rows, err := st.DB().QueryContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			problems = append(problems, each())
+		}
+		return rows.Err()
+	}
+	var point, round, repeat, n int64
+	var probe string
+	if err := q(`SELECT point_idx, probe, round, repeat, count(*) FROM samples GROUP BY run_id, point_idx, probe, round, repeat HAVING count(*) > 1`,
+		func() string {
+			return fmt.Sprintf("duplicate sample point %d probe %s round %d repeat %d (%d rows)", point, probe, round, repeat, n)
+		}, &point, &probe, &round, &repeat, &n); err != nil {
+		return 0, nil, err
+	}
+	var reason string
+	if err := q(`SELECT point_idx, probe, round, reason FROM samples
+		WHERE failed = 1 OR bits_per_second IS NULL OR bits_per_second <= 0 OR elapsed_ms <= 0
+		   OR json_valid(raw) = 0 OR json_extract(raw, '$.client') IS NULL
+		   OR NOT EXISTS (SELECT 1 FROM points p WHERE p.run_id = samples.run_id AND p.idx = samples.point_idx)`,
+		func() string {
+			return fmt.Sprintf("incomplete sample point %d probe %s round %d (%s)", point, probe, round, reason)
+		}, &point, &probe, &round, &reason); err != nil {
+		return 0, nil, err
+	}
+	var complete int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM samples WHERE run_id = 1 AND failed = 0`).Scan(&complete); err != nil {
+		return 0, nil, err
+	}
+	return complete, problems, nil
+}
+
+// finish is the common end of a trial: clear the faults, recover if
+// fwab left the firewall changed, check the firewall, check the database,
+// resume the run, and check everything again.
+func (f *faultLab) finish(tr *trial, db string) {
+	ctx := f.t.Context()
+	if err := lab.SetFault(f.dir, lab.Fault{}); err != nil {
+		f.t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if out, err := f.recoverIfNeeded(); err != nil {
+		tr.lost = append(tr.lost, "recover failed: "+err.Error()+": "+out)
+	} else if out != "nothing to recover" {
+		tr.detail += "; recovered"
+	}
+	if err := f.checkFirewall(); err != nil {
+		tr.lost = append(tr.lost, "firewall not restored: "+err.Error())
+	} else {
+		tr.restored = true
+	}
+	if _, problems, err := checkDB(ctx, db); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			tr.lost = append(tr.lost, "results database: "+err.Error())
+		}
+	} else {
+		tr.lost = append(tr.lost, problems...)
+	}
+
+	// --resume finishes the run (a fresh sweep when it never created one).
+	args := f.sweepArgs(db, "--resume", "1")
+	if st, err := store.Open(ctx, db); err == nil {
+		_, rerr := st.Run(ctx, 1)
+		st.Close()
+		if rerr != nil {
+			args = f.sweepArgs(db)
+			tr.detail += "; no run yet: swept afresh"
+		}
+	}
+	resume := f.startSweep(f.t, ctx, args...)
+	if err := resume.wait(); err != nil {
+		tr.lost = append(tr.lost, fmt.Sprintf("resume failed: %v\n%s", err, resume.output()))
+		return
+	}
+	complete, problems, err := checkDB(ctx, db)
+	if err != nil {
+		tr.lost = append(tr.lost, "results database after the resume: "+err.Error())
+		return
+	}
+	tr.lost = append(tr.lost, problems...)
+	if complete != faultSamples {
+		tr.lost = append(tr.lost, fmt.Sprintf("%d complete samples after the resume, want %d", complete, faultSamples))
+	}
+	if st, err := store.Open(ctx, db); err == nil {
+		r, err := st.Run(ctx, 1)
+		st.Close()
+		if err != nil || r.Status != store.Done {
+			tr.lost = append(tr.lost, fmt.Sprintf("run status %q after the resume (%v), want done", r.Status, err))
+		}
+	}
+	if err := f.checkFirewall(); err != nil {
+		tr.lost = append(tr.lost, "after the resume: "+err.Error())
+	}
+	tr.resumed = len(tr.lost) == 0
+}
+
+func TestFaults(t *testing.T) {
+	l := newLab(t)
+	started := time.Now()
+	seed := *faultsSeed
+	if seed == 0 {
+		seed = rand.Uint64() >> 1
+	}
+	fmt.Printf("faults: seed %d (reproduce with: make faults FAULTS_SEED=%d)\n", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x6661756c7473))
+
+	f := &faultLab{labEnv: l, t: t, spec: filepath.Join(t.TempDir(), "spec.yaml")}
+	if err := os.WriteFile(f.spec, []byte(faultSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if f.original, err = f.configNow(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.CheckDataPlane(t.Context(), l.dir, f.original); err != nil {
+		t.Fatalf("the fresh lab's data plane does not match its config: %v", err)
+	}
+	// The check can fail: a hand-made change to the data plane shows.
+	if _, err := exec.Command("ip", "netns", "exec", l.prefix+"-dut", "ethtool", "-K", l.prefix+"d0", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.CheckDataPlane(t.Context(), l.dir, f.original); err == nil {
+		t.Fatal("CheckDataPlane found nothing after tx checksumming was turned off by hand")
+	}
+	exec.Command("ip", "netns", "exec", l.prefix+"-dut", "ethtool", "-K", l.prefix+"d0", "tx", "on").Run()
+
+	dbFor := func(name string) string { return filepath.Join(t.TempDir(), name+".db") }
+
+	// Calibration: one undisturbed sweep gives the timeline kills are
+	// drawn over.
+	cal := dbFor("calibration")
+	t0 := time.Now()
+	if out, err := f.fwabChild(t.Context(), f.sweepArgs(cal)...).CombinedOutput(); err != nil {
+		t.Fatalf("undisturbed sweep: %v\n%s", err, out)
+	}
+	timeline := time.Since(t0)
+	if complete, problems, err := checkDB(t.Context(), cal); err != nil || complete != faultSamples || len(problems) > 0 {
+		t.Fatalf("undisturbed sweep: %d samples, %v, %v", complete, problems, err)
+	}
+	fmt.Printf("faults: an undisturbed sweep takes %s; kill times are drawn over it\n", timeline.Round(100*time.Millisecond))
+
+	var trials []trial
+	report := func(tr trial) {
+		trials = append(trials, tr)
+		status := "ok"
+		if len(tr.lost) > 0 {
+			status = "LOST: " + strings.Join(tr.lost, "; ")
+		}
+		fmt.Printf("  %-28s %-58s %s\n", tr.fault, tr.detail, status)
+	}
+
+	// 1. kill -9 at random points of the sweep. Probes fill most of a
+	// sweep's time, so every other kill is aimed: a phase (the session's
+	// start, an apply, a settle, a probe, between points once a sample is
+	// recorded, the restore at the end), its n-th occurrence, and a random
+	// moment inside it; the others fall anywhere on the timeline. Where
+	// the kill really landed comes from the sweep's own progress lines
+	// and the samples in the database.
+	aims := []struct {
+		phase  string
+		within time.Duration
+	}{
+		{"start", 300 * time.Millisecond}, {"apply", 300 * time.Millisecond}, {"apply", 300 * time.Millisecond},
+		{"settle", 20 * time.Millisecond}, {"probe", time.Second}, {"between", 30 * time.Millisecond},
+		{"restore", 500 * time.Millisecond},
+	}
+	// A kill drawn after the sweep's end hits nothing: it is drawn again
+	// (and its sweep still checked, in a row of its own).
+	hits := 0
+	for i := 0; hits < *faultsKills && i < 3**faultsKills; i++ {
+		db := dbFor(fmt.Sprintf("kill%d", i))
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+		var aim string
+		start := time.Now()
+		if i%2 == 0 {
+			after := time.Duration(rng.Int64N(int64(timeline)))
+			aim = fmt.Sprintf("at %.2fs", after.Seconds())
+			select {
+			case <-time.After(after):
+			case <-sw.done:
+			}
+		} else {
+			a := aims[rng.IntN(len(aims))]
+			// The n-th line of that phase: a step that repeats the point
+			// before it applies nothing, so only two applies are sure.
+			n := 1 + rng.IntN(faultSamples)
+			delay := time.Duration(rng.Int64N(int64(a.within)))
+			switch a.phase {
+			case "start":
+				n = 1
+				sw.waitLine(func(l string) bool { return strings.HasPrefix(l, "run 1: ") }, 2*time.Minute)
+			case "apply":
+				n = 1 + rng.IntN(2)
+				sw.waitPhase("apply", n, 2*time.Minute)
+			case "between":
+				sw.waitPhase("probe", n, 2*time.Minute)
+				for samplesIn(t.Context(), db) < n && sw.running() {
+					time.Sleep(5 * time.Millisecond)
+				}
+			case "restore":
+				n = 1
+				sw.waitPhase("restore", 1, 2*time.Minute)
+			default:
+				sw.waitPhase(a.phase, n, 2*time.Minute)
+			}
+			aim = fmt.Sprintf("aimed at %s #%d +%dms", a.phase, n, delay.Milliseconds())
+			select {
+			case <-time.After(delay):
+			case <-sw.done:
+			}
+		}
+		at := time.Now()
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		phase := sw.phaseAt(at, samplesIn(t.Context(), db))
+		if ended {
+			phase = "nothing: the sweep had ended"
+		}
+		tr := trial{fault: "kill -9", detail: fmt.Sprintf("#%d %s: %.2fs in, during %s", i+1, aim, at.Sub(start).Seconds(), phase)}
+		if ended {
+			tr.fault = "kill -9 after the end"
+		} else {
+			hits++
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	if hits < *faultsKills {
+		t.Errorf("only %d of %d kills hit a running sweep", hits, *faultsKills)
+	}
+
+	// 2. the management link drops during an apply (the filter reload),
+	// shorter and longer than the commit-confirmed rollback's delay.
+	for _, down := range []time.Duration{2 * time.Second, 8 * time.Second} {
+		db := dbFor("link" + down.String())
+		if err := lab.SetFault(l.dir, lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: down}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
+		err := sw.wait()
+		tr := trial{fault: "link down during apply", detail: fmt.Sprintf("%s, rollback after 5s, sweep exit %v", down, exitOf(err))}
+		if !strings.Contains(sw.output(), "apply failed; retrying once") {
+			tr.lost = append(tr.lost, "the link drop did not hit an apply:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// 3. the firewall reboots in the middle of a probe.
+	{
+		db := dbFor("reboot")
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+		hit := sw.waitFor("round 2 probe", 2*time.Minute)
+		time.Sleep(400 * time.Millisecond)
+		lab.SetFault(l.dir, lab.Fault{RebootAt: time.Now()})
+		err := sw.wait()
+		tr := trial{fault: "DUT reboot mid-probe", detail: fmt.Sprintf("sweep exit %v", exitOf(err))}
+		if strings.Contains(sw.output(), "probe failed; settling and retrying once") {
+			tr.detail += ", the probe was measured again"
+		}
+		if !hit {
+			tr.lost = append(tr.lost, "no probe to reboot in:\n"+sw.output())
+		}
+		if err != nil {
+			tr.detail += ": " + lastLine(sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// 4. the iperf3 server disappears: mid-probe, and as the probe starts.
+	// Servers left by the killed sweeps wait out their idle timeout: gone
+	// first, so that the only server is the probe's own.
+	killInNetns(l.prefix+"-wan", "iperf3")
+	for _, wait := range []time.Duration{600 * time.Millisecond, 0} {
+		db := dbFor("endpoint" + wait.String())
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+		hit := sw.waitFor("round 1 probe", 2*time.Minute)
+		time.Sleep(wait)
+		killed := 0
+		for deadline := time.Now().Add(5 * time.Second); killed == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			killed = killInNetns(l.prefix+"-wan", "iperf3")
+		}
+		err := sw.wait()
+		when := "as soon as it listened"
+		if wait > 0 {
+			when = wait.String() + " into the probe"
+		}
+		tr := trial{fault: "iperf3 server killed", detail: fmt.Sprintf("%s, sweep exit %v", when, exitOf(err))}
+		if !hit || killed == 0 || !strings.Contains(sw.output(), "probe failed; settling and retrying once") {
+			tr.lost = append(tr.lost, "the kill did not hit a probe:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// 5. the firewall's disk refuses writes: before the sweep (full), and
+	// in the middle of it (read-only).
+	{
+		db := dbFor("diskfull")
+		lab.SetFault(l.dir, lab.Fault{Disk: lab.DiskFull})
+		time.Sleep(300 * time.Millisecond)
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+		err := sw.wait()
+		tr := trial{fault: "disk full", detail: fmt.Sprintf("before the sweep, sweep exit %v", exitOf(err))}
+		if err == nil || !strings.Contains(sw.output(), "the firewall's disk is full") {
+			tr.lost = append(tr.lost, "the sweep did not fail naming the full disk:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+	{
+		db := dbFor("diskro")
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+		hit := sw.waitFor("round 1 probe", 2*time.Minute)
+		lab.SetFault(l.dir, lab.Fault{Disk: lab.DiskReadOnly})
+		err := sw.wait()
+		tr := trial{fault: "disk read-only", detail: fmt.Sprintf("mid-sweep, sweep exit %v", exitOf(err))}
+		if !hit {
+			tr.lost = append(tr.lost, "the sweep never probed:\n"+sw.output())
+		}
+		if err == nil {
+			tr.detail += " (the sweep needed no write after the fault)"
+		} else if !strings.Contains(sw.output(), "read-only") || !strings.Contains(sw.output(), "--resume 1") {
+			tr.lost = append(tr.lost, "the sweep did not stop naming the read-only disk and the way on:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// The table.
+	type row struct{ trials, restored, resumed, lost int }
+	var order []string
+	rows := map[string]*row{}
+	for _, tr := range trials {
+		r := rows[tr.fault]
+		if r == nil {
+			r = &row{}
+			rows[tr.fault] = r
+			order = append(order, tr.fault)
+		}
+		r.trials++
+		if tr.restored {
+			r.restored++
+		}
+		if tr.resumed {
+			r.resumed++
+		}
+		if len(tr.lost) > 0 {
+			r.lost++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| fault | trials | restored | resumed | lost |\n| --- | ---: | ---: | ---: | ---: |\n")
+	total := row{}
+	for _, name := range order {
+		r := rows[name]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", name, r.trials, r.restored, r.resumed, r.lost)
+		total.trials += r.trials
+		total.restored += r.restored
+		total.resumed += r.resumed
+		total.lost += r.lost
+	}
+	fmt.Fprintf(&b, "| all | %d | %d | %d | %d |\n", total.trials, total.restored, total.resumed, total.lost)
+	fmt.Fprintf(&b, "\nseed %d, %d trials in %s\n", seed, total.trials, time.Since(started).Round(time.Second))
+	fmt.Print(b.String())
+	if total.lost > 0 {
+		t.Errorf("%d of %d trials lost something (see above)", total.lost, total.trials)
+	}
+}
+
+func exitOf(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "0"
+	case errors.As(err, &ee):
+		return strconv.Itoa(ee.ExitCode())
+	}
+	return err.Error()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// killInNetns kills the processes named comm in a network namespace.
+func killInNetns(ns, comm string) int {
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		c, err := os.ReadFile(filepath.Join("/proc", f, "comm"))
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,75 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+func TestExpectedDataPlane(t *testing.T) {
+	withKnobs := func(assignments ...string) []byte {
+		c, err := parseConfig(DefaultConfig(), configxml.PfSense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetAll(assignments); err != nil {
+			t.Fatal(err)
+		}
+		return c.Bytes()
+	}
+	factory, err := ExpectedDataPlane(DefaultConfig(), testPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The factory config: checksum offload on, TSO and LRO off, no
+	// blocklist, no inspection engine, the default rules and NAT loaded.
+	on := Offloads{TXCSUM: true, RXCSUM: true}
+	if diff := cmp.Diff(map[string]Offloads{"tstd0": on, "tstd1": on}, factory.Offloads); diff != "" {
+		t.Errorf("factory offloads (-want +got):\n%s", diff)
+	}
+	if len(factory.Rules) == 0 || len(factory.IDS) != 0 {
+		t.Errorf("factory data plane: %d rules, IDS %v; want rules and no IDS", len(factory.Rules), factory.IDS)
+	}
+
+	tests := []struct {
+		name  string
+		knobs []string
+		check func(t *testing.T, got DataPlaneState)
+	}{
+		{"more rules", []string{"rules@lan=50"}, func(t *testing.T, got DataPlaneState) {
+			if len(got.Rules) != len(factory.Rules)+50 {
+				t.Errorf("%d rules, want %d", len(got.Rules), len(factory.Rules)+50)
+			}
+		}},
+		{"offloads", []string{"offload.checksum=off", "offload.tso=on"}, func(t *testing.T, got DataPlaneState) {
+			// TSO needs tx checksumming: the kernel keeps it off.
+			if diff := cmp.Diff(Offloads{}, got.Offloads["tstd0"]); diff != "" {
+				t.Errorf("offloads (-want +got):\n%s", diff)
+			}
+		}},
+		{"blocklist", []string{"blocklist=on"}, func(t *testing.T, got DataPlaneState) {
+			if len(got.Sets) == 0 || len(got.Rules) <= len(factory.Rules) {
+				t.Errorf("blocklist on: sets %v, %d rules; want its set and lookup rules", got.Sets, len(got.Rules))
+			}
+		}},
+		{"inline IPS", []string{"offload.checksum=off", "ids@lan=ips-inline"}, func(t *testing.T, got DataPlaneState) {
+			if diff := cmp.Diff(map[string][]string{"ips-inline": {"tstd0"}}, got.IDS); diff != "" {
+				t.Errorf("IDS (-want +got):\n%s", diff)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ExpectedDataPlane(withKnobs(tt.knobs...), testPorts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, got)
+		})
+	}
+	if _, err := ExpectedDataPlane([]byte("<opnsense/>"), testPorts); err == nil {
+		t.Errorf("ExpectedDataPlane accepted an OPNsense config")
+	}
+}
