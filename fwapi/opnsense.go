@@ -738,10 +738,13 @@ func (o *OPNsense) WaitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		downCtx, cancelDown := context.WithTimeout(ctx, within)
 		for {
-			if _, err := o.detectVersion(downCtx); err != nil {
+			_, err := o.detectVersion(downCtx)
+			if err != nil && downCtx.Err() == nil {
 				break // going down
 			}
-			if err := sleepCtx(downCtx, o.opts.PollInterval); err != nil {
+			// A request cut short by the end of the wait is no sign of a
+			// reboot: the firewall answered until then.
+			if err := sleepCtx(downCtx, o.opts.PollInterval); err != nil || downCtx.Err() != nil {
 				cancelDown()
 				if ctx.Err() != nil {
 					return fmt.Errorf("opnsense: not ready within %v: the firewall never went down for its reboot", timeout)
