@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,8 +117,8 @@ func (e *Emulator) Version() string {
 }
 
 // Boot brings the data plane to what config.xml says, as a pfSense boot
-// does: interfaces (offloads), pfBlockerNG tables, the filter, and the
-// running firmware profile's slowdown.
+// does: interfaces (offloads), pfBlockerNG tables, the filter, IPsec, the
+// IDS, and then the running firmware profile's slowdown.
 func (e *Emulator) Boot(ctx context.Context) error {
 	// /tmp and /var/run are memory file systems on pfSense.
 	for _, d := range []string{"tmp", "var/run"} {
@@ -153,11 +154,12 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.applyIPsec(ctx, root); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
-	if err := e.applySlowdown(ctx); err != nil {
-		return fmt.Errorf("boot: %w", err)
-	}
 	if err := e.bootIDS(ctx, root); err != nil {
 		e.logger().Error("boot: suricata", "err", err)
+	}
+	// Last: a tracking slowdown measures the data plane built above.
+	if err := e.applySlowdown(ctx); err != nil {
+		return fmt.Errorf("boot: %w", err)
 	}
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
@@ -242,25 +244,82 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 	return nil
 }
 
+// applySlowdown sets the running profile's slowdown caps (none when the
+// profile has no slowdown). A tracking slowdown first removes the caps and
+// measures the running configuration in both directions, so it must run
+// after every change of the data plane; the caller holds e.mu. A direction
+// that cannot be measured (the configuration blocks the lab's traffic) is
+// left uncapped with a warning rather than failing the apply.
 func (e *Emulator) applySlowdown(ctx context.Context) error {
 	p, _ := e.profile()
-	rate := 0.0
-	if p.Slowdown != nil {
-		var err error
-		rate, err = e.slowdownRate(ctx, p)
-		if err != nil {
-			return err
+	wan, lan := e.Ports.WanVeth, e.Ports.LanVeth
+	state := e.path(slowdownStateFile)
+	if p.Slowdown == nil {
+		_ = os.Remove(state)
+		for _, v := range []string{lan, wan} {
+			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s := *p.Slowdown
+	st := SlowdownState{Version: p.Version, Percent: s.Percent, Tracking: s.Tracking(), MTU: e.pathMTU(ctx)}
+	if st.Tracking {
+		for _, v := range []string{lan, wan} {
+			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
+				return err
+			}
+		}
+		start := time.Now()
+		var errs []string
+		for _, d := range []struct {
+			reverse bool
+			into    *float64
+		}{{false, &st.UpMbit}, {true, &st.DownMbit}} {
+			m, err := e.DataPlane.MeasureMbit(ctx, d.reverse)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				errs = append(errs, err.Error())
+				e.logger().Warn("firmware slowdown: cannot measure; this direction stays uncapped", "version", p.Version, "reverse", d.reverse, "err", err)
+				continue
+			}
+			*d.into = m
+		}
+		st.Measurement = fmt.Sprintf("%.1fs", time.Since(start).Seconds())
+		if len(errs) > 0 {
+			st.Measurement += "; " + strings.Join(errs, "; ")
 		}
 	}
-	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
-		if err := e.DataPlane.Shape(ctx, v, rate); err != nil {
-			return err
-		}
+	st.WanCapMbit, st.LanCapMbit = s.Caps(st.UpMbit, st.DownMbit, st.MTU)
+	if err := e.DataPlane.Shape(ctx, wan, st.WanCapMbit); err != nil {
+		return err
 	}
-	if rate > 0 {
-		e.logger().Info("firmware slowdown", "version", p.Version, "cap_mbit", rate)
+	if err := e.DataPlane.Shape(ctx, lan, st.LanCapMbit); err != nil {
+		return err
 	}
+	if b, err := json.MarshalIndent(st, "", "  "); err == nil {
+		_ = writeFileAtomic(state, append(b, '\n'), 0o644)
+	}
+	e.logger().Info("firmware slowdown", "version", p.Version, "percent", s.Percent, "tracking", st.Tracking,
+		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "took", st.Measurement)
 	return nil
+}
+
+// pathMTU is the smaller MTU of the DUT's two ports (1500 when unknown).
+func (e *Emulator) pathMTU(ctx context.Context) int {
+	mtu := 0
+	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
+		if l, err := e.DataPlane.Link(ctx, v); err == nil && l.MTU > 0 && (mtu == 0 || l.MTU < mtu) {
+			mtu = l.MTU
+		}
+	}
+	if mtu == 0 {
+		mtu = 1500
+	}
+	return mtu
 }
 
 // Serve runs the SSH server on addr until ctx ends. Across reboots it stops

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -35,10 +36,12 @@ type recordingDataPlane struct {
 	shapes   map[string]float64
 	resets   int
 	measured int
+	// up and down are what MeasureMbit reports per direction.
+	up, down float64
 }
 
 func newRecordingDataPlane() *recordingDataPlane {
-	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}}
+	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}, up: 1000, down: 800}
 }
 
 func (d *recordingDataPlane) LoadRuleset(_ context.Context, script string) error {
@@ -95,11 +98,17 @@ func (d *recordingDataPlane) Reset(context.Context) error {
 
 func (d *recordingDataPlane) StateCount(context.Context) (int, error) { return 7, nil }
 
-func (d *recordingDataPlane) MeasureMbit(context.Context) (float64, error) {
+func (d *recordingDataPlane) MeasureMbit(_ context.Context, reverse bool) (float64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.measured++
-	return 1000, nil
+	if d.shapes[testPorts.LanVeth] != 0 || d.shapes[testPorts.WanVeth] != 0 {
+		return 0, fmt.Errorf("measured with the caps still on: %v", d.shapes)
+	}
+	if reverse {
+		return d.down, nil
+	}
+	return d.up, nil
 }
 
 func testSigner(t *testing.T) ssh.Signer {
@@ -528,8 +537,10 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 	if dp.resets < 2 {
 		t.Errorf("data plane resets = %d, want the reboot to reset and rebuild it", dp.resets)
 	}
-	if dp.shapes[testPorts.WanVeth] != 900 || dp.shapes[testPorts.LanVeth] != 900 {
-		t.Errorf("slowdown caps = %v, want 900 Mbit/s (10%% below the measured 1000) on both DUT ports", dp.shapes)
+	// 90 % of the measured goodput (1000 up, 800 down), as wire rates.
+	wantWan, wantLan := 900*WireFactor(1500), 720*WireFactor(1500)
+	if !near(dp.shapes[testPorts.WanVeth], wantWan) || !near(dp.shapes[testPorts.LanVeth], wantLan) {
+		t.Errorf("slowdown caps = %v, want WAN %.1f and LAN %.1f Mbit/s", dp.shapes, wantWan, wantLan)
 	}
 	if !strings.Contains(dp.script, "fwab:deny") {
 		t.Errorf("the filter was not rebuilt after the reboot")
@@ -537,10 +548,12 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 	if out, _, _ := sshRun(t, c2, "pfSense-upgrade -y", ""); !strings.Contains(out, "up to date") {
 		t.Errorf("upgrade at the last profile: %q, want 'up to date'", out)
 	}
-	if _, err := os.Stat(filepath.Join(f.em.Root, "var/db/fwab-baseline-2.8.0-RELEASE")); err != nil {
-		t.Errorf("measured baseline not kept: %v", err)
+	if _, err := os.Stat(filepath.Join(f.em.Root, slowdownStateFile)); err != nil {
+		t.Errorf("slowdown state not recorded: %v", err)
 	}
 }
+
+func near(got, want float64) bool { return math.Abs(got-want) < 1e-6*math.Max(1, math.Abs(want)) }
 
 func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
@@ -560,5 +573,62 @@ func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
 			t.Fatal("after a reboot with a broken config.xml, the newest backup was not restored")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestEmulatorSlowdownFollowsConfig: a tracking slowdown measures the
+// running configuration again after every data-plane change (filter,
+// interfaces, pfBlockerNG, Suricata) and caps each direction from its own
+// measurement; fixed caps never measure.
+func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
+	caps := func() (wan, lan float64, measured int) {
+		dp.mu.Lock()
+		defer dp.mu.Unlock()
+		return dp.shapes[testPorts.WanVeth], dp.shapes[testPorts.LanVeth], dp.measured
+	}
+	wan, lan, n0 := caps()
+	if !near(wan, 900*WireFactor(1500)) || !near(lan, 720*WireFactor(1500)) || n0 != 2 {
+		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after 2", wan, lan, n0, 900*WireFactor(1500), 720*WireFactor(1500))
+	}
+	for i, cmd := range []string{
+		"/etc/rc.filter_configure_sync",
+		"/etc/rc.reload_interfaces",
+		"/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update",
+		"/usr/local/sbin/pfSsh.php playback svc restart suricata",
+	} {
+		// The next configuration is slower, and more so downwards.
+		up, down := 600-100*float64(i), 300-50*float64(i)
+		dp.mu.Lock()
+		dp.up, dp.down = up, down
+		dp.mu.Unlock()
+		f.mustRun(t, cmd, "")
+		wan, lan, n := caps()
+		if !near(wan, 0.9*up*WireFactor(1500)) || !near(lan, 0.9*down*WireFactor(1500)) {
+			t.Errorf("after %s: caps WAN %.1f LAN %.1f, want %.1f/%.1f (90 %% of %v up, %v down as wire rates)",
+				cmd, wan, lan, 0.9*up*WireFactor(1500), 0.9*down*WireFactor(1500), up, down)
+		}
+		if n != n0+2*(i+1) {
+			t.Errorf("after %s: %d measurements, want %d (both directions once more)", cmd, n, n0+2*(i+1))
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"up_mbit": 300`) || !strings.Contains(string(b), `"down_mbit": 150`) {
+		t.Errorf("slowdown state %s, want the last measurement (300 up, 150 down)", b)
+	}
+}
+
+func TestEmulatorFixedSlowdownDoesNotMeasure(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{RateMbit: 500}}})
+	f.mustRun(t, "/etc/rc.filter_configure_sync", "")
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.measured != 0 || dp.shapes[testPorts.WanVeth] != 500 || dp.shapes[testPorts.LanVeth] != 500 {
+		t.Errorf("rate_mbit 500: caps %v after %d measurements, want 500 on both ports and no measurement", dp.shapes, dp.measured)
 	}
 }

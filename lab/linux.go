@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +35,9 @@ type DataPlane interface {
 	Reset(ctx context.Context) error
 	// StateCount is the number of connection-tracking entries.
 	StateCount(ctx context.Context) (int, error)
-	// MeasureMbit measures forwarding throughput through the DUT (for a
-	// percent slowdown's baseline).
-	MeasureMbit(ctx context.Context) (float64, error)
+	// MeasureMbit measures TCP goodput through the DUT from the client to
+	// the server (reverse: the other way), for a tracking slowdown.
+	MeasureMbit(ctx context.Context, reverse bool) (float64, error)
 }
 
 // Link is a veth's state.
@@ -202,19 +203,21 @@ func (d *LinuxDataPlane) StateCount(ctx context.Context) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
-// MeasureMbit runs five 1 s iperf3 runs from the LAN client to the WAN
-// server and returns the best: load from other work on the machine only
-// lowers a run, so the best run is the closest to what the path can do.
-func (d *LinuxDataPlane) MeasureMbit(ctx context.Context) (float64, error) {
-	best := 0.0
-	for range 5 {
-		v, err := IperfMbit(ctx, d.Topo, 1, false)
+// MeasureMbit runs three 1 s iperf3 runs from the LAN client to the WAN
+// server (reverse: server to client) and returns the median: the typical
+// rate of the running configuration, which is what the sweep's medians
+// are compared against.
+func (d *LinuxDataPlane) MeasureMbit(ctx context.Context, reverse bool) (float64, error) {
+	var runs []float64
+	for range 3 {
+		v, err := IperfMbit(ctx, d.Topo, 1, reverse)
 		if err != nil {
 			return 0, err
 		}
-		best = math.Max(best, v)
+		runs = append(runs, v)
 	}
-	return best, nil
+	slices.Sort(runs)
+	return runs[1], nil
 }
 
 // IperfMbit runs one iperf3 TCP test of secs seconds from the lab's client to
