@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +54,9 @@ type Emulator struct {
 	pf        map[string]string
 	blocklist bool // pfBlockerNG's tables are loaded
 	booted    time.Time
+	// slowRates holds a tracking slowdown's recent measurements per
+	// running configuration (see applySlowdown).
+	slowRates map[string]*slowdownSamples
 
 	procs procTable
 
@@ -202,6 +209,15 @@ func (e *Emulator) restoreAtBoot() error {
 // does: from /tmp/config.cache when it exists, even when config.xml is
 // newer; otherwise from config.xml, writing the cache.
 func (e *Emulator) configForApply() (*configxml.Config, error) {
+	data, err := e.configBytesForApply()
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(data)
+}
+
+// configBytesForApply is configForApply's file contents.
+func (e *Emulator) configBytesForApply() ([]byte, error) {
 	cache := e.path("/tmp/config.cache")
 	data, err := os.ReadFile(cache)
 	if err != nil {
@@ -213,7 +229,7 @@ func (e *Emulator) configForApply() (*configxml.Config, error) {
 			return nil, err
 		}
 	}
-	return parseConfig(data)
+	return data, nil
 }
 
 func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {
@@ -246,10 +262,17 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 
 // applySlowdown sets the running profile's slowdown caps (none when the
 // profile has no slowdown). A tracking slowdown first removes the caps and
-// measures the running configuration in both directions, so it must run
-// after every change of the data plane; the caller holds e.mu. A direction
-// that cannot be measured (the configuration blocks the lab's traffic) is
-// left uncapped with a warning rather than failing the apply.
+// measures the running configuration in both directions, so it runs after
+// every change of the data plane; the caller holds e.mu.
+//
+// Measurements are pooled per running configuration (config.xml without
+// its <revision>) and firmware version, and each cap comes from the median
+// of the last slowdownWindow measurements of its configuration: a sweep
+// applies each point several times, and on a shared machine one
+// measurement can catch a busy moment. A direction that cannot be measured
+// (the configuration blocks the lab's traffic) is left uncapped with a
+// warning (unless earlier measurements of the same configuration exist)
+// rather than failing the apply.
 func (e *Emulator) applySlowdown(ctx context.Context) error {
 	p, _ := e.profile()
 	wan, lan := e.Ports.WanVeth, e.Ports.LanVeth
@@ -271,12 +294,24 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 				return err
 			}
 		}
+		key := p.Version
+		if data, err := e.configBytesForApply(); err == nil {
+			key += " " + configKey(data)
+		}
+		if e.slowRates == nil {
+			e.slowRates = map[string]*slowdownSamples{}
+		}
+		pool := e.slowRates[key]
+		if pool == nil {
+			pool = &slowdownSamples{}
+			e.slowRates[key] = pool
+		}
 		start := time.Now()
 		var errs []string
 		for _, d := range []struct {
 			reverse bool
-			into    *float64
-		}{{false, &st.UpMbit}, {true, &st.DownMbit}} {
+			runs    *[]float64
+		}{{false, &pool.up}, {true, &pool.down}} {
 			m, err := e.DataPlane.MeasureMbit(ctx, d.reverse)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -286,8 +321,13 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 				e.logger().Warn("firmware slowdown: cannot measure; this direction stays uncapped", "version", p.Version, "reverse", d.reverse, "err", err)
 				continue
 			}
-			*d.into = m
+			*d.runs = append(*d.runs, m)
+			if len(*d.runs) > slowdownWindow {
+				*d.runs = (*d.runs)[len(*d.runs)-slowdownWindow:]
+			}
 		}
+		st.UpMbit, st.DownMbit = median(pool.up), median(pool.down)
+		st.UpSamples, st.DownSamples = append([]float64(nil), pool.up...), append([]float64(nil), pool.down...)
 		st.Measurement = fmt.Sprintf("%.1fs", time.Since(start).Seconds())
 		if len(errs) > 0 {
 			st.Measurement += "; " + strings.Join(errs, "; ")
@@ -304,8 +344,37 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 		_ = writeFileAtomic(state, append(b, '\n'), 0o644)
 	}
 	e.logger().Info("firmware slowdown", "version", p.Version, "percent", s.Percent, "tracking", st.Tracking,
-		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "took", st.Measurement)
+		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "up_samples", st.UpSamples, "down_samples", st.DownSamples,
+		"wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "took", st.Measurement)
 	return nil
+}
+
+// slowdownWindow is how many recent measurements of one configuration a
+// tracking slowdown's cap is the median of.
+const slowdownWindow = 5
+
+// slowdownSamples are recent goodput measurements of one configuration.
+type slowdownSamples struct{ up, down []float64 }
+
+// configKey identifies a configuration by its content, without the
+// <revision> every change rewrites.
+func configKey(data []byte) string {
+	sum := sha256.Sum256(revisionRE.ReplaceAll(data, nil))
+	return hex.EncodeToString(sum[:8])
+}
+
+var revisionRE = regexp.MustCompile(`(?s)<revision>.*?</revision>`)
+
+// median of a non-empty slice; 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // pathMTU is the smaller MTU of the DUT's two ports (1500 when unknown).

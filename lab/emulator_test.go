@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
@@ -578,47 +581,94 @@ func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
 
 // TestEmulatorSlowdownFollowsConfig: a tracking slowdown measures the
 // running configuration again after every data-plane change (filter,
-// interfaces, pfBlockerNG, Suricata) and caps each direction from its own
-// measurement; fixed caps never measure.
+// interfaces, pfBlockerNG, Suricata, IPsec) and caps each direction from
+// the median of its configuration's recent measurements; fixed caps never
+// measure.
 func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 	dp := newRecordingDataPlane()
 	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
+	k := WireFactor(1500)
+	steps := []struct {
+		name      string
+		knobs     []string // config change before cmd (none: the same config again)
+		cmd       string
+		up, down  float64 // what the next measurement gives
+		wantUp    float64 // the median the caps come from
+		wantDown  float64
+		wantState string
+	}{
+		{name: "1000 rules", knobs: []string{"rules@lan=1000"}, cmd: "/etc/rc.filter_configure_sync",
+			up: 500, down: 300, wantUp: 500, wantDown: 300},
+		{name: "same config again", cmd: "/etc/rc.reload_interfaces",
+			up: 700, down: 500, wantUp: 600, wantDown: 400},
+		{name: "and again", cmd: "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update",
+			up: 650, down: 100, wantUp: 650, wantDown: 300},
+		// Back to the boot configuration (a new <revision>): its pool has
+		// the boot measurement (1000/800).
+		{name: "rules removed", knobs: []string{"rules@lan=0"}, cmd: "/usr/local/sbin/pfSsh.php playback svc restart suricata",
+			up: 1200, down: 1000, wantUp: 1100, wantDown: 900},
+		{name: "ipsec restart", cmd: "/usr/local/sbin/pfSsh.php playback restartipsec",
+			up: 900, down: 950, wantUp: 1000, wantDown: 950},
+	}
 	caps := func() (wan, lan float64, measured int) {
 		dp.mu.Lock()
 		defer dp.mu.Unlock()
 		return dp.shapes[testPorts.WanVeth], dp.shapes[testPorts.LanVeth], dp.measured
 	}
-	wan, lan, n0 := caps()
-	if !near(wan, 900*WireFactor(1500)) || !near(lan, 720*WireFactor(1500)) || n0 != 2 {
-		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after 2", wan, lan, n0, 900*WireFactor(1500), 720*WireFactor(1500))
+	wan, lan, n := caps()
+	if !near(wan, 900*k) || !near(lan, 720*k) || n != 2 {
+		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after 2", wan, lan, n, 900*k, 720*k)
 	}
-	for i, cmd := range []string{
-		"/etc/rc.filter_configure_sync",
-		"/etc/rc.reload_interfaces",
-		"/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update",
-		"/usr/local/sbin/pfSsh.php playback svc restart suricata",
-	} {
-		// The next configuration is slower, and more so downwards.
-		up, down := 600-100*float64(i), 300-50*float64(i)
+	for _, st := range steps {
+		if len(st.knobs) > 0 {
+			f.setKnobs(t, st.knobs...)
+			f.mustRun(t, "rm -f /tmp/config.cache", "")
+		}
 		dp.mu.Lock()
-		dp.up, dp.down = up, down
+		dp.up, dp.down = st.up, st.down
 		dp.mu.Unlock()
-		f.mustRun(t, cmd, "")
-		wan, lan, n := caps()
-		if !near(wan, 0.9*up*WireFactor(1500)) || !near(lan, 0.9*down*WireFactor(1500)) {
-			t.Errorf("after %s: caps WAN %.1f LAN %.1f, want %.1f/%.1f (90 %% of %v up, %v down as wire rates)",
-				cmd, wan, lan, 0.9*up*WireFactor(1500), 0.9*down*WireFactor(1500), up, down)
+		f.mustRun(t, st.cmd, "")
+		wan, lan, m := caps()
+		if !near(wan, 0.9*st.wantUp*k) || !near(lan, 0.9*st.wantDown*k) {
+			t.Errorf("%s (%s): caps WAN %.1f LAN %.1f, want %.1f/%.1f (90 %% of %v up, %v down as wire rates)",
+				st.name, st.cmd, wan, lan, 0.9*st.wantUp*k, 0.9*st.wantDown*k, st.wantUp, st.wantDown)
 		}
-		if n != n0+2*(i+1) {
-			t.Errorf("after %s: %d measurements, want %d (both directions once more)", cmd, n, n0+2*(i+1))
+		if m != n+2 {
+			t.Errorf("%s (%s): %d measurements, want %d (both directions once more)", st.name, st.cmd, m, n+2)
 		}
+		n = m
 	}
 	b, err := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"up_mbit": 300`) || !strings.Contains(string(b), `"down_mbit": 150`) {
-		t.Errorf("slowdown state %s, want the last measurement (300 up, 150 down)", b)
+	var got SlowdownState
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := SlowdownState{Version: "2.8.1-RELEASE", Percent: 10, Tracking: true, UpMbit: 1000, DownMbit: 950,
+		UpSamples: []float64{1000, 1200, 900}, DownSamples: []float64{800, 1000, 950}, MTU: 1500,
+		WanCapMbit: 900 * k, LanCapMbit: 855 * k}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(SlowdownState{}, "Measurement"), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", slowdownStateFile, diff)
+	}
+}
+
+func TestSlowdownWindowKeepsRecent(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
+	// Boot measured 1000; then 6 more of the same config: only the last
+	// slowdownWindow count.
+	for _, v := range []float64{10, 20, 30, 40, 50, 60} {
+		dp.mu.Lock()
+		dp.up = v
+		dp.mu.Unlock()
+		f.mustRun(t, "/etc/rc.filter_configure_sync", "")
+	}
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if want := 0.9 * 40 * WireFactor(1500); !near(dp.shapes[testPorts.WanVeth], want) {
+		t.Errorf("WAN cap %.2f, want %.2f (90 %% of the median of the last 5: 20..60)", dp.shapes[testPorts.WanVeth], want)
 	}
 }
 

@@ -131,15 +131,17 @@ func (e *Emulator) profile() (Profile, int) {
 // slowdown, kept in /var/db/fwab-slowdown.json so tests and people can see
 // the measured rates and the caps that came out of them.
 type SlowdownState struct {
-	Version     string  `json:"version"`
-	Percent     float64 `json:"percent,omitempty"`
-	Tracking    bool    `json:"tracking"`
-	UpMbit      float64 `json:"up_mbit,omitempty"`   // measured goodput, client to server, caps removed
-	DownMbit    float64 `json:"down_mbit,omitempty"` // measured goodput, server to client
-	MTU         int     `json:"mtu"`
-	WanCapMbit  float64 `json:"wan_cap_mbit"` // tbf wire rate on the DUT's WAN port (upload egress); 0: none
-	LanCapMbit  float64 `json:"lan_cap_mbit"` // tbf wire rate on the DUT's LAN port (download egress)
-	Measurement string  `json:"measurement,omitempty"`
+	Version     string    `json:"version"`
+	Percent     float64   `json:"percent,omitempty"`
+	Tracking    bool      `json:"tracking"`
+	UpMbit      float64   `json:"up_mbit,omitempty"`   // goodput client to server, caps removed: median of UpSamples
+	DownMbit    float64   `json:"down_mbit,omitempty"` // goodput server to client: median of DownSamples
+	UpSamples   []float64 `json:"up_samples,omitempty"`
+	DownSamples []float64 `json:"down_samples,omitempty"`
+	MTU         int       `json:"mtu"`
+	WanCapMbit  float64   `json:"wan_cap_mbit"` // tbf wire rate on the DUT's WAN port (upload egress); 0: none
+	LanCapMbit  float64   `json:"lan_cap_mbit"` // tbf wire rate on the DUT's LAN port (download egress)
+	Measurement string    `json:"measurement,omitempty"`
 }
 
 // slowdownStateFile is where the emulator records SlowdownState.

@@ -370,15 +370,6 @@ func compareRuns(t *testing.T, f *testFirewall, topo Topology, a, b knobArm, n, 
 	return ma, mb, ra, rb
 }
 
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func TestKnobThroughputDirection(t *testing.T) {
 	requireRoot(t)
 	if *figures {
