@@ -265,14 +265,13 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 // measures the running configuration in both directions, so it runs after
 // every change of the data plane; the caller holds e.mu.
 //
-// Measurements are pooled per running configuration (config.xml without
-// its <revision>) and firmware version, and each cap comes from the median
-// of the last slowdownWindow measurements of its configuration: a sweep
-// applies each point several times, and on a shared machine one
-// measurement can catch a busy moment. A direction that cannot be measured
-// (the configuration blocks the lab's traffic) is left uncapped with a
-// warning (unless earlier measurements of the same configuration exist)
-// rather than failing the apply.
+// Runs are pooled per running configuration (config.xml without its
+// <revision>) and firmware version, and each cap comes from the median of
+// the last slowdownWindow runs of its configuration: a sweep applies each
+// point several times, and on a shared machine one run can catch a busy
+// moment. A direction that cannot be measured (the configuration blocks
+// the lab's traffic) is left uncapped with a warning (unless earlier runs
+// of the same configuration exist) rather than failing the apply.
 func (e *Emulator) applySlowdown(ctx context.Context) error {
 	p, _ := e.profile()
 	wan, lan := e.Ports.WanVeth, e.Ports.LanVeth
@@ -308,22 +307,29 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 		}
 		start := time.Now()
 		var errs []string
-		for _, d := range []struct {
-			reverse bool
-			runs    *[]float64
-		}{{false, &pool.up}, {true, &pool.down}} {
-			m, err := e.DataPlane.MeasureMbit(ctx, d.reverse)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+		failed := [2]bool{}
+		for range slowdownRuns {
+			for i, d := range []struct {
+				reverse bool
+				runs    *[]float64
+			}{{false, &pool.up}, {true, &pool.down}} {
+				if failed[i] {
+					continue
 				}
-				errs = append(errs, err.Error())
-				e.logger().Warn("firmware slowdown: cannot measure; this direction stays uncapped", "version", p.Version, "reverse", d.reverse, "err", err)
-				continue
-			}
-			*d.runs = append(*d.runs, m)
-			if len(*d.runs) > slowdownWindow {
-				*d.runs = (*d.runs)[len(*d.runs)-slowdownWindow:]
+				m, err := e.DataPlane.MeasureMbit(ctx, d.reverse)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					failed[i] = true
+					errs = append(errs, err.Error())
+					e.logger().Warn("firmware slowdown: cannot measure", "version", p.Version, "reverse", d.reverse, "err", err)
+					continue
+				}
+				*d.runs = append(*d.runs, m)
+				if len(*d.runs) > slowdownWindow {
+					*d.runs = (*d.runs)[len(*d.runs)-slowdownWindow:]
+				}
 			}
 		}
 		st.UpMbit, st.DownMbit = median(pool.up), median(pool.down)
@@ -349,9 +355,14 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 	return nil
 }
 
-// slowdownWindow is how many recent measurements of one configuration a
-// tracking slowdown's cap is the median of.
-const slowdownWindow = 5
+const (
+	// slowdownRuns is how many runs per direction a tracking slowdown
+	// measures after each change (up and down alternate).
+	slowdownRuns = 2
+	// slowdownWindow is how many recent runs of one configuration its cap
+	// is the median of (four applies' worth).
+	slowdownWindow = 8
+)
 
 // slowdownSamples are recent goodput measurements of one configuration.
 type slowdownSamples struct{ up, down []float64 }

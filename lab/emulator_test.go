@@ -616,8 +616,8 @@ func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 		return dp.shapes[testPorts.WanVeth], dp.shapes[testPorts.LanVeth], dp.measured
 	}
 	wan, lan, n := caps()
-	if !near(wan, 900*k) || !near(lan, 720*k) || n != 2 {
-		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after 2", wan, lan, n, 900*k, 720*k)
+	if !near(wan, 900*k) || !near(lan, 720*k) || n != 2*slowdownRuns {
+		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after %d", wan, lan, n, 900*k, 720*k, 2*slowdownRuns)
 	}
 	for _, st := range steps {
 		if len(st.knobs) > 0 {
@@ -633,8 +633,8 @@ func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 			t.Errorf("%s (%s): caps WAN %.1f LAN %.1f, want %.1f/%.1f (90 %% of %v up, %v down as wire rates)",
 				st.name, st.cmd, wan, lan, 0.9*st.wantUp*k, 0.9*st.wantDown*k, st.wantUp, st.wantDown)
 		}
-		if m != n+2 {
-			t.Errorf("%s (%s): %d measurements, want %d (both directions once more)", st.name, st.cmd, m, n+2)
+		if m != n+2*slowdownRuns {
+			t.Errorf("%s (%s): %d measurements, want %d (both directions again)", st.name, st.cmd, m, n+2*slowdownRuns)
 		}
 		n = m
 	}
@@ -647,7 +647,7 @@ func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := SlowdownState{Version: "2.8.1-RELEASE", Percent: 10, Tracking: true, UpMbit: 1000, DownMbit: 950,
-		UpSamples: []float64{1000, 1200, 900}, DownSamples: []float64{800, 1000, 950}, MTU: 1500,
+		UpSamples: []float64{1000, 1000, 1200, 1200, 900, 900}, DownSamples: []float64{800, 800, 1000, 1000, 950, 950}, MTU: 1500,
 		WanCapMbit: 900 * k, LanCapMbit: 855 * k}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(SlowdownState{}, "Measurement"), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", slowdownStateFile, diff)
@@ -657,8 +657,8 @@ func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 func TestSlowdownWindowKeepsRecent(t *testing.T) {
 	dp := newRecordingDataPlane()
 	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
-	// Boot measured 1000; then 6 more of the same config: only the last
-	// slowdownWindow count.
+	// Boot measured 1000 twice; then six more applies of the same config
+	// (two runs each): only the last slowdownWindow (8) count.
 	for _, v := range []float64{10, 20, 30, 40, 50, 60} {
 		dp.mu.Lock()
 		dp.up = v
@@ -667,8 +667,8 @@ func TestSlowdownWindowKeepsRecent(t *testing.T) {
 	}
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
-	if want := 0.9 * 40 * WireFactor(1500); !near(dp.shapes[testPorts.WanVeth], want) {
-		t.Errorf("WAN cap %.2f, want %.2f (90 %% of the median of the last 5: 20..60)", dp.shapes[testPorts.WanVeth], want)
+	if want := 0.9 * 45 * WireFactor(1500); !near(dp.shapes[testPorts.WanVeth], want) {
+		t.Errorf("WAN cap %.2f, want %.2f (90 %% of the median of the last 8 runs: 30 30 40 40 50 50 60 60)", dp.shapes[testPorts.WanVeth], want)
 	}
 }
 

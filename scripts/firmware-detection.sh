@@ -54,11 +54,13 @@ profiles=$work/profiles.yaml
 
 $fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
 $fwab lab up "${labflags[@]}" --firmware-profiles "$profiles" >/dev/null
-trap '$fwab lab down "${labflags[@]}" >/dev/null' EXIT
+# Keep the emulator's log (each slowdown measurement and cap) before the
+# lab folder goes.
+trap 'cp "${FWAB_LAB_DIR:-/var/lib/fwab/lab}/serve.log" "$work/" 2>/dev/null; $fwab lab down "${labflags[@]}" >/dev/null' EXIT
 
 runs=()
 for ((k = 0; k <= 2 * trials; k++)); do
-	if ((k > 0)); then $fwab fw upgrade "${tflags[@]}" >/dev/null; fi
+	if ((k > 0)); then $fwab fw upgrade "${tflags[@]}" >>"$work/upgrade.log" 2>&1; fi
 	kind=A
 	if ((k % 2 == 1)); then kind=B; fi
 	start=$(load)
