@@ -69,7 +69,16 @@ func TestExpectedDataPlane(t *testing.T) {
 			tt.check(t, got)
 		})
 	}
-	if _, err := ExpectedDataPlane([]byte("<opnsense/>"), testPorts); err == nil {
-		t.Errorf("ExpectedDataPlane accepted an OPNsense config")
+	// The OPNsense factory config renders too: offloads off as OPNsense
+	// ships, its default rules loaded.
+	opn, err := ExpectedDataPlane(FactoryConfig(configxml.OPNsense), testPorts)
+	if err != nil {
+		t.Fatalf("ExpectedDataPlane(OPNsense factory config): %v", err)
+	}
+	if diff := cmp.Diff(map[string]Offloads{"tstd0": {}, "tstd1": {}}, opn.Offloads); diff != "" || len(opn.Rules) == 0 {
+		t.Errorf("OPNsense factory data plane: %d rules, offloads (-want +got):\n%s", len(opn.Rules), diff)
+	}
+	if _, err := ExpectedDataPlane([]byte("<pfsense>"), testPorts); err == nil {
+		t.Errorf("ExpectedDataPlane accepted a truncated config")
 	}
 }

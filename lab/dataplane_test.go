@@ -347,6 +347,57 @@ func TestParseProfiles(t *testing.T) {
 	}
 }
 
+func TestParseProfilesSlowdown(t *testing.T) {
+	in := "profiles:\n  - version: a\n  - version: b\n    slowdown: {percent: 3}\n  - version: c\n    slowdown: {percent: 10, baseline_mbit: 2000}\n  - version: d\n    slowdown: {rate_mbit: 500}\n"
+	got, err := ParseProfiles(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Profile{
+		{Version: "a", FreeBSD: "14.0-CURRENT"},
+		{Version: "b", FreeBSD: "14.0-CURRENT", Slowdown: &Slowdown{Percent: 3}},
+		{Version: "c", FreeBSD: "14.0-CURRENT", Slowdown: &Slowdown{Percent: 10, BaselineMbit: 2000}},
+		{Version: "d", FreeBSD: "14.0-CURRENT", Slowdown: &Slowdown{RateMbit: 500}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseProfiles (-want +got):\n%s", diff)
+	}
+	var tracking []bool
+	for _, p := range got[1:] {
+		tracking = append(tracking, p.Slowdown.Tracking())
+	}
+	if diff := cmp.Diff([]bool{true, false, false}, tracking); diff != "" {
+		t.Errorf("Tracking (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlowdownCaps(t *testing.T) {
+	const f1500 = 1514.0 / 1448.0
+	tests := []struct {
+		name           string
+		s              Slowdown
+		up, down       float64
+		mtu            int
+		wantWan, wantL float64
+	}{
+		{"tracking 10 %", Slowdown{Percent: 10}, 1000, 2000, 1500, 900 * f1500, 1800 * f1500},
+		{"tracking 3 %", Slowdown{Percent: 3}, 5000, 7000, 1500, 4850 * f1500, 6790 * f1500},
+		{"tracking, one direction unmeasured", Slowdown{Percent: 10}, 0, 2000, 1500, 0, 1800 * f1500},
+		{"tracking, jumbo frames", Slowdown{Percent: 10}, 1000, 1000, 9000, 900 * 9014.0 / 8948.0, 900 * 9014.0 / 8948.0},
+		{"tracking, unknown MTU", Slowdown{Percent: 10}, 1000, 1000, 0, 900 * f1500, 900 * f1500},
+		{"fixed baseline ignores measurements", Slowdown{Percent: 10, BaselineMbit: 3000}, 1000, 2000, 1500, 2700 * f1500, 2700 * f1500},
+		{"fixed wire rate", Slowdown{RateMbit: 500}, 1000, 2000, 1500, 500, 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wan, lan := tt.s.Caps(tt.up, tt.down, tt.mtu)
+			if !near(wan, tt.wantWan) || !near(lan, tt.wantL) {
+				t.Errorf("Caps(%v, %v, %d) = %.3f, %.3f; want %.3f, %.3f", tt.up, tt.down, tt.mtu, wan, lan, tt.wantWan, tt.wantL)
+			}
+		})
+	}
+}
+
 func TestTableSections(t *testing.T) {
 	listing := "table inet other {\n\tchain c {\n\t}\n}\ntable ip fwab {\n\tchain filter {\n\t\tdrop comment \"fwab:f0\"\n\t}\n}\ntable ip fwab_pfb {\n\tset pfB_PRI1_v4 {\n\t}\n}\n"
 	got := tableSections(listing, blocklistTable, filterTable)

@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +77,9 @@ type Emulator struct {
 	pf        map[string]string
 	blocklist bool // pfBlockerNG's tables are loaded
 	booted    time.Time
+	// slowRates holds a tracking slowdown's recent measurements per
+	// running configuration (see applySlowdown).
+	slowRates map[string]*slowdownSamples
 
 	procs procTable
 
@@ -192,8 +199,8 @@ func (e *Emulator) Version() string {
 }
 
 // Boot brings the data plane to what config.xml says, as a pfSense boot
-// does: interfaces (offloads), pfBlockerNG tables, the filter, and the
-// running firmware profile's slowdown.
+// does: interfaces (offloads), pfBlockerNG tables, the filter, IPsec, the
+// IDS, and then the running firmware profile's slowdown.
 func (e *Emulator) Boot(ctx context.Context) error {
 	// /tmp and /var/run are memory file systems on pfSense.
 	for _, d := range []string{"tmp", "var/run"} {
@@ -229,11 +236,12 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.applyIPsec(ctx, root); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
-	if err := e.applySlowdown(ctx); err != nil {
-		return fmt.Errorf("boot: %w", err)
-	}
 	if err := e.bootIDS(ctx, root); err != nil {
 		e.logger().Error("boot: suricata", "err", err)
+	}
+	// Last: a tracking slowdown measures the data plane built above.
+	if err := e.applySlowdown(ctx); err != nil {
+		return fmt.Errorf("boot: %w", err)
 	}
 	e.booted = time.Now()
 	e.logger().Info("booted", "version", e.Version())
@@ -277,12 +285,17 @@ func (e *Emulator) restoreAtBoot() error {
 // newer; otherwise from config.xml, writing the cache. OPNsense has no
 // cache: it reads config.xml.
 func (e *Emulator) configForApply() (*configxml.Config, error) {
+	data, err := e.configBytesForApply()
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(data, e.flavor())
+}
+
+// configBytesForApply is configForApply's file contents.
+func (e *Emulator) configBytesForApply() ([]byte, error) {
 	if e.opnsense() {
-		data, err := os.ReadFile(e.path("/conf/config.xml"))
-		if err != nil {
-			return nil, err
-		}
-		return parseConfig(data, configxml.OPNsense)
+		return os.ReadFile(e.path("/conf/config.xml"))
 	}
 	cache := e.path("/tmp/config.cache")
 	data, err := os.ReadFile(cache)
@@ -295,7 +308,7 @@ func (e *Emulator) configForApply() (*configxml.Config, error) {
 			return nil, err
 		}
 	}
-	return parseConfig(data, configxml.PfSense)
+	return data, nil
 }
 
 func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {
@@ -326,24 +339,98 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 	return nil
 }
 
+// applySlowdown sets the running profile's slowdown caps (none when the
+// profile has no slowdown). A tracking slowdown first removes the caps and
+// measures the running configuration in both directions, so it runs after
+// every change of the data plane; the caller holds e.mu.
+//
+// Runs are pooled per running configuration (config.xml without its
+// <revision>) and firmware version, and each cap comes from the median of
+// the last slowdownWindow runs of its configuration: a sweep applies each
+// point several times, and on a shared machine one run can catch a busy
+// moment. A direction that cannot be measured (the configuration blocks
+// the lab's traffic) is left uncapped with a warning (unless earlier runs
+// of the same configuration exist) rather than failing the apply.
 func (e *Emulator) applySlowdown(ctx context.Context) error {
 	p, _ := e.profile()
-	rate := 0.0
-	if p.Slowdown != nil {
-		var err error
-		rate, err = e.slowdownRate(ctx, p)
-		if err != nil {
-			return err
+	wan, lan := e.Ports.WanVeth, e.Ports.LanVeth
+	state := e.path(slowdownStateFile)
+	if p.Slowdown == nil {
+		_ = os.Remove(state)
+		for _, v := range []string{lan, wan} {
+			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s := *p.Slowdown
+	st := SlowdownState{Version: p.Version, Percent: s.Percent, Tracking: s.Tracking(), MTU: e.pathMTU(ctx)}
+	if st.Tracking {
+		for _, v := range []string{lan, wan} {
+			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
+				return err
+			}
+		}
+		key := p.Version
+		if data, err := e.configBytesForApply(); err == nil {
+			key += " " + configKey(data)
+		}
+		if e.slowRates == nil {
+			e.slowRates = map[string]*slowdownSamples{}
+		}
+		pool := e.slowRates[key]
+		if pool == nil {
+			pool = &slowdownSamples{}
+			e.slowRates[key] = pool
+		}
+		start := time.Now()
+		var errs []string
+		failed := [2]bool{}
+		for range slowdownRuns {
+			for i, d := range []struct {
+				reverse bool
+				runs    *[]float64
+			}{{false, &pool.up}, {true, &pool.down}} {
+				if failed[i] {
+					continue
+				}
+				m, err := e.DataPlane.MeasureMbit(ctx, d.reverse)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					failed[i] = true
+					errs = append(errs, err.Error())
+					e.logger().Warn("firmware slowdown: cannot measure", "version", p.Version, "reverse", d.reverse, "err", err)
+					continue
+				}
+				*d.runs = append(*d.runs, m)
+				if len(*d.runs) > slowdownWindow {
+					*d.runs = (*d.runs)[len(*d.runs)-slowdownWindow:]
+				}
+			}
+		}
+		st.UpMbit, st.DownMbit = median(pool.up), median(pool.down)
+		st.UpSamples, st.DownSamples = append([]float64(nil), pool.up...), append([]float64(nil), pool.down...)
+		st.Measurement = fmt.Sprintf("%.1fs", time.Since(start).Seconds())
+		if len(errs) > 0 {
+			st.Measurement += "; " + strings.Join(errs, "; ")
 		}
 	}
-	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
-		if err := e.DataPlane.Shape(ctx, v, rate); err != nil {
-			return err
-		}
+	st.WanCapMbit, st.LanCapMbit = s.Caps(st.UpMbit, st.DownMbit, st.MTU)
+	if err := e.DataPlane.Shape(ctx, wan, st.WanCapMbit); err != nil {
+		return err
 	}
-	if rate > 0 {
-		e.logger().Info("firmware slowdown", "version", p.Version, "cap_mbit", rate)
+	if err := e.DataPlane.Shape(ctx, lan, st.LanCapMbit); err != nil {
+		return err
 	}
+	if b, err := json.MarshalIndent(st, "", "  "); err == nil {
+		_ = writeFileAtomic(state, append(b, '\n'), 0o644)
+	}
+	e.logger().Info("firmware slowdown", "version", p.Version, "percent", s.Percent, "tracking", st.Tracking,
+		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "up_samples", st.UpSamples, "down_samples", st.DownSamples,
+		"wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "took", st.Measurement)
 	return nil
 }
 
@@ -358,6 +445,53 @@ func (e *Emulator) checkPassword(user string, pw []byte) bool {
 	want, _, _ := strings.Cut(string(data), "\n")
 	want = strings.TrimSuffix(want, "\r")
 	return want != "" && subtle.ConstantTimeCompare([]byte(want), pw) == 1
+}
+
+const (
+	// slowdownRuns is how many runs per direction a tracking slowdown
+	// measures after each change (up and down alternate).
+	slowdownRuns = 2
+	// slowdownWindow is how many recent runs of one configuration its cap
+	// is the median of (four applies' worth).
+	slowdownWindow = 8
+)
+
+// slowdownSamples are recent goodput measurements of one configuration.
+type slowdownSamples struct{ up, down []float64 }
+
+// configKey identifies a configuration by its content, without the
+// <revision> every change rewrites.
+func configKey(data []byte) string {
+	sum := sha256.Sum256(revisionRE.ReplaceAll(data, nil))
+	return hex.EncodeToString(sum[:8])
+}
+
+var revisionRE = regexp.MustCompile(`(?s)<revision>.*?</revision>`)
+
+// median of a non-empty slice; 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// pathMTU is the smaller MTU of the DUT's two ports (1500 when unknown).
+func (e *Emulator) pathMTU(ctx context.Context) int {
+	mtu := 0
+	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
+		if l, err := e.DataPlane.Link(ctx, v); err == nil && l.MTU > 0 && (mtu == 0 || l.MTU < mtu) {
+			mtu = l.MTU
+		}
+	}
+	if mtu == 0 {
+		mtu = 1500
+	}
+	return mtu
 }
 
 // Serve runs the SSH server on addr until ctx ends. Across reboots it stops

@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
@@ -36,10 +40,12 @@ type recordingDataPlane struct {
 	shapes   map[string]float64
 	resets   int
 	measured int
+	// up and down are what MeasureMbit reports per direction.
+	up, down float64
 }
 
 func newRecordingDataPlane() *recordingDataPlane {
-	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}}
+	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}, up: 1000, down: 800}
 }
 
 func (d *recordingDataPlane) LoadRuleset(_ context.Context, script string) error {
@@ -96,11 +102,17 @@ func (d *recordingDataPlane) Reset(context.Context) error {
 
 func (d *recordingDataPlane) StateCount(context.Context) (int, error) { return 7, nil }
 
-func (d *recordingDataPlane) MeasureMbit(context.Context) (float64, error) {
+func (d *recordingDataPlane) MeasureMbit(_ context.Context, reverse bool) (float64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.measured++
-	return 1000, nil
+	if d.shapes[testPorts.LanVeth] != 0 || d.shapes[testPorts.WanVeth] != 0 {
+		return 0, fmt.Errorf("measured with the caps still on: %v", d.shapes)
+	}
+	if reverse {
+		return d.down, nil
+	}
+	return d.up, nil
 }
 
 func testSigner(t *testing.T) ssh.Signer {
@@ -532,8 +544,10 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 	if dp.resets < 2 {
 		t.Errorf("data plane resets = %d, want the reboot to reset and rebuild it", dp.resets)
 	}
-	if dp.shapes[testPorts.WanVeth] != 900 || dp.shapes[testPorts.LanVeth] != 900 {
-		t.Errorf("slowdown caps = %v, want 900 Mbit/s (10%% below the measured 1000) on both DUT ports", dp.shapes)
+	// 90 % of the measured goodput (1000 up, 800 down), as wire rates.
+	wantWan, wantLan := 900*WireFactor(1500), 720*WireFactor(1500)
+	if !near(dp.shapes[testPorts.WanVeth], wantWan) || !near(dp.shapes[testPorts.LanVeth], wantLan) {
+		t.Errorf("slowdown caps = %v, want WAN %.1f and LAN %.1f Mbit/s", dp.shapes, wantWan, wantLan)
 	}
 	if !strings.Contains(dp.script, "fwab:deny") {
 		t.Errorf("the filter was not rebuilt after the reboot")
@@ -541,10 +555,12 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 	if out, _, _ := sshRun(t, c2, "pfSense-upgrade -y", ""); !strings.Contains(out, "up to date") {
 		t.Errorf("upgrade at the last profile: %q, want 'up to date'", out)
 	}
-	if _, err := os.Stat(filepath.Join(f.em.Root, "var/db/fwab-baseline-2.8.0-RELEASE")); err != nil {
-		t.Errorf("measured baseline not kept: %v", err)
+	if _, err := os.Stat(filepath.Join(f.em.Root, slowdownStateFile)); err != nil {
+		t.Errorf("slowdown state not recorded: %v", err)
 	}
 }
+
+func near(got, want float64) bool { return math.Abs(got-want) < 1e-6*math.Max(1, math.Abs(want)) }
 
 func TestEmulatorBootRestoresBackupWhenConfigIsBroken(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
@@ -601,5 +617,109 @@ func TestEmulatorPasswordFile(t *testing.T) {
 		if err := login(tt.user, tt.pw); (err == nil) != tt.ok {
 			t.Errorf("login %s with %q: err %v, want ok %v", tt.user, tt.pw, err, tt.ok)
 		}
+	}
+}
+
+// TestEmulatorSlowdownFollowsConfig: a tracking slowdown measures the
+// running configuration again after every data-plane change (filter,
+// interfaces, pfBlockerNG, Suricata, IPsec) and caps each direction from
+// the median of its configuration's recent measurements; fixed caps never
+// measure.
+func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
+	k := WireFactor(1500)
+	steps := []struct {
+		name      string
+		knobs     []string // config change before cmd (none: the same config again)
+		cmd       string
+		up, down  float64 // what the next measurement gives
+		wantUp    float64 // the median the caps come from
+		wantDown  float64
+		wantState string
+	}{
+		{name: "1000 rules", knobs: []string{"rules@lan=1000"}, cmd: "/etc/rc.filter_configure_sync",
+			up: 500, down: 300, wantUp: 500, wantDown: 300},
+		{name: "same config again", cmd: "/etc/rc.reload_interfaces",
+			up: 700, down: 500, wantUp: 600, wantDown: 400},
+		{name: "and again", cmd: "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update",
+			up: 650, down: 100, wantUp: 650, wantDown: 300},
+		// Back to the boot configuration (a new <revision>): its pool has
+		// the boot measurement (1000/800).
+		{name: "rules removed", knobs: []string{"rules@lan=0"}, cmd: "/usr/local/sbin/pfSsh.php playback svc restart suricata",
+			up: 1200, down: 1000, wantUp: 1100, wantDown: 900},
+		{name: "ipsec restart", cmd: "/usr/local/sbin/pfSsh.php playback restartipsec",
+			up: 900, down: 950, wantUp: 1000, wantDown: 950},
+	}
+	caps := func() (wan, lan float64, measured int) {
+		dp.mu.Lock()
+		defer dp.mu.Unlock()
+		return dp.shapes[testPorts.WanVeth], dp.shapes[testPorts.LanVeth], dp.measured
+	}
+	wan, lan, n := caps()
+	if !near(wan, 900*k) || !near(lan, 720*k) || n != 2*slowdownRuns {
+		t.Fatalf("at boot: caps WAN %.1f LAN %.1f after %d measurements, want %.1f/%.1f after %d", wan, lan, n, 900*k, 720*k, 2*slowdownRuns)
+	}
+	for _, st := range steps {
+		if len(st.knobs) > 0 {
+			f.setKnobs(t, st.knobs...)
+			f.mustRun(t, "rm -f /tmp/config.cache", "")
+		}
+		dp.mu.Lock()
+		dp.up, dp.down = st.up, st.down
+		dp.mu.Unlock()
+		f.mustRun(t, st.cmd, "")
+		wan, lan, m := caps()
+		if !near(wan, 0.9*st.wantUp*k) || !near(lan, 0.9*st.wantDown*k) {
+			t.Errorf("%s (%s): caps WAN %.1f LAN %.1f, want %.1f/%.1f (90 %% of %v up, %v down as wire rates)",
+				st.name, st.cmd, wan, lan, 0.9*st.wantUp*k, 0.9*st.wantDown*k, st.wantUp, st.wantDown)
+		}
+		if m != n+2*slowdownRuns {
+			t.Errorf("%s (%s): %d measurements, want %d (both directions again)", st.name, st.cmd, m, n+2*slowdownRuns)
+		}
+		n = m
+	}
+	b, err := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got SlowdownState
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := SlowdownState{Version: "2.8.1-RELEASE", Percent: 10, Tracking: true, UpMbit: 1000, DownMbit: 950,
+		UpSamples: []float64{1000, 1000, 1200, 1200, 900, 900}, DownSamples: []float64{800, 800, 1000, 1000, 950, 950}, MTU: 1500,
+		WanCapMbit: 900 * k, LanCapMbit: 855 * k}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(SlowdownState{}, "Measurement"), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", slowdownStateFile, diff)
+	}
+}
+
+func TestSlowdownWindowKeepsRecent(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}}})
+	// Boot measured 1000 twice; then six more applies of the same config
+	// (two runs each): only the last slowdownWindow (8) count.
+	for _, v := range []float64{10, 20, 30, 40, 50, 60} {
+		dp.mu.Lock()
+		dp.up = v
+		dp.mu.Unlock()
+		f.mustRun(t, "/etc/rc.filter_configure_sync", "")
+	}
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if want := 0.9 * 45 * WireFactor(1500); !near(dp.shapes[testPorts.WanVeth], want) {
+		t.Errorf("WAN cap %.2f, want %.2f (90 %% of the median of the last 8 runs: 30 30 40 40 50 50 60 60)", dp.shapes[testPorts.WanVeth], want)
+	}
+}
+
+func TestEmulatorFixedSlowdownDoesNotMeasure(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{RateMbit: 500}}})
+	f.mustRun(t, "/etc/rc.filter_configure_sync", "")
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.measured != 0 || dp.shapes[testPorts.WanVeth] != 500 || dp.shapes[testPorts.LanVeth] != 500 {
+		t.Errorf("rate_mbit 500: caps %v after %d measurements, want 500 on both ports and no measurement", dp.shapes, dp.measured)
 	}
 }

@@ -2,13 +2,11 @@ package lab
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -24,10 +22,13 @@ type Profile struct {
 	Slowdown *Slowdown `yaml:"slowdown,omitempty"`
 }
 
-// Slowdown is an injected, documented forwarding rate cap (tc tbf on both of
-// the DUT's interfaces). Give rate_mbit, or percent (with baseline_mbit, or
-// without it to have the lab measure the baseline when the profile is
-// entered).
+// Slowdown is an injected, documented forwarding slowdown: tc tbf caps on
+// the DUT's two interfaces, so the probes measure real traffic behaviour.
+// percent alone is a proportional slowdown: after every boot and every
+// change of the data plane the lab measures the running configuration's
+// goodput per direction (caps removed) and caps each direction at
+// (100-percent) % of it. rate_mbit is a fixed wire-rate cap; percent with
+// baseline_mbit a fixed cap at (100-percent) % of that goodput. See Caps.
 type Slowdown struct {
 	RateMbit     float64 `yaml:"rate_mbit,omitempty"`
 	Percent      float64 `yaml:"percent,omitempty"`
@@ -126,28 +127,58 @@ func (e *Emulator) profile() (Profile, int) {
 	return Profile{Version: v, FreeBSD: "14.0-CURRENT"}, -1
 }
 
-// slowdownRate returns the cap for a profile, measuring the baseline once
-// (kept in /var/db, which survives reboots) when the profile asks for it.
-func (e *Emulator) slowdownRate(ctx context.Context, p Profile) (float64, error) {
-	s := p.Slowdown
-	if s.RateMbit > 0 {
-		return s.RateMbit, nil
+// SlowdownState is what the lab last did for the running profile's
+// slowdown, kept in /var/db/fwab-slowdown.json so tests and people can see
+// the measured rates and the caps that came out of them.
+type SlowdownState struct {
+	Version     string    `json:"version"`
+	Percent     float64   `json:"percent,omitempty"`
+	Tracking    bool      `json:"tracking"`
+	UpMbit      float64   `json:"up_mbit,omitempty"`   // goodput client to server, caps removed: median of UpSamples
+	DownMbit    float64   `json:"down_mbit,omitempty"` // goodput server to client: median of DownSamples
+	UpSamples   []float64 `json:"up_samples,omitempty"`
+	DownSamples []float64 `json:"down_samples,omitempty"`
+	MTU         int       `json:"mtu"`
+	WanCapMbit  float64   `json:"wan_cap_mbit"` // tbf wire rate on the DUT's WAN port (upload egress); 0: none
+	LanCapMbit  float64   `json:"lan_cap_mbit"` // tbf wire rate on the DUT's LAN port (download egress)
+	Measurement string    `json:"measurement,omitempty"`
+}
+
+// slowdownStateFile is where the emulator records SlowdownState.
+const slowdownStateFile = "/var/db/fwab-slowdown.json"
+
+// Tracking reports whether the slowdown follows the running configuration:
+// percent alone, re-measured after every change.
+func (s Slowdown) Tracking() bool { return s.RateMbit == 0 && s.BaselineMbit == 0 }
+
+// WireFactor converts TCP goodput to the frame rate tbf counts for a path
+// of the given MTU: each full segment carries MTU-52 bytes of payload (IPv4
+// 20, TCP 20, timestamps 12) in an MTU+14 byte Ethernet frame.
+func WireFactor(mtu int) float64 {
+	if mtu < 576 {
+		mtu = 1500
 	}
-	base := s.BaselineMbit
-	if base == 0 {
-		file := e.path("/var/db/fwab-baseline-" + p.Version)
-		if b, err := os.ReadFile(file); err == nil {
-			base, _ = strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-		}
-		if base == 0 {
-			m, err := e.DataPlane.MeasureMbit(ctx)
-			if err != nil {
-				return 0, fmt.Errorf("measure the baseline for the %v%% slowdown of %s: %w", s.Percent, p.Version, err)
-			}
-			base = m
-			_ = writeFileAtomic(file, []byte(strconv.FormatFloat(base, 'f', 1, 64)+"\n"), 0o644)
-			e.logger().Info("slowdown baseline measured", "version", p.Version, "mbit", base)
-		}
+	return float64(mtu+14) / float64(mtu-52)
+}
+
+// Caps returns the tbf wire rates for the DUT's WAN port (upload egress)
+// and LAN port (download egress). upMbit and downMbit are the goodputs the
+// running configuration reaches without caps (used when Tracking); a
+// direction whose rate is unknown (0) gets no cap.
+//   - rate_mbit: both ports at that wire rate, whatever the configuration;
+//   - percent with baseline_mbit: both at the wire rate that carries
+//     (100-percent) % of baseline_mbit as goodput;
+//   - percent alone: each port at the wire rate that carries (100-percent) %
+//     of its direction's measured goodput, so every configuration loses
+//     percent % in both directions.
+func (s Slowdown) Caps(upMbit, downMbit float64, mtu int) (wan, lan float64) {
+	keep := (100 - s.Percent) / 100
+	switch {
+	case s.RateMbit > 0:
+		return s.RateMbit, s.RateMbit
+	case s.BaselineMbit > 0:
+		c := s.BaselineMbit * keep * WireFactor(mtu)
+		return c, c
 	}
-	return base * (100 - s.Percent) / 100, nil
+	return upMbit * keep * WireFactor(mtu), downMbit * keep * WireFactor(mtu)
 }

@@ -362,6 +362,9 @@ func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
 	if err := e.applyFilter(ctx, root); err != nil {
 		return c.errorf(1, "pfblockerng.php: filter reload: %v", err)
 	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return c.errorf(1, "pfblockerng.php: %v", err)
+	}
 	if e.blocklist {
 		size := e.BlocklistSize
 		if size == 0 {
@@ -389,6 +392,9 @@ func (e *Emulator) cmdFilterReload(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
 		return status(1)
 	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
 	return nil
 }
 
@@ -408,6 +414,9 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 	if err := e.applyFilter(ctx, root); err != nil {
 		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
 		return status(1)
+	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return c.errorf(1, "%s: %v", c.args[0], err)
 	}
 	return nil
 }

@@ -295,8 +295,19 @@ func (g *IDSEngines) Statuses() []inspect.Status {
 	return out
 }
 
-// suricata runs the Suricata service action: restart, start or stop.
+// suricata runs the Suricata service action: restart, start or stop. The
+// inspection path changes the forwarding path, so a tracking slowdown
+// measures it again afterwards.
 func (e *Emulator) suricata(ctx context.Context, action string) error {
+	if err := e.suricataEngines(ctx, action); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.applySlowdown(ctx)
+}
+
+func (e *Emulator) suricataEngines(ctx context.Context, action string) error {
 	if e.IDS == nil {
 		return nil // no engines in this emulator (tests with a recording data plane)
 	}

@@ -542,6 +542,9 @@ func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
 	if err := e.applyIPsec(ctx, root); err != nil {
 		return c.errorf(1, "%v", err)
 	}
+	if err := e.applySlowdown(ctx); err != nil {
+		return c.errorf(1, "ipsec: %v", err)
+	}
 	return nil
 }
 

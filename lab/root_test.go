@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -369,15 +370,6 @@ func compareRuns(t *testing.T, f *testFirewall, topo Topology, a, b knobArm, n, 
 	return ma, mb, ra, rb
 }
 
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func TestKnobThroughputDirection(t *testing.T) {
 	requireRoot(t)
 	if *figures {
@@ -466,7 +458,13 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 	return r.Start.Connected[0].RemoteHost
 }
 
-func TestFirmwareSlowdownVisible(t *testing.T) {
+// TestFirmwareSlowdownTracksConfig: a percent slowdown caps each direction
+// on its own egress port at 90 % of what the running configuration measured
+// (as a wire rate), and measures again when the configuration changes. The
+// caps are checked against the emulator's recorded measurement and against
+// a configuration change far larger than this machine's noise (10000 rules
+// cost about 90 %), not against a 10 % throughput difference.
+func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	requireRoot(t)
 	if *figures {
 		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
@@ -476,21 +474,67 @@ func TestFirmwareSlowdownVisible(t *testing.T) {
 		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
 	}
 	f, topo := linuxLab(t, profiles)
-	// With offloads on, forwarding is fast and steady on this machine, so
-	// a 10 % cap stands out from the noise of a shared CPU.
 	f.applyArm(t, offloadArm(true))
-	_, beforeRuns := medianMbit(t, topo, 3, 2)
-	t.Logf("2.7.2 runs %.0f", beforeRuns)
-	upgradeAndWait(t, f)
-	base, err := os.ReadFile(filepath.Join(f.em.Root, "var/db/fwab-baseline-2.8.1-RELEASE"))
-	if err != nil {
-		t.Fatalf("baseline: %v", err)
+	if wan, lan := qdiscRates(t, topo); wan != 0 || lan != 0 {
+		t.Fatalf("2.7.2 has no slowdown, but the DUT ports are capped at %.0f/%.0f Mbit/s", wan, lan)
 	}
-	baseline, _ := strconv.ParseFloat(strings.TrimSpace(string(base)), 64)
-	_, afterRuns := medianMbit(t, topo, 3, 2)
-	t.Logf("2.8.1 runs %.0f (baseline measured at boot %.0f, cap %.0f)", afterRuns, baseline, baseline*0.9)
-	// The cap is in place on both DUT ports at 90 % of the baseline...
-	for _, veth := range []string{topo.DUTLanIf(), topo.DUTWanIf()} {
+	upgradeAndWait(t, f)
+	fast := checkSlowdownCaps(t, f, topo, "rules=0 after the upgrade")
+	f.applyArm(t, rulesArm(10000))
+	slow := checkSlowdownCaps(t, f, topo, "rules=10000")
+	if slow.WanCapMbit > fast.WanCapMbit/2 || slow.LanCapMbit > fast.LanCapMbit/2 {
+		t.Errorf("caps did not follow the configuration: rules=0 %.0f/%.0f, rules=10000 %.0f/%.0f Mbit/s (WAN/LAN); want 10000 rules below half",
+			fast.WanCapMbit, fast.LanCapMbit, slow.WanCapMbit, slow.LanCapMbit)
+	}
+	f.applyArm(t, rulesArm(0))
+	back := checkSlowdownCaps(t, f, topo, "rules=0 again")
+	if back.WanCapMbit < 2*slow.WanCapMbit || back.LanCapMbit < 2*slow.LanCapMbit {
+		t.Errorf("caps did not come back with the configuration: rules=10000 %.0f/%.0f, rules=0 %.0f/%.0f Mbit/s (WAN/LAN)",
+			slow.WanCapMbit, slow.LanCapMbit, back.WanCapMbit, back.LanCapMbit)
+	}
+	// Traffic obeys the cap: no run goes faster than the goodput the cap
+	// leaves (a bound, so load on the machine cannot break it).
+	_, runs := medianMbit(t, topo, 3, 2)
+	if limit := 1.03 * back.WanCapMbit / WireFactor(back.MTU); slices.Max(runs) > limit {
+		t.Errorf("upload runs %.0f Mbit/s under a %.0f Mbit/s wire cap, want none above %.0f goodput", runs, back.WanCapMbit, limit)
+	}
+	t.Logf("upload runs under the cap: %.0f (measured %.0f uncapped, 90 %% is %.0f)", runs, back.UpMbit, 0.9*back.UpMbit)
+}
+
+// checkSlowdownCaps reads the emulator's slowdown record and checks that it
+// was measured in both directions, that the caps are 90 % of the
+// measurements as wire rates, and that the DUT's qdiscs carry them.
+func checkSlowdownCaps(t *testing.T, f *testFirewall, topo Topology, when string) SlowdownState {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	var st SlowdownState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %s: %v", when, slowdownStateFile, err)
+	}
+	t.Logf("%s: measured up %.0f, down %.0f Mbit/s in %s; caps WAN %.0f, LAN %.0f", when, st.UpMbit, st.DownMbit, st.Measurement, st.WanCapMbit, st.LanCapMbit)
+	if !st.Tracking || st.UpMbit <= 0 || st.DownMbit <= 0 {
+		t.Fatalf("%s: slowdown state %s, want a tracking slowdown measured in both directions", when, b)
+	}
+	k := WireFactor(st.MTU)
+	if !near(st.WanCapMbit, 0.9*st.UpMbit*k) || !near(st.LanCapMbit, 0.9*st.DownMbit*k) {
+		t.Errorf("%s: caps %.1f/%.1f, want 90 %% of %.1f/%.1f times %.4f", when, st.WanCapMbit, st.LanCapMbit, st.UpMbit, st.DownMbit, k)
+	}
+	wan, lan := qdiscRates(t, topo)
+	// tc keeps rates in bytes per second: allow its rounding.
+	if math.Abs(wan-st.WanCapMbit) > 0.01*st.WanCapMbit || math.Abs(lan-st.LanCapMbit) > 0.01*st.LanCapMbit {
+		t.Errorf("%s: qdiscs WAN %.1f LAN %.1f Mbit/s, want the recorded caps %.1f/%.1f", when, wan, lan, st.WanCapMbit, st.LanCapMbit)
+	}
+	return st
+}
+
+// qdiscRates returns the tbf rates on the DUT's WAN and LAN ports in
+// Mbit/s (0 where there is no tbf).
+func qdiscRates(t *testing.T, topo Topology) (wan, lan float64) {
+	t.Helper()
+	rate := func(veth string) float64 {
 		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "tc", "-j", "qdisc", "show", "dev", veth).Output()
 		if err != nil {
 			t.Fatal(err)
@@ -501,21 +545,17 @@ func TestFirmwareSlowdownVisible(t *testing.T) {
 				Rate float64 `json:"rate"` // bytes per second
 			} `json:"options"`
 		}
-		if err := json.Unmarshal(out, &qd); err != nil || len(qd) == 0 {
+		if err := json.Unmarshal(out, &qd); err != nil {
 			t.Fatalf("tc qdisc show %s: %v %s", veth, err, out)
 		}
-		rate := qd[0].Options.Rate * 8 / 1e6
-		if qd[0].Kind != "tbf" || rate < 0.89*baseline || rate > 0.91*baseline {
-			t.Errorf("%s qdisc %s at %.0f Mbit/s, want tbf at 90%% of %.0f", veth, qd[0].Kind, rate, baseline)
+		for _, q := range qd {
+			if q.Kind == "tbf" {
+				return q.Options.Rate * 8 / 1e6
+			}
 		}
+		return 0
 	}
-	// ...and traffic obeys it. Runs before and after the upgrade are compared
-	// only in the log: on this shared machine load moves them more than 10 %.
-	if best := slices.Max(afterRuns); best > 0.95*baseline {
-		t.Errorf("best run after the upgrade %.0f Mbit/s, want at most 95%% of the %.0f baseline (10%% slowdown)", best, baseline)
-	}
-	t.Logf("best before %.0f, best after %.0f (%+.1f %%)", slices.Max(beforeRuns), slices.Max(afterRuns),
-		100*(slices.Max(afterRuns)-slices.Max(beforeRuns))/slices.Max(beforeRuns))
+	return rate(topo.DUTWanIf()), rate(topo.DUTLanIf())
 }
 
 // upgradeAndWait upgrades to the next firmware profile through fwapi's
@@ -564,8 +604,8 @@ func TestKnobFigures(t *testing.T) {
 		m1, r1 := medianMbit(t, topo, 5, 3)
 		upgradeAndWait(t, f) // 2.8.1, 10 % slowdown
 		m2, r2 := medianMbit(t, topo, 5, 3)
-		base, _ := os.ReadFile(filepath.Join(f.em.Root, "var/db/fwab-baseline-2.8.1-RELEASE"))
-		t.Logf("firmware 2.7.2 %.0f, 2.8.0 %.0f, 2.8.1 %.0f (baseline measured entering 2.8.1: %s)", r0, r1, r2, strings.TrimSpace(string(base)))
+		st, _ := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+		t.Logf("firmware 2.7.2 %.0f, 2.8.0 %.0f, 2.8.1 %.0f (2.8.1 slowdown: %s)", r0, r1, r2, st)
 		row := func(name string, m, best float64) {
 			fmt.Fprintf(&b, "| firmware=2.7.2 (offloads on) | %.0f (best %.0f) | %s | %.0f (best %.0f) | %+.1f %% (best %+.1f %%) |\n",
 				m0, slices.Max(r0), name, m, best, 100*(m-m0)/m0, 100*(best-slices.Max(r0))/slices.Max(r0))

@@ -3,30 +3,33 @@
 # upgrade to a firmware that changes nothing (A/A: the gate must pass), an
 # upgrade to one with an injected 10 % slowdown (the gate must fail).
 # Needs root. Exit 0 when the gate behaved as it should on both.
+# The lab's prefix, folder and targets file come from FWAB_LAB_PREFIX,
+# FWAB_LAB_DIR and FWAB_TARGETS (scripts/lab-env.sh); the database from FWAB_DB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fwab=$PWD/bin/fwab
 db=${FWAB_DB:-$(mktemp -d)/results.db}
 spec=examples/firmware-gate.yaml
+. scripts/lab-env.sh
 
-$fwab lab down >/dev/null 2>&1 || true
-$fwab lab up >/dev/null   # firmware profiles: 2.7.2, 2.8.0, 2.8.1 (10 % slower)
-lastrun() { $fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ && $1 + 0 > id + 0 {id = $1} END {print id}'; }
+$fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
+$fwab lab up "${labflags[@]}" >/dev/null   # firmware profiles: 2.7.2, 2.8.0, 2.8.1 (10 % slower)
+trap '$fwab lab down "${labflags[@]}" >/dev/null' EXIT
 
-echo "== baseline on $($fwab fw info --target lab | awk '$1 == "version" {print $2}')"
-$fwab sweep "$spec" --db "$db" --progress=false >/dev/null
+echo "== baseline on $($fwab fw info "${tflags[@]}" | awk '$1 == "version" {print $2}') ($(load))"
+$fwab sweep "$spec" "${tflags[@]}" --db "$db" --progress=false >/dev/null
 a=$(lastrun)
 
 echo "== upgrade to 2.8.0 (no injected change)"
-$fwab fw upgrade --target lab
-$fwab sweep "$spec" --db "$db" --progress=false >/dev/null
+$fwab fw upgrade "${tflags[@]}"
+$fwab sweep "$spec" "${tflags[@]}" --db "$db" --progress=false >/dev/null
 b=$(lastrun)
 
-echo "== upgrade to 2.8.1 (10 % slower)"
-$fwab fw upgrade --target lab
-$fwab sweep "$spec" --db "$db" --progress=false >/dev/null
+echo "== upgrade to 2.8.1 (10 % slower on every point; $(load))"
+$fwab fw upgrade "${tflags[@]}"
+$fwab sweep "$spec" "${tflags[@]}" --db "$db" --progress=false >/dev/null
 c=$(lastrun)
-$fwab lab down >/dev/null
+echo "== done ($(load))"
 
 status=0
 echo "== compare $a $b: same data plane, the gate must pass"
