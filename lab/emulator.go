@@ -593,19 +593,10 @@ func (e *Emulator) closeConns() {
 // Reboot takes SSH away, kills background processes, clears /tmp and
 // /var/run, rebuilds the data plane from config.xml, and listens again.
 func (e *Emulator) Reboot(ctx context.Context) {
-	e.lmu.Lock()
-	if e.down != nil {
-		e.lmu.Unlock()
+	if !e.linkDown() {
 		return
 	}
-	e.down = make(chan struct{})
-	ln := e.ln
-	e.lmu.Unlock()
 	e.logger().Info("reboot: going down")
-	if ln != nil {
-		ln.Close()
-	}
-	e.closeConns()
 	e.procs.killAll()
 	e.stopIDS()
 	if err := e.DataPlane.Reset(ctx); err != nil {
@@ -619,6 +610,30 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
+	e.linkUp()
+}
+
+// linkDown takes SSH away: new connections are refused (the listener is
+// closed) and open ones are cut. It reports false when the link is already
+// down (a reboot or a link fault in progress).
+func (e *Emulator) linkDown() bool {
+	e.lmu.Lock()
+	if e.down != nil {
+		e.lmu.Unlock()
+		return false
+	}
+	e.down = make(chan struct{})
+	ln := e.ln
+	e.lmu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	e.closeConns()
+	return true
+}
+
+// linkUp ends linkDown: Serve listens again.
+func (e *Emulator) linkUp() {
 	e.lmu.Lock()
 	close(e.down)
 	e.down = nil

@@ -178,30 +178,14 @@ func (e *Emulator) writeFault(p string, removal bool) error {
 // dropLink takes the management link away until the given time, as a
 // pulled cable or a dead switch port would, then listens again.
 func (e *Emulator) dropLink(ctx context.Context, until time.Time) {
-	e.lmu.Lock()
-	if e.down != nil {
-		e.lmu.Unlock()
+	if !e.linkDown() {
 		return
 	}
-	e.down = make(chan struct{})
-	ln := e.ln
-	e.lmu.Unlock()
 	e.logger().Warn("fault: management link down", "until", until.Format(time.RFC3339Nano))
-	if ln != nil {
-		ln.Close()
-	}
-	e.closeConns()
 	select {
 	case <-time.After(time.Until(until)):
 	case <-ctx.Done():
 	}
-	e.lmu.Lock()
-	close(e.down)
-	e.down = nil
-	e.lmu.Unlock()
-	select {
-	case e.rebootCh <- struct{}{}:
-	default:
-	}
+	e.linkUp()
 	e.logger().Warn("fault: management link up")
 }
