@@ -242,23 +242,8 @@ func TestDownStopsIDSEngines(t *testing.T) {
 	requireRoot(t)
 	bin := buildFwab(t)
 	ctx := context.Background()
-	topo := testTopology(t)
-	dir := filepath.Join(t.TempDir(), "lab")
-	targets := filepath.Join(t.TempDir(), "targets.yaml")
-	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: bin, IDSRules: 1000}
-	t.Cleanup(func() { _ = Down(context.Background(), o) })
-	if _, err := Up(ctx, o); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
-		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
-	}
-	tf, err := fwapi.LoadTargets(targets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := tf.Lookup(TargetName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, _, tg := upLab(t, Options{Executable: bin, IDSRules: 1000})
+	dir, topo := o.Dir, Topology{Prefix: o.Prefix}
 	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -415,31 +415,11 @@ func TestMissingPlugins(t *testing.T) {
 // TestDownStopsCharons: a lab brought down with a tunnel up leaves no
 // charon, namespace or folder behind.
 func TestDownStopsCharons(t *testing.T) {
-	requireRoot(t)
 	ctx := context.Background()
-	topo := testTopology(t)
-	dir := filepath.Join(t.TempDir(), "lab")
-	targets := filepath.Join(t.TempDir(), "targets.yaml")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: exe}
-	t.Cleanup(func() { _ = Down(context.Background(), o) })
-	if _, err := Up(ctx, o); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
-		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
-	}
+	o, _, tg := upLab(t, Options{})
+	dir, topo := o.Dir, Topology{Prefix: o.Prefix}
 	if psk, err := os.ReadFile(filepath.Join(dir, tunnelPSKFile)); err != nil || len(strings.TrimSpace(string(psk))) == 0 {
 		t.Errorf("Up wrote no tunnel PSK file for matrices: %v", err)
-	}
-	tf, err := fwapi.LoadTargets(targets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := tf.Lookup(TargetName)
-	if err != nil {
-		t.Fatal(err)
 	}
 	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
 	if err != nil {

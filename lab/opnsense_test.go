@@ -347,22 +347,9 @@ func TestOPNsenseAPIOnTheDataPlane(t *testing.T) {
 // TestUpDownOPNsense brings the OPNsense lab up as `fwab lab up --flavor
 // opnsense` does, opens the driver from the target alone, and takes it down.
 func TestUpDownOPNsense(t *testing.T) {
-	requireRoot(t)
 	ctx := context.Background()
-	topo := testTopology(t)
-	dir := filepath.Join(t.TempDir(), "lab")
-	targets := filepath.Join(t.TempDir(), "targets.yaml")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: exe, Flavor: "opnsense"}
-	t.Cleanup(func() { _ = Down(context.Background(), o) })
-	st, err := Up(ctx, o)
-	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
-		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
-	}
+	o, st, tg := upLab(t, Options{Flavor: "opnsense"})
+	dir, targets, topo := o.Dir, o.TargetsPath, Topology{Prefix: o.Prefix}
 	if st.Flavor != "opnsense" || st.APIAddr == "" {
 		t.Fatalf("Up() state = %+v, want flavor opnsense with an API address", st)
 	}
@@ -383,14 +370,6 @@ func TestUpDownOPNsense(t *testing.T) {
 		if bytes.Contains(b, bytes.TrimSpace(secret)) {
 			t.Errorf("the API secret is in the %s", name)
 		}
-	}
-	tf, err := fwapi.LoadTargets(targets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := tf.Lookup(TargetName)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if tg.API == nil || tg.API.CAFile == "" || tg.API.Insecure || tg.API.SecretFile == "" {
 		t.Fatalf("target api = %+v, want the lab CA pinned and a secret file", tg.API)

@@ -72,6 +72,41 @@ func testTopology(t *testing.T) Topology {
 	return topo
 }
 
+// upLab brings up a lab of the test's own as `fwab lab up` does: its own
+// namespaces, folder and targets file, taken down in t.Cleanup. o's Dir,
+// Prefix and TargetsPath are chosen here; Executable defaults to this test
+// binary. It returns the options used, the lab's state and its target.
+func upLab(t *testing.T, o Options) (Options, *State, *fwapi.Target) {
+	t.Helper()
+	requireRoot(t)
+	topo := testTopology(t)
+	o.Dir = filepath.Join(t.TempDir(), "lab")
+	o.Prefix = topo.Prefix
+	o.TargetsPath = filepath.Join(t.TempDir(), "targets.yaml")
+	if o.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Executable = exe
+	}
+	t.Cleanup(func() { _ = Down(context.Background(), o) })
+	st, err := Up(t.Context(), o)
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(o.Dir, serveLog))
+		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
+	}
+	tf, err := fwapi.LoadTargets(o.TargetsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := tf.Lookup(TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, st, tg
+}
+
 // leftovers lists namespaces, host links and processes that still carry the
 // prefix.
 func leftovers(t *testing.T, prefix string) []string {
@@ -154,22 +189,9 @@ func TestTopologyCreateDestroyLeavesNothing(t *testing.T) {
 }
 
 func TestUpDown(t *testing.T) {
-	requireRoot(t)
 	ctx := context.Background()
-	topo := testTopology(t)
-	dir := filepath.Join(t.TempDir(), "lab")
-	targets := filepath.Join(t.TempDir(), "targets.yaml")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Options{Dir: dir, Prefix: topo.Prefix, TargetsPath: targets, Executable: exe}
-	t.Cleanup(func() { _ = Down(context.Background(), o) })
-	st, err := Up(ctx, o)
-	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, serveLog))
-		t.Fatalf("Up: %v\nserve.log:\n%s", err, log)
-	}
+	o, st, tg := upLab(t, Options{})
+	dir, targets, topo := o.Dir, o.TargetsPath, Topology{Prefix: o.Prefix}
 	pid, err := daemonPID(dir)
 	if err != nil {
 		t.Fatalf("daemon: %v", err)
@@ -177,14 +199,6 @@ func TestUpDown(t *testing.T) {
 
 	// The target alone is enough to reach the firewall: key, known_hosts,
 	// port, and the endpoints as namespaces.
-	tf, err := fwapi.LoadTargets(targets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := tf.Lookup(TargetName)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if tg.Endpoints.Client.Netns != topo.Namespace("lan") || tg.Endpoints.Server.Addr != ServerAddr {
 		t.Errorf("target endpoints = %+v", tg.Endpoints)
 	}
