@@ -112,7 +112,10 @@ func (e *Emulator) reloadFilter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.applyFilter(ctx, root)
+	if err := e.applyFilter(ctx, root); err != nil {
+		return err
+	}
+	return e.applySlowdown(ctx)
 }
 
 // reconfigureInterfaces applies config.xml's offload settings to the
@@ -129,7 +132,10 @@ func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error 
 		if err := e.applyInterfaces(ctx, root); err != nil {
 			return err
 		}
-		return e.applyFilter(ctx, root)
+		if err := e.applyFilter(ctx, root); err != nil {
+			return err
+		}
+		return e.applySlowdown(ctx)
 	}
 	for _, i := range root.Interfaces() {
 		if i.Key != key {
@@ -144,7 +150,7 @@ func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error 
 			return err
 		}
 		e.logger().Info("interface reconfigured", "key", key, "device", i.Device, "txcsum", o.TXCSUM, "tso", o.TSO, "lro", o.LRO)
-		return nil
+		return e.applySlowdown(ctx)
 	}
 	return fmt.Errorf("no interface %q in config.xml", key)
 }
@@ -157,7 +163,10 @@ func (e *Emulator) restartIPsec(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return e.applyIPsec(ctx, root)
+	if err := e.applyIPsec(ctx, root); err != nil {
+		return err
+	}
+	return e.applySlowdown(ctx)
 }
 
 // cmdConfigctl runs the configd actions the lab emulates (B-g):

@@ -545,3 +545,32 @@ func TestOPNsenseShell(t *testing.T) {
 		t.Errorf("wan offloads after reconfiguring lan only = %+v, want unchanged (off)", o)
 	}
 }
+
+// TestOPNsenseSlowdownFollowsConfig: on a slowed OPNsense profile every
+// data-plane change through configctl measures the running configuration
+// again, as the pfSense commands do.
+func TestOPNsenseSlowdownFollowsConfig(t *testing.T) {
+	dp := newRecordingDataPlane()
+	profiles := []Profile{{Version: "26.7.1", FreeBSD: "14.3-RELEASE", Slowdown: &Slowdown{Percent: 10}}}
+	f := startEmulator(t, dp, testPorts, profiles, func(e *Emulator) { e.Flavor = configxml.OPNsense })
+	measured := func() int {
+		dp.mu.Lock()
+		defer dp.mu.Unlock()
+		return dp.measured
+	}
+	n := measured()
+	if n != 2*slowdownRuns {
+		t.Fatalf("at boot: %d measurements, want %d", n, 2*slowdownRuns)
+	}
+	for _, cmd := range []string{
+		"configctl filter reload",
+		"configctl interface reconfigure lan",
+		"configctl ipsec restart",
+	} {
+		f.mustRun(t, cmd, "")
+		if m := measured(); m != n+2*slowdownRuns {
+			t.Errorf("%s: %d measurements, want %d (both directions again)", cmd, m, n+2*slowdownRuns)
+		}
+		n = measured()
+	}
+}
