@@ -4,12 +4,13 @@
 # upgrade to one with an injected 10 % slowdown (the gate must fail).
 # Needs root. Exit 0 when the gate behaved as it should on both.
 # The lab's prefix, folder and targets file come from FWAB_LAB_PREFIX,
-# FWAB_LAB_DIR and FWAB_TARGETS (scripts/lab-env.sh); the database from FWAB_DB.
+# FWAB_LAB_DIR and FWAB_TARGETS (scripts/lab-env.sh); the database from FWAB_DB;
+# the matrix from FWAB_SPEC (default examples/firmware-gate.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fwab=$PWD/bin/fwab
 db=${FWAB_DB:-$(mktemp -d)/results.db}
-spec=examples/firmware-gate.yaml
+spec=${FWAB_SPEC:-examples/firmware-gate.yaml}
 . scripts/lab-env.sh
 
 $fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
