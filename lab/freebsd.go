@@ -379,26 +379,17 @@ func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
 }
 
 func (e *Emulator) cmdFilterReload(ctx context.Context, c *call) error {
-	if len(c.args) != 1 {
-		return c.errorf(1, "%s: takes no arguments", c.args[0])
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	root, err := e.configForApply()
-	if err != nil {
-		return c.errorf(1, "%s: %v", c.args[0], err)
-	}
-	if err := e.applyFilter(ctx, root); err != nil {
-		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
-		return status(1)
-	}
-	if err := e.applySlowdown(ctx); err != nil {
-		return c.errorf(1, "%s: %v", c.args[0], err)
-	}
-	return nil
+	return e.reload(ctx, c, false)
 }
 
 func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
+	return e.reload(ctx, c, true)
+}
+
+// reload is rc.filter_configure_sync, and with interfaces
+// rc.reload_interfaces: the offloads first, then the rules, then the
+// firmware's slowdown for the new configuration.
+func (e *Emulator) reload(ctx context.Context, c *call, interfaces bool) error {
 	if len(c.args) != 1 {
 		return c.errorf(1, "%s: takes no arguments", c.args[0])
 	}
@@ -408,8 +399,10 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 	if err != nil {
 		return c.errorf(1, "%s: %v", c.args[0], err)
 	}
-	if err := e.applyInterfaces(ctx, root); err != nil {
-		return c.errorf(1, "%s: %v", c.args[0], err)
+	if interfaces {
+		if err := e.applyInterfaces(ctx, root); err != nil {
+			return c.errorf(1, "%s: %v", c.args[0], err)
+		}
 	}
 	if err := e.applyFilter(ctx, root); err != nil {
 		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
