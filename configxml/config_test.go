@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,7 +192,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"configs/pfsense-2.7.xml", []string{"offload.checksum=off", "offload.tso=on", "nat.outbound=advanced", "rules@lan=3", "ids@lan=ips-inline", "blocklist=on", "ipsec@site-b=aes256-sha256"}},
 		{"configs/pfsense-2.6.xml", []string{"ipsec@site-b=aes128-sha1", "ids@wan=ips-legacy", "xml:system/hostname=fw-26"}},
-		{"configs/opnsense-25.7.xml", []string{"offload.checksum=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "rules@lan=2", "ipsec@site-b=chacha20poly1305"}},
+		{"configs/opnsense-25.7.xml", []string{"offload.checksum=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "rules@lan=2", "ipsec@site-b=aes256gcm16"}},
 		{"configs/opnsense-26.1.xml", []string{"offload.checksum=off", "offload.lro=on", "ids@wan=ips-inline", "nat.outbound=hybrid"}},
 		{"configs/opnsense-26.7.xml", []string{"rules@lan=2", "ids@wan=off", "ipsec@site-b=aes256gcm16"}},
 	}
@@ -247,6 +248,9 @@ func TestSetEveryKnob(t *testing.T) {
 		"ipsec@site-b":        {"aes256gcm16", "aes128-sha256", "none"},
 		"xml:system/hostname": {"renamed", "!absent"},
 	}
+	// OPNsense's Swanctl model offers ESP proposals without PFS only from a
+	// short list (see swanctl_proposals.go); 24.7 lacks aes256gcm16.
+	opnValues := map[string][]string{"ipsec@site-b": {"aes256-sha256", "aes128gcm16-modp2048", "none"}}
 	for _, name := range fixtures.Configs() {
 		for knob, vals := range values {
 			t.Run(name+"/"+knob, func(t *testing.T) {
@@ -262,6 +266,9 @@ func TestSetEveryKnob(t *testing.T) {
 						t.Errorf("Set(blocklist) on OPNsense = %v; want a refusal", err)
 					}
 					return
+				}
+				if ov, ok := opnValues[knob]; ok && c.Flavor() == OPNsense {
+					vals = ov
 				}
 				for _, v := range vals {
 					if err := c.Set(knob, v); err != nil {
@@ -471,11 +478,11 @@ func TestIPsecCreateTunnel(t *testing.T) {
 			if v, _ := back.Get("ipsec@lab"); v != "none" {
 				t.Errorf("after none Get = %q", v)
 			}
-			if err := back.Set("ipsec@lab", "aes128gcm16"); err != nil {
+			if err := back.Set("ipsec@lab", "aes128gcm16-modp2048"); err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := back.Get("ipsec@lab"); v != "aes128gcm16" {
-				t.Errorf("re-enabled Get = %q; want aes128gcm16", v)
+			if v, _ := back.Get("ipsec@lab"); v != "aes128gcm16-modp2048" {
+				t.Errorf("re-enabled Get = %q; want aes128gcm16-modp2048", v)
 			}
 		})
 	}
@@ -505,5 +512,74 @@ func TestOPNsenseIDSDisabledList(t *testing.T) {
 				t.Errorf("IDS interfaces = %q, want %q", got, "lan")
 			}
 		})
+	}
+}
+
+// TestOPNsenseIPsecSwitch: OPNsense's IPsec runs only while the legacy
+// <ipsec><enable> is set (the model's general.enabled is a read-only link to
+// it), so ipsec@T sets that switch, and a connection reads as none without it.
+func TestOPNsenseIPsecSwitch(t *testing.T) {
+	c := loadFixture(t, "configs/opnsense-26.1.xml")
+	if v, _ := c.Get("ipsec@site-b"); v == "none" {
+		t.Fatalf("fixture's site-b reads none; want its proposal")
+	}
+	c.removeElement(c.doc.Root().FindElement("ipsec/enable"))
+	if v, _ := c.Get("ipsec@site-b"); v != "none" {
+		t.Errorf("without <ipsec><enable> ipsec@site-b = %q; want none", v)
+	}
+	general := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text()
+	if err := c.Set("ipsec@site-b", "aes256-sha256"); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.doc.Root().FindElement("ipsec/enable"); e == nil || e.Text() != "1" {
+		t.Errorf("after ipsec@site-b=aes256-sha256 <ipsec><enable> = %v; want 1", e)
+	}
+	if got := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text(); got != general {
+		t.Errorf("the read-only OPNsense/IPsec/general/enabled changed: %q → %q", general, got)
+	}
+	if v, _ := c.Get("ipsec@site-b"); v != "aes256-sha256" {
+		t.Errorf("ipsec@site-b = %q; want aes256-sha256", v)
+	}
+}
+
+// TestOPNsenseProposalRefused: a proposal the version's Swanctl model does
+// not offer is refused with the version and the nearest offers.
+func TestOPNsenseProposalRefused(t *testing.T) {
+	for _, tt := range []struct {
+		version, value string
+		want           []string // in the error; none: accepted
+	}{
+		{"26.1", "aes128gcm16", []string{"ESP (phase 2) proposal aes128gcm16", "OPNsense 26.1", "aes128gcm16-modp2048", "without PFS only: aes256-sha1, aes256-sha256, aes256gcm16, chacha20poly1305"}},
+		{"24.7", "aes256gcm16", []string{"OPNsense 24.7", "aes256gcm16-x25519", "without PFS only: aes256-sha256"}},
+		{"25.7", "chacha20poly1305", []string{"OPNsense 25.7", "its ciphers are:"}},
+		{"26.1", "chacha20poly1305", []string{"IKE (phase 1) proposal chacha20poly1305-sha256-modp2048", "chacha20poly1305-sha256-x25519", "name the IKE proposal as IKE/ESP"}},
+		{"26.1", "chacha20poly1305-sha256-x25519/chacha20poly1305", nil},
+		{"25.7", "aes256gcm16", nil},
+		{"24.7", "aes128gcm16-modp2048", nil},
+	} {
+		c := loadFixture(t, "configs/opnsense-26.1.xml")
+		if err := c.SetProduct(tt.version); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Check("ipsec@site-b", tt.value)
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("%s on %s: %v; want accepted", tt.value, tt.version, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s on %s accepted; want refused", tt.value, tt.version)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s on %s: error %q lacks %q", tt.value, tt.version, err, w)
+			}
+		}
+	}
+	got, err := Ciphers(OPNsense, "26.1")
+	if err != nil || !slices.Contains(got, "aes128gcm16-modp2048") || slices.Contains(got, "aes128gcm16") {
+		t.Errorf("Ciphers(opnsense, 26.1) = %v, %v; want aes128gcm16-modp2048 and not aes128gcm16", got, err)
 	}
 }

@@ -168,10 +168,13 @@ func (c *Config) setOPNIDS(iface, value string) error {
 	if value != IDSOff {
 		ifs = append(ifs, iface)
 	}
-	c.setLeaf(g, "interfaces", strings.Join(ifs, ","), false)
+	// The list is Required: with no interface left the IDS is switched
+	// off and the list kept as it was, which is what "disabled" means.
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:157 — `<interfaces type="InterfaceField">`, Required, Default wan (24.7: line 143)
 	enabled := "0"
 	if len(ifs) > 0 {
 		enabled = "1"
+		c.setLeaf(g, "interfaces", strings.Join(ifs, ","), false)
 	}
 	c.setLeaf(g, "enabled", enabled, false)
 	if value == IDSOff {

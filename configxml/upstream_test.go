@@ -180,3 +180,26 @@ func TestUpstreamModelConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamProposalTable holds configxml's table of the proposals each
+// OPNsense version's Swanctl model offers against the upstream field type.
+func TestUpstreamProposalTable(t *testing.T) {
+	up := upstreamDir(t)
+	for _, version := range opnVersions {
+		models := loadOPNModels(t, up, version)
+		for _, phase := range []string{"1", "2"} {
+			want := models.ipsecProposals(t, phase)
+			got := opnProposals(version, phase == "1")
+			for p := range want {
+				if !got[p] {
+					t.Errorf("OPNsense %s phase %s: upstream offers %s, configxml's table lacks it", version, phase, p)
+				}
+			}
+			for p := range got {
+				if !want[p] {
+					t.Errorf("OPNsense %s phase %s: configxml's table has %s, upstream does not offer it", version, phase, p)
+				}
+			}
+		}
+	}
+}
