@@ -116,6 +116,16 @@ func (c *Config) setSwanctl(name, value string) error {
 	return nil
 }
 
+// createSwanctl writes a connection, its local and remote, its child and the
+// pre-shared key, as the model defines them: array items keyed by uuid, the
+// children linked to the connection's uuid.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:7 — `<Connection type=".\ConnnectionField">` below Connections, mount //OPNsense/Swanctl
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:110 — `<local type="ArrayField">` below locals
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:166 — `<remote type="ArrayField">` below remotes
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:229 — `<child type="ArrayField">` below children
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:234 — `<connection type="ModelRelationField">` on local, remote and child
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/IPsec.xml:198 — `<preSharedKey type="ArrayField">` below preSharedKeys, mount //OPNsense/IPsec
 func (c *Config) createSwanctl(t TunnelSpec) *etree.Element {
 	root := c.doc.Root()
 	connUUID := stableUUID("conn:" + t.Name)

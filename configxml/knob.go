@@ -390,6 +390,9 @@ func (c *Config) Values() []KnobValue {
 
 // bumpRevision records a change in <revision> the way the product's own
 // write_config does: time, description and user.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1129 — `$revision['time'] = time();`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:489 — `$revision['time'] = sprintf('%0.2f', microtime(true));`
 func (c *Config) bumpRevision(desc string) {
 	now := time.Now
 	if c.Now != nil {

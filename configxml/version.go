@@ -105,6 +105,11 @@ func inferProduct(f Flavor, configVersion string) string {
 }
 
 // inferOPNsense guesses an OPNsense release from the config's layout.
+//
+// upstream: opnsense/core@d9ac167d3b2a603dd28500db089f94fc00fad74e src/etc/config.xml.sample:116 — 26.7's factory rules are in `<Filter>` below <OPNsense><Firewall>
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:2 — `<mount>//OPNsense/Interfaces/settings</mount>`, a model 24.7 and 25.7 do not have
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:137 — `<mode type="OptionField">`, new in 26.1
+// upstream: not settled — releases between the four read (25.1, 25.4) and the layout of an upgraded box; fwab takes the version the firewall reports (SetProduct), checked at run time by the driver's version query
 func (c *Config) inferOPNsense() string {
 	root := c.doc.Root()
 	switch {
