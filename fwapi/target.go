@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -124,7 +125,7 @@ func (tf *TargetsFile) Lookup(name string) (*Target, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("no target %q: the targets file has none (run 'fwab lab up' for the embedded lab, or add one)", name)
 	}
-	return nil, fmt.Errorf("no target %q; known targets: %v", name, names)
+	return nil, fmt.Errorf("no target %q; known targets: %s", name, strings.Join(names, ", "))
 }
 
 // Save writes the targets file atomically (temp file, fsync, rename).

@@ -84,7 +84,7 @@ func TestFwUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"fw", "info", "--targets", targets}, "--target is required"},
-		{[]string{"fw", "info", "--target", "nope", "--targets", targets}, `no target "nope"; known targets: [fw1]`},
+		{[]string{"fw", "info", "--target", "nope", "--targets", targets}, `no target "nope"; known targets: fw1`},
 		{[]string{"fw", "apply", "--target", "fw1", "--targets", targets, "offload.tso"}, "offload.tso"},
 		{[]string{"verify"}, "give --target NAME"},
 		{[]string{"fw", "metrics", "--target", "fw1", "--targets", targets, "--count", "0"}, "--count must be at least 1"},
