@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fwab/fwab/internal/yamlerr"
 )
 
 // Target is one firewall fwab may drive, as written in the targets file.
@@ -95,7 +97,7 @@ func LoadTargets(path string) (*TargetsFile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("targets file %s: %w", path, err)
+		return nil, fmt.Errorf("targets file %s: %w", path, yamlerr.Translate(err, data, &tf))
 	}
 	if tf.Targets == nil {
 		tf.Targets = map[string]*Target{}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,7 +150,14 @@ func consistentConfig(t *testing.T, extra ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetAll(append([]string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "rules@lan=2"}, extra...)); err != nil {
+	assignments := extra
+	for _, a := range []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "rules@lan=2"} {
+		knob, _, _ := strings.Cut(a, "=")
+		if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, knob+"=") }) {
+			assignments = append(assignments, a)
+		}
+	}
+	if err := c.SetAll(assignments); err != nil {
 		t.Fatal(err)
 	}
 	return string(c.Bytes())

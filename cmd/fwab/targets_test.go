@@ -37,3 +37,15 @@ func TestUnknownTargetListsTheKnownOnes(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 2 listing fw-a, fw-b", code, stderr)
 	}
 }
+
+// A typo in the targets file is named as a key, with the nearest one.
+func TestTargetsFileTypo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "targets.yaml")
+	if err := os.WriteFile(path, []byte("targets:\n  fw-a:\n    flavour: pfsense\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := fwab(t, "", "fw", "info", "--target", "fw-a", "--targets", path)
+	if code != exitUsage || !strings.Contains(stderr, "line 3: unknown key `flavour` (did you mean `flavor`?)") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming `flavour` and `flavor`", code, stderr)
+	}
+}
