@@ -316,7 +316,11 @@ func (c *Config) SetAll(assignments []string) error {
 		if err != nil {
 			return err
 		}
-		c.pending[ref.String()] = Canonical(ref.String(), value)
+		value = Canonical(ref.String(), value)
+		if prev, ok := c.pending[ref.String()]; ok && prev != value {
+			return fmt.Errorf("%s is given twice (%s, then %s): give each knob once", ref, prev, value)
+		}
+		c.pending[ref.String()] = value
 	}
 	for _, a := range assignments {
 		ref, value, _ := ParseAssignment(a)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/user"
@@ -39,6 +41,13 @@ func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
 func (f *targetFlags) lookup() (*fwapi.Target, error) {
 	if f.target == "" {
 		return nil, usageErrorf("--target is required: name a firewall from %s", f.targets)
+	}
+	// A missing default file is an empty set (no target yet); a path the
+	// user typed must exist, or a typo would read as "no targets".
+	if f.targets != fwapi.DefaultTargetsPath() {
+		if _, err := os.Stat(f.targets); errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErrorf("targets file %s does not exist: check the --targets path (without it fwab reads %s)", f.targets, fwapi.DefaultTargetsPath())
+		}
 	}
 	tf, err := fwapi.LoadTargets(f.targets)
 	if err != nil {

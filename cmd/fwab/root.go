@@ -97,8 +97,43 @@ func newRootCmd(io *streams) *cobra.Command {
 		newReportCmd(io),
 		newCompareCmd(io),
 		newLabCmd(io),
+		newDBCmd(io),
+		newVersionCmd(io),
 	)
+	root.Version = fwabVersion()
+	root.SetVersionTemplate("fwab {{.Version}}\n")
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command that only
+// holds subcommands) refuse an argument that names none of them, with a
+// usage error and the nearest names, instead of printing its help and
+// succeeding: `fwab config lnit f.xml && deploy` must not deploy.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return usageError{unknownCommandError(cmd, args[0])}
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+}
+
+func unknownCommandError(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return fmt.Errorf("%s; run '%s --help' for the commands", msg, cmd.CommandPath())
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.
