@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -136,5 +137,5 @@ func (tf *TargetsFile) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data, 0o600)
 }

@@ -124,6 +124,29 @@ func TestConfigSetInPlace(t *testing.T) {
 	}
 }
 
+// TestConfigSetInPlaceSymlink: --in-place through a link replaces the file
+// it points to, keeps its mode, and leaves the link a link.
+func TestConfigSetInPlaceSymlink(t *testing.T) {
+	target := fixtureFile(t, "configs/pfsense-2.7.xml")
+	link := filepath.Join(t.TempDir(), "config.xml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", link, "offload.lro=on", "--in-place"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer a link (err %v)", link, err)
+	}
+	now, _ := os.ReadFile(target)
+	if bytes.Contains(now, []byte("<disablelargereceiveoffloading>")) {
+		t.Error("the link's target was not changed")
+	}
+	if st, _ := os.Stat(target); st.Mode().Perm() != 0o640 {
+		t.Errorf("target mode = %v; the original's 0640 must be kept", st.Mode().Perm())
+	}
+}
+
 // TestConfigSetFailsCleanly: a refused change writes nothing anywhere.
 func TestConfigSetFailsCleanly(t *testing.T) {
 	tests := []struct {
