@@ -3,18 +3,15 @@ package configxml
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func load(t testing.TB, name string) *Config {
 	t.Helper()
@@ -203,19 +200,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := c.Bytes()
-			golden := filepath.Join("testdata", name+".golden.xml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s:\n%s", golden, lineDiff(string(want), string(got)))
-			}
+			golden.File(t, name+".golden.xml", got)
 			// The result loads, and every knob reads back as set.
 			back, err := LoadBytes(got)
 			if err != nil {
