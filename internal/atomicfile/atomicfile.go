@@ -13,8 +13,9 @@ import (
 // WriteFile writes data to the file name with permissions perm (exactly perm:
 // the umask does not apply). It writes a temporary file in the same
 // directory, syncs it, sets its mode, renames it over name and syncs the
-// directory. On any error the temporary file is removed and name is left as
-// it was.
+// directory. On an error before the rename the temporary file is removed
+// and name is left as it was; an error syncing the directory comes after
+// the rename, when name already holds data but may not survive a crash.
 //
 // If name is a symbolic link, the file it points to is replaced and the link
 // stays; a link to a missing file is an error. The directory must exist.
