@@ -14,8 +14,7 @@ setup:
 build:
 	$(GO) build -o $(BIN) ./cmd/fwab
 
-test:
-	$(GO) vet ./...
+test: vet
 	$(GO) test $(TESTFLAGS) ./...
 
 demo: build
@@ -44,8 +43,12 @@ FAULTS_KILLS ?= 30
 faults:
 	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS)
 
+# staticcheck is pinned by go.mod's tool directive; tidy -diff fails when
+# go.mod or go.sum is not tidy.
 vet:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) mod tidy -diff
 
 clean:
 	rm -rf bin

@@ -3,9 +3,7 @@ package configxml
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,9 +11,8 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func load(t testing.TB, name string) *Config {
 	t.Helper()
@@ -204,19 +201,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := c.Bytes()
-			golden := filepath.Join("testdata", name+".golden.xml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s:\n%s", golden, lineDiff(string(want), string(got)))
-			}
+			golden.File(t, name+".golden.xml", got)
 			// The result loads, and every knob reads back as set.
 			back, err := LoadBytes(got)
 			if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/fwab/fwab/configxml"
 )
 
-// Firewall is what a driver offers. The pfSense driver (SSH, REST v2 where
-// installed) and the OPNsense driver (REST, SSH for what the API lacks) both
-// implement it and pass the same test suite.
+// Firewall is what a driver offers. The pfSense driver (SSH) and the OPNsense
+// driver (REST, SSH for what the API lacks) both implement it and pass the
+// same test suite.
 type Firewall interface {
 	Info(ctx context.Context) (Info, error)
 	// ReadConfig returns the running config.xml, byte for byte.

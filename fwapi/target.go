@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fwab/fwab/internal/yamlerr"
@@ -139,5 +140,5 @@ func (tf *TargetsFile) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data, 0o600)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 // Polling is a reader called at a fixed period in the background until
@@ -62,15 +60,4 @@ func (p *Polling[T]) Stop() ([]T, []error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.series, p.errs
-}
-
-// Sampler samples the DUT's metrics while a probe runs.
-type Sampler struct {
-	Every time.Duration // default 1 s
-	Read  func(ctx context.Context) (fwapi.Metrics, error)
-}
-
-// Start begins sampling; Stop on the result returns the series.
-func (s Sampler) Start(ctx context.Context) *Polling[fwapi.Metrics] {
-	return Poll(ctx, every(s.Every), s.Read)
 }

@@ -193,7 +193,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	}
 	for _, p := range r.Points {
 		if !p.Measured() {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, KnobsKey(p.Knobs), p.Status, p.Reason))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, p.Key(), p.Status, p.Reason))
 		}
 	}
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)

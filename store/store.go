@@ -567,20 +567,6 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	return nil
 }
 
-// Done reports whether the sample under k is recorded (failed or not).
-func (s *Store) Done(ctx context.Context, k Key) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM samples WHERE run_id = ? AND point_idx = ? AND probe = ? AND round = ? AND repeat = ?`,
-		k.Run, k.Point, k.Probe, k.Round, k.Repeat).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sample %s: %w", k, err)
-	}
-	return true, nil
-}
-
 // Completed returns the keys of every sample recorded for a run: what a
 // resume must not repeat.
 func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) {

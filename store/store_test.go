@@ -104,14 +104,6 @@ func TestRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(map[Key]bool{want[0].Key: true, want[1].Key: true}, done); diff != "" {
 		t.Errorf("Completed() mismatch (-want +got):\n%s", diff)
 	}
-	for _, tc := range []struct {
-		k    Key
-		want bool
-	}{{want[0].Key, true}, {Key{Run: run, Point: 0, Probe: "tcp-up", Round: 1}, false}, {Key{Run: run, Point: 0, Probe: "tcp-down"}, false}} {
-		if got, err := s.Done(ctx, tc.k); err != nil || got != tc.want {
-			t.Errorf("Done(%s) = %v, %v; want %v", tc.k, got, err, tc.want)
-		}
-	}
 
 	if err := s.SetPointStatus(ctx, run, 1, Broken, "apply: rollback fired"); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // targetFlags pick a firewall from the targets file.
@@ -213,7 +214,7 @@ func runFwPull(ctx context.Context, io *streams, f *targetFlags, out string) err
 		_, err = io.Out.Write(data)
 		return err
 	}
-	return writeFileAtomic(out, data, 0o600)
+	return atomicfile.WriteFile(out, data, 0o600)
 }
 
 // --- push and apply: one commit-confirmed change that stays

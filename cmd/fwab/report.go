@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"github.com/fwab/fwab/report"
 	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
@@ -108,7 +109,7 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 		_, err := io.Out.Write(buf.Bytes())
 		return err
 	}
-	if err := writeFileAtomic(path, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintln(io.Out, path)
