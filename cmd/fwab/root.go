@@ -97,6 +97,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		newReportCmd(io),
 		newCompareCmd(io),
 		newLabCmd(io),
+		newTargetCmd(io),
 		newDBCmd(io),
 		newVersionCmd(io),
 	)
