@@ -100,10 +100,12 @@ func newRootCmd(io *streams) *cobra.Command {
 		newTargetCmd(io),
 		newDBCmd(io),
 		newVersionCmd(io),
+		newManCmd(io),
 	)
 	root.Version = fwabVersion()
 	root.SetVersionTemplate("fwab {{.Version}}\n")
 	refuseUnknownSubcommands(root)
+	registerCompletions(root)
 	return root
 }
 
