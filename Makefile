@@ -4,7 +4,7 @@ BIN     := bin/fwab
 # -p 1: packages one at a time, so throughput tests do not compete for the 2 cores.
 TESTFLAGS ?= -count=1 -p 1 -timeout 18m
 
-.PHONY: all setup build test demo bench fuzz load faults vet clean
+.PHONY: all setup build test demo bench fuzz load faults vet man clean
 
 all: build
 
@@ -50,5 +50,9 @@ vet:
 	$(GO) tool staticcheck ./...
 	$(GO) mod tidy -diff
 
+# A man page per command, into man/ (man -l man/fwab.1).
+man: build
+	$(BIN) gen-man man
+
 clean:
-	rm -rf bin
+	rm -rf bin man

@@ -97,12 +97,15 @@ func newRootCmd(io *streams) *cobra.Command {
 		newReportCmd(io),
 		newCompareCmd(io),
 		newLabCmd(io),
+		newTargetCmd(io),
 		newDBCmd(io),
 		newVersionCmd(io),
+		newManCmd(io),
 	)
 	root.Version = fwabVersion()
 	root.SetVersionTemplate("fwab {{.Version}}\n")
 	refuseUnknownSubcommands(root)
+	registerCompletions(root)
 	return root
 }
 
