@@ -387,6 +387,8 @@ func (m *opnModels) checkOne(t testing.TB, doc *etree.Element, f *mfield, v stri
 		}
 		return fmt.Errorf("is not a port (PortField, %s)", f.file)
 	case "ModelRelationField":
+		// The value names an item of any of the field's source models.
+		var searched []string
 		for _, src := range f.def.FindElements("Model/*") {
 			ref := m.byClass(strings.TrimSpace(childText(src, "source")))
 			if ref == nil {
@@ -399,8 +401,9 @@ func (m *opnModels) checkOne(t testing.TB, doc *etree.Element, f *mfield, v stri
 					return nil
 				}
 			}
-			return fmt.Errorf("names no %s/%s item of this config (ModelRelationField, %s)", ref.mount, items, f.file)
+			searched = append(searched, ref.mount+"/"+items)
 		}
+		return fmt.Errorf("names no item of %s in this config (ModelRelationField, %s)", strings.Join(searched, " or "), f.file)
 	case ".\\IKEAddressField", ".\\IKEAdressField": // 24.7 spells it IKEAdressField
 		if _, err := netip.ParseAddr(v); err == nil {
 			return nil

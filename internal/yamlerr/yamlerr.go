@@ -45,8 +45,8 @@ func Translate(err error, src []byte, into any) error {
 
 var (
 	lineRE    = regexp.MustCompile(`^line (\d+): (.*)$`)
-	unknownRE = regexp.MustCompile("^field (\\S+) not found in type (\\S+)$")
-	typeRE    = regexp.MustCompile("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (\\S+)$")
+	unknownRE = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
+	typeRE    = regexp.MustCompile("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (\\S+)$") // a raw string cannot hold the backquotes
 )
 
 func translate(msg string, lines []string, types map[string]reflect.Type) string {
