@@ -53,8 +53,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	return exitCode(err, io)
+	cmd, err := root.ExecuteContextC(ctx)
+	code := exitCode(err, io)
+	if err != nil && jsonRequested(cmd) && !errors.As(err, new(silentError)) {
+		// A script that asked for JSON reads the failure as JSON too; the
+		// same words went to stderr for the person watching.
+		writeJSON(stdout, jsonError{Error: errorBody{Message: err.Error(), ExitCode: code}})
+	}
+	return code
+}
+
+// jsonError is what a command run with --json prints on standard output
+// when it fails.
+type jsonError struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Message  string `json:"message"`
+	ExitCode int    `json:"exit_code"`
+}
+
+func jsonRequested(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 func exitCode(err error, io *streams) int {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -241,9 +240,7 @@ func newTargetListCmd(io *streams, path *string) *cobra.Command {
 				rows = append(rows, rowOf(tf.Targets[n]))
 			}
 			if asJSON {
-				enc := json.NewEncoder(io.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return writeJSON(io.Out, rows)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(io.ErrOut, "no targets in %s: 'fwab lab up' writes the lab's, 'fwab target add' writes yours\n", *path)
