@@ -287,26 +287,8 @@ func tunnelPSK(spec *matrix.Spec) (string, error) {
 
 // endpoints opens the target's traffic hosts.
 func endpoints(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target) (client, server probe.Endpoint, closeAll func(), err error) {
-	var conns []*fwapi.SSHClient
-	closeAll = func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}
-	dial := func(h *fwapi.SSHHost) (probe.Shell, error) {
-		c, err := fwapi.DialSSHHost(ctx, h, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, c)
-		return probe.StreamShell(c.Stream), nil
-	}
-	if client, err = probe.EndpointFor("client", t.Endpoints.Client, dial); err != nil {
-		closeAll()
-		return client, server, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
-	}
-	if server, err = probe.EndpointFor("server", t.Endpoints.Server, dial); err != nil {
-		closeAll()
+	client, server, closeAll, err = t.OpenEndpoints(ctx, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
+	if err != nil {
 		return client, server, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
 	}
 	return client, server, closeAll, nil
