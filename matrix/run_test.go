@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -323,16 +322,47 @@ func TestSweepRetriesFailedProbeOnce(t *testing.T) {
 	}
 }
 
+// diskError is a firewall command error as fwapi reports one.
+type diskError struct{ full bool }
+
+func (e diskError) Error() string {
+	if e.full {
+		return "cp exited 1: No space left on device (the firewall's disk is full)"
+	}
+	return "cp exited 1: Permission denied"
+}
+
+func (e diskError) DiskFailed() bool { return e.full }
+
+func TestDiskFailed(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("no space left on device"), false}, // only a DiskError says so
+		{diskError{full: true}, true},
+		{fmt.Errorf("apply rules@lan=100: %w", diskError{full: true}), true},
+		{fmt.Errorf("apply: %w", diskError{}), false},
+		{errors.Join(errors.New("restore"), diskError{full: true}), true},
+	}
+	for _, tt := range tests {
+		if got := DiskFailed(tt.err); got != tt.want {
+			t.Errorf("DiskFailed(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
 // TestSweepStopsOnFirewallDiskError: a disk that refuses writes is no
 // point's fault: the sweep stops at once (no retry, no point marked
 // broken) so that --resume measures everything once the disk is fixed.
 func TestSweepStopsOnFirewallDiskError(t *testing.T) {
 	f := newSweep(t, twoPoints)
 	f.fw.refuse = func([]configxml.Change) error {
-		return fmt.Errorf("apply: %w", &fwapi.CommandError{Cmd: "cp", Exit: 1, Stderr: "cp: /conf/backup/x.xml: No space left on device"})
+		return fmt.Errorf("apply: %w", diskError{full: true})
 	}
 	err := f.sweep.Execute(t.Context())
-	if !errors.Is(err, fwapi.ErrFirewallDisk) || !strings.Contains(err.Error(), "disk is full") {
+	if !DiskFailed(err) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("Execute = %v, want the disk error with its hint", err)
 	}
 	if f.fw.applies != 1 {

@@ -285,6 +285,10 @@ func tunnelPSK(spec *matrix.Spec) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// A sweep stops, instead of marking a point broken, when the firewall's
+// disk refuses writes: matrix learns that from fwapi's command error.
+var _ matrix.DiskError = (*fwapi.CommandError)(nil)
+
 // endpoints opens the target's traffic hosts.
 func endpoints(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target) (client, server probe.Endpoint, closeAll func(), err error) {
 	client, server, closeAll, err = t.OpenEndpoints(ctx, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
