@@ -11,6 +11,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/probe/smartplug"
 	"github.com/fwab/fwab/store"
 )
 
@@ -55,7 +56,7 @@ func (s *Spec) PowerMeter() (probe.PowerMeter, error) {
 	case s.Power == nil:
 		return nil, nil
 	case s.Power.URL != "":
-		m := probe.HTTPPowerMeter{URL: s.Power.URL, Path: s.Power.JSONPath}
+		m := smartplug.Meter{URL: s.Power.URL, Path: s.Power.JSONPath}
 		if err := m.Validate(); err != nil {
 			return nil, &SpecError{Msg: "power: " + err.Error()}
 		}

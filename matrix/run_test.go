@@ -256,7 +256,7 @@ func TestSweepStats(t *testing.T) {
 
 func TestPowerMeterFromSpec(t *testing.T) {
 	for _, tt := range []struct{ yaml, want string }{
-		{"power: {url: 'http://198.18.9.9/status', json_path: ENERGY.Power}\n", "probe.HTTPPowerMeter"},
+		{"power: {url: 'http://198.18.9.9/status', json_path: ENERGY.Power}\n", "smartplug.Meter"},
 		{"power: {watts: 12.5}\n", "probe.ManualPower"},
 		{"", "<nil>"},
 		{"power: {url: 'ftp://plug', json_path: a.b}\n", "use an http:// or https:// URL"},

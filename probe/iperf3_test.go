@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fwab/fwab/probe/smartplug"
 )
 
 // scripted is a Runner that answers from fixtures: "iperf3 -s" starts a
@@ -467,7 +469,7 @@ func TestIperf3Watch(t *testing.T) {
 			return DUTMetrics{Time: time.Now(), CPUPercent: float64(n)}, nil
 		},
 		DUTEvery:   200 * time.Millisecond,
-		Power:      HTTPPowerMeter{URL: plug.URL + "/cm?cmnd=Status%208", Path: "StatusSNS.ENERGY.Power"},
+		Power:      smartplug.Meter{URL: plug.URL + "/cm?cmnd=Status%208", Path: "StatusSNS.ENERGY.Power"},
 		PowerEvery: 300 * time.Millisecond,
 		Ping:       true,
 	}
