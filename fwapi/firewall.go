@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
 )
 
 // Firewall is what a driver offers. The pfSense driver (SSH) and the OPNsense
@@ -25,7 +26,7 @@ type Firewall interface {
 	// Apply runs the narrowest service action for each change, once per action.
 	Apply(ctx context.Context, changes []configxml.Change) error
 	RuntimeState(ctx context.Context) (RuntimeState, error)
-	Metrics(ctx context.Context) (Metrics, error)
+	Metrics(ctx context.Context) (probe.DUTMetrics, error)
 	Reboot(ctx context.Context) error
 	WaitReady(ctx context.Context, timeout time.Duration) error
 	Upgrade(ctx context.Context, version string, progress func(string)) error

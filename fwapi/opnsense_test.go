@@ -18,6 +18,7 @@ import (
 	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/probe"
 )
 
 // changes builds one change per action, with a knob named after it.
@@ -472,7 +473,7 @@ func TestOPNsenseMetrics(t *testing.T) {
 	}
 	// The fake's two kern.cp_times samples: cpu0 busy 150 of 1000 ticks,
 	// cpu1 100 of 1000.
-	want := fwapi.Metrics{Time: time.Unix(100, 0), CPUPercent: 12.5, PerCPU: []float64{15, 10}, TempCelsius: 47, MemUsedPct: 25, MbufsInUse: 1024}
+	want := probe.DUTMetrics{Time: time.Unix(100, 0), CPUPercent: 12.5, PerCPU: []float64{15, 10}, TempCelsius: 47, MemUsedPct: 25, MbufsInUse: 1024}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Metrics() mismatch (-want +got):\n%s", diff)
 	}

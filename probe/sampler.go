@@ -6,6 +6,17 @@ import (
 	"time"
 )
 
+// DUTMetrics is one sample of the firewall's own load, as its driver reads
+// it over SSH or its API.
+type DUTMetrics struct {
+	Time        time.Time
+	CPUPercent  float64   // all cores
+	PerCPU      []float64 // where available
+	TempCelsius float64   // 0 when unknown
+	MemUsedPct  float64
+	MbufsInUse  int64
+}
+
 // Polling is a reader called at a fixed period in the background until
 // Stop. It reads once at the start, so even a short probe has one value.
 type Polling[T any] struct {

@@ -6,18 +6,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 func TestSampler(t *testing.T) {
 	var n atomic.Int32
-	p := Poll(t.Context(), 50*time.Millisecond, func(ctx context.Context) (fwapi.Metrics, error) {
+	p := Poll(t.Context(), 50*time.Millisecond, func(ctx context.Context) (DUTMetrics, error) {
 		i := n.Add(1)
 		if i == 3 {
-			return fwapi.Metrics{}, errors.New("read failed")
+			return DUTMetrics{}, errors.New("read failed")
 		}
-		return fwapi.Metrics{CPUPercent: float64(i)}, nil
+		return DUTMetrics{CPUPercent: float64(i)}, nil
 	})
 	time.Sleep(330 * time.Millisecond)
 	series, errs := p.Stop()

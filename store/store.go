@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -408,7 +407,7 @@ type Sample struct {
 	Warnings []string
 	Raw      json.RawMessage // the probe's own reports, as JSON
 
-	DUT []fwapi.Metrics
+	DUT []probe.DUTMetrics
 }
 
 // Unknown is the value of a figure that was not measured.
@@ -651,7 +650,7 @@ func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
 		if !ok {
 			continue // written after the samples were read
 		}
-		out[i].DUT = append(out[i].DUT, fwapi.Metrics{Time: parseTime(t), CPUPercent: cpu.Float64, TempCelsius: temp.Float64, MemUsedPct: mem.Float64, MbufsInUse: mbufs.Int64})
+		out[i].DUT = append(out[i].DUT, probe.DUTMetrics{Time: parseTime(t), CPUPercent: cpu.Float64, TempCelsius: temp.Float64, MemUsedPct: mem.Float64, MbufsInUse: mbufs.Int64})
 	}
 	return out, mrows.Err()
 }
