@@ -25,8 +25,6 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
-// version is fwab's version, recorded with every run.
-var version = "dev"
 
 type sweepOptions struct {
 	targetFlags
@@ -166,7 +164,7 @@ func (w *sweepWiring) run() *matrix.Run {
 	io, o, plan, client, server := w.io, w.o, w.plan, w.client, w.server
 	return &matrix.Run{
 		Store: w.st, Plan: plan, Resume: o.resume,
-		New: store.Run{FwabVersion: version, Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
+		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
 		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
 			probes := len(w.spec.ProbeRuns())
 			fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
