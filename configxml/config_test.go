@@ -172,13 +172,31 @@ func TestFlavorAndVersion(t *testing.T) {
 		if p := c.Product(); p.Version != tt.product || !p.Inferred {
 			t.Errorf("%s: Product() = %+v; want %s, inferred", tt.name, p, tt.product)
 		}
-		if err := c.SetProduct("2.7.2-RELEASE"); err != nil || c.Product() != (Product{Version: "2.7.2"}) {
-			t.Errorf("SetProduct(2.7.2-RELEASE) = %v, Product %+v", err, c.Product())
+		reported, want := "2.7.2-RELEASE", "2.7.2"
+		if tt.flavor == OPNsense {
+			reported, want = "OPNsense 26.7.1_2", "26.7.1"
+		}
+		if err := c.SetProduct(reported); err != nil || c.Product() != (Product{Version: want}) {
+			t.Errorf("SetProduct(%s) = %v, Product %+v", reported, err, c.Product())
 		}
 	}
 	c := load(t, "configs/pfsense-2.7.xml")
 	if err := c.SetProduct("latest"); err == nil {
 		t.Error("SetProduct(latest) succeeded; want an error")
+	}
+	// A file with 26.1's layout is not read as an older release: its
+	// offloads and IDS mode live where 25.7 would not look.
+	for _, tt := range []struct{ fixture, product, want string }{
+		{"configs/opnsense-26.1.xml", "25.7", "the config has OPNsense/Interfaces/settings, which OPNsense writes from 26.1 on"},
+		{"configs/opnsense-26.7.xml", "24.7.3", "writes from 26.1 on"},
+		{"configs/opnsense-25.7.xml", "25.7", ""},
+		{"configs/opnsense-25.7.xml", "26.1", ""}, // an upgrade migrates it
+	} {
+		c := load(t, tt.fixture)
+		err := c.SetProduct(tt.product)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.product)) {
+			t.Errorf("%s at %s: SetProduct = %v; want %q", tt.fixture, tt.product, err, tt.want)
+		}
 	}
 }
 
@@ -550,7 +568,7 @@ func TestOPNsenseProposalRefused(t *testing.T) {
 		{"25.7", "aes256gcm16", nil},
 		{"24.7", "aes128gcm16-modp2048", nil},
 	} {
-		c := loadFixture(t, "configs/opnsense-26.1.xml")
+		c := loadFixture(t, "configs/opnsense-"+tt.version+".xml")
 		if err := c.SetProduct(tt.version); err != nil {
 			t.Fatal(err)
 		}

@@ -55,3 +55,18 @@ func TestJSONError(t *testing.T) {
 		t.Errorf("stdout without --json: %q", out)
 	}
 }
+
+// A --product the file's own layout contradicts is refused, not used to
+// read the file as another release (which could call an unsafe file ok).
+func TestProductContradictsLayout(t *testing.T) {
+	cfg := fixtureFile(t, "configs/opnsense-26.1.xml")
+	for _, args := range [][]string{
+		{"verify", "--offline", cfg, "--product", "25.7"},
+		{"config", "show", cfg, "--product", "25.7"},
+	} {
+		out, stderr, code := fwab(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, "product version 25.7") || !strings.Contains(stderr, "from 26.1 on") || strings.Contains(out, "ok") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming 25.7 and 26.1", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+}
