@@ -2,8 +2,10 @@ package configxml
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Severity of a lint finding.
@@ -63,6 +65,23 @@ func Lint(c *Config) []Finding {
 	return out
 }
 
+// SafetyRules are the rules whose findings make a write refuse unless the
+// rule is allowed by its ID (`config set --allow`, a spec's allow:): a
+// config that breaks one is unsafe on a running firewall, not merely odd.
+// Inline IPS through netmap with an offload on corrupts or drops traffic.
+var SafetyRules = []string{"FWAB001"}
+
+// Blocking returns the findings of safety rules that allowed does not name.
+func Blocking(fs []Finding, allowed []string) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if slices.Contains(SafetyRules, f.Rule) && !slices.Contains(allowed, f.Rule) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // HasErrors reports whether any finding is an error.
 func HasErrors(fs []Finding) bool {
 	for _, f := range fs {
@@ -83,12 +102,22 @@ func lintInlineOffload(c *Config) []Finding {
 	if len(on) == 0 {
 		return nil
 	}
+	verb := "is"
+	if len(on) > 1 {
+		verb = "are"
+	}
+	// Where the offload switches live: <system> up to OPNsense 25.7 and on
+	// pfSense, the Interfaces settings model from OPNsense 26.1.
+	path := "system"
+	if c.flavor == OPNsense && c.productAtLeast("26.1") {
+		path = "OPNsense/Interfaces/settings"
+	}
 	var out []Finding
 	for _, i := range c.Interfaces() {
 		if m, _ := getIDS(c, i.Key); m == IDSInlineIPS {
 			out = append(out, Finding{
-				Message: fmt.Sprintf("ids@%s is ips-inline but %v still on; set them off (offload.checksum=off offload.tso=off offload.lro=off) and reconfigure the interfaces", i.Key, on),
-				Path:    "system",
+				Message: fmt.Sprintf("ids@%s is ips-inline but %s %s still on; set them off (offload.checksum=off offload.tso=off offload.lro=off) and reconfigure the interfaces", i.Key, strings.Join(on, ", "), verb),
+				Path:    path,
 			})
 		}
 	}

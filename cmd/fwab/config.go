@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -147,45 +152,84 @@ func runConfigShow(io *streams, opts *configShowOptions) error {
 
 type configSetOptions struct {
 	file, out, product string
-	inPlace            bool
+	inPlace, diff      bool
+	force              bool
+	allow              []string
 	assignments        []string
 }
 
 func newConfigSetCmd(io *streams) *cobra.Command {
 	opts := &configSetOptions{}
 	cmd := &cobra.Command{
-		Use:   "set FILE KNOB=VALUE... (-o OUT | --in-place)",
+		Use:   "set FILE KNOB=VALUE... (-o OUT | --in-place | --diff)",
 		Short: "Change knobs in a config.xml",
 		Long: "Change knobs in a config.xml. Every assignment is checked against the config's flavor and\n" +
-			"product version first; if any is invalid, nothing is written. --in-place keeps FILE.bak\n" +
-			"and replaces FILE atomically. See 'fwab config knobs' for the knobs.",
+			"product version first; if any is invalid, nothing is written. The result is linted: a finding\n" +
+			"of a safety rule (" + strings.Join(configxml.SafetyRules, ", ") + ") writes nothing and exits 1 unless --allow names it.\n" +
+			"--in-place replaces FILE atomically (through a symlink, keeping mode and owner), keeps the\n" +
+			"first original as FILE.bak (later ones as FILE.bak.1, …) and writes nothing when nothing\n" +
+			"changes. --diff prints what would change and writes nothing. See 'fwab config knobs'.",
 		Example: "  fwab config set config.xml offload.tso=off ids@lan=ips-inline -o new.xml\n" +
-			"  fwab config set config.xml rules@lan=1000 nat.outbound=hybrid --in-place",
+			"  fwab config set config.xml rules@lan=1000 nat.outbound=hybrid --in-place\n" +
+			"  fwab config set config.xml ids@lan=ips-inline --diff",
 		Args: minArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.file, opts.assignments = args[0], args[1:]
-			if (opts.out == "") == !opts.inPlace {
-				return usageErrorf("give exactly one of -o OUT or --in-place")
+			modes := 0
+			for _, on := range []bool{opts.out != "", opts.inPlace, opts.diff} {
+				if on {
+					modes++
+				}
+			}
+			if modes != 1 {
+				return usageErrorf("give exactly one of -o OUT, --in-place or --diff")
 			}
 			if opts.inPlace && opts.file == "-" {
 				return usageErrorf("--in-place needs a file, not standard input")
+			}
+			for _, id := range opts.allow {
+				if !slices.ContainsFunc(configxml.LintRules, func(r configxml.LintRule) bool { return r.ID == id }) {
+					return usageErrorf("--allow %s: no such lint rule (fwab config lint lists them; the safety rules are %s)", id, strings.Join(configxml.SafetyRules, ", "))
+				}
 			}
 			return runConfigSet(io, opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "write the changed config to `OUT` (- for standard output)")
-	cmd.Flags().BoolVar(&opts.inPlace, "in-place", false, "replace FILE, keeping the original as FILE.bak")
+	cmd.Flags().BoolVar(&opts.inPlace, "in-place", false, "replace FILE, keeping the first original as FILE.bak")
+	cmd.Flags().BoolVar(&opts.diff, "diff", false, "print the knob changes and write nothing")
+	cmd.Flags().BoolVar(&opts.force, "force", false, "with --in-place: replace FILE even if it is read-only")
+	cmd.Flags().StringSliceVar(&opts.allow, "allow", nil, "write even though the result breaks this safety `rule` (e.g. FWAB001, to measure an unsafe config on purpose)")
 	productFlag(cmd, &opts.product)
 	return cmd
 }
 
 func runConfigSet(io *streams, opts *configSetOptions) error {
-	c, err := loadConfigFile(io, opts.file, opts.product)
+	before, err := loadConfigFile(io, opts.file, opts.product)
 	if err != nil {
 		return err
 	}
+	c, err := configxml.LoadBytes(before.Bytes())
+	if err != nil {
+		return err
+	}
+	if opts.product != "" {
+		c.SetProduct(opts.product) // accepted above
+	}
 	if err := c.SetAll(opts.assignments); err != nil {
 		return usageError{err}
+	}
+	changes, _ := configxml.Diff(before, c)
+	findings := configxml.Lint(c)
+	for _, f := range findings {
+		fmt.Fprintf(io.ErrOut, "%s: %s %s: %s\n", f.Severity, f.Rule, f.Name, f.Message)
+	}
+	if opts.diff {
+		return printKnobChanges(io, changes)
+	}
+	if blocking := configxml.Blocking(findings, opts.allow); len(blocking) > 0 {
+		fmt.Fprintf(io.ErrOut, "fwab: nothing written: the result breaks safety rule %s; give --allow %s to write it anyway\n", blocking[0].Rule, blocking[0].Rule)
+		return silentError{exitFailure}
 	}
 	data := c.Bytes()
 	switch {
@@ -193,17 +237,72 @@ func runConfigSet(io *streams, opts *configSetOptions) error {
 		_, err = io.Out.Write(data)
 		return err
 	case opts.inPlace:
-		orig, err := os.ReadFile(opts.file)
-		if err != nil {
+		if len(changes) == 0 {
+			fmt.Fprintf(io.ErrOut, "%s already has those values: nothing written\n", opts.file)
+			return nil
+		}
+		if err := replaceInPlace(opts.file, data, opts.force); err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(opts.file+".bak", orig, fileMode(opts.file)); err != nil {
-			return fmt.Errorf("keep a backup: %w", err)
-		}
-		return atomicfile.WriteFileKeepMode(opts.file, data, 0o600)
+		fmt.Fprintf(io.ErrOut, "wrote %s: %s changed\n", opts.file, plural(len(changes), "knob"))
+		return nil
 	default:
-		return atomicfile.WriteFile(opts.out, data, fileMode(opts.file))
+		if err := atomicfile.WriteFile(opts.out, data, fileMode(opts.file)); err != nil {
+			return usageError{err}
+		}
+		fmt.Fprintf(io.ErrOut, "wrote %s: %s changed\n", opts.out, plural(len(changes), "knob"))
+		return nil
 	}
+}
+
+// replaceInPlace writes data over path (through a symlink to its target,
+// keeping mode and owner), after keeping the original as path.bak — or,
+// when a backup exists already, as path.bak.N, so the pristine original is
+// never overwritten.
+func replaceInPlace(path string, data []byte, force bool) error {
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return usageError{err}
+	}
+	st, err := os.Stat(target)
+	if err != nil {
+		return usageError{err}
+	}
+	if st.Mode().Perm()&0o222 == 0 && !force {
+		return usageErrorf("%s is read-only (mode %v): give --force to replace it", path, st.Mode().Perm())
+	}
+	orig, err := os.ReadFile(target)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := keepBackup(target, orig, st.Mode().Perm()); err != nil {
+		return err
+	}
+	return atomicfile.WriteFileKeepMode(target, data, st.Mode().Perm())
+}
+
+func keepBackup(path string, orig []byte, perm os.FileMode) error {
+	for n := 0; n < 1000; n++ {
+		name := path + ".bak"
+		if n > 0 {
+			name += "." + strconv.Itoa(n)
+		}
+		err := atomicfile.WriteNew(name, orig, perm)
+		if err == nil || !errors.Is(err, fs.ErrExist) {
+			if err != nil {
+				return fmt.Errorf("keep a backup: %w (nothing written)", err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("keep a backup: %s.bak through .bak.999 all exist: remove old ones (nothing written)", path)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }
 
 func fileMode(path string) os.FileMode {
@@ -258,12 +357,7 @@ func runConfigDiff(io *streams, opts *configDiffOptions) error {
 		return nil
 	}
 	if len(knobs) > 0 {
-		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KNOB\tFROM\tTO\tAPPLY")
-		for _, k := range knobs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Knob, k.From, k.To, k.Action)
-		}
-		tw.Flush()
+		printKnobChanges(io, knobs)
 		fmt.Fprintln(io.Out)
 	}
 	const shown = 200
@@ -276,6 +370,20 @@ func runConfigDiff(io *streams, opts *configDiffOptions) error {
 		fmt.Fprintln(io.Out, l)
 	}
 	return nil
+}
+
+// printKnobChanges prints knob changes as a table, or that there are none.
+func printKnobChanges(io *streams, knobs []configxml.Change) error {
+	if len(knobs) == 0 {
+		fmt.Fprintln(io.Out, "no knob changes")
+		return nil
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KNOB\tFROM\tTO\tAPPLY")
+	for _, k := range knobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Knob, k.From, k.To, k.Action)
+	}
+	return tw.Flush()
 }
 
 // collapseRuns shows a run of added or removed siblings, such as a thousand

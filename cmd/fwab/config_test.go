@@ -34,7 +34,7 @@ func TestConfigGolden(t *testing.T) {
 	pf := fixtureFile(t, "configs/pfsense-2.7.xml")
 	opn := fixtureFile(t, "configs/opnsense-26.1.xml")
 	changed := filepath.Join(t.TempDir(), "changed.xml")
-	if _, stderr, code := fwab(t, "", "config", "set", pf, "rules@lan=2", "offload.tso=on", "ids@lan=ips-inline", "-o", changed); code != 0 {
+	if _, stderr, code := fwab(t, "", "config", "set", pf, "rules@lan=2", "offload.tso=on", "ids@lan=ips-inline", "-o", changed, "--allow", "FWAB001"); code != 0 {
 		t.Fatalf("config set: exit %d: %s", code, stderr)
 	}
 	tests := []struct {
@@ -169,8 +169,8 @@ func TestConfigUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"config", "set", pf, "offload.tso=on"}, "give exactly one of -o OUT or --in-place"},
-		{[]string{"config", "set", pf, "offload.tso=on", "-o", "x", "--in-place"}, "give exactly one of -o OUT or --in-place"},
+		{[]string{"config", "set", pf, "offload.tso=on"}, "give exactly one of -o OUT, --in-place or --diff"},
+		{[]string{"config", "set", pf, "offload.tso=on", "-o", "x", "--in-place"}, "give exactly one of -o OUT, --in-place or --diff"},
 		{[]string{"config", "show", broken}, "broken.xml: config.xml:"},
 		{[]string{"config", "show", "/nonexistent/config.xml"}, "no such file or directory"},
 		{[]string{"config", "knobs", "--flavor", "sophos"}, `--flavor "sophos": use pfsense or opnsense`},

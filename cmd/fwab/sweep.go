@@ -25,7 +25,6 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
-
 type sweepOptions struct {
 	targetFlags
 	file     string

@@ -28,20 +28,49 @@ func WriteFile(name string, data []byte, perm fs.FileMode) error {
 }
 
 // WriteFileKeepMode is WriteFile, except that when name (or the file it links
-// to) already exists its permissions are kept; perm applies only to a new
-// file.
+// to) already exists its permissions and, where the caller may set it
+// (root), its owner are kept; perm applies only to a new file.
 func WriteFileKeepMode(name string, data []byte, perm fs.FileMode) error {
 	target, err := resolve(name)
 	if err != nil {
 		return err
 	}
-	switch st, err := os.Stat(target); {
-	case err == nil:
-		perm = st.Mode().Perm()
-	case !errors.Is(err, fs.ErrNotExist):
+	st, err := os.Stat(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return write(target, data, perm)
+	case err != nil:
 		return err
 	}
-	return write(target, data, perm)
+	tmp, err := writeTemp(target, data, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if err := keepOwner(tmp, st); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(target))
+}
+
+// WriteNew writes data to name only if name does not exist yet, atomically:
+// a reader sees no file or the whole one, and an existing file is never
+// replaced (the error then wraps fs.ErrExist).
+func WriteNew(name string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(name, data, perm)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	// link(2) fails when name exists, where rename(2) would replace it.
+	if err := os.Link(tmp, name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
 }
 
 // resolve returns the path that a write to name must replace: name itself,

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// config set refuses to write a config that breaks a safety rule, unless
+// the rule is allowed by its ID; --diff writes nothing.
+func TestConfigSetSafetyRule(t *testing.T) {
+	pf := fixtureFile(t, "configs/pfsense-2.7.xml")
+	out := filepath.Join(t.TempDir(), "new.xml")
+	unsafe := []string{"config", "set", pf, "offload.tso=on", "ids@lan=ips-inline", "-o", out}
+	_, stderr, code := fwab(t, "", unsafe...)
+	if code != exitFailure || !strings.Contains(stderr, "FWAB001") || !strings.Contains(stderr, "--allow FWAB001") {
+		t.Errorf("unsafe config set: exit %d, %q; want exit 1 naming FWAB001 and --allow", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("an unsafe config was written")
+	}
+	if _, stderr, code := fwab(t, "", append(unsafe, "--allow", "FWAB001")...); code != exitOK || !strings.Contains(stderr, "wrote "+out+": 2 knobs changed") {
+		t.Errorf("config set --allow FWAB001: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := fwab(t, "", append(unsafe, "--allow", "FWAB999")...); code != exitUsage || !strings.Contains(stderr, "no such lint rule") {
+		t.Errorf("--allow FWAB999: exit %d, %q", code, stderr)
+	}
+
+	before, _ := os.ReadFile(pf)
+	stdout, _, code := fwab(t, "", "config", "set", pf, "offload.tso=on", "rules@lan=5", "--diff")
+	if code != exitOK || !strings.Contains(stdout, "rules@lan") || !strings.Contains(stdout, "filter-reload") {
+		t.Errorf("config set --diff: exit %d\n%s", code, stdout)
+	}
+	if after, _ := os.ReadFile(pf); string(after) != string(before) {
+		t.Errorf("--diff changed the file")
+	}
+}
+
+// --in-place writes through a symlink, keeps the mode, refuses a read-only
+// file without --force, writes nothing when nothing changes, and never
+// overwrites the first backup.
+func TestConfigSetInPlaceIsSafe(t *testing.T) {
+	dir := t.TempDir()
+	real := fixtureFile(t, "configs/pfsense-2.7.xml")
+	if err := os.Chmod(real, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	pristine, _ := os.ReadFile(real)
+	link := filepath.Join(dir, "config.xml")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", link, "rules@lan=3", "--in-place"); code != exitOK {
+		t.Fatalf("in-place through a link: exit %d, %s", code, stderr)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced by a file")
+	}
+	if st, _ := os.Stat(real); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v after the write, want 0640", st.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(real); !strings.Contains(string(b), "fwab") {
+		t.Errorf("the link's target was not changed")
+	}
+	if b, _ := os.ReadFile(real + ".bak"); string(b) != string(pristine) {
+		t.Errorf("%s.bak is not the original", real)
+	}
+
+	// Nothing to change: nothing written, no new backup.
+	after1, _ := os.ReadFile(real)
+	if _, stderr, code := fwab(t, "", "config", "set", link, "rules@lan=3", "--in-place"); code != exitOK || !strings.Contains(stderr, "nothing written") {
+		t.Errorf("unchanged in-place: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(real + ".bak.1"); err == nil {
+		t.Errorf("a no-op edit made a backup")
+	}
+	// A second change keeps the first backup.
+	if _, stderr, code := fwab(t, "", "config", "set", link, "rules@lan=4", "--in-place"); code != exitOK {
+		t.Fatalf("second in-place: exit %d, %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(real + ".bak"); string(b) != string(pristine) {
+		t.Errorf("the second edit overwrote the pristine backup")
+	}
+	if b, _ := os.ReadFile(real + ".bak.1"); string(b) != string(after1) {
+		t.Errorf("the second edit's backup is not the first edit's result")
+	}
+
+	// Read-only: refused without --force (even as root), written with it.
+	if err := os.Chmod(real, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	current, _ := os.ReadFile(real)
+	if _, stderr, code := fwab(t, "", "config", "set", link, "rules@lan=5", "--in-place"); code != exitUsage || !strings.Contains(stderr, "read-only") || !strings.Contains(stderr, "--force") {
+		t.Errorf("read-only in-place: exit %d, %q; want exit 2 pointing to --force", code, stderr)
+	}
+	if b, _ := os.ReadFile(real); string(b) != string(current) {
+		t.Errorf("a read-only file was changed without --force")
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", link, "rules@lan=5", "--in-place", "--force"); code != exitOK {
+		t.Errorf("read-only in-place --force: exit %d, %s", code, stderr)
+	}
+	if st, _ := os.Stat(real); st.Mode().Perm() != 0o440 {
+		t.Errorf("--force changed the mode to %v", st.Mode().Perm())
+	}
+}
