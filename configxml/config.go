@@ -12,6 +12,7 @@ package configxml
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,7 +64,13 @@ func Load(r io.Reader) (*Config, error) {
 // LoadBytes is Load for a config already in memory. The Config keeps data:
 // the caller must not modify it afterwards.
 func LoadBytes(data []byte) (*Config, error) {
-	doc, src, err := parse(data)
+	return LoadContext(context.Background(), data)
+}
+
+// LoadContext is LoadBytes that stops, returning ctx's error, when ctx is
+// done: reading a config of hundreds of megabytes takes seconds.
+func LoadContext(ctx context.Context, data []byte) (*Config, error) {
+	doc, src, err := parse(ctx, data)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -89,12 +90,18 @@ func (e *ParseError) Error() string {
 
 // parse reads data into an etree document and records what Save needs to
 // reproduce it.
-func parse(data []byte) (*etree.Document, *source, error) {
+func parse(ctx context.Context, data []byte) (*etree.Document, *source, error) {
 	if err := checkSize(data); err != nil {
 		return nil, nil, err
 	}
 	p := newParser(data)
-	for {
+	for n := 0; ; n++ {
+		// A large config takes seconds to read: an interrupt stops it.
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+		}
 		tok, err := p.sc.next()
 		if err != nil {
 			var se *scanError

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ func newConfigCmd(io *streams) *cobra.Command {
 
 // loadConfigFile reads a config.xml ("-" for stdin) and, when given, records
 // the product version the firewall runs.
-func loadConfigFile(io *streams, path, product string) (*configxml.Config, error) {
+func loadConfigFile(ctx context.Context, io *streams, path, product string) (*configxml.Config, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -48,7 +49,10 @@ func loadConfigFile(io *streams, path, product string) (*configxml.Config, error
 	if err != nil {
 		return nil, usageError{err}
 	}
-	c, err := configxml.LoadBytes(data)
+	c, err := configxml.LoadContext(ctx, data)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
 	}
@@ -89,7 +93,7 @@ func newConfigShowCmd(io *streams) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.file = args[0]
-			return runConfigShow(io, opts)
+			return runConfigShow(cmd.Context(), io, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
@@ -106,8 +110,8 @@ type configSummary struct {
 	Knobs           []configxml.KnobValue `json:"knobs"`
 }
 
-func runConfigShow(io *streams, opts *configShowOptions) error {
-	c, err := loadConfigFile(io, opts.file, opts.product)
+func runConfigShow(ctx context.Context, io *streams, opts *configShowOptions) error {
+	c, err := loadConfigFile(ctx, io, opts.file, opts.product)
 	if err != nil {
 		return err
 	}
@@ -192,7 +196,7 @@ func newConfigSetCmd(io *streams) *cobra.Command {
 					return usageErrorf("--allow %s: no such lint rule (fwab config lint lists them; the safety rules are %s)", id, strings.Join(configxml.SafetyRules, ", "))
 				}
 			}
-			return runConfigSet(io, opts)
+			return runConfigSet(cmd.Context(), io, opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "write the changed config to `OUT` (- for standard output)")
@@ -204,8 +208,8 @@ func newConfigSetCmd(io *streams) *cobra.Command {
 	return cmd
 }
 
-func runConfigSet(io *streams, opts *configSetOptions) error {
-	before, err := loadConfigFile(io, opts.file, opts.product)
+func runConfigSet(ctx context.Context, io *streams, opts *configSetOptions) error {
+	before, err := loadConfigFile(ctx, io, opts.file, opts.product)
 	if err != nil {
 		return err
 	}
@@ -223,6 +227,9 @@ func runConfigSet(io *streams, opts *configSetOptions) error {
 	findings := configxml.Lint(c)
 	for _, f := range findings {
 		fmt.Fprintf(io.ErrOut, "%s: %s %s: %s\n", f.Severity, f.Rule, f.Name, f.Message)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // interrupted: nothing written
 	}
 	if opts.diff {
 		return printKnobChanges(io, changes)
@@ -325,7 +332,7 @@ func newConfigDiffCmd(io *streams) *cobra.Command {
 		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.a, opts.b = args[0], args[1]
-			return runConfigDiff(io, opts)
+			return runConfigDiff(cmd.Context(), io, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
@@ -333,12 +340,12 @@ func newConfigDiffCmd(io *streams) *cobra.Command {
 	return cmd
 }
 
-func runConfigDiff(io *streams, opts *configDiffOptions) error {
-	a, err := loadConfigFile(io, opts.a, opts.product)
+func runConfigDiff(ctx context.Context, io *streams, opts *configDiffOptions) error {
+	a, err := loadConfigFile(ctx, io, opts.a, opts.product)
 	if err != nil {
 		return err
 	}
-	b, err := loadConfigFile(io, opts.b, opts.product)
+	b, err := loadConfigFile(ctx, io, opts.b, opts.product)
 	if err != nil {
 		return err
 	}
@@ -433,7 +440,7 @@ func newConfigLintCmd(io *streams) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.file = args[0]
-			return runConfigLint(io, opts)
+			return runConfigLint(cmd.Context(), io, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
@@ -441,8 +448,8 @@ func newConfigLintCmd(io *streams) *cobra.Command {
 	return cmd
 }
 
-func runConfigLint(io *streams, opts *configLintOptions) error {
-	c, err := loadConfigFile(io, opts.file, opts.product)
+func runConfigLint(ctx context.Context, io *streams, opts *configLintOptions) error {
+	c, err := loadConfigFile(ctx, io, opts.file, opts.product)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 	var cfg *configxml.Config
 	switch {
 	case o.config != "":
-		if cfg, err = loadConfigFile(io, o.config, o.product); err != nil {
+		if cfg, err = loadConfigFile(ctx, io, o.config, o.product); err != nil {
 			return nil, err
 		}
 	default:

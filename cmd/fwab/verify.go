@@ -50,7 +50,7 @@ func newVerifyCmd(io *streams) *cobra.Command {
 func runVerify(ctx context.Context, io *streams, opts *verifyOptions) error {
 	var findings []configxml.Finding
 	if opts.offline != "" {
-		c, err := loadConfigFile(io, opts.offline, opts.product)
+		c, err := loadConfigFile(ctx, io, opts.offline, opts.product)
 		if err != nil {
 			return err
 		}
