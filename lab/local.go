@@ -30,6 +30,11 @@ import (
 // (interfaces, filter and more at once), which has no configxml.Action.
 const ActionReloadAll configxml.Action = "reload-all"
 
+// ActionInterfaceReconfigure is OPNsense's reconfigure of one interface
+// (configctl interface reconfigure KEY), which releases before 26.1 run
+// per interface for an interfaces action.
+const ActionInterfaceReconfigure configxml.Action = "interface-reconfigure"
+
 // EmulatorOptions choose what an emulator emulates. The zero value is the
 // lab's pfSense at its first firmware profile on a recording data plane.
 type EmulatorOptions struct {
@@ -48,8 +53,10 @@ type EmulatorOptions struct {
 	// NICs names the NIC driver of each interface; default igb for both.
 	NICs NICs
 	// DataPlane receives what the emulator applies; default a new
-	// RecordingDataPlane.
+	// RecordingDataPlane. Ports are its ports; default ports named after
+	// NICs with veths that no lab has.
 	DataPlane DataPlane
+	Ports     Ports
 	// Fault is suffered from the start; see Emulator.SetFault.
 	Fault Fault
 	// RebootDelay is how long a reboot keeps the firewall away; default
@@ -125,7 +132,7 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		Root:           filepath.Join(dir, "root"),
 		Flavor:         configxml.Flavor(flavor),
 		DataPlane:      dp,
-		Ports:          localPorts(o.NICs),
+		Ports:          o.Ports,
 		Profiles:       profiles,
 		HostKey:        host,
 		AuthorizedKeys: []ssh.PublicKey{user.PublicKey()},
@@ -133,6 +140,9 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		RebootDelay:    o.RebootDelay,
 		BlocklistSize:  1000,
 		SavepointTimer: o.SavepointTimer,
+	}
+	if e.Ports == (Ports{}) {
+		e.Ports = localPorts(o.NICs)
 	}
 	if e.RebootDelay == 0 {
 		e.RebootDelay = 300 * time.Millisecond
@@ -263,7 +273,8 @@ func (l *Local) Close() error {
 // Actions returns the service actions the emulator ran, in order: the
 // configxml.Action of each filter reload, interfaces reconfigure, IDS
 // restart (or start), IPsec restart and blocklist update, and
-// ActionReloadAll, whether by command or through the REST API.
+// ActionReloadAll and ActionInterfaceReconfigure, whether by command or
+// through the REST API.
 func (e *Emulator) Actions() []configxml.Action {
 	e.amu.Lock()
 	defer e.amu.Unlock()

@@ -124,7 +124,11 @@ func (e *Emulator) reloadFilter(ctx context.Context) error {
 // interface with the given key, or to all when key is empty, then reloads
 // the filter (networking_reload, B-a).
 func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error {
-	e.did(configxml.ActionInterfaces)
+	if key == "" {
+		e.did(configxml.ActionInterfaces)
+	} else {
+		e.did(ActionInterfaceReconfigure)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()

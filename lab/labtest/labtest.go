@@ -1,0 +1,151 @@
+// Package labtest starts the lab's emulator of pfSense and OPNsense for
+// tests, on 127.0.0.1 and a recording data plane (no root needed), and
+// holds the driver suite every fwapi driver passes against it. Only tests
+// import it.
+package labtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
+)
+
+// Options choose the emulated firewall: product, version, NIC drivers,
+// config, faults (see lab.EmulatorOptions). The zero value is the lab's
+// pfSense 2.7.2.
+type Options = lab.EmulatorOptions
+
+// Firewall is a running emulator and the target that reaches it.
+type Firewall struct {
+	*lab.Local
+}
+
+// Start starts an emulator for the test; it stops when the test ends.
+func Start(t testing.TB, o Options) *Firewall {
+	t.Helper()
+	l, err := lab.StartLocal(t.TempDir(), o)
+	if err != nil {
+		t.Fatalf("start the emulator: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("emulator: %v", err)
+		}
+	})
+	return &Firewall{Local: l}
+}
+
+// Product is the flavor emulated.
+func (f *Firewall) Product() configxml.Flavor { return configxml.Flavor(f.Target.Flavor) }
+
+// Open opens fwapi's driver for the emulator from its target, as `fwab fw`
+// does; it is closed when the test ends.
+func (f *Firewall) Open(t testing.TB) fwapi.Firewall {
+	t.Helper()
+	fw, err := fwapi.Open(context.Background(), f.Target, fwapi.OpenOptions{PfSense: fwapi.PfSenseOptions{RebootGrace: 10 * time.Second}})
+	if err != nil {
+		t.Fatalf("fwapi.Open(emulator): %v", err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	return fw
+}
+
+// OpenPfSense is Open for a pfSense emulator.
+func (f *Firewall) OpenPfSense(t testing.TB) *fwapi.PfSense {
+	t.Helper()
+	p, ok := f.Open(t).(*fwapi.PfSense)
+	if !ok {
+		t.Fatalf("the emulator is %s, not pfSense", f.Product())
+	}
+	return p
+}
+
+// SSHConfig reaches the emulator's SSH server with key auth and its pinned
+// host key; keepalives are off and reconnects quick.
+func (f *Firewall) SSHConfig() fwapi.SSHConfig {
+	c := fwapi.SSHSpecConfig(f.Target.Host, f.Target.SSH)
+	c.KeepAlive = -1
+	c.Retries = 2
+	c.Backoff = 20 * time.Millisecond
+	return c
+}
+
+// File reads a file of the firewall, failing the test when it is absent.
+func (f *Firewall) File(t testing.TB, p string) []byte {
+	t.Helper()
+	data, err := f.ReadFile(p)
+	if err != nil {
+		t.Fatalf("firewall file: %v", err)
+	}
+	return data
+}
+
+// PutFile writes a file of the firewall.
+func (f *Firewall) PutFile(t testing.TB, p string, data []byte) {
+	t.Helper()
+	if err := f.WriteFile(p, data); err != nil {
+		t.Fatalf("firewall file: %v", err)
+	}
+}
+
+// StoredConfig is config.xml as the firewall holds it.
+func (f *Firewall) StoredConfig(t testing.TB) []byte {
+	t.Helper()
+	return f.File(t, "/conf/config.xml")
+}
+
+// Run runs one command line over a fresh SSH connection, as a person at
+// the firewall's shell would.
+func (f *Firewall) Run(t testing.TB, cmd, stdin string) (stdout, stderr string, code int) {
+	t.Helper()
+	key, err := os.ReadFile(f.Target.SSH.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := knownhosts.New(f.Target.SSH.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", f.SSHAddr, &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hosts, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("ssh: %v", err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatalf("ssh: %v", err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &out, &errb, strings.NewReader(stdin)
+	err = s.Run(cmd)
+	var ee *ssh.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitStatus()
+	default:
+		t.Fatalf("ssh %q: %v", cmd, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// KeyDir is the folder of the emulator's keys and files (the target's key,
+// known_hosts, API key, secret and CA).
+func (f *Firewall) KeyDir() string { return filepath.Join(f.Dir, "keys") }
