@@ -12,8 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 func TestTLSVerification(t *testing.T) {
@@ -143,30 +147,32 @@ func TestLoadCredentials(t *testing.T) {
 // TestSecretsNeverShown drives failing calls with a debug logger and checks
 // that neither the errors nor the log carry the key or the secret.
 func TestSecretsNeverShown(t *testing.T) {
-	const key, secret = "KEY-e1f2a3-visible", "SECRET-9b8c7d-visible"
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Key: key, Secret: secret})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	tgt := em.APITarget(t)
+	key, secret := readFile(t, tgt.API.KeyFile), readFile(t, tgt.API.SecretFile)
 	var logBuf bytes.Buffer
 	opts := fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
 	ctx := context.Background()
 
 	var errs []error
 	// Wrong secret: 401.
-	tgt := fake.Target()
 	os.WriteFile(tgt.API.SecretFile, []byte("wrong-"+secret), 0o600)
 	_, err := fwapi.NewOPNsense(ctx, tgt, nil, opts)
 	errs = append(errs, err)
 	// Right credentials, then a 500 and a validation failure.
-	fw, err := fwapi.NewOPNsense(ctx, fake.Target(), nil, opts)
+	fw, err := fwapi.NewOPNsense(ctx, em.APITarget(t), nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	fake.Fail("POST /api/ipsec/service/reconfigure", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`})
+	em.SetFault(lab.Fault{Requests: []lab.RequestFault{
+		{Route: "POST /api/ipsec/service/reconfigure", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`},
+		{Route: "POST /api/ids/service/reconfigure", Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`},
+	}})
 	errs = append(errs, fw.Apply(ctx, changes("ipsec-restart")))
-	fake.Fail("POST /api/ids/service/reconfigure", fwapitest.Fault{Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`})
 	errs = append(errs, fw.Apply(ctx, changes("ids-restart")))
 	// Unreachable.
-	fake.SetDown(true)
+	em.SetFault(lab.Fault{LinkDown: true})
 	_, err = fw.Info(ctx)
 	errs = append(errs, err)
 
@@ -194,26 +200,28 @@ func TestAPIErrorHints(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name       string
-		setup      func(*fwapitest.OPNsense, *fwapi.Target)
+		setup      func(*labtest.Firewall, *fwapi.Target)
 		wantStatus int
 		want       []string
 	}{
-		{name: "401", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
+		{name: "401", setup: func(f *labtest.Firewall, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
 			wantStatus: 401, want: []string{"HTTP 401", "Authentication Failed", "check the API key and secret"}},
-		{name: "403", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { f.Deny("GET /api/core/firmware/info") },
+		{name: "403", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 403, Body: string(api.Body("opnsense/error_403.json"))}}})
+		},
 			wantStatus: 403, want: []string{"HTTP 403", "Forbidden", "ACL"}},
-		{name: "404 package missing", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
-			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 404, Body: `{"errorMessage":"Endpoint not found"}`})
+		{name: "404 package missing", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}})
 		}, wantStatus: 404, want: []string{"Endpoint not found", "API package missing or endpoint not present in this version"}},
-		{name: "500", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
-			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`})
+		{name: "500", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`}}})
 		}, wantStatus: 500, want: []string{"HTTP 500", "Error: Unexpected error", "system log"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-			tg := fake.Target()
-			tc.setup(fake, tg)
+			em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+			tg := em.APITarget(t)
+			tc.setup(em, tg)
 			_, err := fwapi.NewOPNsense(ctx, tg, nil, fwapi.OPNsenseOptions{})
 			var ae *fwapi.APIError
 			if !errors.As(err, &ae) {
@@ -232,8 +240,8 @@ func TestAPIErrorHints(t *testing.T) {
 }
 
 func TestResponseBodyLimit(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-	fw, err := fwapi.NewOPNsense(context.Background(), fake.Target(), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{MaxResponseBody: 200}})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	fw, err := fwapi.NewOPNsense(context.Background(), em.APITarget(t), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{MaxResponseBody: 200}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,15 +278,15 @@ func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-	cut := fake.Target()
-	fake.SetDown(true) // accepts, then drops every connection
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	cut := em.APITarget(t)
+	em.SetFault(lab.Fault{LinkDown: true}) // accepts, then drops every connection
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := fake.Target()
+	refused := em.APITarget(t)
 	refused.API.URL = "https://" + ln.Addr().String()
 	ln.Close() // nothing listens there any more
 
@@ -290,4 +298,13 @@ func TestUnreachable(t *testing.T) {
 			}
 		})
 	}
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
 }

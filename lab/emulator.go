@@ -80,6 +80,7 @@ type Emulator struct {
 	pf        map[string]string
 	blocklist bool // pfBlockerNG's tables are loaded
 	booted    time.Time
+	boots     int // Boots
 	// slowRates holds a tracking slowdown's recent measurements per
 	// running configuration (see applySlowdown).
 	slowRates map[string]*slowdownSamples
@@ -94,6 +95,7 @@ type Emulator struct {
 	amu     sync.Mutex
 	actions []configxml.Action // service actions run (Actions)
 	cmdLog  []string           // SSH command lines run (Commands)
+	apiLog  []string           // REST API routes called (Requests)
 	life    context.Context    // Serve's context: background work of faults
 
 	lmu      sync.Mutex
@@ -253,6 +255,7 @@ func (e *Emulator) Boot(ctx context.Context) error {
 		return fmt.Errorf("boot: %w", err)
 	}
 	e.booted = time.Now()
+	e.boots++
 	e.logger().Info("booted", "version", e.Version())
 	return nil
 }
@@ -667,7 +670,11 @@ func (e *Emulator) handleConn(ctx context.Context, c net.Conn, cfg *ssh.ServerCo
 	_ = c.SetDeadline(time.Time{})
 	e.lmu.Lock()
 	e.conns[sc] = true
+	down := e.down != nil // the link went down during the handshake
 	e.lmu.Unlock()
+	if down {
+		sc.Close()
+	}
 	defer func() {
 		e.lmu.Lock()
 		delete(e.conns, sc)
@@ -741,7 +748,7 @@ func (e *Emulator) execFaulty(ctx context.Context, conn *ssh.ServerConn, line st
 		conn.Close()
 		return 0, false
 	}
-	if f.answers() {
+	if f.answers() || f.Skip {
 		io.WriteString(stdout, f.Stdout)
 		io.WriteString(stderr, f.Stderr)
 		return f.Exit, true

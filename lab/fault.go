@@ -58,6 +58,9 @@ type CommandFault struct {
 	Exit   int    `json:"exit,omitempty"`
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
+	// Skip makes the command do nothing and succeed: a setting accepted
+	// and ignored.
+	Skip bool `json:"skip,omitempty"`
 	// Drop cuts the SSH connection (not the link: new connections work)
 	// once the command has read DropAfter bytes of its standard input (0:
 	// before it runs), as a session lost mid-transfer would.

@@ -309,6 +309,15 @@ func (e *Emulator) ResetCommands() {
 	e.cmdLog = nil
 }
 
+// Requests returns the REST API requests served, in order, each as the
+// route it matched ("POST /api/firewall/filter/apply/{rev}"), or as
+// "METHOD /path" when none did.
+func (e *Emulator) Requests() []string {
+	e.amu.Lock()
+	defer e.amu.Unlock()
+	return slices.Clone(e.apiLog)
+}
+
 // lifetime is the context background work of faults runs in: Serve's.
 func (e *Emulator) lifetime() context.Context {
 	e.amu.Lock()
@@ -317,6 +326,13 @@ func (e *Emulator) lifetime() context.Context {
 		return context.Background()
 	}
 	return e.life
+}
+
+// Boots counts the boots: 1 after start, one more per reboot.
+func (e *Emulator) Boots() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.boots
 }
 
 // Path maps a firewall path ("/conf/config.xml") to the file holding it.

@@ -144,6 +144,10 @@ func (a *opnAPI) handler() http.Handler {
 		writeJSON(w, http.StatusNotFound, map[string]string{"errorMessage": "Endpoint not found"})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, pattern := mux.Handler(r)
+		a.e.amu.Lock()
+		a.e.apiLog = append(a.e.apiLog, cmp.Or(strings.TrimSuffix(pattern, "/"), r.Method+" "+r.URL.Path))
+		a.e.amu.Unlock()
 		if a.e.rebooting() {
 			// Down: drop the connection without an answer.
 			if hj, ok := w.(http.Hijacker); ok {

@@ -149,3 +149,26 @@ func (f *Firewall) Run(t testing.TB, cmd, stdin string) (stdout, stderr string, 
 // KeyDir is the folder of the emulator's keys and files (the target's key,
 // known_hosts, API key, secret and CA).
 func (f *Firewall) KeyDir() string { return filepath.Join(f.Dir, "keys") }
+
+// APITarget is a target that reaches the emulated OPNsense through its
+// REST API only (no ssh section), with copies of the API key, secret and CA
+// files the test may change.
+func (f *Firewall) APITarget(t testing.TB) *fwapi.Target {
+	t.Helper()
+	if f.Target.API == nil {
+		t.Fatalf("the emulated %s has no REST API", f.Product())
+	}
+	api := *f.Target.API
+	dir := t.TempDir()
+	for _, p := range []*string{&api.KeyFile, &api.SecretFile, &api.CAFile} {
+		data, err := os.ReadFile(*p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = filepath.Join(dir, filepath.Base(*p))
+		if err := os.WriteFile(*p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fwapi.Target{Name: f.Target.Name, Flavor: f.Target.Flavor, Host: f.Target.Host, API: &api}
+}
