@@ -1,5 +1,6 @@
-// Package fwapitest holds test doubles for fwapi: TLS fakes of the OPNsense
-// and pfSense REST v2 APIs and a shell fake for what OPNsense does over SSH.
+// Package fwapitest holds what fwapi's tests share that is not a firewall:
+// the hostile-value corpus, and the pfSense REST v2 fake its client's tests
+// use. Tests that need a firewall start the lab's emulator (lab/labtest).
 package fwapitest
 
 import (
@@ -50,8 +51,8 @@ type Fault struct {
 	Times int
 }
 
-// restFake is the route table, request log and fault injection both API
-// fakes share. Requests to routes that are not registered fail the test.
+// restFake is the route table, request log and fault injection of the
+// pfSense REST v2 fake. Requests to routes that are not registered fail the test.
 type restFake struct {
 	t      testing.TB
 	srv    *httptest.Server
