@@ -5,17 +5,12 @@
 package labtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
@@ -110,45 +105,17 @@ func (f *Firewall) StoredConfig(t testing.TB) []byte {
 // the firewall's shell would.
 func (f *Firewall) Run(t testing.TB, cmd, stdin string) (stdout, stderr string, code int) {
 	t.Helper()
-	key, err := os.ReadFile(f.Target.SSH.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts, err := knownhosts.New(f.Target.SSH.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", f.SSHAddr, &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hosts, Timeout: 5 * time.Second})
+	c, err := fwapi.DialSSH(context.Background(), f.SSHConfig())
 	if err != nil {
 		t.Fatalf("ssh: %v", err)
 	}
 	defer c.Close()
-	s, err := c.NewSession()
+	out, errOut, code, err := c.Run(context.Background(), cmd, strings.NewReader(stdin))
 	if err != nil {
-		t.Fatalf("ssh: %v", err)
-	}
-	defer s.Close()
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &out, &errb, strings.NewReader(stdin)
-	err = s.Run(cmd)
-	var ee *ssh.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitStatus()
-	default:
 		t.Fatalf("ssh %q: %v", cmd, err)
 	}
-	return out.String(), errb.String(), code
+	return string(out), string(errOut), code
 }
-
-// KeyDir is the folder of the emulator's keys and files (the target's key,
-// known_hosts, API key, secret and CA).
-func (f *Firewall) KeyDir() string { return filepath.Join(f.Dir, "keys") }
 
 // APITarget is a target that reaches the emulated OPNsense through its
 // REST API only (no ssh section), with copies of the API key, secret and CA
