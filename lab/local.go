@@ -3,13 +3,12 @@ package lab
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -370,17 +369,34 @@ func (e *Emulator) Running(pidFile string) bool {
 	return err == nil && e.procs.get(pid) != nil
 }
 
+// The factory configs of the OPNsense releases whose layout differs from
+// 26.1's (assets/opnsense/config.xml): before 26.1 the offload settings are
+// in system and the IDS mode is ips 0/1; from 26.7 the filter rules are
+// MVC (firewall.md gotcha 4).
+var (
+	//go:embed assets/opnsense/config-25.7.xml
+	opnConfig257 []byte
+	//go:embed assets/opnsense/config-26.7.xml
+	opnConfig267 []byte
+)
+
 // FactoryConfigAt is the factory config.xml of a product version, with the
-// WAN and LAN on the given NICs: the product's default (FactoryConfig)
-// in the layout of that release — pfSense's config schema version;
-// OPNsense's offload settings (in system before 26.1), IDS mode (ips 0/1
-// before 26.1) and filter rules (MVC from 26.7).
+// WAN and LAN on the given NICs: FactoryConfig in that release's layout
+// (pfSense's config schema version; OPNsense's element trees).
 func FactoryConfigAt(flavor configxml.Flavor, version string, nics NICs) []byte {
 	data := FactoryConfig(flavor)
-	if flavor == configxml.OPNsense {
-		data = opnFactoryLayout(data, opnSeries(strings.TrimPrefix(version, "v")))
-	} else {
-		data = pfFactoryLayout(data, version)
+	switch series := opnSeries(version); {
+	case flavor != configxml.OPNsense:
+		for _, s := range pfSchema {
+			if strings.HasPrefix(version, s.release) {
+				data = bytes.Replace(data, []byte("<version>23.3</version>"), []byte("<version>"+s.schema+"</version>"), 1)
+			}
+		}
+	case series == "":
+	case series < "26.1":
+		data = bytes.Clone(opnConfig257)
+	case series >= "26.7":
+		data = bytes.Clone(opnConfig267)
 	}
 	wan, lan := nics.devices()
 	data = bytes.ReplaceAll(data, []byte("<if>igb0</if>"), []byte("<if>"+wan+"</if>"))
@@ -391,71 +407,4 @@ func FactoryConfigAt(flavor configxml.Flavor, version string, nics NICs) []byte 
 // (globals.inc latest_config; firewall.md A-d).
 var pfSchema = []struct{ release, schema string }{
 	{"2.8", "24.0"}, {"2.7", "23.3"}, {"2.6", "22.2"},
-}
-
-func pfFactoryLayout(data []byte, version string) []byte {
-	for _, s := range pfSchema {
-		if strings.HasPrefix(version, s.release) {
-			return bytes.Replace(data, []byte("<version>23.3</version>"), []byte("<version>"+s.schema+"</version>"), 1)
-		}
-	}
-	return data
-}
-
-func opnFactoryLayout(data []byte, series string) []byte {
-	if series == "" {
-		return data
-	}
-	if series < "26.1" {
-		settings := regexpSub(data, `(?s)\s*<Interfaces>\s*<settings[^>]*>(.*?)</settings>\s*</Interfaces>`)
-		data = bytes.Replace(data, settings[0], nil, 1)
-		data = bytes.Replace(data, []byte("</system>"), append(bytes.TrimRight(settings[1], " \n"), []byte("\n  </system>")...), 1)
-		data = bytes.Replace(data, []byte("<mode>pcap</mode>"), []byte("<ips>0</ips>"), 1)
-	}
-	if series >= "26.7" {
-		legacy := regexpSub(data, `(?s)\s*<filter>.*?</filter>`)
-		data = bytes.Replace(data, legacy[0], nil, 1)
-		data = bytes.Replace(data, []byte("  <OPNsense>\n"), []byte("  <OPNsense>\n"+mvcFactoryRules), 1)
-	}
-	return data
-}
-
-// mvcFactoryRules is OPNsense 26.7's default LAN rule in its MVC filter
-// model (firewall.md gotcha 4).
-const mvcFactoryRules = `    <Firewall>
-      <Filter version="1.0.4">
-        <rules>
-          <rule uuid="e3a1c8f0-5b7d-4c2e-8f6a-1d9b0c7e5a01">
-            <enabled>1</enabled>
-            <statetype>keep</statetype>
-            <sequence>1</sequence>
-            <action>pass</action>
-            <quick>1</quick>
-            <interfacenot>0</interfacenot>
-            <interface>lan</interface>
-            <direction>in</direction>
-            <ipprotocol>inet</ipprotocol>
-            <protocol>any</protocol>
-            <source_net>lan</source_net>
-            <source_not>0</source_not>
-            <source_port/>
-            <destination_net>any</destination_net>
-            <destination_not>0</destination_not>
-            <log>0</log>
-            <description>Default allow LAN to any rule</description>
-          </rule>
-        </rules>
-        <snatrules/>
-        <npt/>
-        <onetoone/>
-      </Filter>
-    </Firewall>
-`
-
-func regexpSub(data []byte, re string) [][]byte {
-	m := regexp.MustCompile(re).FindSubmatch(data)
-	if m == nil {
-		panic(fmt.Sprintf("lab: factory config does not match %s", re))
-	}
-	return m
 }
