@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -75,18 +76,11 @@ type NICs struct{ WAN, LAN string }
 
 // devices returns the WAN and LAN device names.
 func (n NICs) devices() (wan, lan string) {
-	w, l := cmpOr(n.WAN, "igb"), cmpOr(n.LAN, "igb")
+	w, l := cmp.Or(n.WAN, "igb"), cmp.Or(n.LAN, "igb")
 	if w == l {
 		return w + "0", l + "1"
 	}
 	return w + "0", l + "0"
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // localPorts are the data plane ports of an emulator without a lab; the
@@ -99,7 +93,7 @@ func localPorts(n NICs) Ports {
 // NewEmulator makes an emulator whose filesystem is dir (created as
 // needed) and boots it; Serve and ServeAPI then serve it.
 func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator, error) {
-	flavor := cmpOr(string(o.Product), string(configxml.PfSense))
+	flavor := cmp.Or(string(o.Product), string(configxml.PfSense))
 	profiles := o.Profiles
 	if profiles == nil {
 		profiles = DefaultProfilesFor(configxml.Flavor(flavor))
@@ -244,15 +238,8 @@ func (l *Local) serve(run func(ready func(net.Addr)) error) (string, error) {
 	case a := <-ready:
 		return a, nil
 	case err := <-started:
-		return "", cmpErr(err, errors.New("server stopped before listening"))
+		return "", cmp.Or(err, errors.New("server stopped before listening"))
 	}
-}
-
-func cmpErr(err, def error) error {
-	if err == nil {
-		return def
-	}
-	return err
 }
 
 // Close stops the servers, background processes and timers.
