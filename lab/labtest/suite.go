@@ -46,6 +46,7 @@ type Suite struct {
 // Run runs every Test method of the suite as a subtest.
 func (s *Suite) Run(t *testing.T) {
 	v := reflect.ValueOf(s)
+	n := 0
 	for i := range v.NumMethod() {
 		m := v.Type().Method(i)
 		if !strings.HasPrefix(m.Name, "Test") {
@@ -53,6 +54,10 @@ func (s *Suite) Run(t *testing.T) {
 		}
 		test := v.Method(i).Interface().(func(*testing.T))
 		t.Run(strings.TrimPrefix(m.Name, "Test"), test)
+		n++
+	}
+	if n == 0 {
+		t.Fatal("the suite has no Test methods")
 	}
 }
 
