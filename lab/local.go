@@ -175,7 +175,8 @@ type Local struct {
 	SSHAddr string
 	APIAddr string // "" for pfSense
 	cancel  context.CancelFunc
-	done    chan error
+	done    chan error // one value per server when it stops
+	servers int
 }
 
 // StartLocal makes an emulator in dir (see NewEmulator) and serves it on
@@ -229,6 +230,7 @@ func StartLocal(dir string, o EmulatorOptions) (*Local, error) {
 func (l *Local) serve(run func(ready func(net.Addr)) error) (string, error) {
 	ready := make(chan string, 1)
 	started := make(chan error, 1)
+	l.servers++
 	go func() {
 		err := run(func(a net.Addr) { ready <- a.String() })
 		started <- err
@@ -242,15 +244,17 @@ func (l *Local) serve(run func(ready func(net.Addr)) error) (string, error) {
 	}
 }
 
-// Close stops the servers, background processes and timers.
+// Close stops the servers, background processes and timers, and waits
+// for them.
 func (l *Local) Close() error {
 	l.cancel()
 	var errs []error
-	for range 2 {
+	for range l.servers {
 		select {
 		case err := <-l.done:
 			errs = append(errs, err)
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Second):
+			return errors.Join(append(errs, errors.New("emulator: a server did not stop within 10s"))...)
 		}
 	}
 	return errors.Join(errs...)
