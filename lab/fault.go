@@ -162,19 +162,24 @@ func (e *Emulator) watchFaults(ctx context.Context, dir string) {
 }
 
 // SetFault makes the emulator suffer f from now on (the zero Fault clears
-// every fault). Link-down and reboot times, the LinkDownOn trigger and the
-// Times counters start again with each call.
+// every fault). A LinkDownUntil or RebootAt time and a LinkDownOn trigger
+// act once per value: setting the same one again does nothing more. The
+// Commands and Requests lists, with their Times, start again with each
+// call.
 func (e *Emulator) SetFault(f Fault) {
 	ctx := e.lifetime()
 	e.fmu.Lock()
-	if e.fault.Disk != f.Disk {
+	prev := e.fault
+	if prev.Disk != f.Disk {
 		e.logger().Warn("fault: disk", "fault", f.Disk)
 	}
 	e.fault = f
 	e.fault.Commands = slices.Clone(f.Commands)
 	e.fault.Requests = slices.Clone(f.Requests)
-	e.linkTrigger = nil
-	if f.LinkDownOn != "" {
+	switch {
+	case f.LinkDownOn == "":
+		e.linkTrigger = nil
+	case f.LinkDownOn != prev.LinkDownOn || f.LinkDownFor != prev.LinkDownFor:
 		e.linkTrigger = &linkTrigger{on: f.LinkDownOn, dur: f.LinkDownFor}
 		e.logger().Warn("fault: link down armed", "on", f.LinkDownOn, "for", f.LinkDownFor)
 	}
@@ -190,10 +195,10 @@ func (e *Emulator) SetFault(f Fault) {
 	if release {
 		e.linkUp()
 	}
-	if f.LinkDownUntil.After(time.Now()) {
+	if f.LinkDownUntil.After(time.Now()) && !f.LinkDownUntil.Equal(prev.LinkDownUntil) {
 		go e.dropLink(ctx, f.LinkDownUntil)
 	}
-	if !f.RebootAt.IsZero() {
+	if !f.RebootAt.IsZero() && !f.RebootAt.Equal(prev.RebootAt) {
 		go func(at time.Time) {
 			select {
 			case <-time.After(time.Until(at)):
