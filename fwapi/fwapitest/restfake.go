@@ -68,7 +68,6 @@ type restFake struct {
 	faults     map[string]*Fault
 	deny       map[string]bool
 	unexpected []string
-	down       bool
 }
 
 func newRESTFake(t testing.TB) *restFake {
@@ -116,12 +115,7 @@ func (f *restFake) serve(w http.ResponseWriter, r *http.Request) {
 	_, pattern := f.mux.Handler(r)
 	f.mu.Lock()
 	f.requests = append(f.requests, Request{Method: r.Method, Path: r.URL.Path, Pattern: pattern, Body: body, Header: r.Header.Clone()})
-	down := f.down
 	f.mu.Unlock()
-	if down {
-		cut(w)
-		return
-	}
 	if !f.authOK(r) {
 		f.denied(w)
 		return
@@ -216,16 +210,6 @@ func (f *restFake) Deny(pattern string) {
 	f.deny[pattern] = true
 }
 
-// SetDown makes the firewall unreachable (connections are cut) or back.
-func (f *restFake) SetDown(down bool) {
-	f.mu.Lock()
-	f.down = down
-	f.mu.Unlock()
-	if down {
-		f.srv.CloseClientConnections()
-	}
-}
-
 func (f *restFake) mustExist(pattern string) {
 	method, path, _ := strings.Cut(pattern, " ")
 	r := httptest.NewRequest(method, "https://fake"+strings.NewReplacer("{", "", "}", "").Replace(path), nil)
@@ -247,9 +231,6 @@ func (f *restFake) Requests() []Request {
 	defer f.mu.Unlock()
 	return append([]Request(nil), f.requests...)
 }
-
-// URL is the fake's base URL (https://127.0.0.1:port).
-func (f *restFake) URL() string { return f.srv.URL }
 
 // Fingerprint is the SHA-256 fingerprint of the fake's certificate, as
 // fwapi.FormatFingerprint prints it.
@@ -319,11 +300,4 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -57,16 +57,6 @@ func (f *Firewall) Open(t testing.TB) fwapi.Firewall {
 	return fw
 }
 
-// OpenPfSense is Open for a pfSense emulator.
-func (f *Firewall) OpenPfSense(t testing.TB) *fwapi.PfSense {
-	t.Helper()
-	p, ok := f.Open(t).(*fwapi.PfSense)
-	if !ok {
-		t.Fatalf("the emulator is %s, not pfSense", f.Product())
-	}
-	return p
-}
-
 // SSHConfig reaches the emulator's SSH server with key auth and its pinned
 // host key; keepalives are off and reconnects quick.
 func (f *Firewall) SSHConfig() fwapi.SSHConfig {
