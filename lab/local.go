@@ -71,7 +71,8 @@ type EmulatorOptions struct {
 
 // NICs are the NIC drivers (FreeBSD names: igb, em, vtnet, ix) of the
 // emulated box's WAN and LAN ports. Devices are numbered per driver, as
-// FreeBSD does: two igb ports are igb0 (WAN) and igb1 (LAN).
+// FreeBSD does: two igb ports are igb0 (WAN) and igb1 (LAN). So far the
+// driver names the devices only; every driver offers the same offloads.
 type NICs struct{ WAN, LAN string }
 
 // devices returns the WAN and LAN device names.
