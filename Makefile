@@ -4,7 +4,7 @@ BIN     := bin/fwab
 # -p 1: packages one at a time, so throughput tests do not compete for the 2 cores.
 TESTFLAGS ?= -count=1 -p 1 -timeout 18m
 
-.PHONY: all setup build test demo bench fuzz load faults vet clean
+.PHONY: all setup build test demo bench fuzz load faults vet man clean
 
 all: build
 
@@ -14,8 +14,7 @@ setup:
 build:
 	$(GO) build -o $(BIN) ./cmd/fwab
 
-test:
-	$(GO) vet ./...
+test: vet
 	$(GO) test $(TESTFLAGS) ./...
 
 demo: build
@@ -44,8 +43,16 @@ FAULTS_KILLS ?= 30
 faults:
 	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS)
 
+# staticcheck is pinned by go.mod's tool directive; tidy -diff fails when
+# go.mod or go.sum is not tidy.
 vet:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) mod tidy -diff
+
+# A man page per command, into man/ (man -l man/fwab.1).
+man: build
+	$(BIN) gen-man man
 
 clean:
-	rm -rf bin
+	rm -rf bin man

@@ -115,8 +115,12 @@ func (c *Config) Product() Product { return c.product }
 // "2.7.2-RELEASE" or "OPNsense 26.1.2"). Knob validation follows it.
 func (c *Config) SetProduct(version string) error {
 	v := normalizeProduct(version)
-	if _, err := parseVersion(v); err != nil {
+	pv, err := parseVersion(v)
+	if err != nil {
 		return fmt.Errorf("product version %q: %w", version, err)
+	}
+	if err := c.layoutAllows(pv); err != nil {
+		return fmt.Errorf("product version %s: %w", v, err)
 	}
 	c.product = Product{Version: v}
 	return nil

@@ -3,18 +3,16 @@ package configxml
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func load(t testing.TB, name string) *Config {
 	t.Helper()
@@ -174,13 +172,31 @@ func TestFlavorAndVersion(t *testing.T) {
 		if p := c.Product(); p.Version != tt.product || !p.Inferred {
 			t.Errorf("%s: Product() = %+v; want %s, inferred", tt.name, p, tt.product)
 		}
-		if err := c.SetProduct("2.7.2-RELEASE"); err != nil || c.Product() != (Product{Version: "2.7.2"}) {
-			t.Errorf("SetProduct(2.7.2-RELEASE) = %v, Product %+v", err, c.Product())
+		reported, want := "2.7.2-RELEASE", "2.7.2"
+		if tt.flavor == OPNsense {
+			reported, want = "OPNsense 26.7.1_2", "26.7.1"
+		}
+		if err := c.SetProduct(reported); err != nil || c.Product() != (Product{Version: want}) {
+			t.Errorf("SetProduct(%s) = %v, Product %+v", reported, err, c.Product())
 		}
 	}
 	c := load(t, "configs/pfsense-2.7.xml")
 	if err := c.SetProduct("latest"); err == nil {
 		t.Error("SetProduct(latest) succeeded; want an error")
+	}
+	// A file with 26.1's layout is not read as an older release: its
+	// offloads and IDS mode live where 25.7 would not look.
+	for _, tt := range []struct{ fixture, product, want string }{
+		{"configs/opnsense-26.1.xml", "25.7", "the config has OPNsense/Interfaces/settings, which OPNsense writes from 26.1 on"},
+		{"configs/opnsense-26.7.xml", "24.7.3", "writes from 26.1 on"},
+		{"configs/opnsense-25.7.xml", "25.7", ""},
+		{"configs/opnsense-25.7.xml", "26.1", ""}, // an upgrade migrates it
+	} {
+		c := load(t, tt.fixture)
+		err := c.SetProduct(tt.product)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.product)) {
+			t.Errorf("%s at %s: SetProduct = %v; want %q", tt.fixture, tt.product, err, tt.want)
+		}
 	}
 }
 
@@ -191,7 +207,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"configs/pfsense-2.7.xml", []string{"offload.checksum=off", "offload.tso=on", "nat.outbound=advanced", "rules@lan=3", "ids@lan=ips-inline", "blocklist=on", "ipsec@site-b=aes256-sha256"}},
 		{"configs/pfsense-2.6.xml", []string{"ipsec@site-b=aes128-sha1", "ids@wan=ips-legacy", "xml:system/hostname=fw-26"}},
-		{"configs/opnsense-25.7.xml", []string{"offload.checksum=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "rules@lan=2", "ipsec@site-b=chacha20poly1305"}},
+		{"configs/opnsense-25.7.xml", []string{"offload.checksum=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "rules@lan=2", "ipsec@site-b=aes256gcm16"}},
 		{"configs/opnsense-26.1.xml", []string{"offload.checksum=off", "offload.lro=on", "ids@wan=ips-inline", "nat.outbound=hybrid"}},
 		{"configs/opnsense-26.7.xml", []string{"rules@lan=2", "ids@wan=off", "ipsec@site-b=aes256gcm16"}},
 	}
@@ -203,19 +219,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := c.Bytes()
-			golden := filepath.Join("testdata", name+".golden.xml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s:\n%s", golden, lineDiff(string(want), string(got)))
-			}
+			golden.File(t, name+".golden.xml", got)
 			// The result loads, and every knob reads back as set.
 			back, err := LoadBytes(got)
 			if err != nil {
@@ -247,6 +251,9 @@ func TestSetEveryKnob(t *testing.T) {
 		"ipsec@site-b":        {"aes256gcm16", "aes128-sha256", "none"},
 		"xml:system/hostname": {"renamed", "!absent"},
 	}
+	// OPNsense's Swanctl model offers ESP proposals without PFS only from a
+	// short list (see swanctl_proposals.go); 24.7 lacks aes256gcm16.
+	opnValues := map[string][]string{"ipsec@site-b": {"aes256-sha256", "aes128gcm16-modp2048", "none"}}
 	for _, name := range fixtures.Configs() {
 		for knob, vals := range values {
 			t.Run(name+"/"+knob, func(t *testing.T) {
@@ -262,6 +269,9 @@ func TestSetEveryKnob(t *testing.T) {
 						t.Errorf("Set(blocklist) on OPNsense = %v; want a refusal", err)
 					}
 					return
+				}
+				if ov, ok := opnValues[knob]; ok && c.Flavor() == OPNsense {
+					vals = ov
 				}
 				for _, v := range vals {
 					if err := c.Set(knob, v); err != nil {
@@ -366,6 +376,8 @@ func TestSetRefused(t *testing.T) {
 		{"configs/pfsense-2.7.xml", "", "xml:system=x", "has child elements"},
 		{"configs/pfsense-2.7.xml", "", "offload.tso", "is not knob=value"},
 		{"configs/pfsense-2.7.xml", "", "nat.outbound@wan=hybrid", "takes no @qualifier"},
+		{"configs/pfsense-2.7.xml", "", "offload.lro=off", "offload.lro is given twice (on, then off)"},
+		{"configs/pfsense-2.7.xml", "", "offload.lro=on", ""}, // the same value twice is no conflict
 		{"configs/opnsense-26.1.xml", "", "blocklist=on", "does not exist on opnsense"},
 		{"configs/opnsense-26.1.xml", "", "ids@lan=ips-legacy", "OPNsense offers ids or ips-inline"},
 		{"configs/opnsense-26.1.xml", "", "ids@lan=ips-inline", "one IDS mode for all its interfaces, and ids@wan is ids"},
@@ -376,6 +388,12 @@ func TestSetRefused(t *testing.T) {
 			c := load(t, tt.fixture)
 			orig := c.Bytes()
 			err := c.SetAll([]string{"offload.lro=on", tt.assignment})
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("SetAll(%q) = %v, want it accepted", tt.assignment, err)
+				}
+				return
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("SetAll(%q) = %v; want an error containing %q", tt.assignment, err, tt.want)
 			}
@@ -471,11 +489,11 @@ func TestIPsecCreateTunnel(t *testing.T) {
 			if v, _ := back.Get("ipsec@lab"); v != "none" {
 				t.Errorf("after none Get = %q", v)
 			}
-			if err := back.Set("ipsec@lab", "aes128gcm16"); err != nil {
+			if err := back.Set("ipsec@lab", "aes128gcm16-modp2048"); err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := back.Get("ipsec@lab"); v != "aes128gcm16" {
-				t.Errorf("re-enabled Get = %q; want aes128gcm16", v)
+			if v, _ := back.Get("ipsec@lab"); v != "aes128gcm16-modp2048" {
+				t.Errorf("re-enabled Get = %q; want aes128gcm16-modp2048", v)
 			}
 		})
 	}
@@ -505,5 +523,74 @@ func TestOPNsenseIDSDisabledList(t *testing.T) {
 				t.Errorf("IDS interfaces = %q, want %q", got, "lan")
 			}
 		})
+	}
+}
+
+// TestOPNsenseIPsecSwitch: OPNsense's IPsec runs only while the legacy
+// <ipsec><enable> is set (the model's general.enabled is a read-only link to
+// it), so ipsec@T sets that switch, and a connection reads as none without it.
+func TestOPNsenseIPsecSwitch(t *testing.T) {
+	c := loadFixture(t, "configs/opnsense-26.1.xml")
+	if v, _ := c.Get("ipsec@site-b"); v == "none" {
+		t.Fatalf("fixture's site-b reads none; want its proposal")
+	}
+	c.removeElement(c.doc.Root().FindElement("ipsec/enable"))
+	if v, _ := c.Get("ipsec@site-b"); v != "none" {
+		t.Errorf("without <ipsec><enable> ipsec@site-b = %q; want none", v)
+	}
+	general := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text()
+	if err := c.Set("ipsec@site-b", "aes256-sha256"); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.doc.Root().FindElement("ipsec/enable"); e == nil || e.Text() != "1" {
+		t.Errorf("after ipsec@site-b=aes256-sha256 <ipsec><enable> = %v; want 1", e)
+	}
+	if got := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text(); got != general {
+		t.Errorf("the read-only OPNsense/IPsec/general/enabled changed: %q → %q", general, got)
+	}
+	if v, _ := c.Get("ipsec@site-b"); v != "aes256-sha256" {
+		t.Errorf("ipsec@site-b = %q; want aes256-sha256", v)
+	}
+}
+
+// TestOPNsenseProposalRefused: a proposal the version's Swanctl model does
+// not offer is refused with the version and the nearest offers.
+func TestOPNsenseProposalRefused(t *testing.T) {
+	for _, tt := range []struct {
+		version, value string
+		want           []string // in the error; none: accepted
+	}{
+		{"26.1", "aes128gcm16", []string{"ESP (phase 2) proposal aes128gcm16", "OPNsense 26.1", "aes128gcm16-modp2048", "without PFS only: aes256-sha1, aes256-sha256, aes256gcm16, chacha20poly1305"}},
+		{"24.7", "aes256gcm16", []string{"OPNsense 24.7", "aes256gcm16-x25519", "without PFS only: aes256-sha256"}},
+		{"25.7", "chacha20poly1305", []string{"OPNsense 25.7", "its ciphers are:"}},
+		{"26.1", "chacha20poly1305", []string{"IKE (phase 1) proposal chacha20poly1305-sha256-modp2048", "chacha20poly1305-sha256-x25519", "name the IKE proposal as IKE/ESP"}},
+		{"26.1", "chacha20poly1305-sha256-x25519/chacha20poly1305", nil},
+		{"25.7", "aes256gcm16", nil},
+		{"24.7", "aes128gcm16-modp2048", nil},
+	} {
+		c := loadFixture(t, "configs/opnsense-"+tt.version+".xml")
+		if err := c.SetProduct(tt.version); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Check("ipsec@site-b", tt.value)
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("%s on %s: %v; want accepted", tt.value, tt.version, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s on %s accepted; want refused", tt.value, tt.version)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s on %s: error %q lacks %q", tt.value, tt.version, err, w)
+			}
+		}
+	}
+	got, err := Ciphers(OPNsense, "26.1")
+	if err != nil || !slices.Contains(got, "aes128gcm16-modp2048") || slices.Contains(got, "aes128gcm16") {
+		t.Errorf("Ciphers(opnsense, 26.1) = %v, %v; want aes128gcm16-modp2048 and not aes128gcm16", got, err)
 	}
 }

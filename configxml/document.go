@@ -90,155 +90,236 @@ func (e *ParseError) Error() string {
 // parse reads data into an etree document and records what Save needs to
 // reproduce it.
 func parse(data []byte) (*etree.Document, *source, error) {
-	if len(data) > maxConfigSize {
-		return nil, nil, &ParseError{Msg: fmt.Sprintf("%d bytes is larger than the %d-byte limit; is this really a config.xml?", len(data), maxConfigSize)}
+	if err := checkSize(data); err != nil {
+		return nil, nil, err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil, &ParseError{Msg: "the file is empty"}
-	}
-	src := &source{
-		data:   data,
-		elems:  map[*etree.Element]elemSpan{},
-		texts:  map[*etree.CharData]textSpan{},
-		others: map[etree.Token]span{},
-		fresh:  map[*etree.Element]bool{},
-	}
-	errAt := func(off int, format string, args ...any) error {
-		line, col := position(data, off)
-		return &ParseError{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
-	}
-	sc := &scanner{data: data, names: map[string]string{}}
-	if bytes.HasPrefix(data, []byte("\ufeff")) {
-		sc.pos = 3
-	}
-	doc := etree.NewDocument()
-	if sc.pos > 0 {
-		bom := doc.CreateText(string(data[:3]))
-		src.texts[bom] = textSpan{span{0, 3}, bom.Data}
-	}
-
-	var stack []*etree.Element
-	var opened []int // start offsets of the open elements
-	top := &doc.Element
-	roots := 0
-	var empties, selfClosed int
+	p := newParser(data)
 	for {
-		tok, err := sc.next()
+		tok, err := p.sc.next()
 		if err != nil {
 			var se *scanError
 			if errors.As(err, &se) {
-				return nil, nil, errAt(se.off, "%s", se.msg)
+				return nil, nil, p.errAt(se.off, "%s", se.msg)
 			}
 			return nil, nil, err
 		}
 		if tok.kind == tokEOF {
 			break
 		}
-		switch tok.kind {
-		case tokStart:
-			if len(stack) == 0 {
-				roots++
-				if roots > 1 {
-					return nil, nil, errAt(tok.off, "a second root element <%s>: a config.xml has exactly one", tok.name)
-				}
-			}
-			if len(stack) >= maxDepth {
-				return nil, nil, errAt(tok.off, "elements nested more than %d deep: not a firewall config", maxDepth)
-			}
-			el := top.CreateElement(tok.name)
-			for _, a := range tok.attrs {
-				el.CreateAttr(a.name, a.value)
-			}
-			if el.FullTag() != tok.name || len(el.Attr) != len(tok.attrs) {
-				return nil, nil, errAt(tok.off, "<%s> is not a plain XML name", tok.name)
-			}
-			if tok.selfClosing {
-				src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
-				empties++
-				selfClosed++
-				if len(stack) == 0 {
-					top = &doc.Element
-				}
-				continue
-			}
-			if len(el.Attr) > 0 || tok.end-tok.off != len(tok.name)+2 {
-				src.elems[el] = elemSpan{start: span{tok.off, tok.end}, attrs: slices.Clone(el.Attr)}
-			}
-			stack = append(stack, el)
-			opened = append(opened, tok.off)
-			top = el
-		case tokEnd:
-			if len(stack) == 0 {
-				return nil, nil, errAt(tok.off, "</%s> closes nothing", tok.name)
-			}
-			el := stack[len(stack)-1]
-			if tok.name != el.FullTag() {
-				line, col := position(data, opened[len(opened)-1])
-				return nil, nil, errAt(tok.off, "</%s> does not close <%s> opened at %d:%d", tok.name, el.FullTag(), line, col)
-			}
-			es, irregular := src.elems[el]
-			if irregular || tok.end-tok.off != len(tok.name)+3 {
-				if !irregular {
-					es.start = span{opened[len(opened)-1], opened[len(opened)-1] + len(tok.name) + 2}
-				}
-				es.end = span{tok.off, tok.end}
-				src.elems[el] = es
-			}
-			if len(el.Child) == 0 {
-				empties++
-			}
-			stack, opened = stack[:len(stack)-1], opened[:len(opened)-1]
-			top = &doc.Element
-			if len(stack) > 0 {
-				top = stack[len(stack)-1]
-			}
-		case tokText:
-			if len(stack) == 0 && !isSpace(data[tok.off:tok.end]) {
-				return nil, nil, errAt(tok.off, "text outside the root element")
-			}
-			cd := top.CreateText(tok.text)
-			if isSpace(data[tok.off:tok.end]) {
-				cd.SetData(cd.Data) // sets etree's whitespace flag
-			}
-			if !tok.aliased {
-				src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
-			}
-		case tokCDATA:
-			if len(stack) == 0 {
-				return nil, nil, errAt(tok.off, "CDATA outside the root element")
-			}
-			cd := top.CreateCData(tok.text)
-			if bytes.IndexByte(data[tok.off:tok.end], '\r') >= 0 {
-				// Written anew, a CDATA section comes out as it went in,
-				// unless the parser normalized its line ends.
-				src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
-			}
-		case tokComment:
-			src.others[top.CreateComment(tok.text)] = span{tok.off, tok.end}
-		case tokProcInst:
-			if strings.EqualFold(tok.name, "xml") {
-				if tok.off != sc.startOffset() {
-					return nil, nil, errAt(tok.off, "the XML declaration must be the very first thing in the file")
-				}
-				if v := declAttr(tok.text, "version"); v != "1.0" {
-					return nil, nil, errAt(tok.off, "XML version %q: only 1.0 is supported", v)
-				}
-				if enc := declAttr(tok.text, "encoding"); enc != "" && !slices.Contains([]string{"utf-8", "utf8", "us-ascii", "ascii"}, strings.ToLower(enc)) {
-					return nil, nil, errAt(tok.off, "encoding %q is not supported: pfSense and OPNsense write UTF-8", enc)
-				}
-			}
-			src.others[top.CreateProcInst(tok.name, tok.text)] = span{tok.off, tok.end}
+		if err := p.token(&tok); err != nil {
+			return nil, nil, err
 		}
 	}
-	if len(stack) > 0 {
-		line, col := position(data, opened[len(opened)-1])
-		return nil, nil, errAt(len(data), "unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", stack[len(stack)-1].FullTag(), line, col)
+	if err := p.finish(); err != nil {
+		return nil, nil, err
 	}
-	if roots == 0 {
-		return nil, nil, &ParseError{Msg: "no root element"}
+	return p.doc, p.src, nil
+}
+
+// checkSize refuses a document too large or empty to be a config.xml.
+func checkSize(data []byte) error {
+	if len(data) > maxConfigSize {
+		return &ParseError{Msg: fmt.Sprintf("%d bytes is larger than the %d-byte limit; is this really a config.xml?", len(data), maxConfigSize)}
 	}
-	src.style = detectStyle(doc, src, empties, selfClosed)
-	return doc, src, nil
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &ParseError{Msg: "the file is empty"}
+	}
+	return nil
+}
+
+// parser builds the document from the scanner's tokens, one at a time.
+type parser struct {
+	data   []byte
+	sc     *scanner
+	doc    *etree.Document
+	src    *source
+	stack  []*etree.Element // the open elements
+	opened []int            // their start offsets
+	top    *etree.Element   // where the next token goes: the innermost open element, or the document
+	roots  int
+	// empties counts the elements with no children, selfClosed those of them
+	// written <x/>: detectStyle picks the document's way from them.
+	empties, selfClosed int
+}
+
+// newParser starts a document, past a byte order mark (which it keeps as
+// text, so Save writes it back).
+func newParser(data []byte) *parser {
+	p := &parser{
+		data: data,
+		sc:   &scanner{data: data, names: map[string]string{}},
+		doc:  etree.NewDocument(),
+		src: &source{
+			data:   data,
+			elems:  map[*etree.Element]elemSpan{},
+			texts:  map[*etree.CharData]textSpan{},
+			others: map[etree.Token]span{},
+			fresh:  map[*etree.Element]bool{},
+		},
+	}
+	p.top = &p.doc.Element
+	if bytes.HasPrefix(data, []byte("\ufeff")) {
+		p.sc.pos = 3
+		bom := p.doc.CreateText(string(data[:3]))
+		p.src.texts[bom] = textSpan{span{0, 3}, bom.Data}
+	}
+	return p
+}
+
+func (p *parser) errAt(off int, format string, args ...any) error {
+	line, col := position(p.data, off)
+	return &ParseError{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+// token adds one token to the document.
+func (p *parser) token(tok *scanToken) error {
+	switch tok.kind {
+	case tokStart:
+		return p.start(tok)
+	case tokEnd:
+		return p.end(tok)
+	case tokText:
+		return p.text(tok)
+	case tokCDATA:
+		return p.cdata(tok)
+	case tokComment:
+		p.src.others[p.top.CreateComment(tok.text)] = span{tok.off, tok.end}
+	case tokProcInst:
+		return p.procInst(tok)
+	}
+	return nil
+}
+
+// start opens an element (or adds a self-closing one), recording the tag's
+// span when writing it anew would not reproduce it.
+func (p *parser) start(tok *scanToken) error {
+	if len(p.stack) == 0 {
+		p.roots++
+		if p.roots > 1 {
+			return p.errAt(tok.off, "a second root element <%s>: a config.xml has exactly one", tok.name)
+		}
+	}
+	if len(p.stack) >= maxDepth {
+		return p.errAt(tok.off, "elements nested more than %d deep: not a firewall config", maxDepth)
+	}
+	el := p.top.CreateElement(tok.name)
+	for _, a := range tok.attrs {
+		el.CreateAttr(a.name, a.value)
+	}
+	if el.FullTag() != tok.name || len(el.Attr) != len(tok.attrs) {
+		return p.errAt(tok.off, "<%s> is not a plain XML name", tok.name)
+	}
+	if tok.selfClosing {
+		p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
+		p.empties++
+		p.selfClosed++
+		return nil
+	}
+	if len(el.Attr) > 0 || tok.end-tok.off != len(tok.name)+2 {
+		p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, attrs: slices.Clone(el.Attr)}
+	}
+	p.stack = append(p.stack, el)
+	p.opened = append(p.opened, tok.off)
+	p.top = el
+	return nil
+}
+
+// end closes the innermost open element, which must be the one named.
+func (p *parser) end(tok *scanToken) error {
+	if len(p.stack) == 0 {
+		return p.errAt(tok.off, "</%s> closes nothing", tok.name)
+	}
+	el := p.stack[len(p.stack)-1]
+	openedAt := p.opened[len(p.opened)-1]
+	if tok.name != el.FullTag() {
+		line, col := position(p.data, openedAt)
+		return p.errAt(tok.off, "</%s> does not close <%s> opened at %d:%d", tok.name, el.FullTag(), line, col)
+	}
+	es, irregular := p.src.elems[el]
+	if irregular || tok.end-tok.off != len(tok.name)+3 {
+		if !irregular {
+			es.start = span{openedAt, openedAt + len(tok.name) + 2}
+		}
+		es.end = span{tok.off, tok.end}
+		p.src.elems[el] = es
+	}
+	if len(el.Child) == 0 {
+		p.empties++
+	}
+	p.stack, p.opened = p.stack[:len(p.stack)-1], p.opened[:len(p.opened)-1]
+	p.top = &p.doc.Element
+	if len(p.stack) > 0 {
+		p.top = p.stack[len(p.stack)-1]
+	}
+	return nil
+}
+
+// text adds character data; only white space may stand outside the root.
+func (p *parser) text(tok *scanToken) error {
+	raw := p.data[tok.off:tok.end]
+	if len(p.stack) == 0 && !isSpace(raw) {
+		return p.errAt(tok.off, "text outside the root element")
+	}
+	cd := p.top.CreateText(tok.text)
+	if isSpace(raw) {
+		cd.SetData(cd.Data) // sets etree's whitespace flag
+	}
+	if !tok.aliased {
+		p.src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+	}
+	return nil
+}
+
+// cdata adds a CDATA section inside the root.
+func (p *parser) cdata(tok *scanToken) error {
+	if len(p.stack) == 0 {
+		return p.errAt(tok.off, "CDATA outside the root element")
+	}
+	cd := p.top.CreateCData(tok.text)
+	if bytes.IndexByte(p.data[tok.off:tok.end], '\r') >= 0 {
+		// Written anew, a CDATA section comes out as it went in,
+		// unless the parser normalized its line ends.
+		p.src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
+	}
+	return nil
+}
+
+// procInst adds a processing instruction; the XML declaration must come
+// first and declare what pfSense and OPNsense write.
+func (p *parser) procInst(tok *scanToken) error {
+	if strings.EqualFold(tok.name, "xml") {
+		if err := p.checkDeclaration(tok); err != nil {
+			return err
+		}
+	}
+	p.src.others[p.top.CreateProcInst(tok.name, tok.text)] = span{tok.off, tok.end}
+	return nil
+}
+
+func (p *parser) checkDeclaration(tok *scanToken) error {
+	if tok.off != p.sc.startOffset() {
+		return p.errAt(tok.off, "the XML declaration must be the very first thing in the file")
+	}
+	if v := declAttr(tok.text, "version"); v != "1.0" {
+		return p.errAt(tok.off, "XML version %q: only 1.0 is supported", v)
+	}
+	if enc := declAttr(tok.text, "encoding"); enc != "" && !slices.Contains([]string{"utf-8", "utf8", "us-ascii", "ascii"}, strings.ToLower(enc)) {
+		return p.errAt(tok.off, "encoding %q is not supported: pfSense and OPNsense write UTF-8", enc)
+	}
+	return nil
+}
+
+// finish checks that the document is whole and settles its style.
+func (p *parser) finish() error {
+	if len(p.stack) > 0 {
+		line, col := position(p.data, p.opened[len(p.opened)-1])
+		return p.errAt(len(p.data), "unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", p.stack[len(p.stack)-1].FullTag(), line, col)
+	}
+	if p.roots == 0 {
+		return &ParseError{Msg: "no root element"}
+	}
+	p.src.style = detectStyle(p.doc, p.src, p.empties, p.selfClosed)
+	return nil
 }
 
 func (s *scanner) startOffset() int {

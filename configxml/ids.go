@@ -29,6 +29,18 @@ const (
 // OPNsense: the built-in IDS is one <OPNsense><IDS><general> for all its
 // interfaces: enabled 0/1, interfaces (comma list) and the IPS switch, <ips>
 // 0/1 up to 25.7 and <mode> pcap/netmap/divert from 26.1 (B-e).
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:133 — general `<enabled type="BooleanField">` (25.7: line 133; 24.7: line 131)
+// upstream: opnsense-core 24.7 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:135 — `<ips type="BooleanField">` (25.7: line 137)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:137 — `<mode type="OptionField">` replaces ips in 26.1 (26.7 the same)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:142 — `<netmap>Netmap (IPS)</netmap>`, with pcap and divert
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:44 — `$internalServiceEnabled = 'general.enabled'` (24.7: line 45)
+//
+// The pfSense Suricata package's fields (enable, blockoffenders, ips_mode)
+// are read in pfsense/FreeBSD-ports@26ab0a82663f603096e11c391222c81e6d9db06c
+// security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php
+// ("ips_mode_inline" together with blockoffenders "on"); that repository is
+// not in the upstream copy, and the line is not given here.
 
 func (c *Config) suricataRule(iface string) *etree.Element {
 	for _, r := range c.doc.Root().FindElements("installedpackages/suricata/rule") {
@@ -168,10 +180,13 @@ func (c *Config) setOPNIDS(iface, value string) error {
 	if value != IDSOff {
 		ifs = append(ifs, iface)
 	}
-	c.setLeaf(g, "interfaces", strings.Join(ifs, ","), false)
+	// The list is Required: with no interface left the IDS is switched
+	// off and the list kept as it was, which is what "disabled" means.
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:157 — `<interfaces type="InterfaceField">`, Required, Default wan (24.7: line 143)
 	enabled := "0"
 	if len(ifs) > 0 {
 		enabled = "1"
+		c.setLeaf(g, "interfaces", strings.Join(ifs, ","), false)
 	}
 	c.setLeaf(g, "enabled", enabled, false)
 	if value == IDSOff {

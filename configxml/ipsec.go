@@ -134,6 +134,17 @@ func setIPsec(c *Config, name, value string) error {
 	return nil
 }
 
+// pfSense's phase 1 proposals are <encryption><item> entries, its phase 2
+// offers <encryption-algorithm-option> and <hash-algorithm-option> lists
+// with one <pfsgroup>; <disabled/> by presence switches either off.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2517 — `foreach(array_get_path($ph1ent, 'encryption/item', []) as $p1enc)` (2.6.0: line 2543; master: line 2486)
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2526 — `$p1enc['encryption-algorithm']['name']`, then keylen, hash-algorithm, prf-algorithm, dhgroup
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2739 — `$ph2ent['encryption-algorithm-option']`
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2325 — `$ph2ent['hash-algorithm-option']`, skipped for GCM and chacha20poly1305
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2328 — `$ph2ent['pfsgroup']`
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:1493 — `isset($ph1ent['disabled'])`
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:1555 — `isset($ph2ent['disabled'])`
 func pfHash(h string, phase2 bool) string {
 	if phase2 && h != "aesxcbc" {
 		return "hmac_" + h

@@ -13,8 +13,24 @@ import (
 // remotes/remote and children/child linked by the connection's uuid;
 // proposals are whole strongSwan strings (firewall.md B-d). Pre-shared keys
 // live in <OPNsense><IPsec><preSharedKeys>.
+//
+// The IPsec service as a whole has one switch, the legacy <ipsec><enable>:
+// the model's general.enabled only links to it and cannot be written, and
+// the service controller starts strongSwan only while it is set (else its
+// reconfigure stops it). The GUI's toggle sets it and removes it; "set"
+// means present, whatever its text.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/IPsec.xml:7 — `<enabled type="LegacyLinkField">` (the same in 24.7, 25.7, 26.7)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/IPsec.xml:8 — `<Source>ipsec.enable</Source>`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ServiceController.php:39 — `$internalServiceEnabled = 'general.enabled'`
+// upstream: opnsense/core@3a7cd418681c6bae8955b1937fa87293421da093 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:304 — `$config->ipsec->enable = true`, and isEnabledAction tests `isset(...->ipsec->enable)`
 
 const swanctl = "OPNsense/Swanctl"
+
+// ipsecSwitch is the legacy element that turns OPNsense's IPsec on.
+const ipsecSwitch = "ipsec/enable"
+
+func (c *Config) opnIPsecOn() bool { return c.doc.Root().FindElement(ipsecSwitch) != nil }
 
 func (c *Config) swanctlConnection(name string) *etree.Element {
 	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
@@ -36,11 +52,12 @@ func (c *Config) swanctlLinked(kind, connUUID string) *etree.Element {
 
 func (c *Config) swanctlTunnels() []Tunnel {
 	var out []Tunnel
+	on := c.opnIPsecOn()
 	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
 		id := conn.SelectAttrValue("uuid", "")
 		t := Tunnel{
 			Name:       childText(conn, "description"),
-			Enabled:    childText(conn, "enabled") == "1",
+			Enabled:    on && childText(conn, "enabled") == "1",
 			LocalAddr:  childText(conn, "local_addrs"),
 			RemoteAddr: childText(conn, "remote_addrs"),
 		}
@@ -95,10 +112,20 @@ func (c *Config) setSwanctl(name, value string) error {
 	}
 	c.setLeaf(child, "esp_proposals", p.ESP.String(), false)
 	c.setLeaf(child, "enabled", "1", false)
-	c.setLeaf(c.ensure(c.doc.Root(), "OPNsense/IPsec/general"), "enabled", "1", false)
+	c.setLeaf(c.ensure(c.doc.Root(), "ipsec"), "enable", "1", false)
 	return nil
 }
 
+// createSwanctl writes a connection, its local and remote, its child and the
+// pre-shared key, as the model defines them: array items keyed by uuid, the
+// children linked to the connection's uuid.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:7 — `<Connection type=".\ConnnectionField">` below Connections, mount //OPNsense/Swanctl
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:110 — `<local type="ArrayField">` below locals
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:166 — `<remote type="ArrayField">` below remotes
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:229 — `<child type="ArrayField">` below children
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:234 — `<connection type="ModelRelationField">` on local, remote and child
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/IPsec.xml:198 — `<preSharedKey type="ArrayField">` below preSharedKeys, mount //OPNsense/IPsec
 func (c *Config) createSwanctl(t TunnelSpec) *etree.Element {
 	root := c.doc.Root()
 	connUUID := stableUUID("conn:" + t.Name)

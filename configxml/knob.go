@@ -316,7 +316,11 @@ func (c *Config) SetAll(assignments []string) error {
 		if err != nil {
 			return err
 		}
-		c.pending[ref.String()] = Canonical(ref.String(), value)
+		value = Canonical(ref.String(), value)
+		if prev, ok := c.pending[ref.String()]; ok && prev != value {
+			return fmt.Errorf("%s is given twice (%s, then %s): give each knob once", ref, prev, value)
+		}
+		c.pending[ref.String()] = value
 	}
 	for _, a := range assignments {
 		ref, value, _ := ParseAssignment(a)
@@ -390,6 +394,9 @@ func (c *Config) Values() []KnobValue {
 
 // bumpRevision records a change in <revision> the way the product's own
 // write_config does: time, description and user.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1129 — `$revision['time'] = time();`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:489 — `$revision['time'] = sprintf('%0.2f', microtime(true));`
 func (c *Config) bumpRevision(desc string) {
 	now := time.Now
 	if c.Now != nil {

@@ -13,6 +13,16 @@ import (
 //     means disabled, whatever its text (firewall.md gotcha 2, A-a, B-a).
 //   - OPNsense ≥26.1: <OPNsense><Interfaces><settings><disable…>1|0, a
 //     BooleanField whose default when absent is 1: disabled (B-a).
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:572 — `config_path_enabled('system','disablechecksumoffloading')` (2.6.0: line 528, by isset; master: line 575)
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:601 — `config_path_enabled('system','disablesegmentationoffloading')`
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:609 — `config_path_enabled('system','disablelargereceiveoffloading')`
+// upstream: pfsense 2.7.2 src/usr/local/pfSense/include/www/system_advanced_network.inc:198 — the GUI sets `$config['system']['disablechecksumoffloading'] = true;` and deletes it with `config_del_path('system/disablechecksumoffloading')`
+// upstream: opnsense/core@6a3e447378d418e8e7afdc2c66dc14d2024fd732 src/etc/config.xml.sample:227 — 24.7's factory config has `<disablechecksumoffloading>1</disablechecksumoffloading>` in <system> (25.7: opnsense/core@5bc96393 line 37)
+// upstream: not settled — whether OPNsense ≤25.7 reads <system><disable…> by presence or by a non-empty, non-0 text (interfaces.inc is not in the upstream copy); fwab writes 1 or removes the element, which read the same either way, and checked at run time by fwapi.VerifyRuntime (FWAB101), which compares the NIC's live options with the config
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:7 — `<disablechecksumoffloading type="BooleanField">`, Default 1 (the same in 26.7; no such model in 24.7, 25.7)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:11 — `<disablesegmentationoffloading type="BooleanField">`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:15 — `<disablelargereceiveoffloading type="BooleanField">`
 func offloadKnob(name, flag, doc string) *KnobSpec {
 	return &KnobSpec{
 		Name: name, Values: onOff, Action: ActionInterfaces, InConfig: true,

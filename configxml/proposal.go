@@ -156,6 +156,9 @@ func (c *Config) checkProposal(p Proposal) error {
 			}
 		}
 	}
+	if c.flavor == OPNsense {
+		return c.checkOPNProposal(p)
+	}
 	return nil
 }
 
@@ -211,14 +214,26 @@ var commonProposals = []string{
 	"3des-sha1", "3des-md5", "blowfish-sha1", "cast128-sha1", "aes128-md5",
 }
 
+// opnCommonProposals are the common proposals with PFS, or with an explicit
+// IKE proposal, that OPNsense's Swanctl model offers where it lacks the bare
+// forms (swanctl_proposals.go).
+var opnCommonProposals = []string{
+	"aes128gcm16-modp2048", "aes256gcm16-modp2048", "aes128-sha256-modp2048", "aes256-sha256-modp2048",
+	"chacha20poly1305-sha256-x25519/chacha20poly1305",
+}
+
 // Ciphers lists the common ESP proposals a product version accepts.
 func Ciphers(f Flavor, productVersion string) ([]string, error) {
 	c := &Config{flavor: f}
 	if err := c.SetProduct(productVersion); err != nil {
 		return nil, err
 	}
+	candidates := commonProposals
+	if f == OPNsense {
+		candidates = append(slices.Clone(commonProposals), opnCommonProposals...)
+	}
 	var out []string
-	for _, s := range commonProposals {
+	for _, s := range candidates {
 		p, _ := ParseProposal(s)
 		if c.checkProposal(p) == nil {
 			out = append(out, s)

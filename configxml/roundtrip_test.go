@@ -7,15 +7,14 @@ import (
 	"testing"
 )
 
-// upstreamDir holds real config.xml files from pfSense and OPNsense; it sits
-// beside the repository and may be absent.
-const upstreamDir = "../../shared/upstream"
-
+// upstreamFiles lists the real config.xml files from pfSense and OPNsense
+// in the upstream folder (see upstreamDir), which may be absent.
 func upstreamFiles(t *testing.T) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(upstreamDir, "*.xml"))
+	dir := upstreamDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.xml"))
 	if len(files) == 0 {
-		t.Skipf("no upstream configs in %s (the shared folder is absent); skipping", upstreamDir)
+		t.Skipf("no upstream configs in %s; skipping", dir)
 	}
 	return files
 }

@@ -37,6 +37,13 @@ func validateRules(c *Config, _ string, value string) error {
 	return nil
 }
 
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:4256 — `config_get_path('filter/rule', [])`
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3687 — `$rule['tracker']` becomes the rule's ridentifier and label
+// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:65 — legacy rules are `$config['filter']['rule'][$i]` (24.7 and 26.7 the same)
+// upstream: opnsense/core@d9ac167d3b2a603dd28500db089f94fc00fad74e src/etc/config.xml.sample:117 — 26.7's factory config keeps its rules in `<OPNsense><Firewall><Filter><rules>`
+// upstream: opnsense-core 26.7 src/opnsense/mvc/app/models/OPNsense/Firewall/Filter.xml:20 — `<rule type=".\FilterRuleField">` below rules, mount //OPNsense/Firewall/Filter
+// upstream: opnsense-core 26.7 src/opnsense/mvc/app/models/OPNsense/Firewall/Filter.xml:43 — `<sequence type=".\FilterSequenceField">`, 1…999999
+
 // rulesMVC reports whether filter rules live in OPNsense's MVC model (26.7 on).
 func (c *Config) rulesMVC() bool {
 	return c.flavor == OPNsense && c.productAtLeast("26.7")

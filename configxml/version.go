@@ -105,6 +105,11 @@ func inferProduct(f Flavor, configVersion string) string {
 }
 
 // inferOPNsense guesses an OPNsense release from the config's layout.
+//
+// upstream: opnsense/core@d9ac167d3b2a603dd28500db089f94fc00fad74e src/etc/config.xml.sample:116 — 26.7's factory rules are in `<Filter>` below <OPNsense><Firewall>
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:2 — `<mount>//OPNsense/Interfaces/settings</mount>`, a model 24.7 and 25.7 do not have
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:137 — `<mode type="OptionField">`, new in 26.1
+// upstream: not settled — releases between the four read (25.1, 25.4) and the layout of an upgraded box; fwab takes the version the firewall reports (SetProduct), checked at run time by the driver's version query
 func (c *Config) inferOPNsense() string {
 	root := c.doc.Root()
 	switch {
@@ -119,4 +124,31 @@ func (c *Config) inferOPNsense() string {
 	default:
 		return "25.7"
 	}
+}
+
+// layoutAllows refuses a product version the config's own layout
+// contradicts: elements only a later (or only an earlier) release writes.
+// Reading a file with the wrong version's layout would read another
+// release's elements — inline IPS as plain ids, offloads as unset — and
+// could call an unsafe config safe.
+func (c *Config) layoutAllows(v version) error {
+	if c.flavor != OPNsense || c.doc == nil {
+		// pfSense migrates an older config at boot, and the schema
+		// version of each release is not in the upstream copy: no check.
+		return nil
+	}
+	// Only this direction is certain: a release before 26.1 has no such
+	// models. Legacy elements are no proof of an old release: a 26.4
+	// business factory config still has <system><disable…offloading>.
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:2 — `<mount>//OPNsense/Interfaces/settings</mount>`, a model 24.7 and 25.7 do not have
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:137 — `<mode type="OptionField">`, new in 26.1
+	if v.atLeast(mustVersion("26.1")) {
+		return nil
+	}
+	for _, p := range []string{"OPNsense/Interfaces/settings", "OPNsense/IDS/general/mode"} {
+		if c.doc.Root().FindElement(p) != nil {
+			return fmt.Errorf("the config has %s, which OPNsense writes from 26.1 on: give the version the firewall runs", p)
+		}
+	}
+	return nil
 }

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
 )
 
-// Firewall is what a driver offers. The pfSense driver (SSH, REST v2 where
-// installed) and the OPNsense driver (REST, SSH for what the API lacks) both
-// implement it and pass the same test suite.
+// Firewall is what a driver offers. The pfSense driver (SSH) and the OPNsense
+// driver (REST, SSH for what the API lacks) both implement it and pass the
+// same test suite.
 type Firewall interface {
 	Info(ctx context.Context) (Info, error)
 	// ReadConfig returns the running config.xml, byte for byte.
@@ -25,7 +26,7 @@ type Firewall interface {
 	// Apply runs the narrowest service action for each change, once per action.
 	Apply(ctx context.Context, changes []configxml.Change) error
 	RuntimeState(ctx context.Context) (RuntimeState, error)
-	Metrics(ctx context.Context) (Metrics, error)
+	Metrics(ctx context.Context) (probe.DUTMetrics, error)
 	Reboot(ctx context.Context) error
 	WaitReady(ctx context.Context, timeout time.Duration) error
 	Upgrade(ctx context.Context, version string, progress func(string)) error

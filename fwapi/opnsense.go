@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-resty/resty/v2"
-
 	"github.com/fwab/fwab/configxml"
 )
 
@@ -149,15 +147,14 @@ func NewOPNsense(ctx context.Context, t *Target, ssh Runner, opts OPNsenseOption
 	if t.Flavor != "" && t.Flavor != string(configxml.OPNsense) {
 		return nil, fmt.Errorf("opnsense: target %q has flavor %q", t.Name, t.Flavor)
 	}
-	creds, err := LoadCredentials(t.API, true)
+	creds, err := LoadCredentials(t.API)
 	if err != nil {
 		return nil, fmt.Errorf("opnsense: %w", err)
 	}
-	api, err := newRESTClient(t.API, opts.REST, func(c *resty.Client) { c.SetBasicAuth(creds.Key, creds.Secret) })
+	api, err := newRESTClient(t.API, opts.REST, creds)
 	if err != nil {
 		return nil, fmt.Errorf("opnsense: %w", err)
 	}
-	api.decodeError = decodeOPNsenseError
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 5 * time.Second
 	}

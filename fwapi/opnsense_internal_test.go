@@ -108,8 +108,6 @@ func TestDecodeErrorFixtures(t *testing.T) {
 		{"opnsense/error_404.json", decodeOPNsenseError, APIError{Message: "Endpoint not found"}},
 		{"opnsense/error_500.json", decodeOPNsenseError, APIError{Message: "Unexpected error, check log for details"}},
 		{"opnsense/error_400.json", decodeOPNsenseError, APIError{Message: "Invalid JSON syntax"}},
-		{"pfrest/error_401.json", decodePfRESTError, APIError{ResponseID: "AUTH_AUTHENTICATION_FAILED", Message: "Authentication failed.", Hint: pfRESTHints[0].hint}},
-		{"pfrest/error_400_validation.json", decodePfRESTError, APIError{ResponseID: "FIELD_INVALID_CHOICE", Message: "Field `mode` must be one of [automatic, hybrid, advanced, disabled]"}},
 	}
 	for _, tc := range tests {
 		got := tc.decode(400, api.Body(tc.file))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fwab/fwab/probe"
 )
 
 // RuntimeState reads what the firewall is really doing. Through the API:
@@ -234,43 +236,43 @@ func anyString(v any) string {
 // Metrics samples CPU (kern.cp_times one second apart), memory, temperature
 // and mbufs with sysctl and netstat over SSH: the OPNsense API has no
 // one-shot equivalent for CPU load.
-func (o *OPNsense) Metrics(ctx context.Context) (Metrics, error) {
+func (o *OPNsense) Metrics(ctx context.Context) (probe.DUTMetrics, error) {
 	if o.ssh == nil {
-		return Metrics{}, errors.New("opnsense: metrics: need a shell on the firewall (sysctl): add an ssh section to the target")
+		return probe.DUTMetrics{}, errors.New("opnsense: metrics: need a shell on the firewall (sysctl): add an ssh section to the target")
 	}
 	wrap := func(err error) error { return fmt.Errorf("opnsense: metrics: %w", err) }
-	m := Metrics{Time: o.opts.Now()}
+	m := probe.DUTMetrics{Time: o.opts.Now()}
 	out, err := o.shell(ctx, "sysctl -n kern.cp_times && sleep 1 && sysctl -n kern.cp_times", nil)
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 2 {
-		return Metrics{}, wrap(fmt.Errorf("kern.cp_times: want two samples, got %q", clip(out, 200)))
+		return probe.DUTMetrics{}, wrap(fmt.Errorf("kern.cp_times: want two samples, got %q", clip(out, 200)))
 	}
 	before, err := ParseCPUTimes(lines[0])
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	after, err := ParseCPUTimes(lines[1])
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	if m.PerCPU, m.CPUPercent, err = CPUBusy(before, after); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	names := []string{"vm.stats.vm.v_page_count", "vm.stats.vm.v_free_count"}
 	if out, err = o.shell(ctx, "sysctl -n "+strings.Join(names, " "), nil); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	vals, err := ParseSysctlValues(string(out), names...)
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	total, e1 := strconv.ParseFloat(vals[names[0]], 64)
 	free, e2 := strconv.ParseFloat(vals[names[1]], 64)
 	if e1 != nil || e2 != nil || total <= 0 || free > total {
-		return Metrics{}, wrap(fmt.Errorf("page counts %q/%q are not usable", vals[names[1]], vals[names[0]]))
+		return probe.DUTMetrics{}, wrap(fmt.Errorf("page counts %q/%q are not usable", vals[names[1]], vals[names[0]]))
 	}
 	m.MemUsedPct = 100 * (total - free) / total
 	// Not every board has a sensor: a failure leaves the temperature unknown.
@@ -278,10 +280,10 @@ func (o *OPNsense) Metrics(ctx context.Context) (Metrics, error) {
 		m.TempCelsius, _ = ParseTemperature(string(out))
 	}
 	if out, err = o.shell(ctx, "netstat -m", nil); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	if m.MbufsInUse, err = ParseNetstatMbufs(string(out)); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	return m, nil
 }

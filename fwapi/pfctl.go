@@ -99,14 +99,3 @@ func ParsePfctlTableCounts(out string) (map[string]int, error) {
 	}
 	return tables, nil
 }
-
-// ParsePfctlTables reads `pfctl -s Tables`: one table name a line.
-func ParsePfctlTables(out string) []string {
-	var names []string
-	for _, l := range strings.Split(out, "\n") {
-		if n := strings.TrimSpace(l); n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
-}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
 )
 
 // pfSense paths and commands (see the firewall reference, section A).
@@ -356,7 +357,7 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 // Metrics samples kern.cp_times twice MetricsInterval apart, memory from
 // the VM page counters, the CPU temperature where the sensor exists, and
 // mbufs in use.
-func (p *PfSense) Metrics(ctx context.Context) (Metrics, error) {
+func (p *PfSense) Metrics(ctx context.Context) (probe.DUTMetrics, error) {
 	wrap := func(err error) error { return fmt.Errorf("pfsense metrics: %w", err) }
 	sample := func() (CPUTimes, error) {
 		out, err := p.output(ctx, "sysctl -n kern.cp_times")
@@ -367,49 +368,49 @@ func (p *PfSense) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	before, err := sample()
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	select {
 	case <-ctx.Done():
-		return Metrics{}, wrap(ctx.Err())
+		return probe.DUTMetrics{}, wrap(ctx.Err())
 	case <-time.After(p.opts.MetricsInterval):
 	}
 	after, err := sample()
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
-	m := Metrics{Time: time.Now()}
+	m := probe.DUTMetrics{Time: time.Now()}
 	if m.PerCPU, m.CPUPercent, err = CPUBusy(before, after); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	names := []string{"vm.stats.vm.v_page_count", "vm.stats.vm.v_free_count"}
 	out, err := p.output(ctx, "sysctl -n "+strings.Join(names, " "))
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	vals, err := ParseSysctlValues(out, names...)
 	if err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	pages, err1 := strconv.ParseFloat(vals[names[0]], 64)
 	free, err2 := strconv.ParseFloat(vals[names[1]], 64)
 	if err1 != nil || err2 != nil || pages <= 0 || free > pages {
-		return Metrics{}, wrap(fmt.Errorf("memory counters %v make no sense", vals))
+		return probe.DUTMetrics{}, wrap(fmt.Errorf("memory counters %v make no sense", vals))
 	}
 	m.MemUsedPct = 100 * (pages - free) / pages
 	// Not every box has a sensor (VMs, some CPUs): a missing one is 0.
 	if tout, _, code, err := p.sh.Run(ctx, "sysctl -n dev.cpu.0.temperature", nil); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	} else if code == 0 {
 		if t, err := ParseTemperature(string(tout)); err == nil {
 			m.TempCelsius = t
 		}
 	}
 	if out, err = p.output(ctx, "netstat -m"); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	if m.MbufsInUse, err = ParseNetstatMbufs(out); err != nil {
-		return Metrics{}, wrap(err)
+		return probe.DUTMetrics{}, wrap(err)
 	}
 	return m, nil
 }

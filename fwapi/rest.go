@@ -48,7 +48,6 @@ type APIError struct {
 	Method      string
 	Path        string
 	Message     string
-	ResponseID  string            // pfSense REST v2's response_id, e.g. "SUCCESS"
 	Validations map[string]string // field -> message
 	Hint        string            // what the operator should do
 }
@@ -58,9 +57,6 @@ func (e *APIError) Error() string {
 	fmt.Fprintf(&b, "%s %s: ", e.Method, e.Path)
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, "HTTP %d", e.StatusCode)
-	}
-	if e.ResponseID != "" {
-		fmt.Fprintf(&b, " %s", e.ResponseID)
 	}
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
@@ -102,10 +98,10 @@ func (Credentials) String() string         { return "credentials(redacted)" }
 func (c Credentials) GoString() string     { return c.String() }
 func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// LoadCredentials reads the API key and, when needSecret is set, the secret
-// named by spec: each from its *_file (trailing whitespace trimmed) or its
-// *_env. Errors name what is missing and never contain a value.
-func LoadCredentials(spec *APISpec, needSecret bool) (Credentials, error) {
+// LoadCredentials reads the API key and secret named by spec: each from its
+// *_file (trailing whitespace trimmed) or its *_env. Errors name what is
+// missing and never contain a value.
+func LoadCredentials(spec *APISpec) (Credentials, error) {
 	if spec == nil {
 		return Credentials{}, errors.New("target has no api section: add api: {url, key_file or key_env, ...}")
 	}
@@ -114,10 +110,8 @@ func LoadCredentials(spec *APISpec, needSecret bool) (Credentials, error) {
 	if c.Key, err = readSecret("key", spec.KeyFile, spec.KeyEnv); err != nil {
 		return Credentials{}, err
 	}
-	if needSecret {
-		if c.Secret, err = readSecret("secret", spec.SecretFile, spec.SecretEnv); err != nil {
-			return Credentials{}, err
-		}
+	if c.Secret, err = readSecret("secret", spec.SecretFile, spec.SecretEnv); err != nil {
+		return Credentials{}, err
 	}
 	return c, nil
 }
@@ -304,18 +298,15 @@ func HTTPClient(spec *APISpec, opts RESTOptions) (*http.Client, error) {
 	return &http.Client{Transport: rt, Timeout: timeout}, nil
 }
 
-// restClient is the plumbing both REST drivers share: base URL, TLS,
-// authentication, the body cap and error mapping.
+// restClient is the OPNsense driver's REST plumbing: base URL, TLS, HTTP
+// Basic authentication, the body cap and error mapping.
 type restClient struct {
 	base   string // scheme://host[:port], no trailing slash
 	client *resty.Client
 	log    *slog.Logger
-	// decodeError turns a failed response into an *APIError; each product
-	// has its own error body.
-	decodeError func(status int, body []byte) *APIError
 }
 
-func newRESTClient(spec *APISpec, opts RESTOptions, auth func(*resty.Client)) (*restClient, error) {
+func newRESTClient(spec *APISpec, opts RESTOptions, creds Credentials) (*restClient, error) {
 	u, err := parseAPIURL(spec)
 	if err != nil {
 		return nil, err
@@ -338,12 +329,12 @@ func newRESTClient(spec *APISpec, opts RESTOptions, auth func(*resty.Client)) (*
 		SetDisableWarn(true).
 		SetHeader("Accept", "application/json").
 		SetHeader("User-Agent", "fwab").
-		// A redirect could carry the X-API-Key header to another host, and
+		// A redirect could carry the credentials to another host, and
 		// the firewall's API has no reason to redirect: refuse.
 		SetRedirectPolicy(resty.RedirectPolicyFunc(func(req *http.Request, via []*http.Request) error {
 			return fmt.Errorf("the firewall redirected to %s: set api.url to that address instead (fwab does not follow redirects with credentials)", req.URL.Redacted())
 		}))
-	auth(rc)
+	rc.SetBasicAuth(creds.Key, creds.Secret)
 	if spec.Insecure {
 		log.Warn("TLS certificate verification is off for this target (api.insecure): anyone on the path can read the API key", "url", u.Redacted())
 	}
@@ -382,7 +373,7 @@ func (c *restClient) call(ctx context.Context, method, path string, body any, ac
 	}
 	c.log.DebugContext(ctx, "api call", "method", method, "path", path, "status", resp.StatusCode(), "took", time.Since(start))
 	if resp.StatusCode() < 200 || resp.StatusCode() > 299 {
-		e := c.decodeError(resp.StatusCode(), resp.Body())
+		e := decodeOPNsenseError(resp.StatusCode(), resp.Body())
 		e.StatusCode, e.Method, e.Path = resp.StatusCode(), method, path
 		if e.Hint == "" {
 			e.Hint = hintFor(resp.StatusCode(), path)

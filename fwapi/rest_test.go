@@ -3,26 +3,35 @@ package fwapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
 	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
 func TestTLSVerification(t *testing.T) {
-	fake := fwapitest.NewPfREST(t, fwapitest.PfRESTOptions{})
-	good := fake.Fingerprint()
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	good := apiFingerprint(t, em.APIAddr)
 	wrong := strings.Repeat("AB:", 31) + "AB"
 	tests := []struct {
 		name    string
@@ -43,7 +52,7 @@ func TestTLSVerification(t *testing.T) {
 			wantErr: []string{"got sha256 " + good}, certErr: true},
 		{name: "unknown CA (system roots)", edit: func(s *fwapi.APISpec) { s.CAFile = "" },
 			wantErr: []string{"is not trusted", "api.ca_file", "api.fingerprint: \"" + good + "\""}, certErr: true},
-		{name: "other CA", edit: func(s *fwapi.APISpec) { s.CAFile = fwapitest.OtherCAFile(t) },
+		{name: "other CA", edit: func(s *fwapi.APISpec) { s.CAFile = otherCAFile(t) },
 			wantErr: []string{"is not trusted", good}, certErr: true},
 		{name: "insecure only when set", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Insecure = true }},
 		{name: "insecure with pin is refused", edit: func(s *fwapi.APISpec) { s.Insecure = true; s.Fingerprint = good },
@@ -57,26 +66,25 @@ func TestTLSVerification(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := fake.Target().API
-			tc.edit(spec)
-			var err error
-			c, err := fwapi.NewPfREST(spec, fwapi.RESTOptions{})
+			target := em.APITarget(t)
+			tc.edit(target.API)
+			// NewOPNsense reads the firmware version: one request.
+			fw, err := fwapi.NewOPNsense(context.Background(), target, nil, fwapi.OPNsenseOptions{})
 			if err == nil {
-				_, err = c.Version(context.Background())
-				c.Close()
+				fw.Close()
 			}
 			if len(tc.wantErr) == 0 {
 				if err != nil {
-					t.Fatalf("Version() error = %v, want success", err)
+					t.Fatalf("NewOPNsense() error = %v, want success", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Version() succeeded, want an error containing %q", tc.wantErr)
+				t.Fatalf("NewOPNsense() succeeded, want an error containing %q", tc.wantErr)
 			}
 			for _, w := range tc.wantErr {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Version() error = %q, want it to contain %q", err, w)
+					t.Errorf("NewOPNsense() error = %q, want it to contain %q", err, w)
 				}
 			}
 			var ce *fwapi.CertificateError
@@ -85,6 +93,48 @@ func TestTLSVerification(t *testing.T) {
 			}
 		})
 	}
+}
+
+// apiFingerprint is the SHA-256 fingerprint of the certificate the server
+// at addr presents, as fwapi.FormatFingerprint prints it.
+func apiFingerprint(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sum := sha256.Sum256(c.ConnectionState().PeerCertificates[0].Raw)
+	return fwapi.FormatFingerprint(sum[:])
+}
+
+// otherCAFile writes a freshly made self-signed CA certificate that signed
+// nothing the emulator presents: verification against it must fail.
+func otherCAFile(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "fwab test other CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestLoadCredentials(t *testing.T) {
@@ -119,7 +169,7 @@ func TestLoadCredentials(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := fwapi.LoadCredentials(&tc.spec, true)
+			got, err := fwapi.LoadCredentials(&tc.spec)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("LoadCredentials() error = %v, want one containing %q", err, tc.wantErr)
@@ -252,28 +302,37 @@ func TestResponseBodyLimit(t *testing.T) {
 	}
 }
 
+// apiTarget is an OPNsense target at url whose credentials are set.
+func apiTarget(url string) *fwapi.Target {
+	return &fwapi.Target{Name: "fw", API: &fwapi.APISpec{URL: url, KeyEnv: "PATH", SecretEnv: "PATH"}}
+}
+
 func TestAPIURLValidation(t *testing.T) {
 	for _, u := range []string{"", "ftp://fw", "https://", "https://user:pw@fw.example", "http://fw.example", "http://198.18.1.1"} {
-		_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{})
+		_, err := fwapi.NewOPNsense(context.Background(), apiTarget(u), nil, fwapi.OPNsenseOptions{})
 		if err == nil {
-			t.Errorf("NewPfREST(url %q) succeeded, want an error", u)
+			t.Errorf("NewOPNsense(url %q) succeeded, want an error", u)
 			continue
 		}
 		if strings.Contains(err.Error(), "pw@") {
-			t.Errorf("NewPfREST(url %q) error %q repeats the password", u, err)
+			t.Errorf("NewOPNsense(url %q) error %q repeats the password", u, err)
 		}
 	}
 }
 
 func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
-	for _, u := range []string{"http://127.0.0.1:8443", "http://localhost", "http://[::1]:80"} {
-		if _, err := fwapi.NewPfREST(&fwapi.APISpec{URL: u, KeyEnv: "PATH"}, fwapi.RESTOptions{}); err != nil {
-			t.Errorf("NewPfREST(url %q) error = %v, want loopback http accepted", u, err)
+	// Nothing answers at these addresses: an accepted url fails later, when
+	// the driver asks for the firmware version, not at the url check.
+	opts := fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{Timeout: 2 * time.Second}}
+	for _, u := range []string{"http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1"} {
+		_, err := fwapi.NewOPNsense(context.Background(), apiTarget(u), nil, opts)
+		if err != nil && (strings.Contains(err.Error(), "plain http") || strings.Contains(err.Error(), "want https://")) {
+			t.Errorf("NewOPNsense(url %q) error = %v, want loopback http accepted", u, err)
 		}
 	}
-	_, err := fwapi.NewPfREST(&fwapi.APISpec{URL: "http://fw.example", KeyEnv: "PATH"}, fwapi.RESTOptions{})
+	_, err := fwapi.NewOPNsense(context.Background(), apiTarget("http://fw.example"), nil, opts)
 	if err == nil || !strings.Contains(err.Error(), "plain http would send the API key in clear: use https") {
-		t.Errorf("NewPfREST(http://fw.example) error = %v, want https demanded", err)
+		t.Errorf("NewOPNsense(http://fw.example) error = %v, want https demanded", err)
 	}
 }
 

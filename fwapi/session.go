@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // Files a Session keeps in its local state folder.
@@ -132,7 +133,7 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 		return nil, abandon(err, true)
 	}
 	s.orig, s.origSum = orig, SHA256Hex(orig)
-	if err := writeFileAtomic(filepath.Join(opts.Dir, OriginalFile), orig); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(opts.Dir, OriginalFile), orig, 0o600); err != nil {
 		return nil, abandon(fmt.Errorf("local backup: %w", err), true)
 	}
 	if err := s.journal(JournalEntry{Event: "start", Target: opts.Target, SHA256: s.origSum, Detail: opts.Owner.String()}); err != nil {
@@ -520,27 +521,6 @@ func recoverUnstarted(ctx context.Context, guard Guard, dir string, first Journa
 		return fmt.Errorf("recover: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes a local file: temp file, fsync, rename.
-func writeFileAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }
 
 // Commit ends the session keeping the config now on the firewall (fwab fw

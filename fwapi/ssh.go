@@ -136,6 +136,11 @@ func (e *CommandError) Unwrap() error {
 	return nil
 }
 
+// DiskFailed reports whether the command's output shows that the
+// firewall's disk refuses writes; it makes a CommandError a
+// matrix.DiskError, so a sweep stops instead of blaming the point.
+func (e *CommandError) DiskFailed() bool { return DiskHint(e.Stderr) != "" }
+
 // DiskHint explains a firewall's disk error found in a command's output
 // (its disk is full, or read-only) and what to do; "" when there is none.
 func DiskHint(output string) string {

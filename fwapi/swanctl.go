@@ -36,7 +36,7 @@ func ParseSwanctlSAs(out string) ([]IPsecSA, error) {
 			for _, f := range strings.Split(rest, ", ") {
 				f = strings.TrimSpace(f)
 				switch {
-				case f == "INSTALLED" || f == "REKEYING" || f == "REKEYED" || f == "DELETING" || f == "ROUTED" || f == "CREATED" || f == "INSTALLING" || f == "UPDATING" || f == "DESTROYING":
+				case childSAStates[f]:
 					sa.State = f
 				case strings.HasPrefix(f, "ESP:") || strings.HasPrefix(f, "AH:"):
 					_, algs, _ := strings.Cut(f, ":")
@@ -62,6 +62,14 @@ func ParseSwanctlSAs(out string) ([]IPsecSA, error) {
 		}
 	}
 	return sas, sc.Err()
+}
+
+// childSAStates are the states swanctl prints for a child SA.
+// upstream: strongswan/strongswan@6e07e3f0bdfe722f47687aac257b142844c33653 src/libcharon/sa/child_sa.c:53 — `child_sa_state_names`
+var childSAStates = map[string]bool{
+	"CREATED": true, "ROUTED": true, "INSTALLING": true, "INSTALLED": true,
+	"UPDATING": true, "REKEYING": true, "REKEYED": true, "RETRYING": true,
+	"DELETING": true, "DELETED": true, "DESTROYING": true,
 }
 
 // splitESP splits "AES_CBC-256/HMAC_SHA2_256_128/MODP_2048" into the

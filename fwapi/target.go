@@ -9,8 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"gopkg.in/yaml.v3"
+
+	"github.com/fwab/fwab/internal/yamlerr"
 )
 
 // Target is one firewall fwab may drive, as written in the targets file.
@@ -94,7 +98,7 @@ func LoadTargets(path string) (*TargetsFile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("targets file %s: %w", path, err)
+		return nil, fmt.Errorf("targets file %s: %w", path, yamlerr.Translate(err, data, &tf))
 	}
 	if tf.Targets == nil {
 		tf.Targets = map[string]*Target{}
@@ -124,7 +128,7 @@ func (tf *TargetsFile) Lookup(name string) (*Target, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("no target %q: the targets file has none (run 'fwab lab up' for the embedded lab, or add one)", name)
 	}
-	return nil, fmt.Errorf("no target %q; known targets: %v", name, names)
+	return nil, fmt.Errorf("no target %q; known targets: %s", name, strings.Join(names, ", "))
 }
 
 // Save writes the targets file atomically (temp file, fsync, rename).
@@ -136,5 +140,5 @@ func (tf *TargetsFile) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data, 0o600)
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,48 +35,84 @@ var liveOffloadOptions = []string{"TXCSUM", "RXCSUM", "TXCSUM_IPV6", "RXCSUM_IPV
 // combination: above all, inline IPS running on a NIC whose offloads are
 // really on, whatever the config claims.
 func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
-	var out []configxml.Finding
-	add := func(rule, name string, sev configxml.Severity, format string, args ...any) {
-		out = append(out, configxml.Finding{Rule: rule, Name: name, Severity: sev, Message: fmt.Sprintf(format, args...)})
-	}
-	// Interfaces the config assigns and the runtime shows.
-	type assigned struct{ key, dev string }
-	var ifs []assigned
-	for _, i := range c.Interfaces() {
+	rc := &runtimeCheck{c: c, st: st}
+	rc.checkInterfaces()
+	rc.checkOffloads()
+	rc.checkIDS()
+	rc.checkInlineOffloads()
+	rc.checkRules()
+	rc.checkBlocklist()
+	rc.checkNAT()
+	rc.checkIPsec()
+	return rc.out
+}
+
+// runtimeCheck is one VerifyRuntime: the config, the state, the interfaces
+// both know, and the findings so far.
+type runtimeCheck struct {
+	c   *configxml.Config
+	st  RuntimeState
+	ifs []assignedNIC // set by checkInterfaces
+	out []configxml.Finding
+}
+
+// assignedNIC is an interface the config assigns and the firewall has.
+type assignedNIC struct{ key, dev string }
+
+func (rc *runtimeCheck) add(rule, name string, sev configxml.Severity, format string, args ...any) {
+	rc.out = append(rc.out, configxml.Finding{Rule: rule, Name: name, Severity: sev, Message: fmt.Sprintf(format, args...)})
+}
+
+// checkInterfaces finds the NICs the config assigns and the runtime shows,
+// and reports those the firewall lacks.
+func (rc *runtimeCheck) checkInterfaces() {
+	for _, i := range rc.c.Interfaces() {
 		if i.Device == "" || !IsNIC(i.Device) {
 			continue
 		}
-		if _, ok := st.Interfaces[i.Device]; !ok {
-			add(RuleInterfaceMissing, "interface-missing", configxml.SeverityError,
+		if _, ok := rc.st.Interfaces[i.Device]; !ok {
+			rc.add(RuleInterfaceMissing, "interface-missing", configxml.SeverityError,
 				"interface %s is assigned to %s in the config but the firewall has no such device", i.Key, i.Device)
 			continue
 		}
-		ifs = append(ifs, assigned{i.Key, i.Device})
+		rc.ifs = append(rc.ifs, assignedNIC{i.Key, i.Device})
 	}
+}
 
-	// Offloads: the config's global flags against every assigned NIC.
+// checkOffloads compares the config's global offload flags with every
+// assigned NIC.
+func (rc *runtimeCheck) checkOffloads() {
 	for _, knob := range []string{"offload.checksum", "offload.tso", "offload.lro"} {
-		want, err := c.Get(knob)
+		want, err := rc.c.Get(knob)
 		if err != nil {
 			continue
 		}
-		for _, a := range ifs {
-			s := st.Interfaces[a.dev]
+		for _, a := range rc.ifs {
+			s := rc.st.Interfaces[a.dev]
 			if got := OffloadState(s, knob); got != want {
-				add(RuleOffloadMismatch, "offload-mismatch", configxml.SeverityError,
+				rc.add(RuleOffloadMismatch, "offload-mismatch", configxml.SeverityError,
 					"%s is %s in the config but %s (%s) shows it %s: options %s; reconfigure the interface or reboot",
 					knob, want, a.dev, a.key, got, strings.Join(s.Options, ","))
 			}
 		}
 	}
+}
 
-	// IDS per interface, and the unsafe live combination.
+// idsByDevice is the running Suricata instances by interface.
+func (rc *runtimeCheck) idsByDevice() map[string]IDSInstance {
 	running := map[string]IDSInstance{}
-	for _, i := range st.IDS {
+	for _, i := range rc.st.IDS {
 		running[i.Interface] = i
 	}
-	for _, a := range ifs {
-		want, err := c.Get("ids@" + a.key)
+	return running
+}
+
+// checkIDS compares each interface's IDS mode with the Suricata running
+// on it.
+func (rc *runtimeCheck) checkIDS() {
+	running := rc.idsByDevice()
+	for _, a := range rc.ifs {
+		want, err := rc.c.Get("ids@" + a.key)
 		if err != nil {
 			continue
 		}
@@ -85,38 +122,41 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 			got = inst.Mode
 		}
 		if !idsModeMatches(want, got) {
-			add(RuleIDSMismatch, "ids-mismatch", configxml.SeverityError,
+			rc.add(RuleIDSMismatch, "ids-mismatch", configxml.SeverityError,
 				"ids@%s is %s in the config but the firewall runs %s on %s; restart Suricata (its settings take effect only after a restart)",
 				a.key, want, describeIDS(got, inst), a.dev)
 		}
 	}
-	devs := make([]string, 0, len(running))
-	for d := range running {
-		devs = append(devs, d)
-	}
-	sort.Strings(devs)
-	for _, d := range devs {
-		inst := running[d]
-		if inst.Mode != configxml.IDSInlineIPS {
+}
+
+// checkInlineOffloads reports the unsafe live combination, whatever the
+// config says: inline IPS running on a NIC whose offloads are on.
+func (rc *runtimeCheck) checkInlineOffloads() {
+	running := rc.idsByDevice()
+	for _, d := range slices.Sorted(maps.Keys(running)) {
+		if running[d].Mode != configxml.IDSInlineIPS {
 			continue
 		}
 		var live []string
 		for _, o := range liveOffloadOptions {
-			if st.Interfaces[d].Has(o) {
+			if rc.st.Interfaces[d].Has(o) {
 				live = append(live, o)
 			}
 		}
 		if len(live) > 0 {
-			add(RuleInlineOffloadLive, "ips-inline-offload-live", configxml.SeverityError,
+			rc.add(RuleInlineOffloadLive, "ips-inline-offload-live", configxml.SeverityError,
 				"inline IPS (netmap) runs on %s while its offloads are really on (%s): netmap corrupts or drops such traffic; turn checksum, TSO and LRO off and reconfigure or reboot",
 				d, strings.Join(live, ","))
 		}
 	}
+}
 
-	// Generated rules: the config's total against the rules pf loaded.
+// checkRules compares the config's total of generated rules with the rules
+// pf loaded.
+func (rc *runtimeCheck) checkRules() {
 	total, counted := 0, false
-	for _, i := range c.Interfaces() {
-		v, err := c.Get("rules@" + i.Key)
+	for _, i := range rc.c.Interfaces() {
+		v, err := rc.c.Get("rules@" + i.Key)
 		if err != nil {
 			continue
 		}
@@ -127,49 +167,54 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 		total += n
 		counted = true
 	}
-	if counted && total != st.GeneratedRules {
-		add(RuleRulesMismatch, "rules-mismatch", configxml.SeverityError,
-			"the config holds %d fwab-generated rules but pf has %d loaded; reload the filter", total, st.GeneratedRules)
+	if counted && total != rc.st.GeneratedRules {
+		rc.add(RuleRulesMismatch, "rules-mismatch", configxml.SeverityError,
+			"the config holds %d fwab-generated rules but pf has %d loaded; reload the filter", total, rc.st.GeneratedRules)
 	}
+}
 
-	// pfBlockerNG: its pfB_ tables are loaded exactly when it is on.
-	if want, err := c.Get("blocklist"); err == nil {
-		entries := 0
-		for name, n := range st.Tables {
-			if strings.HasPrefix(name, "pfB_") {
-				entries += n
-			}
-		}
-		switch {
-		case want == "on" && entries == 0:
-			add(RuleBlocklistMismatch, "blocklist-mismatch", configxml.SeverityError,
-				"blocklist is on in the config but no pfB_ table has entries; run a pfBlockerNG update")
-		case want == "off" && entries > 0:
-			add(RuleBlocklistMismatch, "blocklist-mismatch", configxml.SeverityWarning,
-				"blocklist is off in the config but pfB_ tables still hold %d entries", entries)
+// checkBlocklist: pfBlockerNG's pfB_ tables are loaded exactly when it is
+// on.
+func (rc *runtimeCheck) checkBlocklist() {
+	want, err := rc.c.Get("blocklist")
+	if err != nil {
+		return
+	}
+	entries := 0
+	for name, n := range rc.st.Tables {
+		if strings.HasPrefix(name, "pfB_") {
+			entries += n
 		}
 	}
-
-	// Outbound NAT: disabled means no nat rules at all.
-	if want, err := c.Get("nat.outbound"); err == nil && want == "disabled" && len(st.NATOutbound) > 0 {
-		add(RuleNATMismatch, "nat-mismatch", configxml.SeverityError,
-			"nat.outbound is disabled in the config but pf has %d outbound NAT rules; reload the filter", len(st.NATOutbound))
+	switch {
+	case want == "on" && entries == 0:
+		rc.add(RuleBlocklistMismatch, "blocklist-mismatch", configxml.SeverityError,
+			"blocklist is on in the config but no pfB_ table has entries; run a pfBlockerNG update")
+	case want == "off" && entries > 0:
+		rc.add(RuleBlocklistMismatch, "blocklist-mismatch", configxml.SeverityWarning,
+			"blocklist is off in the config but pfB_ tables still hold %d entries", entries)
 	}
+}
 
-	// IPsec: a configured tunnel should have an installed child SA.
-	installed := 0
-	for _, sa := range st.IPsec {
-		if sa.State == "INSTALLED" {
-			installed++
-		}
+// checkNAT: outbound NAT disabled means no nat rules at all.
+func (rc *runtimeCheck) checkNAT() {
+	if want, err := rc.c.Get("nat.outbound"); err == nil && want == "disabled" && len(rc.st.NATOutbound) > 0 {
+		rc.add(RuleNATMismatch, "nat-mismatch", configxml.SeverityError,
+			"nat.outbound is disabled in the config but pf has %d outbound NAT rules; reload the filter", len(rc.st.NATOutbound))
 	}
-	for _, kv := range c.Values() {
+}
+
+// checkIPsec: a configured tunnel should have an installed child SA that
+// negotiated the algorithms the config asks for.
+func (rc *runtimeCheck) checkIPsec() {
+	installed := rc.installedSAs()
+	for _, kv := range rc.c.Values() {
 		name, ok := strings.CutPrefix(kv.Knob, "ipsec@")
 		if !ok || kv.Value == "none" || kv.Value == "" {
 			continue
 		}
-		if installed == 0 {
-			add(RuleIPsecNotEstablished, "ipsec-not-established", configxml.SeverityWarning,
+		if len(installed) == 0 {
+			rc.add(RuleIPsecNotEstablished, "ipsec-not-established", configxml.SeverityWarning,
 				"ipsec@%s is %s in the config but no child SA is installed; restart IPsec or start traffic to bring it up", name, kv.Value)
 			continue
 		}
@@ -180,22 +225,29 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 		encr, integ := SwanctlAlgorithms(p.ESP)
 		var seen []string
 		match := false
-		for _, sa := range st.IPsec {
-			if sa.State != "INSTALLED" {
-				continue
-			}
+		for _, sa := range installed {
 			seen = append(seen, strings.Trim(sa.Encr+"/"+sa.Integ, "/"))
 			if sa.Encr == encr && sa.Integ == integ {
 				match = true
 			}
 		}
 		if !match {
-			add(RuleIPsecMismatch, "ipsec-algorithm-mismatch", configxml.SeverityError,
+			rc.add(RuleIPsecMismatch, "ipsec-algorithm-mismatch", configxml.SeverityError,
 				"ipsec@%s asks for ESP %s (%s) but the installed SAs negotiated %s; restart IPsec on both ends",
 				name, p.ESP, strings.Trim(encr+"/"+integ, "/"), strings.Join(seen, ", "))
 		}
 	}
-	return out
+}
+
+// installedSAs is the child SAs in state INSTALLED, in the state's order.
+func (rc *runtimeCheck) installedSAs() []IPsecSA {
+	var sas []IPsecSA
+	for _, sa := range rc.st.IPsec {
+		if sa.State == "INSTALLED" {
+			sas = append(sas, sa)
+		}
+	}
+	return sas
 }
 
 // SwanctlAlgorithms names an ESP proposal's algorithms as swanctl

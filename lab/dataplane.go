@@ -687,11 +687,7 @@ func setElements(listing, name string) []string {
 	if k < 0 {
 		return nil
 	}
-	var out []string
-	for _, f := range strings.FieldsFunc(rest[:k], func(r rune) bool { return r == ',' || r == '\n' || r == '\t' || r == ' ' }) {
-		out = append(out, f)
-	}
-	return out
+	return strings.FieldsFunc(rest[:k], func(r rune) bool { return r == ',' || r == '\n' || r == '\t' || r == ' ' })
 }
 
 // pfLines writes the pf text for the rule keys found, in order, filtered by

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,11 +69,17 @@ func TestPlanIDS(t *testing.T) {
 // engine (`fwab lab inspect`).
 func buildFwab(t *testing.T) string {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			t.Skip("skipped: no go tool to build the fwab binary the lab runs as its IDS engine")
+	// The go that runs this test (go test exports GOROOT), else one on
+	// PATH, else the usual install: sudo's PATH often lacks it.
+	gobin := ""
+	for _, cand := range []string{filepath.Join(os.Getenv("GOROOT"), "bin", "go"), "go", "/usr/local/go/bin/go"} {
+		if p, err := exec.LookPath(cand); err == nil {
+			gobin = p
+			break
 		}
+	}
+	if gobin == "" {
+		t.Skip("skipped: no go tool to build the fwab binary the lab runs as its IDS engine")
 	}
 	bin := filepath.Join(t.TempDir(), "fwab")
 	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/fwab/fwab/cmd/fwab")

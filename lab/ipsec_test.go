@@ -235,12 +235,14 @@ func TestEmulatorIPsecCommands(t *testing.T) {
 
 // negotiated is what swanctl --list-sas shows for each ESP proposal.
 var negotiated = map[string]struct{ encr, integ string }{
-	"aes128gcm16":      {"AES_GCM_16-128", ""},
-	"aes256gcm16":      {"AES_GCM_16-256", ""},
-	"aes128-sha1":      {"AES_CBC-128", "HMAC_SHA1_96"},
-	"aes256-sha256":    {"AES_CBC-256", "HMAC_SHA2_256_128"},
-	"3des-sha1":        {"3DES_CBC", "HMAC_SHA1_96"},
-	"chacha20poly1305": {"CHACHA20_POLY1305", ""},
+	"aes128gcm16": {"AES_GCM_16-128", ""},
+	"aes256gcm16": {"AES_GCM_16-256", ""},
+	"aes128-sha1": {"AES_CBC-128", "HMAC_SHA1_96"},
+	// OPNsense offers SHA-1 with AES-CBC only with a DH group (PFS).
+	"aes128-sha1-modp2048": {"AES_CBC-128", "HMAC_SHA1_96"},
+	"aes256-sha256":        {"AES_CBC-256", "HMAC_SHA2_256_128"},
+	"3des-sha1":            {"3DES_CBC", "HMAC_SHA1_96"},
+	"chacha20poly1305":     {"CHACHA20_POLY1305", ""},
 }
 
 // applyIPsecKnob sets ipsec@fwab through fwapi's pfSense driver, with the

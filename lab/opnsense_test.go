@@ -417,7 +417,7 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 			t.Fatalf("Apply(ipsec@site=%s): %v", value, err)
 		}
 	}
-	for _, v := range []string{"aes256gcm16", "aes128-sha1"} {
+	for _, v := range []string{"aes256gcm16", "aes128-sha1-modp2048"} {
 		apply(v)
 		st, err := fw.RuntimeState(ctx)
 		if err != nil {

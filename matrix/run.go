@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/probe/smartplug"
 	"github.com/fwab/fwab/store"
 )
 
@@ -56,7 +56,7 @@ func (s *Spec) PowerMeter() (probe.PowerMeter, error) {
 	case s.Power == nil:
 		return nil, nil
 	case s.Power.URL != "":
-		m := probe.HTTPPowerMeter{URL: s.Power.URL, Path: s.Power.JSONPath}
+		m := smartplug.Meter{URL: s.Power.URL, Path: s.Power.JSONPath}
 		if err := m.Validate(); err != nil {
 			return nil, &SpecError{Msg: "power: " + err.Error()}
 		}
@@ -91,7 +91,7 @@ type Progress struct {
 
 // Sweep runs a plan against a firewall, recording every sample as it comes.
 // The firewall side is injected: Apply is commit-confirmed and verified
-// (fwapi.Session.Apply), Settle checks that traffic passes, Measure runs a
+// (fwapi.Session.ApplyChecked), Settle checks that traffic passes, Measure runs a
 // probe through the firewall.
 type Sweep struct {
 	Plan   *Plan
@@ -175,7 +175,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			report("apply", "", describe(changes))
 			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
-			if err != nil && ctx.Err() == nil && !errors.Is(err, fwapi.ErrFirewallDisk) {
+			if err != nil && ctx.Err() == nil && !DiskFailed(err) {
 				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
 				err = s.Apply(ctx, next.Bytes(), changes)
@@ -185,7 +185,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if errors.Is(err, fwapi.ErrFirewallDisk) {
+				if DiskFailed(err) {
 					// Not this point's fault: no point can be applied.
 					s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
 					return fmt.Errorf("sweep stopped at point %d (%s): %w", st.Point.Index, describe(changes), err)
@@ -260,6 +260,22 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// DiskError is an apply error that can tell whether the firewall's disk
+// refuses writes (full or read-only); fwapi's command errors are
+// DiskErrors. No point can be applied until the disk is fixed, so the
+// sweep stops there instead of marking the point broken.
+type DiskError interface {
+	error
+	DiskFailed() bool
+}
+
+// DiskFailed reports whether the first DiskError in err's chain says that
+// the firewall's disk refuses writes.
+func DiskFailed(err error) bool {
+	var d DiskError
+	return errors.As(err, &d) && d.DiskFailed()
 }
 
 func (s *Sweep) key(st Step, pr ProbeRun) store.Key {

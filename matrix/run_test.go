@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -257,16 +256,17 @@ func TestSweepStats(t *testing.T) {
 
 func TestPowerMeterFromSpec(t *testing.T) {
 	for _, tt := range []struct{ yaml, want string }{
-		{"power: {url: 'http://198.18.9.9/status', json_path: ENERGY.Power}\n", "probe.HTTPPowerMeter"},
+		{"power: {url: 'http://198.18.9.9/status', json_path: ENERGY.Power}\n", "smartplug.Meter"},
 		{"power: {watts: 12.5}\n", "probe.ManualPower"},
 		{"", "<nil>"},
 		{"power: {url: 'ftp://plug', json_path: a.b}\n", "use an http:// or https:// URL"},
 	} {
+		// A meter the sweep would refuse is refused when the spec is read.
 		s, err := Parse(strings.NewReader("axes:\n  rules@lan: [0]\n" + tt.yaml))
-		if err != nil {
-			t.Fatal(err)
+		var m probe.PowerMeter
+		if err == nil {
+			m, err = s.PowerMeter()
 		}
-		m, err := s.PowerMeter()
 		got := fmt.Sprintf("%T", m)
 		if err != nil {
 			got = err.Error()
@@ -322,16 +322,47 @@ func TestSweepRetriesFailedProbeOnce(t *testing.T) {
 	}
 }
 
+// diskError is a firewall command error as fwapi reports one.
+type diskError struct{ full bool }
+
+func (e diskError) Error() string {
+	if e.full {
+		return "cp exited 1: No space left on device (the firewall's disk is full)"
+	}
+	return "cp exited 1: Permission denied"
+}
+
+func (e diskError) DiskFailed() bool { return e.full }
+
+func TestDiskFailed(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("no space left on device"), false}, // only a DiskError says so
+		{diskError{full: true}, true},
+		{fmt.Errorf("apply rules@lan=100: %w", diskError{full: true}), true},
+		{fmt.Errorf("apply: %w", diskError{}), false},
+		{errors.Join(errors.New("restore"), diskError{full: true}), true},
+	}
+	for _, tt := range tests {
+		if got := DiskFailed(tt.err); got != tt.want {
+			t.Errorf("DiskFailed(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
 // TestSweepStopsOnFirewallDiskError: a disk that refuses writes is no
 // point's fault: the sweep stops at once (no retry, no point marked
 // broken) so that --resume measures everything once the disk is fixed.
 func TestSweepStopsOnFirewallDiskError(t *testing.T) {
 	f := newSweep(t, twoPoints)
 	f.fw.refuse = func([]configxml.Change) error {
-		return fmt.Errorf("apply: %w", &fwapi.CommandError{Cmd: "cp", Exit: 1, Stderr: "cp: /conf/backup/x.xml: No space left on device"})
+		return fmt.Errorf("apply: %w", diskError{full: true})
 	}
 	err := f.sweep.Execute(t.Context())
-	if !errors.Is(err, fwapi.ErrFirewallDisk) || !strings.Contains(err.Error(), "disk is full") {
+	if !DiskFailed(err) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("Execute = %v, want the disk error with its hint", err)
 	}
 	if f.fw.applies != 1 {

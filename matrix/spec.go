@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/yamlerr"
 )
 
 // Spec is a matrix.yaml.
@@ -210,7 +211,7 @@ func Parse(r io.Reader) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &SpecError{Msg: "the spec is empty"}
 		}
-		return nil, yamlErr(err)
+		return nil, yamlErr(yamlerr.Translate(err, raw, &s))
 	}
 	s.raw = raw
 	sum := sha256.Sum256(raw)
@@ -243,22 +244,17 @@ func (c *Constraint) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// yamlErr turns yaml.v3's "yaml: line 3: …" into a SpecError.
+// yamlErr turns a translated yaml.v3 error ("line 3: …") into a SpecError.
 func yamlErr(err error) error {
-	var te *yaml.TypeError
-	msg := err.Error()
-	if errors.As(err, &te) {
-		msg = strings.Join(te.Errors, "; ")
+	var se *SpecError
+	if errors.As(err, &se) {
+		return se
 	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg := err.Error()
 	var line int
 	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
 		return &SpecError{Line: line, Msg: msg}
-	}
-	var se *SpecError
-	if errors.As(err, &se) {
-		return se
 	}
 	return &SpecError{Msg: msg}
 }
@@ -383,6 +379,9 @@ func (s *Spec) check() error {
 		if p.Parallel < 0 || p.Parallel > 128 {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..128", p.Name, p.Parallel)}
 		}
+		if p.Duration <= 0 {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: duration %v must be positive, such as 30s", p.Name, p.Duration.D())}
+		}
 		if p.Omit >= p.Duration {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: omit (%v) must be shorter than duration (%v)", p.Name, p.Omit.D(), p.Duration.D())}
 		}
@@ -398,8 +397,18 @@ func (s *Spec) check() error {
 			}
 		}
 	}
+	// What iperf3 and the power meter would refuse is refused here, so that
+	// check, plan and --dry-run accept no spec the sweep then refuses.
+	for _, pr := range s.ProbeRuns() {
+		if err := pr.Iperf3.Validate(); err != nil {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", pr.Name, err)}
+		}
+	}
 	if s.Power != nil && s.Power.URL == "" && s.Power.Watts <= 0 {
 		return &SpecError{Msg: "power: give url (and json_path) of a meter, or watts measured by hand"}
+	}
+	if _, err := s.PowerMeter(); err != nil {
+		return err
 	}
 	for _, c := range s.Constraints {
 		n := 0

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 // Direction is which way an iperf3 probe sends, seen from the LAN client.
@@ -78,8 +76,8 @@ type Iperf3 struct {
 
 // Watch is what is observed while a probe runs, besides the probe itself.
 type Watch struct {
-	// DUT reads the firewall's metrics (fwapi.Firewall.Metrics); nil skips.
-	DUT      func(ctx context.Context) (fwapi.Metrics, error)
+	// DUT reads the firewall's metrics (a firewall driver's Metrics); nil skips.
+	DUT      func(ctx context.Context) (DUTMetrics, error)
 	DUTEvery time.Duration // default 1 s
 	// Power reads a power meter; nil skips.
 	Power      PowerMeter
@@ -114,7 +112,7 @@ type Sample struct {
 	EndpointCPUBound bool
 
 	Ping  *PingStats
-	DUT   []fwapi.Metrics
+	DUT   []DUTMetrics
 	Power []PowerReading
 
 	Failed   bool
@@ -531,7 +529,7 @@ func endpointError(e Endpoint, what string, err error) string {
 // startWatch starts the observers of w; the returned function stops them and
 // stores their series in s.
 func startWatch(ctx context.Context, client, server Endpoint, p Iperf3, w Watch) func(*Sample) {
-	var dut *Polling[fwapi.Metrics]
+	var dut *Polling[DUTMetrics]
 	var power *Polling[PowerReading]
 	if w.DUT != nil {
 		dut = Poll(ctx, every(w.DUTEvery), w.DUT)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe/smartplug"
 )
 
 // scripted is a Runner that answers from fixtures: "iperf3 -s" starts a
@@ -461,15 +461,15 @@ func TestIperf3Watch(t *testing.T) {
 	t.Cleanup(plug.Close)
 	var reads atomic.Int32
 	w := Watch{
-		DUT: func(ctx context.Context) (fwapi.Metrics, error) {
+		DUT: func(ctx context.Context) (DUTMetrics, error) {
 			n := reads.Add(1)
 			if n == 2 {
-				return fwapi.Metrics{}, errors.New("ssh: timeout")
+				return DUTMetrics{}, errors.New("ssh: timeout")
 			}
-			return fwapi.Metrics{Time: time.Now(), CPUPercent: float64(n)}, nil
+			return DUTMetrics{Time: time.Now(), CPUPercent: float64(n)}, nil
 		},
 		DUTEvery:   200 * time.Millisecond,
-		Power:      HTTPPowerMeter{URL: plug.URL + "/cm?cmnd=Status%208", Path: "StatusSNS.ENERGY.Power"},
+		Power:      smartplug.Meter{URL: plug.URL + "/cm?cmnd=Status%208", Path: "StatusSNS.ENERGY.Power"},
 		PowerEvery: 300 * time.Millisecond,
 		Ping:       true,
 	}

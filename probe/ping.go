@@ -114,23 +114,3 @@ func (r *runningPing) finish() (PingStats, error) {
 	}
 	return st, nil
 }
-
-// Ping measures latency from one endpoint to an address on its own, without
-// load: the baseline that latency under load is compared with.
-func Ping(ctx context.Context, from Endpoint, addr string, count int, interval time.Duration) (PingStats, error) {
-	if interval <= 0 {
-		interval = 200 * time.Millisecond
-	}
-	out, err := from.Runner.Run(ctx, pingArgv(addr, count, interval))
-	if errors.Is(err, ErrNotFound) {
-		return PingStats{}, fmt.Errorf("ping is not installed on %s: %w", from, err)
-	}
-	st, perr := ParsePing(out)
-	if perr != nil {
-		if err != nil {
-			return st, fmt.Errorf("ping from %s: %w", from, err)
-		}
-		return st, perr
-	}
-	return st, nil
-}

@@ -4,9 +4,18 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
+
+// DUTMetrics is one sample of the firewall's own load, as its driver reads
+// it over SSH or its API.
+type DUTMetrics struct {
+	Time        time.Time
+	CPUPercent  float64   // all cores
+	PerCPU      []float64 // where available
+	TempCelsius float64   // 0 when unknown
+	MemUsedPct  float64
+	MbufsInUse  int64
+}
 
 // Polling is a reader called at a fixed period in the background until
 // Stop. It reads once at the start, so even a short probe has one value.
@@ -62,15 +71,4 @@ func (p *Polling[T]) Stop() ([]T, []error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.series, p.errs
-}
-
-// Sampler samples the DUT's metrics while a probe runs.
-type Sampler struct {
-	Every time.Duration // default 1 s
-	Read  func(ctx context.Context) (fwapi.Metrics, error)
-}
-
-// Start begins sampling; Stop on the result returns the series.
-func (s Sampler) Start(ctx context.Context) *Polling[fwapi.Metrics] {
-	return Poll(ctx, every(s.Every), s.Read)
 }

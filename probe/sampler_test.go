@@ -6,20 +6,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 func TestSampler(t *testing.T) {
 	var n atomic.Int32
-	s := Sampler{Every: 50 * time.Millisecond, Read: func(ctx context.Context) (fwapi.Metrics, error) {
+	p := Poll(t.Context(), 50*time.Millisecond, func(ctx context.Context) (DUTMetrics, error) {
 		i := n.Add(1)
 		if i == 3 {
-			return fwapi.Metrics{}, errors.New("read failed")
+			return DUTMetrics{}, errors.New("read failed")
 		}
-		return fwapi.Metrics{CPUPercent: float64(i)}, nil
-	}}
-	p := s.Start(t.Context())
+		return DUTMetrics{CPUPercent: float64(i)}, nil
+	})
 	time.Sleep(330 * time.Millisecond)
 	series, errs := p.Stop()
 	// About 7 reads in 330 ms at 50 ms; allow a loaded machine to lag.

@@ -3,13 +3,9 @@ package probe
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 // StreamShell adapts a blocking "run this command line, stream its standard
@@ -89,30 +85,4 @@ func (b *lockedBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
-}
-
-// EndpointFor builds the Endpoint for an endpoint of the targets file: a
-// local network namespace, an SSH host (opened with dial), or, with
-// neither, this machine.
-func EndpointFor(name string, e fwapi.Endpoint, dial func(*fwapi.SSHHost) (Shell, error)) (Endpoint, error) {
-	if e.Addr == "" {
-		return Endpoint{}, fmt.Errorf("%s endpoint has no addr: set the address traffic goes to or from", name)
-	}
-	switch {
-	case e.Netns != "" && e.SSH != nil:
-		return Endpoint{}, fmt.Errorf("%s endpoint sets both netns and ssh: keep one", name)
-	case e.Netns != "":
-		return Endpoint{Name: name, Addr: e.Addr, Runner: Local{Netns: e.Netns}}, nil
-	case e.SSH != nil:
-		if dial == nil {
-			return Endpoint{}, errors.New(name + " endpoint is an SSH host, but no SSH dialer was given")
-		}
-		sh, err := dial(e.SSH)
-		if err != nil {
-			return Endpoint{}, fmt.Errorf("%s endpoint %s: %w", name, e.SSH.Host, err)
-		}
-		return Endpoint{Name: name, Addr: e.Addr, Runner: ShellRunner{Shell: sh}}, nil
-	default:
-		return Endpoint{Name: name, Addr: e.Addr, Runner: Local{}}, nil
-	}
 }

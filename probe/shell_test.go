@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/fwab/fwab/fwapi"
 )
 
 // localStream has the shape of an SSH client's streaming run, backed by the
@@ -72,51 +70,4 @@ func TestIperf3OverStreamShell(t *testing.T) {
 	if s.Failed || s.ServerResult == nil {
 		t.Fatalf("Run() failed=%v reason %q, server report %v", s.Failed, s.Reason, s.ServerResult != nil)
 	}
-}
-
-func TestEndpointFor(t *testing.T) {
-	dial := func(h *fwapi.SSHHost) (Shell, error) {
-		if h.Host == "down.example" {
-			return nil, errors.New("connection refused")
-		}
-		return StreamShell(localStream), nil
-	}
-	tests := []struct {
-		e       fwapi.Endpoint
-		want    string // type of runner
-		wantErr string
-	}{
-		{fwapi.Endpoint{Addr: "198.18.1.10", Netns: "fwab-lan"}, "probe.Local", ""},
-		{fwapi.Endpoint{Addr: "198.19.1.10", SSH: &fwapi.SSHHost{Host: "wan.example"}}, "probe.ShellRunner", ""},
-		{fwapi.Endpoint{Addr: "198.19.1.10"}, "probe.Local", ""},
-		{fwapi.Endpoint{Netns: "x"}, "", "has no addr"},
-		{fwapi.Endpoint{Addr: "198.19.1.10", Netns: "x", SSH: &fwapi.SSHHost{Host: "h"}}, "", "both netns and ssh"},
-		{fwapi.Endpoint{Addr: "198.19.1.10", SSH: &fwapi.SSHHost{Host: "down.example"}}, "", "down.example: connection refused"},
-	}
-	for _, tt := range tests {
-		got, err := EndpointFor("server", tt.e, dial)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("EndpointFor(%+v) error = %v, want %q", tt.e, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("EndpointFor(%+v) = %v", tt.e, err)
-			continue
-		}
-		if typ := strings.TrimPrefix(typeName(got.Runner), "*"); typ != tt.want || got.Addr != tt.e.Addr {
-			t.Errorf("EndpointFor(%+v) = %s at %s, want %s at %s", tt.e, typ, got.Addr, tt.want, tt.e.Addr)
-		}
-	}
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case Local:
-		return "probe.Local"
-	case ShellRunner:
-		return "probe.ShellRunner"
-	}
-	return "other"
 }

@@ -152,8 +152,54 @@ func (c *Comparison) Regressions() int {
 // tests every probe's metrics. A regression is a change the test shows
 // (p < α) that is larger than the threshold in the bad direction.
 func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	bByKey, err := pointsByMatchKey(b, a.Info.ID, opts.Ignore)
+	if err != nil {
+		return nil, err
+	}
+	cr := &comparer{
+		c:            &Comparison{A: runInfo(a), B: runInfo(b), Threshold: opts.Threshold, Test: opts.Test, Metrics: opts.Metrics},
+		opts:         opts,
+		missingProbe: map[string]bool{},
+		warned:       map[string]bool{},
+	}
+	matchedB := map[string]bool{}
+	for _, pa := range a.Points {
+		if !measuredWithSamples(pa) {
+			continue
+		}
+		key := matchKey(pa, opts.Ignore)
+		pb := bByKey[key]
+		if pb == nil {
+			cr.c.OnlyA = append(cr.c.OnlyA, key)
+			continue
+		}
+		matchedB[key] = true
+		label := a.Label(pa)
+		if len(a.Knobs) == 0 {
+			label = key
+		}
+		cr.comparePoint(label, a.Probes, pa, pb)
+	}
+	for _, p := range b.Points {
+		if key := matchKey(p, opts.Ignore); measuredWithSamples(p) && !matchedB[key] {
+			cr.c.OnlyB = append(cr.c.OnlyB, key)
+		}
+	}
+	if len(cr.c.Rows) == 0 {
+		return nil, fmt.Errorf("runs %d and %d share no measured point with the same knob values and probe: nothing to compare", a.Info.ID, b.Info.ID)
+	}
+	cr.warnTooFewSamples()
+	return cr.c, nil
+}
+
+// withDefaults checks the options and fills in the defaults.
+func (opts CompareOptions) withDefaults() (CompareOptions, error) {
 	if opts.Threshold < 0 || math.IsNaN(opts.Threshold) {
-		return nil, fmt.Errorf("threshold %v%%: give a percentage of 0 or more", opts.Threshold)
+		return opts, fmt.Errorf("threshold %v%%: give a percentage of 0 or more", opts.Threshold)
 	}
 	if len(opts.Metrics) == 0 {
 		opts.Metrics = []Metric{Throughput}
@@ -162,93 +208,110 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 		opts.Test = UTest
 	}
 	if opts.Test != UTest && opts.Test != TTest {
-		return nil, fmt.Errorf("test %q: use utest or ttest", opts.Test)
+		return opts, fmt.Errorf("test %q: use utest or ttest", opts.Test)
 	}
 	if opts.Ignore == nil {
 		opts.Ignore = DefaultIgnore
 	}
-	c := &Comparison{A: runInfo(a), B: runInfo(b), Threshold: opts.Threshold, Test: opts.Test, Metrics: opts.Metrics}
-	bByKey := map[string]*Point{}
+	return opts, nil
+}
+
+// measuredWithSamples reports whether a point has samples to compare.
+func measuredWithSamples(p *Point) bool { return p.Measured() && hasSamples(p) }
+
+// pointsByMatchKey indexes run b's comparable points by matchKey; two points
+// that differ only in ignored knobs cannot be matched with run a's.
+func pointsByMatchKey(b *Run, aID int64, ignore []string) (map[string]*Point, error) {
+	byKey := map[string]*Point{}
 	for _, p := range b.Points {
-		if p.Measured() && hasSamples(p) {
-			if other := bByKey[matchKey(p, opts.Ignore)]; other != nil {
-				return nil, fmt.Errorf("run %d: points %d and %d differ only in ignored knobs (%s): they cannot be matched with run %d's points", b.Info.ID, other.Index, p.Index, strings.Join(opts.Ignore, ", "), a.Info.ID)
-			}
-			bByKey[matchKey(p, opts.Ignore)] = p
-		}
-	}
-	missingProbe := map[string]bool{}
-	matchedB := map[string]bool{}
-	warned := map[string]bool{}
-	for _, pa := range a.Points {
-		if !pa.Measured() || !hasSamples(pa) {
+		if !measuredWithSamples(p) {
 			continue
 		}
-		key := matchKey(pa, opts.Ignore)
-		pb := bByKey[key]
-		if pb == nil {
-			c.OnlyA = append(c.OnlyA, key)
+		key := matchKey(p, ignore)
+		if other := byKey[key]; other != nil {
+			return nil, fmt.Errorf("run %d: points %d and %d differ only in ignored knobs (%s): they cannot be matched with run %d's points", b.Info.ID, other.Index, p.Index, strings.Join(ignore, ", "), aID)
+		}
+		byKey[key] = p
+	}
+	return byKey, nil
+}
+
+// comparer builds one Comparison, row by row.
+type comparer struct {
+	c            *Comparison
+	opts         CompareOptions
+	missingProbe map[string]bool // probes already warned about as missing in B
+	warned       map[string]bool // the statistics' warnings already given
+}
+
+// comparePoint compares every probe of two matched points.
+func (cr *comparer) comparePoint(label string, probes []string, pa, pb *Point) {
+	for _, probe := range probes {
+		sa, sb := pa.Probes[probe], pb.Probes[probe]
+		if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
+			if sa != nil && len(sa.Mbps) > 0 && !cr.missingProbe[probe] {
+				cr.missingProbe[probe] = true
+				cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("probe %s has no samples in run %d at some points; those are not compared", probe, cr.c.B.ID))
+			}
 			continue
 		}
-		matchedB[key] = true
-		label := a.Label(pa)
-		if len(a.Knobs) == 0 {
-			label = key
+		cr.compareProbe(label, probe, sa, sb)
+	}
+}
+
+// compareProbe adds a row per metric both runs' samples of a probe have.
+func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
+	for _, m := range AllMetrics {
+		va, vb := m.values(sa), m.values(sb)
+		if len(va) == 0 || len(vb) == 0 {
+			continue
 		}
-		for _, probe := range a.Probes {
-			sa, sb := pa.Probes[probe], pb.Probes[probe]
-			if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
-				if sa != nil && len(sa.Mbps) > 0 && !missingProbe[probe] {
-					missingProbe[probe] = true
-					c.Warnings = append(c.Warnings, fmt.Sprintf("probe %s has no samples in run %d at some points; those are not compared", probe, b.Info.ID))
-				}
-				continue
-			}
-			for _, m := range AllMetrics {
-				va, vb := m.values(sa), m.values(sb)
-				if len(va) == 0 || len(vb) == 0 {
-					continue
-				}
-				d := Compare(va, vb)
-				row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, Shown: d.Significant, Gated: slices.Contains(opts.Metrics, m)}
-				if opts.Test == TTest {
-					row.Change, row.Shown = d.MeanPct, d.TSignificant
-				}
-				bad := row.Change > opts.Threshold
-				if m.lowerIsWorse() {
-					bad = row.Change < -opts.Threshold
-				}
-				row.Regression = row.Gated && row.Shown && bad
-				c.Rows = append(c.Rows, row)
-				if row.Gated {
-					for _, w := range d.Warnings {
-						if !warned[w] && (opts.Test == UTest || !strings.Contains(w, "confidence interval")) {
-							warned[w] = true
-							c.Warnings = append(c.Warnings, w)
-						}
-					}
-				}
-			}
+		row := cr.row(label, probe, m, Compare(va, vb))
+		cr.c.Rows = append(cr.c.Rows, row)
+		if row.Gated {
+			cr.warnOnce(row.Delta.Warnings)
 		}
 	}
-	for _, p := range b.Points {
-		if key := matchKey(p, opts.Ignore); p.Measured() && hasSamples(p) && !matchedB[key] {
-			c.OnlyB = append(c.OnlyB, key)
+}
+
+// row judges one metric's delta against the test and the threshold.
+func (cr *comparer) row(label, probe string, m Metric, d Delta) CompareRow {
+	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, Shown: d.Significant, Gated: slices.Contains(cr.opts.Metrics, m)}
+	if cr.opts.Test == TTest {
+		row.Change, row.Shown = d.MeanPct, d.TSignificant
+	}
+	bad := row.Change > cr.opts.Threshold
+	if m.lowerIsWorse() {
+		bad = row.Change < -cr.opts.Threshold
+	}
+	row.Regression = row.Gated && row.Shown && bad
+	return row
+}
+
+// warnOnce passes on a gated delta's warnings, each once; the t-test has no
+// use for the warnings about the medians' confidence intervals.
+func (cr *comparer) warnOnce(warnings []string) {
+	for _, w := range warnings {
+		if !cr.warned[w] && (cr.opts.Test == UTest || !strings.Contains(w, "confidence interval")) {
+			cr.warned[w] = true
+			cr.c.Warnings = append(cr.c.Warnings, w)
 		}
 	}
-	if len(c.Rows) == 0 {
-		return nil, fmt.Errorf("runs %d and %d share no measured point with the same knob values and probe: nothing to compare", a.Info.ID, b.Info.ID)
+}
+
+// warnTooFewSamples says when a gated row has too few samples for the U
+// test to show any difference, so the gate cannot fail.
+func (cr *comparer) warnTooFewSamples() {
+	if cr.opts.Test != UTest {
+		return
 	}
-	if opts.Test == UTest {
-		for _, r := range c.Rows {
-			if r.Gated && min(r.Delta.Base.N, r.Delta.New.N) < MinSamplesUTest {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("with %d samples on a side the U test cannot show any difference at α=%.2f, so this gate cannot fail: use %d or more repeats, or --test ttest",
-					min(r.Delta.Base.N, r.Delta.New.N), r.Delta.Alpha, MinSamplesUTest))
-				break
-			}
+	for _, r := range cr.c.Rows {
+		if n := min(r.Delta.Base.N, r.Delta.New.N); r.Gated && n < MinSamplesUTest {
+			cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("with %d samples on a side the U test cannot show any difference at α=%.2f, so this gate cannot fail: use %d or more repeats, or --test ttest",
+				n, r.Delta.Alpha, MinSamplesUTest))
+			return
 		}
 	}
-	return c, nil
 }
 
 // MinSamplesUTest is the fewest samples per side for which the U test can

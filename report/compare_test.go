@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fwab/fwab/internal/golden"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
 )
@@ -68,8 +69,8 @@ func TestCompareRuns(t *testing.T) {
 			if parsed.Tests != 8 || parsed.Skipped != 2 || parsed.Failures != tc.wantRegr {
 				t.Errorf("JUnit tests=%d skipped=%d failures=%d, want 8, 2, %d", parsed.Tests, parsed.Skipped, parsed.Failures, tc.wantRegr)
 			}
-			golden(t, "compare-"+tc.name+".txt", text.Bytes())
-			golden(t, "compare-"+tc.name+".xml", junit.Bytes())
+			golden.File(t, "compare-"+tc.name+".txt", text.Bytes())
+			golden.File(t, "compare-"+tc.name+".xml", junit.Bytes())
 		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -193,7 +192,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	}
 	for _, p := range r.Points {
 		if !p.Measured() {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, KnobsKey(p.Knobs), p.Status, p.Reason))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, p.Key(), p.Status, p.Reason))
 		}
 	}
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)
@@ -203,7 +202,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 
 // dutMeans averages the DUT's CPU and temperature over a sample; NaN when
 // unknown. A temperature of 0 means the firewall did not report one.
-func dutMeans(ms []fwapi.Metrics) (cpu, temp float64) {
+func dutMeans(ms []probe.DUTMetrics) (cpu, temp float64) {
 	cpu, temp = math.NaN(), math.NaN()
 	var c, t []float64
 	for _, m := range ms {

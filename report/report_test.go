@@ -3,9 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,33 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/fwab/fwab/internal/golden"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got); if the change is intended, run go test -update:\n%s", path, diff)
-	}
-}
 
 // t730Run is the T730 review shape with 7 repeats (so medians have finite
 // intervals), a point refused before it was applied and some failed samples.
@@ -122,7 +97,7 @@ func TestGolden(t *testing.T) {
 		{"rules-pivot.json", fact, JSON, Options{Pivot: "rules@lan"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			golden(t, tc.file, writeReport(t, tc.run, tc.f, tc.opts))
+			golden.File(t, tc.file, writeReport(t, tc.run, tc.f, tc.opts))
 		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 )
 
 const (
@@ -29,9 +29,9 @@ func killKey(run int64, i int) Key {
 }
 
 func killSample(run int64, i int) Sample {
-	dut := make([]fwapi.Metrics, perSample)
+	dut := make([]probe.DUTMetrics, perSample)
 	for j := range dut {
-		dut[j] = fwapi.Metrics{Time: time.Now(), CPUPercent: float64(j)}
+		dut[j] = probe.DUTMetrics{Time: time.Now(), CPUPercent: float64(j)}
 	}
 	raw, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 4096)})
 	return Sample{Key: killKey(run, i), BitsPerSecond: float64(i), Raw: raw, DUT: dut}

@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/probe"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -408,7 +407,7 @@ type Sample struct {
 	Warnings []string
 	Raw      json.RawMessage // the probe's own reports, as JSON
 
-	DUT []fwapi.Metrics
+	DUT []probe.DUTMetrics
 }
 
 // Unknown is the value of a figure that was not measured.
@@ -567,20 +566,6 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	return nil
 }
 
-// Done reports whether the sample under k is recorded (failed or not).
-func (s *Store) Done(ctx context.Context, k Key) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM samples WHERE run_id = ? AND point_idx = ? AND probe = ? AND round = ? AND repeat = ?`,
-		k.Run, k.Point, k.Probe, k.Round, k.Repeat).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sample %s: %w", k, err)
-	}
-	return true, nil
-}
-
 // Completed returns the keys of every sample recorded for a run: what a
 // resume must not repeat.
 func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) {
@@ -665,7 +650,7 @@ func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
 		if !ok {
 			continue // written after the samples were read
 		}
-		out[i].DUT = append(out[i].DUT, fwapi.Metrics{Time: parseTime(t), CPUPercent: cpu.Float64, TempCelsius: temp.Float64, MemUsedPct: mem.Float64, MbufsInUse: mbufs.Int64})
+		out[i].DUT = append(out[i].DUT, probe.DUTMetrics{Time: parseTime(t), CPUPercent: cpu.Float64, TempCelsius: temp.Float64, MemUsedPct: mem.Float64, MbufsInUse: mbufs.Int64})
 	}
 	return out, mrows.Err()
 }

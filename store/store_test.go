@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/probe"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/fwab/fwab/probe"
 )
 
 func openTemp(t *testing.T) (*Store, string) {
@@ -68,7 +68,7 @@ func TestRoundTrip(t *testing.T) {
 			BitsPerSecond: 9.4e8, SentBPS: 9.41e8, BidirBPS: Unknown, Retransmits: 12, ClientCPU: 41.5, ServerCPU: 22,
 			RTTms: 0.8, JitterMS: Unknown, LostPercent: Unknown, PingAvgMS: 1.25, PingLossPercent: 0, PowerWatts: 23.5,
 			EndpointCPUBound: false, Warnings: []string{"client report: something"}, Raw: json.RawMessage(`{"port":20001}`),
-			DUT: []fwapi.Metrics{
+			DUT: []probe.DUTMetrics{
 				{Time: t0, CPUPercent: 55, TempCelsius: 48, MemUsedPct: 31, MbufsInUse: 1024},
 				{Time: t0.Add(time.Second), CPUPercent: 61, MemUsedPct: 31},
 			},
@@ -103,14 +103,6 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[Key]bool{want[0].Key: true, want[1].Key: true}, done); diff != "" {
 		t.Errorf("Completed() mismatch (-want +got):\n%s", diff)
-	}
-	for _, tc := range []struct {
-		k    Key
-		want bool
-	}{{want[0].Key, true}, {Key{Run: run, Point: 0, Probe: "tcp-up", Round: 1}, false}, {Key{Run: run, Point: 0, Probe: "tcp-down"}, false}} {
-		if got, err := s.Done(ctx, tc.k); err != nil || got != tc.want {
-			t.Errorf("Done(%s) = %v, %v; want %v", tc.k, got, err, tc.want)
-		}
 	}
 
 	if err := s.SetPointStatus(ctx, run, 1, Broken, "apply: rollback fired"); err != nil {
@@ -223,7 +215,7 @@ func TestFromProbe(t *testing.T) {
 		Result:     &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: 1e9, SentBPS: 1.1e9, Retransmits: 3}, RTT: &probe.RTT{Mean: 1500 * time.Microsecond}},
 		Ping:       &probe.PingStats{Transmitted: 10, Received: 10, Avg: 2 * time.Millisecond},
 		Power:      []probe.PowerReading{{Watts: 20}, {Watts: 30}},
-		DUT:        []fwapi.Metrics{{CPUPercent: 80}},
+		DUT:        []probe.DUTMetrics{{CPUPercent: 80}},
 		ClientJSON: []byte(`{"end":{}}`), ServerJSON: []byte("not json"),
 		Warnings: []string{"w"},
 	}
@@ -283,7 +275,7 @@ func TestConcurrentReader(t *testing.T) {
 	}()
 	for i := range n {
 		x := Sample{Key: Key{Run: run, Point: i % 2, Probe: "tcp-up", Round: i / 2}, BitsPerSecond: float64(i), Raw: json.RawMessage(`{}`),
-			DUT: []fwapi.Metrics{{Time: time.Now(), CPUPercent: 1}, {Time: time.Now(), CPUPercent: 2}}}
+			DUT: []probe.DUTMetrics{{Time: time.Now(), CPUPercent: 1}, {Time: time.Now(), CPUPercent: 2}}}
 		if err := w.RecordSample(t.Context(), x); err != nil {
 			t.Fatalf("RecordSample %d while reading: %v", i, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"github.com/fwab/fwab/report"
 	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
@@ -94,7 +95,7 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 		if err := c.WriteJUnit(&buf); err != nil {
 			return usageError{err}
 		}
-		if err := writeFileAtomic(opts.junit, buf.Bytes(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(opts.junit, buf.Bytes(), 0o644); err != nil {
 			return usageErrorf("junit: %w", err)
 		}
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 func newConfigCmd(io *streams) *cobra.Command {
@@ -197,13 +197,12 @@ func runConfigSet(io *streams, opts *configSetOptions) error {
 		if err != nil {
 			return err
 		}
-		mode := fileMode(opts.file)
-		if err := writeFileAtomic(opts.file+".bak", orig, mode); err != nil {
+		if err := atomicfile.WriteFile(opts.file+".bak", orig, fileMode(opts.file)); err != nil {
 			return fmt.Errorf("keep a backup: %w", err)
 		}
-		return writeFileAtomic(opts.file, data, mode)
+		return atomicfile.WriteFileKeepMode(opts.file, data, 0o600)
 	default:
-		return writeFileAtomic(opts.out, data, fileMode(opts.file))
+		return atomicfile.WriteFile(opts.out, data, fileMode(opts.file))
 	}
 }
 
@@ -212,45 +211,6 @@ func fileMode(path string) os.FileMode {
 		return st.Mode().Perm()
 	}
 	return 0o600
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so that path holds either the old or the new
-// content, never a part.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 type configDiffOptions struct {

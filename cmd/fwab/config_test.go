@@ -3,16 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // fwab runs the command line in-process and returns its outputs.
 func fwab(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
@@ -30,23 +28,6 @@ func fixtureFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s:\n--- want\n%s\n--- got\n%s", path, want, got)
-	}
 }
 
 func TestConfigGolden(t *testing.T) {
@@ -75,7 +56,7 @@ func TestConfigGolden(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr)
 			}
-			golden(t, tt.golden, stdout)
+			golden.Output(t, tt.golden, stdout, stderr)
 		})
 	}
 }
@@ -121,6 +102,29 @@ func TestConfigSetInPlace(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(pf))
 	if len(entries) != 2 {
 		t.Errorf("folder holds %d files, want FILE and FILE.bak (temporary files left behind?)", len(entries))
+	}
+}
+
+// TestConfigSetInPlaceSymlink: --in-place through a link replaces the file
+// it points to, keeps its mode, and leaves the link a link.
+func TestConfigSetInPlaceSymlink(t *testing.T) {
+	target := fixtureFile(t, "configs/pfsense-2.7.xml")
+	link := filepath.Join(t.TempDir(), "config.xml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", link, "offload.lro=on", "--in-place"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer a link (err %v)", link, err)
+	}
+	now, _ := os.ReadFile(target)
+	if bytes.Contains(now, []byte("<disablelargereceiveoffloading>")) {
+		t.Error("the link's target was not changed")
+	}
+	if st, _ := os.Stat(target); st.Mode().Perm() != 0o640 {
+		t.Errorf("target mode = %v; the original's 0640 must be kept", st.Mode().Perm())
 	}
 }
 

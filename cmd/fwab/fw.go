@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/user"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // targetFlags pick a firewall from the targets file.
@@ -39,6 +42,13 @@ func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
 func (f *targetFlags) lookup() (*fwapi.Target, error) {
 	if f.target == "" {
 		return nil, usageErrorf("--target is required: name a firewall from %s", f.targets)
+	}
+	// A missing default file is an empty set (no target yet); a path the
+	// user typed must exist, or a typo would read as "no targets".
+	if f.targets != fwapi.DefaultTargetsPath() {
+		if _, err := os.Stat(f.targets); errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErrorf("targets file %s does not exist: check the --targets path (without it fwab reads %s)", f.targets, fwapi.DefaultTargetsPath())
+		}
 	}
 	tf, err := fwapi.LoadTargets(f.targets)
 	if err != nil {
@@ -204,7 +214,7 @@ func runFwPull(ctx context.Context, io *streams, f *targetFlags, out string) err
 		_, err = io.Out.Write(data)
 		return err
 	}
-	return writeFileAtomic(out, data, 0o600)
+	return atomicfile.WriteFile(out, data, 0o600)
 }
 
 // --- push and apply: one commit-confirmed change that stays

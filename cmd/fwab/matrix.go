@@ -27,6 +27,7 @@ type matrixOptions struct {
 	targetFlags
 	file, config, product string
 	seed                  uint64
+	json                  bool
 }
 
 func (o *matrixOptions) flags(cmd *cobra.Command) {
@@ -34,6 +35,7 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.config, "config", "", "check against this config.xml instead of the target's (offline)")
 	cmd.Flags().StringVar(&o.product, "product", "", "the product version the target runs; default: inferred from the config")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed for the randomized order (a spec's own seed wins)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 }
 
 // loadPlan parses the spec and plans it against the config: a file, or the
@@ -104,6 +106,9 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.json {
+				return writeJSON(io.Out, summarizePlan(o.file, plan, false))
+			}
 			fmt.Fprintf(io.Out, "%s: ok: %d points × %d repeats = %d steps, about %s\n",
 				o.file, len(plan.Points), plan.Spec.Repeats, len(plan.Steps), plan.Estimate().Round(time.Minute))
 			return nil
@@ -125,12 +130,71 @@ func newMatrixPlanCmd(io *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.json {
+				return writeJSON(io.Out, summarizePlan(o.file, plan, true))
+			}
 			printPlan(io, plan)
 			return nil
 		},
 	}
 	o.flags(cmd)
 	return cmd
+}
+
+// planJSON is a plan as `matrix check --json` (without steps) and
+// `matrix plan --json` print it.
+type planJSON struct {
+	Spec            string         `json:"spec"`
+	Points          []planPoint    `json:"points"`
+	Repeats         int            `json:"repeats"`
+	Order           string         `json:"order"`
+	Seed            uint64         `json:"seed"`
+	ServiceActions  map[string]int `json:"service_actions"`
+	EstimateSeconds float64        `json:"estimate_seconds"`
+	Steps           []planStep     `json:"steps,omitempty"`
+}
+
+type planPoint struct {
+	Index    int               `json:"index"`
+	Knobs    map[string]string `json:"knobs"`
+	Baseline bool              `json:"baseline,omitempty"`
+}
+
+type planStep struct {
+	Round   int      `json:"round"`
+	Point   int      `json:"point"`
+	Changes []string `json:"changes"`
+	Actions []string `json:"actions"`
+}
+
+func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
+	out := planJSON{Spec: file, Repeats: plan.Spec.Repeats, Order: string(plan.Spec.Order), Seed: plan.Seed,
+		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds()}
+	for _, p := range plan.Points {
+		knobs := map[string]string{}
+		for _, kv := range p.Values {
+			knobs[kv.Knob] = kv.Value
+		}
+		out.Points = append(out.Points, planPoint{Index: p.Index, Knobs: knobs, Baseline: p == plan.Baseline})
+	}
+	for a, n := range plan.ServiceActions() {
+		if n > 0 {
+			out.ServiceActions[string(a)] = n
+		}
+	}
+	if withSteps {
+		for _, st := range plan.Steps {
+			ps := planStep{Round: st.Round + 1, Point: st.Point.Index, Changes: []string{}, Actions: []string{}}
+			for _, c := range st.Changes {
+				ps.Changes = append(ps.Changes, c.Knob+"="+c.To)
+			}
+			for _, a := range st.Actions {
+				ps.Actions = append(ps.Actions, string(a))
+			}
+			out.Steps = append(out.Steps, ps)
+		}
+	}
+	return out
 }
 
 func printPlan(io *streams, plan *matrix.Plan) {

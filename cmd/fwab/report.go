@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fwab/fwab/internal/atomicfile"
 	"github.com/fwab/fwab/report"
 	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
@@ -24,10 +25,6 @@ type reportOptions struct {
 
 func newReportCmd(io *streams) *cobra.Command {
 	opts := &reportOptions{}
-	formats := make([]string, len(report.Formats))
-	for i, f := range report.Formats {
-		formats[i] = string(f)
-	}
 	cmd := &cobra.Command{
 		Use:   "report RUN",
 		Short: "Tables, statistics and charts of a run",
@@ -47,7 +44,7 @@ knob's values. The html format is one self-contained file with charts; without
 		},
 	}
 	cmd.Flags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
-	cmd.Flags().StringVar(&opts.format, "format", "md", "output format: "+strings.Join(formats, ", "))
+	cmd.Flags().StringVar(&opts.format, "format", "md", "output format: "+strings.Join(reportFormats(), ", "))
 	cmd.Flags().StringVar(&opts.pivot, "pivot", "", "add a \"% gained / lost\" table by this `knob`'s values")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to `file` instead of standard output")
 	cmd.Flags().StringVar(&opts.confidence, "confidence", "95%", "confidence `level` of the intervals, such as 95% or 0.99")
@@ -108,7 +105,7 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 		_, err := io.Out.Write(buf.Bytes())
 		return err
 	}
-	if err := writeFileAtomic(path, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintln(io.Out, path)

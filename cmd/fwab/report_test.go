@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/internal/golden"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
 )
@@ -50,7 +51,7 @@ func TestReportCommand(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			golden(t, tc.name, out)
+			golden.Output(t, tc.name, out, errOut)
 		})
 	}
 }
@@ -99,7 +100,7 @@ func TestReportErrors(t *testing.T) {
 		{[]string{"report", "one"}, exitUsage, `run "one": give the run's number`},
 		{[]string{"report"}, exitUsage, "accepts 1 arg(s)"},
 		{[]string{"report", "9"}, exitFailure, "no run 9 in " + db},
-		{[]string{"report", "1", "--db", filepath.Join(t.TempDir(), "none.db")}, exitFailure, "no results database at"},
+		{[]string{"report", "1", "--db", filepath.Join(t.TempDir(), "none.db")}, exitUsage, "no results database at"},
 	} {
 		args := tc.args
 		if !strings.Contains(strings.Join(args, " "), "--db") {
@@ -120,7 +121,7 @@ func TestCompareCommand(t *testing.T) {
 	if code != 0 {
 		t.Errorf("A/A compare: exit %d, want 0; %s\n%s", code, errOut, out)
 	}
-	golden(t, "compare-aa.txt", out)
+	golden.Output(t, "compare-aa.txt", out, errOut)
 	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `failures="0"`) {
 		t.Errorf("A/A JUnit: %v\n%s", err, b)
 	}
@@ -129,12 +130,12 @@ func TestCompareCommand(t *testing.T) {
 	if code != exitFailure {
 		t.Errorf("10%% slower compare: exit %d, want 1; %s", code, errOut)
 	}
-	golden(t, "compare-regression.txt", out)
+	golden.Output(t, "compare-regression.txt", out, errOut)
 	b, err := os.ReadFile(junit)
 	if err != nil || !strings.Contains(string(b), `failures="8"`) {
 		t.Errorf("regression JUnit: %v\n%s", err, b)
 	}
-	golden(t, "compare-regression.xml", string(b))
+	golden.File(t, "compare-regression.xml", b)
 
 	// Above the threshold nothing counts.
 	if _, errOut, code := runFwab(t, "compare", "1", "3", "--db", db, "--fail-on-regression", "20"); code != 0 {

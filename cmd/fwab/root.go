@@ -53,8 +53,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	return exitCode(err, io)
+	cmd, err := root.ExecuteContextC(ctx)
+	code := exitCode(err, io)
+	if err != nil && jsonRequested(cmd) && !errors.As(err, new(silentError)) {
+		// A script that asked for JSON reads the failure as JSON too; the
+		// same words went to stderr for the person watching.
+		writeJSON(stdout, jsonError{Error: errorBody{Message: err.Error(), ExitCode: code}})
+	}
+	return code
+}
+
+// jsonError is what a command run with --json prints on standard output
+// when it fails.
+type jsonError struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Message  string `json:"message"`
+	ExitCode int    `json:"exit_code"`
+}
+
+func jsonRequested(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 func exitCode(err error, io *streams) int {
@@ -97,8 +122,46 @@ func newRootCmd(io *streams) *cobra.Command {
 		newReportCmd(io),
 		newCompareCmd(io),
 		newLabCmd(io),
+		newTargetCmd(io),
+		newDBCmd(io),
+		newVersionCmd(io),
+		newManCmd(io),
 	)
+	root.Version = fwabVersion()
+	root.SetVersionTemplate("fwab {{.Version}}\n")
+	refuseUnknownSubcommands(root)
+	registerCompletions(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command that only
+// holds subcommands) refuse an argument that names none of them, with a
+// usage error and the nearest names, instead of printing its help and
+// succeeding: `fwab config lnit f.xml && deploy` must not deploy.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return usageError{unknownCommandError(cmd, args[0])}
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+}
+
+func unknownCommandError(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return fmt.Errorf("%s; run '%s --help' for the commands", msg, cmd.CommandPath())
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.

@@ -55,12 +55,18 @@ func newRunsCmd(io *streams) *cobra.Command {
 	return cmd
 }
 
-// openResults opens an existing results database; reading never creates one.
+// openResults opens an existing results database for reading: it never
+// creates, grows or migrates one, and a file that is missing or is not a
+// results database is bad input.
 func openResults(ctx context.Context, path string) (*store.Store, error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no results database at %s: run a sweep first, or pass --db FILE", path)
+	st, err := store.OpenReadOnly(ctx, path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, usageErrorf("no results database at %s: run a sweep first, or pass --db FILE", path)
+	case err != nil:
+		return nil, usageError{err}
 	}
-	return store.Open(ctx, path)
+	return st, nil
 }
 
 // outputIsTerminal reports whether w is a terminal, where columns are aligned;

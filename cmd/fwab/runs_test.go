@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 	"github.com/google/go-cmp/cmp"
 )
@@ -41,7 +41,7 @@ func resultsDB(t *testing.T) string {
 		{Key: store.Key{Run: run, Point: 0, Probe: "tcp-up"}, Direction: "up", Started: t0, Elapsed: 11 * time.Second,
 			BitsPerSecond: 941.25e6, SentBPS: 942e6, BidirBPS: store.Unknown, Retransmits: 17, ClientCPU: 93.4, ServerCPU: 20,
 			RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown, PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown,
-			EndpointCPUBound: true, Warnings: []string{"client CPU 93% > 90%"}, DUT: []fwapi.Metrics{{Time: t0, CPUPercent: 50}}},
+			EndpointCPUBound: true, Warnings: []string{"client CPU 93% > 90%"}, DUT: []probe.DUTMetrics{{Time: t0, CPUPercent: 50}}},
 		{Key: store.Key{Run: run, Point: 0, Probe: "tcp-up", Repeat: 1}, Direction: "up", Started: t0.Add(time.Minute),
 			BitsPerSecond: store.Unknown, SentBPS: store.Unknown, BidirBPS: store.Unknown, Retransmits: -1, ClientCPU: store.Unknown, ServerCPU: store.Unknown,
 			RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown, PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown,
@@ -134,7 +134,7 @@ func TestRunsErrors(t *testing.T) {
 		{[]string{"runs", "show", "9", "--db", db}, 1, "no run 9 in " + db},
 		{[]string{"runs", "show", "abc", "--db", db}, 2, `run "abc": give the run's number`},
 		{[]string{"runs", "show", "--db", db}, 2, "accepts 1 arg"},
-		{[]string{"runs", "list", "--db", filepath.Join(t.TempDir(), "none.db")}, 1, "no results database at"},
+		{[]string{"runs", "list", "--db", filepath.Join(t.TempDir(), "none.db")}, 2, "no results database at"},
 	}
 	for _, tt := range tests {
 		_, errOut, code := runFwab(t, tt.args...)

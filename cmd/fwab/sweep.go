@@ -25,8 +25,6 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
-// version is fwab's version, recorded with every run.
-var version = "dev"
 
 type sweepOptions struct {
 	targetFlags
@@ -69,192 +67,244 @@ func newSweepCmd(io *streams) *cobra.Command {
 	return cmd
 }
 
+// runSweep wires a sweep: the spec, the firewall and its endpoints, the
+// results database; matrix.Run does the rest.
 func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
+	w := &sweepWiring{io: io, o: o}
+	defer w.close()
+	if err := w.prepare(ctx); err != nil || o.dryRun {
+		return err
+	}
+	out, err := w.run().Execute(ctx)
+	if err != nil {
+		return err
+	}
+	return w.finish(ctx, out)
+}
+
+// sweepWiring holds what runSweep opens, in the order it opens it.
+type sweepWiring struct {
+	io *streams
+	o  *sweepOptions
+
+	spec           *matrix.Spec
+	st             *store.Store
+	t              *fwapi.Target
+	fw             fwapi.Firewall
+	fc             firewallConfig
+	psk            string
+	plan           *matrix.Plan
+	client, server probe.Endpoint
+	power          probe.PowerMeter
+	session        *fwapi.Session // once begun
+	bars           *sweepProgress // once begun
+
+	closers []func()
+}
+
+// close closes what was opened, last first.
+func (w *sweepWiring) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}
+
+// prepare does everything that can fail without touching the firewall; a
+// dry run ends here, with the plan printed.
+func (w *sweepWiring) prepare(ctx context.Context) error {
+	var err error
+	if w.spec, err = loadSweepSpec(w.o); err != nil {
+		return err
+	}
+	// A resumed run keeps its spec and seed.
+	if w.o.resume != 0 {
+		if w.st, err = openResumed(ctx, w.o, w.spec); err != nil {
+			return err
+		}
+		w.closers = append(w.closers, func() { w.st.Close() })
+	}
+	if w.t, w.fw, err = w.o.open(ctx, w.io); err != nil {
+		return err
+	}
+	w.closers = append(w.closers, func() { w.fw.Close() })
+	if w.fc, err = readFirewall(ctx, w.io, w.fw); err != nil {
+		return err
+	}
+	if w.psk, err = tunnelPSK(w.spec); err != nil {
+		return err
+	}
+	if w.plan, err = matrix.NewPlan(w.spec, w.fc.config, w.o.seed); err != nil {
+		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
+	}
+	if w.o.dryRun {
+		printPlan(w.io, w.plan)
+		return nil
+	}
+	client, server, closeEndpoints, err := endpoints(ctx, w.io, &w.o.targetFlags, w.t)
+	if err != nil {
+		return err
+	}
+	w.client, w.server = client, server
+	w.closers = append(w.closers, closeEndpoints)
+	if w.power, err = preflight(ctx, w.o, w.spec, client, server); err != nil {
+		return err
+	}
+	if w.st == nil {
+		if w.st, err = openNewStore(ctx, w.o.db); err != nil {
+			return err
+		}
+		w.closers = append(w.closers, func() { w.st.Close() })
+	}
+	return nil
+}
+
+// run is the sweep as matrix runs it, with the terminal output between
+// its steps.
+func (w *sweepWiring) run() *matrix.Run {
+	io, o, plan, client, server := w.io, w.o, w.plan, w.client, w.server
+	return &matrix.Run{
+		Store: w.st, Plan: plan, Resume: o.resume,
+		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
+		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
+			probes := len(w.spec.ProbeRuns())
+			fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
+				id, len(plan.Points), w.spec.Repeats, probes, plan.Estimate().Round(time.Minute), o.db)
+			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
+			if err != nil {
+				return nil, err
+			}
+			w.session = s
+			w.closers = append(w.closers, release)
+			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
+			return s, nil
+		},
+		Sweep: matrix.Sweep{
+			Config: w.fc.config, PSK: w.psk, Log: logger(io),
+			Progress: func(p matrix.Progress) { w.bars.update(p) },
+			Settle:   func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
+			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
+				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+			},
+		},
+		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
+	}
+}
+
+// finish says how the run ended and what to do next, and prints the
+// report of a complete run.
+func (w *sweepWiring) finish(ctx context.Context, out matrix.Outcome) error {
+	io, o := w.io, w.o
+	if out.RestoreErr != nil {
+		fmt.Fprintf(io.ErrOut, "every sample so far is kept: once the firewall is fixed, run 'fwab fw recover --target %s', then continue with 'fwab sweep %s --resume %d'\n", w.t.Name, o.file, out.Run)
+		return out.Err()
+	}
+	fmt.Fprintf(io.ErrOut, "original config restored (sha256 %s)\n", w.session.OriginalSHA256()[:16])
+	switch {
+	case out.SweepErr == nil:
+		return printSweepSummary(context.WithoutCancel(ctx), io, w.st, out.Run)
+	case errors.Is(out.SweepErr, context.Canceled):
+		fmt.Fprintf(io.ErrOut, "run %d interrupted; every sample so far is kept: continue with --resume %d\n", out.Run, out.Run)
+	case matrix.DiskFailed(out.SweepErr):
+		fmt.Fprintf(io.ErrOut, "run %d stopped; every sample so far is kept: once the firewall's disk is fixed, continue with 'fwab sweep %s --resume %d'\n", out.Run, o.file, out.Run)
+	}
+	return out.SweepErr
+}
+
+// loadSweepSpec reads the matrix file and settles the target it names.
+func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
 	f, err := os.Open(o.file)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
 	spec, err := matrix.Parse(f)
 	f.Close()
 	if err != nil {
-		return usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
 	if o.target == "" {
 		o.target = spec.Target
 	}
 	if o.target == "" {
-		return usageErrorf("%s names no target: add target: NAME to it or pass --target", o.file)
+		return nil, usageErrorf("%s names no target: add target: NAME to it or pass --target", o.file)
 	}
+	return spec, nil
+}
 
-	// A resumed run keeps its spec and seed.
-	var st *store.Store
-	var prior *store.Run
-	if o.resume != 0 {
-		if st, err = store.Open(ctx, o.db); err != nil {
-			return err
-		}
-		defer st.Close()
-		r, err := st.Run(ctx, o.resume)
-		if err != nil {
-			return usageError{err}
-		}
-		if r.SpecHash != spec.Hash() {
-			return usageErrorf("run %d was made from a different spec than %s; resume it with the same file", o.resume, o.file)
-		}
-		prior = &r
-		o.seed = uint64(r.Seed)
-	}
-
-	t, fw, err := o.open(ctx, io)
+// openResumed opens the results database of a run to resume, checks the
+// run against spec and takes its seed.
+func openResumed(ctx context.Context, o *sweepOptions, spec *matrix.Spec) (*store.Store, error) {
+	st, err := store.Open(ctx, o.db)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer fw.Close()
+	r, err := matrix.CheckResume(ctx, st, o.resume, spec)
+	if err != nil {
+		st.Close()
+		if errors.Is(err, matrix.ErrSpecChanged) {
+			return nil, usageErrorf("run %d was made from a different spec than %s; resume it with the same file", o.resume, o.file)
+		}
+		return nil, usageError{err}
+	}
+	o.seed = uint64(r.Seed)
+	return st, nil
+}
+
+// openNewStore opens the results database for a new run, creating its
+// directory.
+func openNewStore(ctx context.Context, path string) (*store.Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, path)
+}
+
+// firewallConfig is what a sweep reads from the firewall before planning.
+type firewallConfig struct {
+	info     fwapi.Info
+	infoJSON []byte
+	raw      []byte // config.xml as read
+	config   *configxml.Config
+}
+
+func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewallConfig, error) {
+	var fc firewallConfig
 	info, err := fw.Info(ctx)
 	if err != nil {
-		return err
+		return fc, err
 	}
-	current, err := fw.ReadConfig(ctx)
-	if err != nil {
-		return err
+	fc.info = info
+	fc.infoJSON, _ = json.Marshal(info)
+	if fc.raw, err = fw.ReadConfig(ctx); err != nil {
+		return fc, err
 	}
-	cfg, err := configxml.LoadBytes(current)
-	if err != nil {
-		return fmt.Errorf("the firewall's config.xml: %w", err)
+	if fc.config, err = configxml.LoadBytes(fc.raw); err != nil {
+		return fc, fmt.Errorf("the firewall's config.xml: %w", err)
 	}
-	if err := cfg.SetProduct(info.Version); err != nil {
+	if err := fc.config.SetProduct(info.Version); err != nil {
 		fmt.Fprintf(io.ErrOut, "note: version %q not understood (%v); checking values against the version the config implies\n", info.Version, err)
 	}
-	psk, err := tunnelPSK(spec)
-	if err != nil {
-		return err
-	}
-	plan, err := matrix.NewPlan(spec, cfg, o.seed)
-	if err != nil {
-		return usageError{fmt.Errorf("%s: %w", o.file, err)}
-	}
-	if o.dryRun {
-		printPlan(io, plan)
-		return nil
-	}
+	return fc, nil
+}
 
-	// Everything that can fail without touching the firewall fails here.
-	client, server, closeEndpoints, err := endpoints(ctx, io, &o.targetFlags, t)
-	if err != nil {
-		return err
-	}
-	defer closeEndpoints()
+// preflight checks the probes, the power meter and that traffic passes,
+// before anything touches the firewall.
+func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, server probe.Endpoint) (probe.PowerMeter, error) {
 	probes := spec.ProbeRuns()
 	for _, pr := range probes {
 		if err := pr.Iperf3.Validate(); err != nil {
-			return usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
+			return nil, usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
 		}
 	}
 	power, err := spec.PowerMeter()
 	if err != nil {
-		return usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
 	check := probes[0].Iperf3
 	check.Duration = time.Second
 	if err := check.Check(ctx, client, server); err != nil {
-		return fmt.Errorf("before touching the firewall: %w", err)
+		return nil, fmt.Errorf("before touching the firewall: %w", err)
 	}
-
-	if st == nil {
-		if err := os.MkdirAll(filepath.Dir(o.db), 0o755); err != nil {
-			return err
-		}
-		if st, err = store.Open(ctx, o.db); err != nil {
-			return err
-		}
-		defer st.Close()
-	}
-	runID := o.resume
-	if prior == nil {
-		infoJSON, _ := json.Marshal(info)
-		runID, err = st.CreateRun(ctx, store.Run{
-			Spec: string(spec.Raw()), Seed: int64(plan.Seed), FwabVersion: version, Target: t.Name,
-			TargetInfo: infoJSON, Firmware: info.Version, ConfigHash: fwapi.SHA256Hex(current),
-		})
-		if err != nil {
-			return err
-		}
-		if err := st.AddPoints(ctx, runID, plan.StorePoints()); err != nil {
-			return err
-		}
-	} else {
-		if err := st.Reopen(ctx, runID); err != nil {
-			return err
-		}
-		// A sweep killed between creating the run and adding its points
-		// left a run without points.
-		pts, err := st.Points(ctx, runID)
-		if err != nil {
-			return err
-		}
-		if len(pts) == 0 {
-			if err := st.AddPoints(ctx, runID, plan.StorePoints()); err != nil {
-				return err
-			}
-		}
-	}
-	fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
-		runID, len(plan.Points), spec.Repeats, len(probes), plan.Estimate().Round(time.Minute), o.db)
-
-	session, release, err := startSession(ctx, io, &o.targetFlags, t, fw)
-	if err != nil {
-		// Nothing was changed: the run did not start.
-		if ferr := st.FinishRun(context.WithoutCancel(ctx), runID, store.Failed); ferr != nil {
-			return errors.Join(err, ferr)
-		}
-		return err
-	}
-	defer release()
-
-	sweep := &matrix.Sweep{
-		Plan: plan, Store: st, Run: runID, Config: cfg, PSK: psk, Log: logger(io),
-		Apply:  session.ApplyChecked,
-		Settle: func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
-		Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
-			return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: power})
-		},
-	}
-	bars := newSweepProgress(io, o.progress, len(plan.Steps), len(probes))
-	sweep.Progress = bars.update
-	runErr := sweep.Execute(ctx)
-	bars.wait()
-	printSweepStats(io, sweep.Stats)
-
-	// The firewall goes back to how it was found, whatever happened.
-	restoreErr := session.Close(ctx)
-	status := store.Done
-	switch {
-	case errors.Is(runErr, context.Canceled):
-		status = store.Cancelled
-	case runErr != nil || restoreErr != nil:
-		status = store.Failed
-	}
-	if err := st.FinishRun(context.WithoutCancel(ctx), runID, status); err != nil && runErr == nil {
-		runErr = err
-	}
-	if restoreErr != nil {
-		err := fmt.Errorf("restoring the original config: %w", restoreErr)
-		if runErr != nil && !errors.Is(runErr, context.Canceled) {
-			err = fmt.Errorf("%w\nand before that: %v", err, runErr)
-		}
-		fmt.Fprintf(io.ErrOut, "every sample so far is kept: once the firewall is fixed, run 'fwab fw recover --target %s', then continue with 'fwab sweep %s --resume %d'\n", t.Name, o.file, runID)
-		return err
-	}
-	fmt.Fprintf(io.ErrOut, "original config restored (sha256 %s)\n", session.OriginalSHA256()[:16])
-	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			fmt.Fprintf(io.ErrOut, "run %d interrupted; every sample so far is kept: continue with --resume %d\n", runID, runID)
-		} else if errors.Is(runErr, fwapi.ErrFirewallDisk) {
-			fmt.Fprintf(io.ErrOut, "run %d stopped; every sample so far is kept: once the firewall's disk is fixed, continue with 'fwab sweep %s --resume %d'\n", runID, o.file, runID)
-		}
-		return runErr
-	}
-	return printSweepSummary(context.WithoutCancel(ctx), io, st, runID)
+	return power, nil
 }
 
 // printSweepStats says where the time went: fwab's own share is what is
@@ -285,28 +335,14 @@ func tunnelPSK(spec *matrix.Spec) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// A sweep stops, instead of marking a point broken, when the firewall's
+// disk refuses writes: matrix learns that from fwapi's command error.
+var _ matrix.DiskError = (*fwapi.CommandError)(nil)
+
 // endpoints opens the target's traffic hosts.
 func endpoints(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target) (client, server probe.Endpoint, closeAll func(), err error) {
-	var conns []*fwapi.SSHClient
-	closeAll = func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}
-	dial := func(h *fwapi.SSHHost) (probe.Shell, error) {
-		c, err := fwapi.DialSSHHost(ctx, h, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, c)
-		return probe.StreamShell(c.Stream), nil
-	}
-	if client, err = probe.EndpointFor("client", t.Endpoints.Client, dial); err != nil {
-		closeAll()
-		return client, server, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
-	}
-	if server, err = probe.EndpointFor("server", t.Endpoints.Server, dial); err != nil {
-		closeAll()
+	client, server, closeAll, err = t.OpenEndpoints(ctx, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
+	if err != nil {
 		return client, server, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
 	}
 	return client, server, closeAll, nil

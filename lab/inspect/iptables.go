@@ -222,9 +222,5 @@ func parseSetElements(out string) []string {
 		return nil
 	}
 	body, _, _ := strings.Cut(rest, "}")
-	var addrs []string
-	for _, f := range strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		addrs = append(addrs, f)
-	}
-	return addrs
+	return strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
 }

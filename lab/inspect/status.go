@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // Status is what the engine publishes about itself, in the status file and
@@ -97,7 +97,7 @@ func (e *Engine) writeStatus(running bool) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(e.opts.StatusFile, append(b, '\n'))
+	return atomicfile.WriteFile(e.opts.StatusFile, append(b, '\n'), 0o644)
 }
 
 // ReadStatus reads a status file written by an engine.
@@ -111,35 +111,6 @@ func ReadStatus(path string) (Status, error) {
 		return st, fmt.Errorf("status file %s: %w", path, err)
 	}
 	return st, nil
-}
-
-// writeFileAtomic writes b to a temporary file next to path, syncs it and
-// renames it over path, so readers see the old or the new file, never half.
-func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // IDSInstances is the status as the firewall's runtime state reports it: one

@@ -84,7 +84,8 @@ var parsers = []struct {
 	{"ifconfig -a", func(s string) (any, error) { return fwapi.ParseIfconfig(s) }, nil},
 	{"pfctl -sr", func(s string) (any, error) { return fwapi.ParsePfctlRules(s) }, nil},
 	{"pfctl -sn", func(s string) (any, error) { return fwapi.ParsePfctlNAT(s) }, nil},
-	{"pfctl -s Tables", func(s string) (any, error) { return fwapi.ParsePfctlTables(s), nil }, map[configxml.Flavor]bool{configxml.OPNsense: true}},
+	// fwab's table loop reads the names as words ($(pfctl -s Tables)).
+	{"pfctl -s Tables", func(s string) (any, error) { return strings.Fields(s), nil }, map[configxml.Flavor]bool{configxml.OPNsense: true}},
 	{"swanctl --list-sas", func(s string) (any, error) { return fwapi.ParseSwanctlSAs(s) }, both},
 	{"netstat -m", func(s string) (any, error) { return fwapi.ParseNetstatMbufs(s) }, nil},
 	{"sysctl -n hw.ncpu hw.physmem", func(s string) (any, error) { return fwapi.ParseSysctlValues(s, "hw.ncpu", "hw.physmem") }, nil},

@@ -11,7 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
 
@@ -127,7 +127,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				}
 				if p.CPU > 0 {
 					for s := range 5 {
-						x.DUT = append(x.DUT, fwapi.Metrics{Time: t.Add(time.Duration(s) * time.Second), CPUPercent: p.CPU * (1 + 0.05*rng.NormFloat64()), TempCelsius: p.Temp})
+						x.DUT = append(x.DUT, probe.DUTMetrics{Time: t.Add(time.Duration(s) * time.Second), CPUPercent: p.CPU * (1 + 0.05*rng.NormFloat64()), TempCelsius: p.Temp})
 					}
 				}
 				if r.Series {

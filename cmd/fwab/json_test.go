@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestMatrixJSON(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	out, stderr, code := fwab(t, "", "matrix", "plan", "../../examples/e302-modes.yaml", "--config", cfg, "--json")
+	if code != exitOK {
+		t.Fatalf("matrix plan --json: exit %d, %s", code, stderr)
+	}
+	var plan planJSON
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("matrix plan --json is not JSON: %v\n%s", err, out)
+	}
+	if len(plan.Points) != 6 || len(plan.Steps) != 6*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
+		t.Errorf("matrix plan --json = %+v", plan)
+	}
+	baselines := 0
+	for _, p := range plan.Points {
+		if p.Baseline {
+			baselines++
+			if p.Knobs["rules@lan"] != "0" || p.Knobs["nat.outbound"] != "disabled" {
+				t.Errorf("baseline point %+v", p)
+			}
+		}
+	}
+	if baselines != 1 {
+		t.Errorf("%d baseline points", baselines)
+	}
+	out, _, code = fwab(t, "", "matrix", "check", "../../examples/e302-modes.yaml", "--config", cfg, "--json")
+	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || !strings.Contains(out, `"points"`) || strings.Contains(out, `"steps"`) {
+		t.Errorf("matrix check --json: exit %d, %v\n%s", code, err, out)
+	}
+}
+
+// A command asked for JSON fails in JSON on stdout, and in words on stderr.
+func TestJSONError(t *testing.T) {
+	out, stderr, code := fwab(t, "", "matrix", "check", "no-such-spec.yaml", "--json")
+	var e jsonError
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("stdout is not a JSON error: %v\n%q", err, out)
+	}
+	if code != exitUsage || e.Error.ExitCode != code || !strings.Contains(e.Error.Message, "no-such-spec.yaml") || !strings.Contains(stderr, "no-such-spec.yaml") {
+		t.Errorf("exit %d, JSON %+v, stderr %q", code, e, stderr)
+	}
+	if !strings.Contains(out, `"exit_code": 2`) {
+		t.Errorf("field names are not snake_case: %s", out)
+	}
+	// Without --json, stdout stays empty.
+	if out, _, _ := fwab(t, "", "matrix", "check", "no-such-spec.yaml"); out != "" {
+		t.Errorf("stdout without --json: %q", out)
+	}
+}
+
+// A --product the file's own layout contradicts is refused, not used to
+// read the file as another release (which could call an unsafe file ok).
+func TestProductContradictsLayout(t *testing.T) {
+	cfg := fixtureFile(t, "configs/opnsense-26.1.xml")
+	for _, args := range [][]string{
+		{"verify", "--offline", cfg, "--product", "25.7"},
+		{"config", "show", cfg, "--product", "25.7"},
+	} {
+		out, stderr, code := fwab(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, "product version 25.7") || !strings.Contains(stderr, "from 26.1 on") || strings.Contains(out, "ok") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming 25.7 and 26.1", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+}

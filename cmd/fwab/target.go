@@ -1,0 +1,319 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fwab/fwab/fwapi"
+)
+
+func newTargetCmd(io *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "target",
+		Short: "Write, list and check the firewalls in the targets file",
+		Long: "Write, list and check the firewalls in the targets file (default " + fwapi.DefaultTargetsPath() + ").\n" +
+			"docs/targets.md describes every key. Secrets are never given as flags: name the files or\n" +
+			"environment variables that hold them.",
+	}
+	var path string
+	cmd.PersistentFlags().StringVar(&path, "targets", fwapi.DefaultTargetsPath(), "the targets `file`")
+	cmd.AddCommand(newTargetAddCmd(io, &path), newTargetListCmd(io, &path), newTargetTestCmd(io, &path))
+	return cmd
+}
+
+// targetAddOptions are the flags of `fwab target add`; every secret is a
+// file or an environment variable's name.
+type targetAddOptions struct {
+	t       fwapi.Target
+	ssh     fwapi.SSHSpec
+	api     fwapi.APISpec
+	client  endpointFlags
+	server  endpointFlags
+	replace bool
+	noSSH   bool
+}
+
+type endpointFlags struct{ addr, netns, sshHost, sshUser, sshKey string }
+
+func (e endpointFlags) endpoint() fwapi.Endpoint {
+	ep := fwapi.Endpoint{Addr: e.addr, Netns: e.netns}
+	if e.sshHost != "" {
+		ep.SSH = &fwapi.SSHHost{Host: e.sshHost, SSHSpec: fwapi.SSHSpec{User: e.sshUser, KeyFile: e.sshKey}}
+	}
+	return ep
+}
+
+func newTargetAddCmd(io *streams, path *string) *cobra.Command {
+	var o targetAddOptions
+	cmd := &cobra.Command{
+		Use:   "add NAME --flavor pfsense|opnsense --host HOST [flags]",
+		Short: "Add a firewall to the targets file (or replace one with --replace)",
+		Example: "  fwab target add edge1 --flavor pfsense --host 192.0.2.1 --ssh-user admin --ssh-key-file ~/.ssh/fwab \\\n" +
+			"      --client-ssh-host lan-box --client-addr 10.0.1.10 --server-ssh-host wan-box --server-addr 10.0.2.10\n" +
+			"  fwab target add opn1 --flavor opnsense --host 192.0.2.2 --ssh-user root --ssh-key-file ~/.ssh/fwab \\\n" +
+			"      --api-url https://192.0.2.2 --api-key-file ~/.config/fwab/opn1.key --api-secret-file ~/.config/fwab/opn1.secret --api-ca-file opn1-ca.pem",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTargetAdd(io, *path, args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.t.Flavor, "flavor", "", "pfsense or opnsense (required)")
+	f.StringVar(&o.t.Host, "host", "", "the firewall's management address or name (required)")
+	f.StringVar(&o.ssh.User, "ssh-user", "", "SSH user (admin or root on pfSense, root on OPNsense)")
+	f.IntVar(&o.ssh.Port, "ssh-port", 0, "SSH port (default 22)")
+	f.StringVar(&o.ssh.KeyFile, "ssh-key-file", "", "SSH private key `file`")
+	f.StringVar(&o.ssh.PasswordFile, "ssh-password-file", "", "a `file` whose first line is the SSH password")
+	f.BoolVar(&o.ssh.Agent, "ssh-agent", false, "use the keys of the running ssh-agent")
+	f.StringVar(&o.ssh.KnownHosts, "ssh-known-hosts", "", "known_hosts `file` (default ~/.ssh/known_hosts)")
+	f.BoolVar(&o.noSSH, "no-ssh", false, "no SSH access (an OPNsense driven through its API alone)")
+	f.StringVar(&o.api.URL, "api-url", "", "the REST API's https:// URL (OPNsense)")
+	f.StringVar(&o.api.KeyFile, "api-key-file", "", "`file` holding the API key")
+	f.StringVar(&o.api.KeyEnv, "api-key-env", "", "environment `variable` holding the API key")
+	f.StringVar(&o.api.SecretFile, "api-secret-file", "", "`file` holding the API secret")
+	f.StringVar(&o.api.SecretEnv, "api-secret-env", "", "environment `variable` holding the API secret")
+	f.StringVar(&o.api.CAFile, "api-ca-file", "", "PEM `file` of the CA that signed the firewall's certificate")
+	f.StringVar(&o.api.Fingerprint, "api-fingerprint", "", "pin the certificate by its SHA-256 (hex)")
+	for _, e := range []struct {
+		side string
+		ep   *endpointFlags
+	}{{"client", &o.client}, {"server", &o.server}} {
+		where := map[string]string{"client": "LAN", "server": "WAN"}[e.side]
+		f.StringVar(&e.ep.addr, e.side+"-addr", "", "address of the "+where+"-side traffic host")
+		f.StringVar(&e.ep.netns, e.side+"-netns", "", "the "+where+"-side host is this local network namespace")
+		f.StringVar(&e.ep.sshHost, e.side+"-ssh-host", "", "the "+where+"-side host is reached over SSH at this host")
+		f.StringVar(&e.ep.sshUser, e.side+"-ssh-user", "", "SSH user on the "+where+"-side host")
+		f.StringVar(&e.ep.sshKey, e.side+"-ssh-key-file", "", "SSH key `file` for the "+where+"-side host")
+	}
+	f.BoolVar(&o.replace, "replace", false, "replace a target of the same name")
+	return cmd
+}
+
+func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
+	t := o.t
+	t.Name = name
+	if !o.noSSH {
+		ssh := o.ssh
+		t.SSH = &ssh
+	}
+	if o.api != (fwapi.APISpec{}) {
+		api := o.api
+		t.API = &api
+	}
+	t.Endpoints = fwapi.Endpoints{Client: o.client.endpoint(), Server: o.server.endpoint()}
+	if err := checkNewTarget(&t); err != nil {
+		return usageError{fmt.Errorf("target %s: %w", name, err)}
+	}
+	tf, err := fwapi.LoadTargets(path)
+	if err != nil {
+		return usageError{err}
+	}
+	if _, exists := tf.Targets[name]; exists && !o.replace {
+		return usageErrorf("target %s is already in %s: give --replace to overwrite it", name, path)
+	}
+	tf.Targets[name] = &t
+	if err := tf.Save(path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fmt.Fprintf(io.Out, "wrote %s: target %s (%s at %s); check it with 'fwab target test %s'\n", path, name, t.Flavor, t.Host, name)
+	return nil
+}
+
+// checkNewTarget refuses a target fwab could not drive, naming what is
+// missing, and files it names that do not exist.
+func checkNewTarget(t *fwapi.Target) error {
+	var problems []string
+	if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
+		problems = append(problems, fmt.Sprintf("--flavor %q is not one of pfsense, opnsense", t.Flavor))
+	}
+	if t.Host == "" {
+		problems = append(problems, "--host is required")
+	}
+	switch {
+	case t.SSH == nil && t.Flavor == "pfsense":
+		problems = append(problems, "pfSense is driven over SSH: drop --no-ssh")
+	case t.SSH == nil && t.API == nil:
+		problems = append(problems, "give SSH (--ssh-user) or the API (--api-url)")
+	case t.SSH != nil && t.SSH.User == "":
+		problems = append(problems, "--ssh-user is required (or --no-ssh for an API-only OPNsense)")
+	case t.SSH != nil && t.SSH.KeyFile == "" && t.SSH.PasswordFile == "" && !t.SSH.Agent:
+		problems = append(problems, "give --ssh-key-file, --ssh-password-file or --ssh-agent")
+	}
+	if t.API != nil {
+		if t.Flavor == "pfsense" {
+			problems = append(problems, "pfSense targets have no API section: fwab drives pfSense over SSH")
+		}
+		if !strings.HasPrefix(t.API.URL, "https://") {
+			problems = append(problems, fmt.Sprintf("--api-url %q: give the https:// URL of the firewall's GUI", t.API.URL))
+		}
+		if (t.API.KeyFile == "") == (t.API.KeyEnv == "") || (t.API.SecretFile == "") == (t.API.SecretEnv == "") {
+			problems = append(problems, "name the API key and secret each by one file (--api-key-file, --api-secret-file) or one environment variable (--api-key-env, --api-secret-env)")
+		}
+	}
+	for _, side := range []struct {
+		name string
+		ep   fwapi.Endpoint
+	}{{"client", t.Endpoints.Client}, {"server", t.Endpoints.Server}} {
+		switch {
+		case side.ep.Addr == "":
+			problems = append(problems, fmt.Sprintf("--%s-addr is required: the address traffic is sent to or from", side.name))
+		case side.ep.Netns == "" && side.ep.SSH == nil:
+			problems = append(problems, fmt.Sprintf("say where the %s runs: --%s-netns or --%s-ssh-host", side.name, side.name, side.name))
+		case side.ep.Netns != "" && side.ep.SSH != nil:
+			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both", side.name))
+		}
+	}
+	for _, f := range targetFiles(t) {
+		if _, err := os.Stat(f.path); errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, fmt.Sprintf("%s %s does not exist", f.flag, f.path))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+type namedFile struct{ flag, path string }
+
+func targetFiles(t *fwapi.Target) []namedFile {
+	var out []namedFile
+	add := func(flag, path string) {
+		if path != "" {
+			out = append(out, namedFile{flag, path})
+		}
+	}
+	if t.SSH != nil {
+		add("--ssh-key-file", t.SSH.KeyFile)
+		add("--ssh-password-file", t.SSH.PasswordFile)
+	}
+	if t.API != nil {
+		add("--api-key-file", t.API.KeyFile)
+		add("--api-secret-file", t.API.SecretFile)
+		add("--api-ca-file", t.API.CAFile)
+	}
+	for side, ep := range map[string]fwapi.Endpoint{"client": t.Endpoints.Client, "server": t.Endpoints.Server} {
+		if ep.SSH != nil {
+			add("--"+side+"-ssh-key-file", ep.SSH.KeyFile)
+		}
+	}
+	slices.SortFunc(out, func(a, b namedFile) int { return strings.Compare(a.flag, b.flag) })
+	return out
+}
+
+// targetRow is one target as `fwab target list --json` prints it.
+type targetRow struct {
+	Name   string `json:"name"`
+	Flavor string `json:"flavor"`
+	Host   string `json:"host"`
+	SSH    string `json:"ssh,omitempty"`
+	API    string `json:"api,omitempty"`
+	Client string `json:"client"`
+	Server string `json:"server"`
+}
+
+func newTargetListCmd(io *streams, path *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the targets file's firewalls",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tf, err := fwapi.LoadTargets(*path)
+			if err != nil {
+				return usageError{err}
+			}
+			names := make([]string, 0, len(tf.Targets))
+			for n := range tf.Targets {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			rows := make([]targetRow, 0, len(names))
+			for _, n := range names {
+				rows = append(rows, rowOf(tf.Targets[n]))
+			}
+			if asJSON {
+				return writeJSON(io.Out, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(io.ErrOut, "no targets in %s: 'fwab lab up' writes the lab's, 'fwab target add' writes yours\n", *path)
+				return nil
+			}
+			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tFLAVOR\tHOST\tSSH\tAPI\tCLIENT\tSERVER")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Flavor, r.Host, dash(r.SSH), dash(r.API), r.Client, r.Server)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func rowOf(t *fwapi.Target) targetRow {
+	r := targetRow{Name: t.Name, Flavor: t.Flavor, Host: t.Host, Client: endpointText(t.Endpoints.Client), Server: endpointText(t.Endpoints.Server)}
+	if t.SSH != nil {
+		r.SSH = t.SSH.User + "@" + t.Host
+		if t.SSH.Port != 0 && t.SSH.Port != 22 {
+			r.SSH += fmt.Sprintf(":%d", t.SSH.Port)
+		}
+	}
+	if t.API != nil {
+		r.API = t.API.URL
+	}
+	return r
+}
+
+func endpointText(e fwapi.Endpoint) string {
+	switch {
+	case e.Netns != "":
+		return e.Addr + " (netns " + e.Netns + ")"
+	case e.SSH != nil:
+		return e.Addr + " (ssh " + e.SSH.Host + ")"
+	default:
+		return e.Addr
+	}
+}
+
+func newTargetTestCmd(io *streams, path *string) *cobra.Command {
+	var acceptNew bool
+	cmd := &cobra.Command{
+		Use:   "test NAME",
+		Short: "Connect to a target and check that it is the firewall the targets file says (changes nothing)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := targetFlags{target: args[0], targets: *path, acceptNewHostKey: acceptNew}
+			t, fw, err := f.open(cmd.Context(), io)
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			info, err := fw.Info(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("target %s: %w", t.Name, err)
+			}
+			fmt.Fprintf(io.Out, "target %s: %s %s, hostname %s, NICs %s\n", t.Name, info.Flavor, info.Version, info.Hostname, strings.Join(info.NICs, ", "))
+			if string(info.Flavor) != t.Flavor {
+				return fmt.Errorf("target %s is written as %s but the firewall is %s: fix flavor in %s", t.Name, t.Flavor, info.Flavor, *path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&acceptNew, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time")
+	return cmd
+}

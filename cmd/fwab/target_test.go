@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fwab/fwab/fwapi"
+)
+
+func TestTargetAddAndList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "targets.yaml")
+	key := filepath.Join(dir, "id_fwab")
+	os.WriteFile(key, []byte("not really a key\n"), 0o600)
+
+	// Incomplete: nothing is written, and every problem is named.
+	_, stderr, code := fwab(t, "", "target", "add", "edge1", "--targets", path, "--flavor", "pfsense", "--ssh-user", "admin")
+	if code != exitUsage {
+		t.Errorf("incomplete target add: exit %d, want 2: %s", code, stderr)
+	}
+	for _, want := range []string{"--host is required", "--ssh-key-file", "--client-addr is required", "--server-addr is required"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("incomplete target add does not say %q: %s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("a refused target add wrote %s", path)
+	}
+	_, stderr, _ = fwab(t, "", "target", "add", "opn1", "--targets", path, "--flavor", "opnsense", "--host", "198.18.0.9", "--no-ssh",
+		"--api-url", "http://198.18.0.9", "--api-key-file", filepath.Join(dir, "missing.key"), "--client-addr", "198.18.1.10", "--client-netns", "lan", "--server-addr", "198.19.1.10", "--server-netns", "wan")
+	for _, want := range []string{"give the https:// URL", "name the API key and secret", "--api-key-file " + filepath.Join(dir, "missing.key") + " does not exist"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("bad API target add does not say %q: %s", want, stderr)
+		}
+	}
+
+	add := []string{"target", "add", "edge1", "--targets", path, "--flavor", "pfsense", "--host", "198.18.0.1", "--ssh-user", "admin", "--ssh-key-file", key,
+		"--client-addr", "198.18.1.10", "--client-ssh-host", "198.18.1.10", "--client-ssh-user", "fwab", "--server-addr", "198.19.1.10", "--server-netns", "wan"}
+	if out, stderr, code := fwab(t, "", add...); code != exitOK || !strings.Contains(out, "wrote "+path) {
+		t.Fatalf("target add: exit %d, %q %q", code, out, stderr)
+	}
+	tf, err := fwapi.LoadTargets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tf.Targets["edge1"]
+	if got == nil || got.SSH == nil || got.SSH.KeyFile != key || got.Endpoints.Client.SSH == nil || got.Endpoints.Client.SSH.User != "fwab" || got.Endpoints.Server.Netns != "wan" || got.API != nil {
+		t.Errorf("the targets file holds %+v", got)
+	}
+	if _, stderr, code := fwab(t, "", add...); code != exitUsage || !strings.Contains(stderr, "--replace") {
+		t.Errorf("adding edge1 twice: exit %d, %q; want exit 2 pointing to --replace", code, stderr)
+	}
+	if _, _, code := fwab(t, "", append(add, "--replace")...); code != exitOK {
+		t.Errorf("target add --replace: exit %d", code)
+	}
+
+	out, _, code := fwab(t, "", "target", "list", "--targets", path)
+	if code != exitOK || !strings.Contains(out, "edge1") || !strings.Contains(out, "admin@198.18.0.1") || !strings.Contains(out, "198.19.1.10 (netns wan)") {
+		t.Errorf("target list: exit %d\n%s", code, out)
+	}
+	out, _, _ = fwab(t, "", "target", "list", "--targets", path, "--json")
+	var rows []targetRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0].Name != "edge1" || rows[0].Flavor != "pfsense" {
+		t.Errorf("target list --json = %s (%v)", out, err)
+	}
+}
+
+func TestTargetTest(t *testing.T) {
+	_, targets := labTarget(t, nil, true)
+	out, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets)
+	if code != exitOK || !strings.Contains(out, "target fw1: pfsense 2.7") {
+		t.Errorf("target test: exit %d, %q %q", code, out, stderr)
+	}
+	// The file says OPNsense; the box is a pfSense.
+	b, _ := os.ReadFile(targets)
+	os.WriteFile(targets, []byte(strings.Replace(string(b), "flavor: pfsense", "flavor: opnsense", 1)), 0o600)
+	if _, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets); code == exitOK {
+		t.Errorf("target test of a pfSense written as opnsense: exit 0, %q", stderr)
+	}
+}

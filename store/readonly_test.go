@@ -1,0 +1,85 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Reading never creates, grows or migrates a database.
+func TestOpenReadOnly(t *testing.T) {
+	ctx := t.Context()
+	s, path := openTemp(t)
+	id := newRun(t, s)
+	s.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatalf("OpenReadOnly(%s): %v", path, err)
+	}
+	if _, err := r.Run(ctx, id); err != nil {
+		t.Errorf("Run(%d) on a read-only store: %v", id, err)
+	}
+	if _, err := r.CreateRun(ctx, Run{Spec: "x", Target: "lab"}); err == nil {
+		t.Errorf("CreateRun on a read-only store succeeded")
+	}
+	r.Close()
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Errorf("opening read-only changed the database file")
+	}
+
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.db")
+	if _, err := OpenReadOnly(ctx, missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("OpenReadOnly(missing) = %v; want a not-exist error naming the file", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("OpenReadOnly created %s", missing)
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(empty, nil, 0o644)
+	os.WriteFile(text, []byte("these are not results\n"), 0o644)
+	for _, p := range []string{empty, text} {
+		_, err := OpenReadOnly(ctx, p)
+		if !errors.Is(err, ErrNotResults) || !strings.Contains(err.Error(), p) {
+			t.Errorf("OpenReadOnly(%s) = %v; want ErrNotResults naming the file", filepath.Base(p), err)
+		}
+		if fi, _ := os.Stat(p); fi.Size() > int64(len("these are not results\n")) {
+			t.Errorf("OpenReadOnly(%s) grew the file to %d bytes", filepath.Base(p), fi.Size())
+		}
+	}
+
+	// A database of a newer fwab is refused with both versions named; an
+	// older one asks for a migration and is left as it is.
+	for _, tt := range []struct {
+		version int
+		want    string
+	}{
+		{len(migrations) + 1, "newer than this fwab"},
+		{0, "fwab db migrate"},
+	} {
+		p := filepath.Join(t.TempDir(), "results.db")
+		w, err := Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.db.ExecContext(ctx, `UPDATE schema_version SET version = ?`, tt.version); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		_, err = OpenReadOnly(ctx, p)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrOlderSchema) != (tt.version < len(migrations)) {
+			t.Errorf("schema %d: OpenReadOnly = %v; want an error containing %q", tt.version, err, tt.want)
+		}
+	}
+}
