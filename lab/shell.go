@@ -39,7 +39,7 @@ func status(n uint8) error {
 	if n == 0 {
 		return nil
 	}
-	return interp.NewExitStatus(n)
+	return interp.ExitStatus(n)
 }
 
 func (c *call) errorf(n uint8, format string, args ...any) error {
@@ -147,7 +147,8 @@ func exitStatus(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if st, ok := interp.IsExitStatus(err); ok {
+	var st interp.ExitStatus
+	if errors.As(err, &st) {
 		return int(st)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -210,7 +211,7 @@ func (e *Emulator) dispatch(ctx context.Context, cmds map[string]command, args [
 	c, ok := e.lookup(cmds, args[0])
 	if !ok {
 		fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
-		return interp.NewExitStatus(127)
+		return interp.ExitStatus(127)
 	}
 	return c(ctx, &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir})
 }
