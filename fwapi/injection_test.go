@@ -3,13 +3,13 @@ package fwapi_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 // TestInjectionOPNsense: hostile interface descriptions and element values
@@ -19,7 +19,13 @@ import (
 // anything runs.
 func TestInjectionOPNsense(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := fwapitest.NewOPNsenseFirewall(t, fwapitest.OPNsenseOptions{}, fwapi.OPNsenseOptions{})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	sh := dial(t, em.SSHConfig())
+	fw, err := fwapi.NewOPNsense(ctx, em.APITarget(t), sh, fwapi.OPNsenseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
 	h := fwapitest.NewHostile()
 	raw, err := fw.ReadConfig(ctx)
 	if err != nil {
@@ -47,12 +53,11 @@ func TestInjectionOPNsense(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.CheckConfig(t, "the OPNsense fake's config", got)
+	h.CheckConfig(t, "the emulated OPNsense's config", got)
 
 	// Knob names and values built to inject: refused by the config model
 	// or the driver, before any command.
-	sh := fake.Shell()
-	n := len(sh.Commands())
+	n := len(em.Commands())
 	for _, a := range []string{
 		"ids@lan$(echo pwned > " + h.Canary(90) + ")=ids",
 		"rules@`echo pwned > " + h.Canary(91) + "`=1",
@@ -65,22 +70,22 @@ func TestInjectionOPNsense(t *testing.T) {
 	if err := fw.Apply(ctx, []configxml.Change{{Knob: "offload.lro", To: "off\necho pwned > " + h.Canary(93), Action: configxml.ActionInterfaces}}); err == nil {
 		t.Errorf("Apply took an offload value with a command in it")
 	}
-	if m := len(sh.Commands()); m != n {
-		t.Errorf("%d commands ran for refused input: %q", m-n, sh.Commands()[n:])
+	if m := len(em.Commands()); m != n {
+		t.Errorf("%d commands ran for refused input: %q", m-n, em.Commands()[n:])
 	}
 
-	for _, c := range sh.Commands() {
+	for _, c := range em.Commands() {
 		if strings.Contains(c, h.Token) {
 			t.Errorf("a hostile value reached a command line: %q", c)
 		}
 	}
-	h.CheckNoCanary(t, fake.Root(), "/tmp")
+	h.CheckNoCanary(t, em.Root, "/tmp")
 
 	// Positive control: unquoted, the value runs on this shell.
 	if _, _, _, err := sh.Run(ctx, "x="+h.Values[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(fake.Root(), h.Canary(0))); err != nil {
+	if _, err := os.Stat(em.Path(h.Canary(0))); err != nil {
 		t.Errorf("the unquoted control left no canary: %v", err)
 	}
 }

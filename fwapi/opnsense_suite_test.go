@@ -10,25 +10,17 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
-// TestOPNsenseDriverSuite runs the shared driver suite against the OPNsense
-// driver, with the lock and the SSH rollback, on each firmware generation.
-func TestOPNsenseDriverSuite(t *testing.T) {
-	for _, v := range []string{"25.7.11", "26.1.2", "26.7"} {
-		t.Run(v, func(t *testing.T) {
-			fwapitest.RunDriverSuite(t, func(t *testing.T) fwapitest.Fixture {
-				fw, fake := fwapitest.NewOPNsenseFirewall(t, fwapitest.OPNsenseOptions{Version: v}, fwapi.OPNsenseOptions{})
-				return fwapitest.Fixture{
-					FW:           fwapi.NewGuardedOPNsense(fw, fake.Shell()),
-					Flavor:       configxml.OPNsense,
-					Actions:      fake.Actions,
-					ResetActions: fake.ResetActions,
-					StoredConfig: fake.ConfigXML,
-					Unsupported:  []configxml.Action{configxml.ActionBlocklistUpdate},
-				}
-			})
+// TestDriverSuite runs the shared driver suite (lab/labtest) against the
+// pfSense and OPNsense drivers on every product version the knobs know.
+func TestDriverSuite(t *testing.T) {
+	for _, v := range labtest.Versions {
+		t.Run(string(v.Product)+"-"+v.Version, func(t *testing.T) {
+			t.Parallel()
+			s := &labtest.Suite{Options: labtest.Options{Product: v.Product, Version: v.Version}}
+			s.Run(t)
 		})
 	}
 }
@@ -36,8 +28,8 @@ func TestOPNsenseDriverSuite(t *testing.T) {
 // TestOpenOPNsense: fwapi.Open picks the OPNsense driver by flavor.
 func TestOpenOPNsense(t *testing.T) {
 	ctx := context.Background()
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"})
-	tg := fake.Target()
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense, Version: "26.7.1"})
+	tg := em.APITarget(t)
 	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open() error = %v", err)
@@ -47,8 +39,16 @@ func TestOpenOPNsense(t *testing.T) {
 		t.Errorf("Open() without an ssh section = %T, want *fwapi.OPNsense", fw)
 	}
 	info, err := fw.Info(ctx)
-	if err != nil || info.Version != "26.7" || info.Flavor != configxml.OPNsense {
-		t.Errorf("Info() = %+v, %v; want OPNsense 26.7", info, err)
+	if err != nil || info.Version != "26.7.1" || info.Flavor != configxml.OPNsense {
+		t.Errorf("Info() = %+v, %v; want OPNsense 26.7.1", info, err)
+	}
+	if g, err := fwapi.Open(ctx, em.Target, fwapi.OpenOptions{}); err != nil {
+		t.Errorf("Open() with ssh: %v", err)
+	} else {
+		if _, ok := g.(*fwapi.GuardedOPNsense); !ok {
+			t.Errorf("Open() with an ssh section = %T, want *fwapi.GuardedOPNsense", g)
+		}
+		g.Close()
 	}
 
 	// With an ssh section that cannot come up (no key, nothing listening),
@@ -59,11 +59,12 @@ func TestOpenOPNsense(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	tg.Name = "opn-unreachable"
 	tg.SSH = &fwapi.SSHSpec{User: "root", Port: port, KeyFile: tg.API.KeyFile, KnownHosts: tg.API.KeyFile, ConnectTimeoutMS: 2000}
 	if fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{}); err == nil {
 		fw.Close()
 		t.Fatal("Open() with an unreachable ssh port succeeded")
-	} else if !strings.Contains(err.Error(), "fake-opnsense") {
+	} else if !strings.Contains(err.Error(), "opn-unreachable") {
 		t.Errorf("Open() error = %v, want the target named", err)
 	}
 }
@@ -73,14 +74,15 @@ func TestOpenOPNsense(t *testing.T) {
 // itself; disarmed, the change stays.
 func TestOPNsenseShellRollback(t *testing.T) {
 	ctx := context.Background()
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"})
-	fw, err := fwapi.NewOPNsense(ctx, fake.Target(), fake.Shell(), fwapi.OPNsenseOptions{Rollback: fwapi.ShellRollback(fake.Shell(), time.Second)})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense, Version: "26.7.1"})
+	sh := dial(t, em.SSHConfig())
+	fw, err := fwapi.NewOPNsense(ctx, em.APITarget(t), sh, fwapi.OPNsenseOptions{Rollback: fwapi.ShellRollback(sh, time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	prev := fake.ConfigXML()
-	changed := bytes.Replace(prev, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
+	prev := em.StoredConfig(t)
+	changed := bytes.Replace(prev, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
 
 	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
@@ -93,7 +95,7 @@ func TestOPNsenseShellRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if !bytes.Equal(fake.ConfigXML(), changed) {
+	if !bytes.Equal(em.StoredConfig(t), changed) {
 		t.Fatal("a disarmed rollback still restored the config")
 	}
 
@@ -103,14 +105,14 @@ func TestOPNsenseShellRollback(t *testing.T) {
 	if err := fw.WriteConfig(ctx, prev, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fw.WriteConfig(ctx, bytes.Replace(prev, []byte("fw1"), []byte("fw3"), 1), "test"); err != nil {
+	if err := fw.WriteConfig(ctx, bytes.Replace(prev, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>fw3</hostname>"), 1), "test"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !bytes.Equal(fake.ConfigXML(), changed) && time.Now().Before(deadline) {
+	for !bytes.Equal(em.StoredConfig(t), changed) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !bytes.Equal(fake.ConfigXML(), changed) {
-		t.Fatalf("the armed rollback did not restore the config it was armed with within 5s; config now %q", fake.ConfigXML())
+	if !bytes.Equal(em.StoredConfig(t), changed) {
+		t.Fatalf("the armed rollback did not restore the config it was armed with within 5s; config now %q", em.StoredConfig(t))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,12 +12,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
-	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 // changes builds one change per action, with a knob named after it.
@@ -30,35 +31,39 @@ func changes(actions ...string) []configxml.Change {
 	return out
 }
 
-// newOPNsense starts a fake and connects the driver; withShell also gives it
-// the fake's SSH side.
-func newOPNsense(t *testing.T, fo fwapitest.OPNsenseOptions, withShell bool, do fwapi.OPNsenseOptions) (*fwapi.OPNsense, *fwapitest.OPNsense) {
+// newOPNsense starts an emulated OPNsense and connects the driver through
+// its REST API; withShell gives the driver the SSH side too.
+func newOPNsense(t *testing.T, o labtest.Options, withShell bool, do fwapi.OPNsenseOptions) (*fwapi.OPNsense, *labtest.Firewall) {
 	t.Helper()
-	fake := fwapitest.NewOPNsense(t, fo)
+	o.Product = configxml.OPNsense
+	em := labtest.Start(t, o)
 	var ssh fwapi.Runner
 	if withShell {
-		ssh = fake.Shell()
+		ssh = dial(t, em.SSHConfig())
 	}
 	if do.PollInterval == 0 {
 		do.PollInterval = 20 * time.Millisecond
 	}
-	fw, err := fwapi.NewOPNsense(context.Background(), fake.Target(), ssh, do)
+	fw, err := fwapi.NewOPNsense(context.Background(), em.APITarget(t), ssh, do)
 	if err != nil {
 		t.Fatalf("NewOPNsense() error = %v", err)
 	}
 	t.Cleanup(func() { fw.Close() })
-	return fw, fake
+	return fw, em
 }
+
+// since returns what happened after a mark taken with len(...).
+func since[T any](all []T, mark int) []T { return all[mark:] }
 
 func TestOPNsenseInfo(t *testing.T) {
 	for _, v := range []string{"25.7.11_2", "26.1.2", "26.7"} {
 		t.Run(v, func(t *testing.T) {
-			fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Version: v}, false, fwapi.OPNsenseOptions{})
+			fw, _ := newOPNsense(t, labtest.Options{Version: v}, false, fwapi.OPNsenseOptions{})
 			got, err := fw.Info(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := fwapi.Info{Flavor: configxml.OPNsense, Version: v, Hostname: "fw1.lab.example", NICs: []string{"vtnet0", "vtnet1"}}
+			want := fwapi.Info{Flavor: configxml.OPNsense, Version: v, Hostname: "OPNsense.lab.fwab.test", NICs: []string{"igb0", "igb1"}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Info() mismatch (-want +got):\n%s", diff)
 			}
@@ -67,8 +72,8 @@ func TestOPNsenseInfo(t *testing.T) {
 }
 
 func TestOPNsenseBadVersion(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Version: "unknown"})
-	_, err := fwapi.NewOPNsense(context.Background(), fake.Target(), nil, fwapi.OPNsenseOptions{})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense, Version: "unknown"})
+	_, err := fwapi.NewOPNsense(context.Background(), em.APITarget(t), nil, fwapi.OPNsenseOptions{})
 	if err == nil || !strings.Contains(err.Error(), `cannot read the firmware version "unknown"`) {
 		t.Fatalf("NewOPNsense() error = %v, want the version named", err)
 	}
@@ -88,29 +93,25 @@ func TestOPNsenseApply(t *testing.T) {
 		{name: "each action once, in order", version: "26.1.2",
 			actions:   []string{"ids-restart", "filter-reload", "interfaces-reconfigure", "ipsec-restart", "ids-restart", "none"},
 			wantCalls: []string{"POST /api/interfaces/settings/reconfigure", "POST /api/firewall/filter/apply", "POST /api/ipsec/service/reconfigure", "POST /api/ids/service/reconfigure"}},
-		{name: "26.7 filter", version: "26.7", actions: []string{"filter-reload"},
+		{name: "26.7 filter", version: "26.7.1", actions: []string{"filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "25.7 interfaces over ssh", version: "25.7.11", shell: true, actions: []string{"interfaces-reconfigure"},
 			wantCalls: []string{"GET /api/core/backup/download/{host}"},
-			wantSSH:   []string{"configctl interface reconfigure lan", "configctl interface reconfigure wan"}},
+			wantSSH:   []string{"configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
 		{name: "nothing to do", version: "26.1.2", actions: []string{"none"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
-			before := len(fake.Requests())
+			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
+			calls, cmds := len(em.Requests()), len(em.Commands())
 			if err := fw.Apply(context.Background(), changes(tc.actions...)); err != nil {
 				t.Fatalf("Apply(%v) error = %v", tc.actions, err)
 			}
-			var got []string
-			for _, r := range fake.Requests()[before:] {
-				got = append(got, r.Pattern)
-			}
-			if diff := cmp.Diff(tc.wantCalls, got); diff != "" {
+			if diff := cmp.Diff(tc.wantCalls, since(em.Requests(), calls), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Apply(%v) API calls (-want +got):\n%s", tc.actions, diff)
 			}
 			if tc.shell {
-				if diff := cmp.Diff(tc.wantSSH, fake.Shell().Commands()); diff != "" {
+				if diff := cmp.Diff(tc.wantSSH, since(em.Commands(), cmds), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("Apply(%v) shell commands (-want +got):\n%s", tc.actions, diff)
 				}
 			}
@@ -128,17 +129,17 @@ func TestOPNsenseApplyRefusals(t *testing.T) {
 		{name: "blocklist", version: "26.1.2", actions: []string{"filter-reload", "blocklist-update"}, wantErr: "pfBlockerNG is pfSense-only"},
 		{name: "firmware", version: "26.1.2", actions: []string{"firmware-upgrade"}, wantErr: "go through Upgrade"},
 		{name: "unknown", version: "26.1.2", actions: []string{"reboot-everything"}, wantErr: `unknown action "reboot-everything"`},
-		{name: "25.7 interfaces without ssh", version: "25.7", actions: []string{"filter-reload", "interfaces-reconfigure"}, wantErr: "OPNsense 25.7 reconfigures interfaces only from a shell (configctl): add an ssh section"},
+		{name: "25.7 interfaces without ssh", version: "25.7.11", actions: []string{"filter-reload", "interfaces-reconfigure"}, wantErr: "OPNsense 25.7.11 reconfigures interfaces only from a shell (configctl): add an ssh section"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, false, fwapi.OPNsenseOptions{})
-			before := len(fake.Requests())
+			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, false, fwapi.OPNsenseOptions{})
+			before := len(em.Requests())
 			err := fw.Apply(context.Background(), changes(tc.actions...))
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Apply(%v) error = %v, want one containing %q", tc.actions, err, tc.wantErr)
 			}
-			if n := len(fake.Requests()) - before; n != 0 {
+			if n := len(em.Requests()) - before; n != 0 {
 				t.Errorf("Apply(%v) sent %d requests before refusing, want none", tc.actions, n)
 			}
 		})
@@ -161,8 +162,8 @@ func TestOPNsenseFailureInsideHTTP200(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{})
-			fake.Fail("POST /api/ids/service/reconfigure", fwapitest.Fault{Body: tc.body})
+			fw, em := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
+			em.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/ids/service/reconfigure", Body: tc.body}}})
 			err := fw.Apply(context.Background(), changes("ids-restart"))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Apply() error = %v, want one containing %q", err, tc.want)
@@ -182,29 +183,33 @@ func TestOPNsenseFailureInsideHTTP200(t *testing.T) {
 
 func TestOPNsenseReadWriteConfig(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(1764470000, 123456789) }})
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(1764470000, 123456789) }})
+	orig := em.StoredConfig(t)
 	got, err := fw.ReadConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, fwapitest.DefaultOPNsenseConfig) {
+	if !bytes.Equal(got, orig) {
 		t.Fatalf("ReadConfig() = %q, want the firewall's file byte for byte", got)
 	}
 	// Values a shell would act on, carried in the config: they must land in
 	// the file as bytes and never run.
-	next := bytes.Replace(got, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw1</hostname>\n    <descr>a'b\"c; $(touch /tmp/pwned) `touch /tmp/pwned2`\nline2</descr>"), 1)
+	next := bytes.Replace(got, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>OPNsense</hostname>\n    <descr>a'b\"c; $(touch /tmp/pwned) `touch /tmp/pwned2`\nline2</descr>"), 1)
+	if bytes.Equal(next, got) {
+		t.Fatal("the factory config has no <hostname>OPNsense</hostname>")
+	}
 	if err := fw.WriteConfig(ctx, next, "fwab: test"); err != nil {
 		t.Fatalf("WriteConfig() error = %v", err)
 	}
-	if !bytes.Equal(fake.ConfigXML(), next) {
-		t.Errorf("config.xml on the firewall = %q, want %q", fake.ConfigXML(), next)
+	if !bytes.Equal(em.StoredConfig(t), next) {
+		t.Errorf("config.xml on the firewall = %q, want %q", em.StoredConfig(t), next)
 	}
-	back, err := os.ReadFile(filepath.Join(fake.Root(), "conf/backup/config-1764470000.1234.xml"))
-	if err != nil || !bytes.Equal(back, fwapitest.DefaultOPNsenseConfig) {
+	back, err := em.ReadFile("/conf/backup/config-1764470000.1234.xml")
+	if err != nil || !bytes.Equal(back, orig) {
 		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the previous config", back, err)
 	}
-	for _, p := range []string{"conf/.config.xml.fwab-new", "tmp/pwned", "tmp/pwned2"} {
-		if _, err := os.Stat(filepath.Join(fake.Root(), p)); err == nil {
+	for _, p := range []string{"/conf/.config.xml.fwab-new", "/tmp/pwned", "/tmp/pwned2"} {
+		if len(em.Glob(p)) != 0 {
 			t.Errorf("%s exists on the firewall after WriteConfig", p)
 		}
 	}
@@ -215,45 +220,43 @@ func TestOPNsenseReadWriteConfig(t *testing.T) {
 }
 
 func TestOPNsenseWriteConfigFaults(t *testing.T) {
-	next := bytes.Replace(fwapitest.DefaultOPNsenseConfig, []byte("fw1"), []byte("fw2"), 1)
+	factory := lab.FactoryConfigAt(configxml.OPNsense, "26.1.2", lab.NICs{})
+	next := bytes.Replace(factory, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
 	tests := []struct {
 		name    string
 		shell   bool
 		config  []byte
-		fault   func(*fwapitest.Shell)
+		fault   lab.CommandFault
 		wantErr string
 	}{
 		{name: "no ssh", config: next, wantErr: "OPNsense has no API that writes config.xml: add an ssh section"},
 		{name: "pfSense config", shell: true, config: []byte("<?xml version=\"1.0\"?>\n<pfsense><version>23.3</version></pfsense>\n"), wantErr: "refusing a pfsense config.xml on an OPNsense firewall"},
 		{name: "malformed", shell: true, config: []byte("<opnsense><system></opnsense>"), wantErr: "refusing a config.xml that does not load"},
 		{name: "checksum mismatch", shell: true, config: next,
-			fault: func(s *fwapitest.Shell) {
-				s.Override("sha256", fwapitest.ShellResult{Stdout: strings.Repeat("0", 64) + "\n"})
-			},
+			fault:   lab.CommandFault{On: "sha256", Stdout: strings.Repeat("0", 64) + "\n"},
 			wantErr: "SHA-256 is 000"},
 		{name: "session lost before rename", shell: true, config: next,
-			fault:   func(s *fwapitest.Shell) { s.Override("mv ", fwapitest.ShellResult{Err: fwapitest.ErrSessionLost}) },
-			wantErr: "ssh: session lost"},
+			fault:   lab.CommandFault{On: "mv ", Drop: true},
+			wantErr: "connection"},
 		{name: "disk full on upload", shell: true, config: next,
-			fault: func(s *fwapitest.Shell) {
-				s.Override("cat > ", fwapitest.ShellResult{Exit: 1, Stderr: "cat: write error: No space left on device"})
-			},
+			fault:   lab.CommandFault{On: "cat > ", Exit: 1, Stderr: "cat: write error: No space left on device"},
 			wantErr: "No space left on device"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, tc.shell, fwapi.OPNsenseOptions{})
-			if tc.fault != nil {
-				tc.fault(fake.Shell())
+			o := labtest.Options{}
+			if tc.fault.On != "" {
+				o.Fault.Commands = []lab.CommandFault{tc.fault}
 			}
+			fw, em := newOPNsense(t, o, tc.shell, fwapi.OPNsenseOptions{})
 			err := fw.WriteConfig(context.Background(), tc.config, "test")
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("WriteConfig() error = %v, want one containing %q", err, tc.wantErr)
 			}
-			if !bytes.Equal(fake.ConfigXML(), fwapitest.DefaultOPNsenseConfig) {
-				t.Errorf("config.xml changed after a failed WriteConfig: %q", fake.ConfigXML())
+			if !bytes.Equal(em.StoredConfig(t), factory) {
+				t.Errorf("config.xml changed after a failed WriteConfig: %q", em.StoredConfig(t))
 			}
-			if _, err := os.Stat(filepath.Join(fake.Root(), "conf/.config.xml.fwab-new")); err == nil {
+			if len(em.Glob("/conf/.config.xml.fwab-new")) != 0 {
 				t.Error("the staged file was left on the firewall")
 			}
 		})
@@ -262,47 +265,77 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 
 func TestOPNsenseReadConfigWithoutBackupAPI(t *testing.T) {
 	ctx := context.Background()
-	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{NoBackupAPI: true}, true, fwapi.OPNsenseOptions{})
+	noBackup := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/backup/download/", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}}
+	fw, em := newOPNsense(t, labtest.Options{Fault: noBackup}, true, fwapi.OPNsenseOptions{})
 	got, err := fw.ReadConfig(ctx)
-	if err != nil || !bytes.Equal(got, fwapitest.DefaultOPNsenseConfig) {
+	if err != nil || !bytes.Equal(got, em.StoredConfig(t)) {
 		t.Fatalf("ReadConfig() over ssh = %q, %v; want the config", got, err)
 	}
-	fw2, _ := newOPNsense(t, fwapitest.OPNsenseOptions{NoBackupAPI: true}, false, fwapi.OPNsenseOptions{})
+	fw2, _ := newOPNsense(t, labtest.Options{Fault: noBackup}, false, fwapi.OPNsenseOptions{})
 	if _, err := fw2.ReadConfig(ctx); err == nil || !strings.Contains(err.Error(), "Endpoint not found") {
 		t.Fatalf("ReadConfig() without backup API and ssh: error = %v, want the 404 reported", err)
 	}
 }
 
+// mvcRule is an MVC filter rule, as the firewall API would add it; marker
+// names it.
+func mvcRule(marker string) string {
+	return `<OPNsense><Firewall><Filter><rules><rule uuid="0b5e6c4c-0000-4000-8000-000000000001"><action>block</action><interface>lan</interface><description>` + marker + `</description></rule></rules></Filter></Firewall></OPNsense>`
+}
+
+// withMVCRule is the stored config plus an MVC rule named marker.
+func withMVCRule(t *testing.T, em *labtest.Firewall, marker string) {
+	t.Helper()
+	cfg := bytes.Replace(em.StoredConfig(t), []byte("</opnsense>"), []byte("  "+mvcRule(marker)+"\n</opnsense>"), 1)
+	em.PutFile(t, "/conf/config.xml", cfg)
+}
+
+// hasMVCRule reports whether the stored config has the MVC rule.
+func hasMVCRule(t *testing.T, em *labtest.Firewall, marker string) bool {
+	return bytes.Contains(em.StoredConfig(t), []byte("<description>"+marker+"</description>"))
+}
+
 func TestOPNsenseCommitConfirmed261(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 300 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
-	fake.Expect("POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/apply/{rev}", "POST /api/firewall/filter/cancel_rollback/{rev}")
+	fw, em := newOPNsense(t, labtest.Options{Version: "26.1.2", SavepointTimer: 300 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
 	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.SetFilterModel("with 100 rules")
+	withMVCRule(t, em, "with 100 rules")
 	if err := fw.Apply(ctx, changes("filter-reload")); err != nil {
 		t.Fatal(err)
-	}
-	if !fake.RollbackArmed() {
-		t.Fatal("after Apply under a savepoint the firewall's rollback timer is not running")
 	}
 	if err := disarm(ctx); err != nil {
 		t.Fatalf("disarm() error = %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	saved, loaded, _ := fake.Filter()
-	if fake.RolledBack() || saved != "with 100 rules" || loaded != "with 100 rules" {
-		t.Errorf("after disarm: rolled back %v, filter saved %q loaded %q; want the change kept", fake.RolledBack(), saved, loaded)
+	if !hasMVCRule(t, em, "with 100 rules") {
+		t.Errorf("after disarm the firewall rolled the filter rules back; want the change kept")
+	}
+	want := []string{"POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/apply/{rev}", "POST /api/firewall/filter/cancel_rollback/{rev}"}
+	for _, w := range want {
+		if !slices.Contains(em.Requests(), w) {
+			t.Errorf("requests %q lack %s", em.Requests(), w)
+		}
 	}
 	// Later applies are plain again.
 	if err := fw.Apply(ctx, changes("filter-reload")); err != nil {
 		t.Fatal(err)
 	}
-	if n := fake.Calls("POST /api/firewall/filter/apply"); n != 1 {
+	if n := countOf(em.Requests(), "POST /api/firewall/filter/apply"); n != 1 {
 		t.Errorf("plain filter applies after disarm = %d, want 1", n)
 	}
+}
+
+func countOf[T comparable](s []T, v T) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // TestOPNsenseUnreachableMidApply: the apply reaches the firewall and starts
@@ -310,13 +343,13 @@ func TestOPNsenseCommitConfirmed261(t *testing.T) {
 // it does.
 func TestOPNsenseUnreachableMidApply(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 200 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
+	fw, em := newOPNsense(t, labtest.Options{Version: "26.1.2", SavepointTimer: 200 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
 	disarm, err := fw.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.SetFilterModel("locks me out")
-	fake.Fail("POST /api/firewall/filter/apply/{rev}", fwapitest.Fault{Drop: true, Times: 1})
+	withMVCRule(t, em, "locks me out")
+	em.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/firewall/filter/apply/", Drop: true, Times: 1}}})
 	err = fw.Apply(ctx, changes("filter-reload"))
 	var rp *fwapi.RollbackPendingError
 	if !errors.As(err, &rp) {
@@ -325,33 +358,35 @@ func TestOPNsenseUnreachableMidApply(t *testing.T) {
 	if !strings.Contains(err.Error(), "the firewall restores the MVC filter rules to savepoint "+rp.Revision+" by itself within 1m0s") {
 		t.Errorf("Apply() error = %q, want it to say the firewall rolls back", err)
 	}
-	fake.SetDown(true)
+	em.SetFault(lab.Fault{LinkDown: true})
 	err = disarm(ctx)
 	if !errors.As(err, &rp) {
 		t.Errorf("disarm() while unreachable: error = %v, want a *RollbackPendingError", err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	for !fake.RolledBack() && time.Now().Before(deadline) {
+	for hasMVCRule(t, em, "locks me out") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	saved, loaded, _ := fake.Filter()
-	if !fake.RolledBack() || saved != "default" || loaded != "default" {
-		t.Errorf("firewall after the timer: rolled back %v, filter saved %q loaded %q; want the savepoint restored", fake.RolledBack(), saved, loaded)
+	if hasMVCRule(t, em, "locks me out") {
+		t.Errorf("the savepoint timer did not restore the filter rules")
 	}
 }
 
 func TestOPNsenseCommitConfirmed267(t *testing.T) {
 	ctx := context.Background()
-	// 26.7 has no savepoint routes: calling one would fail the test as an
-	// unexpected request.
-	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"}, false, fwapi.OPNsenseOptions{})
-	if _, err := fw.ArmCommitConfirmed(ctx); err == nil || !strings.Contains(err.Error(), "OPNsense 26.7 has no filter savepoint API (removed in 26.7)") {
+	fw, em := newOPNsense(t, labtest.Options{Version: "26.7.1"}, false, fwapi.OPNsenseOptions{})
+	if _, err := fw.ArmCommitConfirmed(ctx); err == nil || !strings.Contains(err.Error(), "OPNsense 26.7.1 has no filter savepoint API (removed in 26.7)") {
 		t.Fatalf("ArmCommitConfirmed() on 26.7 without the SSH rollback: error = %v, want the version named", err)
+	}
+	for _, r := range em.Requests() {
+		if strings.Contains(r, "savepoint") {
+			t.Errorf("the driver called %s on 26.7", r)
+		}
 	}
 
 	var mu sync.Mutex
 	var armed, disarmed int
-	fw2, fake2 := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.7"}, false, fwapi.OPNsenseOptions{
+	fw2, em2 := newOPNsense(t, labtest.Options{Version: "26.7.1"}, false, fwapi.OPNsenseOptions{
 		Rollback: func(ctx context.Context) (func(context.Context) error, error) {
 			mu.Lock()
 			armed++
@@ -359,7 +394,6 @@ func TestOPNsenseCommitConfirmed267(t *testing.T) {
 			return func(context.Context) error { mu.Lock(); disarmed++; mu.Unlock(); return nil }, nil
 		},
 	})
-	fake2.Expect("POST /api/firewall/filter/apply")
 	disarm, err := fw2.ArmCommitConfirmed(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -373,63 +407,88 @@ func TestOPNsenseCommitConfirmed267(t *testing.T) {
 	if armed != 1 || disarmed != 1 {
 		t.Errorf("SSH rollback armed %d, disarmed %d times; want 1 and 1", armed, disarmed)
 	}
+	if !slices.Contains(em2.Requests(), "POST /api/firewall/filter/apply") {
+		t.Errorf("requests %q lack the filter apply", em2.Requests())
+	}
+}
+
+// idsOn is config.xml with Suricata enabled on the given interfaces in
+// the release's form of the mode (mode on 26.1+, ips before).
+func idsOn(t *testing.T, em *labtest.Firewall, mode string, ifaces string) {
+	t.Helper()
+	cfg := em.StoredConfig(t)
+	cfg = bytes.Replace(cfg, []byte("<enabled>0</enabled>\n        <mode>pcap</mode>"), []byte("<enabled>1</enabled>\n        <mode>"+mode+"</mode>"), 1)
+	ips := map[string]string{"netmap": "1", "pcap": "0"}[mode]
+	cfg = bytes.Replace(cfg, []byte("<enabled>0</enabled>\n        <ips>0</ips>"), []byte("<enabled>1</enabled>\n        <ips>"+ips+"</ips>"), 1)
+	cfg = bytes.Replace(cfg, []byte("<interfaces/>"), []byte("<interfaces>"+ifaces+"</interfaces>"), 1)
+	if !bytes.Contains(cfg, []byte("<interfaces>"+ifaces+"</interfaces>")) {
+		t.Fatal("the factory config has no IDS section to enable")
+	}
+	em.PutFile(t, "/conf/config.xml", cfg)
 }
 
 func TestOPNsenseRuntimeState(t *testing.T) {
+	running := lab.RequestFault{Route: "GET /api/ids/service/status", Body: string(api.Body("opnsense/ids_service_status.json"))}
+	sas := []lab.RequestFault{
+		{Route: "GET /api/ipsec/sessions/search_phase1", Body: string(api.Body("opnsense/sessions_phase1.json"))},
+		{Route: "POST /api/ipsec/sessions/search_phase2", Body: string(api.Body("opnsense/sessions_phase2.json"))},
+	}
 	tests := []struct {
 		name    string
 		version string
-		ids     fwapitest.IDSState
+		mode    string // "" leaves the IDS off
+		ifaces  string
+		stopped bool
 		wantIDS []fwapi.IDSInstance
 	}{
-		{name: "26.1 netmap", version: "26.1.2", ids: fwapitest.IDSState{Enabled: true, Running: true, Mode: "netmap", Interfaces: []string{"lan"}},
-			wantIDS: []fwapi.IDSInstance{{Interface: "vtnet1", Mode: "ips-inline"}}},
-		{name: "26.1 pcap", version: "26.1.2", ids: fwapitest.IDSState{Enabled: true, Running: true, Mode: "pcap", Interfaces: []string{"lan", "wan"}},
-			wantIDS: []fwapi.IDSInstance{{Interface: "vtnet1", Mode: "ids"}, {Interface: "vtnet0", Mode: "ids"}}},
-		{name: "25.7 ips=1", version: "25.7.11", ids: fwapitest.IDSState{Enabled: true, Running: true, Mode: "netmap", Interfaces: []string{"wan"}},
-			wantIDS: []fwapi.IDSInstance{{Interface: "vtnet0", Mode: "ips-inline"}}},
-		{name: "enabled but stopped", version: "26.1.2", ids: fwapitest.IDSState{Enabled: true, Mode: "netmap", Interfaces: []string{"lan"}}},
-		{name: "off", version: "26.7"},
+		{name: "26.1 netmap", version: "26.1.2", mode: "netmap", ifaces: "lan", wantIDS: []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline"}}},
+		{name: "26.1 pcap", version: "26.1.2", mode: "pcap", ifaces: "lan,wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ids"}, {Interface: "igb1", Mode: "ids"}}},
+		{name: "25.7 ips=1", version: "25.7.11", mode: "netmap", ifaces: "wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ips-inline"}}},
+		{name: "enabled but stopped", version: "26.1.2", mode: "netmap", ifaces: "lan", stopped: true},
+		{name: "off", version: "26.7.1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, true, fwapi.OPNsenseOptions{})
-			fake.SetIDS(tc.ids)
-			fake.Shell().SetOptions("vtnet0", []string{"VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "LINKSTATE"})
-			fake.Shell().SetOptions("vtnet1", []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "LRO", "LINKSTATE"})
-			fake.SetSAs([]fwapitest.FakeSA{{Phase1: "con1", Name: "con1-child1", State: "INSTALLED", EncrAlg: "AES_GCM_16", KeySize: "128", BytesIn: 10, BytesOut: 20}})
+			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, true, fwapi.OPNsenseOptions{})
+			if tc.mode != "" {
+				idsOn(t, em, tc.mode, tc.ifaces)
+			}
+			// Without Suricata engines (root) the emulator's IDS never
+			// runs: the status route says what a running one would.
+			f := lab.Fault{Requests: sas}
+			if !tc.stopped {
+				f.Requests = append(f.Requests, running)
+			}
+			em.SetFault(f)
 			got, err := fw.RuntimeState(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			sortIDS := func(s []fwapi.IDSInstance) {
-				slices.SortFunc(s, func(a, b fwapi.IDSInstance) int { return strings.Compare(a.Interface, b.Interface) })
+			slices.SortFunc(got.IDS, func(a, b fwapi.IDSInstance) int { return strings.Compare(a.Interface, b.Interface) })
+			if diff := cmp.Diff(tc.wantIDS, got.IDS); diff != "" {
+				t.Errorf("RuntimeState().IDS mismatch (-want +got):\n%s", diff)
 			}
-			sortIDS(got.IDS)
-			sortIDS(tc.wantIDS)
-			want := fwapi.RuntimeState{
-				Version: tc.version,
-				Interfaces: map[string]fwapi.IfaceState{
-					"vtnet0": {Name: "vtnet0", Options: []string{"VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "LINKSTATE"}},
-					"vtnet1": {Name: "vtnet1", Options: []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "LRO", "LINKSTATE"}},
-					"lo0":    {Name: "lo0", Options: []string{"RXCSUM", "TXCSUM", "LINKSTATE", "RXCSUM_IPV6", "TXCSUM_IPV6"}},
-				},
-				FilterRules: 12,
-				NATRules:    1,
-				NATOutbound: []string{"nat on vtnet0 inet from 198.18.1.0/24 to any -> 198.19.0.1 port 1024:65535"},
-				IPsec:       []fwapi.IPsecSA{{Name: "con1-child1", State: "INSTALLED", Encr: "AES_GCM_16-128", BytesIn: 10, BytesOut: 20, Proposals: "AES_GCM_16-128"}},
-				IDS:         tc.wantIDS,
-				Tables:      map[string]int{"bogons": 3, "sshlockout": 0},
+			if got.Version != tc.version {
+				t.Errorf("Version = %q, want %q", got.Version, tc.version)
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("RuntimeState() mismatch (-want +got):\n%s", diff)
+			for _, nic := range []string{"igb0", "igb1", "lo0"} {
+				if _, ok := got.Interfaces[nic]; !ok {
+					t.Errorf("Interfaces lack %s: %v", nic, got.Interfaces)
+				}
+			}
+			// The factory config: offloads off, one LAN rule, automatic NAT.
+			if fwapi.OffloadState(got.Interfaces["igb1"], "offload.checksum") != "off" || got.FilterRules == 0 || got.NATRules == 0 {
+				t.Errorf("RuntimeState() = %+v, want checksum offload off and rules loaded", got)
+			}
+			if len(got.IPsec) == 0 || got.IPsec[0].Encr == "" {
+				t.Errorf("IPsec = %+v, want the SAs the sessions API lists", got.IPsec)
 			}
 		})
 	}
 }
 
 func TestOPNsenseRuntimeStateWithoutSSH(t *testing.T) {
-	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{})
+	fw, _ := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
 	got, err := fw.RuntimeState(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -444,8 +503,12 @@ func TestOPNsenseRuntimeStateWithoutSSH(t *testing.T) {
 func TestOPNsenseHostileTableName(t *testing.T) {
 	for _, name := range []string{"pfB_x;touch${IFS}/tmp/pwned", "a$(touch${IFS}/tmp/pwned)", "b`touch${IFS}/tmp/pwned`", "c'd", `e"f`, "g|touch${IFS}/tmp/pwned", "h&&touch${IFS}/tmp/pwned"} {
 		t.Run(name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{})
-			fake.Shell().SetPF(1, nil, map[string]int{name: 7})
+			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+			// A table of that name loaded in the data plane, seven entries.
+			set := "table inet fwab {\n\tset " + name + " {\n\t\ttype ipv4_addr\n\t\telements = { 198.18.9.1, 198.18.9.2, 198.18.9.3, 198.18.9.4, 198.18.9.5, 198.18.9.6, 198.18.9.7 }\n\t}\n}\n"
+			if err := em.DataPlane.LoadRuleset(context.Background(), set); err != nil {
+				t.Fatal(err)
+			}
 			st, err := fw.RuntimeState(context.Background())
 			if err != nil {
 				t.Fatalf("RuntimeState() error = %v", err)
@@ -453,31 +516,23 @@ func TestOPNsenseHostileTableName(t *testing.T) {
 			if got := st.Tables[name]; got != 7 {
 				t.Errorf("table %q has %d entries, want 7 (tables %v)", name, got, st.Tables)
 			}
-			for _, ex := range fake.Shell().Execs() {
-				if ex[0] == "touch" {
-					t.Errorf("the shell ran %q", ex)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(fake.Root(), "tmp/pwned")); err == nil {
-				t.Error("tmp/pwned exists: a value was executed")
+			if len(em.Glob("/tmp/pwned")) != 0 {
+				t.Error("/tmp/pwned exists: a value was executed")
 			}
 		})
 	}
 }
 
 func TestOPNsenseMetrics(t *testing.T) {
-	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(100, 0) }})
+	fw, _ := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return time.Unix(100, 0) }})
 	got, err := fw.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fake's two kern.cp_times samples: cpu0 busy 150 of 1000 ticks,
-	// cpu1 100 of 1000.
-	want := probe.DUTMetrics{Time: time.Unix(100, 0), CPUPercent: 12.5, PerCPU: []float64{15, 10}, TempCelsius: 47, MemUsedPct: 25, MbufsInUse: 1024}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Metrics() mismatch (-want +got):\n%s", diff)
+	if !got.Time.Equal(time.Unix(100, 0)) || len(got.PerCPU) == 0 || got.MemUsedPct <= 0 || got.MemUsedPct > 100 || got.MbufsInUse <= 0 {
+		t.Errorf("Metrics() = %+v, want the time given, per-CPU figures, memory and mbufs", got)
 	}
-	fw2, _ := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{})
+	fw2, _ := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
 	if _, err := fw2.Metrics(context.Background()); err == nil || !strings.Contains(err.Error(), "add an ssh section") {
 		t.Errorf("Metrics() without ssh: error = %v, want the ssh section named", err)
 	}
@@ -485,7 +540,8 @@ func TestOPNsenseMetrics(t *testing.T) {
 
 func TestOPNsenseRebootWaitReady(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{RebootDowntime: 300 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
+	fw, em := newOPNsense(t, labtest.Options{RebootDelay: 300 * time.Millisecond}, false, fwapi.OPNsenseOptions{})
+	boots := em.Boots()
 	start := time.Now()
 	if err := fw.Reboot(ctx); err != nil {
 		t.Fatal(err)
@@ -496,47 +552,58 @@ func TestOPNsenseRebootWaitReady(t *testing.T) {
 	if took := time.Since(start); took < 300*time.Millisecond {
 		t.Errorf("WaitReady() returned after %v, before the firewall went down and came back", took)
 	}
-	if fake.Reboots() != 1 {
-		t.Errorf("reboots = %d, want 1", fake.Reboots())
+	if n := em.Boots() - boots; n != 1 {
+		t.Errorf("reboots = %d, want 1", n)
 	}
-	fake.SetDown(true)
+	em.SetFault(lab.Fault{LinkDown: true})
 	if err := fw.WaitReady(ctx, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not ready within 200ms") {
 		t.Errorf("WaitReady() on a down firewall: error = %v, want a timeout", err)
 	}
 }
 
 func TestOPNsenseUpgrade(t *testing.T) {
+	profiles := func(vs ...string) []lab.Profile {
+		var p []lab.Profile
+		for _, v := range vs {
+			p = append(p, lab.Profile{Version: v, FreeBSD: "14.3-RELEASE-p7"})
+		}
+		return p
+	}
+	running := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
+	failed := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_error.json"))}}}
 	tests := []struct {
 		name      string
-		fake      fwapitest.OPNsenseOptions
+		emu       labtest.Options
 		version   string
 		timeout   time.Duration
 		wantRoute string
 		wantErr   string
 		wantLog   []string
 	}{
-		{name: "minor update", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradeTo: "26.1.3"}, version: "26.1.3",
-			wantRoute: "POST /api/core/firmware/update", wantLog: []string{"firmware update from 26.1.2", "[1/2] Fetching packages", "rebooting into the new release", "firewall runs 26.1.3"}},
-		{name: "major upgrade", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradeTo: "26.7"}, version: "26.7",
-			wantRoute: "POST /api/core/firmware/upgrade", wantLog: []string{"firmware upgrade from 26.1.2", "firewall runs 26.7"}},
-		{name: "latest", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradeTo: "26.1.4"},
+		{name: "minor update", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.3",
+			wantRoute: "POST /api/core/firmware/update", wantLog: []string{"firmware update from 26.1.2", "rebooting into the new release", "firewall runs 26.1.3"}},
+		{name: "major upgrade", emu: labtest.Options{Profiles: profiles("26.1.2", "26.7.1")}, version: "26.7.1",
+			wantRoute: "POST /api/core/firmware/upgrade", wantLog: []string{"firmware upgrade from 26.1.2", "firewall runs 26.7.1"}},
+		{name: "latest", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.4")},
 			wantRoute: "POST /api/core/firmware/update", wantLog: []string{"firewall runs 26.1.4"}},
-		{name: "wrong version afterwards", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradeTo: "26.1.3"}, version: "26.1.5",
+		{name: "wrong version afterwards", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.5",
 			wantRoute: "POST /api/core/firmware/update", wantErr: "runs 26.1.3 after the upgrade, want 26.1.5"},
-		{name: "fails on the firewall", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradeFails: true},
-			wantRoute: "POST /api/core/firmware/update", wantErr: "upgrade failed on the firewall: ***GOT REQUEST TO UPDATE*** | Currently running OPNsense 26.1.2 | [1/2] Fetching packages | [2/2] Fetching packages | Failed to update the repository catalogue."},
-		{name: "timeout", fake: fwapitest.OPNsenseOptions{Version: "26.1.2", UpgradePolls: 1000}, timeout: 300 * time.Millisecond,
+		{name: "fails on the firewall", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: failed},
+			wantRoute: "POST /api/core/firmware/update", wantErr: "upgrade failed on the firewall"},
+		{name: "timeout", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: running}, timeout: 300 * time.Millisecond,
 			wantRoute: "POST /api/core/firmware/update", wantErr: "no result within 300ms"},
-		{name: "downgrade refused", fake: fwapitest.OPNsenseOptions{Version: "26.1.2"}, version: "25.7", wantErr: "older than the running 26.1.2"},
+		{name: "downgrade refused", emu: labtest.Options{Profiles: profiles("26.1.2")}, version: "25.7", wantErr: "older than the running 26.1.2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, fake := newOPNsense(t, tc.fake, false, fwapi.OPNsenseOptions{UpgradeTimeout: tc.timeout})
-			if tc.wantRoute != "" {
-				fake.Expect(tc.wantRoute)
-			}
+			// A reboot long enough for the driver to see it go down.
+			tc.emu.RebootDelay = 2 * time.Second
+			fw, em := newOPNsense(t, tc.emu, false, fwapi.OPNsenseOptions{UpgradeTimeout: tc.timeout})
 			var log []string
 			err := fw.Upgrade(context.Background(), tc.version, func(s string) { log = append(log, s) })
+			if tc.wantRoute != "" && !slices.Contains(em.Requests(), tc.wantRoute) {
+				t.Errorf("requests %q lack %s", em.Requests(), tc.wantRoute)
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Upgrade(%q) error = %v, want one containing %q", tc.version, err, tc.wantErr)
@@ -564,8 +631,8 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 		}
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			ctx := context.Background()
-			version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "opnsense-"), ".xml")
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: version, Config: fixtures.Read(name)}, true, fwapi.OPNsenseOptions{})
+			version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "opnsense-"), ".xml") + ".1"
+			fw, em := newOPNsense(t, labtest.Options{Version: version, Config: fixtures.Read(name), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}, true, fwapi.OPNsenseOptions{})
 			info, err := fw.Info(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -596,9 +663,12 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 				t.Fatalf("ReadConfig() after WriteConfig differs from the written bytes (err %v)", err)
 			}
 			ch, _ := configxml.Diff(before, after)
-			fake.Expect("POST /api/firewall/filter/apply")
+			em.ResetActions()
 			if err := fw.Apply(ctx, ch); err != nil {
 				t.Fatalf("Apply(%+v) error = %v", ch, err)
+			}
+			if diff := cmp.Diff([]configxml.Action{configxml.ActionFilterReload}, em.Actions()); diff != "" {
+				t.Errorf("service actions mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -606,9 +676,9 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 
 func TestOPNsenseRebootThatNeverStarts(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{RebootDownWithin: 200 * time.Millisecond})
 	// The firewall says ok but does not reboot.
-	fake.Fail("POST /api/core/firmware/reboot", fwapitest.Fault{Body: `{"status":"ok"}`})
+	f := lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/core/firmware/reboot", Body: `{"status":"ok"}`}}}
+	fw, _ := newOPNsense(t, labtest.Options{Fault: f}, false, fwapi.OPNsenseOptions{RebootDownWithin: 200 * time.Millisecond})
 	if err := fw.Reboot(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -623,13 +693,12 @@ func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
 	var mu sync.Mutex
 	var events []string
 	record := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
+	fw, em := newOPNsense(t, labtest.Options{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
 		Rollback: func(ctx context.Context) (func(context.Context) error, error) {
 			record("ssh armed")
 			return func(context.Context) error { record("ssh disarmed"); return nil }, nil
 		},
 	})
-	fake.Expect("POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/cancel_rollback/{rev}")
 	if !fw.RollbackCoversAll() {
 		t.Error("RollbackCoversAll() = false with the SSH rollback configured")
 	}
@@ -643,41 +712,56 @@ func TestOPNsenseCommitConfirmed261WithSSHRollback(t *testing.T) {
 	if diff := cmp.Diff([]string{"ssh armed", "ssh disarmed"}, events); diff != "" {
 		t.Errorf("SSH rollback events (-want +got):\n%s", diff)
 	}
+	for _, w := range []string{"POST /api/firewall/filter/savepoint", "POST /api/firewall/filter/cancel_rollback/{rev}"} {
+		if !slices.Contains(em.Requests(), w) {
+			t.Errorf("requests %q lack %s", em.Requests(), w)
+		}
+	}
 
 	// The SSH rollback failing to arm cancels the savepoint again.
-	fw2, fake2 := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
+	fw2, em2 := newOPNsense(t, labtest.Options{Version: "26.1.2"}, false, fwapi.OPNsenseOptions{
 		Rollback: func(ctx context.Context) (func(context.Context) error, error) {
 			return nil, errors.New("lock held by fwab on host-b")
 		},
 	})
-	fake2.Expect("POST /api/firewall/filter/cancel_rollback/{rev}")
 	if _, err := fw2.ArmCommitConfirmed(ctx); err == nil || !strings.Contains(err.Error(), "lock held by fwab on host-b") {
 		t.Fatalf("ArmCommitConfirmed() error = %v, want the SSH rollback's error", err)
+	}
+	if !slices.Contains(em2.Requests(), "POST /api/firewall/filter/cancel_rollback/{rev}") {
+		t.Errorf("requests %q lack the cancelled savepoint", em2.Requests())
 	}
 }
 
 func TestOPNsenseUpgradeCancelled(t *testing.T) {
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{UpgradePolls: 1000}, false, fwapi.OPNsenseOptions{})
-	fake.Expect("POST /api/core/firmware/update")
+	running := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
+	fw, em := newOPNsense(t, labtest.Options{Fault: running}, false, fwapi.OPNsenseOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	err := fw.Upgrade(ctx, "", func(string) { once.Do(func() { time.AfterFunc(100*time.Millisecond, cancel) }) })
 	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "no result within") {
 		t.Fatalf("Upgrade() after cancel: error = %v, want context.Canceled and no timeout claim", err)
 	}
+	if !slices.Contains(em.Requests(), "POST /api/core/firmware/update") {
+		t.Errorf("requests %q lack the update", em.Requests())
+	}
 }
 
-// TestOPNsenseFirewallHelper: the fwapitest helper gives a working driver
-// with its SSH side.
-func TestOPNsenseFirewallHelper(t *testing.T) {
-	var fw fwapi.Firewall
-	fw, fake := fwapitest.NewOPNsenseFirewall(t, fwapitest.OPNsenseOptions{Version: "26.7"}, fwapi.OPNsenseOptions{})
-	if _, err := fw.Metrics(context.Background()); err != nil {
-		t.Fatalf("Metrics() through the helper's SSH side: %v", err)
+// nicOffloads reads the offload flags of the emulated NICs with ifconfig.
+func nicOffloads(t *testing.T, em *labtest.Firewall, nic string) []string {
+	t.Helper()
+	out, _, _ := em.Run(t, "ifconfig "+nic, "")
+	ifs, err := fwapi.ParseIfconfig(out)
+	if err != nil || len(ifs) != 1 {
+		t.Fatalf("ifconfig %s: %v (%q)", nic, err, out)
 	}
-	if len(fake.Shell().Commands()) == 0 {
-		t.Error("the helper's driver ran nothing on the shell fake")
+	var got []string
+	for _, o := range ifs[0].Options {
+		if slices.Contains([]string{"RXCSUM", "TXCSUM", "TSO4", "TSO6", "LRO", "RXCSUM_IPV6", "TXCSUM_IPV6"}, o) {
+			got = append(got, o)
+		}
 	}
+	slices.Sort(got)
+	return got
 }
 
 // TestOPNsenseOffloadApply: an offload change reaches the NICs, through the
@@ -688,21 +772,19 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 		version string
 		shell   bool
 		wantSSH []string
+		actions []configxml.Action
 	}{
 		{name: "26.1 with ssh", version: "26.1.2", shell: true,
-			wantSSH: []string{"ifconfig vtnet0 tso lro", "ifconfig vtnet1 tso lro"}},
-		{name: "26.1 API only", version: "26.1.2"},
+			wantSSH: []string{"ifconfig igb0 tso lro", "ifconfig igb1 tso lro"}, actions: []configxml.Action{configxml.ActionInterfaces}},
+		{name: "26.1 API only", version: "26.1.2", actions: []configxml.Action{configxml.ActionInterfaces}},
 		{name: "25.7 configctl", version: "25.7.11", shell: true,
-			wantSSH: []string{"configctl interface reconfigure lan", "configctl interface reconfigure wan", "ifconfig vtnet0 tso lro", "ifconfig vtnet1 tso lro"}},
+			wantSSH: []string{"configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan", "ifconfig igb0 tso lro", "ifconfig igb1 tso lro"},
+			actions: []configxml.Action{lab.ActionInterfaceReconfigure, lab.ActionInterfaceReconfigure, lab.ActionInterfaceReconfigure}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
-			sh := fake.Shell() // the fake's NIC state, whether or not the driver has ssh
-			for _, nic := range []string{"vtnet0", "vtnet1"} {
-				sh.SetOptions(nic, []string{"RXCSUM", "TXCSUM", "LRO", "LINKSTATE"})
-			}
+			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
 			raw, err := fw.ReadConfig(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -714,11 +796,9 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := os.WriteFile(filepath.Join(fake.Root(), "conf/config.xml"), after.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			em.PutFile(t, "/conf/config.xml", after.Bytes())
 			ch, _ := configxml.Diff(before, after)
-			// The default config has every offload off: checksum stays off.
+			// The factory config has every offload off: checksum stays off.
 			var knobs []string
 			for _, c := range ch {
 				knobs = append(knobs, c.Knob+"="+c.To)
@@ -726,29 +806,26 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 			if diff := cmp.Diff([]string{"offload.tso=on", "offload.lro=on"}, knobs); diff != "" {
 				t.Fatalf("config changes (-want +got):\n%s", diff)
 			}
-			fake.ResetActions()
+			em.ResetActions()
+			cmds := len(em.Commands())
 			if err := fw.Apply(ctx, ch); err != nil {
 				t.Fatalf("Apply(%+v) error = %v", ch, err)
 			}
-			if diff := cmp.Diff([]configxml.Action{configxml.ActionInterfaces}, fake.Actions()); diff != "" {
+			if diff := cmp.Diff(tc.actions, em.Actions()); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)
 			}
-			for _, nic := range []string{"vtnet0", "vtnet1"} {
-				got := sh.Options(nic)
-				slices.Sort(got)
-				if diff := cmp.Diff([]string{"LINKSTATE", "LRO", "TSO4", "TSO6"}, got); diff != "" {
-					t.Errorf("%s options after Apply (-want +got):\n%s", nic, diff)
+			var got []string
+			for _, c := range since(em.Commands(), cmds) {
+				if strings.HasPrefix(c, "configctl") || strings.HasPrefix(c, "ifconfig igb") {
+					got = append(got, c)
 				}
 			}
-			if tc.shell {
-				var got []string
-				for _, c := range sh.Commands() {
-					if strings.HasPrefix(c, "configctl") || strings.HasPrefix(c, "ifconfig") {
-						got = append(got, c)
-					}
-				}
-				if diff := cmp.Diff(tc.wantSSH, got); diff != "" {
-					t.Errorf("shell commands (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantSSH, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("shell commands (-want +got):\n%s", diff)
+			}
+			for _, nic := range []string{"igb0", "igb1"} {
+				if diff := cmp.Diff([]string{"LRO", "TSO4", "TSO6"}, nicOffloads(t, em, nic)); diff != "" {
+					t.Errorf("%s offloads after Apply (-want +got):\n%s", nic, diff)
 				}
 			}
 		})
@@ -757,30 +834,30 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 
 // TestOPNsenseOffloadOffExplicit: switching an offload off runs the "-" form.
 func TestOPNsenseOffloadOffExplicit(t *testing.T) {
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{})
-	sh := fake.Shell()
-	sh.SetOptions("vtnet1", []string{"RXCSUM", "TXCSUM", "RXCSUM_IPV6", "TXCSUM_IPV6", "LINKSTATE"})
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+	em.Run(t, "ifconfig igb1 txcsum rxcsum txcsum6 rxcsum6", "")
 	// Config untouched: only the explicit ifconfig can switch the flags.
-	fake.Fail("POST /api/interfaces/settings/reconfigure", fwapitest.Fault{Body: `{"status":"ok"}`})
+	em.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/interfaces/settings/reconfigure", Body: `{"status":"ok"}`}}})
 	err := fw.Apply(context.Background(), []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sh.Options("vtnet1"); !slices.Equal(got, []string{"LINKSTATE"}) {
-		t.Errorf("vtnet1 options = %v, want [LINKSTATE]", got)
+	if got := nicOffloads(t, em, "igb1"); len(got) != 0 {
+		t.Errorf("igb1 offloads = %v, want none", got)
 	}
-	if !slices.Contains(sh.Commands(), "ifconfig vtnet1 -txcsum -rxcsum -txcsum6 -rxcsum6") {
-		t.Errorf("commands %q lack the explicit ifconfig", sh.Commands())
+	if !slices.Contains(em.Commands(), "ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6") {
+		t.Errorf("commands %q lack the explicit ifconfig", em.Commands())
 	}
 }
 
 func TestOPNsenseOffloadBadValue(t *testing.T) {
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, true, fwapi.OPNsenseOptions{})
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+	cmds := len(em.Commands())
 	err := fw.Apply(context.Background(), []configxml.Change{{Knob: "offload.tso", To: "off; reboot", Action: configxml.ActionInterfaces}})
 	if err == nil || !strings.Contains(err.Error(), `offload.tso="off; reboot": want on or off`) {
 		t.Fatalf("Apply() error = %v, want the bad value named", err)
 	}
-	if n := len(fake.Shell().Commands()); n != 0 {
+	if n := len(em.Commands()) - cmds; n != 0 {
 		t.Errorf("%d shell commands ran before the refusal", n)
 	}
 }
@@ -788,10 +865,11 @@ func TestOPNsenseOffloadBadValue(t *testing.T) {
 // TestOPNsenseRulesApply: generated rules written to config.xml show in the
 // loaded rule count after the filter apply, and not before.
 func TestOPNsenseRulesApply(t *testing.T) {
-	for _, v := range []string{"25.7.11", "26.1.2", "26.7"} {
+	for _, v := range []string{"25.7.11", "26.1.2", "26.7.1"} {
 		t.Run(v, func(t *testing.T) {
 			ctx := context.Background()
-			fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Version: v, Config: fixtures.Read("configs/opnsense-" + v[:4] + ".xml")}, true, fwapi.OPNsenseOptions{})
+			o := labtest.Options{Version: v, Config: fixtures.Read("configs/opnsense-" + v[:4] + ".xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
+			fw, _ := newOPNsense(t, o, true, fwapi.OPNsenseOptions{})
 			st0, err := fw.RuntimeState(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -835,7 +913,8 @@ func TestOPNsenseRulesApply(t *testing.T) {
 // That is why the SSH rollback is armed too where configured.
 func TestOPNsenseSavepointScope(t *testing.T) {
 	ctx := context.Background()
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{Version: "26.1.2", RollbackAfter: 200 * time.Millisecond, Config: fixtures.Read("configs/opnsense-26.1.xml")}, true, fwapi.OPNsenseOptions{})
+	o := labtest.Options{Version: "26.1.2", SavepointTimer: 200 * time.Millisecond, Config: fixtures.Read("configs/opnsense-26.1.xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
+	fw, em := newOPNsense(t, o, true, fwapi.OPNsenseOptions{})
 	if fw.RollbackCoversAll() {
 		t.Error("RollbackCoversAll() = true without the SSH rollback")
 	}
@@ -853,7 +932,7 @@ func TestOPNsenseSavepointScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An MVC rule too, standing for a rule added through the API.
-	mvc := bytes.Replace(after.Bytes(), []byte("</opnsense>"), []byte("  <OPNsense><Firewall><Filter><rules><rule uuid=\"0b5e6c4c-0000-4000-8000-000000000001\"><action>block</action></rule></rules></Filter></Firewall></OPNsense>\n</opnsense>"), 1)
+	mvc := bytes.Replace(after.Bytes(), []byte("</opnsense>"), []byte("  "+mvcRule("api rule")+"\n</opnsense>"), 1)
 	if err := fw.WriteConfig(ctx, mvc, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -867,10 +946,10 @@ func TestOPNsenseSavepointScope(t *testing.T) {
 	}
 	// Not disarmed: the timer fires.
 	deadline := time.Now().Add(3 * time.Second)
-	for !fake.RolledBack() && time.Now().Before(deadline) {
+	for hasMVCRule(t, em, "api rule") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !fake.RolledBack() {
+	if hasMVCRule(t, em, "api rule") {
 		t.Fatal("the savepoint timer did not fire")
 	}
 	st2, err := fw.RuntimeState(ctx)
@@ -885,27 +964,26 @@ func TestOPNsenseSavepointScope(t *testing.T) {
 // OPNsense lists lo0 among its <interfaces> (and VLANs are devices too):
 // Info reports the physical NICs only.
 func TestOPNsenseInfoSkipsLoopbackAndVLANs(t *testing.T) {
-	cfg := strings.Replace(string(fwapitest.DefaultOPNsenseConfig), "  </interfaces>",
-		"    <lo0>\n      <if>lo0</if>\n      <ipaddr>127.0.0.1</ipaddr>\n      <subnet>8</subnet>\n    </lo0>\n"+
-			"    <opt1>\n      <if>vtnet1.100</if>\n    </opt1>\n  </interfaces>", 1)
-	fw, _ := newOPNsense(t, fwapitest.OPNsenseOptions{Config: []byte(cfg)}, false, fwapi.OPNsenseOptions{})
+	cfg := strings.Replace(string(lab.FactoryConfigAt(configxml.OPNsense, "26.1.2", lab.NICs{})), "  </interfaces>",
+		"    <opt1>\n      <if>igb1.100</if>\n    </opt1>\n  </interfaces>", 1)
+	fw, _ := newOPNsense(t, labtest.Options{Config: []byte(cfg)}, false, fwapi.OPNsenseOptions{})
 	got, err := fw.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"vtnet0", "vtnet1"}; !slices.Equal(got.NICs, want) {
+	if want := []string{"igb0", "igb1"}; !slices.Equal(got.NICs, want) {
 		t.Errorf("Info().NICs = %v, want %v", got.NICs, want)
 	}
 }
 
 func TestOPNsenseCall(t *testing.T) {
-	fw, fake := newOPNsense(t, fwapitest.OPNsenseOptions{}, false, fwapi.OPNsenseOptions{})
-	fake.SetIDS(fwapitest.IDSState{Enabled: true, Mode: "pcap", Interfaces: []string{"lan"}})
+	fw, em := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
+	em.ResetActions()
 	if err := fw.Call(context.Background(), "/api/ids/service/reconfigure", nil); err != nil {
 		t.Fatalf("Call(reconfigure): %v", err)
 	}
-	if !fake.IDS().Running {
-		t.Errorf("Call(/api/ids/service/reconfigure) did not start the IDS")
+	if diff := cmp.Diff([]configxml.Action{configxml.ActionIDSRestart}, em.Actions()); diff != "" {
+		t.Errorf("Call(/api/ids/service/reconfigure) service actions (-want +got):\n%s", diff)
 	}
 	if err := fw.Call(context.Background(), "ids/service/reconfigure", nil); err == nil || !strings.Contains(err.Error(), "must start with /api/") {
 		t.Errorf("Call(relative path) = %v, want a refusal naming /api/", err)

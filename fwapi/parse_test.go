@@ -1,7 +1,6 @@
 package fwapi_test
 
 import (
-	"io/fs"
 	"math"
 	"strings"
 	"testing"
@@ -10,27 +9,16 @@ import (
 
 	"github.com/fwab/fwab/fixtures/transcripts"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
 )
 
 // transcript returns the recorded stdout of a pfSense command line.
 func transcript(t testing.TB, cmd string) string {
 	t.Helper()
-	names, err := fs.Glob(transcripts.PfSense, "pfsense/*.txt")
-	if err != nil {
-		t.Fatal(err)
+	r, ok := transcripts.Lookup(cmd)
+	if !ok {
+		t.Fatalf("no transcript for %q", cmd)
 	}
-	for _, n := range names {
-		data, err := fs.ReadFile(transcripts.PfSense, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, ok := fwapitest.ParseTranscripts(string(data))[cmd]; ok {
-			return r.Stdout
-		}
-	}
-	t.Fatalf("no transcript for %q", cmd)
-	return ""
+	return r.Stdout
 }
 
 func TestParseIfconfig(t *testing.T) {

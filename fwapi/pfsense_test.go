@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,33 +12,21 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
-// newPfSense starts a fake pfSense and a driver connected to it.
-func newPfSense(t *testing.T) (*fwapitest.PfSense, *fwapi.PfSense) {
+// newPfSense starts an emulated pfSense and a driver connected to it.
+func newPfSense(t *testing.T, o labtest.Options) (*labtest.Firewall, *fwapi.PfSense) {
 	t.Helper()
-	fake := fwapitest.NewPfSense(t, fwapitest.MinimalPfSenseConfig)
-	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	em := labtest.Start(t, o)
+	sh, err := fwapi.DialSSH(t.Context(), em.SSHConfig())
 	if err != nil {
 		t.Fatalf("DialSSH: %v", err)
 	}
-	fw := fwapi.NewPfSense(sh, fwapi.PfSenseOptions{MetricsInterval: 50 * time.Millisecond})
+	fw := fwapi.NewPfSense(sh, fwapi.PfSenseOptions{MetricsInterval: 50 * time.Millisecond, RebootGrace: 10 * time.Second})
 	t.Cleanup(func() { fw.Close() })
-	return fake, fw
-}
-
-func TestPfSenseDriverSuite(t *testing.T) {
-	fwapitest.RunDriverSuite(t, func(t *testing.T) fwapitest.Fixture {
-		fake, fw := newPfSense(t)
-		return fwapitest.Fixture{
-			FW:           fw,
-			Flavor:       configxml.PfSense,
-			Actions:      fake.Actions,
-			ResetActions: fake.ResetActions,
-			StoredConfig: func() []byte { return fake.ReadFile(t, "/conf/config.xml") },
-		}
-	})
+	return em, fw
 }
 
 func TestPfSenseApplyOffloadCommands(t *testing.T) {
@@ -47,6 +34,7 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 		name    string
 		changes []configxml.Change
 		want    []string
+		actions []configxml.Action
 	}{
 		{
 			name: "checksum and tso off",
@@ -61,6 +49,7 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 				"ifconfig igb0 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 				"ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 			},
+			actions: []configxml.Action{configxml.ActionInterfaces},
 		},
 		{
 			name:    "lro on",
@@ -72,40 +61,45 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 				"ifconfig igb0 lro",
 				"ifconfig igb1 lro",
 			},
+			actions: []configxml.Action{configxml.ActionInterfaces},
 		},
 		{
 			name:    "rules only reload the filter",
 			changes: []configxml.Change{{Knob: "rules@lan", From: "0", To: "100", Action: configxml.ActionFilterReload}},
 			want:    []string{"rm -f /tmp/config.cache", "/etc/rc.filter_configure_sync"},
+			actions: []configxml.Action{configxml.ActionFilterReload},
 		},
 		{
 			name:    "xml escape hatch with no action runs nothing",
 			changes: []configxml.Change{{Knob: "xml:/pfsense/system/timezone", From: "UTC", To: "Etc/UTC", Action: configxml.ActionNone}},
-			want:    nil,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fake, fw := newPfSense(t)
-			fake.ResetCommands()
+			em, fw := newPfSense(t, labtest.Options{})
+			em.ResetCommands()
+			em.ResetActions()
 			if err := fw.Apply(t.Context(), tc.changes); err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, fake.Commands()); diff != "" {
+			if diff := cmp.Diff(tc.want, em.Commands()); diff != "" {
 				t.Errorf("commands mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.actions, em.Actions()); diff != "" {
+				t.Errorf("service actions mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
 func TestPfSenseApplyRefusesBadOffloadValue(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.ResetCommands()
+	em, fw := newPfSense(t, labtest.Options{})
+	em.ResetCommands()
 	err := fw.Apply(t.Context(), []configxml.Change{{Knob: "offload.tso", To: "maybe", Action: configxml.ActionInterfaces}})
 	if err == nil || !strings.Contains(err.Error(), `offload.tso="maybe": want on or off`) {
 		t.Fatalf("Apply(tso=maybe) = %v, want an error naming the value", err)
 	}
-	for _, c := range fake.Commands() {
+	for _, c := range em.Commands() {
 		if strings.HasPrefix(c, "ifconfig igb") {
 			t.Errorf("a refused value still ran %q", c)
 		}
@@ -113,78 +107,71 @@ func TestPfSenseApplyRefusesBadOffloadValue(t *testing.T) {
 }
 
 func TestPfSenseWriteConfigBackupAndCache(t *testing.T) {
-	fake, fw := newPfSense(t)
+	em, fw := newPfSense(t, labtest.Options{})
 	ctx := t.Context()
-	fake.WriteFile(t, "/tmp/config.cache", []byte("stale"))
-	old := fake.ReadFile(t, "/conf/config.xml")
-	updated := bytes.Replace(old, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
+	em.PutFile(t, "/tmp/config.cache", []byte("stale"))
+	old := em.StoredConfig(t)
+	updated := bytes.Replace(old, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
+	if bytes.Equal(updated, old) {
+		t.Fatal("the factory config has no <hostname>pfSense</hostname>")
+	}
 	if err := fw.WriteConfig(ctx, updated, "test"); err != nil {
 		t.Fatal(err)
 	}
-	backups := fake.Glob("/conf/backup/config-*.xml")
+	backups := em.Glob("/conf/backup/config-*.xml")
 	if len(backups) != 1 {
 		t.Fatalf("backups = %v, want one config-<time>.xml", backups)
 	}
-	if got := fake.ReadFile(t, backups[0]); !bytes.Equal(got, old) {
+	if got := em.File(t, backups[0]); !bytes.Equal(got, old) {
 		t.Errorf("backup %s does not hold the previous config", backups[0])
 	}
-	if len(fake.Glob("/tmp/config.cache")) != 0 {
+	if len(em.Glob("/tmp/config.cache")) != 0 {
 		t.Errorf("/tmp/config.cache survived WriteConfig")
 	}
-	if left := fake.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
+	if left := em.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
 
 func TestPfSenseRuntimeState(t *testing.T) {
-	_, fw := newPfSense(t)
+	em, fw := newPfSense(t, labtest.Options{})
+	applyKnobs(t, fw, "rules@lan=7", "blocklist=on", "offload.checksum=off")
 	st, err := fw.RuntimeState(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.FilterRules != 9 || st.GeneratedRules != 2 || st.NATRules != 2 || len(st.NATOutbound) != 2 {
-		t.Errorf("rules: filter %d generated %d nat %d outbound %d; want 9, 2, 2, 2", st.FilterRules, st.GeneratedRules, st.NATRules, len(st.NATOutbound))
+	if st.GeneratedRules != 7 || st.NATRules != 2 || st.FilterRules <= st.GeneratedRules {
+		t.Errorf("rules: filter %d generated %d nat %d; want more than 7, 7, 2", st.FilterRules, st.GeneratedRules, st.NATRules)
 	}
-	if len(st.IPsec) != 2 || st.IPsec[0].Encr != "AES_GCM_16-128" {
-		t.Errorf("IPsec = %+v", st.IPsec)
+	if got := st.Tables[lab.BlocklistSet]; got != 1000 {
+		t.Errorf("Tables[%s] = %d, want the emulator's 1000 entries (tables %v)", lab.BlocklistSet, got, st.Tables)
 	}
-	wantIDS := []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline", PID: 51234}, {Interface: "igb0", Mode: "ids", PID: 51890}}
-	if diff := cmp.Diff(wantIDS, st.IDS); diff != "" {
-		t.Errorf("IDS mismatch (-want +got):\n%s", diff)
+	if st.Version != em.Version() {
+		t.Errorf("Version = %q, want %q", st.Version, em.Version())
 	}
-	wantTables := map[string]int{"bogons": 3, "bogonsv6": 1, "pfB_PRI1_v4": 4, "pfB_Top_v4": 2, "snort2c": 0, "sshguard": 0, "virusprot": 0}
-	if diff := cmp.Diff(wantTables, st.Tables); diff != "" {
-		t.Errorf("Tables mismatch (-want +got):\n%s", diff)
+	if got := fwapi.OffloadState(st.Interfaces["igb1"], "offload.checksum"); got != "off" {
+		t.Errorf("igb1 checksum offload = %s, want off (options %v)", got, st.Interfaces["igb1"].Options)
 	}
-	if st.Version != fwapitest.PfSenseVersion {
-		t.Errorf("Version = %q, want %q", st.Version, fwapitest.PfSenseVersion)
-	}
-	if !st.Interfaces["igb1"].Has("TXCSUM") {
-		t.Errorf("igb1 options = %v, want TXCSUM among them", st.Interfaces["igb1"].Options)
+	if len(st.IPsec) != 0 || len(st.IDS) != 0 {
+		t.Errorf("IPsec %v, IDS %v; want none on the factory config", st.IPsec, st.IDS)
 	}
 }
 
 func TestPfSenseMetrics(t *testing.T) {
-	_, fw := newPfSense(t)
+	_, fw := newPfSense(t, labtest.Options{})
 	m, err := fw.Metrics(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fake's CPUs are 10, 20, 30 and 40 % busy.
-	if diff := cmp.Diff([]float64{10, 20, 30, 40}, m.PerCPU); diff != "" {
-		t.Errorf("PerCPU mismatch (-want +got):\n%s", diff)
-	}
-	if m.CPUPercent != 25 || m.TempCelsius != 47 || m.MbufsInUse != 1834 {
-		t.Errorf("Metrics = %+v, want CPU 25, 47 °C, 1834 mbufs", m)
-	}
-	if want := 100 * float64(2038806-1626348) / 2038806; m.MemUsedPct != want {
-		t.Errorf("MemUsedPct = %v, want %v", m.MemUsedPct, want)
+	if len(m.PerCPU) == 0 || m.MemUsedPct <= 0 || m.MemUsedPct > 100 || m.MbufsInUse <= 0 {
+		t.Errorf("Metrics = %+v, want per-CPU figures, memory in use and mbufs", m)
 	}
 }
 
 func TestPfSenseMetricsWithoutTemperatureSensor(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.Transcript("sysctl -n dev.cpu.0.temperature", fwapitest.Reply{Stderr: "sysctl: unknown oid 'dev.cpu.0.temperature'\n", Exit: 1})
+	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "sysctl -n dev.cpu.0.temperature", Stderr: "sysctl: unknown oid 'dev.cpu.0.temperature'\n", Exit: 1},
+	}}})
 	m, err := fw.Metrics(t.Context())
 	if err != nil {
 		t.Fatalf("Metrics on a box without a sensor: %v", err)
@@ -195,8 +182,9 @@ func TestPfSenseMetricsWithoutTemperatureSensor(t *testing.T) {
 }
 
 func TestPfSenseCommandNotFound(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.NotFound("swanctl")
+	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "swanctl", Stderr: "sh: swanctl: command not found\n", Exit: 127},
+	}}})
 	_, err := fw.RuntimeState(t.Context())
 	var ce *fwapi.CommandError
 	if !errors.As(err, &ce) || ce.Exit != 127 {
@@ -208,32 +196,39 @@ func TestPfSenseCommandNotFound(t *testing.T) {
 }
 
 func TestPfSensePackageMissing(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.Transcript("/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update",
-		fwapitest.Reply{Stderr: "Could not open input file: /usr/local/www/pfblockerng/pfblockerng.php\n", Exit: 1})
+	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "pfblockerng.php update", Stderr: "Could not open input file: /usr/local/www/pfblockerng/pfblockerng.php\n", Exit: 1},
+	}}})
 	err := fw.Apply(t.Context(), []configxml.Change{{Knob: "blocklist", To: "on", Action: configxml.ActionBlocklistUpdate}})
 	if err == nil || !strings.Contains(err.Error(), "blocklist-update") || !strings.Contains(err.Error(), "Could not open input file") {
 		t.Fatalf("Apply(blocklist) without pfBlockerNG = %v, want an error naming the action and the firewall's message", err)
 	}
+	if a := em.Actions(); len(a) != 0 {
+		t.Errorf("service actions %v, want none: the package is missing", a)
+	}
 }
 
 func TestPfSenseRebootAndWaitReady(t *testing.T) {
-	fake, fw := newPfSense(t)
+	em, fw := newPfSense(t, labtest.Options{})
 	ctx := t.Context()
+	booted := em.Commands()
 	if err := fw.Reboot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := fw.WaitReady(ctx, 10*time.Second); err != nil {
 		t.Fatalf("WaitReady: %v", err)
 	}
-	if diff := cmp.Diff([]configxml.Action{"reboot"}, fake.Actions()); diff != "" {
-		t.Errorf("actions mismatch (-want +got):\n%s", diff)
+	if !strings.Contains(strings.Join(em.Commands()[len(booted):], "\n"), "shutdown -r now") {
+		t.Errorf("commands %q lack the reboot", em.Commands())
+	}
+	if _, err := fw.Info(ctx); err != nil {
+		t.Errorf("Info after the reboot: %v", err)
 	}
 }
 
 func TestPfSenseWaitReadyTimesOutBeforeReboot(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.WriteFile(t, "/var/run/fwab.reboot-pending", []byte("1\n"))
+	em, fw := newPfSense(t, labtest.Options{})
+	em.PutFile(t, "/var/run/fwab.reboot-pending", []byte("1\n"))
 	err := fw.WaitReady(t.Context(), 1500*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "reboot not started yet") {
 		t.Fatalf("WaitReady with the marker still there = %v, want a timeout naming the reason", err)
@@ -241,7 +236,7 @@ func TestPfSenseWaitReadyTimesOutBeforeReboot(t *testing.T) {
 }
 
 func TestPfSenseUpgrade(t *testing.T) {
-	fake, fw := newPfSense(t)
+	em, fw := newPfSense(t, labtest.Options{})
 	var lines []string
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -251,17 +246,18 @@ func TestPfSenseUpgrade(t *testing.T) {
 	if len(lines) < 3 || !strings.Contains(strings.Join(lines, "\n"), "Upgrading pfSense-base") || lines[len(lines)-1] != "version 2.8.0-RELEASE" {
 		t.Errorf("progress = %q", lines)
 	}
-	if !strings.Contains(strings.Join(fake.Commands(), "\n"), "/usr/local/sbin/pfSense-upgrade -y 2.8.0-RELEASE") {
-		t.Errorf("commands %q lack the upgrade", fake.Commands())
+	if !strings.Contains(strings.Join(em.Commands(), "\n"), "/usr/local/sbin/pfSense-upgrade -y 2.8.0-RELEASE") {
+		t.Errorf("commands %q lack the upgrade", em.Commands())
+	}
+	if em.Version() != "2.8.0-RELEASE" {
+		t.Errorf("the emulator runs %s after the upgrade, want 2.8.0-RELEASE", em.Version())
 	}
 }
 
 func TestPfSenseUpgradeWrongVersion(t *testing.T) {
-	fake, fw := newPfSense(t)
-	fake.Handle("/usr/local/sbin/pfSense-upgrade", func(_ context.Context, s *fwapitest.SSHServer, _ []string, _ io.Reader, stdout, _ io.Writer) int {
-		io.WriteString(stdout, "Your system is up to date\n")
-		return 0
-	})
+	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "pfSense-upgrade", Stdout: "Your system is up to date\n"},
+	}}})
 	fw = fwapi.NewPfSense(fw.Shell(), fwapi.PfSenseOptions{RebootGrace: time.Second})
 	err := fw.Upgrade(t.Context(), "2.8.1-RELEASE", nil)
 	if err == nil || !strings.Contains(err.Error(), `reports version "2.7.2-RELEASE"`) {
@@ -270,37 +266,35 @@ func TestPfSenseUpgradeWrongVersion(t *testing.T) {
 }
 
 func TestPfSenseWriteConfigConnectionLost(t *testing.T) {
-	fake, fw := newPfSense(t)
-	old := fake.ReadFile(t, "/conf/config.xml")
-	fake.DropConnectionOn("cat > ", 512)
+	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "cat > ", Drop: true, DropAfter: 512},
+	}}})
+	old := em.StoredConfig(t)
 	err := fw.WriteConfig(t.Context(), bytes.Repeat([]byte("<!-- new -->\n"), 5000), "test")
 	if !errors.Is(err, fwapi.ErrConnectionLost) {
 		t.Fatalf("WriteConfig with the link cut = %v, want ErrConnectionLost", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, old) {
+	if got := em.StoredConfig(t); !bytes.Equal(got, old) {
 		t.Errorf("config.xml changed by a write that was cut off")
 	}
-	if left := fake.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
+	if left := em.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
 		t.Errorf("partial files left on the firewall: %v", left)
 	}
 }
 
 func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
-	fake, fw := newPfSense(t)
+	em, fw := newPfSense(t, labtest.Options{})
 	hostile := "2.8.0'; reboot; echo '$(reboot)`reboot`\nreboot"
-	var got []string
-	fake.Handle("/usr/local/sbin/pfSense-upgrade", func(_ context.Context, _ *fwapitest.SSHServer, args []string, _ io.Reader, _, _ io.Writer) int {
-		got = args
-		return 1
-	})
-	// The fake fails the test on "reboot", which it does not know.
-	if err := fw.Upgrade(t.Context(), hostile, nil); err == nil {
-		t.Fatalf("Upgrade with a failing pfSense-upgrade = nil error")
+	err := fw.Upgrade(t.Context(), hostile, nil)
+	// The emulated pfSense-upgrade refuses the version, named whole: it
+	// arrived as one argument.
+	if err == nil || !strings.Contains(err.Error(), "version 2.8.0'; reboot; echo '$(reboot)`reboot`") || !strings.Contains(err.Error(), "reboot is not available") {
+		t.Fatalf("Upgrade(hostile) = %v, want pfSense-upgrade's refusal naming the whole value", err)
 	}
-	if diff := cmp.Diff([]string{"/usr/local/sbin/pfSense-upgrade", "-y", hostile}, got); diff != "" {
-		t.Errorf("pfSense-upgrade arguments mismatch (-want +got):\n%s", diff)
+	if em.Version() != "2.7.2-RELEASE" {
+		t.Errorf("the emulator runs %s, want 2.7.2-RELEASE: something upgraded or rebooted", em.Version())
 	}
-	if len(fake.Glob("/var/run/fwab.reboot-pending")) != 0 {
+	if len(em.Glob("/var/run/fwab.reboot-pending")) != 0 {
 		t.Errorf("a failed upgrade left the reboot marker: WaitReady would wait for a reboot that never comes")
 	}
 	owner := fwapi.LockOwner{Owner: "eve'; rm -rf /conf; echo '", PID: 1, Time: time.Unix(1700000000, 0), Token: "t"}
@@ -308,10 +302,39 @@ func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "owner=eve'; rm -rf /conf; echo '\npid=1\ntime=2023-11-14T22:13:20Z\ntoken=t\n"
-	if got := string(fake.ReadFile(t, "/var/run/fwab.lock/owner")); got != want {
+	if got := string(em.File(t, "/var/run/fwab.lock/owner")); got != want {
 		t.Errorf("owner file = %q, want %q", got, want)
 	}
-	if len(fake.Glob("/conf/config.xml")) != 1 {
+	if len(em.Glob("/conf/config.xml")) != 1 {
 		t.Errorf("/conf/config.xml is gone: the owner name was executed")
+	}
+}
+
+// applyKnobs changes knobs as a sweep does: read the config, set the knobs
+// with configxml, write it, apply the diff.
+func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
+	t.Helper()
+	ctx := t.Context()
+	data, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := configxml.LoadBytes(bytes.Clone(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := after.SetAll(assignments); err != nil {
+		t.Fatalf("SetAll(%q): %v", assignments, err)
+	}
+	changes, _ := configxml.Diff(before, after)
+	if err := fw.WriteConfig(ctx, after.Bytes(), "test: "+strings.Join(assignments, " ")); err != nil {
+		t.Fatalf("WriteConfig: %v", err)
+	}
+	if err := fw.Apply(ctx, changes); err != nil {
+		t.Fatalf("Apply(%v): %v", changes, err)
 	}
 }

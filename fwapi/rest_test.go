@@ -3,8 +3,17 @@ package fwapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -13,13 +22,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 func TestTLSVerification(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-	good := fake.Fingerprint()
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	good := apiFingerprint(t, em.APIAddr)
 	wrong := strings.Repeat("AB:", 31) + "AB"
 	tests := []struct {
 		name    string
@@ -40,7 +52,7 @@ func TestTLSVerification(t *testing.T) {
 			wantErr: []string{"got sha256 " + good}, certErr: true},
 		{name: "unknown CA (system roots)", edit: func(s *fwapi.APISpec) { s.CAFile = "" },
 			wantErr: []string{"is not trusted", "api.ca_file", "api.fingerprint: \"" + good + "\""}, certErr: true},
-		{name: "other CA", edit: func(s *fwapi.APISpec) { s.CAFile = fwapitest.OtherCAFile(t) },
+		{name: "other CA", edit: func(s *fwapi.APISpec) { s.CAFile = otherCAFile(t) },
 			wantErr: []string{"is not trusted", good}, certErr: true},
 		{name: "insecure only when set", edit: func(s *fwapi.APISpec) { s.CAFile = ""; s.Insecure = true }},
 		{name: "insecure with pin is refused", edit: func(s *fwapi.APISpec) { s.Insecure = true; s.Fingerprint = good },
@@ -54,7 +66,7 @@ func TestTLSVerification(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			target := fake.Target()
+			target := em.APITarget(t)
 			tc.edit(target.API)
 			// NewOPNsense reads the firmware version: one request.
 			fw, err := fwapi.NewOPNsense(context.Background(), target, nil, fwapi.OPNsenseOptions{})
@@ -81,6 +93,48 @@ func TestTLSVerification(t *testing.T) {
 			}
 		})
 	}
+}
+
+// apiFingerprint is the SHA-256 fingerprint of the certificate the server
+// at addr presents, as fwapi.FormatFingerprint prints it.
+func apiFingerprint(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sum := sha256.Sum256(c.ConnectionState().PeerCertificates[0].Raw)
+	return fwapi.FormatFingerprint(sum[:])
+}
+
+// otherCAFile writes a freshly made self-signed CA certificate that signed
+// nothing the emulator presents: verification against it must fail.
+func otherCAFile(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "fwab test other CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestLoadCredentials(t *testing.T) {
@@ -143,30 +197,32 @@ func TestLoadCredentials(t *testing.T) {
 // TestSecretsNeverShown drives failing calls with a debug logger and checks
 // that neither the errors nor the log carry the key or the secret.
 func TestSecretsNeverShown(t *testing.T) {
-	const key, secret = "KEY-e1f2a3-visible", "SECRET-9b8c7d-visible"
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Key: key, Secret: secret})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	tgt := em.APITarget(t)
+	key, secret := readFile(t, tgt.API.KeyFile), readFile(t, tgt.API.SecretFile)
 	var logBuf bytes.Buffer
 	opts := fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
 	ctx := context.Background()
 
 	var errs []error
 	// Wrong secret: 401.
-	tgt := fake.Target()
 	os.WriteFile(tgt.API.SecretFile, []byte("wrong-"+secret), 0o600)
 	_, err := fwapi.NewOPNsense(ctx, tgt, nil, opts)
 	errs = append(errs, err)
 	// Right credentials, then a 500 and a validation failure.
-	fw, err := fwapi.NewOPNsense(ctx, fake.Target(), nil, opts)
+	fw, err := fwapi.NewOPNsense(ctx, em.APITarget(t), nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	fake.Fail("POST /api/ipsec/service/reconfigure", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`})
+	em.SetFault(lab.Fault{Requests: []lab.RequestFault{
+		{Route: "POST /api/ipsec/service/reconfigure", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`},
+		{Route: "POST /api/ids/service/reconfigure", Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`},
+	}})
 	errs = append(errs, fw.Apply(ctx, changes("ipsec-restart")))
-	fake.Fail("POST /api/ids/service/reconfigure", fwapitest.Fault{Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`})
 	errs = append(errs, fw.Apply(ctx, changes("ids-restart")))
 	// Unreachable.
-	fake.SetDown(true)
+	em.SetFault(lab.Fault{LinkDown: true})
 	_, err = fw.Info(ctx)
 	errs = append(errs, err)
 
@@ -194,26 +250,28 @@ func TestAPIErrorHints(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name       string
-		setup      func(*fwapitest.OPNsense, *fwapi.Target)
+		setup      func(*labtest.Firewall, *fwapi.Target)
 		wantStatus int
 		want       []string
 	}{
-		{name: "401", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
+		{name: "401", setup: func(f *labtest.Firewall, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
 			wantStatus: 401, want: []string{"HTTP 401", "Authentication Failed", "check the API key and secret"}},
-		{name: "403", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) { f.Deny("GET /api/core/firmware/info") },
+		{name: "403", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 403, Body: string(api.Body("opnsense/error_403.json"))}}})
+		},
 			wantStatus: 403, want: []string{"HTTP 403", "Forbidden", "ACL"}},
-		{name: "404 package missing", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
-			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 404, Body: `{"errorMessage":"Endpoint not found"}`})
+		{name: "404 package missing", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}})
 		}, wantStatus: 404, want: []string{"Endpoint not found", "API package missing or endpoint not present in this version"}},
-		{name: "500", setup: func(f *fwapitest.OPNsense, tg *fwapi.Target) {
-			f.Fail("GET /api/core/firmware/info", fwapitest.Fault{Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`})
+		{name: "500", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
+			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`}}})
 		}, wantStatus: 500, want: []string{"HTTP 500", "Error: Unexpected error", "system log"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-			tg := fake.Target()
-			tc.setup(fake, tg)
+			em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+			tg := em.APITarget(t)
+			tc.setup(em, tg)
 			_, err := fwapi.NewOPNsense(ctx, tg, nil, fwapi.OPNsenseOptions{})
 			var ae *fwapi.APIError
 			if !errors.As(err, &ae) {
@@ -232,8 +290,8 @@ func TestAPIErrorHints(t *testing.T) {
 }
 
 func TestResponseBodyLimit(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-	fw, err := fwapi.NewOPNsense(context.Background(), fake.Target(), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{MaxResponseBody: 200}})
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	fw, err := fwapi.NewOPNsense(context.Background(), em.APITarget(t), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{MaxResponseBody: 200}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,15 +337,15 @@ func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	fake := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{})
-	cut := fake.Target()
-	fake.SetDown(true) // accepts, then drops every connection
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	cut := em.APITarget(t)
+	em.SetFault(lab.Fault{LinkDown: true}) // accepts, then drops every connection
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := fake.Target()
+	refused := em.APITarget(t)
 	refused.API.URL = "https://" + ln.Addr().String()
 	ln.Close() // nothing listens there any more
 
@@ -299,4 +357,13 @@ func TestUnreachable(t *testing.T) {
 			}
 		})
 	}
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
 }

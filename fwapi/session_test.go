@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +14,8 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 func owner(name string) fwapi.LockOwner {
@@ -51,13 +50,13 @@ func events(t *testing.T, dir string) []string {
 var rulesChange = []configxml.Change{{Knob: "rules@lan", From: "0", To: "1", Action: configxml.ActionFilterReload}}
 
 func changedConfig(orig []byte) []byte {
-	return bytes.Replace(orig, []byte("<hostname>fw1</hostname>"), []byte("<hostname>fw1-changed</hostname>"), 1)
+	return bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>pfSense-changed</hostname>"), 1)
 }
 
 func TestSessionApplyConfirmAndRestore(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, dir, "alice@ws1")
 	if s.OriginalSHA256() != fwapi.SHA256Hex(orig) {
 		t.Errorf("OriginalSHA256 = %s, want %s", s.OriginalSHA256(), fwapi.SHA256Hex(orig))
@@ -74,17 +73,17 @@ func TestSessionApplyConfirmAndRestore(t *testing.T) {
 	if !verified {
 		t.Errorf("the verifier was not called")
 	}
-	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+	if fake.Running(fwapi.RollbackPIDFile) {
 		t.Errorf("the rollback is still armed after a confirmed apply")
 	}
 	time.Sleep(1500 * time.Millisecond) // past the rollback delay: it must not fire
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, next) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, next) {
 		t.Fatalf("config after a confirmed apply is not the new one")
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("Close did not restore the original config")
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
@@ -101,10 +100,10 @@ func TestSessionApplyConfirmAndRestore(t *testing.T) {
 }
 
 func TestSessionSecondWriterRefused(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	defer s.Close(t.Context())
-	sh2, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	sh2, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,24 +117,13 @@ func TestSessionSecondWriterRefused(t *testing.T) {
 }
 
 func TestSessionUnreachableDuringApplyRollsBack(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, dir, "alice@ws1")
 	// The filter reload cuts fwab off (a rule that locks out the
 	// management address, say) for 2.5 seconds.
-	var once sync.Once
-	fake.Handle("/etc/rc.filter_configure_sync", func(_ context.Context, srv *fwapitest.SSHServer, _ []string, _ io.Reader, _, _ io.Writer) int {
-		once.Do(func() {
-			go func() {
-				srv.SetUnreachable(true)
-				time.Sleep(2500 * time.Millisecond)
-				srv.SetUnreachable(false)
-			}()
-		})
-		time.Sleep(100 * time.Millisecond)
-		return 0
-	})
+	fake.SetFault(lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: 2500 * time.Millisecond})
 	err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	var rb *fwapi.RolledBackError
 	if !errors.As(err, &rb) {
@@ -144,7 +132,7 @@ func TestSessionUnreachableDuringApplyRollsBack(t *testing.T) {
 	if !strings.Contains(err.Error(), "rollback fired") {
 		t.Errorf("error %q does not say the rollback fired", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("config after the rollback is not the previous one")
 	}
 	if err := s.Close(t.Context()); err != nil {
@@ -156,8 +144,8 @@ func TestSessionUnreachableDuringApplyRollsBack(t *testing.T) {
 }
 
 func TestSessionVerifyFailureRestoresPrevious(t *testing.T) {
-	fake, fw := newPfSense(t)
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	defer s.Close(t.Context())
 	err := s.Apply(t.Context(), changedConfig(orig), rulesChange, func(ctx context.Context, st fwapi.RuntimeState) error {
@@ -166,17 +154,17 @@ func TestSessionVerifyFailureRestoresPrevious(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "want 1 generated rule") || !strings.Contains(err.Error(), "previous config restored") {
 		t.Fatalf("Apply with a failing verifier = %v, want the reason and a restore", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("config after a failed verify is not the previous one")
 	}
-	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+	if fake.Running(fwapi.RollbackPIDFile) {
 		t.Errorf("rollback still armed after fwab restored the config itself")
 	}
 }
 
 func TestSessionCloseAfterInterrupt(t *testing.T) {
-	fake, fw := newPfSense(t)
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
 		t.Fatal(err)
@@ -186,15 +174,15 @@ func TestSessionCloseAfterInterrupt(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("Close with a cancelled context: %v", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("Close after an interrupt did not restore the original config")
 	}
 }
 
 func TestRecoverAfterCrash(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, dir, "alice@ws1")
 	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
 		t.Fatal(err)
@@ -214,7 +202,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	if diff := cmp.Diff([]configxml.Action{configxml.ActionFilterReload}, rep.Actions); diff != "" {
 		t.Errorf("Recover actions mismatch (-want +got):\n%s", diff)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("config after Recover is not the original")
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
@@ -230,9 +218,9 @@ func TestRecoverAfterCrash(t *testing.T) {
 }
 
 func TestRecoverRefusesTamperedBackup(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, dir, "alice@ws1")
 	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
 		t.Fatal(err)
@@ -252,9 +240,9 @@ func TestRecoverRefusesTamperedBackup(t *testing.T) {
 func writeFile(name string, data []byte) error { return os.WriteFile(name, data, 0o600) }
 
 func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
 		Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), RollbackAfter: 60 * time.Second,
 	})
@@ -263,7 +251,7 @@ func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
 	}
 	defer s.Close(t.Context())
 	// The link drops while the filter reloads, and comes back at once.
-	fake.DropConnectionOnce("/etc/rc.filter_configure_sync", 0)
+	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "/etc/rc.filter_configure_sync", Drop: true, Times: 1}}})
 	start := time.Now()
 	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	if err == nil || !strings.Contains(err.Error(), "fwab restored the previous config (sha256 verified)") || !errors.Is(err, fwapi.ErrConnectionLost) {
@@ -272,16 +260,16 @@ func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Apply took %v: it waited for the 60s rollback instead of restoring", d)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("config after the restore is not the previous one")
 	}
-	if fake.DaemonRunning(fwapi.RollbackPIDFile) {
+	if fake.Running(fwapi.RollbackPIDFile) {
 		t.Errorf("the rollback is still armed after fwab restored the config")
 	}
 }
 
 func TestStartSessionRefusesTornJournal(t *testing.T) {
-	_, fw := newPfSense(t)
+	_, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
 	if err := writeFile(dir+"/"+fwapi.JournalFile, []byte(`{"time":"2026-01-01T00:00:00Z","event":"start","sha256":"ab"}`+"\n"+`{"time":"2026-01-01T00:00:01Z","ev`)); err != nil {
 		t.Fatal(err)
@@ -299,18 +287,9 @@ func TestStartSessionRefusesTornJournal(t *testing.T) {
 }
 
 func TestOPNsenseShellGuard(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	prev := []byte("<opnsense><version>26.1</version></opnsense>\n")
-	srv.WriteFile(t, "/conf/config.xml", prev)
-	var reloads int
-	var mu sync.Mutex
-	srv.Handle("/usr/local/etc/rc.reload_all", func(context.Context, *fwapitest.SSHServer, []string, io.Reader, io.Writer, io.Writer) int {
-		mu.Lock()
-		reloads++
-		mu.Unlock()
-		return 0
-	})
-	sh := dial(t, srv.Config(t))
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	prev := em.StoredConfig(t)
+	sh := dial(t, em.SSHConfig())
 	g := fwapi.OPNsenseShellGuard(sh)
 	ctx := t.Context()
 	if err := g.Lock(ctx, owner("ops@noc")); err != nil {
@@ -322,7 +301,8 @@ func TestOPNsenseShellGuard(t *testing.T) {
 	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	srv.WriteFile(t, "/conf/config.xml", []byte("<opnsense>changed</opnsense>\n"))
+	em.PutFile(t, "/conf/config.xml", append(bytes.Clone(prev), "<!-- changed -->\n"...))
+	em.ResetActions()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
@@ -330,19 +310,17 @@ func TestOPNsenseShellGuard(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := srv.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+	if got := em.StoredConfig(t); !bytes.Equal(got, prev) {
 		t.Errorf("OPNsense rollback left %q", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if reloads != 1 {
-		t.Errorf("rollback ran rc.reload_all %d times, want 1", reloads)
+	if diff := cmp.Diff([]configxml.Action{lab.ActionReloadAll}, em.Actions()); diff != "" {
+		t.Errorf("rollback service actions mismatch (-want +got):\n%s", diff)
 	}
 }
 
 func TestSessionApplyChecked(t *testing.T) {
-	fake, fw := newPfSense(t)
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	defer s.Close(t.Context())
 	c, err := configxml.LoadBytes(orig)
@@ -356,20 +334,14 @@ func TestSessionApplyChecked(t *testing.T) {
 	if err := s.ApplyChecked(t.Context(), c.Bytes(), ch); err != nil {
 		t.Fatalf("ApplyChecked(checksum off): %v", err)
 	}
-	// A NIC that ignores the request: the runtime keeps TXCSUM, so the
-	// check must fail and the previous config come back.
-	fake.Handle("ifconfig", func(_ context.Context, srv *fwapitest.SSHServer, args []string, _ io.Reader, stdout, _ io.Writer) int {
-		if len(args) > 2 {
-			return 0 // accepted, not honoured
-		}
-		out, _ := srv.TranscriptOutput("ifconfig -a")
-		io.WriteString(stdout, out)
-		return 0
-	})
+	// A NIC that ignores the request: the runtime keeps TXCSUM off, so
+	// the check must fail and the previous config come back.
+	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "/etc/rc.reload_interfaces", Skip: true}, {On: "ifconfig igb", Skip: true}}})
 	if err := c.Set("offload.checksum", "on"); err != nil {
 		t.Fatal(err)
 	}
-	ifs, err := fwapi.ParseIfconfig(mustTranscript(t, fake))
+	out, _, _ := fake.Run(t, "ifconfig -a", "")
+	ifs, err := fwapi.ParseIfconfig(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,24 +350,15 @@ func TestSessionApplyChecked(t *testing.T) {
 			t.Fatalf("the first apply left TXCSUM on %s", s.Name)
 		}
 	}
-	prev := fake.ReadFile(t, "/conf/config.xml")
+	prev := fake.File(t, "/conf/config.xml")
 	ch[0].From, ch[0].To = "off", "on"
 	err = s.ApplyChecked(t.Context(), c.Bytes(), ch)
 	if err == nil || !strings.Contains(err.Error(), "FWAB101") {
 		t.Fatalf("ApplyChecked with a NIC that ignores the change = %v, want FWAB101", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
 		t.Errorf("config not restored after a failed check")
 	}
-}
-
-func mustTranscript(t *testing.T, fake *fwapitest.PfSense) string {
-	t.Helper()
-	out, ok := fake.TranscriptOutput("ifconfig -a")
-	if !ok {
-		t.Fatal("no ifconfig -a transcript")
-	}
-	return out
 }
 
 // TestRecoverCrashWhileLocking: fwab killed right after it took the lock,
@@ -413,7 +376,7 @@ func TestRecoverCrashWhileLocking(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake, fw := newPfSense(t)
+			fake, fw := newPfSense(t, labtest.Options{})
 			dir := t.TempDir()
 			me := owner("alice@ws1")
 			line, _ := json.Marshal(fwapi.JournalEntry{Time: time.Now(), Event: "locking", Target: "fw1", Owner: &me})
@@ -454,9 +417,9 @@ func ptr[T any](v T) *T { return &v }
 // TestSessionCloseAfterRebootTookTheLock: a reboot of the firewall clears
 // /var/run and with it the lock; Close still restores and ends cleanly.
 func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
-	fake, fw := newPfSense(t)
+	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.ReadFile(t, "/conf/config.xml")
+	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, dir, "alice@ws1")
 	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
 		t.Fatal(err)
@@ -467,7 +430,7 @@ func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatalf("Close after the lock went with a reboot: %v", err)
 	}
-	if got := fake.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("Close did not restore the original config")
 	}
 	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}

@@ -1,53 +1,38 @@
-package fwapi
+package fwapi_test
 
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	"mvdan.cc/sh/v3/interp"
-	"mvdan.cc/sh/v3/syntax"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
 )
 
-// runSh runs a command line through a real POSIX shell interpreter whose
-// only external command is "printarg", which prints each argument on its own
-// line framed by < and >. Any other external command is recorded as
-// executed, so a quoting failure that runs something is caught.
-func runSh(t *testing.T, line string) (out string, executed []string) {
+// newShell is the emulated firewall's shell, without a server: Exec runs
+// a command line through the same interpreter the firewall's SSH does.
+func newShell(t testing.TB) *lab.Emulator {
 	t.Helper()
-	file, err := syntax.NewParser().Parse(strings.NewReader(line), "")
-	if err != nil {
-		t.Fatalf("parse %q: %v", line, err)
-	}
-	var stdout bytes.Buffer
-	r, err := interp.New(
-		interp.StdIO(nil, &stdout, &stdout),
-		interp.Dir(t.TempDir()),
-		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
-			return func(ctx context.Context, args []string) error {
-				if args[0] == "printarg" {
-					hc := interp.HandlerCtx(ctx)
-					for _, a := range args[1:] {
-						hc.Stdout.Write([]byte("<" + a + ">\n"))
-					}
-					return nil
-				}
-				executed = append(executed, strings.Join(args, " "))
-				return interp.ExitStatus(127)
-			}
-		}),
-	)
+	em, err := lab.NewEmulator(context.Background(), t.TempDir(), lab.EmulatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), file); err != nil {
-		t.Fatalf("run %q: %v", line, err)
+	return em
+}
+
+// runSh runs a command line whose only command is printarg: printf
+// printing each argument on its own line framed by < and >. Anything else
+// the shell ran shows up on stderr (an unknown command) or in the output.
+func runSh(t testing.TB, em *lab.Emulator, line string) (out, errOut string) {
+	t.Helper()
+	line = strings.Replace(line, "printarg ", `printf '<%s>\n' `, 1)
+	var stdout, stderr bytes.Buffer
+	if code := em.Exec(context.Background(), line, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("run %q: exit %d: %s", line, code, stderr.String())
 	}
-	return stdout.String(), executed
+	return stdout.String(), stderr.String()
 }
 
 func TestShellQuoteIsNeverExecuted(t *testing.T) {
@@ -81,29 +66,29 @@ func TestShellQuoteIsNeverExecuted(t *testing.T) {
 		"-n",
 		"--flag=value",
 	}
+	em := newShell(t)
 	for _, v := range values {
-		line := "printarg " + ShellQuote(v) + " end"
-		got, executed := runSh(t, line)
+		line := "printarg " + fwapi.ShellQuote(v) + " end"
+		got, executed := runSh(t, em, line)
 		want := "<" + v + ">\n<end>\n"
 		if got != want {
-			t.Errorf("shell output for ShellQuote(%q) = %q, want %q", v, got, want)
+			t.Errorf("shell output for fwapi.ShellQuote(%q) = %q, want %q", v, got, want)
 		}
-		if len(executed) > 0 {
-			t.Errorf("ShellQuote(%q) let the shell run %q", v, executed)
+		if executed != "" {
+			t.Errorf("fwapi.ShellQuote(%q) let the shell run something: %s", v, executed)
 		}
 	}
 }
 
 func TestShellQuoteDoesNotTouchFiles(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "pwned")
-	v := "x'; echo hi > " + target + "; echo '"
-	got, _ := runSh(t, "printarg "+ShellQuote(v))
+	em := newShell(t)
+	v := "x'; echo hi > /tmp/pwned; echo '"
+	got, _ := runSh(t, em, "printarg "+fwapi.ShellQuote(v))
 	if want := "<" + v + ">\n"; got != want {
 		t.Errorf("output = %q, want %q", got, want)
 	}
-	if _, err := os.Stat(target); err == nil {
-		t.Errorf("quoted value created %s", target)
+	if len(em.Glob("/tmp/pwned")) != 0 {
+		t.Errorf("quoted value created /tmp/pwned")
 	}
 }
 
@@ -115,8 +100,8 @@ func TestShellQuoteSafeWordsUnchanged(t *testing.T) {
 		{"it's", `'it'"'"'s'`},
 		{"", "''"},
 	} {
-		if got := ShellQuote(tc.in); got != tc.want {
-			t.Errorf("ShellQuote(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := fwapi.ShellQuote(tc.in); got != tc.want {
+			t.Errorf("fwapi.ShellQuote(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -125,6 +110,7 @@ func FuzzShellQuote(f *testing.F) {
 	for _, s := range []string{"", "a'b", "$(x)", "`x`", "a;b\nc", "\x00"} {
 		f.Add(s)
 	}
+	em := newShell(f)
 	f.Fuzz(func(t *testing.T, v string) {
 		if strings.ContainsRune(v, 0) {
 			t.Skip("sh words cannot hold NUL")
@@ -137,34 +123,25 @@ func FuzzShellQuote(f *testing.F) {
 			// inside quotes; a FreeBSD sh keeps it. Not a quoting issue.
 			t.Skip("CRLF is normalised by the interpreter's parser")
 		}
-		got, executed := runSh(t, "printarg "+ShellQuote(v))
+		got, executed := runSh(t, em, "printarg "+fwapi.ShellQuote(v))
 		if want := "<" + v + ">\n"; got != want {
-			t.Errorf("ShellQuote(%q) round trip = %q, want %q", v, got, want)
+			t.Errorf("fwapi.ShellQuote(%q) round trip = %q, want %q", v, got, want)
 		}
-		if len(executed) > 0 {
-			t.Errorf("ShellQuote(%q) ran %q", v, executed)
+		if executed != "" {
+			t.Errorf("fwapi.ShellQuote(%q) ran something: %s", v, executed)
 		}
 	})
 }
 
 func TestShellQuoteInRedirection(t *testing.T) {
-	dir := t.TempDir()
+	em := newShell(t)
 	for _, name := range []string{"it's", "a b", "$(x)", "`y`", "q\"d", "semi;colon", "new\nline"} {
-		line := "echo hi > " + ShellQuote(filepath.Join(dir, name))
-		file, err := syntax.NewParser().Parse(strings.NewReader(line), "")
-		if err != nil {
-			t.Fatalf("parse %q: %v", line, err)
+		path := "/tmp/" + name
+		if _, errOut := runSh(t, em, "echo hi > "+fwapi.ShellQuote(path)); errOut != "" {
+			t.Errorf("redirect to fwapi.ShellQuote(%q): %s", name, errOut)
 		}
-		r, err := interp.New(interp.Dir(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Run(context.Background(), file); err != nil {
-			t.Errorf("run %q: %v", line, err)
-			continue
-		}
-		if data, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(data) != "hi\n" {
-			t.Errorf("redirect to ShellQuote(%q) wrote %q, %v", name, data, err)
+		if data, err := em.ReadFile(path); err != nil || string(data) != "hi\n" {
+			t.Errorf("redirect to fwapi.ShellQuote(%q) wrote %q, %v", name, data, err)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -21,7 +20,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 func dial(t *testing.T, cfg fwapi.SSHConfig) *fwapi.SSHClient {
@@ -35,15 +35,15 @@ func dial(t *testing.T, cfg fwapi.SSHConfig) *fwapi.SSHClient {
 }
 
 func TestSSHHostKeyMismatchRefused(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
+	srv := labtest.Start(t, labtest.Options{})
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	otherSigner, _ := ssh.NewSignerFromKey(other)
 	kh := filepath.Join(t.TempDir(), "known_hosts")
-	line := knownhosts.Line([]string{knownhosts.Normalize(srv.Addr)}, otherSigner.PublicKey())
+	line := knownhosts.Line([]string{knownhosts.Normalize(srv.SSHAddr)}, otherSigner.PublicKey())
 	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := srv.Config(t)
+	cfg := srv.SSHConfig()
 	cfg.KnownHosts = kh
 	cfg.AcceptNewHostKey = true // must not override a changed key
 	_, err := fwapi.DialSSH(t.Context(), cfg)
@@ -62,8 +62,8 @@ func TestSSHHostKeyMismatchRefused(t *testing.T) {
 }
 
 func TestSSHUnknownHostKey(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	cfg := srv.Config(t)
+	srv := labtest.Start(t, labtest.Options{})
+	cfg := srv.SSHConfig()
 	cfg.KnownHosts = filepath.Join(t.TempDir(), "sub", "known_hosts")
 	_, err := fwapi.DialSSH(t.Context(), cfg)
 	var unknown *fwapi.UnknownHostKeyError
@@ -84,15 +84,15 @@ func TestSSHUnknownHostKey(t *testing.T) {
 }
 
 func TestSSHAuth(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	srv.Password = "s3cret'$(x)"
+	const password = "s3cret'$(x)"
+	srv := labtest.Start(t, labtest.Options{Password: password})
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "pw")
-	os.WriteFile(pwFile, []byte(srv.Password+"\n"), 0o600)
+	os.WriteFile(pwFile, []byte(password+"\n"), 0o600)
 	badFile := filepath.Join(dir, "bad")
 	os.WriteFile(badFile, []byte("wrong\n"), 0o600)
 
-	cfg := srv.Config(t)
+	cfg := srv.SSHConfig()
 	cfg.KeyFile = ""
 	cfg.PasswordFile = pwFile
 	dial(t, cfg)
@@ -122,9 +122,8 @@ func TestSSHAuth(t *testing.T) {
 }
 
 func TestSSHRun(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	srv.NotFound("frobnicate")
-	c := dial(t, srv.Config(t))
+	srv := labtest.Start(t, labtest.Options{})
+	c := dial(t, srv.SSHConfig())
 	ctx := t.Context()
 
 	out, _, code, err := c.Run(ctx, "cat | wc -l", strings.NewReader("a\nb\nc\n"))
@@ -147,8 +146,8 @@ func TestSSHRun(t *testing.T) {
 }
 
 func TestSSHRunCancel(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	c := dial(t, srv.Config(t))
+	srv := labtest.Start(t, labtest.Options{})
+	c := dial(t, srv.SSHConfig())
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -165,14 +164,14 @@ func TestSSHRunCancel(t *testing.T) {
 }
 
 func TestSSHReconnect(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	c := dial(t, srv.Config(t))
-	srv.SetUnreachable(true)
+	srv := labtest.Start(t, labtest.Options{})
+	c := dial(t, srv.SSHConfig())
+	srv.SetFault(lab.Fault{LinkDown: true})
 	time.Sleep(50 * time.Millisecond)
 	if _, err := c.Output(t.Context(), "echo a"); err == nil {
 		t.Fatalf("Output while unreachable = nil error")
 	}
-	srv.SetUnreachable(false)
+	srv.SetFault(lab.Fault{})
 	if out, err := c.Output(t.Context(), "echo back"); err != nil || string(out) != "back\n" {
 		t.Errorf("Output after the firewall came back = %q, %v; want a reconnect", out, err)
 	}
@@ -185,8 +184,8 @@ func TestSSHUnreachableHost(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	srv := fwapitest.NewSSHServer(t)
-	cfg := srv.Config(t)
+	srv := labtest.Start(t, labtest.Options{})
+	cfg := srv.SSHConfig()
 	cfg.Addr = addr
 	_, err = fwapi.DialSSH(t.Context(), cfg)
 	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "refused") {
@@ -195,14 +194,14 @@ func TestSSHUnreachableHost(t *testing.T) {
 }
 
 func TestSSHWriteFileAtomic(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	c := dial(t, srv.Config(t))
+	srv := labtest.Start(t, labtest.Options{})
+	c := dial(t, srv.SSHConfig())
 	ctx := t.Context()
 	data := bytes.Repeat([]byte("<x>it's $(reboot) `reboot`; \"q\"\n</x>\r\n"), 2000)
 	if err := c.WriteFileAtomic(ctx, "/conf/config.xml", data); err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, data) {
+	if got := srv.File(t, "/conf/config.xml"); !bytes.Equal(got, data) {
 		t.Errorf("stored file differs from what was written")
 	}
 	got, err := c.ReadFile(ctx, "/conf/config.xml")
@@ -218,16 +217,16 @@ func TestSSHWriteFileAtomic(t *testing.T) {
 }
 
 func TestSSHWriteFileAtomicConnectionLost(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
+	srv := labtest.Start(t, labtest.Options{})
 	old := []byte("<pfsense>old</pfsense>\n")
-	srv.WriteFile(t, "/conf/config.xml", old)
-	c := dial(t, srv.Config(t))
-	srv.DropConnectionOn("cat > ", 1000)
+	srv.PutFile(t, "/conf/config.xml", old)
+	c := dial(t, srv.SSHConfig())
+	srv.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "cat > ", Drop: true, DropAfter: 1000}}})
 	err := c.WriteFileAtomic(t.Context(), "/conf/config.xml", bytes.Repeat([]byte("new "), 10000))
 	if !errors.Is(err, fwapi.ErrConnectionLost) {
 		t.Fatalf("WriteFileAtomic with the link cut = %v, want ErrConnectionLost", err)
 	}
-	if got := srv.ReadFile(t, "/conf/config.xml"); !bytes.Equal(got, old) {
+	if got := srv.File(t, "/conf/config.xml"); !bytes.Equal(got, old) {
 		t.Errorf("config.xml changed after a failed write: %.60q", got)
 	}
 	if left := srv.Glob("/conf/.config.xml.fwab-tmp-*"); len(left) != 0 {
@@ -236,11 +235,11 @@ func TestSSHWriteFileAtomicConnectionLost(t *testing.T) {
 }
 
 func TestSSHQuotedPathsAreNotExecuted(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	c := dial(t, srv.Config(t))
+	srv := labtest.Start(t, labtest.Options{})
+	c := dial(t, srv.SSHConfig())
 	ctx := t.Context()
-	// The fake fails the test on any command it does not know (touch,
-	// reboot): an injection would show up as an unexpected command.
+	// An injection would touch a file or reboot the firewall.
+	boots := srv.Boots()
 	for _, name := range []string{
 		"/tmp/it's",
 		"/tmp/$(touch pwned)",
@@ -254,26 +253,30 @@ func TestSSHQuotedPathsAreNotExecuted(t *testing.T) {
 			t.Errorf("WriteFileAtomic(%q): %v", name, err)
 			continue
 		}
-		if got := srv.ReadFile(t, name); !bytes.Equal(got, data) {
+		if got := srv.File(t, name); !bytes.Equal(got, data) {
 			t.Errorf("file %q holds %q", name, got)
 		}
 		if got, err := c.ReadFile(ctx, name); err != nil || !bytes.Equal(got, data) {
 			t.Errorf("ReadFile(%q) = %q, %v", name, got, err)
 		}
 	}
-	if len(srv.Glob("/pwned")) != 0 || len(srv.Glob("/tmp/pwned")) != 0 {
+	if len(srv.Glob("/pwned")) != 0 || len(srv.Glob("/tmp/pwned")) != 0 || len(srv.Glob("/tmp/reboot")) != 0 {
 		t.Errorf("an injected command ran")
+	}
+	time.Sleep(100 * time.Millisecond) // a reboot starts after its command returns
+	if srv.Boots() != boots {
+		t.Errorf("the firewall rebooted: an injected reboot ran")
 	}
 }
 
 func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	cfg := srv.Config(t)
+	srv := labtest.Start(t, labtest.Options{})
+	cfg := srv.SSHConfig()
 	cfg.KeepAlive = 100 * time.Millisecond
 	var logs syncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	c := dial(t, cfg)
-	srv.SetUnreachable(true)
+	srv.SetFault(lab.Fault{LinkDown: true})
 	// No command runs: only the keepalive can notice the dead link.
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(logs.String(), "ssh keepalive") && time.Now().Before(deadline) {
@@ -282,7 +285,7 @@ func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
 	if !strings.Contains(logs.String(), "ssh keepalive") {
 		t.Fatalf("no keepalive failure logged within 5s; logs:\n%s", logs.String())
 	}
-	srv.SetUnreachable(false)
+	srv.SetFault(lab.Fault{})
 	if out, err := c.Output(t.Context(), "echo ok"); err != nil || string(out) != "ok\n" {
 		t.Errorf("Output after a keepalive failure = %q, %v; want a fresh connection", out, err)
 	}
@@ -307,8 +310,8 @@ func (s *syncBuffer) String() string {
 }
 
 func TestSSHAgentAuth(t *testing.T) {
-	srv := fwapitest.NewSSHServer(t)
-	pem, err := os.ReadFile(srv.KeyFile)
+	srv := labtest.Start(t, labtest.Options{})
+	pem, err := os.ReadFile(srv.Target.SSH.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +339,7 @@ func TestSSHAgentAuth(t *testing.T) {
 		}
 	}()
 	t.Setenv("SSH_AUTH_SOCK", sock)
-	cfg := srv.Config(t)
+	cfg := srv.SSHConfig()
 	cfg.KeyFile = ""
 	cfg.Agent = true
 	c := dial(t, cfg)
@@ -346,21 +349,19 @@ func TestSSHAgentAuth(t *testing.T) {
 }
 
 func TestOpenAndDialSSHHost(t *testing.T) {
-	fake := fwapitest.NewPfSense(t, fwapitest.MinimalPfSenseConfig)
-	host, portStr, _ := net.SplitHostPort(fake.Addr)
-	var port int
-	fmt.Sscan(portStr, &port)
-	spec := fwapi.SSHSpec{Port: port, User: fake.User, KeyFile: fake.KeyFile, KnownHosts: fake.KnownHostsFile(t)}
-	target := &fwapi.Target{Name: "fw1", Flavor: "pfsense", Host: host, SSH: &spec}
-	fw, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{})
+	em := labtest.Start(t, labtest.Options{})
+	target := *em.Target
+	target.Name = "fw1"
+	spec := *target.SSH
+	fw, err := fwapi.Open(t.Context(), &target, fwapi.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	defer fw.Close()
-	if info, err := fw.Info(t.Context()); err != nil || info.Version != fwapitest.PfSenseVersion {
+	if info, err := fw.Info(t.Context()); err != nil || info.Version != "2.7.2-RELEASE" {
 		t.Errorf("Info over Open = %+v, %v", info, err)
 	}
-	sh, err := fwapi.DialSSHHost(t.Context(), &fwapi.SSHHost{Host: host, SSHSpec: spec}, fwapi.OpenOptions{})
+	sh, err := fwapi.DialSSHHost(t.Context(), &fwapi.SSHHost{Host: target.Host, SSHSpec: spec}, fwapi.OpenOptions{})
 	if err != nil {
 		t.Fatalf("DialSSHHost: %v", err)
 	}
@@ -370,11 +371,11 @@ func TestOpenAndDialSSHHost(t *testing.T) {
 		t.Errorf("Stream = %d, %v, %q", code, err, out.String())
 	}
 	target.Flavor = "sophos"
-	if _, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), `no driver for flavor "sophos"`) {
+	if _, err := fwapi.Open(t.Context(), &target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), `no driver for flavor "sophos"`) {
 		t.Errorf("Open(sophos) = %v, want no driver", err)
 	}
 	target.Flavor, target.SSH = "pfsense", nil
-	if _, err := fwapi.Open(t.Context(), target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "no ssh section") {
+	if _, err := fwapi.Open(t.Context(), &target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "no ssh section") {
 		t.Errorf("Open without ssh = %v, want a clear error", err)
 	}
 }

@@ -8,12 +8,11 @@ import (
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
 )
 
 func minimalConfig(t *testing.T, assignments ...string) *configxml.Config {
 	t.Helper()
-	c, err := configxml.LoadBytes([]byte(fwapitest.MinimalPfSenseConfig))
+	c, err := configxml.LoadBytes([]byte(minimalPfSenseConfig))
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -166,3 +165,42 @@ func TestChangeVerifierIPsec(t *testing.T) {
 		}
 	}
 }
+
+// minimalPfSenseConfig is a small, valid pfSense config.xml.
+const minimalPfSenseConfig = `<?xml version="1.0"?>
+<pfsense>
+	<version>23.3</version>
+	<lastchange></lastchange>
+	<system>
+		<hostname>fw1</hostname>
+		<domain>lab.example</domain>
+		<disablesegmentationoffloading></disablesegmentationoffloading>
+		<disablelargereceiveoffloading></disablelargereceiveoffloading>
+	</system>
+	<interfaces>
+		<wan>
+			<enable></enable>
+			<if>igb0</if>
+			<ipaddr>198.19.0.1</ipaddr>
+			<subnet>24</subnet>
+		</wan>
+		<lan>
+			<enable></enable>
+			<if>igb1</if>
+			<ipaddr>198.18.1.1</ipaddr>
+			<subnet>24</subnet>
+		</lan>
+	</interfaces>
+	<filter>
+		<rule>
+			<type>pass</type>
+			<interface>lan</interface>
+			<ipprotocol>inet</ipprotocol>
+			<source><network>lan</network></source>
+			<destination><any></any></destination>
+			<descr><![CDATA[Default allow LAN to any rule]]></descr>
+		</rule>
+	</filter>
+	<nat><outbound><mode>automatic</mode></outbound></nat>
+</pfsense>
+`

@@ -72,11 +72,15 @@ type Emulator struct {
 	RebootDelay   time.Duration
 	BlocklistSize int         // 0 means DefaultBlocklistSize
 	IDS           *IDSEngines // nil: Suricata restarts change nothing
+	// SavepointTimer is how long an OPNsense filter savepoint waits
+	// before it rolls back; 0 is OPNsense's 60 s.
+	SavepointTimer time.Duration
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
 	blocklist bool // pfBlockerNG's tables are loaded
 	booted    time.Time
+	boots     int // Boots
 	// slowRates holds a tracking slowdown's recent measurements per
 	// running configuration (see applySlowdown).
 	slowRates map[string]*slowdownSamples
@@ -84,8 +88,15 @@ type Emulator struct {
 	procs procTable
 
 	fmu         sync.Mutex
-	diskFault   string       // an injected disk fault (fault.go)
-	linkTrigger *linkTrigger // an armed link fault (fault.go)
+	fault       Fault        // the injected faults (fault.go)
+	linkTrigger *linkTrigger // an armed LinkDownOn fault
+	linkHeld    bool         // the link is down for fault.LinkDown
+
+	amu     sync.Mutex
+	actions []configxml.Action // service actions run (Actions)
+	cmdLog  []string           // SSH command lines run (Commands)
+	apiLog  []string           // REST API routes called (Requests)
+	life    context.Context    // Serve's context: background work of faults
 
 	lmu      sync.Mutex
 	ln       net.Listener
@@ -244,6 +255,7 @@ func (e *Emulator) Boot(ctx context.Context) error {
 		return fmt.Errorf("boot: %w", err)
 	}
 	e.booted = time.Now()
+	e.boots++
 	e.logger().Info("booted", "version", e.Version())
 	return nil
 }
@@ -504,6 +516,9 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 	e.rebootCh = make(chan struct{}, 1)
 	e.conns = map[*ssh.ServerConn]bool{}
 	e.lmu.Unlock()
+	e.amu.Lock()
+	e.life = ctx
+	e.amu.Unlock()
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			if meta.User() != "root" && meta.User() != "admin" {
@@ -655,7 +670,11 @@ func (e *Emulator) handleConn(ctx context.Context, c net.Conn, cfg *ssh.ServerCo
 	_ = c.SetDeadline(time.Time{})
 	e.lmu.Lock()
 	e.conns[sc] = true
+	down := e.down != nil // the link went down during the handshake
 	e.lmu.Unlock()
+	if down {
+		sc.Close()
+	}
 	defer func() {
 		e.lmu.Lock()
 		delete(e.conns, sc)
@@ -671,11 +690,11 @@ func (e *Emulator) handleConn(ctx context.Context, c net.Conn, cfg *ssh.ServerCo
 		if err != nil {
 			continue
 		}
-		go e.handleSession(ctx, ch, creqs)
+		go e.handleSession(ctx, sc, ch, creqs)
 	}
 }
 
-func (e *Emulator) handleSession(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (e *Emulator) handleSession(ctx context.Context, conn *ssh.ServerConn, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	for req := range reqs {
 		switch req.Type {
@@ -689,8 +708,10 @@ func (e *Emulator) handleSession(ctx context.Context, ch ssh.Channel, reqs <-cha
 			}
 			_ = req.Reply(true, nil)
 			e.logger().Info("exec", "command", p.Command)
-			e.commandFault(ctx, p.Command)
-			code := e.Exec(ctx, p.Command, ch, ch, ch.Stderr())
+			code, ok := e.execFaulty(ctx, conn, p.Command, ch, ch, ch.Stderr())
+			if !ok {
+				return // the connection was cut
+			}
 			_ = ch.CloseWrite()
 			_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
 			return
@@ -706,6 +727,60 @@ func (e *Emulator) handleSession(ctx context.Context, ch ssh.Channel, reqs <-cha
 			_ = req.Reply(false, nil)
 		}
 	}
+}
+
+// execFaulty runs an SSH command line under the injected command faults;
+// ok is false when a fault cut the connection.
+func (e *Emulator) execFaulty(ctx context.Context, conn *ssh.ServerConn, line string, stdin io.Reader, stdout, stderr io.Writer) (code int, ok bool) {
+	e.amu.Lock()
+	e.cmdLog = append(e.cmdLog, line)
+	e.amu.Unlock()
+	f, faulty := e.commandFault(ctx, line)
+	if !faulty {
+		return e.Exec(ctx, line, stdin, stdout, stderr), true
+	}
+	select {
+	case <-time.After(f.Delay):
+	case <-ctx.Done():
+		return 143, true
+	}
+	if f.Drop && f.DropAfter <= 0 {
+		conn.Close()
+		return 0, false
+	}
+	if f.answers() || f.Skip {
+		io.WriteString(stdout, f.Stdout)
+		io.WriteString(stderr, f.Stderr)
+		return f.Exit, true
+	}
+	if !f.Drop {
+		return e.Exec(ctx, line, stdin, stdout, stderr), true
+	}
+	cut := &cutReader{r: stdin, left: f.DropAfter, cut: func() { conn.Close() }}
+	code = e.Exec(ctx, line, cut, stdout, stderr)
+	return code, !cut.done
+}
+
+// cutReader passes left bytes through, then cuts the connection.
+type cutReader struct {
+	r    io.Reader
+	left int
+	cut  func()
+	done bool
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		c.done = true
+		c.cut()
+		return 0, io.ErrUnexpectedEOF
+	}
+	if len(p) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= n
+	return n, err
 }
 
 // writeFileAtomic writes via a temporary file, fsync and rename.

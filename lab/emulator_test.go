@@ -12,13 +12,11 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,89 +29,10 @@ import (
 	"github.com/fwab/fwab/fwapi"
 )
 
-// recordingDataPlane keeps what the emulator applies in memory, so the
-// emulator can be tested without root or namespaces.
-type recordingDataPlane struct {
-	mu       sync.Mutex
-	script   string
-	offloads map[string]Offloads
-	shapes   map[string]float64
-	resets   int
-	measured int
-	// up and down are what MeasureMbit reports per direction.
-	up, down float64
-}
+// recordingDataPlane is the data plane most emulator tests run on.
+type recordingDataPlane = RecordingDataPlane
 
-func newRecordingDataPlane() *recordingDataPlane {
-	return &recordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}, up: 1000, down: 800}
-}
-
-func (d *recordingDataPlane) LoadRuleset(_ context.Context, script string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.script = script
-	return nil
-}
-
-func (d *recordingDataPlane) Listing(context.Context) (string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.script, nil
-}
-
-func (d *recordingDataPlane) SetElements(_ context.Context, set string) ([]string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return setElements(d.script, set), nil
-}
-
-func (d *recordingDataPlane) SetOffloads(_ context.Context, veth string, o Offloads) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.offloads[veth] = o
-	return nil
-}
-
-func (d *recordingDataPlane) Offloads(_ context.Context, veth string) (Offloads, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.offloads[veth], nil
-}
-
-func (d *recordingDataPlane) Link(_ context.Context, veth string) (Link, error) {
-	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.1.1/24")}}, nil
-}
-
-func (d *recordingDataPlane) Shape(_ context.Context, veth string, rate float64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.shapes[veth] = rate
-	return nil
-}
-
-func (d *recordingDataPlane) Reset(context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.script = ""
-	d.shapes = map[string]float64{}
-	d.resets++
-	return nil
-}
-
-func (d *recordingDataPlane) StateCount(context.Context) (int, error) { return 7, nil }
-
-func (d *recordingDataPlane) MeasureMbit(_ context.Context, reverse bool) (float64, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.measured++
-	if d.shapes[testPorts.LanVeth] != 0 || d.shapes[testPorts.WanVeth] != 0 {
-		return 0, fmt.Errorf("measured with the caps still on: %v", d.shapes)
-	}
-	if reverse {
-		return d.down, nil
-	}
-	return d.up, nil
-}
+func newRecordingDataPlane() *recordingDataPlane { return NewRecordingDataPlane() }
 
 func testSigner(t *testing.T) ssh.Signer {
 	t.Helper()

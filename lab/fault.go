@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +37,53 @@ type Fault struct {
 	// RebootAt reboots the firewall at that time (once per fault written),
 	// as a power cut or a watchdog would.
 	RebootAt time.Time `json:"reboot_at,omitzero"`
+	// LinkDown cuts the management link (SSH and the REST API) for as long
+	// as it is set, as LinkDownUntil does for a while.
+	LinkDown bool `json:"link_down,omitempty"`
+	// Commands make SSH command lines fail, stall or lose their connection;
+	// the first that matches a line applies.
+	Commands []CommandFault `json:"commands,omitempty"`
+	// Requests replace the REST API's answer to requests (OPNsense); the
+	// first that matches applies.
+	Requests []RequestFault `json:"requests,omitempty"`
+}
+
+// CommandFault is what happens to SSH command lines containing On.
+type CommandFault struct {
+	On string `json:"on"`
+	// Delay stalls the command before it runs.
+	Delay time.Duration `json:"delay,omitempty"`
+	// Exit, Stdout and Stderr, when any is set, answer instead of running
+	// the command: a failing or odd firewall command.
+	Exit   int    `json:"exit,omitempty"`
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	// Skip makes the command do nothing and succeed: a setting accepted
+	// and ignored.
+	Skip bool `json:"skip,omitempty"`
+	// Drop cuts the SSH connection (not the link: new connections work)
+	// once the command has read DropAfter bytes of its standard input (0:
+	// before it runs), as a session lost mid-transfer would.
+	Drop      bool `json:"drop,omitempty"`
+	DropAfter int  `json:"drop_after,omitempty"`
+	// Times limits the fault to the next n matching lines; 0 is every one.
+	Times int `json:"times,omitempty"`
+}
+
+func (c CommandFault) answers() bool { return c.Exit != 0 || c.Stdout != "" || c.Stderr != "" }
+
+// RequestFault replaces the answer to REST API requests whose "METHOD
+// /path" starts with Route, e.g. "POST /api/firewall/filter/apply".
+type RequestFault struct {
+	Route  string            `json:"route"`
+	Status int               `json:"status,omitempty"` // 0 is 200
+	Body   string            `json:"body,omitempty"`
+	Header map[string]string `json:"header,omitempty"`
+	// Drop runs the request (its effects happen on the firewall) and then
+	// cuts the connection instead of answering: the answer was lost.
+	Drop bool `json:"drop,omitempty"`
+	// Times limits the fault to the next n matching requests; 0 is every one.
+	Times int `json:"times,omitempty"`
 }
 
 // Disk faults.
@@ -89,36 +138,19 @@ func readFault(dir string) (Fault, error) {
 	return f, f.validate()
 }
 
-// watchFaults applies the lab's fault file until ctx ends.
+// watchFaults applies the lab's fault file until ctx ends; a change of the
+// file is a new fault.
 func (e *Emulator) watchFaults(ctx context.Context, dir string) {
 	var last Fault
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		f, err := readFault(dir)
-		if err != nil {
+		switch {
+		case err != nil:
 			e.logger().Warn("fault file", "err", err)
-		} else {
-			e.setDiskFault(f.Disk)
-			if f.LinkDownUntil.After(time.Now()) && !f.LinkDownUntil.Equal(last.LinkDownUntil) {
-				go e.dropLink(ctx, f.LinkDownUntil)
-			}
-			if f.LinkDownOn != "" && (f.LinkDownOn != last.LinkDownOn || f.LinkDownFor != last.LinkDownFor) {
-				e.fmu.Lock()
-				e.linkTrigger = &linkTrigger{on: f.LinkDownOn, dur: f.LinkDownFor}
-				e.fmu.Unlock()
-				e.logger().Warn("fault: link down armed", "on", f.LinkDownOn, "for", f.LinkDownFor)
-			}
-			if !f.RebootAt.IsZero() && !f.RebootAt.Equal(last.RebootAt) {
-				go func(at time.Time) {
-					select {
-					case <-time.After(time.Until(at)):
-						e.logger().Warn("fault: reboot")
-						e.Reboot(ctx)
-					case <-ctx.Done():
-					}
-				}(f.RebootAt)
-			}
+		case !reflect.DeepEqual(f, last):
+			e.SetFault(f)
 			last = f
 		}
 		select {
@@ -129,35 +161,108 @@ func (e *Emulator) watchFaults(ctx context.Context, dir string) {
 	}
 }
 
-func (e *Emulator) setDiskFault(kind string) {
+// SetFault makes the emulator suffer f from now on (the zero Fault clears
+// every fault). A LinkDownUntil or RebootAt time and a LinkDownOn trigger
+// act once per value: setting the same one again does nothing more. The
+// Commands and Requests lists, with their Times, start again with each
+// call.
+func (e *Emulator) SetFault(f Fault) {
+	ctx := e.lifetime()
 	e.fmu.Lock()
-	defer e.fmu.Unlock()
-	if e.diskFault != kind {
-		e.logger().Warn("fault: disk", "fault", kind)
+	prev := e.fault
+	if prev.Disk != f.Disk {
+		e.logger().Warn("fault: disk", "fault", f.Disk)
 	}
-	e.diskFault = kind
+	e.fault = f
+	e.fault.Commands = slices.Clone(f.Commands)
+	e.fault.Requests = slices.Clone(f.Requests)
+	switch {
+	case f.LinkDownOn == "":
+		e.linkTrigger = nil
+	case f.LinkDownOn != prev.LinkDownOn || f.LinkDownFor != prev.LinkDownFor:
+		e.linkTrigger = &linkTrigger{on: f.LinkDownOn, dur: f.LinkDownFor}
+		e.logger().Warn("fault: link down armed", "on", f.LinkDownOn, "for", f.LinkDownFor)
+	}
+	hold := f.LinkDown && !e.linkHeld
+	release := !f.LinkDown && e.linkHeld
+	if hold {
+		e.linkHeld = e.linkDown()
+	}
+	if release {
+		e.linkHeld = false
+	}
+	e.fmu.Unlock()
+	if release {
+		e.linkUp()
+	}
+	if f.LinkDownUntil.After(time.Now()) && !f.LinkDownUntil.Equal(prev.LinkDownUntil) {
+		go e.dropLink(ctx, f.LinkDownUntil)
+	}
+	if !f.RebootAt.IsZero() && !f.RebootAt.Equal(prev.RebootAt) {
+		go func(at time.Time) {
+			select {
+			case <-time.After(time.Until(at)):
+				e.logger().Warn("fault: reboot")
+				e.Reboot(ctx)
+			case <-ctx.Done():
+			}
+		}(f.RebootAt)
+	}
 }
 
 // commandFault runs before each command line: an armed LinkDownOn fault
-// whose text the line contains takes the link down, once.
-func (e *Emulator) commandFault(ctx context.Context, line string) {
+// whose text the line contains takes the link down, once; it returns the
+// CommandFault for the line, if any.
+func (e *Emulator) commandFault(ctx context.Context, line string) (CommandFault, bool) {
 	e.fmu.Lock()
-	t := e.linkTrigger
-	if t == nil || !strings.Contains(line, t.on) {
-		e.fmu.Unlock()
-		return
+	defer e.fmu.Unlock()
+	if t := e.linkTrigger; t != nil && strings.Contains(line, t.on) {
+		e.linkTrigger = nil
+		e.logger().Warn("fault: link down on command", "command", line)
+		go e.dropLink(ctx, time.Now().Add(t.dur))
 	}
-	e.linkTrigger = nil
-	e.fmu.Unlock()
-	e.logger().Warn("fault: link down on command", "command", line)
-	go e.dropLink(ctx, time.Now().Add(t.dur))
+	for i, c := range e.fault.Commands {
+		if !strings.Contains(line, c.On) {
+			continue
+		}
+		e.fault.Commands = countDown(e.fault.Commands, i, func(c *CommandFault) *int { return &c.Times })
+		e.logger().Warn("fault: command", "command", line, "fault", c)
+		return c, true
+	}
+	return CommandFault{}, false
+}
+
+// requestFault returns the RequestFault for an API request, if any.
+func (e *Emulator) requestFault(method, path string) (RequestFault, bool) {
+	e.fmu.Lock()
+	defer e.fmu.Unlock()
+	for i, r := range e.fault.Requests {
+		if strings.HasPrefix(method+" "+path, r.Route) {
+			e.fault.Requests = countDown(e.fault.Requests, i, func(r *RequestFault) *int { return &r.Times })
+			return r, true
+		}
+	}
+	return RequestFault{}, false
+}
+
+// countDown uses up one of fault i's Times, removing it when none are
+// left.
+func countDown[F any](fs []F, i int, times func(*F) *int) []F {
+	n := times(&fs[i])
+	if *n == 0 {
+		return fs
+	}
+	if *n--; *n == 0 {
+		return slices.Delete(fs, i, i+1)
+	}
+	return fs
 }
 
 // writeFault is the error a write (or, on a read-only disk, a removal) of
 // the firewall path p meets under the current disk fault, or nil.
 func (e *Emulator) writeFault(p string, removal bool) error {
 	e.fmu.Lock()
-	kind := e.diskFault
+	kind := e.fault.Disk
 	e.fmu.Unlock()
 	if kind == "" || (removal && kind != DiskReadOnly) {
 		return nil

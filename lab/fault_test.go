@@ -37,7 +37,7 @@ func TestDiskFaults(t *testing.T) {
 		{"", "echo x > /tmp/b && mkdir /var/run/fwab.lock && rm -r /var/run/fwab.lock && cp /tmp/b /conf/backup/b.xml", 0, ""},
 	}
 	for _, tt := range tests {
-		f.em.setDiskFault(tt.fault)
+		f.em.SetFault(Fault{Disk: tt.fault})
 		// Stdin only for the command that reads it: a command that exits
 		// without reading races the client's copy of it (EOF).
 		stdin := ""

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fwab/fwab/configxml"
 )
 
 // FreeBSD interface capability bits (sys/net/if.h IFCAP_*), in the order
@@ -351,6 +353,7 @@ func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
 	default:
 		return c.errorf(1, "pfblockerng.php: %s is not emulated (update, updateip, cron)", c.args[2])
 	}
+	e.did(configxml.ActionBlocklistUpdate)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
@@ -392,6 +395,14 @@ func (e *Emulator) cmdReloadInterfaces(ctx context.Context, c *call) error {
 func (e *Emulator) reload(ctx context.Context, c *call, interfaces bool) error {
 	if len(c.args) != 1 {
 		return c.errorf(1, "%s: takes no arguments", c.args[0])
+	}
+	switch {
+	case strings.HasSuffix(c.args[0], "rc.reload_all"):
+		e.did(ActionReloadAll)
+	case interfaces:
+		e.did(configxml.ActionInterfaces)
+	default:
+		e.did(configxml.ActionFilterReload)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -299,6 +299,9 @@ func (g *IDSEngines) Statuses() []inspect.Status {
 // inspection path changes the forwarding path, so a tracking slowdown
 // measures it again afterwards.
 func (e *Emulator) suricata(ctx context.Context, action string) error {
+	if action != "stop" {
+		e.did(configxml.ActionIDSRestart)
+	}
 	if err := e.suricataEngines(ctx, action); err != nil {
 		return err
 	}

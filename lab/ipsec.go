@@ -533,6 +533,7 @@ func (e *Emulator) stopIPsec(ctx context.Context) {
 // cmdIPsecRestart is pfSsh.php playback restartipsec / svc restart ipsec:
 // regenerate swanctl.conf from config.xml and restart strongSwan.
 func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
+	e.did(configxml.ActionIPsecRestart)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()

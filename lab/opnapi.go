@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -64,7 +65,11 @@ func (e *Emulator) ServeAPI(ctx context.Context, addr string, cert tls.Certifica
 	if creds.Key == "" || creds.Secret == "" {
 		return errors.New("serve api: no API key or secret")
 	}
-	a := &opnAPI{e: e, creds: creds, log: e.logger(), rollbackAfter: 60 * time.Second, savepoints: map[string][]byte{}}
+	rollbackAfter := e.SavepointTimer
+	if rollbackAfter == 0 {
+		rollbackAfter = 60 * time.Second
+	}
+	a := &opnAPI{e: e, creds: creds, log: e.logger(), rollbackAfter: rollbackAfter, savepoints: map[string][]byte{}}
 	var ln net.Listener
 	var err error
 	for i := 0; i < 50; i++ {
@@ -139,6 +144,10 @@ func (a *opnAPI) handler() http.Handler {
 		writeJSON(w, http.StatusNotFound, map[string]string{"errorMessage": "Endpoint not found"})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, pattern := mux.Handler(r)
+		a.e.amu.Lock()
+		a.e.apiLog = append(a.e.apiLog, cmp.Or(strings.TrimSuffix(pattern, "/"), r.Method+" "+r.URL.Path))
+		a.e.amu.Unlock()
 		if a.e.rebooting() {
 			// Down: drop the connection without an answer.
 			if hj, ok := w.(http.Hijacker); ok {
@@ -159,12 +168,37 @@ func (a *opnAPI) handler() http.Handler {
 		}
 		a.log.Info("api", "method", r.Method, "path", r.URL.Path)
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-		mux.ServeHTTP(w, r)
+		f, faulty := a.e.requestFault(r.Method, r.URL.Path)
+		switch {
+		case !faulty:
+			mux.ServeHTTP(w, r)
+		case f.Drop:
+			mux.ServeHTTP(discardResponse{http.Header{}}, r)
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+				}
+			}
+		default:
+			for k, v := range f.Header {
+				w.Header().Set(k, v)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(cmp.Or(f.Status, http.StatusOK))
+			io.WriteString(w, f.Body)
+		}
 	})
 }
 
 // decodeBody reads a JSON request body into v; an empty body is {}. A
 // malformed one is answered with 400 and false.
+// discardResponse is an answer nobody receives (a RequestFault's Drop).
+type discardResponse struct{ h http.Header }
+
+func (d discardResponse) Header() http.Header         { return d.h }
+func (d discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d discardResponse) WriteHeader(int)             {}
+
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {

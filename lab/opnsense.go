@@ -89,6 +89,7 @@ func (e *Emulator) cmdOPNReloadAll(ctx context.Context, c *call) error {
 
 // reloadAll applies interfaces, filter and IPsec from config.xml.
 func (e *Emulator) reloadAll(ctx context.Context) error {
+	e.did(ActionReloadAll)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
@@ -106,6 +107,7 @@ func (e *Emulator) reloadAll(ctx context.Context) error {
 
 // reloadFilter loads the filter rules and NAT from config.xml.
 func (e *Emulator) reloadFilter(ctx context.Context) error {
+	e.did(configxml.ActionFilterReload)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
@@ -122,6 +124,11 @@ func (e *Emulator) reloadFilter(ctx context.Context) error {
 // interface with the given key, or to all when key is empty, then reloads
 // the filter (networking_reload, B-a).
 func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error {
+	if key == "" {
+		e.did(configxml.ActionInterfaces)
+	} else {
+		e.did(ActionInterfaceReconfigure)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
@@ -157,6 +164,7 @@ func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error 
 
 // restartIPsec regenerates strongSwan from config.xml.
 func (e *Emulator) restartIPsec(ctx context.Context) error {
+	e.did(configxml.ActionIPsecRestart)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()

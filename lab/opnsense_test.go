@@ -18,7 +18,6 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
 )
 
 // opnFirewall is an emulated OPNsense: SSH and the REST API on loopback.
@@ -107,34 +106,6 @@ func (f *opnFirewall) storedConfig(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// TestOPNsenseDriverSuite runs fwapi's shared driver suite against the
-// emulated OPNsense: the REST API and SSH on the lab's real data plane
-// (nftables, ethtool) when root, else on a recording data plane.
-func TestOPNsenseDriverSuite(t *testing.T) {
-	real := os.Geteuid() == 0 && CheckTools() == nil
-	if !real {
-		t.Log("not root (or lab tools missing): the suite runs on a recording data plane, not nftables/ethtool")
-	}
-	fwapitest.RunDriverSuite(t, func(t *testing.T) fwapitest.Fixture {
-		var f *opnFirewall
-		if real {
-			topo := testTopology(t)
-			if err := topo.Create(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			f = startOPNsense(t, &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}, topo.Ports())
-		} else {
-			f = startOPNsense(t, newRecordingDataPlane(), testPorts)
-		}
-		return fwapitest.Fixture{
-			FW:           f.openOPNsense(t),
-			Flavor:       configxml.OPNsense,
-			StoredConfig: func() []byte { return f.storedConfig(t) },
-			Unsupported:  []configxml.Action{configxml.ActionBlocklistUpdate},
-		}
-	})
 }
 
 func TestOPNsenseAPIRefusesWrongSecret(t *testing.T) {

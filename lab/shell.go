@@ -39,7 +39,7 @@ func status(n uint8) error {
 	if n == 0 {
 		return nil
 	}
-	return interp.NewExitStatus(n)
+	return interp.ExitStatus(n)
 }
 
 func (c *call) errorf(n uint8, format string, args ...any) error {
@@ -51,9 +51,20 @@ func (c *call) errorf(n uint8, format string, args ...any) error {
 var shellPath = []string{"/sbin", "/bin", "/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"}
 
 // commands maps absolute firewall paths to their implementation: the
-// FreeBSD tools both flavors have, plus the product's own.
+// FreeBSD tools both products have, plus the product's own.
 func (e *Emulator) commands() map[string]command {
-	cmds := map[string]command{
+	cmds := e.freebsdCommands()
+	if e.opnsense() {
+		maps.Copy(cmds, e.opnCommands())
+	} else {
+		maps.Copy(cmds, e.pfSenseCommands())
+	}
+	return cmds
+}
+
+// freebsdCommands are the base system's tools the emulator knows.
+func (e *Emulator) freebsdCommands() map[string]command {
+	return map[string]command{
 		"/bin/cat":                e.cmdCat,
 		"/bin/cp":                 e.cmdCp,
 		"/bin/mv":                 e.cmdMv,
@@ -83,11 +94,11 @@ func (e *Emulator) commands() map[string]command {
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
 	}
-	if e.opnsense() {
-		maps.Copy(cmds, e.opnCommands())
-		return cmds
-	}
-	maps.Copy(cmds, map[string]command{
+}
+
+// pfSenseCommands are pfSense's rc scripts, PHP tools and packages.
+func (e *Emulator) pfSenseCommands() map[string]command {
+	return map[string]command{
 		"/usr/local/bin/php":              e.cmdPhp,
 		"/etc/rc.filter_configure_sync":   e.cmdFilterReload,
 		"/etc/rc.filter_configure":        e.cmdFilterReload,
@@ -96,8 +107,7 @@ func (e *Emulator) commands() map[string]command {
 		"/usr/local/sbin/pfSsh.php":       e.cmdPfSsh,
 		"/usr/local/etc/rc.d/suricata.sh": e.cmdSuricataRC,
 		"/usr/local/sbin/pfSense-upgrade": e.cmdUpgrade,
-	})
-	return cmds
+	}
 }
 
 // lookup finds a command by absolute path or, for a bare name, along PATH.
@@ -114,8 +124,10 @@ func (e *Emulator) lookup(cmds map[string]command, name string) (command, bool) 
 	return nil, false
 }
 
-// Exec runs one command line through the shell interpreter and returns its
-// exit status.
+// Exec runs one command line as the firewall's /bin/sh would, in four
+// steps: parse the line (POSIX sh), set up the interpreter on the
+// firewall's filesystem, run it (each external command dispatched to the
+// emulated tool, see dispatch), and turn the result into an exit status.
 func (e *Emulator) Exec(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) int {
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(line), "")
 	if err != nil {
@@ -130,11 +142,13 @@ func (e *Emulator) Exec(ctx context.Context, line string, stdin io.Reader, stdou
 	return exitStatus(r.Run(ctx, file), stderr)
 }
 
+// exitStatus is the status sh exits with after err.
 func exitStatus(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if st, ok := interp.IsExitStatus(err); ok {
+	var st interp.ExitStatus
+	if errors.As(err, &st) {
 		return int(st)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -144,51 +158,21 @@ func exitStatus(err error, stderr io.Writer) int {
 	return 2
 }
 
+// runner is the one shell interpreter set-up: pfSense's environment, the
+// emulated commands for everything external, and the firewall's
+// filesystem for redirections, tests and globs. params are $1...
 func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...string) (*interp.Runner, error) {
 	cmds := e.commands()
-	env := expand.ListEnviron(
-		"PATH="+strings.Join(shellPath, ":"),
-		"HOME=/root", "USER=root", "SHELL=/bin/sh", "TERM=dumb",
-	)
 	opts := []interp.RunnerOption{
 		interp.StdIO(stdin, stdout, stderr),
-		interp.Env(env),
+		interp.Env(shellEnv()),
 		interp.Dir("/"),
-		// kill is a shell builtin the interpreter does not support: send it
-		// to the emulated /bin/kill.
-		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
-			if args[0] == "kill" {
-				args[0] = "/bin/kill"
-			}
-			return args, nil
+		interp.CallHandler(builtinAsCommand),
+		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+			return func(ctx context.Context, args []string) error { return e.dispatch(ctx, cmds, args) }
 		}),
-		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
-			return func(ctx context.Context, args []string) error {
-				hc := interp.HandlerCtx(ctx)
-				c, ok := e.lookup(cmds, args[0])
-				if !ok {
-					fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
-					return interp.NewExitStatus(127)
-				}
-				return c(ctx, &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir})
-			}
-		}),
-		interp.OpenHandler(func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
-			if path == "/dev/null" {
-				return devNull{}, nil
-			}
-			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
-				if err := e.writeFault(e.abs(ctx, path), false); err != nil {
-					return nil, err
-				}
-			}
-			f, err := os.OpenFile(e.path(e.abs(ctx, path)), flag, perm)
-			return f, e.fbErr(err, e.abs(ctx, path))
-		}),
-		interp.StatHandler(func(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
-			fi, err := os.Stat(e.path(e.abs(ctx, name)))
-			return fi, e.fbErr(err, e.abs(ctx, name))
-		}),
+		interp.OpenHandler(e.open),
+		interp.StatHandler(e.stat),
 		interp.ReadDirHandler2(func(ctx context.Context, path string) ([]fs.DirEntry, error) {
 			return os.ReadDir(e.path(e.abs(ctx, path)))
 		}),
@@ -201,6 +185,57 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 		opts = append(opts, interp.Params(append([]string{"--"}, params...)...))
 	}
 	return interp.New(opts...)
+}
+
+// shellEnv is root's environment in a pfSense exec session.
+func shellEnv() expand.Environ {
+	return expand.ListEnviron(
+		"PATH="+strings.Join(shellPath, ":"),
+		"HOME=/root", "USER=root", "SHELL=/bin/sh", "TERM=dumb",
+	)
+}
+
+// builtinAsCommand sends kill, a shell builtin the interpreter does not
+// have, to the emulated /bin/kill.
+func builtinAsCommand(ctx context.Context, args []string) ([]string, error) {
+	if args[0] == "kill" {
+		args[0] = "/bin/kill"
+	}
+	return args, nil
+}
+
+// dispatch runs one external command: the emulated tool found on PATH,
+// or sh's "command not found" (127).
+func (e *Emulator) dispatch(ctx context.Context, cmds map[string]command, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	c, ok := e.lookup(cmds, args[0])
+	if !ok {
+		fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
+		return interp.ExitStatus(127)
+	}
+	return c(ctx, &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir})
+}
+
+// open opens a firewall file for a redirection; writes meet the injected
+// disk fault.
+func (e *Emulator) open(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	if path == "/dev/null" {
+		return devNull{}, nil
+	}
+	p := e.abs(ctx, path)
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+		if err := e.writeFault(p, false); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(e.path(p), flag, perm)
+	return f, e.fbErr(err, p)
+}
+
+// stat is test(1) and friends on the firewall's filesystem.
+func (e *Emulator) stat(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
+	fi, err := os.Stat(e.path(e.abs(ctx, name)))
+	return fi, e.fbErr(err, e.abs(ctx, name))
 }
 
 func (e *Emulator) abs(ctx context.Context, p string) string {

@@ -3,17 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures/transcripts"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 // fwabRun runs the command line and returns its output and exit status.
@@ -24,48 +26,49 @@ func fwabRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), code
 }
 
-// labTarget starts a fake pfSense and writes a targets file naming it
-// "fw1"; the local state goes to a temporary folder.
-func labTarget(t *testing.T, config string, trustHost bool) (*fwapitest.PfSense, string) {
+// labTarget starts an emulated pfSense with config (nil: the factory
+// config) and writes a targets file naming it "fw1"; the local state goes
+// to a temporary folder.
+func labTarget(t *testing.T, config []byte, trustHost bool) (*labtest.Firewall, string) {
 	t.Helper()
-	fake := fwapitest.NewPfSense(t, config)
+	em := labtest.Start(t, labtest.Options{Config: config})
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	host, port, _ := net.SplitHostPort(fake.Addr)
+	ssh := em.Target.SSH
 	kh := filepath.Join(t.TempDir(), "known_hosts")
 	if trustHost {
-		kh = fake.KnownHostsFile(t)
+		kh = ssh.KnownHosts
 	}
-	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: " + host + "\n    ssh:\n      port: " + port +
-		"\n      user: admin\n      key_file: " + fake.KeyFile + "\n      known_hosts: " + kh +
+	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: " + em.Target.Host + "\n    ssh:\n      port: " + strconv.Itoa(ssh.Port) +
+		"\n      user: admin\n      key_file: " + ssh.KeyFile + "\n      known_hosts: " + kh +
 		"\n    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n"
 	path := filepath.Join(t.TempDir(), "targets.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return fake, path
+	return em, path
 }
 
 func TestFwInfoAndPull(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	fake, targets := labTarget(t, nil, true)
 	out, errOut, code := fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets)
 	if code != 0 || !strings.Contains(out, "version\t2.7.2-RELEASE") || !strings.Contains(out, "nics\tigb0 igb1") {
 		t.Errorf("fw info = %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = fwabRun(t, "fw", "pull", "--target", "fw1", "--targets", targets)
-	if code != 0 || out != string(fake.ReadFile(t, "/conf/config.xml")) {
+	if code != 0 || out != string(fake.File(t, "/conf/config.xml")) {
 		t.Errorf("fw pull = %d, %d bytes (%s); want the config byte for byte", code, len(out), errOut)
 	}
 	file := filepath.Join(t.TempDir(), "c.xml")
 	if _, errOut, code = fwabRun(t, "fw", "pull", "--target", "fw1", "--targets", targets, "-o", file); code != 0 {
 		t.Fatalf("fw pull -o = %d: %s", code, errOut)
 	}
-	if got, _ := os.ReadFile(file); !bytes.Equal(got, fake.ReadFile(t, "/conf/config.xml")) {
+	if got, _ := os.ReadFile(file); !bytes.Equal(got, fake.File(t, "/conf/config.xml")) {
 		t.Errorf("fw pull -o wrote a different file")
 	}
 }
 
 func TestFwUnknownHostKey(t *testing.T) {
-	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, false)
+	_, targets := labTarget(t, nil, false)
 	_, errOut, code := fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets)
 	if code != 1 || !strings.Contains(errOut, "--accept-new-host-key") || !strings.Contains(errOut, "SHA256:") {
 		t.Fatalf("fw info with an unknown host = %d: %s; want exit 1 naming the fingerprint and the flag", code, errOut)
@@ -79,7 +82,7 @@ func TestFwUnknownHostKey(t *testing.T) {
 }
 
 func TestFwUsageErrors(t *testing.T) {
-	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, targets := labTarget(t, nil, true)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -98,12 +101,12 @@ func TestFwUsageErrors(t *testing.T) {
 }
 
 func TestFwApplyOffload(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	fake, targets := labTarget(t, nil, true)
 	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "offload.checksum=off")
 	if code != 0 {
 		t.Fatalf("fw apply = %d: %s", code, errOut)
 	}
-	c, err := configxml.LoadBytes(fake.ReadFile(t, "/conf/config.xml"))
+	c, err := configxml.LoadBytes(fake.File(t, "/conf/config.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +119,14 @@ func TestFwApplyOffload(t *testing.T) {
 			t.Errorf("commands lack %q", want)
 		}
 	}
-	if len(fake.Glob(fwapi.LockDir)) != 0 || fake.DaemonRunning(fwapi.RollbackPIDFile) {
+	if len(fake.Glob(fwapi.LockDir)) != 0 || fake.Running(fwapi.RollbackPIDFile) {
 		t.Errorf("fw apply left the lock or an armed rollback")
 	}
 }
 
 func TestFwApplyRefusedWhileLocked(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
-	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	fake, targets := labTarget(t, nil, true)
+	sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,21 +135,21 @@ func TestFwApplyRefusedWhileLocked(t *testing.T) {
 	if err := other.Lock(t.Context(), fwapi.LockOwner{Owner: "carol@bench", PID: 31337, Time: time.Now(), Token: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	before := fake.ReadFile(t, "/conf/config.xml")
+	before := fake.File(t, "/conf/config.xml")
 	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "offload.checksum=off")
 	if code != 1 || !strings.Contains(errOut, "owner=carol@bench pid=31337") {
 		t.Errorf("fw apply on a locked firewall = %d: %s; want exit 1 naming carol@bench pid=31337", code, errOut)
 	}
-	if !bytes.Equal(before, fake.ReadFile(t, "/conf/config.xml")) {
+	if !bytes.Equal(before, fake.File(t, "/conf/config.xml")) {
 		t.Errorf("a refused apply changed the config")
 	}
 }
 
-// consistentConfig agrees with the fake's recorded runtime: offloads on,
-// two generated rules, no IDS.
-func consistentConfig(t *testing.T, extra ...string) string {
+// consistentConfig is the factory config with offloads on and two
+// generated rules, which the emulator boots into: its runtime agrees.
+func consistentConfig(t *testing.T, extra ...string) []byte {
 	t.Helper()
-	c, err := configxml.LoadBytes([]byte(fwapitest.MinimalPfSenseConfig))
+	c, err := configxml.LoadBytes(lab.FactoryConfig(configxml.PfSense))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,14 +163,12 @@ func consistentConfig(t *testing.T, extra ...string) string {
 	if err := c.SetAll(assignments); err != nil {
 		t.Fatal(err)
 	}
-	return string(c.Bytes())
+	return c.Bytes()
 }
 
 func TestVerifyTarget(t *testing.T) {
-	noSuricata := fwapitest.Reply{Stdout: "  PID COMMAND\n    1 /sbin/init\n"}
 	t.Run("consistent", func(t *testing.T) {
-		fake, targets := labTarget(t, consistentConfig(t), true)
-		fake.Transcript("ps ax -o pid,command", noSuricata)
+		_, targets := labTarget(t, consistentConfig(t), true)
 		out, errOut, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets)
 		if code != 0 || strings.Contains(out, "error") {
 			t.Errorf("verify = %d\n%s%s; want exit 0", code, out, errOut)
@@ -175,8 +176,7 @@ func TestVerifyTarget(t *testing.T) {
 	})
 	t.Run("runtime flags disagree with the config", func(t *testing.T) {
 		fake, targets := labTarget(t, consistentConfig(t), true)
-		fake.Transcript("ps ax -o pid,command", noSuricata)
-		sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+		sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,8 +191,13 @@ func TestVerifyTarget(t *testing.T) {
 	})
 	t.Run("inline IPS with offloads really on", func(t *testing.T) {
 		// The config claims offloads off and inline IPS on lan; the NIC
-		// still has them on (no reboot or reconfigure happened).
-		_, targets := labTarget(t, consistentConfig(t, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"), true)
+		// still has them on (no reboot or reconfigure happened), and
+		// Suricata runs inline on igb1 (the recorded ps of a real box: the
+		// emulator runs no engines without root).
+		fake, targets := labTarget(t, consistentConfig(t), true)
+		fake.PutFile(t, "/conf/config.xml", consistentConfig(t, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"))
+		ps, _ := transcripts.Lookup("ps ax -o pid,command")
+		fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "ps ax -o pid,command", Stdout: ps.Stdout}}})
 		out, _, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets, "--json")
 		if code != 1 || !strings.Contains(out, `"rule": "FWAB103"`) || !strings.Contains(out, "inline IPS (netmap) runs on igb1 while its offloads are really on") {
 			t.Errorf("verify --json = %d\n%s; want exit 1 with FWAB103", code, out)
@@ -203,22 +208,22 @@ func TestVerifyTarget(t *testing.T) {
 func TestVerifyOffline(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.xml")
-	os.WriteFile(bad, []byte(consistentConfig(t, "ids@lan=ips-inline")), 0o600)
+	os.WriteFile(bad, consistentConfig(t, "ids@lan=ips-inline"), 0o600)
 	out, _, code := fwabRun(t, "verify", "--offline", bad)
 	if code != 1 || !strings.Contains(out, "FWAB001") {
 		t.Errorf("verify --offline (inline IPS, offloads on) = %d\n%s; want exit 1 with FWAB001", code, out)
 	}
 	good := filepath.Join(dir, "good.xml")
-	os.WriteFile(good, []byte(consistentConfig(t)), 0o600)
+	os.WriteFile(good, consistentConfig(t), 0o600)
 	if out, errOut, code := fwabRun(t, "verify", "--offline", good); code != 0 {
 		t.Errorf("verify --offline (clean) = %d\n%s%s", code, out, errOut)
 	}
 }
 
 func TestFwRecover(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
-	orig := fake.ReadFile(t, "/conf/config.xml")
-	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	fake, targets := labTarget(t, nil, true)
+	orig := fake.File(t, "/conf/config.xml")
+	sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +237,7 @@ func TestFwRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := bytes.Replace(orig, []byte("fw1</hostname>"), []byte("fw9</hostname>"), 1)
+	changed := bytes.Replace(orig, []byte("pfSense</hostname>"), []byte("fw9</hostname>"), 1)
 	if err := s.Apply(t.Context(), changed, []configxml.Change{{Knob: "rules@lan", To: "5", Action: configxml.ActionFilterReload}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +246,7 @@ func TestFwRecover(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "restored the config") || !strings.Contains(out, fwapi.SHA256Hex(orig)) {
 		t.Fatalf("fw recover = %d\n%s%s", code, out, errOut)
 	}
-	if !bytes.Equal(fake.ReadFile(t, "/conf/config.xml"), orig) {
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), orig) {
 		t.Errorf("fw recover did not restore the original")
 	}
 	_, errOut, code = fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets)
@@ -251,19 +256,20 @@ func TestFwRecover(t *testing.T) {
 }
 
 func TestFwMetrics(t *testing.T) {
-	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, targets := labTarget(t, nil, true)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"fw", "metrics", "--target", "fw1", "--targets", targets}, strings.NewReader(""), &out, &errOut)
-	if code != 0 || !strings.Contains(out.String(), "25.0") || !strings.Contains(out.String(), "10,20,30,40") || !strings.Contains(out.String(), "1834") {
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != 0 || !strings.Contains(lines[0], "CPU%") || !strings.Contains(lines[0], "MBUFS") || len(lines) < 2 || len(strings.Fields(lines[1])) != 6 {
 		t.Errorf("fw metrics = %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
 
 func TestFwPush(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
-	c, err := configxml.LoadBytes(fake.ReadFile(t, "/conf/config.xml"))
+	fake, targets := labTarget(t, nil, true)
+	c, err := configxml.LoadBytes(fake.File(t, "/conf/config.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +285,7 @@ func TestFwPush(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "nat.outbound: automatic -> hybrid (filter-reload)") {
 		t.Fatalf("fw push = %d: %s", code, errOut)
 	}
-	if !bytes.Equal(fake.ReadFile(t, "/conf/config.xml"), c.Bytes()) {
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), c.Bytes()) {
 		t.Errorf("the firewall does not hold the pushed file byte for byte")
 	}
 	if got := fake.Actions(); len(got) != 1 || got[0] != configxml.ActionFilterReload {
@@ -293,12 +299,12 @@ func TestFwPush(t *testing.T) {
 }
 
 func TestFwUpgrade(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	fake, targets := labTarget(t, nil, true)
 	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--target", "fw1", "--targets", targets, "--timeout", "30s")
 	if code != 0 || !strings.Contains(errOut, "Upgrading pfSense-base") || !strings.Contains(errOut, "version 2.8.0-RELEASE") {
 		t.Fatalf("fw upgrade = %d: %s", code, errOut)
 	}
-	if got := string(fake.ReadFile(t, "/etc/version")); got != "2.8.0-RELEASE\n" {
+	if got := string(fake.File(t, "/etc/version")); got != "2.8.0-RELEASE\n" {
 		t.Errorf("/etc/version = %q", got)
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
@@ -308,13 +314,13 @@ func TestFwUpgrade(t *testing.T) {
 
 func TestFwApplyRefusesUnsafeChange(t *testing.T) {
 	fake, targets := labTarget(t, consistentConfig(t), true)
-	before := fake.ReadFile(t, "/conf/config.xml")
+	before := fake.File(t, "/conf/config.xml")
 	fake.ResetActions()
 	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "ids@lan=ips-inline")
 	if code != 1 || !strings.Contains(errOut, "FWAB001") || !strings.Contains(errOut, "nothing was touched") {
 		t.Fatalf("fw apply ids@lan=ips-inline with offloads on = %d: %s; want a refusal naming FWAB001", code, errOut)
 	}
-	if !bytes.Equal(before, fake.ReadFile(t, "/conf/config.xml")) || len(fake.Actions()) != 0 {
+	if !bytes.Equal(before, fake.File(t, "/conf/config.xml")) || len(fake.Actions()) != 0 {
 		t.Errorf("a refused change touched the firewall (actions %v)", fake.Actions())
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {

@@ -77,10 +77,10 @@ func injectionSuite(t *testing.T, fwab fwabRunner, h fwapitest.Hostile, targetAr
 	return base
 }
 
-// TestInjectionFakePfSense runs the suite in-process against the fake
-// pfSense, whose shell is a real POSIX interpreter on the fake's folder.
-func TestInjectionFakePfSense(t *testing.T) {
-	fake, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+// TestInjectionEmulatedPfSense runs the suite in-process against the
+// emulated pfSense, whose shell is a real POSIX interpreter on its folder.
+func TestInjectionEmulatedPfSense(t *testing.T) {
+	fake, targets := labTarget(t, nil, true)
 	h := fwapitest.NewHostile()
 	_ = injectionSuite(t, func(t *testing.T, args ...string) (string, string, int) { return fwabRun(t, args...) },
 		h, []string{"--target", "fw1", "--targets", targets}, t.TempDir(), "offload.checksum=off")
@@ -88,7 +88,7 @@ func TestInjectionFakePfSense(t *testing.T) {
 
 	// Positive control: the same value, unquoted, does run on this shell
 	// and leaves its canary, so a clean check above means something.
-	sh, err := fwapi.DialSSH(t.Context(), fake.Config(t))
+	sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fwab/fwab/fwapi/fwapitest"
 	"github.com/fwab/fwab/store"
 )
 
@@ -125,7 +124,7 @@ func childPeakRSS(t *testing.T, env []string, args ...string) (int64, string) {
 // pfSense: every step is planned, peak memory stays flat, and in-process the
 // dry run leaves no goroutine or open file behind.
 func TestLoadPlan(t *testing.T) {
-	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, targets := labTarget(t, nil, true)
 	tf := strings.Replace(mustRead(t, targets), "fw1:", "lab:", 1)
 	if err := os.WriteFile(targets, []byte(tf), 0o600); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 // secrets are credentials a test hands fwab, by name. Each value is
@@ -134,8 +135,8 @@ func writeSecretFile(t *testing.T, dir, name, value string) string {
 	return path
 }
 
-// TestSecretsStayOutOfOutputs drives a fake pfSense that takes an SSH
-// password and a fake OPNsense that takes an API key and secret through
+// TestSecretsStayOutOfOutputs drives an emulated pfSense that takes an SSH
+// password and an emulated OPNsense that takes an API key and secret through
 // every command that reads them, at the most verbose log level, plus
 // commands that fail on a wrong password or secret, and searches every
 // output and every file fwab wrote for the credentials and the IPsec PSK a
@@ -152,16 +153,23 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 	out := t.TempDir()  // everything fwab writes
 	t.Setenv("XDG_STATE_HOME", filepath.Join(out, "state"))
 
-	pf := fwapitest.NewPfSense(t, fwapitest.MinimalPfSenseConfig)
-	pf.Password = sec["ssh password"]
-	opn := fwapitest.NewOPNsense(t, fwapitest.OPNsenseOptions{Key: sec["api key"], Secret: sec["api secret"]})
-	host, port := splitHostPort(t, pf.Addr)
+	pf := labtest.Start(t, labtest.Options{Password: sec["ssh password"]})
+	opn := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	opnTarget := opn.APITarget(t)
+	// The emulator makes its own API key and secret.
+	for name, file := range map[string]string{"api key": opnTarget.API.KeyFile, "api secret": opnTarget.API.SecretFile} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec[name] = strings.TrimSpace(string(data))
+	}
+	host, port := splitHostPort(t, pf.SSHAddr)
 	pfTarget := func(pwFile string) *fwapi.Target {
 		return &fwapi.Target{Flavor: "pfsense", Host: host, SSH: &fwapi.SSHSpec{
-			Port: port, User: "admin", PasswordFile: pwFile, KnownHosts: pf.KnownHostsFile(t),
+			Port: port, User: "admin", PasswordFile: pwFile, KnownHosts: pf.Target.SSH.KnownHosts,
 		}, Endpoints: fwapi.Endpoints{Client: fwapi.Endpoint{Addr: "198.18.1.10"}, Server: fwapi.Endpoint{Addr: "198.19.1.10"}}}
 	}
-	opnTarget := opn.Target()
 	badAPI := *opnTarget
 	badSpec := *opnTarget.API
 	badSpec.SecretFile = writeSecretFile(t, keep, "wrong-secret", "not-"+sec["api secret"][:8])

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/fwapi/fwapitest"
 )
 
 func TestTargetAddAndList(t *testing.T) {
@@ -70,7 +69,7 @@ func TestTargetAddAndList(t *testing.T) {
 }
 
 func TestTargetTest(t *testing.T) {
-	_, targets := labTarget(t, fwapitest.MinimalPfSenseConfig, true)
+	_, targets := labTarget(t, nil, true)
 	out, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets)
 	if code != exitOK || !strings.Contains(out, "target fw1: pfsense 2.7") {
 		t.Errorf("target test: exit %d, %q %q", code, out, stderr)

@@ -1,3 +1,7 @@
+// Package fwapitest holds what fwapi's tests share that is not a firewall:
+// the corpus of hostile values (shell and XML injections) that must never
+// run or break config.xml. Tests that need a firewall start the lab's
+// emulator (lab/labtest).
 package fwapitest
 
 import (

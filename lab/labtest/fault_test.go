@@ -1,0 +1,83 @@
+package labtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
+)
+
+// TestCommandFaults: each kind of CommandFault does what it says, only to
+// the lines it names, and Times runs out.
+func TestCommandFaults(t *testing.T) {
+	f := Start(t, Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "hostname", Exit: 3, Stdout: "odd\n", Stderr: "broken\n", Times: 1},
+		{On: "sleep 0", Delay: 300 * time.Millisecond},
+		{On: "rc.filter_configure_sync", Skip: true},
+	}}})
+	out, errOut, code := f.Run(t, "hostname", "")
+	if out != "odd\n" || errOut != "broken\n" || code != 3 {
+		t.Errorf("faulty hostname = %q, %q, %d; want the fault's answer", out, errOut, code)
+	}
+	if out, _, code = f.Run(t, "hostname", ""); code != 0 || out != "pfSense.lab.fwab.test\n" {
+		t.Errorf("hostname after its one fault = %q, %d; want the real answer", out, code)
+	}
+	start := time.Now()
+	if _, _, code = f.Run(t, "sleep 0", ""); code != 0 || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("sleep 0 = %d after %v, want it delayed by 300ms", code, time.Since(start))
+	}
+	f.ResetActions()
+	if _, _, code = f.Run(t, "/etc/rc.filter_configure_sync", ""); code != 0 || len(f.Actions()) != 0 {
+		t.Errorf("skipped filter reload = %d with actions %v, want success and nothing run", code, f.Actions())
+	}
+
+	f.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "cat > /tmp/x", Drop: true, DropAfter: 4}}})
+	c, err := fwapi.DialSSH(context.Background(), f.SSHConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _, _, err = c.Run(context.Background(), "cat > /tmp/x", strings.NewReader(strings.Repeat("data", 1000)))
+	if !errors.Is(err, fwapi.ErrConnectionLost) {
+		t.Errorf("a dropped command = %v, want the connection lost", err)
+	}
+	if out, _, code = f.Run(t, "echo still up", ""); code != 0 || out != "still up\n" {
+		t.Errorf("after a dropped connection = %q, %d; want new connections to work", out, code)
+	}
+}
+
+// TestRequestFaults: a RequestFault replaces or drops the API's answer for
+// its route only; Drop still runs the request.
+func TestRequestFaults(t *testing.T) {
+	f := Start(t, Options{Product: configxml.OPNsense})
+	tg := f.APITarget(t)
+	fw, err := fwapi.NewOPNsense(context.Background(), tg, nil, fwapi.OPNsenseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	f.SetFault(lab.Fault{Requests: []lab.RequestFault{
+		{Route: "POST /api/ids/service/reconfigure", Status: 500, Body: `{"errorMessage":"boom"}`},
+		{Route: "POST /api/firewall/filter/apply", Drop: true},
+	}})
+	f.ResetActions()
+	if err := fw.Apply(context.Background(), []configxml.Change{{Knob: "ids@lan", To: "ids", Action: configxml.ActionIDSRestart}}); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("Apply(ids) = %v, want the fault's 500", err)
+	}
+	if err := fw.Apply(context.Background(), []configxml.Change{{Knob: "rules@lan", To: "1", Action: configxml.ActionFilterReload}}); err == nil {
+		t.Errorf("Apply(rules) with the answer dropped succeeded")
+	}
+	want := []configxml.Action{configxml.ActionFilterReload}
+	if got := f.Actions(); len(got) != 1 || got[0] != want[0] {
+		t.Errorf("actions %v, want only the dropped request's filter reload (the 500 answered without running)", got)
+	}
+	// The emulator answers other routes itself.
+	if info, err := fw.Info(context.Background()); err != nil || info.Version == "" {
+		t.Errorf("Info with faults on other routes = %+v, %v", info, err)
+	}
+}

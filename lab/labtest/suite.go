@@ -1,0 +1,416 @@
+package labtest
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
+)
+
+// Versions are the product versions the knobs know, one release of each
+// series, as the emulator runs them.
+var Versions = []struct {
+	Product configxml.Flavor
+	Version string
+}{
+	{configxml.PfSense, "2.6.0-RELEASE"},
+	{configxml.PfSense, "2.7.2-RELEASE"},
+	{configxml.PfSense, "2.8.0-RELEASE"},
+	{configxml.OPNsense, "24.7.12"},
+	{configxml.OPNsense, "25.7.8"},
+	{configxml.OPNsense, "26.1.2"},
+	{configxml.OPNsense, "26.7.1"},
+}
+
+// Suite checks that fwapi's driver for a product drives the emulated
+// firewall correctly: each exported Test method is one test, run by Run
+// on a fresh emulator.
+type Suite struct {
+	// Options choose the emulated firewall.
+	Options Options
+	// Setup, when set, adjusts the options for each test (e.g. a fresh
+	// data plane on network namespaces).
+	Setup func(t *testing.T, o *Options)
+}
+
+// Run runs every Test method of the suite as a subtest.
+func (s *Suite) Run(t *testing.T) {
+	v := reflect.ValueOf(s)
+	n := 0
+	for i := range v.NumMethod() {
+		m := v.Type().Method(i)
+		if !strings.HasPrefix(m.Name, "Test") {
+			continue
+		}
+		test := v.Method(i).Interface().(func(*testing.T))
+		t.Run(strings.TrimPrefix(m.Name, "Test"), test)
+		n++
+	}
+	if n == 0 {
+		t.Fatal("the suite has no Test methods")
+	}
+}
+
+// fixture is one driver on one fresh emulator.
+type fixture struct {
+	*Firewall
+	fw fwapi.Firewall
+}
+
+func (s *Suite) start(t *testing.T) fixture {
+	t.Helper()
+	o := s.Options
+	if s.Setup != nil {
+		s.Setup(t, &o)
+	}
+	f := Start(t, o)
+	return fixture{Firewall: f, fw: f.Open(t)}
+}
+
+// unsupported are the actions the product does not have: Apply must refuse
+// them.
+func (f fixture) unsupported() []configxml.Action {
+	if f.Product() == configxml.OPNsense {
+		return []configxml.Action{configxml.ActionBlocklistUpdate}
+	}
+	return nil
+}
+
+// checkActions compares the service actions the emulator ran with want,
+// in which an interfaces action on OPNsense before 26.1 stands for a
+// reconfigure of each interface (the release has no reconfigure of all).
+func (f fixture) checkActions(t *testing.T, what string, want []configxml.Action) {
+	t.Helper()
+	if f.Product() == configxml.OPNsense && f.Version() < "26.1" {
+		var per []configxml.Action
+		for _, a := range want {
+			if a != configxml.ActionInterfaces {
+				per = append(per, a)
+				continue
+			}
+			for range f.interfaceKeys(t) {
+				per = append(per, lab.ActionInterfaceReconfigure)
+			}
+		}
+		want = per
+	}
+	if diff := cmp.Diff(want, f.Actions(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("%s: service actions mismatch (-want +got):\n%s", what, diff)
+	}
+}
+
+// interfaceKeys are the interfaces of the stored config.
+func (f fixture) interfaceKeys(t *testing.T) []configxml.Interface {
+	t.Helper()
+	c, err := configxml.LoadBytes(f.StoredConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Interfaces()
+}
+
+// TestInfo: Info names the product, a version, a hostname and the NICs.
+func (s *Suite) TestInfo(t *testing.T) {
+	f := s.start(t)
+	info, err := f.fw.Info(t.Context())
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	if info.Flavor != f.Product() {
+		t.Errorf("Info().Flavor = %q, want %q", info.Flavor, f.Product())
+	}
+	if info.Version == "" || info.Hostname == "" {
+		t.Errorf("Info() = %+v, want a version and a hostname", info)
+	}
+	if !strings.HasPrefix(info.Version, strings.TrimSuffix(f.Version(), "-RELEASE")) {
+		t.Errorf("Info().Version = %q, want the emulated %q", info.Version, f.Version())
+	}
+	if len(info.NICs) == 0 {
+		t.Errorf("Info().NICs is empty")
+	}
+	for _, n := range info.NICs {
+		if !fwapi.IsNIC(n) {
+			t.Errorf("Info().NICs has %q, which is not a physical NIC", n)
+		}
+	}
+}
+
+// TestConfigRoundTrip: WriteConfig stores exactly the bytes given, and
+// ReadConfig returns them; an empty config is refused.
+func (s *Suite) TestConfigRoundTrip(t *testing.T) {
+	f := s.start(t)
+	ctx := t.Context()
+	orig, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatalf("ReadConfig: %v", err)
+	}
+	if !bytes.Equal(orig, f.StoredConfig(t)) {
+		t.Fatalf("ReadConfig differs from the stored config")
+	}
+	variants := map[string][]byte{
+		"comment":           append(bytes.Clone(orig), "<!-- fwab suite -->\n"...),
+		"no final newline":  bytes.TrimRight(orig, "\n"),
+		"CRLF and odd text": bytes.ReplaceAll(append(bytes.Clone(orig), "<!-- it's $(reboot) `reboot`; \"q\" ünï -->\n"...), []byte("\n"), []byte("\r\n")),
+	}
+	for name, want := range variants {
+		if err := f.fw.WriteConfig(ctx, want, "suite: "+name); err != nil {
+			t.Fatalf("WriteConfig(%s): %v", name, err)
+		}
+		got, err := f.fw.ReadConfig(ctx)
+		if err != nil {
+			t.Fatalf("ReadConfig after %s: %v", name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("ReadConfig after WriteConfig(%s) differs:\n%s", name, cmp.Diff(string(want), string(got)))
+		}
+		if stored := f.StoredConfig(t); !bytes.Equal(stored, want) {
+			t.Errorf("stored config after WriteConfig(%s) differs:\n%s", name, cmp.Diff(string(want), string(stored)))
+		}
+	}
+	if err := f.fw.WriteConfig(ctx, orig, "suite: restore"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.StoredConfig(t), orig) {
+		t.Errorf("stored config after restoring differs from the original")
+	}
+	if err := f.fw.WriteConfig(ctx, nil, "suite: empty"); err == nil {
+		t.Errorf("WriteConfig(empty) = nil error, want a refusal")
+	}
+	if !bytes.Equal(f.StoredConfig(t), orig) {
+		t.Errorf("a refused WriteConfig changed the stored config")
+	}
+}
+
+// TestApplyEachAction: each action runs exactly its service action, and
+// an action the product lacks is refused.
+func (s *Suite) TestApplyEachAction(t *testing.T) {
+	f := s.start(t)
+	cases := []configxml.Change{
+		{Knob: "rules@lan", From: "0", To: "10", Action: configxml.ActionFilterReload},
+		{Knob: "nat.outbound", From: "automatic", To: "hybrid", Action: configxml.ActionFilterReload},
+		{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces},
+		{Knob: "ids@lan", From: "off", To: "ids", Action: configxml.ActionIDSRestart},
+		{Knob: "ipsec@site", From: "none", To: "aes128gcm16", Action: configxml.ActionIPsecRestart},
+		{Knob: "blocklist", From: "off", To: "on", Action: configxml.ActionBlocklistUpdate},
+	}
+	for _, c := range cases {
+		f.ResetActions()
+		err := f.fw.Apply(t.Context(), []configxml.Change{c})
+		if slices.Contains(f.unsupported(), c.Action) {
+			if err == nil {
+				t.Errorf("Apply(%s) = nil error, want a refusal: the product has no %s", c.Knob, c.Action)
+			}
+			f.checkActions(t, "refused Apply("+c.Knob+")", nil)
+			continue
+		}
+		if err != nil {
+			t.Errorf("Apply(%s): %v", c.Knob, err)
+			continue
+		}
+		f.checkActions(t, "Apply("+c.Knob+")", []configxml.Action{c.Action})
+	}
+}
+
+// TestApplyRunsEachActionOnceInOrder: interfaces before the filter before
+// the IDS, each once; firmware is refused (it goes through Upgrade).
+func (s *Suite) TestApplyRunsEachActionOnceInOrder(t *testing.T) {
+	f := s.start(t)
+	changes := []configxml.Change{
+		{Knob: "ids@lan", From: "off", To: "ips-inline", Action: configxml.ActionIDSRestart},
+		{Knob: "rules@lan", From: "0", To: "10", Action: configxml.ActionFilterReload},
+		{Knob: "offload.tso", From: "on", To: "off", Action: configxml.ActionInterfaces},
+		{Knob: "rules@wan", From: "0", To: "5", Action: configxml.ActionFilterReload},
+		{Knob: "offload.lro", From: "on", To: "off", Action: configxml.ActionInterfaces},
+	}
+	f.ResetActions()
+	if err := f.fw.Apply(t.Context(), changes); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	f.checkActions(t, "Apply", []configxml.Action{configxml.ActionInterfaces, configxml.ActionFilterReload, configxml.ActionIDSRestart})
+	f.ResetActions()
+	if err := f.fw.Apply(t.Context(), []configxml.Change{{Knob: "firmware", To: "9.9", Action: configxml.ActionFirmware}}); err == nil {
+		t.Errorf("Apply(firmware) = nil error, want a refusal (firmware goes through Upgrade)")
+	}
+	f.checkActions(t, "refused Apply", nil)
+}
+
+// TestRuntimeStateFollowsOffloadApply: after an offload change and its
+// apply, ifconfig on every NIC shows the new state.
+func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
+	f := s.start(t)
+	ctx := t.Context()
+	info, err := f.fw.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"off", "on", "off"} {
+		data, err := f.fw.ReadConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := configxml.LoadBytes(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set("offload.checksum", to); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fw.WriteConfig(ctx, c.Bytes(), "suite: checksum "+to); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "offload.checksum", To: to, Action: configxml.ActionInterfaces}}); err != nil {
+			t.Fatalf("Apply(checksum %s): %v", to, err)
+		}
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		for _, nic := range info.NICs {
+			i, ok := st.Interfaces[nic]
+			if !ok {
+				t.Errorf("RuntimeState has no interface %s", nic)
+				continue
+			}
+			if got := fwapi.OffloadState(i, "offload.checksum"); got != to {
+				t.Errorf("after checksum %s, %s shows checksum offload %s (options %v)", to, nic, got, i.Options)
+			}
+		}
+		if st.FilterRules <= 0 {
+			t.Errorf("RuntimeState().FilterRules = %d, want > 0", st.FilterRules)
+		}
+		if st.Version == "" {
+			t.Errorf("RuntimeState().Version is empty")
+		}
+	}
+}
+
+// TestMetricsSane: CPU and memory are percentages, the time is now.
+func (s *Suite) TestMetricsSane(t *testing.T) {
+	f := s.start(t)
+	m, err := f.fw.Metrics(t.Context())
+	if err != nil {
+		t.Fatalf("Metrics: %v", err)
+	}
+	inRange := func(v float64) bool { return v >= 0 && v <= 100 }
+	if !inRange(m.CPUPercent) || !inRange(m.MemUsedPct) || m.MemUsedPct == 0 {
+		t.Errorf("Metrics() = %+v: CPU and memory must be percentages, memory above 0", m)
+	}
+	for i, p := range m.PerCPU {
+		if !inRange(p) {
+			t.Errorf("Metrics().PerCPU[%d] = %v", i, p)
+		}
+	}
+	if m.MbufsInUse < 0 || m.TempCelsius < 0 || m.TempCelsius > 150 {
+		t.Errorf("Metrics() = %+v", m)
+	}
+	if d := time.Since(m.Time); d < 0 || d > time.Minute {
+		t.Errorf("Metrics().Time = %v, want now", m.Time)
+	}
+}
+
+// guard is the driver's fwapi.Guard; every driver has one.
+func (f fixture) guard(t *testing.T) fwapi.Guard {
+	t.Helper()
+	g, ok := f.fw.(fwapi.Guard)
+	if !ok {
+		t.Fatalf("%T does not implement fwapi.Guard", f.fw)
+	}
+	return g
+}
+
+// TestLockRefusesSecondWriter: a second Lock names the holder; only the
+// holder unlocks.
+func (s *Suite) TestLockRefusesSecondWriter(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	a := fwapi.LockOwner{Owner: "alice@ws1", PID: 4242, Time: time.Now(), Token: "a1"}
+	b := fwapi.LockOwner{Owner: "bob@ws2", PID: 777, Time: time.Now(), Token: "b2"}
+	if err := g.Lock(ctx, a); err != nil {
+		t.Fatalf("Lock(alice): %v", err)
+	}
+	err := g.Lock(ctx, b)
+	var locked *fwapi.LockedError
+	if !errors.As(err, &locked) {
+		t.Fatalf("second Lock = %v, want *fwapi.LockedError", err)
+	}
+	if !strings.Contains(err.Error(), "alice@ws1") || !strings.Contains(err.Error(), "pid=4242") {
+		t.Errorf("second Lock error %q does not name the holder alice@ws1 pid=4242", err)
+	}
+	if err := g.Unlock(ctx, b); err == nil {
+		t.Errorf("Unlock by a non-holder = nil error, want a refusal")
+	}
+	if err := g.Unlock(ctx, a); err != nil {
+		t.Fatalf("Unlock(alice): %v", err)
+	}
+	if err := g.Lock(ctx, b); err != nil {
+		t.Fatalf("Lock(bob) after alice unlocked: %v", err)
+	}
+	if err := g.Unlock(ctx, b); err != nil {
+		t.Fatalf("Unlock(bob): %v", err)
+	}
+}
+
+// TestRollbackFiresUnlessDisarmed: a disarmed rollback leaves the change;
+// an armed one restores the previous config by itself.
+func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	prev, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
+	}
+	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Disarm(ctx); err != nil {
+		t.Fatalf("Disarm: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if !bytes.Equal(f.StoredConfig(t), changed) {
+		t.Errorf("a disarmed rollback still restored the config")
+	}
+	if fired, _, err := g.RollbackFired(ctx); err != nil || fired {
+		t.Errorf("RollbackFired() = %v, %v after Disarm, want false", fired, err)
+	}
+
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !bytes.Equal(f.StoredConfig(t), prev) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Equal(f.StoredConfig(t), prev) {
+		t.Fatalf("the armed rollback did not restore the previous config within 10s")
+	}
+	var fired bool
+	for time.Now().Before(deadline) {
+		if fired, _, err = g.RollbackFired(ctx); err != nil || fired {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !fired || err != nil {
+		t.Errorf("RollbackFired() = %v, %v after the rollback ran, want true", fired, err)
+	}
+}

@@ -1,0 +1,102 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+)
+
+// RecordingDataPlane is a DataPlane that keeps what the emulator applies in
+// memory instead of programming nftables, ethtool and tc, so the emulator
+// runs without root or namespaces. Tests that need a firewall use it.
+type RecordingDataPlane struct {
+	mu       sync.Mutex
+	script   string
+	offloads map[string]Offloads
+	shapes   map[string]float64
+	resets   int
+	measured int
+	// up and down are what MeasureMbit reports per direction.
+	up, down float64
+}
+
+// NewRecordingDataPlane returns a recording data plane whose measured
+// goodput is 1000 Mbit/s up and 800 down.
+func NewRecordingDataPlane() *RecordingDataPlane {
+	return &RecordingDataPlane{offloads: map[string]Offloads{}, shapes: map[string]float64{}, up: 1000, down: 800}
+}
+
+// Script is the nftables script last loaded.
+func (d *RecordingDataPlane) Script() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.script
+}
+
+func (d *RecordingDataPlane) LoadRuleset(_ context.Context, script string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.script = script
+	return nil
+}
+
+func (d *RecordingDataPlane) Listing(context.Context) (string, error) {
+	return d.Script(), nil
+}
+
+func (d *RecordingDataPlane) SetElements(_ context.Context, set string) ([]string, error) {
+	return setElements(d.Script(), set), nil
+}
+
+func (d *RecordingDataPlane) SetOffloads(_ context.Context, veth string, o Offloads) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.offloads[veth] = o
+	return nil
+}
+
+func (d *RecordingDataPlane) Offloads(_ context.Context, veth string) (Offloads, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.offloads[veth], nil
+}
+
+func (d *RecordingDataPlane) Link(_ context.Context, veth string) (Link, error) {
+	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.1.1/24")}}, nil
+}
+
+func (d *RecordingDataPlane) Shape(_ context.Context, veth string, rate float64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.shapes[veth] = rate
+	return nil
+}
+
+func (d *RecordingDataPlane) Reset(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.script = ""
+	d.shapes = map[string]float64{}
+	d.resets++
+	return nil
+}
+
+func (d *RecordingDataPlane) StateCount(context.Context) (int, error) { return 7, nil }
+
+// MeasureMbit reports the configured goodput; measuring with a cap still
+// on is an error, as it would measure the cap.
+func (d *RecordingDataPlane) MeasureMbit(_ context.Context, reverse bool) (float64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.measured++
+	for _, s := range d.shapes {
+		if s != 0 {
+			return 0, fmt.Errorf("measured with the caps still on: %v", d.shapes)
+		}
+	}
+	if reverse {
+		return d.down, nil
+	}
+	return d.up, nil
+}
