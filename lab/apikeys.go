@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // Files of the OPNsense lab's API, in the lab folder.
@@ -48,13 +50,13 @@ func ensureAPICert(dir string) (tls.Certificate, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, apiCAFile), caPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, apiCAFile), caPEM, 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(certPath, certPEM, 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
@@ -140,7 +142,7 @@ func ensureAPICredentials(dir string) (APICredentials, error) {
 			if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
 				return APICredentials{}, err
 			}
-			if err := writeFileAtomic(f.path, data, 0o600); err != nil {
+			if err := atomicfile.WriteFile(f.path, data, 0o600); err != nil {
 				return APICredentials{}, err
 			}
 		} else if err != nil {

@@ -1,10 +1,7 @@
 package lab
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,9 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // labConfig returns the factory config with edit applied to its tree.
 func labConfig(t *testing.T, edit func(root *etree.Element)) *configxml.Config {
@@ -169,19 +165,7 @@ func TestBuildRulesetGolden(t *testing.T) {
 			for _, s := range rs.Skipped {
 				fmt.Fprintf(&b, "# skipped: %s\n", s)
 			}
-			golden := filepath.Join("testdata", "ruleset-"+tt.name+".nft")
-			if *update {
-				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./lab -run TestBuildRulesetGolden -update)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("BuildRuleset(%s) differs from %s (-want +got):\n%s", tt.name, golden, diff)
-			}
+			golden.File(t, "ruleset-"+tt.name+".nft", []byte(b.String()))
 			again, _ := BuildRuleset(root, RulesetOptions{Ports: topo.Ports(), Blocklist: tt.blocklist, BlocklistSize: 4})
 			if again.Script != rs.Script {
 				t.Errorf("BuildRuleset(%s) is not deterministic", tt.name)

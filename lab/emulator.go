@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 //go:embed assets/config.xml
@@ -130,7 +131,7 @@ func (e *Emulator) Init() error {
 		}
 	}
 	if _, err := os.Stat(e.path("/conf/config.xml")); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileAtomic(e.path("/conf/config.xml"), FactoryConfig(e.flavor()), 0o644); err != nil {
+		if err := atomicfile.WriteFile(e.path("/conf/config.xml"), FactoryConfig(e.flavor()), 0o644); err != nil {
 			return err
 		}
 	}
@@ -182,12 +183,12 @@ func (e *Emulator) writeVersion(p Profile) error {
 		if err != nil {
 			return err
 		}
-		return writeFileAtomic(e.path(opnVersionFile), append(meta, '\n'), 0o644)
+		return atomicfile.WriteFile(e.path(opnVersionFile), append(meta, '\n'), 0o644)
 	}
-	if err := writeFileAtomic(e.path("/etc/version"), []byte(p.Version+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(e.path("/etc/version"), []byte(p.Version+"\n"), 0o644); err != nil {
 		return err
 	}
-	return writeFileAtomic(e.path("/etc/version.patch"), []byte("0\n"), 0o644)
+	return atomicfile.WriteFile(e.path("/etc/version.patch"), []byte("0\n"), 0o644)
 }
 
 // Version is the running firmware version (/etc/version on pfSense,
@@ -289,7 +290,7 @@ func (e *Emulator) restoreAtBoot() error {
 		data = b
 	}
 	e.logger().Warn("boot: restored config.xml", "from", map[bool]string{true: "/conf/backup/" + best, false: "factory default"}[best != ""])
-	return writeFileAtomic(e.path("/conf/config.xml"), data, 0o644)
+	return atomicfile.WriteFile(e.path("/conf/config.xml"), data, 0o644)
 }
 
 // configForApply reads the config the way pfSense 2.7's parse_config()
@@ -316,7 +317,7 @@ func (e *Emulator) configBytesForApply() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeFileAtomic(cache, data, 0o600); err != nil {
+		if err := atomicfile.WriteFile(cache, data, 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -438,7 +439,7 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 		return err
 	}
 	if b, err := json.MarshalIndent(st, "", "  "); err == nil {
-		_ = writeFileAtomic(state, append(b, '\n'), 0o644)
+		_ = atomicfile.WriteFile(state, append(b, '\n'), 0o644)
 	}
 	e.logger().Info("firmware slowdown", "version", p.Version, "percent", s.Percent, "tracking", st.Tracking,
 		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "up_samples", st.UpSamples, "down_samples", st.DownSamples,
@@ -781,30 +782,6 @@ func (c *cutReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.left -= n
 	return n, err
-}
-
-// writeFileAtomic writes via a temporary file, fsync and rename.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), perm); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // procTable holds the emulator's background processes (daemon(8)).

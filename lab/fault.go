@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // faultFile in the lab folder switches injected faults on and off; the
@@ -119,7 +121,7 @@ func SetFault(dir string, f Fault) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, faultFile), data, 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, faultFile), data, 0o644)
 }
 
 // readFault reads the fault file; no file means no fault.

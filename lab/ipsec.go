@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // IPsec in the lab: one strongSwan charon in the DUT namespace, configured
@@ -311,10 +312,10 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 				return err
 			}
 		}
-		if err := writeFileAtomic(filepath.Join(d, "strongswan.conf"), strongswanConf(d), 0o600); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(d, "strongswan.conf"), strongswanConf(d), 0o600); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(d, "swanctl.conf"), conf, 0o600); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(d, "swanctl.conf"), conf, 0o600); err != nil {
 			return err
 		}
 		if side == "dut" && s.FirewallRoot != "" {
@@ -322,7 +323,7 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return err
 			}
-			if err := writeFileAtomic(p, conf, 0o600); err != nil {
+			if err := atomicfile.WriteFile(p, conf, 0o600); err != nil {
 				return err
 			}
 		}
@@ -391,7 +392,7 @@ func (s *StrongSwan) start(ctx context.Context, side string) error {
 		s.charon = map[string]*charonProc{}
 	}
 	s.charon[side] = p
-	if err := writeFileAtomic(filepath.Join(d, "charon.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(d, "charon.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -586,7 +587,7 @@ func writeTunnelPSK(dir string) error {
 	}
 	for _, t := range c.Tunnels() {
 		if t.PSK != "" {
-			return writeFileAtomic(filepath.Join(dir, tunnelPSKFile), []byte(t.PSK+"\n"), 0o600)
+			return atomicfile.WriteFile(filepath.Join(dir, tunnelPSKFile), []byte(t.PSK+"\n"), 0o600)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/golden"
 )
 
 // ipsecConfig is the factory config with knobs set (product 2.6.0 so that
@@ -105,19 +106,7 @@ func TestSwanctlConfGolden(t *testing.T) {
 			if strings.Contains(got, tun.PSK) {
 				t.Errorf("swanctl.conf carries the PSK in clear; want it base64 (0s…)")
 			}
-			golden := filepath.Join("testdata", "swanctl-"+tt.value+".conf")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./lab -run TestSwanctlConfGolden -update)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("swanctl.conf for %s differs from %s (-want +got):\n%s", tt.value, golden, diff)
-			}
+			golden.File(t, "swanctl-"+tt.value+".conf", []byte(got))
 		})
 	}
 }

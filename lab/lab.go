@@ -25,6 +25,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // DefaultDir is where the lab keeps its state.
@@ -210,7 +211,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(o.Dir, profilesFile), raw, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(o.Dir, profilesFile), raw, 0o644); err != nil {
 		return nil, err
 	}
 	if err := writeTunnelPSK(o.Dir); err != nil {
@@ -230,7 +231,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules}
 	data, _ := json.MarshalIndent(st, "", "  ")
-	if err := writeFileAtomic(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
 	}
 	if err := startDaemon(ctx, o); err != nil {
@@ -308,7 +309,7 @@ func startDaemon(ctx context.Context, o Options) error {
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release()
-	return writeFileAtomic(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	return atomicfile.WriteFile(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
 // waitReady waits for the daemon to record its SSH address (and, for
@@ -495,14 +496,14 @@ func ensureKey(path string) (ssh.Signer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
 		return nil, err
 	}
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
 		return nil, err
 	}
-	return signer, writeFileAtomic(path+".pub", ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644)
+	return signer, atomicfile.WriteFile(path+".pub", ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644)
 }
 
 func writeKnownHosts(dir, addr string) error {
@@ -511,7 +512,7 @@ func writeKnownHosts(dir, addr string) error {
 		return err
 	}
 	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, host.PublicKey())
-	return writeFileAtomic(filepath.Join(dir, knownHostFile), []byte(line+"\n"), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, knownHostFile), []byte(line+"\n"), 0o644)
 }
 
 func writeTarget(o Options, st *State) error {
@@ -628,7 +629,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		defer stmu.Unlock()
 		*field = a.String()
 		data, _ := json.MarshalIndent(st, "", "  ")
-		if err := writeFileAtomic(filepath.Join(dir, stateFile), data, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, stateFile), data, 0o644); err != nil {
 			logger.Error("record "+what+" address", "err", err)
 		}
 		logger.Info(what+" listening", "addr", a.String())

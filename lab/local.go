@@ -19,6 +19,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // This file is the emulator's side for tests and tools that need a
@@ -143,14 +144,14 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 	}
 	if o.Password != "" {
 		e.PasswordFile = filepath.Join(dir, PasswordFile)
-		if err := writeFileAtomic(e.PasswordFile, []byte(o.Password+"\n"), 0o600); err != nil {
+		if err := atomicfile.WriteFile(e.PasswordFile, []byte(o.Password+"\n"), 0o600); err != nil {
 			return nil, err
 		}
 	}
 	if err := e.Init(); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(e.path("/conf/config.xml"), config, 0o644); err != nil {
+	if err := atomicfile.WriteFile(e.path("/conf/config.xml"), config, 0o644); err != nil {
 		return nil, err
 	}
 	i := slices.IndexFunc(profiles, func(p Profile) bool { return p.Version == version })

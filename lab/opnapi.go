@@ -23,6 +23,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // APICredentials are the OPNsense API key and secret the emulator accepts
@@ -682,10 +683,10 @@ func (e *Emulator) editConfig(who string, edit func(doc *etree.Document) error) 
 		return err
 	}
 	backup := e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000))
-	if err := writeFileAtomic(backup, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(backup, data, 0o644); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, out, 0o644)
+	return atomicfile.WriteFile(path, out, 0o644)
 }
 
 // modelField is one field of an MVC model the API reads and writes:

@@ -21,6 +21,8 @@ import (
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/interp"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // call is one command invocation inside the emulated shell.
@@ -351,7 +353,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(dst, data, fi.Mode().Perm())
+	return atomicfile.WriteFile(dst, data, fi.Mode().Perm())
 }
 
 // target resolves cp/mv's destination: into a directory keeps the name.
@@ -884,7 +886,7 @@ func (e *Emulator) cmdDaemon(ctx context.Context, c *call) error {
 			e.procs.remove(p.pid)
 			return c.fail("daemon", pidfile, err)
 		}
-		if err := writeFileAtomic(hostPid, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
+		if err := atomicfile.WriteFile(hostPid, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
 			cancel()
 			e.procs.remove(p.pid)
 			return c.fail("daemon", pidfile, err)
