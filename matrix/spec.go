@@ -262,6 +262,18 @@ func yamlErr(err error) error {
 // Hash is the SHA-256 of the spec's bytes, recorded with every run.
 func (s *Spec) Hash() string { return s.hash }
 
+// DefaultSeed is the seed a plan of this spec uses when neither the spec
+// nor the command line gives one: taken from the spec's hash, so that the
+// plan a dry run prints is the plan the sweep runs.
+func (s *Spec) DefaultSeed() uint64 {
+	b, _ := hex.DecodeString(s.hash[:16])
+	var seed uint64
+	for _, c := range b {
+		seed = seed<<8 | uint64(c)
+	}
+	return seed >> 1
+}
+
 // Raw is the spec as written.
 func (s *Spec) Raw() []byte { return s.raw }
 

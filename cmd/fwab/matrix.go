@@ -27,6 +27,7 @@ type matrixOptions struct {
 	targetFlags
 	file, config, product string
 	seed                  uint64
+	seedSet               bool
 	json                  bool
 }
 
@@ -34,7 +35,7 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 	addTargetFlags(cmd, &o.targetFlags)
 	cmd.Flags().StringVar(&o.config, "config", "", "check against this config.xml instead of the target's (offline)")
 	cmd.Flags().StringVar(&o.product, "product", "", "the product version the target runs; default: inferred from the config")
-	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed for the randomized order (a spec's own seed wins)")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: from the spec's hash, as sweep uses; a spec's own seed wins)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 }
 
@@ -49,6 +50,9 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 	f.Close()
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+	}
+	if !o.seedSet {
+		o.seed = spec.DefaultSeed()
 	}
 	var cfg *configxml.Config
 	switch {
@@ -102,6 +106,7 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
+			o.seedSet = cmd.Flags().Changed("seed")
 			plan, err := loadPlan(cmd.Context(), io, o)
 			if err != nil {
 				return err
@@ -126,6 +131,7 @@ func newMatrixPlanCmd(io *streams) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
+			o.seedSet = cmd.Flags().Changed("seed")
 			plan, err := loadPlan(cmd.Context(), io, o)
 			if err != nil {
 				return err

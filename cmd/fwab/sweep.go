@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +28,11 @@ type sweepOptions struct {
 	file     string
 	db       string
 	dryRun   bool
+	config   string // --dry-run against this config.xml: no firewall
+	product  string
 	resume   int64
 	seed     uint64
+	seedSet  bool
 	progress bool
 }
 
@@ -48,10 +49,12 @@ func newSweepCmd(io *streams) *cobra.Command {
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
-			if !cmd.Flags().Changed("seed") {
-				var b [8]byte
-				rand.Read(b[:])
-				o.seed = binary.LittleEndian.Uint64(b[:]) >> 1
+			o.seedSet = cmd.Flags().Changed("seed")
+			if o.config != "" && !o.dryRun {
+				return usageErrorf("--config plans against a file: it goes with --dry-run (a sweep reads the firewall's own config)")
+			}
+			if o.product != "" && o.config == "" {
+				return usageErrorf("--product goes with --dry-run --config FILE (a sweep asks the firewall its version)")
 			}
 			return runSweep(cmd.Context(), io, o)
 		},
@@ -61,7 +64,9 @@ func newSweepCmd(io *streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.db, "db", store.DefaultPath(), "the results database")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, each step's changes and the estimated duration; change nothing")
 	cmd.Flags().Int64Var(&o.resume, "resume", 0, "continue the interrupted run `RUN`")
-	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: random, recorded with the run)")
+	cmd.Flags().StringVar(&o.config, "config", "", "with --dry-run: plan against this config.xml, with no firewall at all")
+	cmd.Flags().StringVar(&o.product, "product", "", "with --dry-run --config: the product version the firewall runs (default: inferred from the config)")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: from the spec's hash, so a dry run shows the order that runs; recorded with the run)")
 	cmd.Flags().BoolVar(&o.progress, "progress", true, "show progress bars on a terminal")
 	return cmd
 }
@@ -115,19 +120,28 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if w.spec, err = loadSweepSpec(w.o); err != nil {
 		return err
 	}
-	// A resumed run keeps its spec and seed.
-	if w.o.resume != 0 {
-		if w.st, err = openResumed(ctx, w.o, w.spec); err != nil {
+	if !w.o.seedSet {
+		w.o.seed = w.spec.DefaultSeed()
+	}
+	// The results database first: a bad --db fails before the firewall
+	// is contacted. A resumed run keeps its spec and seed; a dry run
+	// only reads.
+	if err := w.openStore(ctx); err != nil {
+		return err
+	}
+	if w.o.config != "" {
+		// Offline: plan against a file, no firewall at all.
+		if w.fc.config, err = loadConfigFile(ctx, w.io, w.o.config, w.o.product); err != nil {
 			return err
 		}
-		w.closers = append(w.closers, func() { w.st.Close() })
-	}
-	if w.t, w.fw, err = w.o.open(ctx, w.io); err != nil {
-		return err
-	}
-	w.closers = append(w.closers, func() { w.fw.Close() })
-	if w.fc, err = readFirewall(ctx, w.io, w.fw); err != nil {
-		return err
+	} else {
+		if w.t, w.fw, err = w.o.open(ctx, w.io); err != nil {
+			return err
+		}
+		w.closers = append(w.closers, func() { w.fw.Close() })
+		if w.fc, err = readFirewall(ctx, w.io, w.fw); err != nil {
+			return err
+		}
 	}
 	if w.psk, err = tunnelPSK(w.spec); err != nil {
 		return err
@@ -148,12 +162,26 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if w.power, err = preflight(ctx, w.o, w.spec, client, server); err != nil {
 		return err
 	}
-	if w.st == nil {
-		if w.st, err = openNewStore(ctx, w.o.db); err != nil {
-			return err
-		}
-		w.closers = append(w.closers, func() { w.st.Close() })
+	return nil
+}
+
+// openStore opens the results database: the run to resume (read-only for
+// a dry run), or for a new run the database it will go to (none for a dry
+// run, which writes nothing).
+func (w *sweepWiring) openStore(ctx context.Context) error {
+	var err error
+	switch {
+	case w.o.resume != 0:
+		w.st, err = openResumed(ctx, w.o, w.spec)
+	case w.o.dryRun:
+		return nil
+	default:
+		w.st, err = openNewStore(ctx, w.o.db)
 	}
+	if err != nil {
+		return err
+	}
+	w.closers = append(w.closers, func() { w.st.Close() })
 	return nil
 }
 
@@ -166,8 +194,8 @@ func (w *sweepWiring) run() *matrix.Run {
 		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
 		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
 			probes := len(w.spec.ProbeRuns())
-			fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; about %s; results in %s\n",
-				id, len(plan.Points), w.spec.Repeats, probes, plan.Estimate().Round(time.Minute), o.db)
+			fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; seed %d; about %s; results in %s\n",
+				id, len(plan.Points), w.spec.Repeats, probes, plan.Seed, plan.Estimate().Round(time.Minute), o.db)
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
@@ -223,7 +251,7 @@ func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
 	if o.target == "" {
 		o.target = spec.Target
 	}
-	if o.target == "" {
+	if o.target == "" && o.config == "" {
 		return nil, usageErrorf("%s names no target: add target: NAME to it or pass --target", o.file)
 	}
 	return spec, nil
@@ -232,8 +260,19 @@ func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
 // openResumed opens the results database of a run to resume, checks the
 // run against spec and takes its seed.
 func openResumed(ctx context.Context, o *sweepOptions, spec *matrix.Spec) (*store.Store, error) {
-	st, err := store.Open(ctx, o.db)
-	if err != nil {
+	// The run must exist: a mistyped --db is not a new, empty database.
+	st, err := openResults(ctx, o.db)
+	if err != nil && !errors.Is(err, store.ErrOlderSchema) {
+		return nil, err
+	}
+	if !o.dryRun {
+		if st != nil {
+			st.Close()
+		}
+		if st, err = store.Open(ctx, o.db); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	r, err := matrix.CheckResume(ctx, st, o.resume, spec)
@@ -252,9 +291,13 @@ func openResumed(ctx context.Context, o *sweepOptions, spec *matrix.Spec) (*stor
 // directory.
 func openNewStore(ctx context.Context, path string) (*store.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
+		return nil, usageErrorf("results database: %w", err)
 	}
-	return store.Open(ctx, path)
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		return nil, usageError{err} // a bad --db is bad input, found before the firewall is touched
+	}
+	return st, nil
 }
 
 // firewallConfig is what a sweep reads from the firewall before planning.
