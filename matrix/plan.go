@@ -280,8 +280,54 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 		}
 		p.Start = append(p.Start, KnobValue{kv.Knob, v})
 	}
+	if err := p.lintPoints(cfg); err != nil {
+		return nil, err
+	}
 	p.order()
 	return p, nil
+}
+
+// lintPoints refuses a plan with a point whose config breaks an
+// error-level lint rule the spec does not allow (allow: [FWAB001]): a sweep
+// would push that config to the firewall. Findings the firewall's config
+// already has are not the points' doing and do not count.
+func (p *Plan) lintPoints(cfg *configxml.Config) error {
+	base := cfg.Bytes()
+	existing := map[string]bool{}
+	for _, f := range configxml.Lint(cfg) {
+		existing[f.Rule+"\x00"+f.Message] = true
+	}
+	var bad []string
+	for _, pt := range p.Points {
+		c, err := configxml.LoadBytes(base)
+		if err != nil {
+			return err
+		}
+		if err := c.SetProduct(cfg.Product().Version); err != nil && !cfg.Product().Inferred {
+			return err
+		}
+		if p.Spec.Tunnel != nil {
+			c.DefineTunnel(p.Spec.Tunnel.spec(""))
+		}
+		if err := c.SetAll(pt.Assignments()); err != nil {
+			return &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
+		}
+		for _, f := range configxml.Lint(c) {
+			if f.Severity != configxml.SeverityError || existing[f.Rule+"\x00"+f.Message] || slices.Contains(p.Spec.Allow, f.Rule) {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("point %d (%s): %s %s: %s", pt.Index, pt.Key(), f.Rule, f.Name, f.Message))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	const shown = 5
+	msg := strings.Join(bad[:min(shown, len(bad))], "\n  ")
+	if len(bad) > shown {
+		msg += fmt.Sprintf("\n  … and %d more", len(bad)-shown)
+	}
+	return &SpecError{Msg: fmt.Sprintf("%d point configs break a lint rule; a sweep would push them to the firewall:\n  %s\nfix the axes or constraints, or add allow: [RULE] to the spec to measure them on purpose", len(bad), msg)}
 }
 
 // order lays out the steps: every point once per round.

@@ -36,6 +36,7 @@ type Spec struct {
 	Settle      Settle       `yaml:"settle"`
 	Power       *PowerSpec   `yaml:"power"`
 	Tunnel      *TunnelSpec  `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow       []string     `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 
 	hash string
 	raw  []byte
@@ -407,6 +408,11 @@ func (s *Spec) check() error {
 			if l < 16 || l > 65507 {
 				return &SpecError{Msg: fmt.Sprintf("probe %s: length %d is outside 16..65507 bytes", p.Name, l)}
 			}
+		}
+	}
+	for _, id := range s.Allow {
+		if !slices.ContainsFunc(configxml.LintRules, func(r configxml.LintRule) bool { return r.ID == id }) {
+			return &SpecError{Msg: fmt.Sprintf("allow: %s is no lint rule (fwab config lint --help lists them)", id)}
 		}
 	}
 	// What iperf3 and the power meter would refuse is refused here, so that
