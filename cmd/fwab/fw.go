@@ -221,6 +221,7 @@ func runFwPull(ctx context.Context, io *streams, f *targetFlags, out string) err
 
 func newFwPushCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
+	var diff bool
 	cmd := &cobra.Command{
 		Use:   "push FILE --target NAME",
 		Short: "Replace the firewall's config.xml with FILE, apply what changed, verify, keep it",
@@ -237,16 +238,18 @@ func newFwPushCmd(io *streams) *cobra.Command {
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
 			}
-			return runFwChange(cmd.Context(), io, f, func(*configxml.Config) (*configxml.Config, error) { return next, nil })
+			return runFwChange(cmd.Context(), io, f, diff, func(*configxml.Config) (*configxml.Config, error) { return next, nil })
 		},
 	}
 	addTargetFlags(cmd, f)
 	addRollbackFlag(cmd, f)
+	cmd.Flags().BoolVar(&diff, "diff", false, "print what would change on the firewall, from its current config; write nothing")
 	return cmd
 }
 
 func newFwApplyCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
+	var diff bool
 	cmd := &cobra.Command{
 		Use:   "apply KNOB=VALUE... --target NAME",
 		Short: "Set knobs on the firewall's config, apply them, verify, keep them",
@@ -260,7 +263,7 @@ func newFwApplyCmd(io *streams) *cobra.Command {
 					return usageError{err}
 				}
 			}
-			return runFwChange(cmd.Context(), io, f, func(cur *configxml.Config) (*configxml.Config, error) {
+			return runFwChange(cmd.Context(), io, f, diff, func(cur *configxml.Config) (*configxml.Config, error) {
 				next, err := configxml.LoadBytes(cur.Bytes())
 				if err != nil {
 					return nil, err
@@ -277,10 +280,11 @@ func newFwApplyCmd(io *streams) *cobra.Command {
 	}
 	addTargetFlags(cmd, f)
 	addRollbackFlag(cmd, f)
+	cmd.Flags().BoolVar(&diff, "diff", false, "print what would change on the firewall, from its current config; write nothing")
 	return cmd
 }
 
-func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
+func runFwChange(ctx context.Context, io *streams, f *targetFlags, diff bool, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
 	t, fw, err := f.open(ctx, io)
 	if err != nil {
 		return err
@@ -289,6 +293,9 @@ func runFwChange(ctx context.Context, io *streams, f *targetFlags, edit func(cur
 	info, err := fw.Info(ctx)
 	if err != nil {
 		return err
+	}
+	if diff {
+		return diffFwChange(ctx, io, fw, info.Version, edit)
 	}
 	s, release, err := startSession(ctx, io, f, t, fw)
 	if err != nil {
@@ -347,6 +354,44 @@ func applyChange(ctx context.Context, io *streams, t *fwapi.Target, version stri
 		return err
 	}
 	fmt.Fprintf(io.ErrOut, "applied and confirmed; config sha256 %s\n", fwapi.SHA256Hex(next.Bytes()))
+	return nil
+}
+
+// diffFwChange prints what a push or apply would change, read from the
+// firewall's current config, without taking the lock or writing anything.
+func diffFwChange(ctx context.Context, io *streams, fw fwapi.Firewall, version string, edit func(cur *configxml.Config) (*configxml.Config, error)) error {
+	raw, err := fw.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cur, err := configxml.LoadBytes(raw)
+	if err != nil {
+		return fmt.Errorf("the firewall's config.xml: %w", err)
+	}
+	if err := cur.SetProduct(version); err != nil {
+		fmt.Fprintf(io.ErrOut, "note: version %q not understood (%v); checking values against the version the config implies\n", version, err)
+	}
+	next, err := edit(cur)
+	if err != nil {
+		return err
+	}
+	if next.Flavor() != cur.Flavor() {
+		return usageErrorf("the new config is %s but the firewall runs %s", next.Flavor(), cur.Flavor())
+	}
+	for _, b := range newLintErrors(cur, next) {
+		fmt.Fprintf(io.ErrOut, "would be refused: %s\n", b)
+	}
+	knobs, paths := configxml.Diff(cur, next)
+	if len(knobs) == 0 && len(paths) == 0 {
+		fmt.Fprintln(io.Out, "no differences")
+		return nil
+	}
+	if err := printKnobChanges(io, knobs); err != nil {
+		return err
+	}
+	for _, l := range collapseRuns(paths) {
+		fmt.Fprintln(io.Out, l)
+	}
 	return nil
 }
 
