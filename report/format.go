@@ -92,10 +92,11 @@ func formatMbps(s Summary) string {
 }
 
 // spread is benchstat's "± 2%": the interval's larger half-width relative to
-// the center; "± ∞" when n is too small for an interval.
+// the center; "± n/a" when n is too small for the interval to exist (a
+// 95 % interval of the median needs 6 samples), never an infinite one.
 func spread(center, lo, hi float64) string {
 	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
-		return "± ∞"
+		return "± n/a"
 	}
 	if center == 0 {
 		return "± 0%"
