@@ -430,6 +430,8 @@ func summaryOf(p configxml.PathChange) string {
 type configLintOptions struct {
 	file, product string
 	json          bool
+	disable       []string
+	severity      string
 }
 
 func newConfigLintCmd(io *streams) *cobra.Command {
@@ -444,8 +446,31 @@ func newConfigLintCmd(io *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	cmd.Flags().StringSliceVar(&opts.disable, "disable", nil, "leave out this `rule` (by ID, e.g. FWAB005; repeat or comma-separate)")
+	cmd.Flags().StringVar(&opts.severity, "severity", "warning", "the least severity shown: warning or error")
 	productFlag(cmd, &opts.product)
 	return cmd
+}
+
+// filterFindings keeps the findings of rules not disabled, at least as
+// severe as asked.
+func filterFindings(fs []configxml.Finding, disable []string, severity string) ([]configxml.Finding, error) {
+	if severity != string(configxml.SeverityWarning) && severity != string(configxml.SeverityError) {
+		return nil, usageErrorf("--severity %q: use warning or error", severity)
+	}
+	for _, id := range disable {
+		if !slices.ContainsFunc(configxml.LintRules, func(r configxml.LintRule) bool { return r.ID == id }) {
+			return nil, usageErrorf("--disable %s: no such lint rule (the rules are FWAB001 to FWAB%03d; see the README)", id, len(configxml.LintRules))
+		}
+	}
+	var out []configxml.Finding
+	for _, f := range fs {
+		if slices.Contains(disable, f.Rule) || severity == string(configxml.SeverityError) && f.Severity != configxml.SeverityError {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func runConfigLint(ctx context.Context, io *streams, opts *configLintOptions) error {
@@ -453,7 +478,10 @@ func runConfigLint(ctx context.Context, io *streams, opts *configLintOptions) er
 	if err != nil {
 		return err
 	}
-	findings := configxml.Lint(c)
+	findings, err := filterFindings(configxml.Lint(c), opts.disable, opts.severity)
+	if err != nil {
+		return err
+	}
 	if opts.json {
 		if findings == nil {
 			findings = []configxml.Finding{}

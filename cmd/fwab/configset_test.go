@@ -104,3 +104,27 @@ func TestConfigSetInPlaceIsSafe(t *testing.T) {
 		t.Errorf("--force changed the mode to %v", st.Mode().Perm())
 	}
 }
+
+func TestConfigLintFilters(t *testing.T) {
+	opn := fixtureFile(t, "configs/opnsense-26.1.xml")
+	bad := filepath.Join(t.TempDir(), "bad.xml")
+	// inline IPS with TSO on (an error) and advanced NAT with no rules (a warning)
+	if _, stderr, code := fwab(t, "", "config", "set", opn, "offload.tso=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "nat.outbound=advanced", "-o", bad, "--allow", "FWAB001"); code != exitOK {
+		t.Fatal(stderr)
+	}
+	all, _, code := fwab(t, "", "config", "lint", bad)
+	if code != exitFailure || !strings.Contains(all, "FWAB001") || !strings.Contains(all, "FWAB004") {
+		t.Fatalf("lint: exit %d\n%s", code, all)
+	}
+	if out, _, code := fwab(t, "", "config", "lint", bad, "--severity", "error"); code != exitFailure || strings.Contains(out, "FWAB004") || !strings.Contains(out, "FWAB001") {
+		t.Errorf("--severity error: exit %d\n%s", code, out)
+	}
+	if out, _, code := fwab(t, "", "config", "lint", bad, "--disable", "FWAB001"); code != exitOK || strings.Contains(out, "FWAB001") || !strings.Contains(out, "FWAB004") {
+		t.Errorf("--disable FWAB001: exit %d (want 0: only a warning left)\n%s", code, out)
+	}
+	for _, args := range [][]string{{"--disable", "FWAB099"}, {"--severity", "fatal"}} {
+		if _, stderr, code := fwab(t, "", append([]string{"config", "lint", bad}, args...)...); code != exitUsage {
+			t.Errorf("lint %v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
