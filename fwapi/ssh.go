@@ -58,15 +58,16 @@ func SSHSpecConfig(host string, spec *SSHSpec) SSHConfig {
 	return SSHConfig{
 		Addr:           net.JoinHostPort(host, strconv.Itoa(port)),
 		User:           spec.User,
-		KeyFile:        expandHome(spec.KeyFile),
-		PasswordFile:   expandHome(spec.PasswordFile),
+		KeyFile:        ExpandHome(spec.KeyFile),
+		PasswordFile:   ExpandHome(spec.PasswordFile),
 		Agent:          spec.Agent,
-		KnownHosts:     expandHome(spec.KnownHosts),
+		KnownHosts:     ExpandHome(spec.KnownHosts),
 		ConnectTimeout: time.Duration(spec.ConnectTimeoutMS) * time.Millisecond,
 	}
 }
 
-func expandHome(p string) string {
+// ExpandHome expands a leading ~/ to the home folder, as the targets file allows.
+func ExpandHome(p string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(home, rest)

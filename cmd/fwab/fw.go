@@ -67,6 +67,13 @@ func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwa
 	if err != nil {
 		return nil, nil, err
 	}
+	// A key, password or CA file the target names but that is not there
+	// is bad input, said before any connection is tried.
+	for _, nf := range targetFiles(t) {
+		if _, err := os.Stat(fwapi.ExpandHome(nf.path)); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, usageErrorf("target %s: %s does not exist (fix it in %s)", t.Name, nf.path, f.targets)
+		}
+	}
 	fw, err := fwapi.Open(ctx, t, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
 	if err != nil {
 		return nil, nil, err

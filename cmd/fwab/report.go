@@ -106,7 +106,7 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 		return err
 	}
 	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return usageErrorf("report: %w (check the -o path)", err)
 	}
 	fmt.Fprintln(io.Out, path)
 	return nil

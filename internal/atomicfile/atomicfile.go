@@ -104,7 +104,12 @@ func write(name string, data []byte, perm fs.FileMode) error {
 func writeTemp(name string, data []byte, perm fs.FileMode) (path string, err error) {
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
 	if err != nil {
-		return "", err
+		// Name the file asked for, not the temporary one.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", &fs.PathError{Op: "write", Path: name, Err: err}
 	}
 	defer func() {
 		if err != nil {

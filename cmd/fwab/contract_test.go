@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// The command-line contract every command keeps, so that scripts and CI can
+// rely on the exit status (README, "Exit codes"): 2 for a bad flag, an
+// unknown subcommand, a missing input file or an output that cannot be
+// written; 130 for an interrupt; and in none of these cases is anything
+// written.
+
+// leaves lists every runnable command by its path below the root.
+func leaves(c *cobra.Command) [][]string {
+	var out [][]string
+	for _, sub := range c.Commands() {
+		if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+			continue
+		}
+		if sub.HasSubCommands() {
+			for _, l := range leaves(sub) {
+				out = append(out, append([]string{sub.Name()}, l...))
+			}
+			continue
+		}
+		out = append(out, []string{sub.Name()})
+	}
+	return out
+}
+
+func TestContractBadFlag(t *testing.T) {
+	root := newRootCmd(&streams{})
+	all := leaves(root)
+	if len(all) < 25 {
+		t.Fatalf("found only %d commands: %v", len(all), all)
+	}
+	for _, path := range all {
+		args := append(append([]string{}, path...), "--no-such-flag")
+		dir := t.TempDir()
+		t.Chdir(dir)
+		_, stderr, code := fwab(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, "no-such-flag") {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 naming the flag", strings.Join(args, " "), code, stderr)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("fwab %s wrote %v", strings.Join(args, " "), left)
+		}
+	}
+}
+
+func TestContractUnknownSubcommand(t *testing.T) {
+	for _, c := range newRootCmd(&streams{}).Commands() {
+		if !c.HasSubCommands() || c.Hidden {
+			continue
+		}
+		_, stderr, code := fwab(t, "", c.Name(), "no-such-command")
+		if code != exitUsage || !strings.Contains(stderr, "unknown command") {
+			t.Errorf("fwab %s no-such-command: exit %d, %q", c.Name(), code, stderr)
+		}
+	}
+}
+
+// contractCase is a command that reads a file or writes one.
+type contractCase struct {
+	args []string // MISSING is a path that does not exist, OUT an output path, CFG a config, SPEC a spec
+}
+
+var fileCommands = []contractCase{
+	{[]string{"config", "show", "MISSING"}},
+	{[]string{"config", "set", "MISSING", "offload.tso=off", "-o", "OUT"}},
+	{[]string{"config", "diff", "MISSING", "CFG"}},
+	{[]string{"config", "lint", "MISSING"}},
+	{[]string{"verify", "--offline", "MISSING"}},
+	{[]string{"matrix", "check", "MISSING", "--config", "CFG"}},
+	{[]string{"matrix", "plan", "SPEC", "--config", "MISSING"}},
+	{[]string{"sweep", "MISSING", "--dry-run", "--config", "CFG"}},
+	{[]string{"runs", "list", "--db", "MISSING"}},
+	{[]string{"report", "1", "--db", "MISSING"}},
+	{[]string{"compare", "1", "2", "--db", "MISSING"}},
+	{[]string{"fw", "info", "--target", "x", "--targets", "MISSING"}},
+	{[]string{"target", "test", "x", "--targets", "MISSING"}},
+	{[]string{"db", "migrate", "--db", "MISSING"}},
+}
+
+func expand(t *testing.T, c contractCase, missing, out string) []string {
+	var args []string
+	for _, a := range c.args {
+		switch a {
+		case "MISSING":
+			a = missing
+		case "OUT":
+			a = out
+		case "CFG":
+			a = fixtureFile(t, "configs/pfsense-2.7.xml")
+		case "SPEC":
+			a = "../../examples/e302-modes.yaml"
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
+func TestContractMissingFile(t *testing.T) {
+	for _, c := range fileCommands {
+		dir := t.TempDir()
+		missing := filepath.Join(dir, "missing")
+		args := expand(t, c, missing, filepath.Join(dir, "out.xml"))
+		_, stderr, code := fwab(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, missing) {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 naming the missing file", strings.Join(args, " "), code, stderr)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("fwab %s wrote %v", strings.Join(args, " "), left)
+		}
+	}
+}
+
+func TestContractUnwritableOutput(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "no", "such", "dir", "out")
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	for _, args := range [][]string{
+		{"config", "set", cfg, "offload.tso=off", "-o", nowhere},
+		{"report", "1", "--db", resultsDB(t), "-o", nowhere},
+		{"compare", "1", "1", "--db", resultsDB(t), "--junit", nowhere},
+		{"gen-man", "/proc/version/man"},
+	} {
+		_, stderr, code := fwab(t, "", args...)
+		if code != exitUsage {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+func TestContractInterrupt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // interrupted before it starts: the command must notice
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	orig, _ := os.ReadFile(cfg)
+	for _, args := range [][]string{
+		{"config", "set", cfg, "offload.tso=off", "--in-place"},
+		{"config", "lint", cfg},
+		{"config", "show", cfg},
+		{"verify", "--offline", cfg},
+		{"matrix", "check", "../../examples/e302-modes.yaml", "--config", cfg},
+		{"sweep", "../../examples/e302-modes.yaml", "--dry-run", "--config", cfg},
+	} {
+		var out, errOut strings.Builder
+		code := run(ctx, args, strings.NewReader(""), &out, &errOut)
+		if code != exitCancelled {
+			t.Errorf("fwab %s interrupted: exit %d, %q", strings.Join(args, " "), code, errOut.String())
+		}
+	}
+	if now, _ := os.ReadFile(cfg); string(now) != string(orig) {
+		t.Errorf("an interrupted command changed %s", cfg)
+	}
+}
+
+// A key file the target names but that is not there is bad input, named
+// before any connection is tried.
+func TestContractMissingKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets.yaml")
+	missing := filepath.Join(dir, "id_gone")
+	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: 127.0.0.1\n    ssh: {port: 1, user: admin, key_file: " + missing + "}\n" +
+		"    endpoints: {client: {addr: 198.18.1.10, netns: a}, server: {addr: 198.19.1.10, netns: b}}\n"
+	if err := os.WriteFile(targets, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"fw", "info"}, {"fw", "pull", "-o", filepath.Join(dir, "x.xml")}, {"verify"}} {
+		args = append(args, "--target", "fw1", "--targets", targets)
+		_, stderr, code := fwab(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, missing) {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 naming %s", strings.Join(args, " "), code, stderr, missing)
+		}
+	}
+}
