@@ -109,9 +109,9 @@ type Comparison struct {
 
 // RunInfo names a compared run.
 type RunInfo struct {
-	ID       int64
-	Target   string
-	Firmware string
+	ID       int64  `json:"id"`
+	Target   string `json:"target"`
+	Firmware string `json:"firmware"`
 }
 
 func (r RunInfo) String() string {

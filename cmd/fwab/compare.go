@@ -15,6 +15,7 @@ import (
 )
 
 type compareOptions struct {
+	json      bool
 	db        string
 	threshold string
 	junit     string
@@ -48,6 +49,7 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the comparison as JSON (the exit status is the same)")
 	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
 	cmd.Flags().StringVar(&opts.test, "test", string(report.UTest), "significance test: utest (Mann-Whitney, on medians) or ttest (Welch, on means; works with fewer repeats)")
@@ -87,7 +89,11 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 	if err != nil {
 		return usageError{err}
 	}
-	if err := c.WriteText(io.Out); err != nil {
+	if opts.json {
+		if err := writeJSON(io.Out, comparisonJSON(c)); err != nil {
+			return err
+		}
+	} else if err := c.WriteText(io.Out); err != nil {
 		return usageError{err}
 	}
 	if opts.junit != "" {
@@ -124,4 +130,70 @@ func compareRuns(ctx context.Context, db string, a, b int64, opts report.Compare
 		return nil, fmt.Errorf("compare: %w", err)
 	}
 	return c, nil
+}
+
+// compareJSON is `fwab compare --json`: every comparison row with both
+// medians, their intervals (null where n is too small for one), the change
+// and the test's p.
+type compareJSON struct {
+	A           report.RunInfo `json:"a"`
+	B           report.RunInfo `json:"b"`
+	Threshold   float64        `json:"threshold_pct"`
+	Test        string         `json:"test"`
+	Regressions int            `json:"regressions"`
+	Rows        []compareRow   `json:"rows"`
+	OnlyA       []string       `json:"only_in_a"`
+	OnlyB       []string       `json:"only_in_b"`
+	Warnings    []string       `json:"warnings"`
+}
+
+type compareRow struct {
+	Point      string   `json:"point"`
+	Probe      string   `json:"probe"`
+	Metric     string   `json:"metric"`
+	A          median   `json:"a"`
+	B          median   `json:"b"`
+	ChangePct  float64  `json:"change_pct"`
+	P          float64  `json:"p"`
+	Shown      bool     `json:"shown"`
+	Gated      bool     `json:"gated"`
+	Regression bool     `json:"regression"`
+	Warnings   []string `json:"warnings,omitempty"`
+}
+
+type median struct {
+	N      int      `json:"n"`
+	Median float64  `json:"median"`
+	Lo     *float64 `json:"lo"`
+	Hi     *float64 `json:"hi"`
+}
+
+func medianOf(s report.Summary) median {
+	m := median{N: s.N, Median: s.Median}
+	if !math.IsInf(s.Lo, 0) && !math.IsNaN(s.Lo) && !math.IsInf(s.Hi, 0) && !math.IsNaN(s.Hi) {
+		m.Lo, m.Hi = &s.Lo, &s.Hi
+	}
+	return m
+}
+
+func finite(v float64) float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+func comparisonJSON(c *report.Comparison) compareJSON {
+	out := compareJSON{A: c.A, B: c.B, Threshold: c.Threshold, Test: string(c.Test), Regressions: c.Regressions(),
+		Rows: []compareRow{}, OnlyA: append([]string{}, c.OnlyA...), OnlyB: append([]string{}, c.OnlyB...), Warnings: append([]string{}, c.Warnings...)}
+	for _, r := range c.Rows {
+		p := r.Delta.P
+		if c.Test == report.TTest {
+			p = r.Delta.TP
+		}
+		out.Rows = append(out.Rows, compareRow{Point: r.Point, Probe: r.Probe, Metric: string(r.Metric),
+			A: medianOf(r.Delta.Base), B: medianOf(r.Delta.New), ChangePct: finite(r.Change), P: finite(p),
+			Shown: r.Shown, Gated: r.Gated, Regression: r.Regression, Warnings: r.Delta.Warnings})
+	}
+	return out
 }

@@ -70,3 +70,28 @@ func TestProductContradictsLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareJSON(t *testing.T) {
+	db := sweepDB(t)
+	out, stderr, code := runFwab(t, "compare", "1", "3", "--db", db, "--json")
+	if code != exitFailure {
+		t.Fatalf("compare --json of a regression: exit %d, %s", code, stderr)
+	}
+	var c compareJSON
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if c.Regressions != 8 || len(c.Rows) == 0 || c.A.ID != 1 || c.B.ID != 3 {
+		t.Errorf("compare --json = %+v", c)
+	}
+	for _, r := range c.Rows {
+		if r.A.N > 0 && r.A.N < 6 && r.A.Lo != nil {
+			t.Errorf("row %s %s: an interval at n=%d", r.Point, r.Probe, r.A.N)
+		}
+	}
+	for _, key := range []string{`"change_pct"`, `"only_in_a"`, `"regression"`, `"id"`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("compare --json lacks %s", key)
+		}
+	}
+}
