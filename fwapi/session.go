@@ -481,7 +481,11 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 	if err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
-	if SHA256Hex(cur) != start.SHA256 {
+	// A config written during the session means the running state may
+	// differ even when config.xml is the original again: a crash between
+	// the restore's write and its service actions leaves exactly that.
+	written := slices.ContainsFunc(j[i:], func(e JournalEntry) bool { return e.Event == "written" })
+	if SHA256Hex(cur) != start.SHA256 || written {
 		if len(rep.Actions) == 0 {
 			// A crash between write and apply leaves no applied actions in
 			// the journal; a written entry means the config changed.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -450,5 +451,32 @@ func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
 	}
 	if len(fake.Glob(fwapi.LockDir)) == 0 {
 		t.Errorf("Close removed another fwab's lock")
+	}
+}
+
+// TestRecoverAfterCrashDuringRestore: fwab died after the restore wrote the
+// original config.xml back but before the service actions ran (found by
+// make faults). The hash matches, yet the running firewall still has the
+// change: recover must run the actions all the same.
+func TestRecoverAfterCrashDuringRestore(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The restore's write lands; fwab dies before the filter reload.
+	fake.PutFile(t, "/conf/config.xml", orig)
+	fake.ResetActions()
+	rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if !slices.Contains(fake.Actions(), configxml.ActionFilterReload) {
+		t.Errorf("Recover ran %v on a firewall whose config was written back but not applied; want the filter reload", fake.Actions())
+	}
+	if !rep.Restored {
+		t.Errorf("Recover = %+v, want Restored (the running state was put back)", rep)
 	}
 }
