@@ -90,12 +90,3 @@ type IDSInstance struct {
 	PID       int
 }
 
-// Metrics is one sample of the firewall's own load.
-type Metrics struct {
-	Time        time.Time
-	CPUPercent  float64   // all cores
-	PerCPU      []float64 // where available
-	TempCelsius float64   // 0 when unknown
-	MemUsedPct  float64
-	MbufsInUse  int64
-}
