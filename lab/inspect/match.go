@@ -189,12 +189,6 @@ func (m *Matcher) step(s int32, b byte) int32 {
 	return m.dense[int(s)*256+int(b)]
 }
 
-// Patterns is the number of patterns the automaton was built from.
-func (m *Matcher) Patterns() int { return m.patterns }
-
-// States is the number of automaton states.
-func (m *Matcher) States() int { return len(m.fail) }
-
 // lanes is how many independent automaton walks one Scan interleaves. A
 // single walk is a chain of dependent table loads; interleaving several
 // over separate parts of the payload lets the CPU overlap their cache
@@ -312,9 +306,3 @@ func (m *Matcher) scanLane(p []byte, lo, hi, from int, found func(id, end int) b
 	}
 }
 
-// Contains reports whether any pattern occurs in p.
-func (m *Matcher) Contains(p []byte) bool {
-	hit := false
-	m.Scan(p, func(int, int) bool { hit = true; return false })
-	return hit
-}
