@@ -1,8 +1,13 @@
 package matrix
 
 import (
+	"time"
+
 	"strings"
 	"testing"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/store"
 )
 
 // A point whose config breaks an error-level lint rule is refused before a
@@ -27,5 +32,39 @@ func TestPlanRefusesUnsafePoints(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader(spec + "allow: [FWAB999]\n")); err == nil || !strings.Contains(err.Error(), "FWAB999 is no lint rule") {
 		t.Errorf("allow: [FWAB999] = %v", err)
+	}
+}
+
+// The estimate uses what each action took on an earlier run where it can,
+// and counts iperf3's omitted seconds.
+func TestEstimateWithMeasuredCosts(t *testing.T) {
+	s, err := Parse(strings.NewReader("target: lab\naxes:\n  ids@lan: [off, ids]\nprobes:\n  - {duration: 3s, omit: 1s}\nrepeats: 2\norder: as-written\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(s, pfSense(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := p.ServiceActions()[configxml.ActionIDSRestart]
+	before := p.Estimate()
+	events := []store.Event{
+		{Kind: EventApplyCost, Message: `{"actions":["ids-restart"],"seconds":2}`},
+		{Kind: EventApplyCost, Message: `{"actions":["ids-restart"],"seconds":3}`},
+		{Kind: EventApplyCost, Message: `{"actions":["ids-restart"],"seconds":90}`},
+		{Kind: EventApplyCost, Message: `{"actions":["ids-restart","filter-reload"],"seconds":50}`},
+		{Kind: "warning", Message: `{"actions":["ids-restart"],"seconds":500}`},
+	}
+	p.Measured = MeasuredCosts(events)
+	if got := p.Measured[configxml.ActionIDSRestart]; got != 3*time.Second {
+		t.Errorf("measured ids-restart = %v, want the median of the single-action applies, 3s", got)
+	}
+	want := before - time.Duration(restarts)*(actionCost[configxml.ActionIDSRestart]-3*time.Second)
+	if got := p.Estimate(); got != want || restarts == 0 {
+		t.Errorf("Estimate with measured costs = %v, want %v (before %v, %d restarts)", got, want, before, restarts)
+	}
+	// 4 steps × (1s omit + 3s + 1s, plus 1s settle) at least.
+	if before < 4*6*time.Second {
+		t.Errorf("Estimate %v leaves out the omitted seconds", before)
 	}
 }

@@ -61,6 +61,9 @@ type Plan struct {
 	Steps    []Step
 	Seed     uint64
 	Start    KnobValues // the knobs' values on the firewall before the sweep
+	// Measured holds what service actions took on an earlier run of the
+	// same target (MeasuredCosts); Estimate prefers it to the defaults.
+	Measured map[configxml.Action]time.Duration
 }
 
 // actionCost estimates what each service action takes on a real box; the
@@ -444,17 +447,26 @@ func (p *Plan) shuffleCheap(order []*Point, rng *rand.Rand) {
 	}
 }
 
-// Estimate is the plan's expected duration: service actions, settling and
-// the probes themselves.
+// Estimate is the plan's expected duration: the service actions (at the
+// costs measured on an earlier run of the target where the plan has them,
+// else the defaults), settling and the probes themselves.
 func (p *Plan) Estimate() time.Duration {
 	var probes time.Duration
 	for _, pr := range p.Spec.Probes {
 		n := max(1, len(pr.Lengths))
-		probes += time.Duration(n) * (pr.Duration.D() + time.Second) // + server start and teardown
+		// iperf3 runs omit + duration, plus about a second to start and stop
+		probes += time.Duration(n) * (pr.Omit.D() + pr.Duration.D() + time.Second)
 	}
 	var total time.Duration
 	for _, st := range p.Steps {
-		total += st.Cost + probes + p.Spec.Settle.Pause.D() + time.Second
+		for _, a := range st.Actions {
+			if c, ok := p.Measured[a]; ok {
+				total += c
+			} else {
+				total += actionCost[a]
+			}
+		}
+		total += probes + p.Spec.Settle.Pause.D() + time.Second
 	}
 	return total
 }

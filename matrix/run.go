@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,6 +182,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				err = s.Apply(ctx, next.Bytes(), changes)
 			}
 			s.Stats.Apply += time.Since(t0)
+			if err == nil {
+				s.recordApplyCost(ctx, st.Point.Index, actionsOf(changes), time.Since(t0))
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -335,6 +339,41 @@ func (s *Sweep) settle(ctx context.Context) error {
 
 func (s *Sweep) event(ctx context.Context, kind string, point int, msg string) {
 	s.Store.RecordEvent(ctx, s.Run, store.Event{Time: time.Now(), Kind: kind, Point: point, Message: msg})
+}
+
+// EventApplyCost is the event a sweep records after each apply: its
+// service actions and how long it took, so that later plans of the same
+// target estimate with measured costs (MeasuredCosts).
+const EventApplyCost = "apply-cost"
+
+type applyCost struct {
+	Actions []configxml.Action `json:"actions"`
+	Seconds float64            `json:"seconds"`
+}
+
+func (s *Sweep) recordApplyCost(ctx context.Context, point int, actions []configxml.Action, d time.Duration) {
+	b, _ := json.Marshal(applyCost{Actions: actions, Seconds: d.Seconds()})
+	s.event(ctx, EventApplyCost, point, string(b))
+}
+
+// MeasuredCosts reads apply-cost events (Store.LatestEvents) into what
+// each service action took: the median over the applies that ran that
+// action alone. Actions never run alone are left to the defaults.
+func MeasuredCosts(events []store.Event) map[configxml.Action]time.Duration {
+	by := map[configxml.Action][]float64{}
+	for _, e := range events {
+		var c applyCost
+		if e.Kind != EventApplyCost || json.Unmarshal([]byte(e.Message), &c) != nil || len(c.Actions) != 1 || c.Seconds < 0 {
+			continue
+		}
+		by[c.Actions[0]] = append(by[c.Actions[0]], c.Seconds)
+	}
+	out := map[configxml.Action]time.Duration{}
+	for a, xs := range by {
+		slices.Sort(xs)
+		out[a] = time.Duration(xs[len(xs)/2] * float64(time.Second))
+	}
+	return out
 }
 
 func actionsOf(changes []configxml.Change) []configxml.Action {

@@ -83,3 +83,29 @@ func TestOpenReadOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestLatestEvents(t *testing.T) {
+	ctx := t.Context()
+	s, _ := openTemp(t)
+	if got, err := s.LatestEvents(ctx, "lab", "apply-cost"); err != nil || got != nil {
+		t.Errorf("LatestEvents on an empty database = %v, %v", got, err)
+	}
+	old, newer, other := newRun(t, s), newRun(t, s), newRun(t, s)
+	for _, e := range []struct {
+		run  int64
+		kind string
+		msg  string
+	}{{old, "apply-cost", "old"}, {newer, "apply-cost", "new-1"}, {newer, "warning", "not this kind"}, {newer, "apply-cost", "new-2"}} {
+		if err := s.RecordEvent(ctx, e.run, Event{Kind: e.kind, Point: 0, Message: e.msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = other // a newer run without such events does not hide the one with them
+	got, err := s.LatestEvents(ctx, "lab", "apply-cost")
+	if err != nil || len(got) != 2 || got[0].Message != "new-1" || got[1].Message != "new-2" {
+		t.Errorf("LatestEvents = %+v, %v; want the newer run's two", got, err)
+	}
+	if got, _ := s.LatestEvents(ctx, "other-box", "apply-cost"); len(got) != 0 {
+		t.Errorf("another target's events: %+v", got)
+	}
+}

@@ -684,6 +684,29 @@ func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 	return nil
 }
 
+// LatestEvents returns the events of one kind from the newest run on
+// target that recorded any, in order; none when no run did.
+func (s *Store) LatestEvents(ctx context.Context, target, kind string) ([]Event, error) {
+	var run sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(e.run_id) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.target_name = ? AND e.kind = ?`, target, kind).Scan(&run); err != nil {
+		return nil, fmt.Errorf("events of target %s: %w", target, err)
+	}
+	if !run.Valid {
+		return nil, nil
+	}
+	all, err := s.Events(ctx, run.Int64)
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, e := range all {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 // Events returns a run's events in order.
 func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/matrix"
+	"github.com/fwab/fwab/store"
 )
 
 func newMatrixCmd(io *streams) *cobra.Command {
@@ -26,6 +27,7 @@ func newMatrixCmd(io *streams) *cobra.Command {
 type matrixOptions struct {
 	targetFlags
 	file, config, product string
+	db                    string
 	seed                  uint64
 	seedSet               bool
 	json                  bool
@@ -37,6 +39,7 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.product, "product", "", "the product version the target runs; default: inferred from the config")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: from the spec's hash, as sweep uses; a spec's own seed wins)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().StringVar(&o.db, "db", store.DefaultPath(), "results `database` whose latest run on the target gives measured apply costs for the estimate (read-only)")
 }
 
 // loadPlan parses the spec and plans it against the config: a file, or the
@@ -94,6 +97,9 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 	plan, err := matrix.NewPlan(spec, cfg, o.seed)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+	}
+	if o.config == "" {
+		plan.Measured = measuredCosts(ctx, o.db, o.target)
 	}
 	return plan, nil
 }

@@ -149,6 +149,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if w.plan, err = matrix.NewPlan(w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
 	}
+	if w.t != nil {
+		w.plan.Measured = measuredCosts(ctx, w.o.db, w.t.Name)
+	}
 	if w.o.dryRun {
 		printPlan(w.io, w.plan)
 		return nil
@@ -476,4 +479,20 @@ func printSweepSummary(ctx context.Context, io *streams, st *store.Store, run in
 	}
 	fmt.Fprintln(io.Out)
 	return report.Write(io.Out, r, report.Markdown, report.Options{})
+}
+
+// measuredCosts is what each service action took on the target's latest
+// run in the results database, read-only; none when there is no such run
+// (the plan then estimates with its defaults).
+func measuredCosts(ctx context.Context, db, target string) map[configxml.Action]time.Duration {
+	st, err := store.OpenReadOnly(ctx, db)
+	if err != nil {
+		return nil
+	}
+	defer st.Close()
+	events, err := st.LatestEvents(ctx, target, matrix.EventApplyCost)
+	if err != nil {
+		return nil
+	}
+	return matrix.MeasuredCosts(events)
 }
