@@ -89,4 +89,3 @@ type IDSInstance struct {
 	Mode      string // ids | ips-legacy | ips-inline
 	PID       int
 }
-

@@ -305,4 +305,3 @@ func (m *Matcher) scanLane(p []byte, lo, hi, from int, found func(id, end int) b
 		}
 	}
 }
-
