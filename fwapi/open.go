@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -46,7 +47,7 @@ func Open(ctx context.Context, t *Target, opts OpenOptions) (Firewall, error) {
 	driversMu.Unlock()
 	if !ok {
 		sort.Strings(known)
-		return nil, fmt.Errorf("target %s: no driver for flavor %q in this build (have %v)", t.Name, t.Flavor, known)
+		return nil, fmt.Errorf("target %s: no driver for flavor %q in this build (it has %s)", t.Name, t.Flavor, strings.Join(known, ", "))
 	}
 	return f(ctx, t, opts)
 }
