@@ -96,8 +96,7 @@ func TestOPNsenseApply(t *testing.T) {
 		{name: "26.7 filter", version: "26.7.1", actions: []string{"filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "25.7 interfaces over ssh", version: "25.7.11", shell: true, actions: []string{"interfaces-reconfigure"},
-			wantCalls: []string{"GET /api/core/backup/download/{host}"},
-			wantSSH:   []string{"configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
+			wantSSH: []string{"cat /conf/config.xml", "configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
 		{name: "nothing to do", version: "26.1.2", actions: []string{"none"}},
 	}
 	for _, tc := range tests {
@@ -205,8 +204,8 @@ func TestOPNsenseReadWriteConfig(t *testing.T) {
 		t.Errorf("config.xml on the firewall = %q, want %q", em.StoredConfig(t), next)
 	}
 	back, err := em.ReadFile("/conf/backup/config-1764470000.1234.xml")
-	if err != nil || !bytes.Equal(back, orig) {
-		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the previous config", back, err)
+	if err != nil || !bytes.Equal(back, next) {
+		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the new config, as Config::save() backs up", back, err)
 	}
 	for _, p := range []string{"/conf/.config.xml.fwab-new", "/tmp/pwned", "/tmp/pwned2"} {
 		if len(em.Glob(p)) != 0 {
@@ -263,17 +262,25 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 	}
 }
 
-func TestOPNsenseReadConfigWithoutBackupAPI(t *testing.T) {
+// TestOPNsenseReadConfigIsConfigXML: the backup download streams the newest
+// /conf/backup/config-*.xml; ReadConfig must read /conf/config.xml itself,
+// even when a newer backup (a leftover of another run) differs from it.
+func TestOPNsenseReadConfigIsConfigXML(t *testing.T) {
 	ctx := context.Background()
-	noBackup := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/backup/download/", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}}
-	fw, em := newOPNsense(t, labtest.Options{Fault: noBackup}, true, fwapi.OPNsenseOptions{})
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+	stale := bytes.Replace(em.StoredConfig(t), []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>stale</hostname>"), 1)
+	em.PutFile(t, "/conf/backup/config-9999999999.0000.xml", stale)
 	got, err := fw.ReadConfig(ctx)
 	if err != nil || !bytes.Equal(got, em.StoredConfig(t)) {
-		t.Fatalf("ReadConfig() over ssh = %q, %v; want the config", got, err)
+		t.Fatalf("ReadConfig() = %.80q, %v; want /conf/config.xml, not the newest backup", got, err)
 	}
-	fw2, _ := newOPNsense(t, labtest.Options{Fault: noBackup}, false, fwapi.OPNsenseOptions{})
-	if _, err := fw2.ReadConfig(ctx); err == nil || !strings.Contains(err.Error(), "Endpoint not found") {
-		t.Fatalf("ReadConfig() without backup API and ssh: error = %v, want the 404 reported", err)
+	// Without SSH the driver can only download, and the emulated API
+	// answers as upstream's does: the newest backup.
+	fw2, em2 := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
+	stale2 := bytes.Replace(em2.StoredConfig(t), []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>stale</hostname>"), 1)
+	em2.PutFile(t, "/conf/backup/config-9999999999.0000.xml", stale2)
+	if got, err := fw2.ReadConfig(ctx); err != nil || !bytes.Equal(got, stale2) {
+		t.Errorf("backup download = %.80q, %v; want the newest backup", got, err)
 	}
 }
 
@@ -913,7 +920,7 @@ func TestOPNsenseRulesApply(t *testing.T) {
 // That is why the SSH rollback is armed too where configured.
 func TestOPNsenseSavepointScope(t *testing.T) {
 	ctx := context.Background()
-	o := labtest.Options{Version: "26.1.2", SavepointTimer: 200 * time.Millisecond, Config: fixtures.Read("configs/opnsense-26.1.xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
+	o := labtest.Options{Version: "26.1.2", SavepointTimer: time.Second, Config: fixtures.Read("configs/opnsense-26.1.xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
 	fw, em := newOPNsense(t, o, true, fwapi.OPNsenseOptions{})
 	if fw.RollbackCoversAll() {
 		t.Error("RollbackCoversAll() = true without the SSH rollback")

@@ -135,6 +135,9 @@ func (e *Emulator) Init() error {
 		if err := atomicfile.WriteFile(e.path("/conf/config.xml"), FactoryConfig(e.flavor()), 0o644); err != nil {
 			return err
 		}
+		if err := e.firstBackup(); err != nil {
+			return err
+		}
 	}
 	if _, err := os.Stat(e.path(e.versionFile())); errors.Is(err, fs.ErrNotExist) {
 		if len(e.Profiles) == 0 {
