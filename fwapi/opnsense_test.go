@@ -911,6 +911,16 @@ func TestOPNsenseRulesApply(t *testing.T) {
 			if st2.FilterRules != st0.FilterRules+50 {
 				t.Errorf("loaded rules after applying rules@lan=50: %d, want %d+50", st2.FilterRules, st0.FilterRules)
 			}
+			// OPNsense labels rules with a hash or uuid, not the
+			// description: fwab's are found through /tmp/rules.debug.
+			if st2.GeneratedRules != st0.GeneratedRules+50 {
+				t.Errorf("fwab-generated rules loaded after rules@lan=50: %d, want %d+50", st2.GeneratedRules, st0.GeneratedRules)
+			}
+			for _, f := range fwapi.VerifyRuntime(after, st2) {
+				if strings.Contains(f.Message, "fwab-generated") {
+					t.Errorf("VerifyRuntime after rules@lan=50: %s %s", f.Rule, f.Message)
+				}
+			}
 		})
 	}
 }

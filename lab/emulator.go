@@ -347,11 +347,15 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 	for _, s := range rs.Skipped {
 		e.logger().Warn("filter: not emulated", "what", s)
 	}
-	_ = os.WriteFile(e.path("/tmp/rules.debug"), []byte(rs.Script), 0o644)
+	pf, debug := rs.PF, []byte(rs.Script)
+	if e.opnsense() {
+		pf, debug = opnRuleLabels(rs.PF)
+	}
+	_ = os.WriteFile(e.path("/tmp/rules.debug"), debug, 0o600)
 	if err := e.DataPlane.LoadRuleset(ctx, rs.Script); err != nil {
 		return err
 	}
-	e.pf = rs.PF
+	e.pf = pf
 	e.logger().Info("filter loaded", "rules", len(rs.PF), "nat", NATMode(root), "blocklist", e.blocklist)
 	return nil
 }
