@@ -833,8 +833,39 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		}
 	}
 	progress(fmt.Sprintf("firmware %s from %s", action, cur))
+	// The progress file before the request: a ***DONE*** in it is an
+	// earlier action's.
+	var pre struct {
+		Log string `json:"log"`
+	}
+	_ = o.api.callJSON(ctx, http.MethodGet, "/api/core/firmware/upgradestatus", nil, &pre)
 	if err := o.post(ctx, "/api/core/firmware/"+action, nil); err != nil {
 		return fmt.Errorf("opnsense: upgrade: %w", err)
+	}
+	// The GUI's flow: the first poll 500 ms after the POST, then every
+	// 500 ms on anything but done or reboot (error included: the file is
+	// missing or empty until the daemonised script starts), and done or
+	// reboot trusted only once the log is the new run's (its header, a
+	// different text than before the request).
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:144 — `setTimeout(trackStatus, 500)` after the POST (24.7: 142)
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:319 — any other status polls again: `setTimeout(trackStatus, 500)` (24.7: 313)
+	// upstream: opnsense-core 26.1 src/opnsense/scripts/firmware/config.sh:70 — a new run starts with `***GOT REQUEST TO ${1}***`
+	// upstream: not settled — the date format of the header's `Currently running … at $(date)`; checked at run time by requiring the header and a log that differs from the one before the request
+	var lastStatus, lastLog string
+	timedOut := func() error {
+		if lastStatus == "" {
+			return errTimeout
+		}
+		return fmt.Errorf("%w (last upgradestatus %q, log: %s)", errTimeout, lastStatus, lastLines(lastLog, 5))
+	}
+	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+		if errors.Is(context.Cause(ctx), errTimeout) {
+			return timedOut()
+		}
+		return fmt.Errorf("opnsense: upgrade: %w", err)
+	}
+	newRun := func(log string) bool {
+		return strings.Contains(log, "***GOT REQUEST TO ") && log != pre.Log
 	}
 	var seen int
 	for {
@@ -844,7 +875,7 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		}
 		err := o.api.callJSON(ctx, http.MethodGet, "/api/core/firmware/upgradestatus", nil, &st)
 		if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
-			return fmt.Errorf("%w: %w", errTimeout, err)
+			return fmt.Errorf("%w: %w", timedOut(), err)
 		}
 		switch {
 		case err != nil && isTransportError(err) && ctx.Err() == nil:
@@ -860,6 +891,9 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		case err != nil:
 			return fmt.Errorf("opnsense: upgrade: %w", err)
 		}
+		if len(st.Log) < seen {
+			seen = 0 // a new run truncated the file
+		}
 		if len(st.Log) > seen {
 			for _, line := range strings.Split(strings.TrimRight(st.Log[seen:], "\n"), "\n") {
 				if line != "" {
@@ -868,7 +902,12 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 			}
 			seen = len(st.Log)
 		}
-		switch strings.ToLower(st.Status) {
+		status := strings.ToLower(st.Status)
+		lastStatus, lastLog = status, st.Log
+		if (status == "done" || status == "reboot") && !newRun(st.Log) {
+			status = "running" // an earlier action's marker
+		}
+		switch status {
 		case "done":
 			return o.checkUpgraded(ctx, cur, version, progress)
 		case "reboot":
@@ -880,12 +919,10 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 				return fmt.Errorf("opnsense: upgrade: %w", err)
 			}
 			return o.checkUpgraded(ctx, cur, version, progress)
-		case "error":
-			return fmt.Errorf("opnsense: upgrade failed on the firewall: %s", lastLines(st.Log, 5))
 		}
-		if err := sleepCtx(ctx, o.opts.PollInterval); err != nil {
+		if err := sleepCtx(ctx, max(o.opts.PollInterval, 500*time.Millisecond)); err != nil {
 			if errors.Is(context.Cause(ctx), errTimeout) {
-				return errTimeout
+				return timedOut()
 			}
 			return fmt.Errorf("opnsense: upgrade: %w", err)
 		}

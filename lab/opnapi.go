@@ -256,11 +256,22 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/core/firmware/update", func(w http.ResponseWriter, r *http.Request) { a.startUpgrade(w, false) })
 	mux.HandleFunc("POST /api/core/firmware/upgrade", func(w http.ResponseWriter, r *http.Request) { a.startUpgrade(w, true) })
 	mux.HandleFunc("GET /api/core/firmware/upgradestatus", func(w http.ResponseWriter, r *http.Request) {
+		// The status is read from the progress file's text, as upstream
+		// does: missing or empty is "error" (also right after a POST, before
+		// the daemonised script has started), and a ***DONE*** of an
+		// earlier action stays until the next run truncates the file.
+		// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:766 — `if ($cmd_result == null) {` → error; ***DONE*** → done, ***REBOOT*** → reboot, else running
 		a.mu.Lock()
-		st, log := a.upgrade.status, a.upgrade.log
+		log := a.upgrade.log
 		a.mu.Unlock()
-		if st == "" {
+		st := "running"
+		switch {
+		case strings.TrimSpace(log) == "":
+			st = "error"
+		case strings.Contains(log, "***DONE***"):
 			st = "done"
+		case strings.Contains(log, "***REBOOT***"):
+			st = "reboot"
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": st, "log": log})
 	})
@@ -488,10 +499,20 @@ func (a *opnAPI) startUpgrade(w http.ResponseWriter, major bool) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "failed", "message": "a firmware action is already running"})
 		return
 	}
-	a.upgrade = upgradeJob{status: "running", log: "***GOT REQUEST TO " + strings.ToUpper(word) + "***\nCurrently running OPNsense " + cur + " (amd64)\n"}
+	a.upgrade.status = "running"
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "msg_uuid": newRevision()})
-	go a.runUpgrade(cur, target)
+	// The action is daemonised: the script starts a moment after the
+	// answer, truncates the progress file and writes its header; until
+	// then the file holds the previous run (or nothing).
+	// upstream: opnsense-core 26.1 src/opnsense/scripts/firmware/config.sh:65 — output_request truncates: `: > ${LOCKFILE}`, then writes the GOT REQUEST TO header (:70) and Currently running (24.7: 61)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		a.mu.Lock()
+		a.upgrade.log = "***GOT REQUEST TO " + strings.ToUpper(word) + "***\nCurrently running OPNsense " + cur + " (amd64) at " + time.Now().Format(time.UnixDate) + "\n"
+		a.mu.Unlock()
+		a.runUpgrade(cur, target)
+	}()
 }
 
 func (a *opnAPI) runUpgrade(cur, target string) {
@@ -530,6 +551,7 @@ func (a *opnAPI) runUpgrade(cur, target string) {
 	}
 	a.e.logger().Info("upgrade", "from", cur, "to", target)
 	logf("The system is rebooting now.")
+	logf("***REBOOT***")
 	a.mu.Lock()
 	a.upgrade.status = "reboot"
 	a.mu.Unlock()
@@ -542,9 +564,10 @@ func (a *opnAPI) runUpgrade(cur, target string) {
 		for a.e.rebooting() {
 			time.Sleep(100 * time.Millisecond)
 		}
+		// /tmp does not survive the reboot: the progress file is gone.
 		a.mu.Lock()
 		a.upgrade.status = "done"
-		a.upgrade.log += "***DONE***\n"
+		a.upgrade.log = ""
 		a.mu.Unlock()
 	}()
 }
