@@ -832,6 +832,11 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 			return fmt.Errorf("opnsense: upgrade: %s is older than the running %s: OPNsense cannot downgrade through its firmware API", version, cur)
 		}
 	}
+	if version != "" {
+		if err := o.checkOffered(ctx, action, version); err != nil {
+			return err
+		}
+	}
 	progress(fmt.Sprintf("firmware %s from %s", action, cur))
 	// The progress file before the request: a ***DONE*** in it is an
 	// earlier action's.
@@ -1090,4 +1095,59 @@ func canonElement(e *etree.Element, isRoot bool) (string, bool) {
 		return "", false
 	}
 	return "<" + e.Tag + " " + strings.Join(attrs, " ") + ">" + text + kids.String() + "</>", true
+}
+
+// checkOffered asks the firmware API what the action would install and
+// refuses, changing nothing, when that is not version: neither update nor
+// upgrade takes a version, they install what the box's mirror offers.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:107 — POST status runs `firmware probe` synchronously first (24.7: 106)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:87 — an update installs the `product_target` row's new version, cut at the first p, _ or - with `replace` (24.7: 85)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:235 — an upgrade installs `upgrade_major_version` (24.7: 229)
+// upstream: not settled — whether upgrade_major_version names a series or a point release (opnsense-update -vR); checked at run time by accepting a requested version in that series and by the version check after the reboot (checkUpgraded)
+func (o *OPNsense) checkOffered(ctx context.Context, action, version string) error {
+	var st struct {
+		Status          string `json:"status"`
+		StatusMsg       string `json:"status_msg"`
+		ProductTarget   string `json:"product_target"`
+		UpgradeMajor    string `json:"upgrade_major_version"`
+		UpgradePackages []struct {
+			Name       string `json:"name"`
+			NewVersion string `json:"new_version"`
+		} `json:"upgrade_packages"`
+	}
+	if err := o.api.callJSON(ctx, http.MethodPost, "/api/core/firmware/status", map[string]any{}, &st); err != nil {
+		return fmt.Errorf("opnsense: upgrade: asking what the firmware API offers: %w", err)
+	}
+	want := opnProductVersion(version)
+	offered := ""
+	switch action {
+	case "update":
+		for _, p := range st.UpgradePackages {
+			if p.Name == st.ProductTarget && p.NewVersion != "" && p.NewVersion != "N/A" {
+				offered = opnProductVersion(p.NewVersion)
+			}
+		}
+		if offered == want {
+			return nil
+		}
+	case "upgrade":
+		offered = st.UpgradeMajor
+		if offered != "" && (want == offered || strings.HasPrefix(want, offered+".")) {
+			return nil
+		}
+	}
+	if offered == "" {
+		offered = "nothing (status " + firstNonEmpty(st.Status, "unknown") + ": " + st.StatusMsg + ")"
+	}
+	return fmt.Errorf("opnsense: upgrade: you asked for %s, but the firewall's firmware %s would install %s: nothing changed (OPNsense installs what its mirror offers, not a chosen version)", version, action, offered)
+}
+
+// opnProductVersion cuts a package version at the first p, _ or -, as the
+// GUI does: 24.7.12_4 → 24.7.12.
+func opnProductVersion(v string) string {
+	if i := strings.IndexAny(v, "p_-"); i >= 0 {
+		return v[:i]
+	}
+	return v
 }

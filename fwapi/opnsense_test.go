@@ -593,8 +593,8 @@ func TestOPNsenseUpgrade(t *testing.T) {
 			wantRoute: "POST /api/core/firmware/upgrade", wantLog: []string{"firmware upgrade from 26.1.2", "firewall runs 26.7.1"}},
 		{name: "latest", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.4")},
 			wantRoute: "POST /api/core/firmware/update", wantLog: []string{"firewall runs 26.1.4"}},
-		{name: "wrong version afterwards", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.5",
-			wantRoute: "POST /api/core/firmware/update", wantErr: "runs 26.1.3 after the upgrade, want 26.1.5"},
+		{name: "version not offered", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.5",
+			wantRoute: "POST /api/core/firmware/status", wantErr: "you asked for 26.1.5, but the firewall's firmware update would install 26.1.3: nothing changed"},
 		// "error" is only an empty progress file upstream: polled on
 		// until the timeout, which reports the last log.
 		{name: "fails on the firewall", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: failed}, timeout: 2 * time.Second,
@@ -616,6 +616,11 @@ func TestOPNsenseUpgrade(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Upgrade(%q) error = %v, want one containing %q", tc.version, err, tc.wantErr)
+				}
+				if tc.name == "version not offered" {
+					if slices.Contains(em.Requests(), "POST /api/core/firmware/update") || em.Version() != "26.1.2" {
+						t.Errorf("a refused upgrade changed the firewall: requests %q, version %s", em.Requests(), em.Version())
+					}
 				}
 				return
 			}

@@ -441,6 +441,7 @@ func (a *opnAPI) firmwareStatus(w http.ResponseWriter, r *http.Request) {
 		"product_version":      cur,
 		"product":              map[string]string{"product_name": "OPNsense", "product_version": cur, "product_series": opnSeries(cur)},
 		"upgrade_needs_reboot": "1",
+		"product_target":       "opnsense",
 		"status":               "none",
 		"status_msg":           "There are no updates available on the selected mirror.",
 		"updates":              "0",
@@ -449,6 +450,8 @@ func (a *opnAPI) firmwareStatus(w http.ResponseWriter, r *http.Request) {
 		body["status"], body["updates"] = "update", "1"
 		body["status_msg"] = fmt.Sprintf("There are updates available: %s", upd)
 		body["all_packages"] = map[string]any{"opnsense": map[string]string{"name": "opnsense", "current_version": cur, "new_version": upd}}
+		// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:87 — the `product_target` row of the packages names the version an update installs
+		body["upgrade_packages"] = []map[string]string{{"name": "opnsense", "repository": "OPNsense", "current_version": cur, "new_version": upd}}
 	}
 	if upg != "" {
 		body["upgrade_major_version"] = opnSeries(upg)
