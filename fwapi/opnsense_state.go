@@ -61,7 +61,12 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	if err != nil {
 		return RuntimeState{}, wrap(err)
 	}
-	st.FilterRules, st.GeneratedRules = rules.Rules, rules.Generated
+	st.FilterRules = rules.Rules
+	debug, err := o.shell(ctx, "cat "+opnRulesDebug, nil)
+	if err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	st.GeneratedRules = countDescribedRules(string(out), parseRulesDebug(string(debug)), generatedRuleLabel)
 	if out, err = o.shell(ctx, "pfctl -sn", nil); err != nil {
 		return RuntimeState{}, wrap(err)
 	}
@@ -286,4 +291,69 @@ func (o *OPNsense) Metrics(ctx context.Context) (probe.DUTMetrics, error) {
 		return probe.DUTMetrics{}, wrap(err)
 	}
 	return m, nil
+}
+
+// opnRulesDebug is the ruleset OPNsense generates and loads.
+// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:172 — `new \OPNsense\Core\FileObject('/tmp/rules.debug'`; loaded at :420 (24.7: 161; 26.7: 172)
+const opnRulesDebug = "/tmp/rules.debug"
+
+// parseRulesDebug maps each pf label in OPNsense's generated ruleset to the
+// rule's description: a legacy rule's label is a hash of the rule without
+// its description (Util::calcRuleHash), an MVC rule's its uuid, and the
+// description follows the rule on its line as a comment. This is how
+// upstream's own tools read it.
+//
+// upstream: opnsense-core 26.1 src/etc/inc/filter.lib.inc:692 — `$rule['label'] = OPNsense\Firewall\Util::calcRuleHash($rule);`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Firewall/FilterRule.php:70 — `'descr' => 'parseComment'` after the label
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/opnsense/scripts/filter/lib/states.py:70 — fetch_rule_labels: `line.split(' label ')[-1]`, label between the first quotes, the rest stripped of `# : ` is the description
+func parseRulesDebug(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		i := strings.LastIndex(line, " label ")
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(" label "):]
+		first := strings.IndexByte(rest, '"')
+		if first < 0 {
+			continue
+		}
+		end := strings.IndexByte(rest[first+1:], '"')
+		if end < 0 {
+			continue
+		}
+		label := rest[first+1 : first+1+end]
+		descr := strings.Trim(strings.TrimSpace(rest[first+1+end+1:]), "# :")
+		if _, seen := out[label]; !seen || descr != "" {
+			out[label] = descr
+		}
+	}
+	return out
+}
+
+// countDescribedRules counts the loaded rules (pfctl -sr) whose label the
+// generated ruleset describes with a description starting with prefix.
+// upstream: not settled — pfctl's output format (FreeBSD base); checked at run time by matching only the `label "…"` of each pass/block line
+func countDescribedRules(pfctl string, descr map[string]string, prefix string) int {
+	n := 0
+	for _, line := range strings.Split(pfctl, "\n") {
+		line = strings.TrimSpace(line)
+		word, _, _ := strings.Cut(line, " ")
+		if word != "pass" && word != "block" && word != "match" {
+			continue
+		}
+		i := strings.Index(line, ` label "`)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(` label "`):]
+		j := strings.IndexByte(rest, '"')
+		if j < 0 {
+			continue
+		}
+		if d, ok := descr[rest[:j]]; ok && strings.HasPrefix(d, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -96,8 +96,7 @@ func TestOPNsenseApply(t *testing.T) {
 		{name: "26.7 filter", version: "26.7.1", actions: []string{"filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "25.7 interfaces over ssh", version: "25.7.11", shell: true, actions: []string{"interfaces-reconfigure"},
-			wantCalls: []string{"GET /api/core/backup/download/{host}"},
-			wantSSH:   []string{"configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
+			wantSSH: []string{"cat /conf/config.xml", "configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
 		{name: "nothing to do", version: "26.1.2", actions: []string{"none"}},
 	}
 	for _, tc := range tests {
@@ -205,8 +204,8 @@ func TestOPNsenseReadWriteConfig(t *testing.T) {
 		t.Errorf("config.xml on the firewall = %q, want %q", em.StoredConfig(t), next)
 	}
 	back, err := em.ReadFile("/conf/backup/config-1764470000.1234.xml")
-	if err != nil || !bytes.Equal(back, orig) {
-		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the previous config", back, err)
+	if err != nil || !bytes.Equal(back, next) {
+		t.Errorf("backup conf/backup/config-1764470000.1234.xml = %q, %v; want the new config, as Config::save() backs up", back, err)
 	}
 	for _, p := range []string{"/conf/.config.xml.fwab-new", "/tmp/pwned", "/tmp/pwned2"} {
 		if len(em.Glob(p)) != 0 {
@@ -263,17 +262,25 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 	}
 }
 
-func TestOPNsenseReadConfigWithoutBackupAPI(t *testing.T) {
+// TestOPNsenseReadConfigIsConfigXML: the backup download streams the newest
+// /conf/backup/config-*.xml; ReadConfig must read /conf/config.xml itself,
+// even when a newer backup (a leftover of another run) differs from it.
+func TestOPNsenseReadConfigIsConfigXML(t *testing.T) {
 	ctx := context.Background()
-	noBackup := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/backup/download/", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}}
-	fw, em := newOPNsense(t, labtest.Options{Fault: noBackup}, true, fwapi.OPNsenseOptions{})
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+	stale := bytes.Replace(em.StoredConfig(t), []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>stale</hostname>"), 1)
+	em.PutFile(t, "/conf/backup/config-9999999999.0000.xml", stale)
 	got, err := fw.ReadConfig(ctx)
 	if err != nil || !bytes.Equal(got, em.StoredConfig(t)) {
-		t.Fatalf("ReadConfig() over ssh = %q, %v; want the config", got, err)
+		t.Fatalf("ReadConfig() = %.80q, %v; want /conf/config.xml, not the newest backup", got, err)
 	}
-	fw2, _ := newOPNsense(t, labtest.Options{Fault: noBackup}, false, fwapi.OPNsenseOptions{})
-	if _, err := fw2.ReadConfig(ctx); err == nil || !strings.Contains(err.Error(), "Endpoint not found") {
-		t.Fatalf("ReadConfig() without backup API and ssh: error = %v, want the 404 reported", err)
+	// Without SSH the driver can only download, and the emulated API
+	// answers as upstream's does: the newest backup.
+	fw2, em2 := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
+	stale2 := bytes.Replace(em2.StoredConfig(t), []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>stale</hostname>"), 1)
+	em2.PutFile(t, "/conf/backup/config-9999999999.0000.xml", stale2)
+	if got, err := fw2.ReadConfig(ctx); err != nil || !bytes.Equal(got, stale2) {
+		t.Errorf("backup download = %.80q, %v; want the newest backup", got, err)
 	}
 }
 
@@ -586,10 +593,12 @@ func TestOPNsenseUpgrade(t *testing.T) {
 			wantRoute: "POST /api/core/firmware/upgrade", wantLog: []string{"firmware upgrade from 26.1.2", "firewall runs 26.7.1"}},
 		{name: "latest", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.4")},
 			wantRoute: "POST /api/core/firmware/update", wantLog: []string{"firewall runs 26.1.4"}},
-		{name: "wrong version afterwards", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.5",
-			wantRoute: "POST /api/core/firmware/update", wantErr: "runs 26.1.3 after the upgrade, want 26.1.5"},
-		{name: "fails on the firewall", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: failed},
-			wantRoute: "POST /api/core/firmware/update", wantErr: "upgrade failed on the firewall"},
+		{name: "version not offered", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3")}, version: "26.1.5",
+			wantRoute: "POST /api/core/firmware/status", wantErr: "you asked for 26.1.5, but the firewall's firmware update would install 26.1.3: nothing changed"},
+		// "error" is only an empty progress file upstream: polled on
+		// until the timeout, which reports the last log.
+		{name: "fails on the firewall", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: failed}, timeout: 2 * time.Second,
+			wantRoute: "POST /api/core/firmware/update", wantErr: "Failed to update the repository catalogue"},
 		{name: "timeout", emu: labtest.Options{Profiles: profiles("26.1.2", "26.1.3"), Fault: running}, timeout: 300 * time.Millisecond,
 			wantRoute: "POST /api/core/firmware/update", wantErr: "no result within 300ms"},
 		{name: "downgrade refused", emu: labtest.Options{Profiles: profiles("26.1.2")}, version: "25.7", wantErr: "older than the running 26.1.2"},
@@ -607,6 +616,11 @@ func TestOPNsenseUpgrade(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Upgrade(%q) error = %v, want one containing %q", tc.version, err, tc.wantErr)
+				}
+				if tc.name == "version not offered" {
+					if slices.Contains(em.Requests(), "POST /api/core/firmware/update") || em.Version() != "26.1.2" {
+						t.Errorf("a refused upgrade changed the firewall: requests %q, version %s", em.Requests(), em.Version())
+					}
 				}
 				return
 			}
@@ -904,6 +918,16 @@ func TestOPNsenseRulesApply(t *testing.T) {
 			if st2.FilterRules != st0.FilterRules+50 {
 				t.Errorf("loaded rules after applying rules@lan=50: %d, want %d+50", st2.FilterRules, st0.FilterRules)
 			}
+			// OPNsense labels rules with a hash or uuid, not the
+			// description: fwab's are found through /tmp/rules.debug.
+			if st2.GeneratedRules != st0.GeneratedRules+50 {
+				t.Errorf("fwab-generated rules loaded after rules@lan=50: %d, want %d+50", st2.GeneratedRules, st0.GeneratedRules)
+			}
+			for _, f := range fwapi.VerifyRuntime(after, st2) {
+				if strings.Contains(f.Message, "fwab-generated") {
+					t.Errorf("VerifyRuntime after rules@lan=50: %s %s", f.Rule, f.Message)
+				}
+			}
 		})
 	}
 }
@@ -913,7 +937,7 @@ func TestOPNsenseRulesApply(t *testing.T) {
 // That is why the SSH rollback is armed too where configured.
 func TestOPNsenseSavepointScope(t *testing.T) {
 	ctx := context.Background()
-	o := labtest.Options{Version: "26.1.2", SavepointTimer: 200 * time.Millisecond, Config: fixtures.Read("configs/opnsense-26.1.xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
+	o := labtest.Options{Version: "26.1.2", SavepointTimer: time.Second, Config: fixtures.Read("configs/opnsense-26.1.xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
 	fw, em := newOPNsense(t, o, true, fwapi.OPNsenseOptions{})
 	if fw.RollbackCoversAll() {
 		t.Error("RollbackCoversAll() = true without the SSH rollback")

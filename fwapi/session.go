@@ -261,6 +261,10 @@ func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []co
 	if err := s.fw.Apply(ctx, changes); err != nil {
 		return err
 	}
+	if adopted, ok := adoptedConfig(s.fw); ok {
+		s.journal(JournalEntry{Event: "adopted", SHA256: SHA256Hex(adopted), Detail: "the firewall's own service action saved config.xml (checked by the driver)"})
+		config = adopted
+	}
 	st, err := s.fw.RuntimeState(ctx)
 	if err != nil {
 		return err
@@ -347,7 +351,35 @@ func (s *Session) putBack(ctx context.Context, config []byte, plan []configxml.A
 	if err := s.fw.WriteConfig(ctx, config, "fwab restore"); err != nil {
 		return err
 	}
-	return s.fw.Apply(ctx, actionChanges(plan))
+	if err := s.fw.Apply(ctx, actionChanges(plan)); err != nil {
+		return err
+	}
+	return rewriteAdopted(ctx, s.fw, config)
+}
+
+// configAdopter is a driver whose service actions may save config.xml
+// themselves, in a way the driver checked (OPNsense's first IDS
+// reconfigure creating its update cron): AdoptedConfig is that file after
+// the last Apply.
+type configAdopter interface {
+	AdoptedConfig() (config []byte, ok bool)
+}
+
+func adoptedConfig(fw Firewall) ([]byte, bool) {
+	if a, ok := fw.(configAdopter); ok {
+		return a.AdoptedConfig()
+	}
+	return nil, false
+}
+
+// rewriteAdopted puts config back when the Apply that followed its write
+// saved config.xml itself: a restore ends with the file it restores (the
+// services already run as they should; the firewall's addition is inert).
+func rewriteAdopted(ctx context.Context, fw Firewall, config []byte) error {
+	if _, ok := adoptedConfig(fw); !ok {
+		return nil
+	}
+	return fw.WriteConfig(ctx, config, "fwab restore (after the firewall saved its own change)")
 }
 
 // actionChanges makes one synthetic change per action so that a driver's
@@ -388,6 +420,9 @@ func restoreConfig(ctx context.Context, fw Firewall, orig []byte, sum string, pl
 		return err
 	}
 	if err := fw.Apply(ctx, actionChanges(plan)); err != nil {
+		return err
+	}
+	if err := rewriteAdopted(ctx, fw, orig); err != nil {
 		return err
 	}
 	got, err := fw.ReadConfig(ctx)

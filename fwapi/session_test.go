@@ -480,3 +480,49 @@ func TestRecoverAfterCrashDuringRestore(t *testing.T) {
 		t.Errorf("Recover = %+v, want Restored (the running state was put back)", rep)
 	}
 }
+
+// TestOPNsenseIDSReconfigureSavesItsCron: on a box that never had IDS set
+// up, OPNsense's first ids/service/reconfigure creates the update cron and
+// saves config.xml. The session adopts exactly that change for its hash
+// checks and still restores the original at the end.
+func TestOPNsenseIDSReconfigureSavesItsCron(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	orig := em.StoredConfig(t)
+	if bytes.Contains(orig, []byte("<UpdateCron>")) && !bytes.Contains(orig, []byte("<UpdateCron/>")) && !bytes.Contains(orig, []byte("<UpdateCron></UpdateCron>")) {
+		t.Fatalf("the factory config already has an UpdateCron")
+	}
+	fw := em.Open(t)
+	g, ok := fw.(fwapi.Guard)
+	if !ok {
+		t.Fatalf("%T is no Guard", fw)
+	}
+	s, err := fwapi.StartSession(t.Context(), fw, g, fwapi.SessionOptions{
+		Target: "opn", Dir: t.TempDir(), Owner: owner("alice@ws1"),
+		RollbackAfter: 30 * time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configxml.LoadBytes(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("ids@lan", "ids"); err != nil {
+		t.Fatal(err)
+	}
+	ch := []configxml.Change{{Knob: "ids@lan", From: "off", To: "ids", Action: configxml.ActionIDSRestart}}
+	if err := s.Apply(t.Context(), c.Bytes(), ch, nil); err != nil {
+		t.Fatalf("Apply(ids@lan=ids) on a box without an IDS update cron: %v", err)
+	}
+	now := string(em.StoredConfig(t))
+	if !strings.Contains(now, "<command>ids update</command>") || !strings.Contains(now, "<origin>IDS</origin>") {
+		t.Errorf("the emulated reconfigure did not create the IDS update cron:\n%s", now)
+	}
+	// Any other change made by the reconfigure is refused.
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, orig) {
+		t.Errorf("config.xml after Close differs from the original (sha256 %s, want %s)", fwapi.SHA256Hex(got), fwapi.SHA256Hex(orig))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -487,9 +488,63 @@ func (c *SSHClient) Close() error {
 // Addr is the host:port this client talks to.
 func (c *SSHClient) Addr() string { return c.cfg.Addr }
 
-// Run runs one command line through the firewall's /bin/sh and returns its
-// output and exit status. A non-zero exit is not an error; err is set only
-// when the command could not be run or its status is unknown (the
+// RemoteShell is the one command string fwab sends over SSH, for every
+// command on both products: the command itself travels as a POSIX script
+// on the shell's standard input (see RemoteScript). root's login shell runs
+// the command string with -c: on pfSense that is /bin/sh, on OPNsense
+// /bin/csh (tcsh), where a multi-line quoted argument is "Unmatched '", `!`
+// is a history event and a backslash-newline joins lines; this string has
+// none of those, so every login shell runs the same POSIX sh.
+//
+// upstream: opnsense-core 26.1 src/sbin/opnsense-shell:37 — `exec ${CMD_SHELL} -${OPT} "${OPTARG}"` with CMD_SHELL=/bin/csh (:25; same lines 24.7–26.7)
+// upstream: pfsense 2.7.2 src/etc/rc.initial:52 — `/bin/sh -c "$@"` for `-c`
+const RemoteShell = "/bin/sh -s"
+
+// RemoteScript is the script RemoteShell reads for cmd. Without stdin it is
+// cmd itself. With stdin the data is embedded, base64-framed for
+// b64decode(1) in a here-document (the script is the shell's standard
+// input, so the data cannot follow it there), and piped into cmd:
+//
+//	fwab_stdin() {
+//	b64decode -p <<'FWAB_STDIN_…'
+//	begin-base64 600 -
+//	…
+//	====
+//	FWAB_STDIN_…
+//	}
+//	fwab_stdin | {
+//	cmd
+//	}
+//
+// upstream: not settled — b64decode(1) is FreeBSD base, not product source; checked at run time by the SHA-256 each write compares (WriteFileAtomic, OPNsense WriteConfig)
+func RemoteScript(cmd string, stdin []byte, hasStdin bool) []byte {
+	var b bytes.Buffer
+	if !hasStdin {
+		b.WriteString(cmd)
+		b.WriteByte('\n')
+		return b.Bytes()
+	}
+	var tag [8]byte
+	rand.Read(tag[:])
+	delim := "FWAB_STDIN_" + hex.EncodeToString(tag[:])
+	b.WriteString("fwab_stdin() {\nb64decode -p <<'" + delim + "'\nbegin-base64 600 -\n")
+	enc := base64.StdEncoding.EncodeToString(stdin)
+	for len(enc) > 76 {
+		b.WriteString(enc[:76])
+		b.WriteByte('\n')
+		enc = enc[76:]
+	}
+	if enc != "" {
+		b.WriteString(enc)
+		b.WriteByte('\n')
+	}
+	b.WriteString("====\n" + delim + "\n}\nfwab_stdin | {\n" + cmd + "\n}\n")
+	return b.Bytes()
+}
+
+// Run runs one command line through the firewall's /bin/sh (RemoteShell,
+// RemoteScript) and returns its output and exit status. A non-zero exit is
+// not an error; err is set only when the command could not be run or its status is unknown (the
 // connection dropped: ErrConnectionLost). Cancelling ctx kills the remote
 // command and closes the session. A session that cannot be opened is retried
 // on a fresh connection; a command is never sent twice.
@@ -515,14 +570,18 @@ func (c *SSHClient) run(ctx context.Context, cmd string, stdin io.Reader, stdout
 		return -1, nil, err
 	}
 	defer sess.Close()
+	var data []byte
+	if stdin != nil {
+		if data, err = io.ReadAll(stdin); err != nil {
+			return -1, nil, fmt.Errorf("ssh %s: %q: standard input: %w", c.cfg.Addr, cmd, err)
+		}
+	}
 	var errOut bytes.Buffer
 	sess.Stdout = stdout
 	sess.Stderr = &errOut
-	if stdin != nil {
-		sess.Stdin = stdin
-	}
+	sess.Stdin = bytes.NewReader(RemoteScript(cmd, data, stdin != nil))
 	done := make(chan error, 1)
-	go func() { done <- sess.Run(cmd) }()
+	go func() { done <- sess.Run(RemoteShell) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():

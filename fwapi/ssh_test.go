@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
@@ -378,4 +379,68 @@ func TestOpenAndDialSSHHost(t *testing.T) {
 	if _, err := fwapi.Open(t.Context(), &target, fwapi.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "no ssh section") {
 		t.Errorf("Open without ssh = %v, want a clear error", err)
 	}
+}
+
+// TestSSHCommandsSurviveTheLoginShell: every command reaches POSIX sh
+// unchanged on both products, OPNsense's csh login shell included, with
+// newlines, `!`, both quotes, `$` and a backslash-newline in it; and the
+// emulated OPNsense refuses the same script sent as a plain command string,
+// as its tcsh does.
+func TestSSHCommandsSurviveTheLoginShell(t *testing.T) {
+	script := "x=\"it's\" y=\"a!b\"\nif [ -n \"$x\" ]; then\n  echo \"$x $y\" \\\n    '$HOME !1' \"$(echo sub)\" 'q'\\''t'\nfi"
+	want := "it's a!b $HOME !1 sub q't\n"
+	for _, p := range []configxml.Flavor{configxml.PfSense, configxml.OPNsense} {
+		t.Run(string(p), func(t *testing.T) {
+			if p == configxml.OPNsense && lab.TcshPath() == "" {
+				t.Skip("tcsh is not installed (make setup): the emulated OPNsense cannot run its csh login shell")
+			}
+			srv := labtest.Start(t, labtest.Options{Product: p})
+			c := dial(t, srv.SSHConfig())
+			out, errOut, code, err := c.Run(t.Context(), script, nil)
+			if err != nil || code != 0 || string(out) != want {
+				t.Errorf("Run = %q, stderr %q, exit %d, %v; want %q", out, errOut, code, err, want)
+			}
+			out, _, code, err = c.Run(t.Context(), "cat", strings.NewReader("it's!\n$x\n"))
+			if err != nil || code != 0 || string(out) != "it's!\n$x\n" {
+				t.Errorf("Run(cat) with stdin = %q, exit %d, %v", out, code, err)
+			}
+			if p != configxml.OPNsense {
+				return
+			}
+			raw := rawExec(t, srv.SSHConfig(), script)
+			if raw == 0 {
+				t.Errorf("the unwrapped script ran under the emulated OPNsense's csh; a real box refuses it")
+			}
+		})
+	}
+}
+
+// rawExec sends cmd as the SSH command string itself, bypassing fwapi.
+func rawExec(t *testing.T, cfg fwapi.SSHConfig, cmd string) int {
+	t.Helper()
+	pem, err := os.ReadFile(cfg.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ssh.Dial("tcp", cfg.Addr, &ssh.ClientConfig{User: cfg.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var exitErr *ssh.ExitError
+	if err := sess.Run(cmd); errors.As(err, &exitErr) {
+		return exitErr.ExitStatus()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0
 }

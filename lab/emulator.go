@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -132,6 +133,9 @@ func (e *Emulator) Init() error {
 	}
 	if _, err := os.Stat(e.path("/conf/config.xml")); errors.Is(err, fs.ErrNotExist) {
 		if err := atomicfile.WriteFile(e.path("/conf/config.xml"), FactoryConfig(e.flavor()), 0o644); err != nil {
+			return err
+		}
+		if err := e.firstBackup(); err != nil {
 			return err
 		}
 	}
@@ -343,11 +347,15 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 	for _, s := range rs.Skipped {
 		e.logger().Warn("filter: not emulated", "what", s)
 	}
-	_ = os.WriteFile(e.path("/tmp/rules.debug"), []byte(rs.Script), 0o644)
+	pf, debug := rs.PF, []byte(rs.Script)
+	if e.opnsense() {
+		pf, debug = opnRuleLabels(rs.PF)
+	}
+	_ = os.WriteFile(e.path("/tmp/rules.debug"), debug, 0o600)
 	if err := e.DataPlane.LoadRuleset(ctx, rs.Script); err != nil {
 		return err
 	}
-	e.pf = rs.PF
+	e.pf = pf
 	e.logger().Info("filter loaded", "rules", len(rs.PF), "nat", NATMode(root), "blocklist", e.blocklist)
 	return nil
 }
@@ -732,13 +740,31 @@ func (e *Emulator) handleSession(ctx context.Context, conn *ssh.ServerConn, ch s
 
 // execFaulty runs an SSH command line under the injected command faults;
 // ok is false when a fault cut the connection.
+//
+// fwab sends every command as a script on the standard input of
+// `/bin/sh -s` (fwapi.RemoteShell): for that line the script is what is
+// recorded (without its last newline) and what faults match, and it is
+// replayed to the login shell; DropAfter then cuts the connection without
+// running the script once it is longer than DropAfter bytes (the transfer
+// was lost).
 func (e *Emulator) execFaulty(ctx context.Context, conn *ssh.ServerConn, line string, stdin io.Reader, stdout, stderr io.Writer) (code int, ok bool) {
+	logged, script := line, []byte(nil)
+	if line == "/bin/sh -s" {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			conn.Close()
+			return 0, false
+		}
+		script = data
+		logged = strings.TrimSuffix(string(data), "\n")
+		stdin = bytes.NewReader(data)
+	}
 	e.amu.Lock()
-	e.cmdLog = append(e.cmdLog, line)
+	e.cmdLog = append(e.cmdLog, logged)
 	e.amu.Unlock()
-	f, faulty := e.commandFault(ctx, line)
+	f, faulty := e.commandFault(ctx, logged)
 	if !faulty {
-		return e.Exec(ctx, line, stdin, stdout, stderr), true
+		return e.loginShell(ctx, line, stdin, stdout, stderr), true
 	}
 	select {
 	case <-time.After(f.Delay):
@@ -755,10 +781,17 @@ func (e *Emulator) execFaulty(ctx context.Context, conn *ssh.ServerConn, line st
 		return f.Exit, true
 	}
 	if !f.Drop {
-		return e.Exec(ctx, line, stdin, stdout, stderr), true
+		return e.loginShell(ctx, line, stdin, stdout, stderr), true
+	}
+	if script != nil {
+		if len(script) > f.DropAfter {
+			conn.Close()
+			return 0, false
+		}
+		return e.loginShell(ctx, line, stdin, stdout, stderr), true
 	}
 	cut := &cutReader{r: stdin, left: f.DropAfter, cut: func() { conn.Close() }}
-	code = e.Exec(ctx, line, cut, stdout, stderr)
+	code = e.loginShell(ctx, line, cut, stdout, stderr)
 	return code, !cut.done
 }
 

@@ -144,10 +144,10 @@ func sshRun(t *testing.T, c *ssh.Client, cmd, stdin string) (string, string, int
 	defer s.Close()
 	var out, errb bytes.Buffer
 	s.Stdout, s.Stderr = &out, &errb
-	if stdin != "" {
-		s.Stdin = strings.NewReader(stdin)
-	}
-	err = s.Run(cmd)
+	// As fwab sends every command (a raw command string would meet the
+	// emulated OPNsense's csh).
+	s.Stdin = bytes.NewReader(fwapi.RemoteScript(cmd, []byte(stdin), stdin != ""))
+	err = s.Run(fwapi.RemoteShell)
 	var ee *ssh.ExitError
 	switch {
 	case err == nil:

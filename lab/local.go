@@ -154,6 +154,9 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 	if err := atomicfile.WriteFile(e.path("/conf/config.xml"), config, 0o644); err != nil {
 		return nil, err
 	}
+	if err := e.firstBackup(); err != nil {
+		return nil, err
+	}
 	i := slices.IndexFunc(profiles, func(p Profile) bool { return p.Version == version })
 	if err := e.writeVersion(profiles[i]); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package lab
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
@@ -13,7 +14,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,11 +256,22 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/core/firmware/update", func(w http.ResponseWriter, r *http.Request) { a.startUpgrade(w, false) })
 	mux.HandleFunc("POST /api/core/firmware/upgrade", func(w http.ResponseWriter, r *http.Request) { a.startUpgrade(w, true) })
 	mux.HandleFunc("GET /api/core/firmware/upgradestatus", func(w http.ResponseWriter, r *http.Request) {
+		// The status is read from the progress file's text, as upstream
+		// does: missing or empty is "error" (also right after a POST, before
+		// the daemonised script has started), and a ***DONE*** of an
+		// earlier action stays until the next run truncates the file.
+		// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:766 — `if ($cmd_result == null) {` → error; ***DONE*** → done, ***REBOOT*** → reboot, else running
 		a.mu.Lock()
-		st, log := a.upgrade.status, a.upgrade.log
+		log := a.upgrade.log
 		a.mu.Unlock()
-		if st == "" {
+		st := "running"
+		switch {
+		case strings.TrimSpace(log) == "":
+			st = "error"
+		case strings.Contains(log, "***DONE***"):
 			st = "done"
+		case strings.Contains(log, "***REBOOT***"):
+			st = "reboot"
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": st, "log": log})
 	})
@@ -273,7 +287,13 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 			writeJSON(w, http.StatusNotFound, map[string]string{"errorMessage": "Endpoint not found"})
 			return
 		}
-		data, err := os.ReadFile(e.path("/conf/config.xml"))
+		// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/BackupController.php:184 — `array_reverse(glob(` of /conf/backup/config-*.xml: the newest backup, never /conf/config.xml; no backup, no body
+		names, _ := filepath.Glob(e.path("/conf/backup") + "/config-*.xml")
+		sort.Strings(names)
+		if len(names) == 0 {
+			return
+		}
+		data, err := os.ReadFile(names[len(names)-1])
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"errorMessage": "Unexpected error, check log for details"})
 			return
@@ -310,6 +330,9 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 	for _, act := range []string{"start", "stop", "restart", "reconfigure"} {
 		mux.HandleFunc("POST /api/ids/service/"+act, action(func(ctx context.Context) error {
 			if act == "reconfigure" {
+				if err := e.idsUpdateCron(); err != nil {
+					return err
+				}
 				act = "restart" // template reload + restart, or stop when disabled
 			}
 			return e.suricata(ctx, act)
@@ -418,6 +441,7 @@ func (a *opnAPI) firmwareStatus(w http.ResponseWriter, r *http.Request) {
 		"product_version":      cur,
 		"product":              map[string]string{"product_name": "OPNsense", "product_version": cur, "product_series": opnSeries(cur)},
 		"upgrade_needs_reboot": "1",
+		"product_target":       "opnsense",
 		"status":               "none",
 		"status_msg":           "There are no updates available on the selected mirror.",
 		"updates":              "0",
@@ -426,6 +450,8 @@ func (a *opnAPI) firmwareStatus(w http.ResponseWriter, r *http.Request) {
 		body["status"], body["updates"] = "update", "1"
 		body["status_msg"] = fmt.Sprintf("There are updates available: %s", upd)
 		body["all_packages"] = map[string]any{"opnsense": map[string]string{"name": "opnsense", "current_version": cur, "new_version": upd}}
+		// upstream: opnsense-core 26.1 src/opnsense/mvc/app/views/OPNsense/Core/firmware.volt:87 — the `product_target` row of the packages names the version an update installs
+		body["upgrade_packages"] = []map[string]string{{"name": "opnsense", "repository": "OPNsense", "current_version": cur, "new_version": upd}}
 	}
 	if upg != "" {
 		body["upgrade_major_version"] = opnSeries(upg)
@@ -476,10 +502,20 @@ func (a *opnAPI) startUpgrade(w http.ResponseWriter, major bool) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "failed", "message": "a firmware action is already running"})
 		return
 	}
-	a.upgrade = upgradeJob{status: "running", log: "***GOT REQUEST TO " + strings.ToUpper(word) + "***\nCurrently running OPNsense " + cur + " (amd64)\n"}
+	a.upgrade.status = "running"
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "msg_uuid": newRevision()})
-	go a.runUpgrade(cur, target)
+	// The action is daemonised: the script starts a moment after the
+	// answer, truncates the progress file and writes its header; until
+	// then the file holds the previous run (or nothing).
+	// upstream: opnsense-core 26.1 src/opnsense/scripts/firmware/config.sh:65 — output_request truncates: `: > ${LOCKFILE}`, then writes the GOT REQUEST TO header (:70) and Currently running (24.7: 61)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		a.mu.Lock()
+		a.upgrade.log = "***GOT REQUEST TO " + strings.ToUpper(word) + "***\nCurrently running OPNsense " + cur + " (amd64) at " + time.Now().Format(time.UnixDate) + "\n"
+		a.mu.Unlock()
+		a.runUpgrade(cur, target)
+	}()
 }
 
 func (a *opnAPI) runUpgrade(cur, target string) {
@@ -518,6 +554,7 @@ func (a *opnAPI) runUpgrade(cur, target string) {
 	}
 	a.e.logger().Info("upgrade", "from", cur, "to", target)
 	logf("The system is rebooting now.")
+	logf("***REBOOT***")
 	a.mu.Lock()
 	a.upgrade.status = "reboot"
 	a.mu.Unlock()
@@ -530,9 +567,10 @@ func (a *opnAPI) runUpgrade(cur, target string) {
 		for a.e.rebooting() {
 			time.Sleep(100 * time.Millisecond)
 		}
+		// /tmp does not survive the reboot: the progress file is gone.
 		a.mu.Lock()
 		a.upgrade.status = "done"
-		a.upgrade.log += "***DONE***\n"
+		a.upgrade.log = ""
 		a.mu.Unlock()
 	}()
 }
@@ -650,8 +688,13 @@ func ensurePath(e *etree.Element, path string) *etree.Element {
 }
 
 // editConfig changes config.xml as OPNsense's Config::save() does: the
-// current file goes to /conf/backup/config-<time>.xml, the <revision> block
-// records who and when, and the new file replaces the old atomically.
+// <revision> block records who and when, the new file replaces the old
+// atomically, and then the NEW file is copied to
+// /conf/backup/config-<time>.xml.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:755 — `fwrite($this->config_file_handle, (string)$this);` first
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:758 — `$backup_filename = $backup ? $this->backup($time) : null;` after
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:586 — backup() copies `file_get_contents($this->config_file)`, the new file
 func (e *Emulator) editConfig(who string, edit func(doc *etree.Document) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -682,11 +725,11 @@ func (e *Emulator) editConfig(who string, edit func(doc *etree.Document) error) 
 	if _, err := parseConfig(out, configxml.OPNsense); err != nil {
 		return err
 	}
-	backup := e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000))
-	if err := atomicfile.WriteFile(backup, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, out, 0o640); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, out, 0o644)
+	backup := e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000))
+	return atomicfile.WriteFile(backup, out, 0o640)
 }
 
 // modelField is one field of an MVC model the API reads and writes:
@@ -970,4 +1013,71 @@ func (a *opnAPI) searchPhase2(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total": len(rows), "rowCount": len(rows), "current": 1, "rows": rows})
+}
+
+// IDSCronJob is the cron job OPNsense's ids/service/reconfigure creates when
+// <OPNsense><IDS><general><UpdateCron> is empty, and the fields it sets
+// (the rest are Cron.xml's defaults).
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:62 — `if ($mdlIDS->general->UpdateCron->isEmpty()) {` (24.7: 63, compares with the empty string)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:65 — `newDailyJob("IDS", "ids update", "ids rule updates", "*", "0")`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:72 — `Config::getInstance()->save();` (24.7: 73)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:177 — `<UpdateCron type="ModelRelationField">` (24.7: 164; 25.7: 165)
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/opnsense/mvc/app/models/OPNsense/Cron/Cron.xml:19 — defaults minutes 0, hours 0 (:25), days/months/weekdays *, who root (:49); Cron.php:50 newDailyJob
+var IDSCronJob = [][2]string{
+	{"origin", "IDS"}, {"enabled", "0"}, {"minutes", "0"}, {"hours", "0"}, {"days", "*"}, {"months", "*"},
+	{"weekdays", "*"}, {"who", "root"}, {"command", "ids update"}, {"parameters", ""}, {"description", "ids rule updates"},
+}
+
+// idsUpdateCron creates the IDS update cron job and saves config.xml when
+// UpdateCron is empty, as the first ids/service/reconfigure does.
+func (e *Emulator) idsUpdateCron() error {
+	data, err := os.ReadFile(e.path("/conf/config.xml"))
+	if err != nil {
+		return err
+	}
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(data); err != nil {
+		return fmt.Errorf("config.xml: %w", err)
+	}
+	if el := doc.FindElement("/opnsense/OPNsense/IDS/general/UpdateCron"); el != nil && strings.TrimSpace(el.Text()) != "" {
+		return nil
+	}
+	uuid := newUUID()
+	return e.editConfig("root@ids-reconfigure", func(doc *etree.Document) error {
+		job := ensurePath(doc.Root(), "OPNsense/cron/jobs").CreateElement("job")
+		job.CreateAttr("uuid", uuid)
+		for _, kv := range IDSCronJob {
+			job.CreateElement(kv[0]).SetText(kv[1])
+		}
+		ensurePath(doc.Root(), "OPNsense/IDS/general/UpdateCron").SetText(uuid)
+		return nil
+	})
+}
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// firstBackup gives a new emulated OPNsense the backup its first save left
+// (the installer's or wizard's Config::save()): a copy of config.xml, unless
+// /conf/backup holds a config-*.xml already.
+// upstream: not settled — whether a fresh install has a backup; checked at run time by OPNsense.ReadConfig, which reads /conf/config.xml over SSH and refuses an empty download
+func (e *Emulator) firstBackup() error {
+	if !e.opnsense() {
+		return nil
+	}
+	if names, _ := filepath.Glob(e.path("/conf/backup") + "/config-*.xml"); len(names) > 0 {
+		return nil
+	}
+	data, err := os.ReadFile(e.path("/conf/config.xml"))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	return atomicfile.WriteFile(e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000)), data, 0o640)
 }

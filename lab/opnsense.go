@@ -3,8 +3,11 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fwab/fwab/configxml"
@@ -218,4 +221,52 @@ func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
 // idsRunning reports whether an inspection engine (Suricata) runs.
 func (e *Emulator) idsRunning() bool {
 	return len(e.suricataProcesses()) > 0
+}
+
+// opnRuleLabels turns the ruleset's pf lines into OPNsense's: each rule's
+// label is a 32-hex hash of the rule without its description (legacy rules;
+// MVC rules carry their uuid), and /tmp/rules.debug holds each rule with its
+// description as a trailing comment. The hash is a stand-in of the same
+// shape, not Util::calcRuleHash (PHP's JSON of the rule); like it, rules
+// that differ only in their description share a label.
+//
+// upstream: opnsense-core 26.1 src/etc/inc/filter.lib.inc:692 — `$rule['label'] = OPNsense\Firewall\Util::calcRuleHash($rule);` (24.7: 620; 26.7: 696)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Firewall/FieldTypes/FilterRuleField.php:55 — MVC rules: `'label' => $this->getAttribute('uuid')`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Firewall/FilterRule.php:70 — `'descr' => 'parseComment'`, the last part of the line
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Firewall/Rule.php:173 — parseComment: `"# " . preg_replace("/\r|\n/", "", $value)`
+// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:172 — the ruleset file `/tmp/rules.debug`
+func opnRuleLabels(pf map[string]string) (map[string]string, []byte) {
+	out := make(map[string]string, len(pf))
+	var dbg strings.Builder
+	keys := make([]string, 0, len(pf))
+	for k := range pf {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		line := pf[k]
+		i := strings.Index(line, ` label "`)
+		if i < 0 {
+			out[k] = line
+			dbg.WriteString(line + "\n")
+			continue
+		}
+		rest := line[i+len(` label "`):]
+		j := strings.IndexByte(rest, '"')
+		if j < 0 {
+			out[k] = line
+			continue
+		}
+		descr := strings.TrimPrefix(rest[:j], "USER_RULE: ")
+		bare := line[:i] + rest[j+1:]
+		sum := md5.Sum([]byte(bare))
+		labelled := line[:i] + ` label "` + hex.EncodeToString(sum[:]) + `"` + rest[j+1:]
+		out[k] = labelled
+		dbg.WriteString(labelled)
+		if descr != "" {
+			dbg.WriteString(" # " + descr)
+		}
+		dbg.WriteString("\n")
+	}
+	return out, []byte(dbg.String())
 }

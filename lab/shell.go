@@ -95,6 +95,8 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/sbin/shutdown":          e.cmdShutdown,
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
+		"/usr/bin/b64decode":      e.cmdB64decode,
+		"/bin/chmod":              e.cmdChmod,
 	}
 }
 
@@ -820,7 +822,8 @@ func (e *Emulator) cmdSleep(ctx context.Context, c *call) error {
 	}
 }
 
-// cmdSh runs `sh -c LINE` or `sh FILE ARGS...` with the same commands.
+// cmdSh runs `sh -c LINE`, `sh -s` (the script on stdin) or `sh FILE
+// ARGS...` with the same commands.
 func (e *Emulator) cmdSh(ctx context.Context, c *call) error {
 	var src io.Reader
 	var params []string
@@ -831,6 +834,14 @@ func (e *Emulator) cmdSh(ctx context.Context, c *call) error {
 		if len(c.args) > 4 {
 			params = c.args[4:]
 		}
+	case len(c.args) == 2 && c.args[1] == "-s":
+		// The script on standard input, as fwab sends every command
+		// (fwapi.RemoteShell); its commands get what follows it (nothing).
+		data, err := io.ReadAll(c.stdin)
+		if err != nil {
+			return c.errorf(2, "sh: %v", err)
+		}
+		src, c.stdin = strings.NewReader(string(data)), strings.NewReader("")
 	case len(c.args) >= 2 && !strings.HasPrefix(c.args[1], "-"):
 		data, err := os.ReadFile(e.path(c.abs(c.args[1])))
 		if err != nil {
@@ -838,7 +849,7 @@ func (e *Emulator) cmdSh(ctx context.Context, c *call) error {
 		}
 		src, name, params = strings.NewReader(string(data)), c.args[1], c.args[2:]
 	default:
-		return c.errorf(2, "sh: only 'sh -c command' and 'sh file' are emulated")
+		return c.errorf(2, "sh: only 'sh -c command', 'sh -s' and 'sh file' are emulated")
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(src, name)
 	if err != nil {

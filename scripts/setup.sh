@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-	iproute2 iptables nftables ethtool iperf3 iputils-ping procps kmod
+	iproute2 iptables nftables ethtool iperf3 iputils-ping procps kmod tcsh
 	strongswan-swanctl charon-systemd libstrongswan-standard-plugins libstrongswan-extra-plugins libcharon-extra-plugins
 	chromium fonts-liberation
 )

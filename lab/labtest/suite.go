@@ -376,7 +376,9 @@ func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
 	}
 	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
 
-	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+	// A write is several commands (each through csh on OPNsense): leave
+	// the rollback time for them on a loaded machine.
+	if err := g.ArmRollback(ctx, prev, 3*time.Second); err != nil {
 		t.Fatalf("ArmRollback: %v", err)
 	}
 	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
@@ -385,7 +387,7 @@ func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
 	if err := g.Disarm(ctx); err != nil {
 		t.Fatalf("Disarm: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3500 * time.Millisecond)
 	if !bytes.Equal(f.StoredConfig(t), changed) {
 		t.Errorf("a disarmed rollback still restored the config")
 	}

@@ -82,7 +82,10 @@ var parsers = []struct {
 	absent map[configxml.Flavor]bool
 }{
 	{"ifconfig -a", func(s string) (any, error) { return fwapi.ParseIfconfig(s) }, nil},
-	{"pfctl -sr", func(s string) (any, error) { return fwapi.ParsePfctlRules(s) }, nil},
+	// OPNsense labels rules with a hash or uuid, not the description the
+	// (pfSense) transcript's labels carry: fwab counts its rules there
+	// through /tmp/rules.debug, so only the type is compared.
+	{"pfctl -sr", func(s string) (any, error) { return fwapi.ParsePfctlRules(s) }, map[configxml.Flavor]bool{configxml.OPNsense: true}},
 	{"pfctl -sn", func(s string) (any, error) { return fwapi.ParsePfctlNAT(s) }, nil},
 	// fwab's table loop reads the names as words ($(pfctl -s Tables)).
 	{"pfctl -s Tables", func(s string) (any, error) { return strings.Fields(s), nil }, map[configxml.Flavor]bool{configxml.OPNsense: true}},
