@@ -522,6 +522,14 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 			return rep, fmt.Errorf("recover: %w", err)
 		}
 		rep.Restored = true
+	} else if len(rep.Actions) > 0 && !slices.ContainsFunc(j, func(e JournalEntry) bool { return e.Event == "restored" }) {
+		// config.xml is the original but the restore did not finish: a
+		// crash between writing it back and applying it leaves the
+		// running state as the last change made it. Apply it again.
+		if err := fw.Apply(ctx, actionChanges(rep.Actions)); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		rep.Restored = true
 	}
 	if err := guard.ForceUnlock(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
