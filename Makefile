@@ -35,13 +35,16 @@ load:
 	FWAB_LOAD_POINTS=$(LOADPOINTS) $(GO) test -count=1 -timeout 40m -v -run '^TestLoad' ./cmd/fwab
 
 # The fault-injection suite on the lab (root): kill -9, management link
-# drop, reboot, iperf3 endpoint loss, firewall disk full/read-only; prints
-# the table and fails when any trial lost anything. FAULTS_SEED reproduces
-# a run's kill times; FAULTS_KILLS sets the number of kill trials.
-FAULTS_SEED  ?= 0
-FAULTS_KILLS ?= 30
+# drop, a silent management link, reboot, iperf3 endpoint loss, firewall
+# disk full/read-only, on each flavor's lab in turn (FAULTS_FLAVORS); prints
+# a table per flavor and fails when any trial lost anything. FAULTS_SEED
+# reproduces a run's kill times; FAULTS_KILLS sets the number of kill
+# trials, split across the flavors.
+FAULTS_SEED    ?= 0
+FAULTS_KILLS   ?= 20
+FAULTS_FLAVORS ?= pfsense,opnsense
 faults:
-	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS)
+	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS) -faults.flavors $(FAULTS_FLAVORS)
 
 # staticcheck is pinned by go.mod's tool directive; tidy -diff fails when
 # go.mod or go.sum is not tidy.

@@ -26,7 +26,7 @@ const (
 // JournalEntry is one line of a session's journal.
 type JournalEntry struct {
 	Time    time.Time          `json:"time"`
-	Event   string             `json:"event"` // locking, start, armed, written, applied, confirmed, rolled-back, restored, end, recovered
+	Event   string             `json:"event"` // locking, start, relocked, lock-lost, armed, written, applied, confirmed, rolled-back, restored, end, recovered
 	Target  string             `json:"target,omitempty"`
 	SHA256  string             `json:"sha256,omitempty"`
 	Actions []configxml.Action `json:"actions,omitempty"`
@@ -215,6 +215,9 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err != nil {
 		return err
 	}
+	if err := s.relock(ctx); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
 	prev, err := s.fw.ReadConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -246,6 +249,31 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	s.guard.Disarm(ctx)
 	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
 	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+// relock makes sure the session still holds the firewall lock before a
+// change. A reboot of the firewall (a firmware step, a power cut, a
+// watchdog) clears /var/run and the lock with it; the session takes it
+// again, and refuses the change when another writer took it meanwhile.
+func (s *Session) relock(ctx context.Context) error {
+	r, ok := s.guard.(Relocker)
+	if !ok {
+		return nil
+	}
+	retaken, err := r.Relock(ctx, s.opts.Owner)
+	if err != nil {
+		var locked *LockedError
+		if errors.As(err, &locked) {
+			s.journal(JournalEntry{Event: "lock-lost", Detail: locked.Holder})
+			return fmt.Errorf("the firewall lost our lock (a reboot clears /var/run) and another writer took it: %w", err)
+		}
+		return err
+	}
+	if retaken {
+		s.log.Warn("the firewall lock was gone (the firewall rebooted?); took it again", "owner", s.opts.Owner.String())
+		s.journal(JournalEntry{Event: "relocked", Owner: &s.opts.Owner, Detail: "the lock was gone (a reboot clears /var/run); taken again"})
+	}
+	return nil
 }
 
 func isUnreachable(err error) bool {
@@ -397,6 +425,9 @@ func actionChanges(actions []configxml.Action) []configxml.Change {
 func (s *Session) Restore(ctx context.Context) error {
 	if !s.changed {
 		return nil
+	}
+	if err := s.relock(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	if err := s.guard.Disarm(ctx); err != nil {
 		return fmt.Errorf("restore: %w", err)

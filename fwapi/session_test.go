@@ -434,7 +434,8 @@ func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
 	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Errorf("Close did not restore the original config")
 	}
-	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}
+	// The restore is a change too: the lock is taken again first.
+	want := []string{"locking", "start", "armed", "written", "confirmed", "relocked", "restored", "end"}
 	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
 		t.Errorf("journal mismatch (-want +got):\n%s", diff)
 	}
@@ -524,5 +525,101 @@ func TestOPNsenseIDSReconfigureSavesItsCron(t *testing.T) {
 	}
 	if got := em.StoredConfig(t); !bytes.Equal(got, orig) {
 		t.Errorf("config.xml after Close differs from the original (sha256 %s, want %s)", fwapi.SHA256Hex(got), fwapi.SHA256Hex(orig))
+	}
+}
+
+func rebootFirewall(t *testing.T, fake *labtest.Firewall) {
+	t.Helper()
+	boots := fake.Boots()
+	fake.Reboot(t.Context())
+	if fake.Boots() != boots+1 {
+		t.Fatalf("the emulator did not reboot (boots %d, want %d)", fake.Boots(), boots+1)
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Fatalf("the reboot left %s in place", fwapi.LockDir)
+	}
+}
+
+func TestSessionRelocksAfterReboot(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	defer s.Close(t.Context())
+	first := changedConfig(orig)
+	if err := s.Apply(t.Context(), first, rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	rebootFirewall(t, fake)
+	second := bytes.Replace(first, []byte("pfSense-changed"), []byte("pfSense-changed-again"), 1)
+	if err := s.Apply(t.Context(), second, rulesChange, nil); err != nil {
+		t.Fatalf("Apply after the reboot: %v", err)
+	}
+	held, err := fake.ReadFile(fwapi.LockDir + "/owner")
+	if err != nil || !strings.Contains(string(held), "token=alice@ws1-token\n") {
+		t.Fatalf("after the reboot the next change did not take the lock again: owner file %q (%v)", held, err)
+	}
+	if ev := events(t, dir); !slices.Contains(ev, "relocked") {
+		t.Errorf("journal %v has no relocked entry", ev)
+	}
+}
+
+func TestSessionRefusesAfterRebootWhenAnotherWriterLocked(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	first := changedConfig(orig)
+	if err := s.Apply(t.Context(), first, rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	rebootFirewall(t, fake)
+	if err := fw.Lock(t.Context(), owner("bob@ws2")); err != nil {
+		t.Fatalf("bob's Lock after the reboot: %v", err)
+	}
+	fake.ResetCommands()
+	second := bytes.Replace(first, []byte("pfSense-changed"), []byte("pfSense-changed-again"), 1)
+	err := s.Apply(t.Context(), second, rulesChange, nil)
+	var locked *fwapi.LockedError
+	if !errors.As(err, &locked) || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Fatalf("Apply with bob's lock after the reboot = %v, want a *LockedError naming bob@ws2", err)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, first) {
+		t.Errorf("Apply wrote config.xml although another writer holds the lock")
+	}
+	if fake.Running(fwapi.RollbackPIDFile) {
+		t.Errorf("Apply armed a rollback although another writer holds the lock")
+	}
+	held, _ := fake.ReadFile(fwapi.LockDir + "/owner")
+	if !strings.Contains(string(held), "token=bob@ws2-token\n") {
+		t.Errorf("bob's lock was touched: owner file %q", held)
+	}
+	// Close does not restore over bob's session either: it says so and
+	// keeps the journal open for recover.
+	if err := s.Close(t.Context()); err == nil || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Errorf("Close with bob's lock = %v, want it refused naming bob@ws2", err)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, first) {
+		t.Errorf("Close wrote config.xml although another writer holds the lock")
+	}
+}
+
+func TestRecoverCrashDuringRestoreApplies(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the original is back on disk, nothing applied it.
+	fake.PutFile(t, "/conf/config.xml", orig)
+	fake.ResetActions()
+	rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if !slices.Contains(fake.Actions(), configxml.ActionFilterReload) || !rep.Restored {
+		t.Errorf("Recover with the original on disk but not applied ran %v (restored %v), want the filter reloaded", fake.Actions(), rep.Restored)
 	}
 }

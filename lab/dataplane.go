@@ -158,10 +158,22 @@ func interfaces(c *configxml.Config, ports Ports) map[string]iface {
 // BuildRuleset turns a pfSense config.xml into the lab's nftables ruleset.
 // It is a pure function: same config, same text.
 //
-// Like pf's linear rule list, every forwarded packet is evaluated against
-// the block and reject rules one by one, in config order, before any pass
-// rule and before the state (conntrack) accept, so the number of rules costs
-// on every packet. Pass rules follow the block rules in config order.
+// It follows pf's semantics, which pfSense and OPNsense rely on: pf looks a
+// packet up in its state table first, so only the first packet of a
+// connection walks the rule list; that walk goes in config order and stops
+// at the first matching quick rule (every interface rule is quick), and the
+// non-quick default deny decides when none matches. In nft: the conntrack
+// accept comes first, then the rules in config order, each ending in a
+// verdict (which ends the walk), then the default deny. So the number of
+// rules costs per new connection, not per packet of a long stream.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3387 — every non-floating
+// rule gets `quick` (first match wins; 2.6.0: 3124; master: 4447).
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3559 — pass rules default
+// to `keep state` (later packets match the state, not the rules).
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3782 — the default deny is
+// non-quick: `block in {$log['block']} inet all`, overridden by any quick
+// rule. pf's state lookup itself is FreeBSD's (not in the upstream copy).
 func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	if opts.BlocklistSize == 0 {
 		opts.BlocklistSize = DefaultBlocklistSize
@@ -173,7 +185,8 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", filterTable, filterTable)
 	fmt.Fprintf(&b, "table ip %s {\n\tchain filter {\n\t\ttype filter hook forward priority filter; policy drop;\n", filterTable)
 
-	var blocks, passes []string
+	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
+	b.WriteString("\t\tct state established,related accept comment \"fwab:state\"\n")
 	n := 0
 	var rules []*etree.Element
 	if f := root.FindElement("filter"); f != nil {
@@ -191,21 +204,8 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 		key := fmt.Sprintf("fwab:f%d", n)
 		n++
 		rs.PF[key] = pf
-		line := fmt.Sprintf("\t\t%s comment %q\n", nft, key)
-		if text(r, "type") == "pass" {
-			passes = append(passes, line)
-		} else {
-			blocks = append(blocks, line)
-		}
+		fmt.Fprintf(&b, "\t\t%s comment %q\n", nft, key)
 	}
-	for _, l := range blocks {
-		b.WriteString(l)
-	}
-	for _, l := range passes {
-		b.WriteString(l)
-	}
-	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
-	b.WriteString("\t\tct state established,related accept comment \"fwab:state\"\n")
 	rs.PF["fwab:deny"] = "block drop in log inet all ridentifier 1000000103 label \"Default deny rule IPv4\""
 	b.WriteString("\t\tcounter drop comment \"fwab:deny\"\n\t}\n")
 
@@ -239,8 +239,7 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 		// pfBlockerNG's auto rules sit at the top of the rule list, and pf
 		// looks a table up when a packet creates a state; packets of an
 		// established state match the state. So the lookup happens for new
-		// connections only (unlike the generated rules, which every packet
-		// crosses).
+		// connections only, as for the filter rules.
 		fmt.Fprintf(&b, "\tchain filter {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n")
 		fmt.Fprintf(&b, "\t\tct state new ip saddr @%s drop comment \"fwab:b0\"\n", BlocklistSet)
 		fmt.Fprintf(&b, "\t\tct state new ip daddr @%s drop comment \"fwab:b1\"\n\t}\n}\n", BlocklistSet)
@@ -351,6 +350,11 @@ func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
 		if text(m, "enabled") == "0" {
 			r.CreateElement("disabled")
 		}
+		// upstream: opnsense-core 26.7 src/opnsense/mvc/app/models/OPNsense/Firewall/Filter.xml:61 — `quick`
+		// is a BooleanField, default 1; a non-quick rule is not first-match.
+		if text(m, "quick") == "0" {
+			r.CreateElement("fwab-nonquick")
+		}
 		leaf("type", text(m, "action"))
 		leaf("interface", text(m, "interface"))
 		leaf("ipprotocol", text(m, "ipprotocol"))
@@ -402,6 +406,9 @@ func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
 	}
 	if present(r, "floating") {
 		return "", "", "floating rules are not emulated"
+	}
+	if present(r, "fwab-nonquick") {
+		return "", "", "non-quick rules (quick off: the last match wins) are not emulated"
 	}
 	in, ok := ifs[text(r, "interface")]
 	if !ok {

@@ -574,7 +574,7 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 		for {
 			c, err := ln.Accept()
 			if err == nil {
-				go e.handleConn(ctx, c, cfg)
+				go e.handleConn(ctx, silentConn{Conn: c, e: e, ctx: ctx}, cfg)
 				continue
 			}
 			if ctx.Err() != nil || e.rebooting() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -42,6 +43,12 @@ type Fault struct {
 	// LinkDown cuts the management link (SSH and the REST API) for as long
 	// as it is set, as LinkDownUntil does for a while.
 	LinkDown bool `json:"link_down,omitempty"`
+	// SilentUntil makes the management link drop every packet silently
+	// until then, as a dead path with no RST would: new SSH and API
+	// connections are accepted and never answered, open ones neither read
+	// nor write. What was sent meanwhile arrives afterwards, as TCP's
+	// retransmissions would deliver it, unless the client gave up.
+	SilentUntil time.Time `json:"silent_until,omitzero"`
 	// Commands make SSH command lines fail, stall or lose their connection;
 	// the first that matches a line applies.
 	Commands []CommandFault `json:"commands,omitempty"`
@@ -280,6 +287,60 @@ func (e *Emulator) writeFault(p string, removal bool) error {
 		}
 	}
 	return nil
+}
+
+// silent reports whether the management link drops packets silently now.
+func (e *Emulator) silent() bool {
+	e.fmu.Lock()
+	defer e.fmu.Unlock()
+	return time.Now().Before(e.fault.SilentUntil)
+}
+
+// waitAudible blocks while the link is silent (or until ctx ends).
+func (e *Emulator) waitAudible(ctx context.Context) {
+	for e.silent() && ctx.Err() == nil {
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// silentConn is a management connection that a silent link holds: reads
+// and writes wait until the link carries packets again.
+type silentConn struct {
+	net.Conn
+	e   *Emulator
+	ctx context.Context
+}
+
+func (c silentConn) Read(p []byte) (int, error) {
+	c.e.waitAudible(c.ctx)
+	n, err := c.Conn.Read(p)
+	// What arrived while the link was silent was lost and retransmitted
+	// later: it is seen once the link is back.
+	c.e.waitAudible(c.ctx)
+	return n, err
+}
+
+func (c silentConn) Write(p []byte) (int, error) {
+	c.e.waitAudible(c.ctx)
+	return c.Conn.Write(p)
+}
+
+// silentListener wraps the connections it accepts in silentConns.
+type silentListener struct {
+	net.Listener
+	e   *Emulator
+	ctx context.Context
+}
+
+func (l silentListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return silentConn{Conn: c, e: l.e, ctx: l.ctx}, nil
 }
 
 // dropLink takes the management link away until the given time, as a

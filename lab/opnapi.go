@@ -85,6 +85,7 @@ func (e *Emulator) ServeAPI(ctx context.Context, addr string, cert tls.Certifica
 	if err != nil {
 		return fmt.Errorf("serve api: %w", err)
 	}
+	ln = silentListener{Listener: ln, e: e, ctx: ctx}
 	srv := &http.Server{
 		Handler: a.handler(),
 		TLSConfig: &tls.Config{

@@ -391,10 +391,14 @@ func TestKnobThroughputDirection(t *testing.T) {
 	}
 	f, topo := linuxLab(t, DefaultProfiles())
 	t.Run("rules", func(t *testing.T) {
+		// pf semantics: one long stream matches its state, not the rules
+		// (and rules@lan's rules follow the LAN pass rule), so 10000 rules
+		// cost it little; bench/rules-cost.sh measures the per-connection
+		// cost.
 		r0, r10k := compare(t, f, topo, rulesArm(0), rulesArm(10000), 3, 2)
 		f.applyArm(t, rulesArm(0))
-		if r10k > 0.5*r0 {
-			t.Errorf("10000 rules: %.0f Mbit/s vs %.0f with none: want a large drop (below half)", r10k, r0)
+		if r10k < 0.5*r0 {
+			t.Errorf("10000 rules: %.0f Mbit/s vs %.0f with none: want a small cost to one long stream (above half)", r10k, r0)
 		}
 	})
 	t.Run("offloads", func(t *testing.T) {
@@ -476,8 +480,8 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 // on its own egress port at 90 % of what the running configuration measured
 // (as a wire rate), and measures again when the configuration changes. The
 // caps are checked against the emulator's recorded measurement and against
-// a configuration change far larger than this machine's noise (10000 rules
-// cost about 90 %), not against a 10 % throughput difference.
+// a configuration change far larger than this machine's noise (offloads off
+// cost about 70 %), not against a 10 % throughput difference.
 func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	requireRoot(t)
 	if *figures {
@@ -493,17 +497,17 @@ func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 		t.Fatalf("2.7.2 has no slowdown, but the DUT ports are capped at %.0f/%.0f Mbit/s", wan, lan)
 	}
 	upgradeAndWait(t, f)
-	fast := checkSlowdownCaps(t, f, topo, "rules=0 after the upgrade")
-	f.applyArm(t, rulesArm(10000))
-	slow := checkSlowdownCaps(t, f, topo, "rules=10000")
+	fast := checkSlowdownCaps(t, f, topo, "offloads=on after the upgrade")
+	f.applyArm(t, offloadArm(false))
+	slow := checkSlowdownCaps(t, f, topo, "offloads=off")
 	if slow.WanCapMbit > fast.WanCapMbit/2 || slow.LanCapMbit > fast.LanCapMbit/2 {
-		t.Errorf("caps did not follow the configuration: rules=0 %.0f/%.0f, rules=10000 %.0f/%.0f Mbit/s (WAN/LAN); want 10000 rules below half",
+		t.Errorf("caps did not follow the configuration: offloads on %.0f/%.0f, off %.0f/%.0f Mbit/s (WAN/LAN); want offloads off below half",
 			fast.WanCapMbit, fast.LanCapMbit, slow.WanCapMbit, slow.LanCapMbit)
 	}
-	f.applyArm(t, rulesArm(0))
-	back := checkSlowdownCaps(t, f, topo, "rules=0 again")
+	f.applyArm(t, offloadArm(true))
+	back := checkSlowdownCaps(t, f, topo, "offloads=on again")
 	if back.WanCapMbit < 2*slow.WanCapMbit || back.LanCapMbit < 2*slow.LanCapMbit {
-		t.Errorf("caps did not come back with the configuration: rules=10000 %.0f/%.0f, rules=0 %.0f/%.0f Mbit/s (WAN/LAN)",
+		t.Errorf("caps did not come back with the configuration: offloads off %.0f/%.0f, on %.0f/%.0f Mbit/s (WAN/LAN)",
 			slow.WanCapMbit, slow.LanCapMbit, back.WanCapMbit, back.LanCapMbit)
 	}
 	// Traffic obeys the cap: no run goes faster than the goodput the cap

@@ -29,8 +29,9 @@ import (
 // The fault-injection suite (make faults): go test -tags faults -run
 // TestFaults ./cmd/fwab -faults.seed N. It needs root (the lab).
 var (
-	faultsSeed  = flag.Uint64("faults.seed", 0, "seed of the kill times (0: random, printed)")
-	faultsKills = flag.Int("faults.kills", 30, "kill -9 trials")
+	faultsSeed    = flag.Uint64("faults.seed", 0, "seed of the kill times (0: random, printed)")
+	faultsKills   = flag.Int("faults.kills", 30, "kill -9 trials, split across the flavors")
+	faultsFlavors = flag.String("faults.flavors", "pfsense,opnsense", "flavors whose emulated firewall the trials run on, comma-separated")
 )
 
 // faultSpec: two points, two rounds, one 1 s probe: 4 samples. The fixed
@@ -372,14 +373,30 @@ func (f *faultLab) finish(tr *trial, db string) {
 	tr.resumed = len(tr.lost) == 0
 }
 
+// TestFaults runs the trials on each flavor's lab in turn, the kill -9
+// trials split between them, and prints a table per flavor.
 func TestFaults(t *testing.T) {
-	l := newLab(t)
-	started := time.Now()
 	seed := *faultsSeed
 	if seed == 0 {
 		seed = rand.Uint64() >> 1
 	}
 	fmt.Printf("faults: seed %d (reproduce with: make faults FAULTS_SEED=%d)\n", seed, seed)
+	flavors := strings.Split(*faultsFlavors, ",")
+	for i, flavor := range flavors {
+		// The kills are split across the flavors, the first ones taking
+		// what does not divide.
+		kills := *faultsKills / len(flavors)
+		if i < *faultsKills%len(flavors) {
+			kills++
+		}
+		t.Run(flavor, func(t *testing.T) { runFaults(t, flavor, seed, kills) })
+	}
+}
+
+func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
+	l := newLabFlavor(t, flavor)
+	started := time.Now()
+	fmt.Printf("faults: %s, %d kill trials\n", flavor, kills)
 	rng := rand.New(rand.NewPCG(seed, 0x6661756c7473))
 
 	f := &faultLab{labEnv: l, t: t, spec: filepath.Join(t.TempDir(), "spec.yaml")}
@@ -393,14 +410,27 @@ func TestFaults(t *testing.T) {
 	if err := lab.CheckDataPlane(t.Context(), l.dir, f.original); err != nil {
 		t.Fatalf("the fresh lab's data plane does not match its config: %v", err)
 	}
-	// The check can fail: a hand-made change to the data plane shows.
-	if _, err := exec.Command("ip", "netns", "exec", l.prefix+"-dut", "ethtool", "-K", l.prefix+"d0", "tx", "off").CombinedOutput(); err != nil {
+	// The check can fail: a hand-made change to the data plane shows (tx
+	// checksumming flipped: on in pfSense's factory config, off in
+	// OPNsense's).
+	ethtool := func(args ...string) ([]byte, error) {
+		return exec.Command("ip", append([]string{"netns", "exec", l.prefix + "-dut", "ethtool"}, args...)...).CombinedOutput()
+	}
+	k, err := ethtool("-k", l.prefix+"d0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lab.CheckDataPlane(t.Context(), l.dir, f.original); err == nil {
-		t.Fatal("CheckDataPlane found nothing after tx checksumming was turned off by hand")
+	was, flip := "off", "on"
+	if strings.Contains(string(k), "tx-checksumming: on") {
+		was, flip = "on", "off"
 	}
-	exec.Command("ip", "netns", "exec", l.prefix+"-dut", "ethtool", "-K", l.prefix+"d0", "tx", "on").Run()
+	if out, err := ethtool("-K", l.prefix+"d0", "tx", flip); err != nil {
+		t.Fatalf("ethtool -K tx %s: %v: %s", flip, err, out)
+	}
+	if err := lab.CheckDataPlane(t.Context(), l.dir, f.original); err == nil {
+		t.Fatalf("CheckDataPlane found nothing after tx checksumming was turned %s by hand", flip)
+	}
+	ethtool("-K", l.prefix+"d0", "tx", was)
 
 	dbFor := func(name string) string { return filepath.Join(t.TempDir(), name+".db") }
 
@@ -445,7 +475,7 @@ func TestFaults(t *testing.T) {
 	// A kill drawn after the sweep's end hits nothing: it is drawn again
 	// (and its sweep still checked, in a row of its own).
 	hits := 0
-	for i := 0; hits < *faultsKills && i < 3**faultsKills; i++ {
+	for i := 0; hits < kills && i < 3*kills; i++ {
 		db := dbFor(fmt.Sprintf("kill%d", i))
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		var aim string
@@ -505,23 +535,66 @@ func TestFaults(t *testing.T) {
 		report(tr)
 	}
 
-	if hits < *faultsKills {
-		t.Errorf("only %d of %d kills hit a running sweep", hits, *faultsKills)
+	if hits < kills {
+		t.Errorf("only %d of %d kills hit a running sweep", hits, kills)
 	}
 
 	// 2. the management link drops during an apply (the filter reload),
 	// shorter and longer than the commit-confirmed rollback's delay.
 	for _, down := range []time.Duration{2 * time.Second, 8 * time.Second} {
 		db := dbFor("link" + down.String())
-		if err := lab.SetFault(l.dir, lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: down}); err != nil {
-			t.Fatal(err)
+		var sw *sweepChild
+		if flavor == "opnsense" {
+			// OPNsense applies through its REST API, not a command line:
+			// the link goes down once the first apply has started.
+			sw = f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
+			sw.waitPhase("apply", 1, 2*time.Minute)
+			if err := lab.SetFault(l.dir, lab.Fault{LinkDownUntil: time.Now().Add(down)}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := lab.SetFault(l.dir, lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: down}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			sw = f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
 		}
-		time.Sleep(300 * time.Millisecond)
-		sw := f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
 		err := sw.wait()
 		tr := trial{fault: "link down during apply", detail: fmt.Sprintf("%s, rollback after 5s, sweep exit %v", down, exitOf(err))}
-		if !strings.Contains(sw.output(), "apply failed; retrying once") {
+		retried := strings.Contains(sw.output(), "apply failed; retrying once")
+		switch {
+		case flavor == "opnsense" && retried:
+			tr.detail += ", the apply was retried"
+		case flavor != "opnsense" && !retried:
 			tr.lost = append(tr.lost, "the link drop did not hit an apply:\n"+sw.output())
+		}
+		if err != nil {
+			tr.detail += ": " + lastLine(sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// 2b. the management link goes silent during an apply: packets are
+	// dropped without a refusal, so SSH stalls until fwab's keepalive
+	// (15 s) gives up on the connection; the state on the firewall is
+	// unknown, fwab waits for it and re-reads (its rollback, armed for
+	// 5 s, fires meanwhile).
+	{
+		db := dbFor("silent")
+		sw := f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
+		hit := sw.waitPhase("apply", 1, 2*time.Minute)
+		silence := 20 * time.Second
+		if err := lab.SetFault(l.dir, lab.Fault{SilentUntil: time.Now().Add(silence)}); err != nil {
+			t.Fatal(err)
+		}
+		err := sw.wait()
+		tr := trial{fault: "silent link during apply", detail: fmt.Sprintf("%s of dropped packets, rollback after 5s, sweep exit %v", silence, exitOf(err))}
+		if !hit {
+			tr.lost = append(tr.lost, "no apply to silence:\n"+sw.output())
+		}
+		if err != nil {
+			tr.detail += ": " + lastLine(sw.output())
 		}
 		f.finish(&tr, db)
 		report(tr)
@@ -632,6 +705,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s:\n", flavor)
 	fmt.Fprintf(&b, "\n| fault | trials | restored | resumed | lost |\n| --- | ---: | ---: | ---: | ---: |\n")
 	total := row{}
 	for _, name := range order {

@@ -60,6 +60,12 @@ func (l labEnv) mustRun(t *testing.T, args ...string) string {
 
 func newLab(t *testing.T) labEnv {
 	t.Helper()
+	return newLabFlavor(t, "pfsense")
+}
+
+// newLabFlavor is newLab emulating the given flavor (pfsense, opnsense).
+func newLabFlavor(t *testing.T, flavor string) labEnv {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the lab needs root (network namespaces); skipped")
 	}
@@ -72,7 +78,7 @@ func newLab(t *testing.T) labEnv {
 		targets: filepath.Join(root, "targets.yaml"),
 		state:   filepath.Join(root, "state"),
 	}
-	l.mustRun(t, "lab", "up", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets)
+	l.mustRun(t, "lab", "up", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets, "--flavor", flavor)
 	t.Cleanup(func() {
 		cmd := l.fwabChild(context.Background(), "lab", "down", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets)
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -81,3 +81,65 @@ func TestRequestFaults(t *testing.T) {
 		t.Errorf("Info with faults on other routes = %+v, %v", info, err)
 	}
 }
+
+// timedOut reports whether err is a timeout (no answer), not a refusal.
+func timedOut(err error) bool {
+	var ne interface{ Timeout() bool }
+	return (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// TestSilentLinkFault: a management link that drops packets silently makes
+// SSH dials, open SSH sessions and HTTPS calls time out (nothing is
+// refused), each within fwab's own deadlines; once it carries packets
+// again, everything works.
+func TestSilentLinkFault(t *testing.T) {
+	f := Start(t, Options{Product: configxml.OPNsense})
+	open, err := fwapi.DialSSH(t.Context(), func() fwapi.SSHConfig {
+		c := f.SSHConfig()
+		c.KeepAlive = 200 * time.Millisecond
+		return c
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	api, err := fwapi.NewOPNsense(t.Context(), f.APITarget(t), nil, fwapi.OPNsenseOptions{REST: fwapi.RESTOptions{Timeout: 500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const silence = 3 * time.Second
+	// The link goes silent while a command runs: its status is unknown.
+	ran := make(chan error, 1)
+	go func() {
+		_, _, _, err := open.Run(t.Context(), "sleep 1", nil)
+		ran <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	f.SetFault(lab.Fault{SilentUntil: time.Now().Add(silence)})
+	start := time.Now()
+
+	if err := <-ran; !errors.Is(err, fwapi.ErrConnectionLost) {
+		t.Errorf("a command on an open SSH connection over a silent link = %v, want the connection lost (keepalive timed out)", err)
+	}
+	if _, err := api.ReadConfig(t.Context()); err == nil || !timedOut(err) {
+		t.Errorf("an API call over a silent link = %v, want a timeout", err)
+	}
+	cfg := f.SSHConfig()
+	cfg.ConnectTimeout, cfg.Retries = 300*time.Millisecond, 1
+	if c, err := fwapi.DialSSH(t.Context(), cfg); err == nil {
+		c.Close()
+		t.Errorf("DialSSH over a silent link succeeded")
+	} else if !timedOut(err) || strings.Contains(err.Error(), "refused") {
+		t.Errorf("DialSSH over a silent link = %v, want a timeout", err)
+	}
+	if el := time.Since(start); el > silence {
+		t.Errorf("the timeouts took %v, want each within its deadline (all under the %v silence)", el, silence)
+	}
+	time.Sleep(time.Until(start.Add(silence + 100*time.Millisecond)))
+	if out, _, code := f.Run(t, "echo back", ""); code != 0 || out != "back\n" {
+		t.Errorf("after the silence = %q, %d; want SSH to work again", out, code)
+	}
+	if _, err := api.ReadConfig(t.Context()); err != nil {
+		t.Errorf("an API call after the silence: %v", err)
+	}
+}
