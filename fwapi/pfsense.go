@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,9 @@ type PfSenseOptions struct {
 	// cleanly, for the reboot it starts; default 2 minutes. No reboot in
 	// that time means nothing was upgraded.
 	RebootGrace time.Duration
+	// OffloadSSHInterface lets Apply push offload flags to the NIC the SSH
+	// session uses too; by default it is left to pfSense's own reconfigure.
+	OffloadSSHInterface bool
 }
 
 // PfSense drives pfSense over SSH. It implements Firewall and Guard.
@@ -198,9 +202,8 @@ func PlanActions(changes []configxml.Change) ([]configxml.Action, error) {
 }
 
 // Apply runs the narrowest pfSense command for each action the changes
-// need, once each, in PlanActions order. Offload changes are also pushed to
-// every NIC with ifconfig, since pfSense applies its offload flags only when
-// an interface is (re)configured.
+// need, once each, in PlanActions order. Offload changes are also pushed
+// with ifconfig to the devices pfSense applies them to (pushOffloads).
 func (p *PfSense) Apply(ctx context.Context, changes []configxml.Change) error {
 	plan, err := PlanActions(changes)
 	if err != nil {
@@ -231,23 +234,7 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		if _, err := p.output(ctx, pfIfaceReload); err != nil {
 			return err
 		}
-		args, err := offloadArgs(changes)
-		if err != nil || len(args) == 0 {
-			return err
-		}
-		ifs, err := p.interfaces(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range ifs {
-			if !IsNIC(s.Name) {
-				continue
-			}
-			if _, err := p.output(ctx, shellJoin(append([]string{"ifconfig", s.Name}, args...)...)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.pushOffloads(ctx, changes)
 	case configxml.ActionIDSRestart:
 		if p.opts.SuricataResync {
 			if _, err := p.output(ctx, pfSuricataSync); err != nil {
@@ -264,6 +251,108 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		return err
 	}
 	return fmt.Errorf("no pfSense command for action %q", a)
+}
+
+// pushOffloads sets the changed offload flags with ifconfig on the devices
+// pfSense itself applies them to, in its order (configxml.OffloadDevices:
+// the assigned interfaces in config order, VLAN parents first), never on
+// an unassigned NIC, and not on the NIC fwab's SSH session comes in
+// through unless PfSenseOptions.OffloadSSHInterface asks for it: toggling
+// capabilities can reset a link. Checksum offload is not turned on where
+// pfSense forces it off (vtnet, ena).
+//
+// upstream: not settled — whether a capability change resets the link is the NIC driver's business, not pfSense's; fwab assumes it may on every driver and finds the SSH NIC at run time by `$SSH_CONNECTION` in sshDevice
+func (p *PfSense) pushOffloads(ctx context.Context, changes []configxml.Change) error {
+	args, err := offloadArgs(changes)
+	if err != nil || len(args) == 0 {
+		return err
+	}
+	raw, err := p.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := configxml.LoadBytes(raw)
+	if err != nil {
+		return fmt.Errorf("parse config.xml: %w", err)
+	}
+	out, err := p.output(ctx, "ifconfig -a")
+	if err != nil {
+		return err
+	}
+	ifs, err := ParseIfconfig(out)
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, s := range ifs {
+		present[s.Name] = true
+	}
+	skip := ""
+	if !p.opts.OffloadSSHInterface {
+		if skip, err = p.sshDevice(ctx, cfg, out); err != nil {
+			return err
+		}
+	}
+	for _, dev := range cfg.OffloadDevices() {
+		if !present[dev] {
+			continue
+		}
+		if dev == skip {
+			p.log.Warn("offload flags not pushed to the interface the SSH session uses; pfSense's own reconfigure still applies the config to it", "device", dev)
+			continue
+		}
+		devArgs := args
+		if configxml.PfSenseForcesChecksumOff(dev) {
+			devArgs = nil
+			for _, a := range args {
+				if !slices.Contains(checksumCaps, a) {
+					devArgs = append(devArgs, a)
+				}
+			}
+		}
+		if len(devArgs) == 0 {
+			continue
+		}
+		if _, err := p.output(ctx, shellJoin(append([]string{"ifconfig", dev}, devArgs...)...)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checksumCaps are the ifconfig words that turn checksum offload on.
+var checksumCaps = []string{"txcsum", "rxcsum", "txcsum6", "rxcsum6"}
+
+// sshDevice is the device the SSH session reaches the firewall on: the
+// server address of $SSH_CONNECTION, found among the config's interface
+// addresses or the inet lines of ifconfigOut; "" when none has it (a
+// loopback or tunnel).
+func (p *PfSense) sshDevice(ctx context.Context, cfg *configxml.Config, ifconfigOut string) (string, error) {
+	out, err := p.output(ctx, `echo "$SSH_CONNECTION"`)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(out)
+	if len(f) < 4 {
+		return "", nil
+	}
+	addr := f[2]
+	for _, i := range cfg.Interfaces() {
+		if i.IPAddr == addr {
+			return i.Device, nil
+		}
+	}
+	dev := ""
+	for _, line := range strings.Split(ifconfigOut, "\n") {
+		if line != "" && line[0] != ' ' && line[0] != '\t' {
+			dev, _, _ = strings.Cut(line, ":")
+			continue
+		}
+		if w := strings.Fields(line); len(w) >= 2 && w[0] == "inet" && w[1] == addr {
+			return dev, nil
+		}
+	}
+	return "", nil
 }
 
 // offloadArgs turns offload changes into ifconfig arguments: -txcsum to

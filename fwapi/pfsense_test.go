@@ -45,7 +45,9 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 			want: []string{
 				"rm -f /tmp/config.cache",
 				"/etc/rc.reload_interfaces",
+				"cat /conf/config.xml",
 				"ifconfig -a",
+				`echo "$SSH_CONNECTION"`,
 				"ifconfig igb0 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 				"ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 			},
@@ -57,7 +59,9 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 			want: []string{
 				"rm -f /tmp/config.cache",
 				"/etc/rc.reload_interfaces",
+				"cat /conf/config.xml",
 				"ifconfig -a",
+				`echo "$SSH_CONNECTION"`,
 				"ifconfig igb0 lro",
 				"ifconfig igb1 lro",
 			},

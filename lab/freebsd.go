@@ -53,15 +53,32 @@ func ifcapOptions(o Offloads) (uint32, []string) {
 type fbIface struct{ dev, veth, descr string }
 
 func (e *Emulator) fbIfaces() []fbIface {
-	return []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+	ifs := []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+	if e.SpareNIC != "" {
+		ifs = append(ifs, fbIface{dev: e.SpareNIC, descr: "spare"})
+	}
+	return ifs
+}
+
+// offloads reads a device's flags: the data plane's, or the spare NIC's.
+func (e *Emulator) offloads(ctx context.Context, in fbIface) (Offloads, error) {
+	if in.veth == "" {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.spareOffloads, nil
+	}
+	return e.DataPlane.Offloads(ctx, in.veth)
 }
 
 func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error {
-	l, err := e.DataPlane.Link(ctx, in.veth)
-	if err != nil {
-		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	l := Link{MTU: 1500, MAC: "02:00:00:00:00:99", Up: true}
+	var err error
+	if in.veth != "" {
+		if l, err = e.DataPlane.Link(ctx, in.veth); err != nil {
+			return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+		}
 	}
-	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	o, err := e.offloads(ctx, in)
 	if err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
 	}
@@ -113,7 +130,10 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		return nil
 	}
 	if args[0] == "-l" {
-		fmt.Fprintf(c.stdout, "%s %s lo0\n", e.Ports.WanDev, e.Ports.LanDev)
+		for _, in := range e.fbIfaces() {
+			fmt.Fprintf(c.stdout, "%s ", in.dev)
+		}
+		fmt.Fprintln(c.stdout, "lo0")
 		return nil
 	}
 	var in *fbIface
@@ -132,12 +152,12 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 	if len(args) == 1 {
 		return e.printIfconfig(ctx, c, *in)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	o, err := e.offloads(ctx, *in)
 	if err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, a := range args[1:] {
 		val := true
 		name := a
@@ -158,6 +178,11 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		default:
 			return c.errorf(1, "ifconfig: %s: bad value (the lab emulates txcsum rxcsum txcsum6 rxcsum6 tso tso4 tso6 lro vlanhwtso)", a)
 		}
+	}
+	e.loggedOffload("ifconfig " + in.dev)
+	if in.veth == "" {
+		e.spareOffloads = o
+		return nil
 	}
 	if err := e.DataPlane.SetOffloads(ctx, in.veth, o); err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
