@@ -94,6 +94,9 @@ type Emulator struct {
 
 	procs procTable
 
+	smu         sync.Mutex
+	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device
+
 	fmu         sync.Mutex
 	fault       Fault        // the injected faults (fault.go)
 	linkTrigger *linkTrigger // an armed LinkDownOn fault
@@ -231,6 +234,9 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	}
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
+	}
+	if !e.opnsense() {
+		e.upgradeAtBoot()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -110,6 +110,7 @@ func (e *Emulator) pfSenseCommands() map[string]command {
 		"/usr/local/sbin/pfSsh.php":       e.cmdPfSsh,
 		"/usr/local/etc/rc.d/suricata.sh": e.cmdSuricataRC,
 		"/usr/local/sbin/pfSense-upgrade": e.cmdUpgrade,
+		"/usr/local/sbin/pkg-static":      e.cmdPkgStatic,
 	}
 }
 
