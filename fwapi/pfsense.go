@@ -40,6 +40,27 @@ const (
 	pfUpgrade       = pfUpgradeCmd + " -y"
 )
 
+// The rollback restores the services rc.reload_all leaves as the failed
+// change made them: Suricata is stopped with that change's script, then
+// resynced and started from the restored config, and pfBlockerNG reloaded.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1105 — `function reload_all_sync()`: interfaces, routing, cron, sshd and webgui, no package sync or start
+// upstream: not settled — pfBlockerNG's CLI verbs (`update`) come from a 2019 copy of pfblockerng.php (pfsense/FreeBSD-ports@9f9964613dfd1fc2dea0396a192daecf9c1c842d); checked at run time by the blocklist check of fwapi.VerifyRuntime after the session restores
+var (
+	pfRollbackBefore = []string{"[ -x " + pfSuricataRC + " ] && " + pfSuricataStop}
+	pfRollbackAfter  = []string{
+		"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; " + pfSuricataStart + "; fi",
+		pfBlockerUpdate, // fails harmlessly where pfBlockerNG is not installed
+	}
+)
+
+// pfSenseGuard is the lock and the rollback of a pfSense box, restoring
+// its package services too and surviving a reboot.
+func pfSenseGuard(sh Shell) ShellGuard {
+	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache,
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: true}
+}
+
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.
 type PfSenseOptions struct {
 	Logger *slog.Logger
@@ -81,7 +102,7 @@ func NewPfSense(sh *SSHClient, opts PfSenseOptions) *PfSense {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &PfSense{
-		ShellGuard: ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache},
+		ShellGuard: pfSenseGuard(sh),
 		sh:         sh, log: log, opts: opts,
 	}
 }

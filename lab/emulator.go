@@ -660,7 +660,26 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
+	if !e.opnsense() {
+		e.startRCScripts(ctx)
+	}
 	e.linkUp()
+}
+
+// startRCScripts is the end of rc.start_packages: every other
+// /usr/local/etc/rc.d/*.sh is started (Suricata's already is, by bootIDS).
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");`
+func (e *Emulator) startRCScripts(ctx context.Context) {
+	for _, rc := range e.Glob("/usr/local/etc/rc.d/*.sh") {
+		if rc == suricataRC {
+			continue
+		}
+		var out strings.Builder
+		if code := e.Exec(ctx, "/bin/sh "+rc+" start", devNull{}, &out, &out); code != 0 {
+			e.logger().Error("boot: rc script", "script", rc, "exit", code, "output", out.String())
+		}
+	}
 }
 
 // linkDown takes SSH away: new connections are refused (the listener is

@@ -220,7 +220,7 @@ func TestEmulatorCommands(t *testing.T) {
 		{cmd: "/usr/local/sbin/pfSsh.php playback svc restart nosuch", wantErr: "Could not find service", wantCode: 1},
 		{cmd: "sha256 -q /etc/version", wantOut: sha256hex("2.7.2-RELEASE\n") + "\n"},
 		{cmd: "ps ax -o pid,command | head -n 2", wantOut: "  PID COMMAND\n    1 /sbin/init\n"},
-		{cmd: "pfSense-upgrade", wantErr: "use -y", wantCode: 1},
+		{cmd: "pfSense-upgrade", wantOut: ">>> Updating repositories metadata... done.\n", wantErr: "use -y", wantCode: 1},
 		{cmd: "pfSense-upgrade -c 2.7.2-RELEASE", wantOut: ">>> Updating repositories metadata... done.\n2.8.0 version of pfSense is available\n", wantCode: 2},
 		{cmd: "pfSense-upgrade -x", wantErr: "illegal option -- x", wantCode: 1},
 		{cmd: "pfSense-upgrade -l", wantErr: "option requires an argument -- l", wantCode: 1},
