@@ -109,7 +109,11 @@ func setIDS(c *Config, iface, value string) error {
 		r = newSuricataRule(iface)
 		c.insertChild(c.ensure(c.doc.Root(), "installedpackages/suricata"), r, "rule")
 	}
-	enable, block, mode := "on", "off", ""
+	// ids also resets ips_mode: the package's rc script writer picks
+	// --netmap on ips_mode alone, so an old inline mode would start
+	// netmap with a pcap yaml.
+	// upstream: not settled — suricata_create_rc() bakes `$run_mode = $value['ips_mode'] == 'ips_mode_inline' ? '--netmap' : '-i ' . $if_real;` (pfsense/FreeBSD-ports@e2173cf2 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, an older copy, line not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps
+	enable, block, mode := "on", "off", "ips_mode_legacy"
 	switch value {
 	case IDSOff:
 		enable = "off"

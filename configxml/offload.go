@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/beevik/etree"
 )
@@ -41,9 +42,16 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 			}
 			return "on", nil
 		},
-		validate: func(c *Config, _ string, _ string) error {
+		validate: func(c *Config, _ string, value string) error {
 			if !c.offloadMVC() && c.doc.Root().SelectElement("system") == nil {
 				return fmt.Errorf("the config has no <system> element")
+			}
+			if name == "offload.checksum" && value == "on" && c.flavor == PfSense {
+				for _, i := range c.Interfaces() {
+					if PfSenseForcesChecksumOff(i.Device) {
+						return fmt.Errorf("interface %s is on %s: pfSense always disables checksum offload on vtnet and ena NICs, whatever <system><disablechecksumoffloading> says (pfsense-utils.inc hardware_offloading_applyflags), so on would measure a state pfSense never runs", i.Key, i.Device)
+					}
+				}
 			}
 			return nil
 		},
@@ -79,4 +87,47 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 // offloadMVC reports whether offload flags live in OPNsense's MVC model.
 func (c *Config) offloadMVC() bool {
 	return c.flavor == OPNsense && c.productAtLeast("26.1")
+}
+
+// PfSenseForcesChecksumOff reports whether pfSense turns checksum offload
+// off on the NIC dev whatever the config says: its name contains vtnet or
+// ena, case-insensitively (PHP's stristr, a substring match, so a VLAN such
+// as vtnet0.10 matches too).
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")` forces TXCSUM, RXCSUM and their IPv6 forms off (2.6.0: line 529; master: line 576)
+func PfSenseForcesChecksumOff(dev string) bool {
+	d := strings.ToLower(dev)
+	return strings.Contains(d, "vtnet") || strings.Contains(d, "ena")
+}
+
+// OffloadDevices are the devices pfSense applies its offload flags to, in
+// its order: the <interfaces> entries in document order (disabled ones
+// too), each preceded by its VLAN parent (<vlans><vlan> whose vlanif it
+// is), each device once. Unassigned NICs are not in it.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — setup_microcode walks `get_configured_interface_list(true)` (2.6.0: line 703; master: line 737)
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/util.inc:1635 — get_configured_interface_list keeps config order: `foreach (config_get_path('interfaces', []) as $if => $if_detail)` (2.6.0: line 1477; master: line 2403)
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:647 — `$realhwif = get_parent_interface($interface);` the parent first, then the VLAN (2.6.0: line 605; master: line 650)
+func (c *Config) OffloadDevices() []string {
+	parent := map[string]string{}
+	if vlans := c.doc.Root().SelectElement("vlans"); vlans != nil {
+		for _, v := range vlans.SelectElements("vlan") {
+			if vif, p := childText(v, "vlanif"), childText(v, "if"); vif != "" && p != "" {
+				parent[vif] = p
+			}
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d != "" && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, i := range c.Interfaces() {
+		add(parent[i.Device])
+		add(i.Device)
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,11 +28,38 @@ const (
 	pfIfaceReload   = "/etc/rc.reload_interfaces"
 	pfReloadAll     = "/etc/rc.reload_all"
 	pfIPsecRestart  = "/usr/local/sbin/pfSsh.php playback restartipsec"
-	pfSuricata      = "/usr/local/etc/rc.d/suricata.sh restart"
-	pfSuricataSync  = `/usr/local/bin/php -r 'require_once("/usr/local/pkg/suricata/suricata.inc"); sync_suricata_package_config();'`
+	pfSuricataRC    = "/usr/local/etc/rc.d/suricata.sh"
+	pfSuricataStop  = pfSuricataRC + " stop"
+	pfSuricataStart = pfSuricataRC + " start"
+	// pfSuricataSync is the package's own remote resync recipe
+	// (suricata_do_xmlrpc_sync) with the rules rebuilt, as its GUI does
+	// for a newly enabled interface.
+	pfSuricataSync  = `/usr/local/bin/php -r 'require_once("/usr/local/pkg/suricata/suricata.inc"); global $g, $rebuild_rules, $suricata_gui_include, $pkg_interface; $suricata_gui_include = false; $pkg_interface = "console"; $rebuild_rules = true; sync_suricata_package_config(); $rebuild_rules = false;'`
 	pfBlockerUpdate = "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update"
-	pfUpgrade       = "/usr/local/sbin/pfSense-upgrade -y"
+	pfUpgradeCmd    = "/usr/local/sbin/pfSense-upgrade"
+	pfUpgrade       = pfUpgradeCmd + " -y"
 )
+
+// The rollback restores the services rc.reload_all leaves as the failed
+// change made them: Suricata is stopped with that change's script, then
+// resynced and started from the restored config, and pfBlockerNG reloaded.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1105 — `function reload_all_sync()`: interfaces, routing, cron, sshd and webgui, no package sync or start
+// upstream: not settled — pfBlockerNG's CLI verbs (`update`) come from a 2019 copy of pfblockerng.php (pfsense/FreeBSD-ports@9f9964613dfd1fc2dea0396a192daecf9c1c842d); checked at run time by the blocklist check of fwapi.VerifyRuntime after the session restores
+var (
+	pfRollbackBefore = []string{"[ -x " + pfSuricataRC + " ] && " + pfSuricataStop}
+	pfRollbackAfter  = []string{
+		"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; " + pfSuricataStart + "; fi",
+		pfBlockerUpdate, // fails harmlessly where pfBlockerNG is not installed
+	}
+)
+
+// pfSenseGuard is the lock and the rollback of a pfSense box, restoring
+// its package services too and surviving a reboot.
+func pfSenseGuard(sh Shell) ShellGuard {
+	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache,
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: true}
+}
 
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.
 type PfSenseOptions struct {
@@ -39,16 +67,13 @@ type PfSenseOptions struct {
 	// MetricsInterval is the gap between the two kern.cp_times samples
 	// that give CPU load; default 1s.
 	MetricsInterval time.Duration
-	// SuricataResync regenerates Suricata's yaml from config.xml (the
-	// package's sync_suricata_package_config through php -r) before the
-	// restart. A real pfSense needs it for a changed ids@IF to take effect;
-	// it is off by default because php -r is outside the command set the
-	// embedded lab emulates.
-	SuricataResync bool
 	// RebootGrace is how long Upgrade waits, after pfSense-upgrade exits
 	// cleanly, for the reboot it starts; default 2 minutes. No reboot in
 	// that time means nothing was upgraded.
 	RebootGrace time.Duration
+	// OffloadSSHInterface lets Apply push offload flags to the NIC the SSH
+	// session uses too; by default it is left to pfSense's own reconfigure.
+	OffloadSSHInterface bool
 }
 
 // PfSense drives pfSense over SSH. It implements Firewall and Guard.
@@ -77,7 +102,7 @@ func NewPfSense(sh *SSHClient, opts PfSenseOptions) *PfSense {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &PfSense{
-		ShellGuard: ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache},
+		ShellGuard: pfSenseGuard(sh),
 		sh:         sh, log: log, opts: opts,
 	}
 }
@@ -198,9 +223,8 @@ func PlanActions(changes []configxml.Change) ([]configxml.Action, error) {
 }
 
 // Apply runs the narrowest pfSense command for each action the changes
-// need, once each, in PlanActions order. Offload changes are also pushed to
-// every NIC with ifconfig, since pfSense applies its offload flags only when
-// an interface is (re)configured.
+// need, once each, in PlanActions order. Offload changes are also pushed
+// with ifconfig to the devices pfSense applies them to (pushOffloads).
 func (p *PfSense) Apply(ctx context.Context, changes []configxml.Change) error {
 	plan, err := PlanActions(changes)
 	if err != nil {
@@ -231,31 +255,19 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		if _, err := p.output(ctx, pfIfaceReload); err != nil {
 			return err
 		}
-		args, err := offloadArgs(changes)
-		if err != nil || len(args) == 0 {
-			return err
-		}
-		ifs, err := p.interfaces(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range ifs {
-			if !IsNIC(s.Name) {
-				continue
-			}
-			if _, err := p.output(ctx, shellJoin(append([]string{"ifconfig", s.Name}, args...)...)); err != nil {
+		return p.pushOffloads(ctx, changes)
+	case configxml.ActionIDSRestart:
+		// The package bakes each interface's run mode into suricata.sh when
+		// it syncs: stop with the old script (it knows the old instances,
+		// including those the new config disables), resync with the rules
+		// rebuilt, then start with the new script.
+		// upstream: not settled — suricata_create_rc() bakes `$run_mode` per enabled interface into suricata.sh at each sync, and suricata_prepare_rule_files() returns early `if (!$rebuild_rules)` (pfsense/FreeBSD-ports@e2173cf2 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, an older copy, lines not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps
+		for _, cmd := range []string{pfSuricataStop, pfSuricataSync, pfSuricataStart} {
+			if _, err := p.output(ctx, cmd); err != nil {
 				return err
 			}
 		}
 		return nil
-	case configxml.ActionIDSRestart:
-		if p.opts.SuricataResync {
-			if _, err := p.output(ctx, pfSuricataSync); err != nil {
-				return err
-			}
-		}
-		_, err := p.output(ctx, pfSuricata)
-		return err
 	case configxml.ActionIPsecRestart:
 		_, err := p.output(ctx, pfIPsecRestart)
 		return err
@@ -264,6 +276,108 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		return err
 	}
 	return fmt.Errorf("no pfSense command for action %q", a)
+}
+
+// pushOffloads sets the changed offload flags with ifconfig on the devices
+// pfSense itself applies them to, in its order (configxml.OffloadDevices:
+// the assigned interfaces in config order, VLAN parents first), never on
+// an unassigned NIC, and not on the NIC fwab's SSH session comes in
+// through unless PfSenseOptions.OffloadSSHInterface asks for it: toggling
+// capabilities can reset a link. Checksum offload is not turned on where
+// pfSense forces it off (vtnet, ena).
+//
+// upstream: not settled — whether a capability change resets the link is the NIC driver's business, not pfSense's; fwab assumes it may on every driver and finds the SSH NIC at run time by `$SSH_CONNECTION` in sshDevice
+func (p *PfSense) pushOffloads(ctx context.Context, changes []configxml.Change) error {
+	args, err := offloadArgs(changes)
+	if err != nil || len(args) == 0 {
+		return err
+	}
+	raw, err := p.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := configxml.LoadBytes(raw)
+	if err != nil {
+		return fmt.Errorf("parse config.xml: %w", err)
+	}
+	out, err := p.output(ctx, "ifconfig -a")
+	if err != nil {
+		return err
+	}
+	ifs, err := ParseIfconfig(out)
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, s := range ifs {
+		present[s.Name] = true
+	}
+	skip := ""
+	if !p.opts.OffloadSSHInterface {
+		if skip, err = p.sshDevice(ctx, cfg, out); err != nil {
+			return err
+		}
+	}
+	for _, dev := range cfg.OffloadDevices() {
+		if !present[dev] {
+			continue
+		}
+		if dev == skip {
+			p.log.Warn("offload flags not pushed to the interface the SSH session uses; pfSense's own reconfigure still applies the config to it", "device", dev)
+			continue
+		}
+		devArgs := args
+		if configxml.PfSenseForcesChecksumOff(dev) {
+			devArgs = nil
+			for _, a := range args {
+				if !slices.Contains(checksumCaps, a) {
+					devArgs = append(devArgs, a)
+				}
+			}
+		}
+		if len(devArgs) == 0 {
+			continue
+		}
+		if _, err := p.output(ctx, shellJoin(append([]string{"ifconfig", dev}, devArgs...)...)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checksumCaps are the ifconfig words that turn checksum offload on.
+var checksumCaps = []string{"txcsum", "rxcsum", "txcsum6", "rxcsum6"}
+
+// sshDevice is the device the SSH session reaches the firewall on: the
+// server address of $SSH_CONNECTION, found among the config's interface
+// addresses or the inet lines of ifconfigOut; "" when none has it (a
+// loopback or tunnel).
+func (p *PfSense) sshDevice(ctx context.Context, cfg *configxml.Config, ifconfigOut string) (string, error) {
+	out, err := p.output(ctx, `echo "$SSH_CONNECTION"`)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(out)
+	if len(f) < 4 {
+		return "", nil
+	}
+	addr := f[2]
+	for _, i := range cfg.Interfaces() {
+		if i.IPAddr == addr {
+			return i.Device, nil
+		}
+	}
+	dev := ""
+	for _, line := range strings.Split(ifconfigOut, "\n") {
+		if line != "" && line[0] != ' ' && line[0] != '\t' {
+			dev, _, _ = strings.Cut(line, ":")
+			continue
+		}
+		if w := strings.Fields(line); len(w) >= 2 && w[0] == "inet" && w[1] == addr {
+			return dev, nil
+		}
+	}
+	return "", nil
 }
 
 // offloadArgs turns offload changes into ifconfig arguments: -txcsum to
@@ -485,22 +599,116 @@ func CheckUpgradeVersion(version string) error {
 	return nil
 }
 
-// Upgrade runs pfSense-upgrade (to version, when given), reporting its
-// output lines through progress, then waits for the box to come back and
-// checks the version it reports.
+// NormalizePfSenseVersion turns a pfSense package version (2.7.2_1,
+// 2.8.0,1) or an /etc/version text (2.7.2-RELEASE) into the product
+// version they name: 2.7.2, 2.8.0.
+//
+// upstream: not settled — pkg versions are PORTVERSION[_PORTREVISION][,PORTEPOCH] (FreeBSD ports), and /etc/version's format (`$product_version = rtrim(file_get_contents($version_file))`, pfsense 2.7.2 src/etc/inc/globals.inc:49) is not in the sources read; Plus and development snapshot formats are unknown, checked at run time by Upgrade, which refuses unless the normalised offer equals the version asked for
+func NormalizePfSenseVersion(v string) string {
+	v = strings.TrimSpace(v)
+	v, _, _ = strings.Cut(v, ",")
+	v, _, _ = strings.Cut(v, "_")
+	v, _, _ = strings.Cut(v, "-")
+	return v
+}
+
+// pfUpgradeOffer matches the check mode's answer.
+var pfUpgradeOffer = regexp.MustCompile(`(?m)^(\S+) version of (\S+) is available\s*$`)
+
+// UpgradeRefusedError is an upgrade fwab refused before anything changed:
+// the firewall would install another version than the one asked for.
+type UpgradeRefusedError struct {
+	Want, Offered, Running, Line string
+}
+
+func (e *UpgradeRefusedError) Error() string {
+	if e.Offered == "" {
+		return fmt.Sprintf("pfsense upgrade: asked for %s, but the firewall (running %s) offers no upgrade on its update branch (%q); nothing changed", e.Want, e.Running, e.Line)
+	}
+	return fmt.Sprintf("pfsense upgrade: asked for %s, but the firewall's update branch would install %s (%q; running %s); pfSense-upgrade cannot be told a version, so nothing was changed", e.Want, e.Offered, e.Line, e.Running)
+}
+
+// UpgradeOffer asks the firewall what an upgrade would install, with
+// pfSense-upgrade's own check mode: the product version it names ("" when
+// the box is up to date) and the line it printed. It first reads the
+// usage and refuses a pfSense-upgrade without -c.
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/pkg-utils.inc:1351 — pfSense's own check: `/* pfSense-upgrade returns 2 when there is a new version */` and takes the first word of the last line
+// upstream: not settled — -c may refresh the repository metadata and upgrade pkg and the repo package (pfSense-upgrade's check_upgrade, pfsense/FreeBSD-ports@009c913849dd9b059a328e69864c01f01d2dd13b sysutils/pfSense-upgrade/files/pfSense-upgrade:39 `-c`); checked at run time by reading `pfSense-upgrade -h` first
+func (p *PfSense) UpgradeOffer(ctx context.Context) (version, line string, err error) {
+	usage, usageErr, _, err := p.sh.Run(ctx, pfUpgradeCmd+" -h", nil)
+	if err != nil {
+		return "", "", err
+	}
+	if !regexp.MustCompile(`\[-c[|\]]|(?m)^\s*-c\s`).Match(append(usage, usageErr...)) {
+		return "", "", fmt.Errorf("this pfSense-upgrade lists no -c (check) option in its usage, so fwab cannot learn what it would install; upgrade by hand: %q", strings.TrimSpace(string(usage)+string(usageErr)))
+	}
+	out, errOut, code, err := p.sh.Run(ctx, pfUpgradeCmd+" -c", nil)
+	if err != nil {
+		return "", "", err
+	}
+	text := strings.TrimSpace(string(out))
+	switch code {
+	case 0:
+		return "", lastLine(text), nil
+	case 2:
+		m := pfUpgradeOffer.FindAllStringSubmatch(text, -1)
+		if m == nil {
+			return "", "", fmt.Errorf("pfSense-upgrade -c exited 2 (upgrade available) without naming a version: %q", lastLine(text))
+		}
+		last := m[len(m)-1]
+		return NormalizePfSenseVersion(last[1]), last[0], nil
+	}
+	return "", "", &CommandError{Cmd: pfUpgradeCmd + " -c", Exit: code, Stderr: string(errOut) + string(out)}
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[i+1:])
+	}
+	return s
+}
+
+// Upgrade first asks the firewall what it would install (UpgradeOffer)
+// and refuses, changing nothing, unless that is version (empty: whatever
+// it offers). Then it runs pfSense-upgrade -y, which takes no version,
+// and waits for every reboot: a major upgrade reboots twice, and the
+// upgrade is over when the kernel package has no next_stage annotation
+// and /etc/version names the version.
+//
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:401 — the boot runs `/usr/local/sbin/${product_name}-upgrade -y -U -b 2` (stage 3 at line 556); the stages keep a next_stage annotation on the kernel package (pfSense-upgrade's pkg_upgrade, same FreeBSD-ports commit)
 func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(string)) error {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	cmd := pfUpgrade
-	if version != "" {
-		cmd += " " + ShellQuote(version)
+	running, err := p.output(ctx, "cat "+pfVersionFile)
+	if err != nil {
+		return fmt.Errorf("pfsense upgrade: %w", err)
+	}
+	running = strings.TrimSpace(running)
+	offered, line, err := p.UpgradeOffer(ctx)
+	if err != nil {
+		return fmt.Errorf("pfsense upgrade: %w", err)
+	}
+	want := NormalizePfSenseVersion(version)
+	switch {
+	case offered == "" && (version == "" || want == NormalizePfSenseVersion(running)):
+		progress("nothing to install: " + line)
+		return nil
+	case offered == "":
+		return &UpgradeRefusedError{Want: version, Running: running, Line: line}
+	case version != "" && offered != want:
+		return &UpgradeRefusedError{Want: version, Offered: offered, Running: running, Line: line}
+	}
+	progress("the firewall offers " + offered + ": " + line)
+	if version == "" {
+		want = offered
 	}
 	if _, err := p.output(ctx, "date +%s > "+pfRebootMarker); err != nil {
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
 	lw := &lineWriter{fn: progress}
-	code, errOut, err := p.sh.Stream(ctx, cmd, lw)
+	code, errOut, err := p.sh.Stream(ctx, pfUpgrade, lw)
 	lw.Flush()
 	switch {
 	case errors.Is(err, ErrConnectionLost):
@@ -510,35 +718,60 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	case code != 0:
 		p.clearRebootMarker(ctx)
-		return fmt.Errorf("pfsense upgrade: %w", &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)})
+		return fmt.Errorf("pfsense upgrade: %w", &CommandError{Cmd: pfUpgrade, Exit: code, Stderr: string(errOut)})
 	}
 	if err == nil && !p.awaitReboot(ctx) {
-		// No reboot: pfSense-upgrade found nothing to do (or failed quietly).
 		if _, err := p.output(ctx, "rm -f "+pfRebootMarker); err != nil {
 			return fmt.Errorf("pfsense upgrade: %w", err)
 		}
-		progress("the firewall did not reboot")
-	} else {
-		deadline, ok := ctx.Deadline()
-		wait := 30 * time.Minute
-		if ok {
-			wait = time.Until(deadline)
-		}
-		progress("waiting for the firewall to come back")
-		if err := p.WaitReady(ctx, wait); err != nil {
-			return fmt.Errorf("pfsense upgrade: %w", err)
-		}
+		return fmt.Errorf("pfsense upgrade: pfSense-upgrade exited without rebooting, although the check offered %s", offered)
 	}
-	got, err := p.output(ctx, "cat "+pfVersionFile)
+	deadline, ok := ctx.Deadline()
+	wait := 30 * time.Minute
+	if ok {
+		wait = time.Until(deadline)
+	}
+	got, err := p.awaitUpgradeStages(ctx, wait, progress)
 	if err != nil {
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
-	got = strings.TrimSpace(got)
-	if version != "" && got != version && !strings.HasPrefix(got, version+"-") {
-		return fmt.Errorf("pfsense upgrade: the firewall reports version %q after the upgrade, want %q", got, version)
+	if NormalizePfSenseVersion(got) != want {
+		return fmt.Errorf("pfsense upgrade: the firewall reports version %q after the upgrade, want %q", got, want)
 	}
 	progress("version " + got)
 	return nil
+}
+
+// awaitUpgradeStages waits, through every reboot, until the box is ready,
+// the kernel package has no next_stage annotation left, and returns
+// /etc/version.
+func (p *PfSense) awaitUpgradeStages(ctx context.Context, wait time.Duration, progress func(string)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		progress("waiting for the firewall to come back")
+		if err := p.WaitReady(ctx, time.Until(deadlineOf(ctx))); err != nil {
+			return "", err
+		}
+		out, err := p.output(ctx, "pkg-static annotate -q -S pfSense-kernel-pfSense next_stage; echo; cat "+pfVersionFile)
+		if err == nil {
+			stage, version, _ := strings.Cut(strings.TrimLeft(out, " "), "\n")
+			if strings.TrimSpace(stage) == "" {
+				return strings.TrimSpace(version), nil
+			}
+			progress("upgrade stage " + strings.TrimSpace(stage) + " still to run: waiting for the next reboot")
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the upgrade did not finish in %v: %w", wait, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // clearRebootMarker removes the marker after a reboot that did not start,

@@ -45,7 +45,9 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 			want: []string{
 				"rm -f /tmp/config.cache",
 				"/etc/rc.reload_interfaces",
+				"cat /conf/config.xml",
 				"ifconfig -a",
+				`echo "$SSH_CONNECTION"`,
 				"ifconfig igb0 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 				"ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
 			},
@@ -57,7 +59,9 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 			want: []string{
 				"rm -f /tmp/config.cache",
 				"/etc/rc.reload_interfaces",
+				"cat /conf/config.xml",
 				"ifconfig -a",
+				`echo "$SSH_CONNECTION"`,
 				"ifconfig igb0 lro",
 				"ifconfig igb1 lro",
 			},
@@ -238,30 +242,64 @@ func TestPfSenseWaitReadyTimesOutBeforeReboot(t *testing.T) {
 func TestPfSenseUpgrade(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	var lines []string
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := fw.Upgrade(ctx, "2.8.0-RELEASE", func(s string) { lines = append(lines, s) }); err != nil {
 		t.Fatalf("Upgrade: %v", err)
 	}
-	if len(lines) < 3 || !strings.Contains(strings.Join(lines, "\n"), "Upgrading pfSense-base") || lines[len(lines)-1] != "version 2.8.0-RELEASE" {
+	if len(lines) < 3 || !strings.Contains(strings.Join(lines, "\n"), "Upgrading pfSense-kernel") || lines[len(lines)-1] != "version 2.8.0-RELEASE" {
 		t.Errorf("progress = %q", lines)
 	}
-	if !strings.Contains(strings.Join(em.Commands(), "\n"), "/usr/local/sbin/pfSense-upgrade -y 2.8.0-RELEASE") {
-		t.Errorf("commands %q lack the upgrade", em.Commands())
+	cmds := strings.Join(em.Commands(), "\n")
+	if !strings.Contains(cmds, "/usr/local/sbin/pfSense-upgrade -c\n") || !strings.Contains(cmds, "/usr/local/sbin/pfSense-upgrade -y\n") {
+		t.Errorf("commands %q lack the check and the upgrade without a version", em.Commands())
 	}
 	if em.Version() != "2.8.0-RELEASE" {
 		t.Errorf("the emulator runs %s after the upgrade, want 2.8.0-RELEASE", em.Version())
 	}
+	if em.Boots() != 3 {
+		t.Errorf("boots = %d: Upgrade returned before the major upgrade's second reboot", em.Boots())
+	}
 }
 
-func TestPfSenseUpgradeWrongVersion(t *testing.T) {
-	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
-		{On: "pfSense-upgrade", Stdout: "Your system is up to date\n"},
-	}}})
-	fw = fwapi.NewPfSense(fw.Shell(), fwapi.PfSenseOptions{RebootGrace: time.Second})
+// TestPfSenseUpgradeRefusesOtherVersion: the branch offers 2.8.0, the user
+// asks for 2.8.1; pfSense-upgrade cannot be told a version, so nothing
+// changes and both versions are named.
+func TestPfSenseUpgradeRefusesOtherVersion(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
 	err := fw.Upgrade(t.Context(), "2.8.1-RELEASE", nil)
-	if err == nil || !strings.Contains(err.Error(), `reports version "2.7.2-RELEASE"`) {
-		t.Fatalf("Upgrade that did nothing = %v, want an error naming the version found", err)
+	var refused *fwapi.UpgradeRefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "asked for 2.8.1-RELEASE") || !strings.Contains(err.Error(), "would install 2.8.0") {
+		t.Fatalf("Upgrade(2.8.1) = %v, want a refusal naming 2.8.1 and 2.8.0", err)
+	}
+	for _, c := range em.Commands() {
+		if strings.Contains(c, "pfSense-upgrade -y") {
+			t.Errorf("a refused upgrade ran %q", c)
+		}
+	}
+	if em.Version() != "2.7.2-RELEASE" || em.Boots() != 1 {
+		t.Errorf("the emulator runs %s after %d boots: something changed", em.Version(), em.Boots())
+	}
+}
+
+func TestPfSenseUpgradeNeedsCheckMode(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+		{On: "pfSense-upgrade -h", Stdout: "Usage: pfSense-upgrade [-y]\n"},
+	}}})
+	err := fw.Upgrade(t.Context(), "2.8.0-RELEASE", nil)
+	if err == nil || !strings.Contains(err.Error(), "lists no -c") {
+		t.Fatalf("Upgrade without -c in the usage = %v, want a refusal", err)
+	}
+	if em.Version() != "2.7.2-RELEASE" {
+		t.Errorf("the emulator runs %s", em.Version())
+	}
+}
+
+func TestNormalizePfSenseVersion(t *testing.T) {
+	for in, want := range map[string]string{"2.7.2_1": "2.7.2", "2.8.0,1": "2.8.0", "2.7.2-RELEASE\n": "2.7.2", "23.09.1": "23.09.1", "2.8.0_2,1": "2.8.0"} {
+		if got := fwapi.NormalizePfSenseVersion(in); got != want {
+			t.Errorf("NormalizePfSenseVersion(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -286,27 +324,13 @@ func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	hostile := "2.8.0'; reboot; echo '$(reboot)`reboot`\nreboot"
 	err := fw.Upgrade(t.Context(), hostile, nil)
-	// The emulated pfSense-upgrade refuses the version, named whole: it
-	// arrived as one argument.
-	if err == nil || !strings.Contains(err.Error(), "version 2.8.0'; reboot; echo '$(reboot)`reboot`") || !strings.Contains(err.Error(), "reboot is not available") {
-		t.Fatalf("Upgrade(hostile) = %v, want pfSense-upgrade's refusal naming the whole value", err)
+	// The version never reaches a command line: the box's own offer is
+	// compared with it, and it is refused, named whole.
+	if err == nil || !strings.Contains(err.Error(), "asked for 2.8.0'; reboot; echo '$(reboot)`reboot`") {
+		t.Fatalf("Upgrade(hostile) = %v, want a refusal naming the whole value", err)
 	}
-	if em.Version() != "2.7.2-RELEASE" {
-		t.Errorf("the emulator runs %s, want 2.7.2-RELEASE: something upgraded or rebooted", em.Version())
-	}
-	if len(em.Glob("/var/run/fwab.reboot-pending")) != 0 {
-		t.Errorf("a failed upgrade left the reboot marker: WaitReady would wait for a reboot that never comes")
-	}
-	owner := fwapi.LockOwner{Owner: "eve'; rm -rf /conf; echo '", PID: 1, Time: time.Unix(1700000000, 0), Token: "t"}
-	if err := fw.Lock(t.Context(), owner); err != nil {
-		t.Fatal(err)
-	}
-	want := "owner=eve'; rm -rf /conf; echo '\npid=1\ntime=2023-11-14T22:13:20Z\ntoken=t\n"
-	if got := string(em.File(t, "/var/run/fwab.lock/owner")); got != want {
-		t.Errorf("owner file = %q, want %q", got, want)
-	}
-	if len(em.Glob("/conf/config.xml")) != 1 {
-		t.Errorf("/conf/config.xml is gone: the owner name was executed")
+	if em.Version() != "2.7.2-RELEASE" || em.Boots() != 1 {
+		t.Errorf("the emulator runs %s after %d boots: something upgraded or rebooted", em.Version(), em.Boots())
 	}
 }
 

@@ -17,12 +17,39 @@ const (
 	LockDir         = "/var/run/fwab.lock"
 	lockOwnerFile   = LockDir + "/owner"
 	RollbackConfig  = "/conf/backup/fwab-rollback.xml"
-	RollbackScript  = "/var/run/fwab-rollback.sh"
 	RollbackPIDFile = "/var/run/fwab-rollback.pid"
-	// RollbackFired is written by the rollback script once it has restored
-	// the previous config; it holds the time it fired.
-	RollbackFired = "/var/run/fwab-rollback.fired"
 )
+
+// The rollback's files that must outlive a reboot.
+const (
+	// RollbackScript and RollbackFired live in /conf (pfSense's /cf/conf),
+	// which survives a reboot; /var/run is emptied at boot.
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:267 — `/sbin/mount -o rw,size=4m,mode=1777 -t tmpfs tmpfs $varrunpath` at every boot (2.6.0: line 248)
+	RollbackScript = "/conf/fwab-rollback.sh"
+	// RollbackFired is written by the rollback script once it has restored
+	// the previous config; it holds the time it fired. Disarm renames it to
+	// RollbackFired+".seen" once it has said so.
+	RollbackFired = "/conf/fwab-rollback.fired"
+	// RollbackBootHook re-arms, at boot, a rollback a reboot interrupted:
+	// pfSense's rc.start_packages starts every /usr/local/etc/rc.d/*.sh.
+	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");` started with `start` at boot
+	RollbackBootHook = "/usr/local/etc/rc.d/fwab_rollback.sh"
+)
+
+// RollbackRanError is Disarm's answer when the rollback had already run:
+// the firewall runs the previous config since At.
+type RollbackRanError struct{ At string }
+
+func (e *RollbackRanError) Error() string {
+	return "the commit-confirmed rollback already ran (at " + e.At + "): the firewall runs the previous config, restored with its services"
+}
+
+// rollbackRan reports whether err is Disarm saying the rollback had run:
+// the previous config is back, which restoring and recovering expect.
+func rollbackRan(err error) bool {
+	var ran *RollbackRanError
+	return errors.As(err, &ran)
+}
 
 // Shell is what the safety functions need from a firewall's shell;
 // *SSHClient implements it.
@@ -84,6 +111,16 @@ type ShellGuard struct {
 	Reload string
 	// CachePath is removed before the reload; default /tmp/config.cache.
 	CachePath string
+	// BeforeRestore run, in order, before the config is put back, while the
+	// failed change's scripts are still in place (stop its Suricata); a
+	// command that fails does not stop the rollback.
+	BeforeRestore []string
+	// AfterReload run after Reload: what it does not restore (package
+	// services).
+	AfterReload []string
+	// BootHook, when set, installs RollbackBootHook so that a reboot does
+	// not lose an armed rollback.
+	BootHook bool
 }
 
 func (g ShellGuard) configPath() string {
@@ -176,7 +213,7 @@ func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time
 	if after < time.Second {
 		return fmt.Errorf("arm rollback: delay %v is under one second", after)
 	}
-	if err := g.Disarm(ctx); err != nil {
+	if _, err := g.disarm(ctx); err != nil {
 		return err
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackConfig, previous); err != nil {
@@ -193,25 +230,42 @@ func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time
 	conf := ShellQuote(g.configPath())
 	tmp := ShellQuote(g.configPath() + ".fwab-rollback")
 	sum := sha256.Sum256(previous)
-	script := strings.Join([]string{
+	lines := []string{
 		"# fwab commit-confirmed rollback: restores the config saved before a change",
 		"# unless fwab confirms the change in time (pkill -F " + RollbackPIDFile + ").",
 		"sleep " + strconv.Itoa(int(after.Round(time.Second)/time.Second)),
 		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
 		"sync",
 		"if [ \"$(sha256 -q " + tmp + ")\" != " + hex.EncodeToString(sum[:]) + " ]; then echo checksum >> " + ShellQuote(RollbackFired) + "; exit 1; fi",
-		"mv " + tmp + " " + conf,
+	}
+	lines = append(lines, g.BeforeRestore...)
+	lines = append(lines,
+		"mv "+tmp+" "+conf,
 		"sync",
-		"rm -f " + ShellQuote(cache),
+		"rm -f "+ShellQuote(cache),
 		reload,
-		"date +%s > " + ShellQuote(RollbackFired),
-		"",
-	}, "\n")
-	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)); err != nil {
+	)
+	lines = append(lines, g.AfterReload...)
+	lines = append(lines, "rm -f "+ShellQuote(RollbackBootHook), "date +%s > "+ShellQuote(RollbackFired), "")
+	script := strings.Join(lines, "\n")
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
+	}
+	if g.BootHook {
+		hook := strings.Join([]string{
+			"#!/bin/sh",
+			"# fwab: re-arms a commit-confirmed rollback that a reboot interrupted.",
+			"if [ \"$1\" = start ] && [ -f " + ShellQuote(RollbackScript) + " ] && [ ! -f " + ShellQuote(RollbackFired) + " ]; then",
+			"\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript),
+			"fi",
+			"",
+		}, "\n")
+		if err := g.Sh.WriteFileAtomic(ctx, RollbackBootHook, []byte(hook)); err != nil {
+			return fmt.Errorf("arm rollback: %w", err)
+		}
 	}
 	if _, err := g.run(ctx, shellJoin("daemon", "-f", "-p", RollbackPIDFile, "/bin/sh", RollbackScript)); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
@@ -219,18 +273,36 @@ func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time
 	return nil
 }
 
-// Disarm stops an armed rollback; with none armed it does nothing.
+// Disarm stops an armed rollback and removes its script and boot hook;
+// with none armed it does nothing. When the rollback had already run, it
+// says so with a *RollbackRanError (once: RollbackFired still reports it).
 func (g ShellGuard) Disarm(ctx context.Context) error {
-	cmd := "if [ -f " + ShellQuote(RollbackPIDFile) + " ]; then pkill -F " + ShellQuote(RollbackPIDFile) + "; rm -f " + ShellQuote(RollbackPIDFile) + "; fi"
-	if _, _, _, err := g.Sh.Run(ctx, cmd, nil); err != nil {
-		return fmt.Errorf("disarm rollback: %w", err)
+	at, err := g.disarm(ctx)
+	if err != nil {
+		return err
+	}
+	if at != "" {
+		return &RollbackRanError{At: at}
 	}
 	return nil
 }
 
+// disarm stops the rollback and returns when it fired ("" if it did not).
+func (g ShellGuard) disarm(ctx context.Context) (string, error) {
+	pid, fired, seen := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen")
+	cmd := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + " " + ShellQuote(RollbackBootHook) +
+		"; if [ -f " + fired + " ]; then cat " + fired + "; mv " + fired + " " + seen + "; fi"
+	out, _, _, err := g.Sh.Run(ctx, cmd, nil)
+	if err != nil {
+		return "", fmt.Errorf("disarm rollback: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // RollbackFired reports whether the rollback script completed.
 func (g ShellGuard) RollbackFired(ctx context.Context) (bool, string, error) {
-	out, err := g.run(ctx, "if [ -f "+ShellQuote(RollbackFired)+" ]; then cat "+ShellQuote(RollbackFired)+"; else echo no; fi")
+	fired, seen := ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen")
+	out, err := g.run(ctx, "if [ -f "+fired+" ]; then cat "+fired+"; elif [ -f "+seen+" ]; then cat "+seen+"; else echo no; fi")
 	if err != nil {
 		return false, "", fmt.Errorf("rollback status: %w", err)
 	}

@@ -429,7 +429,7 @@ func (s *Session) Restore(ctx context.Context) error {
 	if err := s.relock(ctx); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := s.guard.Disarm(ctx); err != nil {
+	if err := s.guard.Disarm(ctx); err != nil && !rollbackRan(err) {
 		return fmt.Errorf("restore: %w", err)
 	}
 	var plan []configxml.Action
@@ -540,7 +540,7 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 			rep.Actions = append(rep.Actions, a)
 		}
 	}
-	if err := guard.Disarm(ctx); err != nil {
+	if err := guard.Disarm(ctx); err != nil && !rollbackRan(err) {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	cur, err := fw.ReadConfig(ctx)

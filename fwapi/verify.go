@@ -89,6 +89,11 @@ func (rc *runtimeCheck) checkOffloads() {
 		}
 		for _, a := range rc.ifs {
 			s := rc.st.Interfaces[a.dev]
+			want := want
+			if knob == "offload.checksum" && rc.c.Flavor() == configxml.PfSense && configxml.PfSenseForcesChecksumOff(a.dev) {
+				// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")`: checksum offload is off there whatever the config says
+				want = "off"
+			}
 			if got := OffloadState(s, knob); got != want {
 				rc.add(RuleOffloadMismatch, "offload-mismatch", configxml.SeverityError,
 					"%s is %s in the config but %s (%s) shows it %s: options %s; reconfigure the interface or reboot",

@@ -77,6 +77,12 @@ type Emulator struct {
 	// SavepointTimer is how long an OPNsense filter savepoint waits
 	// before it rolls back; 0 is OPNsense's 60 s.
 	SavepointTimer time.Duration
+	// SpareNIC is a device no data plane port backs ("" for none): an
+	// unassigned NIC for ifconfig -a; see NICs.Spare.
+	SpareNIC string
+	// SSHVia is the config interface SSH sessions come in through; see
+	// EmulatorOptions.SSHVia.
+	SSHVia string
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
@@ -89,16 +95,21 @@ type Emulator struct {
 
 	procs procTable
 
+	smu         sync.Mutex
+	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device
+
 	fmu         sync.Mutex
 	fault       Fault        // the injected faults (fault.go)
 	linkTrigger *linkTrigger // an armed LinkDownOn fault
 	linkHeld    bool         // the link is down for fault.LinkDown
 
-	amu     sync.Mutex
-	actions []configxml.Action // service actions run (Actions)
-	cmdLog  []string           // SSH command lines run (Commands)
-	apiLog  []string           // REST API routes called (Requests)
-	life    context.Context    // Serve's context: background work of faults
+	amu           sync.Mutex
+	actions       []configxml.Action // service actions run (Actions)
+	cmdLog        []string           // SSH command lines run (Commands)
+	offloadLog    []string           // devices offload flags were set on (OffloadLog)
+	spareOffloads Offloads           // the spare NIC's flags
+	apiLog        []string           // REST API routes called (Requests)
+	life          context.Context    // Serve's context: background work of faults
 
 	lmu      sync.Mutex
 	ln       net.Listener
@@ -228,6 +239,9 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
+	if !e.opnsense() {
+		e.upgradeAtBoot()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	root, err := e.configForApply()
@@ -328,14 +342,34 @@ func (e *Emulator) configBytesForApply() ([]byte, error) {
 	return data, nil
 }
 
+// applyInterfaces is pfSense's setup_microcode: the offload flags of
+// config.xml on the devices the config assigns, in <interfaces> order
+// (VLAN parents first), never on an unassigned NIC; checksum offload
+// forced off on vtnet and ena.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — `get_configured_interface_list(true)`: the assigned interfaces only
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")` forces checksum offload off
 func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {
-	o := OffloadsFromConfig(root)
-	for _, v := range []string{e.Ports.LanVeth, e.Ports.WanVeth} {
-		if err := e.DataPlane.SetOffloads(ctx, v, o); err != nil {
-			return err
+	cfg := OffloadsFromConfig(root)
+	for _, dev := range root.OffloadDevices() {
+		o := cfg
+		if configxml.PfSenseForcesChecksumOff(dev) && !e.opnsense() {
+			o.TXCSUM, o.RXCSUM = false, false
 		}
+		veth, ok := e.Ports.Veth(dev)
+		switch {
+		case ok:
+			if err := e.DataPlane.SetOffloads(ctx, veth, o); err != nil {
+				return err
+			}
+		case dev != "" && dev == e.SpareNIC:
+			e.spareOffloads = o
+		default:
+			continue
+		}
+		e.loggedOffload(dev)
+		e.logger().Info("interface configured", "device", dev, "txcsum", o.TXCSUM, "rxcsum", o.RXCSUM, "tso", o.TSO, "lro", o.LRO)
 	}
-	e.logger().Info("interfaces configured", "txcsum", o.TXCSUM, "rxcsum", o.RXCSUM, "tso", o.TSO, "lro", o.LRO)
 	return nil
 }
 
@@ -634,7 +668,26 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
+	if !e.opnsense() {
+		e.startRCScripts(ctx)
+	}
 	e.linkUp()
+}
+
+// startRCScripts is the end of rc.start_packages: every other
+// /usr/local/etc/rc.d/*.sh is started (Suricata's already is, by bootIDS).
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");`
+func (e *Emulator) startRCScripts(ctx context.Context) {
+	for _, rc := range e.Glob("/usr/local/etc/rc.d/*.sh") {
+		if rc == suricataRC {
+			continue
+		}
+		var out strings.Builder
+		if code := e.Exec(ctx, "/bin/sh "+rc+" start", devNull{}, &out, &out); code != 0 {
+			e.logger().Error("boot: rc script", "script", rc, "exit", code, "output", out.String())
+		}
+	}
 }
 
 // linkDown takes SSH away: new connections are refused (the listener is

@@ -220,9 +220,10 @@ func TestEmulatorCommands(t *testing.T) {
 		{cmd: "/usr/local/sbin/pfSsh.php playback svc restart nosuch", wantErr: "Could not find service", wantCode: 1},
 		{cmd: "sha256 -q /etc/version", wantOut: sha256hex("2.7.2-RELEASE\n") + "\n"},
 		{cmd: "ps ax -o pid,command | head -n 2", wantOut: "  PID COMMAND\n    1 /sbin/init\n"},
-		{cmd: "pfSense-upgrade", wantErr: "use -y", wantCode: 1},
-		{cmd: "pfSense-upgrade -y 2.7.2-RELEASE", wantErr: "not newer", wantCode: 1},
-		{cmd: "pfSense-upgrade -y 9.9", wantErr: "not available", wantCode: 1},
+		{cmd: "pfSense-upgrade", wantOut: ">>> Updating repositories metadata... done.\n", wantErr: "use -y", wantCode: 1},
+		{cmd: "pfSense-upgrade -c 2.7.2-RELEASE", wantOut: ">>> Updating repositories metadata... done.\n2.8.0 version of pfSense is available\n", wantCode: 2},
+		{cmd: "pfSense-upgrade -x", wantErr: "illegal option -- x", wantCode: 1},
+		{cmd: "pfSense-upgrade -l", wantErr: "option requires an argument -- l", wantCode: 1},
 		{cmd: "if then", wantErr: "sh:", wantCode: 2},
 	}
 	for _, tt := range tests {
@@ -442,6 +443,15 @@ func TestEmulatorUpgradeReboots(t *testing.T) {
 	if nc, err := net.DialTimeout("tcp", f.addr, time.Second); err == nil {
 		nc.Close()
 		t.Errorf("SSH port answered during the reboot")
+	}
+	// A major upgrade reboots twice: wait for the second boot.
+	for start := time.Now(); f.em.Boots() < 3 || f.em.rebooting(); time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("boots = %d, want 3 (two reboots for a major upgrade)", f.em.Boots())
+		}
+	}
+	if b, err := os.ReadFile(f.em.path(upgradeStageFile)); err == nil {
+		t.Errorf("next_stage annotation left after the last stage: %q", b)
 	}
 	start := time.Now()
 	var c2 *ssh.Client

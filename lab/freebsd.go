@@ -53,15 +53,32 @@ func ifcapOptions(o Offloads) (uint32, []string) {
 type fbIface struct{ dev, veth, descr string }
 
 func (e *Emulator) fbIfaces() []fbIface {
-	return []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+	ifs := []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+	if e.SpareNIC != "" {
+		ifs = append(ifs, fbIface{dev: e.SpareNIC, descr: "spare"})
+	}
+	return ifs
+}
+
+// offloads reads a device's flags: the data plane's, or the spare NIC's.
+func (e *Emulator) offloads(ctx context.Context, in fbIface) (Offloads, error) {
+	if in.veth == "" {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.spareOffloads, nil
+	}
+	return e.DataPlane.Offloads(ctx, in.veth)
 }
 
 func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error {
-	l, err := e.DataPlane.Link(ctx, in.veth)
-	if err != nil {
-		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+	l := Link{MTU: 1500, MAC: "02:00:00:00:00:99", Up: true}
+	var err error
+	if in.veth != "" {
+		if l, err = e.DataPlane.Link(ctx, in.veth); err != nil {
+			return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
+		}
 	}
-	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	o, err := e.offloads(ctx, in)
 	if err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
 	}
@@ -113,7 +130,10 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		return nil
 	}
 	if args[0] == "-l" {
-		fmt.Fprintf(c.stdout, "%s %s lo0\n", e.Ports.WanDev, e.Ports.LanDev)
+		for _, in := range e.fbIfaces() {
+			fmt.Fprintf(c.stdout, "%s ", in.dev)
+		}
+		fmt.Fprintln(c.stdout, "lo0")
 		return nil
 	}
 	var in *fbIface
@@ -132,12 +152,12 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 	if len(args) == 1 {
 		return e.printIfconfig(ctx, c, *in)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	o, err := e.DataPlane.Offloads(ctx, in.veth)
+	o, err := e.offloads(ctx, *in)
 	if err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, a := range args[1:] {
 		val := true
 		name := a
@@ -158,6 +178,11 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		default:
 			return c.errorf(1, "ifconfig: %s: bad value (the lab emulates txcsum rxcsum txcsum6 rxcsum6 tso tso4 tso6 lro vlanhwtso)", a)
 		}
+	}
+	e.loggedOffload("ifconfig " + in.dev)
+	if in.veth == "" {
+		e.spareOffloads = o
+		return nil
 	}
 	if err := e.DataPlane.SetOffloads(ctx, in.veth, o); err != nil {
 		return c.errorf(1, "ifconfig: %s: %v", in.dev, err)
@@ -345,6 +370,9 @@ func (e *Emulator) cmdNetstat(ctx context.Context, c *call) error {
 // cmdPhp runs pfBlockerNG's update: it loads or removes the blocklist table
 // according to enable_cb, then reloads the filter.
 func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
+	if len(c.args) == 3 && c.args[1] == "-r" {
+		return e.phpCode(c, c.args[2])
+	}
 	if len(c.args) != 3 || c.args[1] != "/usr/local/www/pfblockerng/pfblockerng.php" {
 		return c.errorf(1, "php: the lab emulates only /usr/local/www/pfblockerng/pfblockerng.php update|updateip")
 	}
@@ -460,55 +488,193 @@ func (e *Emulator) cmdSuricataRC(ctx context.Context, c *call) error {
 	return c.errorf(1, "usage: suricata.sh start|stop|restart")
 }
 
-// cmdUpgrade is pfSense-upgrade -y [VERSION]: it moves to the next profile
-// (or the named one, which must be newer), then reboots.
+// pfUpgradeUsage is pfSense-upgrade's usage line (the copy read lacks -C,
+// which 2.7.2's GUI passes; the lab lists it).
+//
+// upstream: not settled — the option set `46b:cdfi:hp:l:nr:RuUy`, the usage text, `-c` printing `${_new_version} version of ${product} is available` with exit 2, and no positional version come from pfsense/FreeBSD-ports@009c913849dd9b059a328e69864c01f01d2dd13b sysutils/pfSense-upgrade/files/pfSense-upgrade (older than 2.7.2's package; lines past 44 not verified); checked at run time by fwapi's Upgrade, which reads `pfSense-upgrade -h` and refuses without -c
+const pfUpgradeUsage = "Usage: pfSense-upgrade [-46bdfhnRUy] [-l logfile] [-p socket] [-c|-u|[-i|-d] pkg_name]"
+
+// upgradeStageFile keeps the emulated kernel package's next_stage
+// annotation ("STAGE VERSION") in the package database, which survives a
+// reboot.
+const upgradeStageFile = "/var/db/pkg/fwab-next_stage"
+
+// cmdUpgrade is pfSense-upgrade: its getopts option set, stopping at the
+// first non-option and ignoring what follows (the real script never reads
+// a positional argument); -c checks what the branch offers (the lab's
+// branch offers the next profile, a real one its newest release); -y
+// upgrades to it in stages: the kernel and a reboot, then at boot the
+// base (a second reboot for a major upgrade), then the last stage.
 func (e *Emulator) cmdUpgrade(ctx context.Context, c *call) error {
+	const withArg = "blip" // b: i: l: p: r: take an argument
+	action, yes := "upgrade", false
 	args := c.args[1:]
-	yes := false
-	var want string
-	for _, a := range args {
-		switch {
-		case a == "-y":
-			yes = true
-		case strings.HasPrefix(a, "-"):
-			return c.errorf(1, "pfSense-upgrade: option %s is not emulated (use -y [VERSION])", a)
-		case want == "":
-			want = a
-		default:
-			return c.errorf(1, "pfSense-upgrade: more than one version given")
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		a := args[0]
+		args = args[1:]
+		if a == "--" {
+			break
 		}
+		for k := 1; k < len(a); k++ {
+			o := a[k]
+			if !strings.ContainsRune("46bcdfhinprlRuUyC", rune(o)) {
+				fmt.Fprintf(c.stderr, "pfSense-upgrade: illegal option -- %c\n%s\n", o, pfUpgradeUsage)
+				return status(1)
+			}
+			if strings.IndexByte(withArg, o) >= 0 || o == 'r' {
+				if k+1 < len(a) {
+					k = len(a)
+				} else if len(args) > 0 {
+					args = args[1:]
+				} else {
+					fmt.Fprintf(c.stderr, "pfSense-upgrade: option requires an argument -- %c\n%s\n", o, pfUpgradeUsage)
+					return status(1)
+				}
+			}
+			switch o {
+			case 'h':
+				fmt.Fprintln(c.stdout, pfUpgradeUsage)
+				for _, l := range []string{"  -4          - Force IPv4", "  -6          - Force IPv6", "  -b          - Platform is booting",
+					"  -c          - Check if upgrade is necessary", "  -C          - Check if upgrade is necessary on other branches",
+					"  -n          - Dry run", "  -U          - Do not update repository information", "  -y          - Assume yes"} {
+					fmt.Fprintln(c.stdout, l)
+				}
+				return nil
+			case 'c', 'C':
+				action = "check"
+			case 'y':
+				yes = true
+			case 'u':
+				action = "update"
+			}
+		}
+	}
+	// args (a version, say) are ignored, as by the real script.
+	cur, i := e.profile()
+	var next *Profile
+	if i >= 0 && i+1 < len(e.Profiles) {
+		next = &e.Profiles[i+1]
+	}
+	fmt.Fprintln(c.stdout, ">>> Updating repositories metadata... done.")
+	switch action {
+	case "check":
+		if next == nil {
+			fmt.Fprintln(c.stdout, "Your system is up to date")
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "%s version of pfSense is available\n", pkgVersion(next.Version))
+		return status(2)
+	case "update":
+		return nil
+	}
+	if next == nil {
+		fmt.Fprintln(c.stdout, "Your packages are up to date")
+		return nil
 	}
 	if !yes {
 		return c.errorf(1, "pfSense-upgrade: the lab cannot prompt over SSH; use -y")
 	}
-	cur, i := e.profile()
-	next := -1
-	switch {
-	case want == "" && i+1 < len(e.Profiles):
-		next = i + 1
-	case want == "":
-		fmt.Fprintf(c.stdout, ">>> Updating repositories metadata... done.\nYour system is up to date (%s)\n", cur.Version)
-		return nil
-	default:
-		for j, p := range e.Profiles {
-			if p.Version == want {
-				next = j
-			}
-		}
-		if next < 0 {
-			return c.errorf(1, "pfSense-upgrade: version %s is not available", want)
-		}
-		if next <= i {
-			return c.errorf(1, "pfSense-upgrade: %s is not newer than the running %s", want, cur.Version)
-		}
-	}
-	p := e.Profiles[next]
-	fmt.Fprintf(c.stdout, ">>> Updating repositories metadata... done.\n>>> Upgrading pfSense-base from %s to %s... done.\n", cur.Version, p.Version)
-	if err := e.writeVersion(p); err != nil {
+	fmt.Fprintf(c.stdout, ">>> Upgrading pfSense-kernel-pfSense from %s to %s... done.\n", cur.Version, next.Version)
+	if err := e.WriteFile(upgradeStageFile, []byte("2 "+next.Version+"\n")); err != nil {
 		return c.errorf(1, "pfSense-upgrade: %v", err)
 	}
-	fmt.Fprintln(c.stdout, ">>> Upgrade is complete.  Rebooting in 1 second.")
-	e.logger().Info("upgrade", "from", cur.Version, "to", p.Version)
+	fmt.Fprintln(c.stdout, "Upgrade is complete.  Rebooting in 1 seconds.")
+	e.logger().Info("upgrade stage 1", "from", cur.Version, "to", next.Version)
 	e.rebootSoon()
+	return nil
+}
+
+// pkgVersion is the package version pfSense-upgrade prints for a product
+// version: 2.8.0-RELEASE is the package 2.8.0.
+func pkgVersion(v string) string {
+	p, _, _ := strings.Cut(v, "-")
+	return p
+}
+
+// upgradeAtBoot runs the next upgrade stage at boot, as pfSense-rc runs
+// `pfSense-upgrade -y -U -b 2` and `-b 3`: stage 2 installs the base
+// (/etc/version), and reboots again when the major version changed; stage
+// 3 removes the annotation.
+//
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:401 — `/usr/local/sbin/${product_name}-upgrade -y -U -b 2` at boot (stage 3: line 556)
+func (e *Emulator) upgradeAtBoot() {
+	data, err := os.ReadFile(e.path(upgradeStageFile))
+	if err != nil {
+		return
+	}
+	stage, version, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	switch stage {
+	case "2":
+		cur, _ := e.profile()
+		for _, p := range e.Profiles {
+			if p.Version == version {
+				if err := e.writeVersion(p); err != nil {
+					e.logger().Error("upgrade stage 2", "err", err)
+					return
+				}
+			}
+		}
+		if majorOf(cur.Version) != majorOf(version) {
+			_ = e.WriteFile(upgradeStageFile, []byte("3 "+version+"\n"))
+			e.logger().Info("upgrade stage 2: major upgrade, rebooting again", "to", version)
+			go func() {
+				for e.rebooting() {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(300 * time.Millisecond)
+				e.Reboot(context.Background())
+			}()
+			return
+		}
+		_ = os.Remove(e.path(upgradeStageFile))
+	case "3":
+		_ = os.Remove(e.path(upgradeStageFile))
+	}
+}
+
+// majorOf is a version's major.minor: 2.7 of 2.7.2-RELEASE.
+func majorOf(v string) string {
+	f := strings.SplitN(pkgVersion(v), ".", 3)
+	if len(f) < 2 {
+		return v
+	}
+	return f[0] + "." + f[1]
+}
+
+// cmdPkgStatic answers the one pkg query fwab makes:
+// pkg-static annotate -q -S PKG next_stage.
+func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
+	a := c.args[1:]
+	if len(a) != 5 || a[0] != "annotate" || a[1] != "-q" || a[2] != "-S" || a[4] != "next_stage" {
+		return c.errorf(1, "pkg-static: the lab emulates only 'annotate -q -S PKG next_stage'")
+	}
+	if a[3] != "pfSense-kernel-pfSense" {
+		return nil
+	}
+	data, err := os.ReadFile(e.path(upgradeStageFile))
+	if err != nil {
+		return nil
+	}
+	stage, _, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	fmt.Fprintln(c.stdout, stage)
+	return nil
+}
+
+// phpCode runs the one piece of PHP the lab emulates: the Suricata
+// package's resync, which bakes the rc script from the config as it is now
+// (pfSense reads /tmp/config.cache first).
+func (e *Emulator) phpCode(c *call, code string) error {
+	if !strings.Contains(code, `require_once("/usr/local/pkg/suricata/suricata.inc")`) || !strings.Contains(code, "sync_suricata_package_config();") {
+		return c.errorf(255, "php: the lab emulates only require_once(\"/usr/local/pkg/suricata/suricata.inc\"); ... sync_suricata_package_config();")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
+	if err := e.bakeSuricataRC(root); err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
 	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/internal/atomicfile"
 	"github.com/fwab/fwab/lab/inspect"
 )
 
@@ -298,9 +302,22 @@ func (g *IDSEngines) Statuses() []inspect.Status {
 // suricata runs the Suricata service action: restart, start or stop. The
 // inspection path changes the forwarding path, so a tracking slowdown
 // measures it again afterwards.
+//
+// On pfSense the modes come from the rc script the last package sync
+// baked (suricataRC), not from config.xml: a restart without a resync
+// restarts the old mode, and stop stops only the interfaces that script
+// knows.
 func (e *Emulator) suricata(ctx context.Context, action string) error {
 	if action != "stop" {
 		e.did(configxml.ActionIDSRestart)
+	}
+	if !e.opnsense() {
+		if err := e.suricataBaked(ctx, action); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.applySlowdown(ctx)
 	}
 	if err := e.suricataEngines(ctx, action); err != nil {
 		return err
@@ -334,8 +351,19 @@ func (e *Emulator) suricataEngines(ctx context.Context, action string) error {
 	return e.IDS.Restart(ctx, plan, e.Ports)
 }
 
-// bootIDS starts the engines config.xml asks for at boot.
+// bootIDS starts the engines config.xml asks for at boot. On pfSense the
+// boot's rc.start_packages resyncs the package first, which bakes the rc
+// script from config.xml.
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);` then start_service, for every package at boot
 func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
+	if !e.opnsense() {
+		e.suricataRun = nil
+		if err := e.bakeSuricataRC(root); err != nil {
+			return err
+		}
+		return e.suricataBakedLocked(ctx, "start")
+	}
 	if e.IDS == nil {
 		return nil
 	}
@@ -353,10 +381,128 @@ func (e *Emulator) stopIDS() {
 	}
 }
 
-// suricataProcesses lists the running engines as Suricata processes.
+// suricataProcesses lists the running engines as Suricata processes; on
+// an emulator without engines, the instances the rc script started.
 func (e *Emulator) suricataProcesses() [][2]string {
+	if e.IDS == nil {
+		e.smu.Lock()
+		defer e.smu.Unlock()
+		var out [][2]string
+		for i, dev := range slices.Sorted(maps.Keys(e.suricataRun)) {
+			out = append(out, [2]string{strconv.Itoa(61000 + i), e.suricataRun[dev].cmd})
+		}
+		return out
+	}
+	return e.IDS.SuricataProcesses()
+}
+
+// suricataRC is the package's rc script, which suricata_create_rc() writes
+// at every package sync with each enabled interface's run mode in it.
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:34 — `define("RCFILEPREFIX", "/usr/local/etc/rc.d/");` where the script lives
+// upstream: not settled — the script's content (`$run_mode = $value['ips_mode'] == 'ips_mode_inline' ? '--netmap' : '-i ' . $if_real;`, enabled interfaces only, rebuilt on each sync) is from an older copy of suricata.inc (pfsense/FreeBSD-ports@e2173cf2, line not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps after the apply
+const suricataRC = "/usr/local/etc/rc.d/suricata.sh"
+
+// bakedInstance is one interface's start line in the rc script, and the
+// lab engine mode it stands for.
+type bakedInstance struct {
+	dev, mode, cmd string
+}
+
+// bakeSuricataRC is sync_suricata_package_config's create_rc: it writes the
+// rc script for the enabled interfaces of root, each with its mode as it
+// is now. The lab engine mode is kept in a comment line per interface.
+func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# This file was automatically generated\n# by the pfSense service handler (emulated by fwab lab).\n")
+	for i, ifc := range root.Interfaces() {
+		v, err := root.Get("ids@" + ifc.Key)
+		if err != nil || v == configxml.IDSOff || v == "" {
+			continue
+		}
+		runMode := "-i " + ifc.Device
+		if v == configxml.IDSInlineIPS {
+			runMode = "--netmap"
+		}
+		// The package names the folder suricata_<rule uuid>_<if>; the lab
+		// numbers it by interface position instead.
+		uuid := strconv.Itoa(10000 + i)
+		fmt.Fprintf(&b, "# fwab-lab %s %s\n/usr/local/bin/suricata %s -D -c /usr/local/etc/suricata/suricata_%s_%s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
+			ifc.Device, v, runMode, uuid, ifc.Device, ifc.Device, uuid)
+	}
+	if err := os.MkdirAll(filepath.Dir(e.path(suricataRC)), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(e.path(suricataRC), []byte(b.String()), 0o755)
+}
+
+// bakedSuricata reads the rc script's instances.
+func (e *Emulator) bakedSuricata() ([]bakedInstance, error) {
+	data, err := os.ReadFile(e.path(suricataRC))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []bakedInstance
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) == 4 && f[0] == "#" && f[1] == "fwab-lab" && i+1 < len(lines) {
+			out = append(out, bakedInstance{dev: f[2], mode: f[3], cmd: lines[i+1]})
+		}
+	}
+	return out, nil
+}
+
+func (e *Emulator) suricataBaked(ctx context.Context, action string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.suricataBakedLocked(ctx, action)
+}
+
+// suricataBakedLocked runs the baked script: stop ends the instances it
+// lists (an interface the last sync dropped keeps running), start starts
+// those it lists that do not run, restart is stop then start.
+func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error {
+	baked, err := e.bakedSuricata()
+	if err != nil {
+		return err
+	}
+	e.smu.Lock()
+	if action == "stop" || action == "restart" {
+		for _, b := range baked {
+			delete(e.suricataRun, b.dev)
+		}
+	}
+	if action == "start" || action == "restart" {
+		for _, b := range baked {
+			if _, ok := e.suricataRun[b.dev]; !ok {
+				if e.suricataRun == nil {
+					e.suricataRun = map[string]bakedInstance{}
+				}
+				e.suricataRun[b.dev] = b
+			}
+		}
+	}
+	plan := IDSPlan{}
+	for _, b := range e.suricataRun {
+		m, err := inspect.ParseMode(b.mode)
+		if err != nil {
+			e.smu.Unlock()
+			return err
+		}
+		plan[m] = append(plan[m], b.dev)
+	}
+	e.smu.Unlock()
 	if e.IDS == nil {
 		return nil
 	}
-	return e.IDS.SuricataProcesses()
+	for m := range plan {
+		sort.Strings(plan[m])
+	}
+	// The lab's engines are one per mode: they follow the instances the
+	// script left running.
+	return e.IDS.Restart(ctx, plan, e.Ports)
 }

@@ -65,16 +65,23 @@ type EmulatorOptions struct {
 	RebootDelay time.Duration
 	// SavepointTimer is OPNsense's filter savepoint timer; default 60 s.
 	SavepointTimer time.Duration
+	// SSHVia is the config interface (wan, lan, optN) the SSH sessions come
+	// in through: $SSH_CONNECTION names its address; default 127.0.0.1.
+	SSHVia string
 	// Password, when set, is a password root and admin may log in with.
 	Password string
 	Logger   *slog.Logger
 }
 
-// NICs are the NIC drivers (FreeBSD names: igb, em, vtnet, ix) of the
-// emulated box's WAN and LAN ports. Devices are numbered per driver, as
-// FreeBSD does: two igb ports are igb0 (WAN) and igb1 (LAN). So far the
-// driver names the devices only; every driver offers the same offloads.
-type NICs struct{ WAN, LAN string }
+// NICs are the NIC drivers (FreeBSD names: igb, ixl, vtnet, ena) of the
+// emulated box's WAN and LAN ports, and of a spare port the config does
+// not assign (a management or unused NIC, shown by ifconfig -a and holding
+// its own offload flags, outside the data plane). Devices are numbered per
+// driver, as FreeBSD does: two igb ports are igb0 (WAN) and igb1 (LAN).
+// The driver decides what pfSense does with the offloads: on vtnet and ena
+// it forces checksum offload off whatever config.xml says
+// (configxml.PfSenseForcesChecksumOff).
+type NICs struct{ WAN, LAN, Spare string }
 
 // devices returns the WAN and LAN device names.
 func (n NICs) devices() (wan, lan string) {
@@ -83,6 +90,19 @@ func (n NICs) devices() (wan, lan string) {
 		return w + "0", l + "1"
 	}
 	return w + "0", l + "0"
+}
+
+// spare returns the spare port's device name, "" without one.
+func (n NICs) spare() string {
+	if n.Spare == "" {
+		return ""
+	}
+	wan, lan := n.devices()
+	for i := 0; ; i++ {
+		if d := n.Spare + strconv.Itoa(i); d != wan && d != lan {
+			return d
+		}
+	}
 }
 
 // localPorts are the data plane ports of an emulator without a lab; the
@@ -135,6 +155,8 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		RebootDelay:    o.RebootDelay,
 		BlocklistSize:  1000,
 		SavepointTimer: o.SavepointTimer,
+		SpareNIC:       o.NICs.spare(),
+		SSHVia:         o.SSHVia,
 	}
 	if e.Ports == (Ports{}) {
 		e.Ports = localPorts(o.NICs)
@@ -288,6 +310,28 @@ func (e *Emulator) did(a configxml.Action) {
 	e.amu.Lock()
 	defer e.amu.Unlock()
 	e.actions = append(e.actions, a)
+}
+
+// OffloadLog returns, in order, every device the emulated box set offload
+// flags on: "DEV" for pfSense's own apply (boot, rc.reload_interfaces,
+// rc.reload_all) and "ifconfig DEV" for an ifconfig run.
+func (e *Emulator) OffloadLog() []string {
+	e.amu.Lock()
+	defer e.amu.Unlock()
+	return slices.Clone(e.offloadLog)
+}
+
+// ResetOffloadLog forgets the offload applies so far.
+func (e *Emulator) ResetOffloadLog() {
+	e.amu.Lock()
+	defer e.amu.Unlock()
+	e.offloadLog = nil
+}
+
+func (e *Emulator) loggedOffload(entry string) {
+	e.amu.Lock()
+	defer e.amu.Unlock()
+	e.offloadLog = append(e.offloadLog, entry)
 }
 
 // Commands returns the command lines run over SSH, in order.

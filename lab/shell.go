@@ -22,6 +22,7 @@ import (
 	"mvdan.cc/sh/v3/interp"
 	"mvdan.cc/sh/v3/syntax"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/atomicfile"
 )
 
@@ -111,6 +112,7 @@ func (e *Emulator) pfSenseCommands() map[string]command {
 		"/usr/local/sbin/pfSsh.php":       e.cmdPfSsh,
 		"/usr/local/etc/rc.d/suricata.sh": e.cmdSuricataRC,
 		"/usr/local/sbin/pfSense-upgrade": e.cmdUpgrade,
+		"/usr/local/sbin/pkg-static":      e.cmdPkgStatic,
 	}
 }
 
@@ -169,7 +171,7 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 	cmds := e.commands()
 	opts := []interp.RunnerOption{
 		interp.StdIO(stdin, stdout, stderr),
-		interp.Env(shellEnv()),
+		interp.Env(e.shellEnv()),
 		interp.Dir("/"),
 		interp.CallHandler(builtinAsCommand),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc {
@@ -191,12 +193,34 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 	return interp.New(opts...)
 }
 
-// shellEnv is root's environment in a pfSense exec session.
-func shellEnv() expand.Environ {
+// shellEnv is root's environment in a pfSense exec session, with sshd's
+// SSH_CONNECTION ("client port server port"): the server address is that
+// of the interface SSHVia names, or 127.0.0.1.
+func (e *Emulator) shellEnv() expand.Environ {
+	server := "127.0.0.1"
+	if e.SSHVia != "" {
+		if root, err := parseConfigFile(e); err == nil {
+			for _, i := range root.Interfaces() {
+				if i.Key == e.SSHVia && i.IPAddr != "" {
+					server = i.IPAddr
+				}
+			}
+		}
+	}
 	return expand.ListEnviron(
 		"PATH="+strings.Join(shellPath, ":"),
 		"HOME=/root", "USER=root", "SHELL=/bin/sh", "TERM=dumb",
+		"SSH_CONNECTION=127.0.0.1 50022 "+server+" 22",
 	)
+}
+
+// parseConfigFile reads /conf/config.xml as it is now.
+func parseConfigFile(e *Emulator) (*configxml.Config, error) {
+	data, err := os.ReadFile(e.path("/conf/config.xml"))
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(data, e.flavor())
 }
 
 // builtinAsCommand sends kill, a shell builtin the interpreter does not

@@ -301,7 +301,7 @@ func TestFwPush(t *testing.T) {
 func TestFwUpgrade(t *testing.T) {
 	fake, targets := labTarget(t, nil, true)
 	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--target", "fw1", "--targets", targets, "--timeout", "30s")
-	if code != 0 || !strings.Contains(errOut, "Upgrading pfSense-base") || !strings.Contains(errOut, "version 2.8.0-RELEASE") {
+	if code != 0 || !strings.Contains(errOut, "Upgrading pfSense-kernel") || !strings.Contains(errOut, "version 2.8.0-RELEASE") {
 		t.Fatalf("fw upgrade = %d: %s", code, errOut)
 	}
 	if got := string(fake.File(t, "/etc/version")); got != "2.8.0-RELEASE\n" {

@@ -1,0 +1,86 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
+)
+
+func waitConfig(t *testing.T, em *labtest.Firewall, want []byte, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if bytes.Equal(em.StoredConfig(t), want) {
+			return
+		}
+	}
+	t.Fatalf("the rollback did not restore the previous config within %v", within)
+}
+
+func waitFired(t *testing.T, fw *fwapi.PfSense) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if fired, _, err := fw.RollbackFired(t.Context()); err == nil && fired {
+			return
+		}
+	}
+	t.Fatal("RollbackFired never reported the rollback")
+}
+
+// TestPfSenseRollbackRestoresServices: rc.reload_all does not restart
+// Suricata or reload pfBlockerNG, so the rollback does: Suricata runs as the
+// restored config says, and Disarm afterwards says the rollback ran.
+func TestPfSenseRollbackRestoresServices(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	prev := em.StoredConfig(t)
+	if err := fw.ArmRollback(t.Context(), prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.ResetActions()
+	setIDS(t, em, fw, configxml.IDSInlineIPS)
+	if got := idsModes(t, fw)["igb1"]; got != "ips-inline" {
+		t.Fatalf("the change did not start inline IPS: %q", got)
+	}
+	waitConfig(t, em, prev, 10*time.Second)
+	waitFired(t, fw)
+	if got := idsModes(t, fw); len(got) != 0 {
+		t.Errorf("after the rollback Suricata still runs %v, want nothing (the restored config has no IDS)", got)
+	}
+	var blocklist bool
+	for _, a := range em.Actions() {
+		blocklist = blocklist || a == configxml.ActionBlocklistUpdate
+	}
+	if !blocklist {
+		t.Errorf("the rollback did not reload pfBlockerNG: actions %v", em.Actions())
+	}
+	var ran *fwapi.RollbackRanError
+	if err := fw.Disarm(t.Context()); !errors.As(err, &ran) {
+		t.Errorf("Disarm after the rollback ran = %v, want a RollbackRanError", err)
+	}
+	if err := fw.Disarm(t.Context()); err != nil {
+		t.Errorf("a second Disarm = %v, want nil", err)
+	}
+	if fired, _, _ := fw.RollbackFired(t.Context()); !fired {
+		t.Error("RollbackFired forgot the rollback after Disarm reported it")
+	}
+}
+
+// TestPfSenseRollbackSurvivesReboot: a reboot empties /var/run and ends the
+// timer; the armed rollback still runs after the boot.
+func TestPfSenseRollbackSurvivesReboot(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	prev := em.StoredConfig(t)
+	if err := fw.ArmRollback(t.Context(), prev, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+	if err := fw.WriteConfig(t.Context(), changed, "test"); err != nil {
+		t.Fatal(err)
+	}
+	em.Reboot(t.Context())
+	waitConfig(t, em, prev, 15*time.Second)
+}
