@@ -603,23 +603,3 @@ func TestSessionRefusesAfterRebootWhenAnotherWriterLocked(t *testing.T) {
 		t.Errorf("Close wrote config.xml although another writer holds the lock")
 	}
 }
-
-func TestRecoverCrashDuringRestoreApplies(t *testing.T) {
-	fake, fw := newPfSense(t, labtest.Options{})
-	dir := t.TempDir()
-	orig := fake.File(t, "/conf/config.xml")
-	s := startSession(t, fw, dir, "alice@ws1")
-	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
-		t.Fatal(err)
-	}
-	// The crash: the original is back on disk, nothing applied it.
-	fake.PutFile(t, "/conf/config.xml", orig)
-	fake.ResetActions()
-	rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
-	if err != nil {
-		t.Fatalf("Recover: %v", err)
-	}
-	if !slices.Contains(fake.Actions(), configxml.ActionFilterReload) || !rep.Restored {
-		t.Errorf("Recover with the original on disk but not applied ran %v (restored %v), want the filter reloaded", fake.Actions(), rep.Restored)
-	}
-}
