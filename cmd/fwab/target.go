@@ -56,7 +56,7 @@ func newTargetAddCmd(io *streams, path *string) *cobra.Command {
 		Use:   "add NAME --flavor pfsense|opnsense --host HOST [flags]",
 		Short: "Add a firewall to the targets file (or replace one with --replace)",
 		Example: "  fwab target add edge1 --flavor pfsense --host 192.0.2.1 --ssh-user admin --ssh-key-file ~/.ssh/fwab \\\n" +
-			"      --client-ssh-host lan-box --client-addr 10.0.1.10 --server-ssh-host wan-box --server-addr 10.0.2.10\n" +
+			"      --client-ssh-host lan-box --client-addr 198.18.1.10 --server-ssh-host wan-box --server-addr 198.19.1.10\n" +
 			"  fwab target add opn1 --flavor opnsense --host 192.0.2.2 --ssh-user root --ssh-key-file ~/.ssh/fwab \\\n" +
 			"      --api-url https://192.0.2.2 --api-key-file ~/.config/fwab/opn1.key --api-secret-file ~/.config/fwab/opn1.secret --api-ca-file opn1-ca.pem",
 		Args: exactArgs(1),
