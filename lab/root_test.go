@@ -480,8 +480,10 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 // on its own egress port at 90 % of what the running configuration measured
 // (as a wire rate), and measures again when the configuration changes. The
 // caps are checked against the emulator's recorded measurement and against
-// a configuration change far larger than this machine's noise (offloads off
-// cost about 70 %), not against a 10 % throughput difference.
+// a configuration change far larger than this machine's noise, not against a
+// 10 % throughput difference. Offloads off cost 45–70 % here depending on the
+// direction and the machine (a CI run measured 47 % download), so each
+// direction must drop by a fifth or more and come back by a quarter.
 func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	requireRoot(t)
 	if *figures {
@@ -500,13 +502,13 @@ func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	fast := checkSlowdownCaps(t, f, topo, "offloads=on after the upgrade")
 	f.applyArm(t, offloadArm(false))
 	slow := checkSlowdownCaps(t, f, topo, "offloads=off")
-	if slow.WanCapMbit > fast.WanCapMbit/2 || slow.LanCapMbit > fast.LanCapMbit/2 {
-		t.Errorf("caps did not follow the configuration: offloads on %.0f/%.0f, off %.0f/%.0f Mbit/s (WAN/LAN); want offloads off below half",
+	if slow.WanCapMbit > 0.8*fast.WanCapMbit || slow.LanCapMbit > 0.8*fast.LanCapMbit {
+		t.Errorf("caps did not follow the configuration: offloads on %.0f/%.0f, off %.0f/%.0f Mbit/s (WAN/LAN); want offloads off below 80 %%",
 			fast.WanCapMbit, fast.LanCapMbit, slow.WanCapMbit, slow.LanCapMbit)
 	}
 	f.applyArm(t, offloadArm(true))
 	back := checkSlowdownCaps(t, f, topo, "offloads=on again")
-	if back.WanCapMbit < 2*slow.WanCapMbit || back.LanCapMbit < 2*slow.LanCapMbit {
+	if back.WanCapMbit < 1.25*slow.WanCapMbit || back.LanCapMbit < 1.25*slow.LanCapMbit {
 		t.Errorf("caps did not come back with the configuration: offloads off %.0f/%.0f, on %.0f/%.0f Mbit/s (WAN/LAN)",
 			slow.WanCapMbit, slow.LanCapMbit, back.WanCapMbit, back.LanCapMbit)
 	}
