@@ -32,6 +32,19 @@ const ipsecSwitch = "ipsec/enable"
 
 func (c *Config) opnIPsecOn() bool { return c.doc.Root().FindElement(ipsecSwitch) != nil }
 
+// IPsecSwitch reports whether an OPNsense config turns the IPsec service
+// on (<ipsec><enable> present), and names the Swanctl connections it
+// enables (enabled=1) whatever the switch says: connections enabled under
+// a switch that is off never start, and reconfigure stops strongSwan.
+func (c *Config) IPsecSwitch() (on bool, enabled []string) {
+	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+		if childText(conn, "enabled") == "1" {
+			enabled = append(enabled, childText(conn, "description"))
+		}
+	}
+	return c.opnIPsecOn(), enabled
+}
+
 func (c *Config) swanctlConnection(name string) *etree.Element {
 	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
 		if childText(conn, "description") == name {

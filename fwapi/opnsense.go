@@ -442,7 +442,10 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 	case configxml.ActionIDSRestart:
 		return o.reconfigureIDS(ctx)
 	case configxml.ActionIPsecRestart:
-		return o.post(ctx, "/api/ipsec/service/reconfigure", nil)
+		if err := o.post(ctx, "/api/ipsec/service/reconfigure", nil); err != nil {
+			return err
+		}
+		return o.checkIPsecRunning(ctx)
 	case configxml.ActionInterfaces:
 		args, err := offloadArgs(changes)
 		if err != nil {
@@ -587,6 +590,47 @@ func (o *OPNsense) armSavepoint(ctx context.Context) (disarm func(context.Contex
 		}
 		return nil
 	}, nil
+}
+
+// checkIPsecRunning checks, after a reconfigure, that strongSwan runs when
+// the config enables a connection: the reconfigure answers ok whether it
+// started strongSwan or stopped it, and it stops it while the service switch
+// (<ipsec><enable>) is off, whatever the connections say.
+//
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/Base/ApiMutableServiceControllerBase.php:223 — reconfigure returns `['status' => 'ok']` after a stop as after a start
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:283 — `is_enabled` reports `isset(...->ipsec->enable)`
+func (o *OPNsense) checkIPsecRunning(ctx context.Context) error {
+	data, err := o.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := configxml.LoadBytes(data)
+	if err != nil {
+		return fmt.Errorf("the firewall's config.xml: %w", err)
+	}
+	_, conns := cfg.IPsecSwitch()
+	if len(conns) == 0 {
+		return nil // nothing should run
+	}
+	var enabled struct {
+		Enabled *bool `json:"enabled"`
+	}
+	var status struct {
+		Status string `json:"status"`
+	}
+	if err := o.api.callJSON(ctx, http.MethodGet, "/api/ipsec/connections/is_enabled", nil, &enabled); err != nil {
+		return fmt.Errorf("after the reconfigure: %w", err)
+	}
+	if err := o.api.callJSON(ctx, http.MethodGet, "/api/ipsec/service/status", nil, &status); err != nil {
+		return fmt.Errorf("after the reconfigure: %w", err)
+	}
+	switch {
+	case enabled.Enabled != nil && !*enabled.Enabled:
+		return fmt.Errorf("the config enables IPsec connection %s but IPsec itself is off (<ipsec><enable> is not set; VPN › IPsec › Connections › Enable IPsec), so the reconfigure stopped strongSwan", strings.Join(conns, ", "))
+	case status.Status != "running":
+		return fmt.Errorf("strongSwan is %q after the reconfigure, with connection %s enabled: see the firewall's IPsec log", status.Status, strings.Join(conns, ", "))
+	}
+	return nil
 }
 
 // savepointTimer is OPNsense's fixed rollback delay after apply/<revision>

@@ -92,7 +92,9 @@ func TestOPNsenseApply(t *testing.T) {
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "each action once, in order", version: "26.1.2",
 			actions:   []string{"ids-restart", "filter-reload", "interfaces-reconfigure", "ipsec-restart", "ids-restart", "none"},
-			wantCalls: []string{"POST /api/interfaces/settings/reconfigure", "POST /api/firewall/filter/apply", "POST /api/ipsec/service/reconfigure", "POST /api/ids/service/reconfigure"}},
+			wantCalls: []string{"POST /api/interfaces/settings/reconfigure", "POST /api/firewall/filter/apply", "POST /api/ipsec/service/reconfigure",
+				"GET /api/core/backup/download/{host}", // the config enables no IPsec connection: nothing more to check
+				"POST /api/ids/service/reconfigure"}},
 		{name: "26.7 filter", version: "26.7.1", actions: []string{"filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "25.7 interfaces over ssh", version: "25.7.11", shell: true, actions: []string{"interfaces-reconfigure"},
@@ -1011,5 +1013,62 @@ func TestOPNsenseCall(t *testing.T) {
 	}
 	if err := fw.Call(context.Background(), "ids/service/reconfigure", nil); err == nil || !strings.Contains(err.Error(), "must start with /api/") {
 		t.Errorf("Call(relative path) = %v, want a refusal naming /api/", err)
+	}
+}
+
+// TestOPNsenseIPsecApplyChecksTheService: the IPsec reconfigure answers ok
+// whether it started strongSwan or stopped it, so after it the driver asks
+// whether IPsec is on and running when the config enables a connection.
+func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
+	tests := []struct {
+		name     string
+		noSwitch bool              // remove <ipsec><enable>, keep the connection enabled
+		fault    *lab.RequestFault // the status route's answer
+		want     string            // "" is success
+	}{
+		{name: "switch on, running"},
+		{name: "switch off", noSwitch: true, want: "<ipsec><enable> is not set"},
+		{name: "did not start", fault: &lab.RequestFault{Route: "GET /api/ipsec/service/status", Body: `{"status":"stopped"}`}, want: `strongSwan is "stopped" after the reconfigure, with connection site enabled`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+			data, err := fw.ReadConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := configxml.LoadBytes(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := configxml.LoadBytes(bytes.Clone(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after.DefineTunnel(configxml.TunnelSpec{Name: "site", Interface: "wan", LocalAddr: "198.18.1.1", RemoteAddr: "198.18.1.2",
+				LocalNet: "198.18.10.0/24", RemoteNet: "198.18.20.0/24", LocalID: "a.test", RemoteID: "b.test", PSK: "test-psk"})
+			if err := after.Set("ipsec@site", "aes256gcm16"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.noSwitch {
+				sw := after.Root().FindElement("ipsec/enable")
+				sw.Parent().RemoveChild(sw)
+			}
+			changes, _ := configxml.Diff(before, after)
+			if err := fw.WriteConfig(ctx, after.Bytes(), "test"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.fault != nil {
+				em.SetFault(lab.Fault{Requests: []lab.RequestFault{*tc.fault}})
+			}
+			err = fw.Apply(ctx, changes)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Apply: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Apply() error = %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

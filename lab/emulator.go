@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -94,6 +95,10 @@ type Emulator struct {
 	slowRates map[string]*slowdownSamples
 
 	procs procTable
+
+	// ipsecUp: strongSwan runs (set by every IPsec apply, boot included,
+	// cleared when it stops).
+	ipsecUp atomic.Bool
 
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device

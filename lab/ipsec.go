@@ -495,10 +495,20 @@ func (s *StrongSwan) ListSAs(ctx context.Context) ([]byte, int, error) {
 // applyIPsec brings IPsec to what the config says (as ipsec_configure()
 // does). The caller holds e.mu.
 func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error {
+	t, skipped := labTunnel(root)
+	// OPNsense runs strongSwan while the service switch is on, tunnels or
+	// none, and its reconfigure stops it while the switch is off.
+	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ServiceController.php:39 — `$internalServiceEnabled = 'general.enabled'`
+	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/Base/ApiMutableServiceControllerBase.php:193 — `if ($restart || !$enabled)` stop; start only `if ($enabled)`
+	up := t != nil
+	if e.opnsense() {
+		up, _ = root.IPsecSwitch()
+	}
+	e.ipsecUp.Store(false)
 	if e.IPsec == nil {
+		e.ipsecUp.Store(up)
 		return nil
 	}
-	t, skipped := labTunnel(root)
 	for _, s := range skipped {
 		e.logger().Warn("ipsec: not emulated", "what", s)
 	}
@@ -507,6 +517,7 @@ func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error
 		if err := e.IPsec.Stop(ctx); err != nil {
 			return err
 		}
+		e.ipsecUp.Store(up) // OPNsense: charon without connections
 		e.logger().Info("ipsec: no tunnel enabled; plain routing")
 		return nil
 	}
@@ -514,12 +525,14 @@ func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error
 	if err := e.IPsec.Apply(ctx, conn, t); err != nil {
 		return err
 	}
+	e.ipsecUp.Store(up)
 	e.logger().Info("ipsec: tunnel up", "name", t.Name, "conn", conn, "ike", t.Proposal.IKE.String(), "esp", t.Proposal.ESP.String())
 	return nil
 }
 
 // stopIPsec ends the IPsec daemons (reboot, shutdown).
 func (e *Emulator) stopIPsec(ctx context.Context) {
+	e.ipsecUp.Store(false)
 	e.mu.Lock()
 	p := e.IPsec
 	e.mu.Unlock()

@@ -347,6 +347,33 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 	for _, act := range []string{"restart", "reconfigure", "start"} {
 		mux.HandleFunc("POST /api/ipsec/service/"+act, action(e.restartIPsec))
 	}
+	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:283 — isEnabledAction: `'enabled' => isset(...->ipsec->enable)`
+	mux.HandleFunc("GET /api/ipsec/connections/is_enabled", func(w http.ResponseWriter, r *http.Request) {
+		root, err := e.configForApply()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
+			return
+		}
+		on, _ := root.IPsecSwitch()
+		writeJSON(w, http.StatusOK, map[string]bool{"enabled": on})
+	})
+	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/Base/ApiMutableServiceControllerBase.php:234 — statusAction: running, else stopped while enabled, disabled while not
+	mux.HandleFunc("GET /api/ipsec/service/status", func(w http.ResponseWriter, r *http.Request) {
+		root, err := e.configForApply()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
+			return
+		}
+		on, _ := root.IPsecSwitch()
+		st := "disabled"
+		switch {
+		case e.ipsecUp.Load():
+			st = "running"
+		case on:
+			st = "stopped"
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": st})
+	})
 	mux.HandleFunc("GET /api/ipsec/sessions/search_phase1", a.searchPhase1)
 	mux.HandleFunc("POST /api/ipsec/sessions/search_phase2", a.searchPhase2)
 

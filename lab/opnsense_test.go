@@ -388,7 +388,7 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 	fw := f.openOPNsense(t)
 	ctx := context.Background()
 
-	apply := func(value string) {
+	apply := func(value string, edit ...func(*configxml.Config)) error {
 		t.Helper()
 		data, err := fw.ReadConfig(ctx)
 		if err != nil {
@@ -409,16 +409,19 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 		if err := after.Set("ipsec@site", value); err != nil {
 			t.Fatalf("Set(ipsec@site=%s): %v", value, err)
 		}
+		for _, e := range edit {
+			e(after)
+		}
 		changes, _ := configxml.Diff(before, after)
 		if err := fw.WriteConfig(ctx, after.Bytes(), "lab test"); err != nil {
 			t.Fatal(err)
 		}
-		if err := fw.Apply(ctx, changes); err != nil {
-			t.Fatalf("Apply(ipsec@site=%s): %v", value, err)
-		}
+		return fw.Apply(ctx, changes)
 	}
 	for _, v := range []string{"aes256gcm16", "aes128-sha1-modp2048"} {
-		apply(v)
+		if err := apply(v); err != nil {
+			t.Fatalf("Apply(ipsec@site=%s): %v", v, err)
+		}
 		st, err := fw.RuntimeState(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -428,7 +431,21 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 			t.Errorf("ipsec@site=%s: SAs %+v, want one INSTALLED %s/%s", v, st.IPsec, want.encr, want.integ)
 		}
 	}
-	apply("none")
+	// The service switch off, the connection still enabled: the reconfigure
+	// stops strongSwan (as upstream's does) and the driver says why.
+	err := apply("aes256gcm16", func(c *configxml.Config) {
+		sw := c.Root().FindElement("ipsec/enable")
+		sw.Parent().RemoveChild(sw)
+	})
+	if err == nil || !strings.Contains(err.Error(), "<ipsec><enable> is not set") {
+		t.Errorf("Apply with the IPsec switch off: %v, want the switch named", err)
+	}
+	if st, err := fw.RuntimeState(ctx); err != nil || len(st.IPsec) != 0 {
+		t.Errorf("with the IPsec switch off: %v, SAs %+v; want strongSwan stopped", err, st.IPsec)
+	}
+	if err := apply("none"); err != nil {
+		t.Fatalf("Apply(ipsec@site=none): %v", err)
+	}
 	if st, err := fw.RuntimeState(ctx); err != nil || len(st.IPsec) != 0 {
 		t.Errorf("after ipsec@site=none: %v, SAs %+v; want none", err, st.IPsec)
 	}
