@@ -102,21 +102,21 @@ func PfSenseForcesChecksumOff(dev string) bool {
 
 // OffloadDevices are the devices pfSense applies its offload flags to, in
 // its order: the <interfaces> entries in document order (disabled ones
-// too), each preceded by its VLAN parent (<vlans><vlan> whose vlanif it
-// is), each device once. Unassigned NICs are not in it.
+// too), each preceded by its first parent as get_parent_interface finds it
+// (the VLAN's parent for a VLAN, the first member for a LAGG), each device
+// once. Unassigned NICs are not in it. A LAGG's other members get the flags
+// through the LAGG itself: FreeBSD's lagg passes a capability change on to
+// every port.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — setup_microcode walks `get_configured_interface_list(true)` (2.6.0: line 703; master: line 737)
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/util.inc:1635 — get_configured_interface_list keeps config order: `foreach (config_get_path('interfaces', []) as $if => $if_detail)` (2.6.0: line 1477; master: line 2403)
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:647 — `$realhwif = get_parent_interface($interface);` the parent first, then the VLAN (2.6.0: line 605; master: line 650)
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:651 — `hardware_offloading_applyflags($realhwif[0]);` only the first parent
+// upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:5796 — `$lagg = interface_is_type($realif, 'lagg');` a LAGG's parents are its members
+//
+// (FreeBSD's lagg_ioctl, case SIOCSIFCAP, passes the request to each port:
+// sys/net/if_lagg.c as read at freebsd/freebsd-src@01b359d4665d9590a25420bd4f12b9b672ea5d30.)
 func (c *Config) OffloadDevices() []string {
-	parent := map[string]string{}
-	if vlans := c.doc.Root().SelectElement("vlans"); vlans != nil {
-		for _, v := range vlans.SelectElements("vlan") {
-			if vif, p := childText(v, "vlanif"), childText(v, "if"); vif != "" && p != "" {
-				parent[vif] = p
-			}
-		}
-	}
 	var out []string
 	seen := map[string]bool{}
 	add := func(d string) {
@@ -126,8 +126,48 @@ func (c *Config) OffloadDevices() []string {
 		}
 	}
 	for _, i := range c.Interfaces() {
-		add(parent[i.Device])
+		if p := c.lowerDevices(i.Device); len(p) > 0 {
+			add(p[0])
+		}
 		add(i.Device)
 	}
 	return out
+}
+
+// UnderneathDevices are the devices dev runs on, recursively: a VLAN's
+// parent, a LAGG's members. Changing a capability on any of them can reset
+// dev's link.
+func (c *Config) UnderneathDevices(dev string) []string {
+	var out []string
+	for _, p := range c.lowerDevices(dev) {
+		out = append(out, p)
+		out = append(out, c.UnderneathDevices(p)...)
+	}
+	return out
+}
+
+// lowerDevices are dev's parents as pfSense's get_parent_interface finds
+// them: the VLAN's parent, else the LAGG's members; none for a NIC.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:5788 — `$vlan = interface_is_vlan($realif);` first
+// upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:5798 — then the LAGG's members: `explode(",", $lagg['members'])`
+func (c *Config) lowerDevices(dev string) []string {
+	root := c.doc.Root()
+	for _, v := range root.FindElements("vlans/vlan") {
+		if childText(v, "vlanif") == dev && childText(v, "if") != "" {
+			return []string{childText(v, "if")}
+		}
+	}
+	for _, l := range root.FindElements("laggs/lagg") {
+		if childText(l, "laggif") == dev && childText(l, "members") != "" {
+			var members []string
+			for _, m := range strings.Split(childText(l, "members"), ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					members = append(members, m)
+				}
+			}
+			return members
+		}
+	}
+	return nil
 }

@@ -312,17 +312,23 @@ func (p *PfSense) pushOffloads(ctx context.Context, changes []configxml.Change) 
 	for _, s := range ifs {
 		present[s.Name] = true
 	}
-	skip := ""
+	// The SSH session's device and every device underneath it (a VLAN's
+	// parent, a LAGG's members): a capability change on any resets its link.
+	var skip []string
 	if !p.opts.OffloadSSHInterface {
-		if skip, err = p.sshDevice(ctx, cfg, out); err != nil {
+		dev, err := p.sshDevice(ctx, cfg, out)
+		if err != nil {
 			return err
+		}
+		if dev != "" {
+			skip = append([]string{dev}, cfg.UnderneathDevices(dev)...)
 		}
 	}
 	for _, dev := range cfg.OffloadDevices() {
 		if !present[dev] {
 			continue
 		}
-		if dev == skip {
+		if slices.Contains(skip, dev) {
 			p.log.Warn("offload flags not pushed to the interface the SSH session uses; pfSense's own reconfigure still applies the config to it", "device", dev)
 			continue
 		}
