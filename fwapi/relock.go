@@ -18,6 +18,10 @@ type Relocker interface {
 
 var _ Relocker = ShellGuard{}
 
+// bootMarker is a file OPNsense writes at every boot after emptying
+// /var/run (see Relock).
+const bootMarker = "/var/run/dmesg.boot"
+
 // relocked is what Relock's command prints when it took the lock again.
 const relocked = "fwab-relocked"
 
@@ -28,17 +32,24 @@ const relocked = "fwab-relocked"
 // upstream: pfsense 2.7.2 src/etc/pfSense-rc:267 — a fresh `tmpfs` is
 // mounted on /var/run at every boot, so a reboot takes the lock away.
 // OPNsense deletes every file below /var/run at boot but keeps the
-// directories (opnsense/core stable/26.7 src/etc/rc.subr.d/var:72-74, not
-// in the upstream copy): an empty lock directory is left, which Relock
-// cannot tell from a writer between its mkdir and its owner file, so it
-// refuses (an unknown holder) rather than guess.
+// directories, and writes /var/run/dmesg.boot after that: an empty lock
+// directory older than dmesg.boot was emptied by the boot, and Relock (run
+// only by the session that held the lock before the reboot) removes it and
+// takes the lock again. An empty one made after the boot is another writer
+// between its mkdir and its owner file, and stays refused. Lock itself never
+// removes a directory.
+//
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc.subr.d/var:74 — `find ${RUNDIR} ! -type d -exec rm {} \;` keeps the directory tree
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc:194 — `/etc/rc.d/dmesg onestart` (writes /var/run/dmesg.boot) runs after rc.subr.d/var
 func (g ShellGuard) Relock(ctx context.Context, owner LockOwner) (bool, error) {
 	if strings.ContainsAny(owner.Owner, "\n") {
 		return false, errors.New("relock: owner name has a newline")
 	}
-	d, f := ShellQuote(LockDir), ShellQuote(lockOwnerFile)
-	cmd := "if [ -f " + f + " ]; then cat " + f + "; else mkdir " + d +
-		" && printf '%s' " + ShellQuote(owner.file()) + " > " + f + " && echo " + relocked + "; fi"
+	d, f, boot := ShellQuote(LockDir), ShellQuote(lockOwnerFile), ShellQuote(bootMarker)
+	take := "mkdir " + d + " && printf '%s' " + ShellQuote(owner.file()) + " > " + f + " && echo " + relocked
+	cmd := "if [ -f " + f + " ]; then cat " + f +
+		"; elif [ -d " + d + " ] && [ " + d + " -ot " + boot + " ]; then rmdir " + d + " && " + take +
+		"; else " + take + "; fi"
 	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
 		return false, fmt.Errorf("relock: %w", err)

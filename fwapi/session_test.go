@@ -603,3 +603,37 @@ func TestSessionRefusesAfterRebootWhenAnotherWriterLocked(t *testing.T) {
 		t.Errorf("Close wrote config.xml although another writer holds the lock")
 	}
 }
+
+// TestRelockAfterOPNsenseReboot: OPNsense's boot deletes the files below
+// /var/run but keeps the directories, so the lock directory survives a
+// reboot, empty. The session that held it takes it again; a lock
+// directory made after the boot without an owner file yet is another
+// writer between its mkdir and its owner file, and stays refused.
+func TestRelockAfterOPNsenseReboot(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	ctx := t.Context()
+	g := fwapi.ShellGuard{Sh: dial(t, em.SSHConfig())}
+	if err := g.Lock(ctx, owner("alice@ws1")); err != nil {
+		t.Fatal(err)
+	}
+	em.Reboot(ctx)
+	if len(em.Glob(fwapi.LockDir)) != 1 || len(em.Glob(fwapi.LockDir+"/*")) != 0 {
+		t.Fatalf("after the reboot: %v, %v; want the lock directory kept, empty", em.Glob(fwapi.LockDir), em.Glob(fwapi.LockDir+"/*"))
+	}
+	g = fwapi.ShellGuard{Sh: dial(t, em.SSHConfig())}
+	retaken, err := g.Relock(ctx, owner("alice@ws1"))
+	if err != nil || !retaken {
+		t.Fatalf("Relock after the reboot = %v, %v; want the lock taken again", retaken, err)
+	}
+	held, err := em.ReadFile(fwapi.LockDir + "/owner")
+	if err != nil || !strings.Contains(string(held), "token=alice@ws1-token\n") {
+		t.Fatalf("owner file after Relock: %q (%v)", held, err)
+	}
+	if _, _, code := em.Run(t, "rm -r "+fwapi.LockDir+" && mkdir "+fwapi.LockDir, ""); code != 0 {
+		t.Fatal("could not make a fresh lock directory")
+	}
+	var locked *fwapi.LockedError
+	if _, err := g.Relock(ctx, owner("alice@ws1")); !errors.As(err, &locked) {
+		t.Errorf("Relock with a lock directory made after the boot = %v, want a *LockedError", err)
+	}
+}

@@ -230,16 +230,50 @@ func (e *Emulator) Version() string {
 	return strings.TrimSpace(string(b))
 }
 
-// Boot brings the data plane to what config.xml says, as a pfSense boot
-// does: interfaces (offloads), pfBlockerNG tables, the filter, IPsec, the
-// IDS, and then the running firmware profile's slowdown.
-func (e *Emulator) Boot(ctx context.Context) error {
-	// /tmp and /var/run are memory file systems on pfSense.
-	for _, d := range []string{"tmp", "var/run"} {
+// clearRunDirs does to /tmp and /var/run what a boot does. On pfSense both
+// are fresh memory file systems. OPNsense deletes every file below /var/run
+// but keeps its directories (packages expect theirs to persist), and then
+// writes /var/run/dmesg.boot.
+//
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:267 — a fresh `tmpfs` on /var/run
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc.subr.d/var:74 — `find ${RUNDIR} ! -type d -exec rm {} \;` (26.7: `-delete`), "do not touch the directory tree"
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc:194 — `/etc/rc.d/dmesg onestart` writes /var/run/dmesg.boot after rc.subr.d/var
+func (e *Emulator) clearRunDirs() error {
+	dirs := []string{"tmp", "var/run"}
+	if e.opnsense() {
+		dirs = []string{"tmp"}
+		run := filepath.Join(e.Root, "var/run")
+		err := filepath.WalkDir(run, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			return os.Remove(p)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.MkdirAll(run, 0o755); err != nil {
+			return err
+		}
+		defer func() {
+			_ = os.WriteFile(filepath.Join(run, "dmesg.boot"), []byte("FreeBSD is a registered trademark of The FreeBSD Foundation.\n"), 0o644)
+		}()
+	}
+	for _, d := range dirs {
 		_ = os.RemoveAll(filepath.Join(e.Root, d))
 		if err := os.MkdirAll(filepath.Join(e.Root, d), 0o755); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Boot brings the data plane to what config.xml says, as a pfSense boot
+// does: interfaces (offloads), pfBlockerNG tables, the filter, IPsec, the
+// IDS, and then the running firmware profile's slowdown.
+func (e *Emulator) Boot(ctx context.Context) error {
+	if err := e.clearRunDirs(); err != nil {
+		return fmt.Errorf("boot: %w", err)
 	}
 	if err := e.DataPlane.Reset(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)

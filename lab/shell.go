@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"mvdan.cc/sh/v3/expand"
@@ -73,6 +74,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/bin/mv":                 e.cmdMv,
 		"/bin/rm":                 e.cmdRm,
 		"/bin/mkdir":              e.cmdMkdir,
+		"/bin/rmdir":              e.cmdRmdir,
 		"/bin/ls":                 e.cmdLs,
 		"/usr/bin/wc":             e.cmdWc,
 		"/usr/bin/head":           e.cmdHead,
@@ -475,6 +477,36 @@ func (e *Emulator) cmdRm(ctx context.Context, c *call) error {
 		}
 		if err != nil {
 			fmt.Fprintf(c.stderr, "rm: %s: %s\n", a, errText(err))
+			rc = 1
+		}
+	}
+	return status(rc)
+}
+
+// cmdRmdir is rmdir(1): removes empty directories only.
+func (e *Emulator) cmdRmdir(ctx context.Context, c *call) error {
+	_, args, err := c.flags("")
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return c.errorf(64, "usage: rmdir [-pv] directory ...")
+	}
+	var rc uint8
+	for _, a := range args {
+		p := c.abs(a)
+		hp := e.path(p)
+		fi, err := os.Lstat(hp)
+		switch {
+		case err == nil && !fi.IsDir():
+			err = syscall.ENOTDIR
+		case err == nil:
+			if err = e.writeFault(p, true); err == nil {
+				err = syscall.Rmdir(hp) // ENOTEMPTY when it has entries
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "rmdir: %s: %s\n", a, errText(err))
 			rc = 1
 		}
 	}
