@@ -594,3 +594,28 @@ func TestOPNsenseProposalRefused(t *testing.T) {
 		t.Errorf("Ciphers(opnsense, 26.1) = %v, %v; want aes128gcm16-modp2048 and not aes128gcm16", got, err)
 	}
 }
+
+// TestOPNsenseTunnelLocalAddrFromInterface: OPNsense connections name
+// local addresses, not interfaces, so a tunnel spec that names only an
+// interface gets that interface's address; one whose interface has no
+// static address is refused, naming it.
+func TestOPNsenseTunnelLocalAddrFromInterface(t *testing.T) {
+	c := load(t, "configs/opnsense-26.1.xml")
+	c.DefineTunnel(TunnelSpec{Name: "t1", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
+	if err := c.Set("ipsec@t1", "aes256gcm16"); err != nil {
+		t.Fatal(err)
+	}
+	if got := childText(c.swanctlConnection("t1"), "local_addrs"); got != "198.19.0.1" {
+		t.Errorf("local_addrs = %q, want wan's address 198.19.0.1", got)
+	}
+	c = load(t, "configs/opnsense-26.1.xml")
+	c.doc.Root().FindElement("interfaces/wan/ipaddr").SetText("dhcp")
+	orig := c.Bytes()
+	c.DefineTunnel(TunnelSpec{Name: "t1", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
+	if err := c.Set("ipsec@t1", "aes256gcm16"); err == nil || !strings.Contains(err.Error(), "local_addr") {
+		t.Errorf("Set on a dhcp wan = %v, want a refusal asking for local_addr", err)
+	}
+	if !bytes.Equal(orig, c.Bytes()) {
+		t.Error("a refused Set changed the config")
+	}
+}

@@ -3,6 +3,7 @@ package configxml
 import (
 	"fmt"
 	"hash/fnv"
+	"net"
 	"strconv"
 	"strings"
 
@@ -75,8 +76,34 @@ func validateIPsec(c *Config, name, value string) error {
 		if !ok {
 			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it (remote gateway, local and remote networks, PSK file) in the target so fwab can create it", name)
 		}
+		if c.flavor == OPNsense {
+			if _, err := c.tunnelLocalAddr(spec); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// tunnelLocalAddr is the address an OPNsense connection binds to: the
+// spec's local_addr, else the static address of the spec's interface.
+// OPNsense connections name local addresses, not interfaces.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:7 — `<Connection type=".\ConnnectionField">` carries local_addrs, no interface
+func (c *Config) tunnelLocalAddr(t TunnelSpec) (string, error) {
+	if t.LocalAddr != "" {
+		return t.LocalAddr, nil
+	}
+	for _, i := range c.Interfaces() {
+		if i.Key != t.Interface {
+			continue
+		}
+		if net.ParseIP(i.IPAddr) == nil {
+			return "", fmt.Errorf("tunnel %q: interface %s has no static address (ipaddr %q), and an OPNsense connection needs one: set local_addr in the tunnel spec", t.Name, t.Interface, i.IPAddr)
+		}
+		return i.IPAddr, nil
+	}
+	return "", fmt.Errorf("tunnel %q: no interface %q in this config to take the local address from: set local_addr or a valid interface in the tunnel spec", t.Name, t.Interface)
 }
 
 func (c *Config) hasTunnel(name string) bool {

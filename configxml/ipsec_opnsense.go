@@ -115,6 +115,11 @@ func (c *Config) setSwanctl(name, value string) error {
 		if !ok {
 			return fmt.Errorf("no IPsec connection %q", name)
 		}
+		local, err := c.tunnelLocalAddr(spec)
+		if err != nil {
+			return err
+		}
+		spec.LocalAddr = local
 		conn = c.createSwanctl(spec)
 	}
 	c.setLeaf(conn, "enabled", "1", false)

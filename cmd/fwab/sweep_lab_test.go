@@ -190,3 +190,65 @@ order: randomized
 		t.Errorf("run status %s, want done", run.Status)
 	}
 }
+
+// TestOPNsenseLabSweep: `fwab lab up --flavor opnsense`, then a sweep of
+// rules@lan, ids@lan and ipsec@fwab through the OPNsense driver (REST API
+// and root's csh over SSH) end to end: every point verified and measured,
+// and the firewall's config.xml the original afterwards.
+func TestOPNsenseLabSweep(t *testing.T) {
+	l := newLabFlavor(t, "opnsense")
+	original := l.configHash(t)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte(`target: lab
+axes:
+  rules@lan: [0, 200]
+  ids@lan: [off, ids]
+  ipsec@fwab: [none, aes256gcm16]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+order: cost-aware
+settle: {timeout: 30s, pause: 500ms}
+tunnel:
+  name: fwab
+  interface: wan
+  remote_addr: 198.19.0.2
+  local_net: 198.18.1.0/24
+  remote_net: 198.19.1.0/24
+  local_id: dut.fwab.lab
+  remote_id: peer.fwab.lab
+  psk_file: `+filepath.Join(l.dir, "ipsec-psk")+`
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "results.db")
+	report := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
+	defer func() {
+		if t.Failed() {
+			t.Log(report)
+		}
+	}()
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
+	}
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	samples, err := st.Samples(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 8 {
+		t.Errorf("%d samples, want 8 (2 × 2 × 2 points, one probe, one repeat)", len(samples))
+	}
+	for _, s := range samples {
+		if s.Failed {
+			t.Errorf("point %d failed: %s", s.Point, s.Reason)
+		}
+	}
+	if run, _ := st.Run(t.Context(), 1); run.Status != store.Done {
+		t.Errorf("run status %s, want done", run.Status)
+	}
+}
