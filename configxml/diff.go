@@ -75,19 +75,29 @@ type keyed struct {
 	el  *etree.Element
 }
 
-// childKeys names each child element: its tag, its uuid attribute when it
-// has one (OPNsense's stable identity), and its position among its namesakes.
+// childKeys names each child element: its tag, its stable identity when it
+// has one (OPNsense's uuid attribute, pfSense's <tracker> on rules), else
+// its position among its namesakes, so that a rule inserted before others
+// reads as one rule added, not as every later rule changed.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3687 — `$rule['tracker']` identifies a rule
 func childKeys(e *etree.Element) []keyed {
 	count := map[string]int{}
 	var out []keyed
 	for _, c := range e.ChildElements() {
 		id := c.Tag
-		if u := c.SelectAttrValue("uuid", ""); u != "" {
-			id += `[@uuid="` + u + `"]`
+		stable := true
+		switch {
+		case c.SelectAttrValue("uuid", "") != "":
+			id += `[@uuid="` + c.SelectAttrValue("uuid", "") + `"]`
+		case c.Tag == "rule" && childText(c, "tracker") != "":
+			id += "[tracker=" + childText(c, "tracker") + "]"
+		default:
+			stable = false
 		}
 		count[id]++
 		key := id
-		if !strings.Contains(id, "@uuid") {
+		if !stable || count[id] > 1 {
 			key = fmt.Sprintf("%s[%d]", id, count[id])
 		}
 		out = append(out, keyed{key, c})

@@ -57,11 +57,7 @@ func (c *Config) insertChildren(parent *etree.Element, els []*etree.Element, aft
 		return
 	}
 	parentIndent := c.indentOf(parent)
-	childIndent := parentIndent + c.src.style.indent
-	for _, el := range els {
-		c.format(el, childIndent)
-		c.markFresh(el)
-	}
+	childIndent := c.prepareChildren(parent, els)
 
 	// Position: right after the chosen element, else after the last element.
 	pos := -1
@@ -101,6 +97,43 @@ func (c *Config) insertChildren(parent *etree.Element, els []*etree.Element, aft
 	tail := removeChildrenFrom(parent, pos+1)
 	for _, t := range added {
 		parent.AddChild(t)
+	}
+	for _, t := range tail {
+		parent.AddChild(t)
+	}
+}
+
+// prepareChildren formats els one level deeper than parent and marks them
+// as added by fwab; it returns their indent.
+func (c *Config) prepareChildren(parent *etree.Element, els []*etree.Element) string {
+	childIndent := c.indentOf(parent) + c.src.style.indent
+	for _, el := range els {
+		c.format(el, childIndent)
+		c.markFresh(el)
+	}
+	return childIndent
+}
+
+// insertChildrenBefore adds els, each on its own line, just before before,
+// a child element of parent.
+func (c *Config) insertChildrenBefore(parent *etree.Element, els []*etree.Element, before *etree.Element) {
+	if len(els) == 0 {
+		return
+	}
+	childIndent := c.prepareChildren(parent, els)
+	cut := before.Index()
+	if cut > 0 {
+		if cd, ok := parent.Child[cut-1].(*etree.CharData); ok && cd.IsWhitespace() {
+			cut-- // before keeps the whitespace that led up to it
+		}
+	}
+	tail := removeChildrenFrom(parent, cut)
+	for _, el := range els {
+		parent.AddChild(c.ws(childIndent))
+		parent.AddChild(el)
+	}
+	if cd, ok := tail[0].(*etree.CharData); !ok || !cd.IsWhitespace() {
+		parent.AddChild(c.ws(childIndent))
 	}
 	for _, t := range tail {
 		parent.AddChild(t)

@@ -3,7 +3,7 @@ package configxml
 import (
 	"fmt"
 	"hash/fnv"
-	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -98,7 +98,7 @@ func (c *Config) tunnelLocalAddr(t TunnelSpec) (string, error) {
 		if i.Key != t.Interface {
 			continue
 		}
-		if net.ParseIP(i.IPAddr) == nil {
+		if _, err := netip.ParseAddr(i.IPAddr); err != nil {
 			return "", fmt.Errorf("tunnel %q: interface %s has no static address (ipaddr %q), and an OPNsense connection needs one: set local_addr in the tunnel spec", t.Name, t.Interface, i.IPAddr)
 		}
 		return i.IPAddr, nil

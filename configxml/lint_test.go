@@ -97,8 +97,8 @@ func TestDiff(t *testing.T) {
 	all := strings.Join(text, "\n")
 	for _, want := range []string{
 		"- system/disablesegmentationoffloading",
-		`+ filter/rule[4] (descr "fwab-generated 1")`,
-		`+ filter/rule[5] (descr "fwab-generated 2")`,
+		`+ filter/rule[tracker=4110000001] (descr "fwab-generated 1")`,
+		`+ filter/rule[tracker=4110000002] (descr "fwab-generated 2")`,
 		`+ ipsec/phase1[2] (descr "lab")`,
 		`~ system/user/bcrypt-hash: "(secret)" → "(secret)"`,
 	} {
@@ -126,7 +126,7 @@ func TestDiffMatchesOPNsenseByUUID(t *testing.T) {
 			added = append(added, p.Path)
 		}
 	}
-	want := []string{`OPNsense/Firewall/Filter/rules/rule[@uuid="f0ab0001-0000-4000-8000-000000000000"]`}
+	want := []string{`OPNsense/Firewall/Filter/rules/rule[@uuid="00000000-0001-4000-8000-000000000000"]`}
 	if diff := cmp.Diff(want, added); diff != "" {
 		t.Errorf("added paths (-want +got):\n%s", diff)
 	}

@@ -99,16 +99,32 @@ func setRules(c *Config, iface, value string) error {
 			ifIndex = i
 		}
 	}
+	seq := 1
+	if c.rulesMVC() {
+		seq = firstSequence(parent, iface)
+	}
 	rules := make([]*etree.Element, n)
 	for i := range rules {
 		switch {
 		case c.rulesMVC():
-			rules[i] = mvcRule(iface, ifIndex, i)
+			rules[i] = mvcRule(iface, ifIndex, i, seq)
 		case c.flavor == OPNsense:
 			rules[i] = legacyRule(iface, i, "", false)
 			rules[i].CreateAttr("uuid", generatedUUID(ifIndex, i))
 		default:
 			rules[i] = legacyRule(iface, i, strconv.Itoa(trackerBase+ifIndex*trackerPerIf+i+1), true)
+		}
+	}
+	// Legacy rules go before the interface's own rules, so that its traffic
+	// walks them before the rule that passes it (pf stops at the first quick
+	// match: rules behind a pass-all rule are never evaluated, and cost
+	// nothing). MVC rules are ordered by sequence instead: see mvcRule.
+	if !c.rulesMVC() {
+		for _, r := range parent.SelectElements("rule") {
+			if childText(r, "interface") == iface && r.SelectElement("floating") == nil {
+				c.insertChildrenBefore(parent, rules, r)
+				return nil
+			}
 		}
 	}
 	c.insertChildren(parent, rules, "rule")
@@ -137,12 +153,34 @@ func legacyRule(iface string, i int, tracker string, cdata bool) *etree.Element 
 	return r
 }
 
-// mvcRule is an OPNsense 26.7 <Firewall><Filter><rules><rule> (firewall.md B-c).
-func mvcRule(iface string, ifIndex, i int) *etree.Element {
+// firstSequence is the lowest sequence among iface's MVC rules (1 when it
+// has none): the generated rules take it, so that they come first.
+func firstSequence(parent *etree.Element, iface string) int {
+	low := 0
+	for _, r := range parent.SelectElements("rule") {
+		if childText(r, "interface") != iface {
+			continue
+		}
+		if n, err := strconv.Atoi(childText(r, "sequence")); err == nil && n >= 1 && (low == 0 || n < low) {
+			low = n
+		}
+	}
+	return max(low, 1)
+}
+
+// mvcRule is an OPNsense 26.7 <Firewall><Filter><rules><rule> (firewall.md
+// B-c). OPNsense orders MVC rules by sequence and breaks ties by uuid, so
+// the generated rules share the interface's lowest sequence (see
+// firstSequence) and carry uuids that sort before others: they come before
+// the interface's own rules, as legacy ones do (see setRules).
+//
+// upstream: opnsense/core@821598263289e177b40971600f06f5a91d9faef3 src/etc/inc/plugins.inc.d/pf.inc:170 — MVC rules registered `sortedBy(['sequence'])`, before the legacy rules (filter.inc:192 registers those after plugins_firewall)
+// upstream: opnsense/core@821598263289e177b40971600f06f5a91d9faef3 src/opnsense/mvc/app/models/OPNsense/Base/FieldTypes/ArrayField.php:216 — `$sortKey .= $nodeKey;` ties in sequence are ordered by uuid (natural, case-insensitive)
+func mvcRule(iface string, ifIndex, i, seq int) *etree.Element {
 	src, dst, port := generatedRule(i)
 	r := elem("rule",
 		leaf("enabled", "1"),
-		leaf("sequence", strconv.Itoa(100000+i)),
+		leaf("sequence", strconv.Itoa(seq)),
 		leaf("action", "block"),
 		leaf("quick", "1"),
 		leaf("interface", iface),
@@ -154,7 +192,7 @@ func mvcRule(iface string, ifIndex, i int) *etree.Element {
 		leaf("destination_port", port),
 		leaf("description", fmt.Sprintf("%s %d", GeneratedPrefix, i+1)),
 	)
-	r.CreateAttr("uuid", generatedUUID(ifIndex, i))
+	r.CreateAttr("uuid", fmt.Sprintf("00000000-%04x-4000-8000-%012d", ifIndex, i))
 	return r
 }
 

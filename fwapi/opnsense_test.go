@@ -91,7 +91,7 @@ func TestOPNsenseApply(t *testing.T) {
 		{name: "filter", version: "26.1.2", actions: []string{"filter-reload", "filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "each action once, in order", version: "26.1.2",
-			actions:   []string{"ids-restart", "filter-reload", "interfaces-reconfigure", "ipsec-restart", "ids-restart", "none"},
+			actions: []string{"ids-restart", "filter-reload", "interfaces-reconfigure", "ipsec-restart", "ids-restart", "none"},
 			wantCalls: []string{"POST /api/interfaces/settings/reconfigure", "POST /api/firewall/filter/apply", "POST /api/ipsec/service/reconfigure",
 				"GET /api/core/backup/download/{host}", // the config enables no IPsec connection: nothing more to check
 				"POST /api/ids/service/reconfigure"}},

@@ -188,13 +188,16 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
 	b.WriteString("\t\tct state established,related accept comment \"fwab:state\"\n")
 	n := 0
-	var rules []*etree.Element
-	if f := root.FindElement("filter"); f != nil {
-		rules = f.SelectElements("rule")
-	}
 	// OPNsense's MVC rules (26.x "Rules [new]", the only kind from 26.7)
-	// follow the legacy ones, in sequence order.
-	rules = append(rules, mvcRulesAsLegacy(root.FindElement("OPNsense/Firewall/Filter/rules"))...)
+	// come before the legacy ones, in sequence order: pf.inc registers them
+	// from plugins_firewall, before filter_core_rules_user registers the
+	// legacy rules at the same priority.
+	// upstream: opnsense/core@821598263289e177b40971600f06f5a91d9faef3 src/etc/inc/plugins.inc.d/pf.inc:170 — `$mdlFilter->rules->rule->sortedBy(['sequence'])`, registered first
+	// upstream: opnsense/core@821598263289e177b40971600f06f5a91d9faef3 src/etc/inc/filter.inc:192 — `filter_core_rules_user($fw);` after `plugins_firewall($fw)`
+	rules := mvcRulesAsLegacy(root.FindElement("OPNsense/Firewall/Filter/rules"))
+	if f := root.FindElement("filter"); f != nil {
+		rules = append(rules, f.SelectElements("rule")...)
+	}
 	for i, r := range rules {
 		nft, pf, why := filterRule(r, ifs)
 		if why != "" {
@@ -336,8 +339,9 @@ func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
 		return nil
 	}
 	type seqRule struct {
-		seq int
-		r   *etree.Element
+		seq  int
+		uuid string
+		r    *etree.Element
 	}
 	var list []seqRule
 	for _, m := range parent.SelectElements("rule") {
@@ -382,9 +386,17 @@ func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
 		}
 		leaf("descr", text(m, "description"))
 		seq, _ := strconv.Atoi(text(m, "sequence"))
-		list = append(list, seqRule{seq, r})
+		list = append(list, seqRule{seq, strings.ToLower(m.SelectAttrValue("uuid", "")), r})
 	}
-	sort.SliceStable(list, func(i, j int) bool { return list[i].seq < list[j].seq })
+	// Ties in sequence are ordered by uuid (upstream's sort key ends in the
+	// node's uuid; a plain comparison stands in for PHP's natural order).
+	// upstream: opnsense/core@821598263289e177b40971600f06f5a91d9faef3 src/opnsense/mvc/app/models/OPNsense/Base/FieldTypes/ArrayField.php:216 — `$sortKey .= $nodeKey;`
+	sort.SliceStable(list, func(i, j int) bool {
+		if list[i].seq != list[j].seq {
+			return list[i].seq < list[j].seq
+		}
+		return list[i].uuid < list[j].uuid
+	})
 	out := make([]*etree.Element, len(list))
 	for i, l := range list {
 		out[i] = l.r

@@ -277,6 +277,32 @@ func TestBuildRulesetSkipsNonQuickMVCRules(t *testing.T) {
 	}
 }
 
+// TestBuildRulesetMVCBeforeLegacy: OPNsense registers its MVC rules
+// before the legacy ones, ordered by sequence and then uuid, so an MVC
+// block rule on LAN comes before the legacy LAN pass rule, and of two MVC
+// rules with one sequence the lower uuid comes first.
+func TestBuildRulesetMVCBeforeLegacy(t *testing.T) {
+	root := labConfig(t, func(r *etree.Element) {
+		rules := r.CreateElement("OPNsense").CreateElement("Firewall").CreateElement("Filter").CreateElement("rules")
+		for _, m := range []struct{ uuid, src, descr string }{{"b0000000-0000-4000-8000-000000000001", "198.18.200.2", "mvc-b"}, {"a0000000-0000-4000-8000-000000000001", "198.18.200.1", "mvc-a"}} {
+			e := rules.CreateElement("rule")
+			e.CreateAttr("uuid", m.uuid)
+			for _, kv := range [][2]string{{"enabled", "1"}, {"action", "block"}, {"quick", "1"}, {"interface", "lan"}, {"ipprotocol", "inet"}, {"sequence", "5"}, {"source_net", m.src}, {"description", m.descr}} {
+				e.CreateElement(kv[0]).SetText(kv[1])
+			}
+		}
+	})
+	rs, err := BuildRuleset(root, RulesetOptions{Ports: Topology{Prefix: "x"}.Ports()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(what string) int { return strings.Index(rs.Script, what) }
+	a, b, pass := at("198.18.200.1"), at("198.18.200.2"), at("ip saddr 198.18.1.0/24 accept")
+	if a < 0 || b < 0 || pass < 0 || !(a < b && b < pass) {
+		t.Errorf("positions mvc-a %d, mvc-b %d, legacy pass %d: want mvc-a, mvc-b, then the legacy pass rule\n%s", a, b, pass, rs.Script)
+	}
+}
+
 func TestBlocklistPrefixes(t *testing.T) {
 	p := blocklistPrefixes(DefaultBlocklistSize)
 	if len(p) != DefaultBlocklistSize {
