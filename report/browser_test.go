@@ -61,7 +61,7 @@ func TestHTMLInBrowser(t *testing.T) {
 			t.Errorf("an svg has %d paths and %d texts: not drawn", strings.Count(svg, "<path"), strings.Count(svg, "<text"))
 		}
 	}
-	for _, want := range []string{"Throughput, probe up", "Throughput, probe down", "Effect of each axis value", "Throughput over time"} {
+	for _, want := range []string{"Throughput, probe up", "Throughput, probe down", "Effect of each step", "Throughput over time"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM lacks the chart %q", want)
 		}

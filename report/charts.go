@@ -21,15 +21,16 @@ import (
 // Chart is one rendered chart: an inline SVG element, without an XML
 // declaration or namespace URLs, ready to be put into HTML.
 type Chart struct {
-	Title string
-	SVG   string
+	Title   string
+	Caption string // what the chart shows and how to read it, not its title again
+	SVG     string
 }
 
 // Charts draws the run's charts: throughput per point with confidence
-// whiskers (one per probe), the effect of each axis value, and a time
-// series (per-interval throughput where the raw reports have it, else the
+// whiskers (one per probe), the knobs' effects as far as the design
+// supports them (ef, from NewEffects), and a time series (per-interval throughput where the raw reports have it, else the
 // DUT's CPU over the run).
-func Charts(r *Run, t *Table) ([]Chart, error) {
+func Charts(r *Run, t *Table, ef *Effects) ([]Chart, error) {
 	var out []Chart
 	for i, probe := range t.Probes {
 		c, err := throughputChart(t, i, probe)
@@ -40,7 +41,7 @@ func Charts(r *Run, t *Table) ([]Chart, error) {
 			out = append(out, *c)
 		}
 	}
-	if c, err := effectChart(r, t); err != nil {
+	if c, err := effectChart(ef); err != nil {
 		return nil, err
 	} else if c != nil {
 		out = append(out, *c)
@@ -110,78 +111,94 @@ func throughputChart(t *Table, probe int, name string) (*Chart, error) {
 	return render(p, title, 9*vg.Inch, vg.Length(1.2+0.3*float64(len(labels)))*vg.Inch)
 }
 
-// effectChart shows, for every value of every axis, the median change
-// against the baseline over the points with that value: what a knob costs
-// on average across the rest of the matrix.
-func effectChart(r *Run, t *Table) (*Chart, error) {
-	if r.Baseline == nil || len(r.Knobs) == 0 {
+// effectChart draws the run's knob effects (NewEffects): per step or axis
+// value and probe, the change as a dot with its interval (steps: the
+// change's conservative confidence interval; main effects: the range over
+// the balanced pairs), labelled with what changed.
+func effectChart(ef *Effects) (*Chart, error) {
+	if ef == nil || len(ef.Rows) == 0 {
 		return nil, nil
 	}
-	// Per axis value, per probe: the median change over the points with
-	// that value. Values no measured point has are left out.
-	var labels []string
-	var values [][]float64 // [label][probe], NaN where unknown
-	for _, k := range r.Knobs {
-		ki := slices.Index(t.Knobs, k)
-		for _, v := range r.AxisValues(k) {
-			row := make([]float64, len(t.Probes))
-			measured := false
-			for pi := range t.Probes {
-				var pcts []float64
-				for _, tr := range t.Rows {
-					if tr.Values[ki] != v || tr.Cells[pi].Mbps.N == 0 {
-						continue
-					}
-					switch d := tr.Cells[pi].Delta; {
-					case tr.Baseline:
-						pcts = append(pcts, 0)
-					case d != nil && isFinite(d.Pct):
-						pcts = append(pcts, d.Pct)
-					}
-				}
-				row[pi] = median(pcts)
-				measured = measured || len(pcts) > 0
-			}
-			if measured {
-				labels = append(labels, k+"="+v)
-				values = append(values, row)
-			}
-		}
-	}
-	if len(labels) == 0 {
-		return nil, nil
-	}
-	title := "Effect of each axis value: median change of throughput against the baseline"
+	title := ef.Title()
 	p := newPlot()
 	p.Title.Text = title
-	p.X.Label.Text = "% vs baseline"
-	width := vg.Points(10)
-	n := len(t.Probes)
-	for pi, name := range t.Probes {
-		vs := make(plotter.Values, len(labels))
-		for i := range labels {
-			if isFinite(values[i][pi]) {
-				vs[i] = values[i][pi]
+	p.X.Label.Text = "% change of throughput"
+	if ef.Kind == Steps {
+		p.X.Label.Text = "% change of throughput from the point before"
+	}
+	n := len(ef.Probes)
+	labels := make([]string, len(ef.Rows))
+	for i, r := range ef.Rows {
+		labels[i] = r.Label
+		if ef.Kind == Steps {
+			labels[i] = fmt.Sprintf("%s: %s", r.stepName(), r.Label)
+		}
+	}
+	lo, hi := 0.0, 0.0
+	for pi, name := range ef.Probes {
+		var dots plotter.XYs
+		var w whiskers
+		for i, r := range ef.Rows {
+			if !isFinite(r.Pct[pi]) {
+				continue
+			}
+			// Rows from the top; the probes side by side within a row.
+			y := float64(len(ef.Rows)-1-i) + 0.25*(float64(pi)-float64(n-1)/2)
+			dots = append(dots, plotter.XY{X: r.Pct[pi], Y: y})
+			lo, hi = math.Min(lo, r.Pct[pi]), math.Max(hi, r.Pct[pi])
+			if isFinite(r.PctLo[pi]) && isFinite(r.PctHi[pi]) {
+				w.XYs = append(w.XYs, plotter.XY{X: r.Pct[pi], Y: y})
+				w.XErrors = append(w.XErrors, struct{ Low, High float64 }{r.Pct[pi] - r.PctLo[pi], r.PctHi[pi] - r.Pct[pi]})
+				lo, hi = math.Min(lo, r.PctLo[pi]), math.Max(hi, r.PctHi[pi])
 			}
 		}
-		bars, err := plotter.NewBarChart(vs, width)
+		if len(dots) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(dots)
 		if err != nil {
 			return nil, fmt.Errorf("chart %q: %w", title, err)
 		}
-		bars.Horizontal = true
-		bars.Color = plotutil.Color(pi)
-		bars.LineStyle.Width = 0
-		bars.Offset = vg.Length(float64(pi)-float64(n-1)/2) * width
-		p.Add(bars)
-		p.Legend.Add(name, bars)
+		sc.Color = plotutil.Color(pi)
+		sc.Shape = draw.CircleGlyph{}
+		sc.Radius = vg.Points(4)
+		p.Add(sc)
+		p.Legend.Add(name, sc)
+		if len(w.XYs) > 0 {
+			eb, err := plotter.NewXErrorBars(w)
+			if err != nil {
+				return nil, fmt.Errorf("chart %q: %w", title, err)
+			}
+			eb.Color = plotutil.Color(pi)
+			eb.LineStyle.Width = vg.Points(1.5)
+			eb.CapWidth = vg.Points(6)
+			p.Add(eb)
+		}
 	}
-	// Empty rows on top hold the legend.
-	rows := append(labels, make([]string, (n+1)/2)...)
+	zero, err := plotter.NewLine(plotter.XYs{{X: 0, Y: -0.5}, {X: 0, Y: float64(len(ef.Rows)) - 0.5}})
+	if err != nil {
+		return nil, fmt.Errorf("chart %q: %w", title, err)
+	}
+	zero.Color = color.Gray{Y: 80}
+	p.Add(zero)
+	rows := slices.Clone(labels)
+	slices.Reverse(rows)
 	p.NominalY(rows...)
-	p.Y.Max = float64(len(rows)) - 0.5
+	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))+0.3 // room on top for the legend
+	pad := math.Max(2, 0.08*(hi-lo))
+	p.X.Min, p.X.Max = lo-pad, hi+pad
 	p.Legend.Top = true
+	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-	return render(p, title, 9*vg.Inch, vg.Length(1.4+0.12*float64(n+1)*float64(len(rows)))*vg.Inch)
+	caption := "Steps from the baseline, each labelled with the knobs it changed; a step that changed several knobs together credits none of them alone. Dots: the change of the median; whiskers: its conservative confidence interval where both points have one."
+	if ef.Kind == MainEffects {
+		caption = "The matrix is a full factorial, so every other axis is balanced: each dot is the median change against the axis's first value over every combination of the other axes, the whisker the smallest and largest of those changes."
+	}
+	c, err := render(p, title, 9*vg.Inch, vg.Length(1.4+0.45*float64(len(rows)))*vg.Inch)
+	if c != nil {
+		c.Caption = caption
+	}
+	return c, err
 }
 
 // seriesChart draws the per-interval throughput of the first sample of each

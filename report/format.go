@@ -51,18 +51,19 @@ func Write(w io.Writer, r *Run, f Format, opts Options) error {
 			return err
 		}
 	}
+	ef := NewEffects(r, opts.confidence())
 	switch f {
 	case Markdown:
-		return writeMarkdown(w, t, pv)
+		return writeMarkdown(w, t, pv, ef)
 	case CSV:
 		if pv != nil {
 			return writePivotCSV(w, pv)
 		}
 		return writeCSV(w, t)
 	case JSON:
-		return writeJSON(w, t, pv)
+		return writeJSON(w, t, pv, ef)
 	case HTML:
-		return writeHTML(w, r, t, pv)
+		return writeHTML(w, r, t, pv, ef)
 	case Benchstat:
 		return WriteBenchstat(w, r)
 	}
@@ -182,7 +183,7 @@ func mdEscape(s string) string {
 	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
 }
 
-func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
+func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Run %d", t.Run)
 	if t.Target != "" {
@@ -230,6 +231,10 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 			cells[i] = mdEscape(cells[i])
 		}
 		mdRow(&b, cells)
+	}
+	if ef != nil && len(ef.Rows) > 0 {
+		b.WriteString("\n")
+		writeEffectsMarkdown(&b, ef)
 	}
 	if pv != nil {
 		b.WriteString("\n")
@@ -396,6 +401,7 @@ type jsonReport struct {
 	Baseline   string            `json:"baseline"`
 	Points     []jsonPoint       `json:"points"`
 	Pivot      *jsonPivot        `json:"pivot,omitempty"`
+	Effects    *jsonEffects      `json:"effects,omitempty"`
 	Warnings   []string          `json:"warnings"`
 }
 
@@ -476,8 +482,8 @@ func toJSONDelta(d *Delta) *jsonDelta {
 		Significant: d.Significant, Text: d.String(), MeanPct: known(d.MeanPct), TP: known(d.TP)}
 }
 
-func writeJSON(w io.Writer, t *Table, pv *Pivot) error {
-	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
+	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
 		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},

@@ -68,7 +68,7 @@ figure svg { max-width: 100%; height: auto; }
 {{end}}</table>
 {{end}}{{range .Charts}}<figure>
 {{svg .SVG}}
-<figcaption>{{.Title}}</figcaption>
+{{with .Caption}}<figcaption>{{.}}</figcaption>{{end}}
 </figure>
 {{end}}{{with .T.Warnings}}<h2>Warnings</h2>
 <ul class="warnings">{{range .}}<li>{{.}}</li>{{end}}</ul>
@@ -76,8 +76,8 @@ figure svg { max-width: 100%; height: auto; }
 </html>
 `))
 
-func writeHTML(w io.Writer, r *Run, t *Table, pv *Pivot) error {
-	charts, err := Charts(r, t)
+func writeHTML(w io.Writer, r *Run, t *Table, pv *Pivot, ef *Effects) error {
+	charts, err := Charts(r, t, ef)
 	if err != nil {
 		return err
 	}
