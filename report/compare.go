@@ -102,7 +102,7 @@ type Comparison struct {
 	Test      Test
 	Metrics   []Metric // gated metrics
 	Rows      []CompareRow
-	Family    int // gated rows with a test: what the p-values are adjusted over
+	Family    int      // gated rows with a test: what the p-values are adjusted over
 	OnlyA     []string // points measured only in A, by key
 	OnlyB     []string
 	Warnings  []string

@@ -209,7 +209,7 @@ baseline: {blocklist: off, ids@lan: off, offload.checksum: on}
 func E302(seed uint64, slowdown float64, rules int) Run {
 	r := Run{
 		Firmware: "2.7.2-RELEASE",
-		Seed: seed, Repeats: 6, Noise: 0.03, Slowdown: slowdown,
+		Seed:     seed, Repeats: 6, Noise: 0.03, Slowdown: slowdown,
 		Probes: []Probe{{Name: "up-p4", Direction: "up", Mbps: 2350}, {Name: "down-p4", Direction: "down", Mbps: 2310}},
 	}
 	values := make([]string, rules)
