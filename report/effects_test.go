@@ -74,3 +74,31 @@ func TestEffectsFactorial(t *testing.T) {
 	}
 	golden.File(t, "factorial.json", b.Bytes())
 }
+
+// TestWidthWarning: a run with adaptive repeats names the points whose
+// interval stayed wider than the target; one with fixed repeats says
+// nothing.
+func TestWidthWarning(t *testing.T) {
+	r := t730Run()
+	r.Points[2].FailEvery = 0
+	r.Spec += "repeats: {min: 6, max: 7, width: 5%}\n"
+	r.Noise = 0.01
+	run := synthetic(t, r, 1)
+	// Point 3 noisier than the rest: ±40 % as the demo's worst.
+	for _, s := range run.Points[3].Probes {
+		for i := range s.Mbps {
+			s.Mbps[i] *= 1 + 0.4*float64(i%3-1)
+		}
+	}
+	if got := Wider(run, 5); !slices.Equal(got, []int{3}) {
+		t.Errorf("Wider = %v, want [3]", got)
+	}
+	tab := NewTable(run, Options{})
+	if !slicesContainsPrefix(tab.Warnings, "repeats: 1 points did not reach the target width ±5% by round 7 (repeats.max): 3 (±") {
+		t.Errorf("warnings %q lack the point that did not reach the width", tab.Warnings)
+	}
+	r.Spec = t730Run().Spec
+	if tab := NewTable(synthetic(t, r, 1), Options{}); slicesContainsPrefix(tab.Warnings, "repeats:") {
+		t.Errorf("fixed repeats: %q", tab.Warnings)
+	}
+}

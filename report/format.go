@@ -105,17 +105,16 @@ func meanSpread(s Summary) string { return spread(s.Mean, s.MeanLo, s.MeanHi, s.
 // interval takes to exist (a 95 % interval of the median needs 6), never an
 // infinite one.
 func spread(center, lo, hi float64, n, need int) string {
-	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
+	half := halfWidthPct(center, lo, hi)
+	if math.IsInf(half, 1) {
 		if n < need {
 			return fmt.Sprintf("± n/a (n < %d)", need)
 		}
 		return "± n/a"
 	}
-	if center == 0 {
-		return "± 0%"
-	}
-	half := math.Max(center-lo, hi-center) / math.Abs(center) * 100
 	switch {
+	case center == 0:
+		return "± 0%"
 	case half < 1:
 		return fmt.Sprintf("± %.1f%%", half)
 	default:

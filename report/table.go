@@ -72,6 +72,9 @@ func NewTable(r *Run, opts Options) *Table {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
 	}
 	t.Warnings = append(t.Warnings, r.Warnings...)
+	if w := widthWarning(r); w != "" {
+		t.Warnings = append(t.Warnings, w)
+	}
 	if r.Baseline != nil {
 		t.Baseline = r.Label(r.Baseline)
 	} else {
