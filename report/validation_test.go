@@ -320,3 +320,69 @@ func TestDetectableChange(t *testing.T) {
 		t.Errorf("a change of the detectable %.1f%% was flagged in %.0f%% of comparisons; want about %.0f%%", mde, 100*r, 100*Power)
 	}
 }
+
+// TestAdaptiveRepeatsSamples measures what adaptive repeats save on
+// synthetic T730-shaped runs whose points differ in noise (sd 3 %, 2 %,
+// 2 %, 5 %): from 6 rounds, rounds of the points still wider than ±5 %
+// with the baseline, up to 20, against the fixed repeats that bring every
+// point to the same width. Run with -v for the figures (BENCHMARKS.md).
+func TestAdaptiveRepeatsSamples(t *testing.T) {
+	const trials, minR, maxR, width = 200, 6, 20, 5.0
+	adaptiveTotal, fixedTotal, reached, fixedReached := 0, 0, 0, 0
+	for i := range trials {
+		r := reporttest.T730(uint64(9000+i), 0)
+		r.Repeats = maxR
+		for j, sd := range []float64{0.03, 0.02, 0.02, 0.05} {
+			r.Points[j].Noise = sd
+		}
+		full := synthetic(t, r, 1)
+		view := func(counts []int) *Run {
+			v := *full
+			v.Points = nil
+			for j, p := range full.Points {
+				cp := *p
+				cp.Probes = map[string]*ProbeSamples{}
+				for name, ps := range p.Probes {
+					c := *ps
+					c.Mbps = ps.Mbps[:min(counts[j], len(ps.Mbps))]
+					cp.Probes[name] = &c
+				}
+				v.Points = append(v.Points, &cp)
+				if p == full.Baseline {
+					v.Baseline = &cp
+				}
+			}
+			return &v
+		}
+		counts := []int{minR, minR, minR, minR}
+		for round := minR; round < maxR; round++ {
+			wide := Wider(view(counts), width)
+			if len(wide) == 0 {
+				break
+			}
+			for j := range counts {
+				if j == full.Baseline.Index || slices.Contains(wide, j) {
+					counts[j]++
+				}
+			}
+		}
+		if len(Wider(view(counts), width)) == 0 {
+			reached++
+		}
+		for _, c := range counts {
+			adaptiveTotal += c * len(full.Probes)
+		}
+		n := minR
+		for ; n < maxR && len(Wider(view([]int{n, n, n, n}), width)) > 0; n++ {
+		}
+		if len(Wider(view([]int{n, n, n, n}), width)) == 0 {
+			fixedReached++
+		}
+		fixedTotal += n * len(full.Points) * len(full.Probes)
+	}
+	t.Logf("adaptive repeats {min: %d, max: %d, width: %.0f%%}: every point reached the width in %d of %d trials, %.1f samples a run on average; fixed repeats reaching it (at most %d): %d of %d trials, %.1f samples a run",
+		minR, maxR, width, reached, trials, float64(adaptiveTotal)/trials, maxR, fixedReached, trials, float64(fixedTotal)/trials)
+	if adaptiveTotal >= fixedTotal || reached < fixedReached {
+		t.Errorf("adaptive repeats took %d samples and reached the width in %d trials; fixed %d and %d: want fewer samples, as many reached", adaptiveTotal, reached, fixedTotal, fixedReached)
+	}
+}

@@ -48,7 +48,8 @@ type Point struct {
 	Retransmits float64 // mean retransmits per sample; negative: unknown
 	Status      store.PointStatus
 	Reason      string
-	FailEvery   int // every n-th sample fails; 0: none
+	FailEvery   int     // every n-th sample fails; 0: none
+	Noise       float64 // this point's noise instead of the run's; 0: the run's
 }
 
 // Create writes the run into st and returns its id.
@@ -115,7 +116,11 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				if r.Uniform {
 					e = 2*rng.Float64() - 1
 				}
-				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + r.Noise*e)
+				noise := r.Noise
+				if p.Noise > 0 {
+					noise = p.Noise
+				}
+				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + noise*e)
 				x := store.Sample{Key: store.Key{Point: i, Probe: pr.Name, Round: round}, Direction: pr.Direction, Started: t, Elapsed: 5 * time.Second,
 					BitsPerSecond: mbps * 1e6, SentBPS: mbps * 1e6, BidirBPS: store.Unknown, Retransmits: -1,
 					ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
