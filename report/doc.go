@@ -17,6 +17,15 @@
 // benchmark lines that benchstat itself reads) or one self-contained HTML
 // file with inline SVG charts drawn by gonum/plot.
 //
+// NewEffects says what the knobs cost as far as the design supports it,
+// never crediting a knob with a change it did not make alone: in a full
+// factorial the main effect of each axis value (every other axis is
+// balanced); otherwise the steps between points that differ in the fewest
+// knobs, a ladder from the baseline, each labelled with everything it
+// changed (in the T730 matrix checksum offload goes off only together with
+// inline IPS, so no effect is ever given to it alone). Wider names the
+// points whose intervals are still wider than adaptive repeats' target.
+//
 // CompareRuns is the firmware-regression gate: it matches the points of two
 // runs by their knob values and flags a regression where the test shows a
 // change beyond a threshold in the bad direction.
