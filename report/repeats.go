@@ -98,5 +98,5 @@ func widthWarning(r *Run) string {
 		}
 	}
 	target := strconv.FormatFloat(width, 'f', -1, 64)
-	return fmt.Sprintf("repeats: %d points did not reach the target width ±%s%% by round %d (repeats.max): %s; their figures are less certain than the rest", len(wide), target, maxRounds, strings.Join(parts, ", "))
+	return fmt.Sprintf("repeats: %d points did not reach the target width ±%s%% (repeats.max %d): %s; their figures are less certain than the rest", len(wide), target, maxRounds, strings.Join(parts, ", "))
 }
