@@ -94,7 +94,7 @@ func TestWidthWarning(t *testing.T) {
 		t.Errorf("Wider = %v, want [3]", got)
 	}
 	tab := NewTable(run, Options{})
-	if !slicesContainsPrefix(tab.Warnings, "repeats: 1 points did not reach the target width ±5% (repeats.max 7): 3 (±") {
+	if !slicesContainsPrefix(tab.Warnings, "repeats: 1 of 4 points did not reach the target width ±5% (repeats.max 7): 3 (±") {
 		t.Errorf("warnings %q lack the point that did not reach the width", tab.Warnings)
 	}
 	r.Spec = t730Run().Spec

@@ -98,5 +98,11 @@ func widthWarning(r *Run) string {
 		}
 	}
 	target := strconv.FormatFloat(width, 'f', -1, 64)
-	return fmt.Sprintf("repeats: %d points did not reach the target width ±%s%% (repeats.max %d): %s; their figures are less certain than the rest", len(wide), target, maxRounds, strings.Join(parts, ", "))
+	measured := 0
+	for _, p := range r.Points {
+		if p.Measured() {
+			measured++
+		}
+	}
+	return fmt.Sprintf("repeats: %d of %d points did not reach the target width ±%s%% (repeats.max %d): %s; their figures are less certain than the rest", len(wide), measured, target, maxRounds, strings.Join(parts, ", "))
 }
