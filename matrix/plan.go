@@ -481,3 +481,20 @@ func (p *Plan) ServiceActions() map[configxml.Action]int {
 	}
 	return out
 }
+
+// ExtraRound lays out one round of adaptive repeats (Spec.Adaptive): the
+// points given, which are still wider than the target, and the baseline
+// with them, so that each comparison keeps its baseline measured alongside
+// it, in a random order seeded by the plan's seed and the round. The
+// sweep works out each step's changes as it goes.
+func (p *Plan) ExtraRound(round int, points []int) []Step {
+	var out []Step
+	for _, pt := range p.Points {
+		if pt == p.Baseline || slices.Contains(points, pt.Index) {
+			out = append(out, Step{Round: round, Point: pt})
+		}
+	}
+	rng := rand.New(rand.NewPCG(p.Seed, 0x66776162+uint64(round)))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
@@ -106,6 +107,11 @@ type Sweep struct {
 	Progress func(Progress)
 	Log      *slog.Logger
 	PSK      string // the IPsec tunnel's pre-shared key, when the spec creates one
+	// Wider lists, for adaptive repeats (Spec.Adaptive), the points whose
+	// samples so far leave a median's interval wider than ±width percent;
+	// the sweep asks after the planned rounds and after each extra one.
+	// Nil measures no extra round.
+	Wider func(ctx context.Context, run int64, width float64) ([]int, error)
 
 	// Stats accounts for where Execute's time went.
 	Stats Stats
@@ -144,13 +150,27 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	current := s.Config
 	broken := map[int]string{}
 	valid := map[int]bool{}
-	for i, st := range s.Plan.Steps {
+	steps := slices.Clone(s.Plan.Steps)
+	nextRound := s.Plan.Spec.Repeats
+	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if i == len(steps) {
+			more, err := s.extraRound(ctx, nextRound, broken)
+			if err != nil {
+				return err
+			}
+			if len(more) == 0 {
+				break
+			}
+			steps = append(steps, more...)
+			nextRound++
+		}
+		st := steps[i]
 		report := func(phase, probe, detail string) {
 			if s.Progress != nil {
-				s.Progress(Progress{Step: i + 1, Steps: len(s.Plan.Steps), Point: st.Point, Round: st.Round, Phase: phase, Probe: probe, Detail: detail})
+				s.Progress(Progress{Step: i + 1, Steps: len(steps), Point: st.Point, Round: st.Round, Phase: phase, Probe: probe, Detail: detail})
 			}
 		}
 		var todo []ProbeRun
@@ -266,6 +286,31 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	return nil
 }
 
+// extraRound is the next round of adaptive repeats: none when the spec's
+// repeats are fixed, the maximum is reached, or every point that can be
+// measured meets the width.
+func (s *Sweep) extraRound(ctx context.Context, round int, broken map[int]string) ([]Step, error) {
+	spec := s.Plan.Spec
+	if !spec.Adaptive() || s.Wider == nil || round >= spec.RepeatsSpec.Max {
+		return nil, nil
+	}
+	wide, err := s.Wider(ctx, s.Run, spec.RepeatsSpec.Width)
+	if err != nil {
+		return nil, fmt.Errorf("adaptive repeats: %w", err)
+	}
+	wide = slices.DeleteFunc(wide, func(p int) bool { _, ok := broken[p]; return ok })
+	if len(wide) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(wide))
+	for i, p := range wide {
+		names[i] = strconv.Itoa(p)
+	}
+	s.event(ctx, EventAdaptive, -1, fmt.Sprintf("round %d of at most %d: points %s are wider than ±%s%%; measuring them again with the baseline",
+		round+1, spec.RepeatsSpec.Max, strings.Join(names, ", "), strconv.FormatFloat(spec.RepeatsSpec.Width, 'f', -1, 64)))
+	return s.Plan.ExtraRound(round, wide), nil
+}
+
 // DiskError is an apply error that can tell whether the firewall's disk
 // refuses writes (full or read-only); fwapi's command errors are
 // DiskErrors. No point can be applied until the disk is fixed, so the
@@ -345,6 +390,10 @@ func (s *Sweep) event(ctx context.Context, kind string, point int, msg string) {
 // service actions and how long it took, so that later plans of the same
 // target estimate with measured costs (MeasuredCosts).
 const EventApplyCost = "apply-cost"
+
+// EventAdaptive is the event a sweep with adaptive repeats records before
+// each extra round: the points still wider than the target.
+const EventAdaptive = "adaptive"
 
 type applyCost struct {
 	Actions []configxml.Action `json:"actions"`

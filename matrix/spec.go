@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,13 +31,17 @@ type Spec struct {
 	Baseline    KnobValues   `yaml:"baseline"` // the point others are compared with; default the first
 	Constraints []Constraint `yaml:"constraints"`
 	Probes      []ProbeSpec  `yaml:"probes"`
-	Repeats     int          `yaml:"repeats"`
-	Order       Order        `yaml:"order"`
-	Seed        *uint64      `yaml:"seed"`
-	Settle      Settle       `yaml:"settle"`
-	Power       *PowerSpec   `yaml:"power"`
-	Tunnel      *TunnelSpec  `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow       []string     `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	// Repeats is the rounds every point gets: repeats: N, or repeats.min.
+	Repeats int `yaml:"-"`
+	// RepeatsSpec is the repeats key as written: a number, or adaptive
+	// repeats {min, max, width} (Adaptive).
+	RepeatsSpec RepeatsSpec `yaml:"repeats"`
+	Order       Order       `yaml:"order"`
+	Seed        *uint64     `yaml:"seed"`
+	Settle      Settle      `yaml:"settle"`
+	Power       *PowerSpec  `yaml:"power"`
+	Tunnel      *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow       []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 
 	hash string
 	raw  []byte
@@ -149,6 +154,61 @@ type TunnelSpec struct {
 	RemoteID   string `yaml:"remote_id"`
 	PSKFile    string `yaml:"psk_file"`
 }
+
+// RepeatsSpec is repeats: 6, or repeats: {min: 6, max: 20, width: 5%}:
+// after min rounds, rounds that measure the points whose median's
+// confidence interval is still wider than ±width (in percent of the
+// median) together with the baseline, until every point meets it or max
+// rounds are done.
+type RepeatsSpec struct {
+	Min, Max int
+	Width    float64 // percent; 0 when the repeats are fixed
+}
+
+func (r *RepeatsSpec) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if err := n.Decode(&r.Min); err != nil {
+			return err // yamlerr words it
+		}
+		r.Max = r.Min
+		return nil
+	case yaml.MappingNode:
+	default:
+		return lineErr(n, "repeats: give a number (repeats: 6) or {min: 6, max: 20, width: 5%%}")
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch k.Value {
+		case "min", "max":
+			var x int
+			if err := v.Decode(&x); err != nil {
+				return lineErr(v, "repeats.%s: %q is not a whole number", k.Value, v.Value)
+			}
+			if k.Value == "min" {
+				r.Min = x
+			} else {
+				r.Max = x
+			}
+		case "width":
+			w, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v.Value), "%")), 64)
+			if err != nil || !(w > 0 && w < 100) {
+				return lineErr(v, "repeats.width: %q is not a percentage above 0 and below 100, such as 5%%", v.Value)
+			}
+			r.Width = w
+		default:
+			return lineErr(k, "repeats key %q is not one of min, max, width", k.Value)
+		}
+	}
+	if r.Width == 0 {
+		return lineErr(n, "repeats: give width (the target ± of each median, such as width: 5%%) with min and max, or a plain number of repeats")
+	}
+	return nil
+}
+
+// Adaptive reports whether the spec asks for rounds beyond Repeats until
+// the intervals are narrow enough.
+func (s *Spec) Adaptive() bool { return s.RepeatsSpec.Width > 0 && s.RepeatsSpec.Max > s.Repeats }
 
 // Order is how points are ordered within a round.
 type Order string
@@ -280,7 +340,13 @@ func (s *Spec) Raw() []byte { return s.raw }
 
 func (s *Spec) defaults() {
 	if s.Repeats == 0 {
+		s.Repeats = s.RepeatsSpec.Min
+	}
+	if s.Repeats == 0 {
 		s.Repeats = 6 // the fewest with a finite 95 % interval for the median; a U test needs 5
+	}
+	if s.RepeatsSpec.Width > 0 && s.RepeatsSpec.Max == 0 {
+		s.RepeatsSpec.Max = max(20, s.Repeats)
 	}
 	if s.Order == "" {
 		s.Order = OrderCostAware
@@ -371,6 +437,14 @@ func (s *Spec) check() error {
 	}
 	if combos*s.Repeats > MaxSteps {
 		return &SpecError{Msg: fmt.Sprintf("%d points × %d repeats is more than %d steps; lower repeats or split the matrix", combos, s.Repeats, MaxSteps)}
+	}
+	if r := s.RepeatsSpec; r.Width > 0 {
+		if r.Max < s.Repeats || r.Max > 1000 {
+			return &SpecError{Msg: fmt.Sprintf("repeats.max: %d must be at least repeats.min (%d) and at most 1000", r.Max, s.Repeats)}
+		}
+		if combos*r.Max > MaxSteps {
+			return &SpecError{Msg: fmt.Sprintf("%d points × %d repeats (repeats.max) is more than %d steps; lower repeats.max or split the matrix", combos, r.Max, MaxSteps)}
+		}
 	}
 	switch s.Order {
 	case OrderCostAware, OrderRandomized, OrderAsWritten:

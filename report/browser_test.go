@@ -42,8 +42,8 @@ func chromium(t *testing.T, page string, args ...string) []byte {
 }
 
 // TestHTMLInBrowser opens the report in a real browser: the DOM holds the
-// four charts with their drawing, and the screenshot shows the bars in the
-// probes' colours.
+// five charts with their drawing, and the screenshot shows the medians,
+// intervals and lines in the probes' colours.
 func TestHTMLInBrowser(t *testing.T) {
 	run := loadRun(t, t730Run())
 	page := filepath.Join(t.TempDir(), "report.html")
@@ -52,8 +52,8 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 
 	dom := string(chromium(t, page, "--dump-dom"))
-	if n := strings.Count(dom, "<svg"); n != 4 {
-		t.Errorf("the DOM has %d svg elements, want 4", n)
+	if n := strings.Count(dom, "<svg"); n != 5 {
+		t.Errorf("the DOM has %d svg elements, want 5", n)
 	}
 	for _, svg := range strings.Split(dom, "<svg")[1:] {
 		svg = svg[:strings.Index(svg, "</svg>")]
@@ -61,7 +61,7 @@ func TestHTMLInBrowser(t *testing.T) {
 			t.Errorf("an svg has %d paths and %d texts: not drawn", strings.Count(svg, "<path"), strings.Count(svg, "<text"))
 		}
 	}
-	for _, want := range []string{"Throughput, probe up", "Throughput, probe down", "Effect of each axis value", "Throughput over time"} {
+	for _, want := range []string{"Throughput, probe up", "Throughput, probe down", "Effect of each step", "Throughput over time, probe up", "Throughput over time, probe down"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM lacks the chart %q", want)
 		}
@@ -103,8 +103,8 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Errorf("the screenshot looks blank: %d colours, %d of %d pixels not white", len(colours), nonWhite, b.Dx()*b.Dy())
 	}
 	for i, n := range probeColour {
-		if n < 5000 {
-			t.Errorf("%d pixels in probe %d's bar colour: the charts were not drawn", n, i)
+		if n < 2000 {
+			t.Errorf("%d pixels in probe %d's colour: its medians, intervals and lines were not drawn", n, i)
 		}
 	}
 }

@@ -102,6 +102,7 @@ type Comparison struct {
 	Test      Test
 	Metrics   []Metric // gated metrics
 	Rows      []CompareRow
+	Family    int      // gated rows with a test: what the p-values are adjusted over
 	OnlyA     []string // points measured only in A, by key
 	OnlyB     []string
 	Warnings  []string
@@ -127,13 +128,22 @@ func (r RunInfo) String() string {
 
 // CompareRow is one metric of one probe at one point.
 type CompareRow struct {
-	Point      string // the point's knob values: "blocklist=on ids@lan=off"
-	Probe      string
-	Metric     Metric
-	Delta      Delta
-	Change     float64 // percent: the median's change (U test) or the mean's (t-test)
-	Shown      bool    // the test shows a difference
-	Gated      bool    // the metric can fail the gate
+	Point  string // the point's knob values: "blocklist=on ids@lan=off"
+	Probe  string
+	Metric Metric
+	Delta  Delta
+	Change float64 // percent: the median's change (U test) or the mean's (t-test)
+	// P is the test's p; PAdj the same adjusted by Benjamini–Hochberg over
+	// the gated rows (Comparison.Family), NaN for a row the gate does not
+	// judge.
+	P, PAdj float64
+	Shown   bool // the test shows a difference: PAdj < α for a gated row, P < α otherwise
+	Gated   bool // the metric can fail the gate
+	// Detectable is, for a gated row, the smallest change in percent the
+	// gate flags at this point alone with probability Power, at these
+	// samples' noise and numbers and this threshold (never below it): +Inf
+	// when the test cannot flag this point alone at all, NaN when unknown.
+	Detectable float64
 	Regression bool
 }
 
@@ -150,7 +160,11 @@ func (c *Comparison) Regressions() int {
 
 // CompareRuns matches the points of two runs by their knob values and
 // tests every probe's metrics. A regression is a change the test shows
-// (p < α) that is larger than the threshold in the bad direction.
+// after Benjamini–Hochberg adjustment over every gated row (adjusted
+// p < α) that is larger than the threshold in the bad direction. With no
+// change at all (an A/A pair) the chance that any row is flagged stays at
+// most α however many rows there are; a change that touches many points
+// keeps most of its power.
 func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -192,7 +206,9 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	if len(cr.c.Rows) == 0 {
 		return nil, fmt.Errorf("runs %d and %d share no measured point with the same knob values and probe: nothing to compare", a.Info.ID, b.Info.ID)
 	}
+	cr.judge()
 	cr.warnTooFewSamples()
+	cr.warnFamily()
 	return cr.c, nil
 }
 
@@ -242,6 +258,7 @@ type comparer struct {
 	opts         CompareOptions
 	missingProbe map[string]bool // probes already warned about as missing in B
 	warned       map[string]bool // the statistics' warnings already given
+	samples      [][2][]float64  // per row: A's and B's values
 }
 
 // comparePoint compares every probe of two matched points.
@@ -268,24 +285,58 @@ func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
 		}
 		row := cr.row(label, probe, m, Compare(va, vb))
 		cr.c.Rows = append(cr.c.Rows, row)
+		cr.samples = append(cr.samples, [2][]float64{va, vb})
 		if row.Gated {
 			cr.warnOnce(row.Delta.Warnings)
 		}
 	}
 }
 
-// row judges one metric's delta against the test and the threshold.
+// row is one metric's delta with the test's raw p; judge decides it.
 func (cr *comparer) row(label, probe string, m Metric, d Delta) CompareRow {
-	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, Shown: d.Significant, Gated: slices.Contains(cr.opts.Metrics, m)}
+	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, P: d.P, PAdj: math.NaN(), Detectable: math.NaN(), Gated: slices.Contains(cr.opts.Metrics, m)}
 	if cr.opts.Test == TTest {
-		row.Change, row.Shown = d.MeanPct, d.TSignificant
+		row.Change, row.P = d.MeanPct, d.TP
 	}
-	bad := row.Change > cr.opts.Threshold
-	if m.lowerIsWorse() {
-		bad = row.Change < -cr.opts.Threshold
-	}
-	row.Regression = row.Gated && row.Shown && bad
 	return row
+}
+
+// judge adjusts the gated rows' p by Benjamini–Hochberg, judges every row
+// against the test and the threshold, and states each gated row's
+// detectable change.
+func (cr *comparer) judge() {
+	var gated []int
+	var p []float64
+	for i, r := range cr.c.Rows {
+		if r.Gated && !math.IsNaN(r.P) {
+			gated = append(gated, i)
+			p = append(p, r.P)
+		}
+	}
+	cr.c.Family = len(gated)
+	for k, q := range AdjustBH(p) {
+		cr.c.Rows[gated[k]].PAdj = q
+	}
+	for i := range cr.c.Rows {
+		r := &cr.c.Rows[i]
+		r.Shown = r.P < r.Delta.Alpha
+		if r.Gated {
+			r.Shown = r.PAdj < r.Delta.Alpha
+			if cr.c.Family > 0 {
+				// One change alone among Family rows: BH flags it at p < α/Family.
+				mde := DetectableChange(cr.samples[i][0], cr.samples[i][1], cr.opts.Test, r.Delta.Alpha/float64(cr.c.Family))
+				r.Detectable = math.Max(mde, cr.opts.Threshold)
+				if math.IsNaN(mde) {
+					r.Detectable = mde
+				}
+			}
+		}
+		bad := r.Change > cr.opts.Threshold
+		if r.Metric.lowerIsWorse() {
+			bad = r.Change < -cr.opts.Threshold
+		}
+		r.Regression = r.Gated && r.Shown && bad
+	}
 }
 
 // warnOnce passes on a gated delta's warnings, each once; the t-test has no
@@ -309,6 +360,29 @@ func (cr *comparer) warnTooFewSamples() {
 		if n := min(r.Delta.Base.N, r.Delta.New.N); r.Gated && n < MinSamplesUTest {
 			cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("with %d samples on a side the U test cannot show any difference at α=%.2f, so this gate cannot fail: use %d or more repeats, or --test ttest",
 				n, r.Delta.Alpha, MinSamplesUTest))
+			return
+		}
+	}
+}
+
+// warnFamily says when the U test, at these repeats and this many gated
+// rows, cannot flag a change at one point alone after the adjustment, and
+// names the repeats that could.
+func (cr *comparer) warnFamily() {
+	m := cr.c.Family
+	if cr.opts.Test != UTest || m == 0 {
+		return
+	}
+	alpha := cr.c.Rows[0].Delta.Alpha
+	for _, r := range cr.c.Rows {
+		na, nb := r.Delta.Base.N, r.Delta.New.N
+		if minP := MinPUTest(na, nb); r.Gated && !math.IsNaN(r.P) && minP*float64(m) >= alpha && minP < alpha {
+			msg := fmt.Sprintf("with %d+%d samples and %d gated comparisons a regression at one point alone cannot be flagged: the U test's smallest p, %.4f, adjusted over %d comparisons is %.3f, not below α=%.2f; only a change at several points together can be",
+				na, nb, m, minP, m, math.Min(1, minP*float64(m)), alpha)
+			if need := RepeatsForFamily(m, alpha); need > 0 {
+				msg += fmt.Sprintf(". Use %d or more repeats in both runs, or --test ttest", need)
+			}
+			cr.c.Warnings = append(cr.c.Warnings, msg)
 			return
 		}
 	}
@@ -339,8 +413,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	for i, m := range c.Metrics {
 		names[i] = string(m)
 	}
-	fmt.Fprintf(&b, "regression: %s changed beyond %s%% in the bad direction, shown by the %s (α=0.05)\n",
-		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), c.testName())
+	fmt.Fprintf(&b, "regression: %s changed beyond %s%% in the bad direction, shown by the %s at α=0.05 after Benjamini–Hochberg adjustment over the %d gated comparisons (p adj)\n",
+		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), c.testName(), c.Family)
+	fmt.Fprintf(&b, "detectable: the smallest change the gate flags at one point alone with %.0f%% power, at these samples' noise and numbers\n", 100*Power)
 	center := "median"
 	if c.Test == TTest {
 		center = "mean"
@@ -357,8 +432,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "\t│ run %d\t│ run %d\t\t│\n", c.A.ID, c.B.ID)
-		fmt.Fprintf(tw, "%s\t│ %s %s\t│ %s %s\tvs base\t│\n", m.unit(), center, "", center, "")
+		fmt.Fprintf(tw, "\t│ run %d\t│ run %d\t\t\t\t\t\t│\n", c.A.ID, c.B.ID)
+		fmt.Fprintf(tw, "%s\t│ %s\t│ %s\tvs base\tp\tp adj\tn\tdetectable\t│\n", m.unit(), center, center)
 		for _, r := range rows {
 			sa, sb := r.Delta.Base, r.Delta.New
 			ca, cb := formatCenter(sa, c.Test, m), formatCenter(sb, c.Test, m)
@@ -368,12 +443,11 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			} else if r.Shown {
 				vs = "?"
 			}
-			vs += fmt.Sprintf(" (p=%s n=%d+%d)", formatP(c.p(r)), sa.N, sb.N)
 			mark := ""
 			if r.Regression {
 				mark = "REGRESSION"
 			}
-			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, mark)
+			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t%s\t%s\tn=%d+%d\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, formatP(r.P), formatP(r.PAdj), sa.N, sb.N, formatDetectable(r.Detectable), mark)
 		}
 		tw.Flush()
 	}
@@ -405,12 +479,16 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	return err
 }
 
-// p is the p-value of the comparison's test.
-func (c *Comparison) p(r CompareRow) float64 {
-	if c.Test == TTest {
-		return r.Delta.TP
+// formatDetectable is a row's detectable change: "≥ 4.2%", "none" where
+// the test cannot flag the point alone, "-" where unknown.
+func formatDetectable(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "none"
+	case math.IsNaN(v):
+		return "-"
 	}
-	return r.Delta.P
+	return fmt.Sprintf("≥ %.1f%%", v)
 }
 
 func formatCenter(s Summary, test Test, m Metric) string {
@@ -422,12 +500,12 @@ func formatCenter(s Summary, test Test, m Metric) string {
 		if !isFinite(s.Mean) {
 			return "-"
 		}
-		return formatNum(s.Mean, prec) + " " + spread(s.Mean, s.MeanLo, s.MeanHi)
+		return formatNum(s.Mean, prec) + " " + meanSpread(s)
 	}
 	if s.N == 0 {
 		return "-"
 	}
-	return formatNum(s.Median, prec) + " " + spread(s.Median, s.Lo, s.Hi)
+	return formatNum(s.Median, prec) + " " + medianSpread(s)
 }
 
 type junitSuites struct {
@@ -481,6 +559,7 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 		Properties: []junitProperty{
 			{"run_a", c.A.String()}, {"run_b", c.B.String()},
 			{"threshold_percent", strconv.FormatFloat(c.Threshold, 'f', -1, 64)}, {"test", string(c.Test)},
+			{"adjustment", "benjamini-hochberg"}, {"family", strconv.Itoa(c.Family)},
 		},
 	}
 	type caseKey struct{ point, probe string }
@@ -494,7 +573,11 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 			cases[k] = jc
 			order = append(order, k)
 		}
-		line := fmt.Sprintf("%s: %s -> %s, %s (p=%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), formatP(c.p(r)))
+		p := "p=" + formatP(r.P)
+		if r.Gated {
+			p += ", adjusted " + formatP(r.PAdj) + ", detectable " + formatDetectable(r.Detectable)
+		}
+		line := fmt.Sprintf("%s: %s -> %s, %s (%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), p)
 		jc.SystemOut += line + "\n"
 		if r.Regression {
 			if jc.Failure == nil {

@@ -51,18 +51,19 @@ func Write(w io.Writer, r *Run, f Format, opts Options) error {
 			return err
 		}
 	}
+	ef := NewEffects(r, opts.confidence())
 	switch f {
 	case Markdown:
-		return writeMarkdown(w, t, pv)
+		return writeMarkdown(w, t, pv, ef)
 	case CSV:
 		if pv != nil {
 			return writePivotCSV(w, pv)
 		}
 		return writeCSV(w, t)
 	case JSON:
-		return writeJSON(w, t, pv)
+		return writeJSON(w, t, pv, ef)
 	case HTML:
-		return writeHTML(w, r, t, pv)
+		return writeHTML(w, r, t, pv, ef)
 	case Benchstat:
 		return WriteBenchstat(w, r)
 	}
@@ -88,21 +89,32 @@ func formatMbps(s Summary) string {
 	if s.N == 0 {
 		return "-"
 	}
-	return formatNum(s.Median, 1) + " " + spread(s.Median, s.Lo, s.Hi)
+	return formatNum(s.Median, 1) + " " + medianSpread(s)
 }
 
+// medianSpread is spread for a summary's median.
+func medianSpread(s Summary) string {
+	return spread(s.Median, s.Lo, s.Hi, s.N, MinSamplesAt(s.Confidence))
+}
+
+// meanSpread is spread for a summary's mean: Student's t needs 2 samples.
+func meanSpread(s Summary) string { return spread(s.Mean, s.MeanLo, s.MeanHi, s.N, 2) }
+
 // spread is benchstat's "± 2%": the interval's larger half-width relative to
-// the center; "± n/a" when n is too small for the interval to exist (a
-// 95 % interval of the median needs 6 samples), never an infinite one.
-func spread(center, lo, hi float64) string {
-	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
+// the center; "± n/a (n < 6)" when n is below the need samples the
+// interval takes to exist (a 95 % interval of the median needs 6), never an
+// infinite one.
+func spread(center, lo, hi float64, n, need int) string {
+	half := halfWidthPct(center, lo, hi)
+	if math.IsInf(half, 1) {
+		if n < need {
+			return fmt.Sprintf("± n/a (n < %d)", need)
+		}
 		return "± n/a"
 	}
-	if center == 0 {
-		return "± 0%"
-	}
-	half := math.Max(center-lo, hi-center) / math.Abs(center) * 100
 	switch {
+	case center == 0:
+		return "± 0%"
 	case half < 1:
 		return fmt.Sprintf("± %.1f%%", half)
 	default:
@@ -114,7 +126,7 @@ func formatMean(s Summary) string {
 	if s.N == 0 || !isFinite(s.Mean) {
 		return "-"
 	}
-	return formatNum(s.Mean, 1) + " " + spread(s.Mean, s.MeanLo, s.MeanHi)
+	return formatNum(s.Mean, 1) + " " + meanSpread(s)
 }
 
 func formatP(p float64) string {
@@ -148,13 +160,29 @@ func pOf(d *Delta) float64 {
 	return d.P
 }
 
+func pAdjOf(d *Delta) float64 {
+	if d == nil {
+		return math.NaN()
+	}
+	return d.PAdj
+}
+
+// familyText says what "no difference" means for a family of m
+// comparisons.
+func familyText(m int) string {
+	if m <= 1 {
+		return "p ≥ 0.05"
+	}
+	return fmt.Sprintf("p adj ≥ 0.05: p adjusted by Benjamini–Hochberg over the %d comparisons", m)
+}
+
 // mdEscape keeps a value from breaking a Markdown table.
 func mdEscape(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
 }
 
-func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
+func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Run %d", t.Run)
 	if t.Target != "" {
@@ -167,14 +195,14 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 	if t.Baseline != "" {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
-	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p ≥ 0.05).\n", percent(t.Confidence))
+	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (%s).\n", percent(t.Confidence), familyText(t.Family()))
 	if fixed := KnobsKey(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
 	b.WriteString("\n")
 	head := append([]string{"point"}, t.Knobs...)
 	for _, p := range t.Probes {
-		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" retr")
+		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" p adj", p+" retr")
 		if t.StudentT {
 			head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
 		}
@@ -192,7 +220,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 	for _, r := range t.Rows {
 		cells := append([]string{pointCell(r)}, r.Values...)
 		for _, c := range r.Cells {
-			cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatNum(c.Retransmits, 0))
+			cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
 			if t.StudentT {
 				cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
 			}
@@ -202,6 +230,10 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot) error {
 			cells[i] = mdEscape(cells[i])
 		}
 		mdRow(&b, cells)
+	}
+	if ef != nil && len(ef.Rows) > 0 {
+		b.WriteString("\n")
+		writeEffectsMarkdown(&b, ef)
 	}
 	if pv != nil {
 		b.WriteString("\n")
@@ -239,7 +271,7 @@ func formatTP(d *Delta) string {
 
 func writePivotMarkdown(b *strings.Builder, pv *Pivot) {
 	fmt.Fprintf(b, "## %% gained / lost by %s\n\n", mdEscape(pv.Knob))
-	fmt.Fprintf(b, "The first column is Mbit/s at %s=%s; the others the change against it, `~` where no difference is shown (the point estimate in parentheses).", mdEscape(pv.Knob), mdEscape(pv.Values[0]))
+	fmt.Fprintf(b, "The first column is Mbit/s at %s=%s; the others the change against it, `~` where no difference is shown (%s; the point estimate in parentheses).", mdEscape(pv.Knob), mdEscape(pv.Values[0]), familyText(pv.Family()))
 	if pv.Skipped > 0 {
 		fmt.Fprintf(b, " %d combinations of the other knobs measured at one value of %s only are left out.", pv.Skipped, mdEscape(pv.Knob))
 	}
@@ -303,7 +335,7 @@ func writeCSV(w io.Writer, t *Table) error {
 	cw := csv.NewWriter(w)
 	head := append([]string{"point"}, t.Knobs...)
 	head = append(head, "baseline", "status", "probe", "n", "failed", "mbps_median", "mbps_lo", "mbps_hi", "mbps_mean", "mbps_mean_lo", "mbps_mean_hi",
-		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
+		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "p_adjusted", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -313,9 +345,9 @@ func writeCSV(w io.Writer, t *Table) error {
 			rec = append(rec, strconv.FormatBool(r.Baseline), r.Status, c.Probe, strconv.Itoa(c.Mbps.N), strconv.Itoa(c.Failed),
 				csvNum(c.Mbps.Median), csvNum(c.Mbps.Lo), csvNum(c.Mbps.Hi), csvNum(c.Mbps.Mean), csvNum(c.Mbps.MeanLo), csvNum(c.Mbps.MeanHi))
 			if d := c.Delta; d != nil {
-				rec = append(rec, csvNum(d.Pct), csvNum(d.PctLo), csvNum(d.PctHi), csvNum(d.P), strconv.FormatBool(d.Significant), csvNum(d.MeanPct), csvNum(d.TP))
+				rec = append(rec, csvNum(d.Pct), csvNum(d.PctLo), csvNum(d.PctHi), csvNum(d.P), csvNum(d.PAdj), strconv.FormatBool(d.Significant), csvNum(d.MeanPct), csvNum(d.TP))
 			} else {
-				rec = append(rec, "", "", "", "", "", "", "")
+				rec = append(rec, "", "", "", "", "", "", "", "")
 			}
 			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW))
 			if err := cw.Write(rec); err != nil {
@@ -329,7 +361,7 @@ func writeCSV(w io.Writer, t *Table) error {
 
 func writePivotCSV(w io.Writer, pv *Pivot) error {
 	cw := csv.NewWriter(w)
-	head := append(append([]string{}, pv.Others...), "probe", pv.Knob, "mbps_median", "delta_pct", "p", "significant")
+	head := append(append([]string{}, pv.Others...), "probe", pv.Knob, "mbps_median", "delta_pct", "p", "p_adjusted", "significant")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -338,11 +370,11 @@ func writePivotCSV(w io.Writer, pv *Pivot) error {
 			rec := append(append([]string{}, r.Values...), r.Probe, v)
 			switch d := r.Deltas[i]; {
 			case i == 0:
-				rec = append(rec, csvNum(r.Base.Median), "", "", "")
+				rec = append(rec, csvNum(r.Base.Median), "", "", "", "")
 			case d == nil:
-				rec = append(rec, "", "", "", "")
+				rec = append(rec, "", "", "", "", "")
 			default:
-				rec = append(rec, csvNum(d.New.Median), csvNum(d.Pct), csvNum(d.P), strconv.FormatBool(d.Significant))
+				rec = append(rec, csvNum(d.New.Median), csvNum(d.Pct), csvNum(d.P), csvNum(d.PAdj), strconv.FormatBool(d.Significant))
 			}
 			if err := cw.Write(rec); err != nil {
 				return err
@@ -368,6 +400,7 @@ type jsonReport struct {
 	Baseline   string            `json:"baseline"`
 	Points     []jsonPoint       `json:"points"`
 	Pivot      *jsonPivot        `json:"pivot,omitempty"`
+	Effects    *jsonEffects      `json:"effects,omitempty"`
 	Warnings   []string          `json:"warnings"`
 }
 
@@ -406,6 +439,8 @@ type jsonDelta struct {
 	PctLo       *float64 `json:"pct_lo"`
 	PctHi       *float64 `json:"pct_hi"`
 	P           *float64 `json:"p"`
+	PAdj        *float64 `json:"p_adjusted"` // Benjamini–Hochberg over the family
+	Family      int      `json:"family"`     // comparisons adjusted over
 	Alpha       float64  `json:"alpha"`
 	Significant bool     `json:"significant"`
 	Text        string   `json:"text"`
@@ -442,12 +477,12 @@ func toJSONDelta(d *Delta) *jsonDelta {
 	if d == nil {
 		return nil
 	}
-	return &jsonDelta{Pct: known(d.Pct), PctLo: known(d.PctLo), PctHi: known(d.PctHi), P: known(d.P), Alpha: d.Alpha,
+	return &jsonDelta{Pct: known(d.Pct), PctLo: known(d.PctLo), PctHi: known(d.PctHi), P: known(d.P), PAdj: known(d.PAdj), Family: d.Family, Alpha: d.Alpha,
 		Significant: d.Significant, Text: d.String(), MeanPct: known(d.MeanPct), TP: known(d.TP)}
 }
 
-func writeJSON(w io.Writer, t *Table, pv *Pivot) error {
-	out := jsonReport{Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
+	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
 		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},

@@ -13,6 +13,8 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 	"delta":   deltaCell,
 	"tdelta":  tDeltaCell,
 	"p":       func(d *Delta) string { return formatP(pOf(d)) },
+	"padj":    func(d *Delta) string { return formatP(pAdjOf(d)) },
+	"family":  familyText,
 	"tp":      formatTP,
 	"num":     formatNum,
 	"pivot":   pivotCell,
@@ -52,21 +54,21 @@ figure svg { max-width: 100%; height: auto; }
 </head>
 <body>
 <h1>Run {{.T.Run}}{{if .T.Target}} on {{.T.Target}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
-<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference (p&nbsp;≥&nbsp;0.05).
+<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}</p>
 <table id="points">
-<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range .T.Probes}}<th>{{.}} Mbit/s</th><th>{{.}} Δ</th><th>{{.}} p</th><th>{{.}} retr</th>{{if $.T.StudentT}}<th>{{.}} mean</th><th>{{.}} Δ mean</th><th>{{.}} t-test p</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th></tr>
-{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td></tr>
+<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range .T.Probes}}<th>{{.}} Mbit/s</th><th>{{.}} Δ</th><th>{{.}} p</th><th>{{.}} p adj</th><th>{{.}} retr</th>{{if $.T.StudentT}}<th>{{.}} mean</th><th>{{.}} Δ mean</th><th>{{.}} t-test p</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th></tr>
+{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td></tr>
 {{end}}</table>
 {{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
-<p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown (the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>
+<p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown ({{family .Family}}; the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>
 <table id="pivot">
 <tr>{{range .Others}}<th>{{.}}</th>{{end}}<th>probe</th>{{range $i, $v := .Values}}<th>{{$.P.Knob}}={{$v}}{{if eq $i 0}} Mbit/s{{end}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .Values}}<td>{{.}}</td>{{end}}<td>{{.Probe}}</td><td class="num">{{mbps .Base}}</td>{{range rest .Deltas}}<td class="num {{sig .}}">{{pivot .}}</td>{{end}}</tr>
 {{end}}</table>
 {{end}}{{range .Charts}}<figure>
 {{svg .SVG}}
-<figcaption>{{.Title}}</figcaption>
+{{with .Caption}}<figcaption>{{.}}</figcaption>{{end}}
 </figure>
 {{end}}{{with .T.Warnings}}<h2>Warnings</h2>
 <ul class="warnings">{{range .}}<li>{{.}}</li>{{end}}</ul>
@@ -74,8 +76,8 @@ figure svg { max-width: 100%; height: auto; }
 </html>
 `))
 
-func writeHTML(w io.Writer, r *Run, t *Table, pv *Pivot) error {
-	charts, err := Charts(r, t)
+func writeHTML(w io.Writer, r *Run, t *Table, pv *Pivot, ef *Effects) error {
+	charts, err := Charts(r, t, ef)
 	if err != nil {
 		return err
 	}

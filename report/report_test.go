@@ -220,9 +220,27 @@ func TestHTMLSelfContained(t *testing.T) {
 			t.Errorf("HTML holds %q: …%s…", bad, html[max(i-60, 0):min(i+60, len(html))])
 		}
 	}
-	// Two throughput charts (one per probe), the axis effects, a time series.
-	if n := strings.Count(html, "<svg"); n != 4 {
-		t.Errorf("HTML has %d inline SVGs, want 4", n)
+	// Two throughput charts (one per probe), the knobs' effects, a time
+	// series per probe; each with a caption that is not its title.
+	if n := strings.Count(html, "<svg"); n != 5 {
+		t.Errorf("HTML has %d inline SVGs, want 5", n)
+	}
+	if n := strings.Count(html, "<figcaption>"); n != 5 {
+		t.Errorf("HTML has %d captions, want 5", n)
+	}
+	charts, err := Charts(run, NewTable(run, Options{}), NewEffects(run, Confidence))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range charts {
+		if c.Caption == "" || strings.Contains(c.Caption, c.Title) || !strings.Contains(c.SVG, c.Title) {
+			t.Errorf("chart %q: caption %q: want one that is not the title, and the title in the drawing", c.Title, c.Caption)
+		}
+	}
+	// The throughput charts draw every sample: 7 repeats, 4 points, less
+	// the failed ones, plus the medians and the axes.
+	if n := strings.Count(charts[0].SVG, "<path"); n < 4*6 {
+		t.Errorf("throughput chart has %d paths: the samples are not drawn", n)
 	}
 	if !regexp.MustCompile(`<svg[^>]*viewBox=`).MatchString(html) {
 		t.Error("the SVGs have no viewBox")

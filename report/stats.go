@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/perf/benchmath"
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Confidence is the default confidence level of the intervals fwab reports.
@@ -37,8 +40,8 @@ func SummarizeAt(values []float64, confidence float64) Summary {
 	}
 	s := benchmath.NewSample(v, &benchmath.DefaultThresholds)
 	med := benchmath.AssumeNothing.Summary(s, confidence)
-	mean := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), confidence)
-	out := Summary{N: len(v), Confidence: confidence, Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean.Center, MeanLo: mean.Lo, MeanHi: mean.Hi}
+	mean, meanLo, meanHi := meanCI(v, confidence)
+	out := Summary{N: len(v), Confidence: confidence, Median: med.Center, Lo: med.Lo, Hi: med.Hi, Mean: mean, MeanLo: meanLo, MeanHi: meanHi}
 	warnings := s.Warnings
 	if need := MinSamplesAt(confidence); len(v) < need {
 		// Says what benchmath's "need >= N samples" says, with the remedy.
@@ -51,6 +54,44 @@ func SummarizeAt(values []float64, confidence float64) Summary {
 		out.Warnings = append(out.Warnings, w.Error())
 	}
 	return out
+}
+
+// meanCI is benchmath's Student's t interval of the mean (AssumeNormal),
+// with the t quantile, which benchmath finds by bisection each time, taken
+// once per n and confidence from benchmath itself on a reference sample.
+func meanCI(v []float64, confidence float64) (mean, lo, hi float64) {
+	n := len(v)
+	if n < 2 {
+		s := benchmath.AssumeNormal.Summary(benchmath.NewSample(slices.Clone(v), &benchmath.DefaultThresholds), confidence)
+		return s.Center, s.Lo, s.Hi
+	}
+	mean = stat.Mean(v, nil)
+	half := tCritical(n, confidence) * stat.StdDev(v, nil) / math.Sqrt(float64(n))
+	return mean, mean - half, mean + half
+}
+
+var tCriticalCache sync.Map // tKey → float64
+
+type tKey struct {
+	n          int
+	confidence float64
+}
+
+// tCritical is the half-width of benchmath's mean interval in standard
+// errors for n samples.
+func tCritical(n int, confidence float64) float64 {
+	key := tKey{n, confidence}
+	if k, ok := tCriticalCache.Load(key); ok {
+		return k.(float64)
+	}
+	ref := make([]float64, n)
+	for i := range ref {
+		ref[i] = float64(i)
+	}
+	s := benchmath.AssumeNormal.Summary(benchmath.NewSample(ref, &benchmath.DefaultThresholds), confidence)
+	k := (s.Hi - s.Center) / (stat.StdDev(ref, nil) / math.Sqrt(float64(n)))
+	tCriticalCache.Store(key, k)
+	return k
 }
 
 var minSamplesCache sync.Map // confidence → int
@@ -85,8 +126,12 @@ type Delta struct {
 	// conservatively from the two medians' intervals.
 	Pct, PctLo, PctHi float64
 	P                 float64 // Mann-Whitney U test
-	Alpha             float64
-	Significant       bool // P < Alpha: a difference is shown
+	// PAdj is P adjusted by Benjamini–Hochberg over the Family comparisons
+	// it was judged with (AdjustDeltas); P itself when Family is 0.
+	PAdj        float64
+	Family      int
+	Alpha       float64
+	Significant bool // PAdj < Alpha: a difference is shown
 	// The Student's t view, for readers used to ministat: the change of the
 	// mean in percent and Welch's two-sample t-test. It assumes normal noise,
 	// which throughput often is not; the U test above assumes nothing.
@@ -115,14 +160,14 @@ func Compare(base, values []float64) Delta { return CompareAt(base, values, Conf
 // test's α stays benchmath's 0.05.
 func CompareAt(base, values []float64, confidence float64) Delta {
 	b, n := finite(base), finite(values)
-	d := Delta{Base: SummarizeAt(b, confidence), New: SummarizeAt(n, confidence), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(),
+	d := Delta{Base: SummarizeAt(b, confidence), New: SummarizeAt(n, confidence), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(), PAdj: math.NaN(),
 		Alpha: benchmath.DefaultThresholds.CompareAlpha, MeanPct: math.NaN(), TP: math.NaN()}
 	if len(b) == 0 || len(n) == 0 {
 		d.Warnings = append(d.Warnings, "no valid samples to compare")
 		return d
 	}
 	c := benchmath.AssumeNothing.Compare(benchmath.NewSample(b, &benchmath.DefaultThresholds), benchmath.NewSample(n, &benchmath.DefaultThresholds))
-	d.P, d.Alpha = c.P, c.Alpha
+	d.P, d.PAdj, d.Alpha = c.P, c.P, c.Alpha
 	d.Significant = c.P < c.Alpha
 	for _, w := range c.Warnings {
 		d.Warnings = append(d.Warnings, w.Error())
@@ -146,6 +191,121 @@ func CompareAt(base, values []float64, confidence float64) Delta {
 		}
 	}
 	return d
+}
+
+// AdjustBH is the Benjamini–Hochberg adjustment of a family of p-values:
+// the i-th smallest of m becomes min over j ≥ i of p(j)·m/j, at most 1, so
+// that "adjusted p < α" rejects what the step-up procedure at level α
+// rejects. NaN p-values (no test was made) are not in the family and stay
+// NaN. The result is in the order of p.
+func AdjustBH(p []float64) []float64 {
+	out := make([]float64, len(p))
+	var idx []int
+	for i, v := range p {
+		out[i] = math.NaN()
+		if !math.IsNaN(v) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(p[a], p[b]) })
+	m := float64(len(idx))
+	running := 1.0
+	for k := len(idx) - 1; k >= 0; k-- {
+		running = math.Min(running, p[idx[k]]*m/float64(k+1))
+		out[idx[k]] = running
+	}
+	return out
+}
+
+// AdjustDeltas adjusts the U test's p of a family of comparisons by
+// Benjamini–Hochberg and judges each by its adjusted p; nil entries are
+// skipped. A run's table is one family: every point against the baseline,
+// every probe.
+func AdjustDeltas(ds []*Delta) {
+	var live []*Delta
+	var p []float64
+	for _, d := range ds {
+		if d != nil && !math.IsNaN(d.P) {
+			live = append(live, d)
+			p = append(p, d.P)
+		}
+	}
+	for i, q := range AdjustBH(p) {
+		live[i].PAdj, live[i].Family = q, len(live)
+		live[i].Significant = q < live[i].Alpha
+	}
+}
+
+var minPCache sync.Map // [2]int → float64
+
+// MinPUTest is the smallest p the U test can give with na and nb samples:
+// both samples apart, 2/C(na+nb, na) for the exact two-sided test (2/924
+// at 6 against 6), as benchmath computes it.
+func MinPUTest(na, nb int) float64 {
+	key := [2]int{na, nb}
+	if p, ok := minPCache.Load(key); ok {
+		return p.(float64)
+	}
+	a, b := make([]float64, na), make([]float64, nb)
+	for i := range a {
+		a[i] = float64(i)
+	}
+	for i := range b {
+		b[i] = float64(na + i)
+	}
+	p := 1.0
+	if na > 0 && nb > 0 {
+		p = benchmath.AssumeNothing.Compare(benchmath.NewSample(a, &benchmath.DefaultThresholds), benchmath.NewSample(b, &benchmath.DefaultThresholds)).P
+	}
+	minPCache.Store(key, p)
+	return p
+}
+
+// RepeatsForFamily is the fewest repeats per side with which the U test
+// can flag one comparison alone in a family of m after Benjamini–Hochberg
+// adjustment: MinPUTest(n, n)·m < alpha. 0 when no n up to 1000 can.
+func RepeatsForFamily(m int, alpha float64) int {
+	for n := 2; n <= 1000; n++ {
+		if MinPUTest(n, n)*float64(m) < alpha {
+			return n
+		}
+	}
+	return 0
+}
+
+// Power is the chance DetectableChange gives a change of its size to be
+// flagged.
+const Power = 0.8
+
+// DetectableChange is the smallest change of the center, in percent of the
+// baseline's, that a test at level alpha flags with probability Power at
+// this noise and these repeats, from the samples' standard deviations
+// (Welch's normal approximation with Student's t quantiles; for the U test
+// divided by the square root of its asymptotic efficiency 3/π). +Inf when
+// the U test cannot reach alpha at all with these sample sizes, NaN when
+// there are fewer than 2 samples on a side.
+func DetectableChange(base, values []float64, test Test, alpha float64) float64 {
+	b, v := finite(base), finite(values)
+	if len(b) < 2 || len(v) < 2 {
+		return math.NaN()
+	}
+	if test != TTest && MinPUTest(len(b), len(v)) >= alpha {
+		return math.Inf(1)
+	}
+	center := stat.Mean(b, nil)
+	if test != TTest {
+		center = median(b)
+	}
+	if center == 0 {
+		return math.NaN()
+	}
+	se := math.Sqrt(stat.Variance(b, nil)/float64(len(b)) + stat.Variance(v, nil)/float64(len(v)))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(b) + len(v) - 2)}
+	k := t.Quantile(1-alpha/2) + t.Quantile(Power)
+	if test != TTest {
+		k /= math.Sqrt(3 / math.Pi)
+	}
+	return 100 * k * se / math.Abs(center)
 }
 
 // MinSamples is the smallest n for which a median's 95 % interval and a

@@ -87,3 +87,31 @@ func TestMinSamplesAt(t *testing.T) {
 		t.Errorf("n=7 at 95%%: %+v", s)
 	}
 }
+
+// TestAdjustBH checks the adjustment against R's p.adjust(p, "BH").
+func TestAdjustBH(t *testing.T) {
+	got := AdjustBH([]float64{0.01, 0.04, math.NaN(), 0.03, 0.005, 0.5})
+	// R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
+	want := []float64{0.025, 0.05, math.NaN(), 0.05, 0.025, 0.5}
+	for i := range want {
+		if math.IsNaN(want[i]) != math.IsNaN(got[i]) || (!math.IsNaN(want[i]) && math.Abs(got[i]-want[i]) > 1e-12) {
+			t.Errorf("AdjustBH = %v, want %v", got, want)
+			break
+		}
+	}
+	if p := MinPUTest(6, 6); math.Abs(p-2.0/924) > 1e-9 {
+		t.Errorf("MinPUTest(6, 6) = %v, want 2/924", p)
+	}
+}
+
+// TestIntervalNotAvailable: a median interval that does not exist reads
+// "n/a (n < 6)", never an infinite one.
+func TestIntervalNotAvailable(t *testing.T) {
+	s := Summarize([]float64{940, 941, 939, 942, 938})
+	if got := formatMbps(s); got != "940.0 ± n/a (n < 6)" {
+		t.Errorf("n=5: %q, want \"940.0 ± n/a (n < 6)\"", got)
+	}
+	if got := formatMbps(Summarize([]float64{940, 941, 939, 942, 938, 940})); strings.Contains(got, "n/a") || strings.Contains(got, "∞") {
+		t.Errorf("n=6: %q, want a finite interval", got)
+	}
+}

@@ -115,7 +115,7 @@ order: as-written
 	if err := report.Write(&html, r, report.HTML, report.Options{Pivot: "rules@lan"}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(html.String(), "Throughput over time of one probe (per-interval Mbit/s)") {
+	if !strings.Contains(html.String(), "Throughput over time, probe ") {
 		t.Error("the time series was not read from the recorded iperf3 reports")
 	}
 }

@@ -72,6 +72,9 @@ func NewTable(r *Run, opts Options) *Table {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
 	}
 	t.Warnings = append(t.Warnings, r.Warnings...)
+	if w := widthWarning(r); w != "" {
+		t.Warnings = append(t.Warnings, w)
+	}
 	if r.Baseline != nil {
 		t.Baseline = r.Label(r.Baseline)
 	} else {
@@ -115,7 +118,27 @@ func NewTable(r *Run, opts Options) *Table {
 		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
 		t.Rows = append(t.Rows, row)
 	}
+	var family []*Delta
+	for _, row := range t.Rows {
+		for _, c := range row.Cells {
+			family = append(family, c.Delta)
+		}
+	}
+	AdjustDeltas(family)
 	return t
+}
+
+// Family is how many comparisons against the baseline the table's p-values
+// are adjusted over.
+func (t *Table) Family() int {
+	for _, r := range t.Rows {
+		for _, c := range r.Cells {
+			if c.Delta != nil && c.Delta.Family > 0 {
+				return c.Delta.Family
+			}
+		}
+	}
+	return 0
 }
 
 // Pivot is the "% gained / lost" table: for each combination of the other
@@ -206,6 +229,11 @@ func NewPivotAt(r *Run, knob string, confidence float64) (*Pivot, error) {
 			pv.Rows = append(pv.Rows, row)
 		}
 	}
+	var family []*Delta
+	for _, row := range pv.Rows {
+		family = append(family, row.Deltas...)
+	}
+	AdjustDeltas(family)
 	if len(pv.Rows) == 0 {
 		return nil, fmt.Errorf("pivot %q: no combination of the other knobs was measured at two or more of its values, so there is nothing to compare; the main table's Δ compares every point with the baseline", knob)
 	}
@@ -217,4 +245,16 @@ func samplesAt(p *Point, probe string) []float64 {
 		return nil
 	}
 	return p.Probes[probe].Mbps
+}
+
+// Family is how many comparisons the pivot's p-values are adjusted over.
+func (pv *Pivot) Family() int {
+	for _, r := range pv.Rows {
+		for _, d := range r.Deltas {
+			if d != nil && d.Family > 0 {
+				return d.Family
+			}
+		}
+	}
+	return 0
 }

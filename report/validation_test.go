@@ -1,6 +1,12 @@
 package report
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fwab/fwab/report/reporttest"
@@ -25,21 +31,61 @@ func synthetic(t testing.TB, r reporttest.Run, id int64) *Run {
 // slowdown, and returns how many point×probe throughput comparisons were
 // flagged as regressions, and out of how many.
 func gateTrials(t testing.TB, trials, repeats int, noise float64, uniform bool, slowdown float64, test Test, seed uint64) (flagged, total, trialsAllFlagged int) {
-	flagged, total, trialsAllFlagged, _ = gateTrialsRuns(t, trials, repeats, noise, uniform, slowdown, test, seed)
-	return flagged, total, trialsAllFlagged
+	g := gateTrialsOf(t, gateSetup{shape: t730Shape, trials: trials, repeats: repeats, noise: noise, uniform: uniform, slowdown: slowdown, test: test, seed: seed})
+	return g.flagged, g.total, g.allFlagged
 }
 
 // gateTrialsRuns also counts the trials with any comparison flagged: the
 // runs whose gate would fail.
 func gateTrialsRuns(t testing.TB, trials, repeats int, noise float64, uniform bool, slowdown float64, test Test, seed uint64) (flagged, total, trialsAllFlagged, trialsAnyFlagged int) {
+	g := gateTrialsOf(t, gateSetup{shape: t730Shape, trials: trials, repeats: repeats, noise: noise, uniform: uniform, slowdown: slowdown, test: test, seed: seed})
+	return g.flagged, g.total, g.allFlagged, g.failedRuns
+}
+
+// gateSetup is one synthetic validation of the gate.
+type gateSetup struct {
+	shape    func(seed uint64, slowdown float64) reporttest.Run
+	trials   int
+	repeats  int
+	noise    float64 // relative: sd of normal noise, or the half-width of uniform noise
+	uniform  bool
+	slowdown float64 // of every point in run B
+	drift    float64 // each run's level shifted by a uniform draw in ±drift
+	test     Test
+	seed     uint64
+}
+
+// gateResult counts what the gate did over the trials.
+type gateResult struct {
+	flagged, total         int // throughput comparisons flagged, of total
+	allFlagged, failedRuns int // trials with every comparison flagged, with any
+	warned                 int // trials whose comparison warned that a point alone cannot be flagged
+	detectable             []float64
+}
+
+func t730Shape(seed uint64, slowdown float64) reporttest.Run { return reporttest.T730(seed, slowdown) }
+
+// e302Shape is an E302-shaped full factorial with rules values: 4·rules
+// comparisons.
+func e302Shape(rules int) func(uint64, float64) reporttest.Run {
+	return func(seed uint64, slowdown float64) reporttest.Run { return reporttest.E302(seed, slowdown, rules) }
+}
+
+func gateTrialsOf(t testing.TB, g gateSetup) gateResult {
 	t.Helper()
-	for i := range trials {
-		a := reporttest.T730(seed+uint64(2*i), 0)
-		b := reporttest.T730(seed+uint64(2*i+1), slowdown)
-		a.Repeats, b.Repeats = repeats, repeats
-		a.Noise, b.Noise = noise, noise
-		a.Uniform, b.Uniform = uniform, uniform
-		c, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: 3, Test: test})
+	var res gateResult
+	drift := rand.New(rand.NewPCG(g.seed, 77))
+	shift := func() float64 { return g.drift * (2*drift.Float64() - 1) }
+	for i := range g.trials {
+		a := g.shape(g.seed+uint64(2*i), 0)
+		b := g.shape(g.seed+uint64(2*i+1), g.slowdown)
+		// A level shift of the whole run: 1-Slowdown is its level.
+		a.Slowdown = 1 - (1-a.Slowdown)*(1+shift())
+		b.Slowdown = 1 - (1-b.Slowdown)*(1+shift())
+		a.Repeats, b.Repeats = g.repeats, g.repeats
+		a.Noise, b.Noise = g.noise, g.noise
+		a.Uniform, b.Uniform = g.uniform, g.uniform
+		c, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: 3, Test: g.test})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,21 +94,25 @@ func gateTrialsRuns(t testing.TB, trials, repeats int, noise float64, uniform bo
 			if r.Metric != Throughput {
 				continue
 			}
-			total++
+			res.total++
+			res.detectable = append(res.detectable, r.Detectable)
 			if r.Regression {
-				flagged++
+				res.flagged++
 			} else {
 				all = false
 			}
 		}
 		if all {
-			trialsAllFlagged++
+			res.allFlagged++
 		}
 		if c.Regressions() > 0 {
-			trialsAnyFlagged++
+			res.failedRuns++
+		}
+		if slicesContainsPrefix(c.Warnings, "with ") && slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "at one point alone cannot be flagged") }) {
+			res.warned++
 		}
 	}
-	return flagged, total, trialsAllFlagged, trialsAnyFlagged
+	return res
 }
 
 // The gate's statistical behaviour on synthetic runs shaped like the T730
@@ -80,7 +130,8 @@ func TestGateAA(t *testing.T) {
 		repeats int
 		maxRate float64 // per comparison
 	}{
-		// α is 5 % per comparison; the threshold removes most of those.
+		// At most α per run after the adjustment; the threshold removes
+		// most of those.
 		{"uniform utest n=5", true, UTest, 5, 0.01},
 		{"uniform utest n=10", true, UTest, 10, 0.01},
 		{"normal utest n=5", false, UTest, 5, 0.05},
@@ -154,5 +205,184 @@ func TestGateThreePercent(t *testing.T) {
 				t.Errorf("%s, %s: detection at repeats 3/5/10 = %.2f/%.2f/%.2f; want it to grow with repeats and stay near or under half", noise.name, test, rates[0], rates[1], rates[2])
 			}
 		}
+	}
+}
+
+// TestGateFamily is the gate's validation on synthetic runs at 8, 60 and
+// 200 gated comparisons (T730-shaped, and E302-shaped full factorials with
+// 15 and 50 rules values), 6 repeats, 200 trials each: with nothing
+// changed the gate fails at most 5 % of runs, whatever the number of
+// comparisons; a 10 % slowdown of every point at ±3 % noise is flagged at
+// 95 % or more of the points. FWAB_GATE_FULL=1 adds normal noise and the
+// drift rows (each run's level shifted by up to ±5 %, as between lab
+// runs), which are measured, not required: see BENCHMARKS.md. Run with -v
+// for the table.
+func TestGateFamily(t *testing.T) {
+	shapes := []struct {
+		name  string
+		shape func(uint64, float64) reporttest.Run
+		m     int
+	}{{"t730", t730Shape, 8}, {"e302", e302Shape(15), 60}, {"e302", e302Shape(50), 200}}
+	noises := []struct {
+		name    string
+		noise   float64
+		uniform bool
+	}{{"±3% uniform", 0.03, true}, {"±10% uniform", 0.10, true}, {"sd 3% normal", 0.03, false}, {"sd 10% normal", 0.10, false}}
+	full := os.Getenv("FWAB_GATE_FULL") != ""
+	if !full {
+		noises = noises[:2]
+	}
+	for si, sh := range shapes {
+		for ni, nz := range noises {
+			seed := uint64(10000 + 1000*si + 100*ni)
+			setup := gateSetup{shape: sh.shape, trials: 200, repeats: 6, noise: nz.noise, uniform: nz.uniform, test: UTest, seed: seed}
+			aa := gateTrialsOf(t, setup)
+			driftText := ""
+			if full {
+				setup.drift = 0.05
+				drift := gateTrialsOf(t, setup)
+				driftText = fmt.Sprintf("; drift ±5%%: %3d of 200 (%4.1f%%)", drift.failedRuns, 100*rate(drift.failedRuns, 200))
+			}
+			setup.drift, setup.slowdown = 0, 0.10
+			slow := gateTrialsOf(t, setup)
+			t.Logf("%s %3d, %-13s A/A: %3d of 200 runs fail (%4.1f%%)%s; 10%% slower: %5.1f%% of comparisons flagged, all in %3d of 200 runs; point alone: %s; warned in %d of 200",
+				sh.name, sh.m, nz.name, aa.failedRuns, 100*rate(aa.failedRuns, 200), driftText,
+				100*rate(slow.flagged, slow.total), slow.allFlagged, detectableText(aa.detectable), aa.warned)
+			if slow.total != 200*sh.m {
+				t.Fatalf("%s: %d comparisons in 200 trials, want %d each", sh.name, slow.total, sh.m)
+			}
+			if rate(aa.failedRuns, 200) > 0.05 {
+				t.Errorf("%s %d, %s: A/A failed %d of 200 runs, more than 5%%", sh.name, sh.m, nz.name, aa.failedRuns)
+			}
+			if nz.noise == 0.03 && rate(slow.flagged, slow.total) < 0.95 {
+				t.Errorf("%s %d, %s: 10%% slower flagged at %d of %d comparisons, fewer than 95%%", sh.name, sh.m, nz.name, slow.flagged, slow.total)
+			}
+			// At 6 repeats the U test's smallest p, 2/924, survives the
+			// adjustment over 8 comparisons but not over 60 or 200.
+			if wantWarn := sh.m > 8; (aa.warned == 200) != wantWarn || (!wantWarn && aa.warned != 0) {
+				t.Errorf("%s %d: warned that a point alone cannot be flagged in %d of 200 trials, want %v", sh.name, sh.m, aa.warned, wantWarn)
+			}
+		}
+	}
+	for _, tc := range []struct{ m, want int }{{8, 6}, {60, 7}, {200, 8}} {
+		if got := RepeatsForFamily(tc.m, 0.05); got != tc.want {
+			t.Errorf("RepeatsForFamily(%d) = %d, want %d", tc.m, got, tc.want)
+		}
+	}
+}
+
+// detectableText sums up rows' detectable changes: the median, and how
+// many rows could not be flagged alone.
+func detectableText(ds []float64) string {
+	none := 0
+	for _, d := range ds {
+		if math.IsInf(d, 1) {
+			none++
+		}
+	}
+	if none == len(ds) {
+		return "never flagged"
+	}
+	s := "detectable " + formatDetectable(median(ds))
+	if none > 0 {
+		s += fmt.Sprintf(", never flagged at %d of %d rows", none, len(ds))
+	}
+	return s
+}
+
+// TestDetectableChange checks the stated power: a slowdown of one point of
+// the T730 shape (its two probes) by the detectable change the A/A rows
+// state is flagged in about Power of the comparisons.
+func TestDetectableChange(t *testing.T) {
+	setup := gateSetup{shape: t730Shape, trials: 100, repeats: 10, noise: 0.03, test: UTest, seed: 5000}
+	aa := gateTrialsOf(t, setup)
+	mde := median(aa.detectable)
+	flagged, total := 0, 0
+	for i := range 200 {
+		a, b := reporttest.T730(uint64(6000+2*i), 0), reporttest.T730(uint64(6001+2*i), 0)
+		a.Repeats, b.Repeats = 10, 10
+		b.Points[1].Factor *= 1 - mde/100
+		c, err := CompareRuns(synthetic(t, a, 1), synthetic(t, b, 2), CompareOptions{Threshold: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range c.Rows {
+			if r.Metric == Throughput && strings.HasPrefix(r.Point, "blocklist=on ids@lan=off") {
+				total++
+				if r.Regression {
+					flagged++
+				}
+			}
+		}
+	}
+	t.Logf("detectable change at sd 3%% noise, 10 repeats, 8 comparisons: %.1f%%; one point that much slower flagged in %d of %d comparisons", mde, flagged, total)
+	if r := rate(flagged, total); r < Power-0.2 || r > 0.99 {
+		t.Errorf("a change of the detectable %.1f%% was flagged in %.0f%% of comparisons; want about %.0f%%", mde, 100*r, 100*Power)
+	}
+}
+
+// TestAdaptiveRepeatsSamples measures what adaptive repeats save on
+// synthetic T730-shaped runs whose points differ in noise (sd 3 %, 2 %,
+// 2 %, 5 %): from 6 rounds, rounds of the points still wider than ±5 %
+// with the baseline, up to 20, against the fixed repeats that bring every
+// point to the same width. Run with -v for the figures (BENCHMARKS.md).
+func TestAdaptiveRepeatsSamples(t *testing.T) {
+	const trials, minR, maxR, width = 200, 6, 20, 5.0
+	adaptiveTotal, fixedTotal, reached, fixedReached := 0, 0, 0, 0
+	for i := range trials {
+		r := reporttest.T730(uint64(9000+i), 0)
+		r.Repeats = maxR
+		for j, sd := range []float64{0.03, 0.02, 0.02, 0.05} {
+			r.Points[j].Noise = sd
+		}
+		full := synthetic(t, r, 1)
+		view := func(counts []int) *Run {
+			v := *full
+			v.Points = nil
+			for j, p := range full.Points {
+				cp := *p
+				cp.Probes = map[string]*ProbeSamples{}
+				for name, ps := range p.Probes {
+					c := *ps
+					c.Mbps = ps.Mbps[:min(counts[j], len(ps.Mbps))]
+					cp.Probes[name] = &c
+				}
+				v.Points = append(v.Points, &cp)
+				if p == full.Baseline {
+					v.Baseline = &cp
+				}
+			}
+			return &v
+		}
+		counts := []int{minR, minR, minR, minR}
+		for round := minR; round < maxR; round++ {
+			wide := Wider(view(counts), width)
+			if len(wide) == 0 {
+				break
+			}
+			for j := range counts {
+				if j == full.Baseline.Index || slices.Contains(wide, j) {
+					counts[j]++
+				}
+			}
+		}
+		if len(Wider(view(counts), width)) == 0 {
+			reached++
+		}
+		for _, c := range counts {
+			adaptiveTotal += c * len(full.Probes)
+		}
+		n := minR
+		for ; n < maxR && len(Wider(view([]int{n, n, n, n}), width)) > 0; n++ {
+		}
+		if len(Wider(view([]int{n, n, n, n}), width)) == 0 {
+			fixedReached++
+		}
+		fixedTotal += n * len(full.Points) * len(full.Probes)
+	}
+	t.Logf("adaptive repeats {min: %d, max: %d, width: %.0f%%}: every point reached the width in %d of %d trials, %.1f samples a run on average; fixed repeats reaching it (at most %d): %d of %d trials, %.1f samples a run",
+		minR, maxR, width, reached, trials, float64(adaptiveTotal)/trials, maxR, fixedReached, trials, float64(fixedTotal)/trials)
+	if adaptiveTotal >= fixedTotal || reached < fixedReached {
+		t.Errorf("adaptive repeats took %d samples and reached the width in %d trials; fixed %d and %d: want fewer samples, as many reached", adaptiveTotal, reached, fixedTotal, fixedReached)
 	}
 }

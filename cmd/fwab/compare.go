@@ -31,9 +31,13 @@ func newCompareCmd(io *streams) *cobra.Command {
 		Short: "Compare two runs point by point; exit 1 on a regression",
 		Long: `Compare run B against run A (the baseline: before a firmware upgrade, or box A).
 Points are matched by their knob values; points in only one run are listed and
-skipped. A regression is a change the significance test shows (p < 0.05) that is
-larger than the threshold in the bad direction: throughput down, retransmits or
-DUT CPU up. The exit status is 1 only when there is a regression, 2 for bad
+skipped. A regression is a change the significance test shows (p < 0.05 after
+Benjamini-Hochberg adjustment over every gated comparison, so an unchanged
+firmware fails about 1 run in 20 however large the matrix) that is larger than
+the threshold in the bad direction: throughput down, retransmits or DUT CPU up.
+Each row states its raw and adjusted p and the smallest change the gate would
+have flagged at that point alone; a warning names the repeats needed when none
+could be. The exit status is 1 only when there is a regression, 2 for bad
 arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -134,12 +138,14 @@ func compareRuns(ctx context.Context, db string, a, b int64, opts report.Compare
 
 // compareJSON is `fwab compare --json`: every comparison row with both
 // medians, their intervals (null where n is too small for one), the change
-// and the test's p.
+// the test's p, raw and adjusted, and the detectable change.
 type compareJSON struct {
 	A           report.RunInfo `json:"a"`
 	B           report.RunInfo `json:"b"`
 	Threshold   float64        `json:"threshold_pct"`
 	Test        string         `json:"test"`
+	Adjustment  string         `json:"adjustment"` // of the gated rows' p
+	Family      int            `json:"family"`     // gated rows adjusted over
 	Regressions int            `json:"regressions"`
 	Rows        []compareRow   `json:"rows"`
 	OnlyA       []string       `json:"only_in_a"`
@@ -155,6 +161,8 @@ type compareRow struct {
 	B          median   `json:"b"`
 	ChangePct  float64  `json:"change_pct"`
 	P          float64  `json:"p"`
+	PAdj       *float64 `json:"p_adjusted"`     // null for a row the gate does not judge
+	Detectable *float64 `json:"detectable_pct"` // null where unknown or where the point alone cannot be flagged
 	Shown      bool     `json:"shown"`
 	Gated      bool     `json:"gated"`
 	Regression bool     `json:"regression"`
@@ -184,15 +192,11 @@ func finite(v float64) float64 {
 }
 
 func comparisonJSON(c *report.Comparison) compareJSON {
-	out := compareJSON{A: c.A, B: c.B, Threshold: c.Threshold, Test: string(c.Test), Regressions: c.Regressions(),
+	out := compareJSON{A: c.A, B: c.B, Threshold: c.Threshold, Test: string(c.Test), Adjustment: "benjamini-hochberg", Family: c.Family, Regressions: c.Regressions(),
 		Rows: []compareRow{}, OnlyA: append([]string{}, c.OnlyA...), OnlyB: append([]string{}, c.OnlyB...), Warnings: append([]string{}, c.Warnings...)}
 	for _, r := range c.Rows {
-		p := r.Delta.P
-		if c.Test == report.TTest {
-			p = r.Delta.TP
-		}
 		out.Rows = append(out.Rows, compareRow{Point: r.Point, Probe: r.Probe, Metric: string(r.Metric),
-			A: medianOf(r.Delta.Base), B: medianOf(r.Delta.New), ChangePct: finite(r.Change), P: finite(p),
+			A: medianOf(r.Delta.Base), B: medianOf(r.Delta.New), ChangePct: finite(r.Change), P: finite(r.P), PAdj: knownFigure(r.PAdj), Detectable: knownFigure(r.Detectable),
 			Shown: r.Shown, Gated: r.Gated, Regression: r.Regression, Warnings: r.Delta.Warnings})
 	}
 	return out

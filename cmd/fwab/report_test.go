@@ -77,8 +77,8 @@ func TestReportHTMLFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(html), "<!DOCTYPE html>") || strings.Count(string(html), "<svg") != 4 {
-		t.Errorf("fwab-report-1.html is not the report with its 4 charts")
+	if !strings.HasPrefix(string(html), "<!DOCTYPE html>") || strings.Count(string(html), "<svg") != 5 {
+		t.Errorf("fwab-report-1.html is not the report with its 5 charts (throughput per probe, effects, time series per probe)")
 	}
 	out, _, code = runFwab(t, "report", "1", "--format", "md", "-o", "sub.md", "--db", db)
 	if b, err := os.ReadFile("sub.md"); code != 0 || out != "sub.md\n" || err != nil || !strings.HasPrefix(string(b), "# Run 1") {

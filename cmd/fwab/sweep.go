@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,8 +198,12 @@ func (w *sweepWiring) run() *matrix.Run {
 		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
 		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
 			probes := len(w.spec.ProbeRuns())
-			fmt.Fprintf(io.ErrOut, "run %d: %d points × %d rounds, %d probes each; seed %d; about %s; results in %s\n",
-				id, len(plan.Points), w.spec.Repeats, probes, plan.Seed, plan.Estimate().Round(time.Minute), o.db)
+			rounds := strconv.Itoa(w.spec.Repeats)
+			if w.spec.Adaptive() {
+				rounds += fmt.Sprintf(" (up to %d where an interval is wider than ±%s%%)", w.spec.RepeatsSpec.Max, strconv.FormatFloat(w.spec.RepeatsSpec.Width, 'f', -1, 64))
+			}
+			fmt.Fprintf(io.ErrOut, "run %d: %d points × %s rounds, %d probes each; seed %d; about %s; results in %s\n",
+				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), o.db)
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
@@ -214,6 +219,13 @@ func (w *sweepWiring) run() *matrix.Run {
 			Settle:   func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
 			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
 				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+			},
+			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
+				r, err := report.Load(ctx, w.st, run)
+				if err != nil {
+					return nil, err
+				}
+				return report.Wider(r, width), nil
 			},
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
@@ -419,10 +431,11 @@ type sweepProgress struct {
 	overall *mpb.Bar
 	current string
 	last    int
+	steps   int
 }
 
 func newSweepProgress(io *streams, enabled bool, steps, probes int) *sweepProgress {
-	sp := &sweepProgress{io: io}
+	sp := &sweepProgress{io: io, steps: steps}
 	if enabled && isTerminal(io.ErrOut) {
 		sp.p = mpb.New(mpb.WithOutput(io.ErrOut), mpb.WithWidth(40))
 		sp.overall = sp.p.AddBar(int64(steps),
@@ -448,6 +461,10 @@ func (sp *sweepProgress) update(p matrix.Progress) {
 		return
 	}
 	sp.current = label
+	if p.Steps > sp.steps {
+		sp.steps = p.Steps // adaptive repeats added a round
+		sp.overall.SetTotal(int64(p.Steps), false)
+	}
 	for sp.last < p.Step-1 {
 		sp.overall.EwmaIncrement(time.Second)
 		sp.last++

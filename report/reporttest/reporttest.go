@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/fwab/fwab/probe"
@@ -47,7 +48,8 @@ type Point struct {
 	Retransmits float64 // mean retransmits per sample; negative: unknown
 	Status      store.PointStatus
 	Reason      string
-	FailEvery   int // every n-th sample fails; 0: none
+	FailEvery   int     // every n-th sample fails; 0: none
+	Noise       float64 // this point's noise instead of the run's; 0: the run's
 }
 
 // Create writes the run into st and returns its id.
@@ -114,7 +116,11 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				if r.Uniform {
 					e = 2*rng.Float64() - 1
 				}
-				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + r.Noise*e)
+				noise := r.Noise
+				if p.Noise > 0 {
+					noise = p.Noise
+				}
+				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + noise*e)
 				x := store.Sample{Key: store.Key{Point: i, Probe: pr.Name, Round: round}, Direction: pr.Direction, Started: t, Elapsed: 5 * time.Second,
 					BitsPerSecond: mbps * 1e6, SentBPS: mbps * 1e6, BidirBPS: store.Unknown, Retransmits: -1,
 					ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
@@ -198,4 +204,29 @@ baseline: {blocklist: off, ids@lan: off, offload.checksum: on}
 			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140},
 		},
 	}
+}
+
+// E302 is a full-factorial run shaped like the Supermicro E302-9D write-up:
+// rules@lan over rules values (0, 10, 20, ...: each ten rules cost 0.05 %
+// of throughput) × nat.outbound disabled/automatic (NAT costs 4 %), two
+// probes, so 2·rules points and 4·rules comparisons. Repeats and noise as
+// T730's; change them on the result.
+func E302(seed uint64, slowdown float64, rules int) Run {
+	r := Run{
+		Firmware: "2.7.2-RELEASE",
+		Seed:     seed, Repeats: 6, Noise: 0.03, Slowdown: slowdown,
+		Probes: []Probe{{Name: "up-p4", Direction: "up", Mbps: 2350}, {Name: "down-p4", Direction: "down", Mbps: 2310}},
+	}
+	values := make([]string, rules)
+	for i := range values {
+		values[i] = fmt.Sprint(10 * i)
+	}
+	r.Spec = fmt.Sprintf("name: e302-modes\naxes:\n  rules@lan: [%s]\n  nat.outbound: [disabled, automatic]\nbaseline: {rules@lan: 0, nat.outbound: disabled}\n", strings.Join(values, ", "))
+	for i := range rules {
+		for j, nat := range []string{"disabled", "automatic"} {
+			r.Points = append(r.Points, Point{Knobs: map[string]string{"rules@lan": fmt.Sprint(10 * i), "nat.outbound": nat},
+				Factor: (1 - 0.0005*float64(i)) * (1 - 0.04*float64(j)), CPU: 30 + 0.1*float64(i), Retransmits: 2})
+		}
+	}
+	return r
 }
