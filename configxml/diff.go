@@ -1,6 +1,7 @@
 package configxml
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"strings"
@@ -156,4 +157,32 @@ func summary(e *etree.Element) string {
 		}
 	}
 	return fmt.Sprintf("(%d elements)", len(e.FindElements(".//*")))
+}
+
+// Edit applies edit to a copy of the config in data and returns the edited
+// file and the knob changes it makes, as a sweep step does before it writes
+// and applies. product, when set, is the version the firewall reports
+// (SetProduct); edit's error is returned as it is.
+func Edit(data []byte, product string, edit func(*Config) error) ([]byte, []Change, error) {
+	before, err := LoadBytes(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := LoadBytes(bytes.Clone(data))
+	if err != nil {
+		return nil, nil, err
+	}
+	if product != "" {
+		if err := before.SetProduct(product); err != nil {
+			return nil, nil, err
+		}
+		if err := after.SetProduct(product); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := edit(after); err != nil {
+		return nil, nil, err
+	}
+	changes, _ := Diff(before, after)
+	return after.Bytes(), changes, nil
 }

@@ -1032,37 +1032,22 @@ func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
-			data, err := fw.ReadConfig(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			before, err := configxml.LoadBytes(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, err := configxml.LoadBytes(bytes.Clone(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			after.DefineTunnel(configxml.TunnelSpec{Name: "site", Interface: "wan", LocalAddr: "198.18.1.1", RemoteAddr: "198.18.1.2",
-				LocalNet: "198.18.10.0/24", RemoteNet: "198.18.20.0/24", LocalID: "a.test", RemoteID: "b.test", PSK: "test-psk"})
-			if err := after.Set("ipsec@site", "aes256gcm16"); err != nil {
-				t.Fatal(err)
-			}
-			if tc.noSwitch {
-				sw := after.Root().FindElement("ipsec/enable")
-				sw.Parent().RemoveChild(sw)
-			}
-			changes, _ := configxml.Diff(before, after)
-			if err := fw.WriteConfig(ctx, after.Bytes(), "test"); err != nil {
-				t.Fatal(err)
-			}
 			if tc.fault != nil {
 				em.SetFault(lab.Fault{Requests: []lab.RequestFault{*tc.fault}})
 			}
-			err = fw.Apply(ctx, changes)
+			err := editAndApply(t, fw, func(c *configxml.Config) error {
+				c.DefineTunnel(configxml.TunnelSpec{Name: "site", Interface: "wan", LocalAddr: "198.18.1.1", RemoteAddr: "198.18.1.2",
+					LocalNet: "198.18.10.0/24", RemoteNet: "198.18.20.0/24", LocalID: "a.test", RemoteID: "b.test", PSK: "test-psk"})
+				if err := c.Set("ipsec@site", "aes256gcm16"); err != nil {
+					return err
+				}
+				if tc.noSwitch {
+					sw := c.Root().FindElement("ipsec/enable")
+					sw.Parent().RemoveChild(sw)
+				}
+				return nil
+			})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("Apply: %v", err)

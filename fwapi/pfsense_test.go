@@ -338,27 +338,26 @@ func TestPfSenseHostileValuesAreQuoted(t *testing.T) {
 // with configxml, write it, apply the diff.
 func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
 	t.Helper()
+	if err := editAndApply(t, fw, func(c *configxml.Config) error { return c.SetAll(assignments) }); err != nil {
+		t.Fatalf("%q: %v", assignments, err)
+	}
+}
+
+// editAndApply edits the firewall's config with configxml.Edit, writes it
+// and applies the changes; it returns Apply's error.
+func editAndApply(t *testing.T, fw fwapi.Firewall, edit func(*configxml.Config) error) error {
+	t.Helper()
 	ctx := t.Context()
 	data, err := fw.ReadConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := configxml.LoadBytes(data)
+	next, changes, err := configxml.Edit(data, "", edit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := configxml.LoadBytes(bytes.Clone(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := after.SetAll(assignments); err != nil {
-		t.Fatalf("SetAll(%q): %v", assignments, err)
-	}
-	changes, _ := configxml.Diff(before, after)
-	if err := fw.WriteConfig(ctx, after.Bytes(), "test: "+strings.Join(assignments, " ")); err != nil {
+	if err := fw.WriteConfig(ctx, next, "test"); err != nil {
 		t.Fatalf("WriteConfig: %v", err)
 	}
-	if err := fw.Apply(ctx, changes); err != nil {
-		t.Fatalf("Apply(%v): %v", changes, err)
-	}
+	return fw.Apply(ctx, changes)
 }

@@ -39,37 +39,29 @@ func applyKnobs(t *testing.T, fw fwapi.Firewall, assignments ...string) {
 // otherwise infers the version from the config).
 func applyKnobsAt(t *testing.T, fw fwapi.Firewall, product string, assignments ...string) {
 	t.Helper()
+	if err := editAndApply(t, fw, product, func(c *configxml.Config) error { return c.SetAll(assignments) }); err != nil {
+		t.Fatalf("%q: %v", assignments, err)
+	}
+}
+
+// editAndApply edits the firewall's config with configxml.Edit (for the
+// product version given, "" to infer it), writes it and applies the
+// changes; it returns Apply's error.
+func editAndApply(t *testing.T, fw fwapi.Firewall, product string, edit func(*configxml.Config) error) error {
+	t.Helper()
 	ctx := context.Background()
 	data, err := fw.ReadConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := configxml.LoadBytes(data)
+	next, changes, err := configxml.Edit(data, product, edit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := configxml.LoadBytes(append([]byte(nil), data...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if product != "" {
-		if err := before.SetProduct(product); err != nil {
-			t.Fatal(err)
-		}
-		if err := after.SetProduct(product); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := after.SetAll(assignments); err != nil {
-		t.Fatalf("SetAll(%q): %v", assignments, err)
-	}
-	changes, _ := configxml.Diff(before, after)
-	if err := fw.WriteConfig(ctx, after.Bytes(), "lab test: "+strings.Join(assignments, " ")); err != nil {
+	if err := fw.WriteConfig(ctx, next, "lab test"); err != nil {
 		t.Fatalf("WriteConfig: %v", err)
 	}
-	if err := fw.Apply(ctx, changes); err != nil {
-		t.Fatalf("Apply(%v): %v", changes, err)
-	}
+	return fw.Apply(ctx, changes)
 }
 
 func TestFwapiDrivesTheEmulator(t *testing.T) {

@@ -238,36 +238,13 @@ var negotiated = map[string]struct{ encr, integ string }{
 // product version the firewall reports (so 3DES is allowed on 2.6 only).
 func applyIPsecKnob(t *testing.T, fw *fwapi.PfSense, value string) {
 	t.Helper()
-	ctx := context.Background()
-	info, err := fw.Info(ctx)
+	info, err := fw.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
-	}
-	data, err := fw.ReadConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := configxml.LoadBytes(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := configxml.LoadBytes(append([]byte(nil), data...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := after.SetProduct(info.Version); err != nil {
-		t.Fatal(err)
-	}
-	if err := after.Set("ipsec@fwab", value); err != nil {
-		t.Fatalf("Set(ipsec@fwab=%s) on %s: %v", value, info.Version, err)
-	}
-	changes, _ := configxml.Diff(before, after)
-	if err := fw.WriteConfig(ctx, after.Bytes(), "lab test: ipsec@fwab="+value); err != nil {
-		t.Fatalf("WriteConfig: %v", err)
 	}
 	start := time.Now()
-	if err := fw.Apply(ctx, changes); err != nil {
-		t.Fatalf("Apply(ipsec@fwab=%s): %v", value, err)
+	if err := editAndApply(t, fw, info.Version, func(c *configxml.Config) error { return c.Set("ipsec@fwab", value) }); err != nil {
+		t.Fatalf("ipsec@fwab=%s on %s: %v", value, info.Version, err)
 	}
 	t.Logf("ipsec@fwab=%s applied in %v", value, time.Since(start).Round(10*time.Millisecond))
 }

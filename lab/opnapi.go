@@ -348,23 +348,28 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 		mux.HandleFunc("POST /api/ipsec/service/"+act, action(e.restartIPsec))
 	}
 	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:283 — isEnabledAction: `'enabled' => isset(...->ipsec->enable)`
-	mux.HandleFunc("GET /api/ipsec/connections/is_enabled", func(w http.ResponseWriter, r *http.Request) {
+	// ipsecOn reads the service switch from config.xml; false (and an answer
+	// sent) when the config cannot be read.
+	ipsecOn := func(w http.ResponseWriter) (on, ok bool) {
 		root, err := e.configForApply()
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
-			return
+			return false, false
 		}
-		on, _ := root.IPsecSwitch()
-		writeJSON(w, http.StatusOK, map[string]bool{"enabled": on})
+		on, _ = root.IPsecSwitch()
+		return on, true
+	}
+	mux.HandleFunc("GET /api/ipsec/connections/is_enabled", func(w http.ResponseWriter, r *http.Request) {
+		if on, ok := ipsecOn(w); ok {
+			writeJSON(w, http.StatusOK, map[string]bool{"enabled": on})
+		}
 	})
 	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/Base/ApiMutableServiceControllerBase.php:234 — statusAction: running, else stopped while enabled, disabled while not
 	mux.HandleFunc("GET /api/ipsec/service/status", func(w http.ResponseWriter, r *http.Request) {
-		root, err := e.configForApply()
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
+		on, ok := ipsecOn(w)
+		if !ok {
 			return
 		}
-		on, _ := root.IPsecSwitch()
 		st := "disabled"
 		switch {
 		case e.ipsecUp.Load():

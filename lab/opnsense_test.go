@@ -390,33 +390,19 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 
 	apply := func(value string, edit ...func(*configxml.Config)) error {
 		t.Helper()
-		data, err := fw.ReadConfig(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before, err := configxml.LoadBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after, err := configxml.LoadBytes(bytes.Clone(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		after.DefineTunnel(configxml.TunnelSpec{
-			Name: "site", Interface: "wan", LocalAddr: DUTWanAddr, RemoteAddr: PeerAddr,
-			LocalNet: LanNet, RemoteNet: ServerNet, LocalID: "dut.fwab.lab", RemoteID: "peer.fwab.lab", PSK: "fwab-lab-test-psk",
+		return editAndApply(t, fw, "", func(c *configxml.Config) error {
+			c.DefineTunnel(configxml.TunnelSpec{
+				Name: "site", Interface: "wan", LocalAddr: DUTWanAddr, RemoteAddr: PeerAddr,
+				LocalNet: LanNet, RemoteNet: ServerNet, LocalID: "dut.fwab.lab", RemoteID: "peer.fwab.lab", PSK: "fwab-lab-test-psk",
+			})
+			if err := c.Set("ipsec@site", value); err != nil {
+				return err
+			}
+			for _, e := range edit {
+				e(c)
+			}
+			return nil
 		})
-		if err := after.Set("ipsec@site", value); err != nil {
-			t.Fatalf("Set(ipsec@site=%s): %v", value, err)
-		}
-		for _, e := range edit {
-			e(after)
-		}
-		changes, _ := configxml.Diff(before, after)
-		if err := fw.WriteConfig(ctx, after.Bytes(), "lab test"); err != nil {
-			t.Fatal(err)
-		}
-		return fw.Apply(ctx, changes)
 	}
 	for _, v := range []string{"aes256gcm16", "aes128-sha1-modp2048"} {
 		if err := apply(v); err != nil {

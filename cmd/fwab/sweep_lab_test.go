@@ -162,15 +162,7 @@ order: randomized
 	if got := l.configHash(t); got != original {
 		t.Errorf("after the resumed sweep the config hash is %s, want the original %s", got, original)
 	}
-	st, err := store.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	samples, err := st.Samples(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, samples := runSamples(t, db)
 	seen := map[string]bool{}
 	for _, s := range samples {
 		k := fmt.Sprint(s.Point, s.Probe, s.Round, s.Repeat)
@@ -231,15 +223,7 @@ tunnel:
 	if got := l.configHash(t); got != original {
 		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
 	}
-	st, err := store.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	samples, err := st.Samples(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, samples := runSamples(t, db)
 	if len(samples) != 8 {
 		t.Errorf("%d samples, want 8 (2 × 2 × 2 points, one probe, one repeat)", len(samples))
 	}
@@ -251,4 +235,20 @@ tunnel:
 	if run, _ := st.Run(t.Context(), 1); run.Status != store.Done {
 		t.Errorf("run status %s, want done", run.Status)
 	}
+}
+
+// runSamples opens the results in db and reads run 1's samples; the store
+// closes with the test.
+func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
+	t.Helper()
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	samples, err := st.Samples(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, samples
 }
