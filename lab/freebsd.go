@@ -98,7 +98,8 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error
 		fmt.Fprintf(c.stdout, "\tinet %s netmask 0x%08x broadcast %s\n", a.Addr(), mask,
 			netip.AddrFrom4([4]byte{byte(bc >> 24), byte(bc >> 16), byte(bc >> 8), byte(bc)}))
 	}
-	fmt.Fprintln(c.stdout, "\tmedia: Ethernet autoselect (10Gbase-T <full-duplex>)")
+	// upstream: pfsense RELENG_2_7_2 src/etc/inc/pfsense-utils.inc:1789 — get_interface_info reads the speed and duplex from the parentheses of `media:`
+	fmt.Fprintf(c.stdout, "\tmedia: Ethernet autoselect (%s)\n", e.Links[in.veth].Media())
 	if l.Up {
 		fmt.Fprintln(c.stdout, "\tstatus: active")
 	} else {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,36 @@ type Options struct {
 	// IDSRules is the ruleset size of the IDS/IPS engines; 0 means
 	// DefaultIDSRules.
 	IDSRules int
+	// Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
+	// 2.5g, 10g, unlimited, optionally /half); empty means unlimited.
+	// InterfaceLinks overrides it per interface, by the lab's name for it
+	// (lan, wan: Topology.DUTVeths).
+	Link           string
+	InterfaceLinks map[string]string
+}
+
+// links resolves Link and InterfaceLinks into a link per DUT interface.
+func (o Options) links(t Topology) (map[string]LinkSpec, error) {
+	all, err := ParseLinkSpec(o.Link)
+	if err != nil {
+		return nil, err
+	}
+	ifs := t.DUTVeths()
+	out := make(map[string]LinkSpec, len(ifs))
+	for name := range ifs {
+		out[name] = all
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.InterfaceLinks)) {
+		if _, ok := ifs[name]; !ok {
+			return nil, fmt.Errorf("link of interface %q: the lab's DUT interfaces are %s", name, strings.Join(slices.Sorted(maps.Keys(ifs)), ", "))
+		}
+		l, err := ParseLinkSpec(o.InterfaceLinks[name])
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", name, err)
+		}
+		out[name] = l
+	}
+	return out, nil
 }
 
 func (o *Options) defaults() {
@@ -95,6 +127,21 @@ type State struct {
 	APIAddr string `json:"api_addr,omitempty"`
 	// IDSRules is the IDS/IPS engines' ruleset size.
 	IDSRules int `json:"ids_rules,omitempty"`
+	// Links is each DUT interface's emulated NIC, by interface (lan, wan).
+	Links map[string]LinkSpec `json:"links,omitempty"`
+}
+
+// sameAppliance reports whether a running lab has the links asked for.
+func (s *State) sameAppliance(links map[string]LinkSpec) bool {
+	if s.Links == nil { // a lab.json from before links: all unlimited
+		for _, l := range links {
+			if l != (LinkSpec{}) && l.String() != "unlimited" {
+				return false
+			}
+		}
+		return true
+	}
+	return maps.Equal(s.Links, links)
 }
 
 // tool is a program the lab needs and the Debian package that has it.
@@ -176,13 +223,17 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
+	links, err := o.links(topo)
+	if err != nil {
+		return nil, err
+	}
 	profiles := DefaultProfilesFor(flavor)
 	if o.ProfilesFile != "" {
 		if profiles, err = LoadProfiles(o.ProfilesFile); err != nil {
 			return nil, err
 		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links) {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -229,7 +280,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Links: links}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
@@ -613,6 +664,12 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
 		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger},
+		Links:          map[string]LinkSpec{},
+	}
+	for name, veth := range topo.DUTVeths() {
+		if l, ok := st.Links[name]; ok {
+			em.Links[veth] = l
+		}
 	}
 	if err := em.Init(); err != nil {
 		return err

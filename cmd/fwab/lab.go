@@ -17,6 +17,8 @@ type labOptions struct {
 	flavor       string
 	profilesFile string
 	idsRules     int
+	link         string
+	linkIf       map[string]string
 }
 
 func newLabCmd(io *streams) *cobra.Command {
@@ -39,13 +41,15 @@ func newLabCmd(io *streams) *cobra.Command {
 
 func (o *labOptions) lab(io *streams) lab.Options {
 	return lab.Options{
-		Dir:          o.dir,
-		Prefix:       o.prefix,
-		TargetsPath:  o.targets,
-		ProfilesFile: o.profilesFile,
-		Flavor:       o.flavor,
-		IDSRules:     o.idsRules,
-		Logger:       slog.New(slog.NewTextHandler(io.ErrOut, nil)),
+		Dir:            o.dir,
+		Prefix:         o.prefix,
+		TargetsPath:    o.targets,
+		ProfilesFile:   o.profilesFile,
+		Flavor:         o.flavor,
+		IDSRules:       o.idsRules,
+		Link:           o.link,
+		InterfaceLinks: o.linkIf,
+		Logger:         slog.New(slog.NewTextHandler(io.ErrOut, nil)),
 	}
 }
 
@@ -73,6 +77,8 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate: pfsense, or opnsense (26.x, with its REST API)")
 	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
+	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 1g, 2.5g, 10g or unlimited (default unlimited); /half forces half duplex")
+	cmd.Flags().StringToStringVar(&opts.linkIf, "link-if", nil, "line rate of one DUT interface, overriding --link: lan=1g/half (repeatable)")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")
 	return cmd
 }
