@@ -88,6 +88,10 @@ type Emulator struct {
 	// to its line rate (see shapePorts) and ifconfig's media line shows it.
 	// A veth not listed is unlimited.
 	Links map[string]LinkSpec
+	// CPU is the cgroup of the firewall's userspace services; with it the
+	// CPU readings are its usage against its budget. nil: no budget, the
+	// readings are the machine's.
+	CPU *CPUGroup
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string

@@ -71,6 +71,9 @@ type Options struct {
 	// (lan, wan: Topology.DUTVeths).
 	Link           string
 	InterfaceLinks map[string]string
+	// DUTCPU is the CPU budget, in cores, of the emulated firewall's
+	// userspace services (CPUGroup); 0: none.
+	DUTCPU float64
 }
 
 // links resolves Link and InterfaceLinks into a link per DUT interface.
@@ -129,10 +132,15 @@ type State struct {
 	IDSRules int `json:"ids_rules,omitempty"`
 	// Links is each DUT interface's emulated NIC, by interface (lan, wan).
 	Links map[string]LinkSpec `json:"links,omitempty"`
+	// DUTCPU is the services' CPU budget in cores; 0: none.
+	DUTCPU float64 `json:"dut_cpu,omitempty"`
 }
 
 // sameAppliance reports whether a running lab has the links asked for.
-func (s *State) sameAppliance(links map[string]LinkSpec) bool {
+func (s *State) sameAppliance(links map[string]LinkSpec, dutCPU float64) bool {
+	if s.DUTCPU != dutCPU {
+		return false
+	}
 	if s.Links == nil { // a lab.json from before links: all unlimited
 		for _, l := range links {
 			if l != (LinkSpec{}) && l.String() != "unlimited" {
@@ -227,13 +235,21 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.DUTCPU != 0 {
+		if err := CheckCPUBudget(o.DUTCPU); err != nil {
+			return nil, err
+		}
+		if err := CheckCPUControllers(); err != nil {
+			return nil, err
+		}
+	}
 	profiles := DefaultProfilesFor(flavor)
 	if o.ProfilesFile != "" {
 		if profiles, err = LoadProfiles(o.ProfilesFile); err != nil {
 			return nil, err
 		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links) {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, o.DUTCPU) {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -280,7 +296,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Links: links}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Links: links, DUTCPU: o.DUTCPU}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
@@ -452,6 +468,11 @@ func Down(ctx context.Context, o Options) error {
 		}
 	}
 	if err := (Topology{Prefix: prefix}).Destroy(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// The daemon removes the services' cgroup when it stops; this is for
+	// one that was killed.
+	if err := RemoveCPUGroup(Topology{Prefix: prefix}.Namespace("dut")); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeTarget(o.TargetsPath, o.Dir); err != nil {
@@ -652,10 +673,23 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return err
 	}
+	var cpu *CPUGroup
+	if st.DUTCPU > 0 {
+		if cpu, err = NewCPUGroup(topo.Namespace("dut"), st.DUTCPU); err != nil {
+			return err
+		}
+		defer func() {
+			if err := cpu.Remove(); err != nil {
+				logger.Error("remove the services' cgroup", "err", err)
+			}
+		}()
+		logger.Info("dut cpu budget", "cgroup", cpu.Name, "cores", cpu.Cores)
+	}
 	em := &Emulator{
 		Root:           filepath.Join(dir, "root"),
 		Flavor:         flavor,
-		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp},
+		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp, CPU: cpu},
+		CPU:            cpu,
 		Ports:          topo.Ports(),
 		Profiles:       profiles,
 		HostKey:        hostKey,
@@ -663,7 +697,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		PasswordFile:   filepath.Join(dir, PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
-		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger},
+		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
 		Links:          map[string]LinkSpec{},
 	}
 	for name, veth := range topo.DUTVeths() {
@@ -674,7 +708,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err := em.Init(); err != nil {
 		return err
 	}
-	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root")}
+	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root"), CPU: cpu}
 	defer em.stopIPsec(context.WithoutCancel(ctx))
 	if err := em.Boot(ctx); err != nil {
 		return err

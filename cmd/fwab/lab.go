@@ -19,6 +19,7 @@ type labOptions struct {
 	idsRules     int
 	link         string
 	linkIf       map[string]string
+	dutCPU       float64
 }
 
 func newLabCmd(io *streams) *cobra.Command {
@@ -49,6 +50,7 @@ func (o *labOptions) lab(io *streams) lab.Options {
 		IDSRules:       o.idsRules,
 		Link:           o.link,
 		InterfaceLinks: o.linkIf,
+		DUTCPU:         o.dutCPU,
 		Logger:         slog.New(slog.NewTextHandler(io.ErrOut, nil)),
 	}
 }
@@ -79,6 +81,7 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
 	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 1g, 2.5g, 10g or unlimited (default unlimited); /half forces half duplex")
 	cmd.Flags().StringToStringVar(&opts.linkIf, "link-if", nil, "line rate of one DUT interface, overriding --link: lan=1g/half (repeatable)")
+	cmd.Flags().Float64Var(&opts.dutCPU, "dut-cpu", 0, "CPU budget in cores (0.1 to this machine's cores) of the firewall's services: IDS/IPS engine, charon, blocklist loader (default none)")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")
 	return cmd
 }
