@@ -125,9 +125,13 @@ func (m cgroupMounts) check() error {
 	return errors.New("dut cpu budget: this machine has no cgroup cpu controller: neither cgroup v2's cpu.max (a cgroup2 mount whose cgroup.controllers lists cpu) nor cgroup v1's cpu.cfs_quota_us (a cgroup mount with the cpu option); mount one (mount -t cgroup -o cpu,cpuacct cgroup /sys/fs/cgroup/cpu) or run without a budget (--profile unlimited)")
 }
 
+// mountinfoPath is where systemCgroupMounts reads the mounts (tests point
+// it at a machine without cgroups).
+var mountinfoPath = "/proc/self/mountinfo"
+
 // systemCgroupMounts reads this machine's cgroup mounts.
 func systemCgroupMounts() (cgroupMounts, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	b, err := os.ReadFile(mountinfoPath)
 	if err != nil {
 		return cgroupMounts{}, fmt.Errorf("dut cpu budget: %w", err)
 	}

@@ -65,15 +65,63 @@ type Options struct {
 	// IDSRules is the ruleset size of the IDS/IPS engines; 0 means
 	// DefaultIDSRules.
 	IDSRules int
+	// Appliance names the lab profile (LookupAppliance): its link and CPU
+	// budget, unless Link or DUTCPU say otherwise; empty is "unlimited".
+	Appliance string
 	// Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
-	// 2.5g, 10g, unlimited, optionally /half); empty means unlimited.
+	// 2.5g, 10g, unlimited, optionally /half); empty means the profile's.
 	// InterfaceLinks overrides it per interface, by the lab's name for it
 	// (lan, wan: Topology.DUTVeths).
 	Link           string
 	InterfaceLinks map[string]string
 	// DUTCPU is the CPU budget, in cores, of the emulated firewall's
-	// userspace services (CPUGroup); 0: none.
+	// userspace services (CPUGroup); 0 means the profile's.
 	DUTCPU float64
+}
+
+// CheckAppliance checks the lab profile, links and CPU budget asked for
+// (not whether this machine can hold the budget: Up checks that).
+func (o Options) CheckAppliance() error {
+	_, _, _, err := o.resolveAppliance(Topology{Prefix: DefaultPrefix})
+	return err
+}
+
+// appliance resolves the profile and the options that override it: the
+// profile's name, a link per DUT interface and the CPU budget. It checks
+// the budget's range, and that this machine can hold one.
+func (o Options) appliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+	name, links, cpu, err := o.resolveAppliance(t)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if cpu != 0 {
+		if err := CheckCPUControllers(); err != nil {
+			return "", nil, 0, fmt.Errorf("lab profile %s: %w", name, err)
+		}
+	}
+	return name, links, cpu, nil
+}
+
+func (o Options) resolveAppliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+	a, err := LookupAppliance(o.Appliance)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if o.Link == "" {
+		o.Link = a.Link.String()
+	}
+	links, err := o.links(t)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	cpu := a.DUTCPU
+	if o.DUTCPU != 0 {
+		cpu = o.DUTCPU
+	}
+	if err := CheckCPUBudget(cpu); err != nil {
+		return "", nil, 0, err
+	}
+	return a.Name, links, cpu, nil
 }
 
 // links resolves Link and InterfaceLinks into a link per DUT interface.
@@ -130,6 +178,8 @@ type State struct {
 	APIAddr string `json:"api_addr,omitempty"`
 	// IDSRules is the IDS/IPS engines' ruleset size.
 	IDSRules int `json:"ids_rules,omitempty"`
+	// Appliance is the lab profile the links and budget came from.
+	Appliance string `json:"appliance,omitempty"`
 	// Links is each DUT interface's emulated NIC, by interface (lan, wan).
 	Links map[string]LinkSpec `json:"links,omitempty"`
 	// DUTCPU is the services' CPU budget in cores; 0: none.
@@ -221,27 +271,19 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	topo := Topology{Prefix: o.Prefix}
+	if err := topo.Validate(); err != nil {
+		return nil, err
+	}
+	appliance, links, dutCPU, err := o.appliance(topo)
+	if err != nil {
+		return nil, err
+	}
 	if err := CheckRoot(); err != nil {
 		return nil, err
 	}
 	if err := CheckTools(); err != nil {
 		return nil, err
-	}
-	topo := Topology{Prefix: o.Prefix}
-	if err := topo.Validate(); err != nil {
-		return nil, err
-	}
-	links, err := o.links(topo)
-	if err != nil {
-		return nil, err
-	}
-	if o.DUTCPU != 0 {
-		if err := CheckCPUBudget(o.DUTCPU); err != nil {
-			return nil, err
-		}
-		if err := CheckCPUControllers(); err != nil {
-			return nil, err
-		}
 	}
 	profiles := DefaultProfilesFor(flavor)
 	if o.ProfilesFile != "" {
@@ -249,7 +291,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, o.DUTCPU) {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, dutCPU) {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -296,7 +338,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Links: links, DUTCPU: o.DUTCPU}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err

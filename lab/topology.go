@@ -364,3 +364,34 @@ func (l LinkSpec) Media() string {
 	}
 	return sub + " <full-duplex>"
 }
+
+// Appliance is a named lab profile: the link of every DUT interface and the
+// CPU budget of the firewall's services, bundled for a common case.
+type Appliance struct {
+	Name   string
+	Link   LinkSpec
+	DUTCPU float64 // cores; 0: none
+	Models string  // what it stands for, for --help and the README
+}
+
+// Appliances are the named profiles; the first is the default of Up.
+var Appliances = []Appliance{
+	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
+	{Name: "1g-small", Link: LinkSpec{Speed: LinkSpeeds[0]}, DUTCPU: 1,
+		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
+}
+
+// LookupAppliance returns a named profile; empty is the default.
+func LookupAppliance(name string) (Appliance, error) {
+	if name == "" {
+		return Appliances[0], nil
+	}
+	names := make([]string, len(Appliances))
+	for i, a := range Appliances {
+		if a.Name == name {
+			return a, nil
+		}
+		names[i] = a.Name
+	}
+	return Appliance{}, fmt.Errorf("lab profile %q: want one of %s", name, strings.Join(names, ", "))
+}

@@ -53,7 +53,7 @@ profiles=$work/profiles.yaml
 } >"$profiles"
 
 $fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
-$fwab lab up "${labflags[@]}" --firmware-profiles "$profiles" >/dev/null
+$fwab lab up "${labflags[@]}" "${upflags[@]}" --firmware-profiles "$profiles" >/dev/null
 # Keep the emulator's log (each slowdown measurement and cap) before the
 # lab folder goes.
 trap 'cp "${FWAB_LAB_DIR:-/var/lib/fwab/lab}/serve.log" "$work/" 2>/dev/null; $fwab lab down "${labflags[@]}" >/dev/null' EXIT
