@@ -264,14 +264,18 @@ func targetSSH(t *testing.T, tg *fwapi.Target) *ssh.Client {
 }
 
 // linuxLab is an in-process emulator driving a real data plane.
-func linuxLab(t *testing.T, profiles []Profile) (*testFirewall, Topology) {
+func linuxLab(t *testing.T, profiles []Profile, configure ...func(*Emulator, Topology)) (*testFirewall, Topology) {
 	t.Helper()
 	topo := testTopology(t)
 	if err := topo.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dp := &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}
-	f := startEmulator(t, dp, topo.Ports(), profiles)
+	f := startEmulator(t, dp, topo.Ports(), profiles, func(e *Emulator) {
+		for _, c := range configure {
+			c(e, topo)
+		}
+	})
 	f.em.BlocklistSize = DefaultBlocklistSize
 	f.fw = f.openDriver(t)
 	return f, topo
@@ -741,4 +745,42 @@ func TestApplianceLinkAndBudget(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(procs)); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s still there after Down (%v)", filepath.Dir(procs), err)
 	}
+}
+
+// TestFirmwareSlowdownOnALink: on 1 GbE ports a 10 % tracking slowdown
+// measures the configuration at the link's rate (its goodput, not the
+// machine's) and caps below it: the lower of link and slowdown wins, and
+// traffic runs at 90 % of the line rate's goodput.
+func TestFirmwareSlowdownOnALink(t *testing.T) {
+	requireRoot(t)
+	if *figures {
+		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
+	}
+	g, _ := ParseLinkSpec("1g")
+	profiles := []Profile{
+		{Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"},
+		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
+	}
+	f, topo := linuxLab(t, profiles, func(e *Emulator, topo Topology) {
+		e.Links = map[string]LinkSpec{topo.DUTLanIf(): g, topo.DUTWanIf(): g}
+	})
+	line, goodput := g.ShapeMbit(1500), LinkGoodputMbit(1000, 1500)
+	if wan, lan := qdiscRates(t, topo); math.Abs(wan-line) > 0.01*line || math.Abs(lan-line) > 0.01*line {
+		t.Fatalf("2.7.2 on 1 GbE: tbf WAN %.1f LAN %.1f Mbit/s, want the link's %.1f", wan, lan, line)
+	}
+	upgradeAndWait(t, f)
+	st := checkSlowdownCaps(t, f, topo, "2.8.1 on 1 GbE")
+	for _, m := range []float64{st.UpMbit, st.DownMbit} {
+		if m < 0.85*goodput || m > 1.05*goodput {
+			t.Errorf("measured %.0f Mbit/s with the slowdown's caps off, want the link's goodput %.0f (the link stays on)", m, goodput)
+		}
+	}
+	if st.WanRateMbit != st.WanCapMbit || st.WanCapMbit >= line {
+		t.Errorf("WAN rate %.1f, cap %.1f, link %.1f: want the slowdown's cap, below the link", st.WanRateMbit, st.WanCapMbit, line)
+	}
+	_, runs := medianMbit(t, topo, 3, 2)
+	if limit := 1.03 * st.WanCapMbit / WireFactor(st.MTU); slices.Max(runs) > limit {
+		t.Errorf("upload runs %.0f Mbit/s, want none above %.0f (the slowdown's cap as goodput)", runs, limit)
+	}
+	t.Logf("1 GbE with a 10 %% slowdown: measured %.0f, runs %.0f (90 %% of the line-rate goodput is %.0f)", st.UpMbit, runs, 0.9*goodput)
 }
