@@ -84,6 +84,14 @@ type Emulator struct {
 	// SSHVia is the config interface SSH sessions come in through; see
 	// EmulatorOptions.SSHVia.
 	SSHVia string
+	// Links are the DUT ports' emulated NICs, by veth: each port is shaped
+	// to its line rate (see shapePorts) and ifconfig's media line shows it.
+	// A veth not listed is unlimited.
+	Links map[string]LinkSpec
+	// CPU is the cgroup of the firewall's userspace services; with it the
+	// CPU readings are its usage against its budget. nil: no budget, the
+	// readings are the machine's.
+	CPU *CPUGroup
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
@@ -447,24 +455,20 @@ func (e *Emulator) applyFilter(ctx context.Context, root *configxml.Config) erro
 // of the same configuration exist) rather than failing the apply.
 func (e *Emulator) applySlowdown(ctx context.Context) error {
 	p, _ := e.profile()
-	wan, lan := e.Ports.WanVeth, e.Ports.LanVeth
 	state := e.path(slowdownStateFile)
+	mtu := e.pathMTU(ctx)
 	if p.Slowdown == nil {
 		_ = os.Remove(state)
-		for _, v := range []string{lan, wan} {
-			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, _, err := e.shapePorts(ctx, 0, 0, mtu)
+		return err
 	}
 	s := *p.Slowdown
-	st := SlowdownState{Version: p.Version, Percent: s.Percent, Tracking: s.Tracking(), MTU: e.pathMTU(ctx)}
+	st := SlowdownState{Version: p.Version, Percent: s.Percent, Tracking: s.Tracking(), MTU: mtu}
 	if st.Tracking {
-		for _, v := range []string{lan, wan} {
-			if err := e.DataPlane.Shape(ctx, v, 0); err != nil {
-				return err
-			}
+		// Only the slowdown's caps go: the ports keep their link speed,
+		// so the configuration is measured as it runs on this link.
+		if _, _, err := e.shapePorts(ctx, 0, 0, mtu); err != nil {
+			return err
 		}
 		key := p.Version
 		if data, err := e.configBytesForApply(); err == nil {
@@ -513,10 +517,8 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 		}
 	}
 	st.WanCapMbit, st.LanCapMbit = s.Caps(st.UpMbit, st.DownMbit, st.MTU)
-	if err := e.DataPlane.Shape(ctx, wan, st.WanCapMbit); err != nil {
-		return err
-	}
-	if err := e.DataPlane.Shape(ctx, lan, st.LanCapMbit); err != nil {
+	var err error
+	if st.WanRateMbit, st.LanRateMbit, err = e.shapePorts(ctx, st.WanCapMbit, st.LanCapMbit, st.MTU); err != nil {
 		return err
 	}
 	if b, err := json.MarshalIndent(st, "", "  "); err == nil {
@@ -524,7 +526,7 @@ func (e *Emulator) applySlowdown(ctx context.Context) error {
 	}
 	e.logger().Info("firmware slowdown", "version", p.Version, "percent", s.Percent, "tracking", st.Tracking,
 		"up_mbit", st.UpMbit, "down_mbit", st.DownMbit, "up_samples", st.UpSamples, "down_samples", st.DownSamples,
-		"wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "took", st.Measurement)
+		"wan_cap_mbit", st.WanCapMbit, "lan_cap_mbit", st.LanCapMbit, "wan_rate_mbit", st.WanRateMbit, "lan_rate_mbit", st.LanRateMbit, "took", st.Measurement)
 	return nil
 }
 

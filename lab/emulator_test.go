@@ -618,7 +618,7 @@ func TestEmulatorSlowdownFollowsConfig(t *testing.T) {
 	}
 	want := SlowdownState{Version: "2.8.1-RELEASE", Percent: 10, Tracking: true, UpMbit: 1000, DownMbit: 950,
 		UpSamples: []float64{1000, 1000, 1200, 1200, 900, 900}, DownSamples: []float64{800, 800, 1000, 1000, 950, 950}, MTU: 1500,
-		WanCapMbit: 900 * k, LanCapMbit: 855 * k}
+		WanCapMbit: 900 * k, LanCapMbit: 855 * k, WanRateMbit: 900 * k, LanRateMbit: 855 * k}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(SlowdownState{}, "Measurement"), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", slowdownStateFile, diff)
 	}

@@ -2,11 +2,15 @@ package lab
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -139,9 +143,13 @@ type SlowdownState struct {
 	UpSamples   []float64 `json:"up_samples,omitempty"`
 	DownSamples []float64 `json:"down_samples,omitempty"`
 	MTU         int       `json:"mtu"`
-	WanCapMbit  float64   `json:"wan_cap_mbit"` // tbf wire rate on the DUT's WAN port (upload egress); 0: none
-	LanCapMbit  float64   `json:"lan_cap_mbit"` // tbf wire rate on the DUT's LAN port (download egress)
-	Measurement string    `json:"measurement,omitempty"`
+	WanCapMbit  float64   `json:"wan_cap_mbit"` // slowdown's wire rate on the DUT's WAN port (upload egress); 0: none
+	LanCapMbit  float64   `json:"lan_cap_mbit"` // slowdown's wire rate on the DUT's LAN port (download egress)
+	// WanRateMbit and LanRateMbit are the tbf rates set: the lower of the
+	// cap and the port's link (portRate); 0: unshaped.
+	WanRateMbit float64 `json:"wan_rate_mbit"`
+	LanRateMbit float64 `json:"lan_rate_mbit"`
+	Measurement string  `json:"measurement,omitempty"`
 }
 
 // slowdownStateFile is where the emulator records SlowdownState.
@@ -155,10 +163,80 @@ func (s Slowdown) Tracking() bool { return s.RateMbit == 0 && s.BaselineMbit == 
 // of the given MTU: each full segment carries MTU-52 bytes of payload (IPv4
 // 20, TCP 20, timestamps 12) in an MTU+14 byte Ethernet frame.
 func WireFactor(mtu int) float64 {
-	if mtu < 576 {
-		mtu = 1500
-	}
+	mtu = pathMTUOrDefault(mtu)
 	return float64(mtu+14) / float64(mtu-52)
+}
+
+// ethernetWireOverhead is what a real Ethernet NIC puts on the wire per
+// frame beyond the bytes tbf counts (MAC header and payload): preamble and
+// start delimiter 8, FCS 4, inter-frame gap 12.
+const ethernetWireOverhead = 8 + 4 + 12
+
+// LinkGoodputMbit is the TCP goodput a line rate carries at the MTU: each
+// full segment's MTU-52 payload bytes take MTU+14+24 bytes of wire time
+// (941.5 Mbit/s at 1 GbE and MTU 1500).
+func LinkGoodputMbit(lineMbit float64, mtu int) float64 {
+	mtu = pathMTUOrDefault(mtu)
+	return lineMbit * float64(mtu-52) / float64(mtu+14+ethernetWireOverhead)
+}
+
+// ShapeMbit is the tbf rate that holds TCP at the link's line-rate goodput:
+// LinkGoodputMbit times WireFactor, so the link uses the slowdown's shaper
+// and its frame accounting (0 for unlimited). It is exact for full-size
+// frames, the probes' TCP streams; smaller frames pass at a higher packet
+// rate than a real NIC's (tbf cannot add a per-frame overhead to the
+// segments of a GSO packet, which it counts as one).
+func (l LinkSpec) ShapeMbit(mtu int) float64 {
+	if l.Unlimited() {
+		return 0
+	}
+	return LinkGoodputMbit(l.Speed.Mbit, mtu) * WireFactor(mtu)
+}
+
+// portRate is the tbf rate of a DUT port whose link allows linkMbit and
+// whose firmware slowdown caps it at capMbit (0: none): one tbf per port,
+// at the lower of the two, since a port can only go as fast as its
+// tightest limit. So a 10 % tracking slowdown on a 1 GbE link caps at 90 %
+// of what the configuration does at line rate, and a fixed 2000 Mbit/s
+// slowdown leaves a 1 GbE port at its line rate.
+func portRate(linkMbit, capMbit float64) float64 {
+	switch {
+	case linkMbit == 0:
+		return capMbit
+	case capMbit == 0:
+		return linkMbit
+	}
+	return math.Min(linkMbit, capMbit)
+}
+
+// shapePorts sets the DUT's ports: WAN and LAN at portRate of their link
+// and the slowdown caps given (0: no slowdown cap), every other port the
+// lab defines at its link's rate. It returns the WAN and LAN rates set.
+func (e *Emulator) shapePorts(ctx context.Context, wanCap, lanCap float64, mtu int) (wan, lan float64, err error) {
+	wan = portRate(e.Links[e.Ports.WanVeth].ShapeMbit(mtu), wanCap)
+	lan = portRate(e.Links[e.Ports.LanVeth].ShapeMbit(mtu), lanCap)
+	if err := e.DataPlane.Shape(ctx, e.Ports.LanVeth, lan); err != nil {
+		return 0, 0, err
+	}
+	if err := e.DataPlane.Shape(ctx, e.Ports.WanVeth, wan); err != nil {
+		return 0, 0, err
+	}
+	for _, v := range slices.Sorted(maps.Keys(e.Links)) {
+		if v != e.Ports.WanVeth && v != e.Ports.LanVeth {
+			if err := e.DataPlane.Shape(ctx, v, e.Links[v].ShapeMbit(mtu)); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return wan, lan, nil
+}
+
+// pathMTUOrDefault is 1500 for an MTU too small to be a real path's.
+func pathMTUOrDefault(mtu int) int {
+	if mtu < 576 {
+		return 1500
+	}
+	return mtu
 }
 
 // Caps returns the tbf wire rates for the DUT's WAN port (upload egress)

@@ -98,7 +98,8 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error
 		fmt.Fprintf(c.stdout, "\tinet %s netmask 0x%08x broadcast %s\n", a.Addr(), mask,
 			netip.AddrFrom4([4]byte{byte(bc >> 24), byte(bc >> 16), byte(bc >> 8), byte(bc)}))
 	}
-	fmt.Fprintln(c.stdout, "\tmedia: Ethernet autoselect (10Gbase-T <full-duplex>)")
+	// upstream: pfsense RELENG_2_7_2 src/etc/inc/pfsense-utils.inc:1789 — get_interface_info reads the speed and duplex from the parentheses of `media:`
+	fmt.Fprintf(c.stdout, "\tmedia: Ethernet autoselect (%s)\n", e.Links[in.veth].Media())
 	if l.Up {
 		fmt.Fprintln(c.stdout, "\tstatus: active")
 	} else {
@@ -274,7 +275,7 @@ func (e *Emulator) cmdSysctl(ctx context.Context, c *call) error {
 	}
 	var rc uint8
 	for _, name := range args[1:] {
-		v, ok := sysctlValue(name)
+		v, ok := e.sysctlValue(name)
 		if !ok {
 			fmt.Fprintf(c.stderr, "sysctl: unknown oid '%s'\n", name)
 			rc = 1
@@ -299,6 +300,28 @@ func meminfo() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// sysctlValue is one reading. With a CPU budget (Emulator.CPU) the CPUs
+// are the budget's: hw.ncpu is the budget rounded up and kern.cp_times the
+// services' cgroup usage against it (CPUGroup.CPTimes); forwarding's
+// softirq time is not in it (it runs in whichever task's context sent the
+// packet, on this machine's veths, and cannot be told apart per namespace).
+func (e *Emulator) sysctlValue(name string) (string, bool) {
+	if g := e.CPU; g != nil {
+		switch name {
+		case "hw.ncpu":
+			return strconv.Itoa(g.CPUs()), true
+		case "kern.cp_times":
+			v, err := g.CPTimes(time.Now())
+			if err != nil {
+				e.logger().Warn("sysctl kern.cp_times: the budget's usage", "err", err)
+				return "", false
+			}
+			return v, true
+		}
+	}
+	return sysctlValue(name)
 }
 
 func sysctlValue(name string) (string, bool) {

@@ -50,6 +50,9 @@ type IDSEngines struct {
 	// itself ready; 0 means 60 s.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
+	// CPU is the cgroup the engines run in (the DUT's service budget); nil:
+	// none.
+	CPU *CPUGroup
 
 	op      sync.Mutex // serialises starts and stops
 	mu      sync.Mutex // guards running; never held while waiting for an engine
@@ -179,7 +182,8 @@ func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, p
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", args...)
+	argv := g.CPU.Wrap(append([]string{"ip"}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: the engine outlives the SSH session that
 	// started it and gets its signals only from the lab.

@@ -269,6 +269,10 @@ type StrongSwan struct {
 	Charon string
 	// PluginDir is checked for the plugins charon loads; default PluginDir.
 	PluginDir string
+	// CPU is the cgroup the DUT's charon runs in (the DUT's service
+	// budget: its userspace ESP); nil: none. The peer's charon is not the
+	// DUT's and runs outside it.
+	CPU *CPUGroup
 
 	mu     sync.Mutex
 	charon map[string]*charonProc // by side
@@ -379,7 +383,12 @@ func (s *StrongSwan) start(ctx context.Context, side string) error {
 	}
 	defer logf.Close()
 	// ip netns exec execs the daemon: the child's pid is charon's.
-	cmd := exec.Command("ip", "netns", "exec", s.Topo.Namespace(side), bin)
+	var cg *CPUGroup
+	if side == "dut" {
+		cg = s.CPU
+	}
+	argv := cg.Wrap("ip", "netns", "exec", s.Topo.Namespace(side), bin)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "STRONGSWAN_CONF="+filepath.Join(d, "strongswan.conf"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,87 @@ type Options struct {
 	// IDSRules is the ruleset size of the IDS/IPS engines; 0 means
 	// DefaultIDSRules.
 	IDSRules int
+	// Appliance names the lab profile (LookupAppliance): its link and CPU
+	// budget, unless Link or DUTCPU say otherwise; empty is "unlimited".
+	Appliance string
+	// Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
+	// 2.5g, 10g, unlimited, optionally /half); empty means the profile's.
+	// InterfaceLinks overrides it per interface, by the lab's name for it
+	// (lan, wan: Topology.DUTVeths).
+	Link           string
+	InterfaceLinks map[string]string
+	// DUTCPU is the CPU budget, in cores, of the emulated firewall's
+	// userspace services (CPUGroup); 0 means the profile's.
+	DUTCPU float64
+}
+
+// CheckAppliance checks the lab profile, links and CPU budget asked for
+// (not whether this machine can hold the budget: Up checks that).
+func (o Options) CheckAppliance() error {
+	_, _, _, err := o.resolveAppliance(Topology{Prefix: DefaultPrefix})
+	return err
+}
+
+// appliance resolves the profile and the options that override it: the
+// profile's name, a link per DUT interface and the CPU budget. It checks
+// the budget's range, and that this machine can hold one.
+func (o Options) appliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+	name, links, cpu, err := o.resolveAppliance(t)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if cpu != 0 {
+		if err := CheckCPUControllers(); err != nil {
+			return "", nil, 0, fmt.Errorf("lab profile %s: %w", name, err)
+		}
+	}
+	return name, links, cpu, nil
+}
+
+func (o Options) resolveAppliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+	a, err := LookupAppliance(o.Appliance)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if o.Link == "" {
+		o.Link = a.Link.String()
+	}
+	links, err := o.links(t)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	cpu := a.DUTCPU
+	if o.DUTCPU != 0 {
+		cpu = o.DUTCPU
+	}
+	if err := CheckCPUBudget(cpu); err != nil {
+		return "", nil, 0, err
+	}
+	return a.Name, links, cpu, nil
+}
+
+// links resolves Link and InterfaceLinks into a link per DUT interface.
+func (o Options) links(t Topology) (map[string]LinkSpec, error) {
+	all, err := ParseLinkSpec(o.Link)
+	if err != nil {
+		return nil, err
+	}
+	ifs := t.DUTVeths()
+	out := make(map[string]LinkSpec, len(ifs))
+	for name := range ifs {
+		out[name] = all
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.InterfaceLinks)) {
+		if _, ok := ifs[name]; !ok {
+			return nil, fmt.Errorf("link of interface %q: the lab's DUT interfaces are %s", name, strings.Join(slices.Sorted(maps.Keys(ifs)), ", "))
+		}
+		l, err := ParseLinkSpec(o.InterfaceLinks[name])
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", name, err)
+		}
+		out[name] = l
+	}
+	return out, nil
 }
 
 func (o *Options) defaults() {
@@ -95,6 +178,28 @@ type State struct {
 	APIAddr string `json:"api_addr,omitempty"`
 	// IDSRules is the IDS/IPS engines' ruleset size.
 	IDSRules int `json:"ids_rules,omitempty"`
+	// Appliance is the lab profile the links and budget came from.
+	Appliance string `json:"appliance,omitempty"`
+	// Links is each DUT interface's emulated NIC, by interface (lan, wan).
+	Links map[string]LinkSpec `json:"links,omitempty"`
+	// DUTCPU is the services' CPU budget in cores; 0: none.
+	DUTCPU float64 `json:"dut_cpu,omitempty"`
+}
+
+// sameAppliance reports whether a running lab has the links asked for.
+func (s *State) sameAppliance(links map[string]LinkSpec, dutCPU float64) bool {
+	if s.DUTCPU != dutCPU {
+		return false
+	}
+	if s.Links == nil { // a lab.json from before links: all unlimited
+		for _, l := range links {
+			if l != (LinkSpec{}) && l.String() != "unlimited" {
+				return false
+			}
+		}
+		return true
+	}
+	return maps.Equal(s.Links, links)
 }
 
 // tool is a program the lab needs and the Debian package that has it.
@@ -166,14 +271,18 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	topo := Topology{Prefix: o.Prefix}
+	if err := topo.Validate(); err != nil {
+		return nil, err
+	}
+	appliance, links, dutCPU, err := o.appliance(topo)
+	if err != nil {
+		return nil, err
+	}
 	if err := CheckRoot(); err != nil {
 		return nil, err
 	}
 	if err := CheckTools(); err != nil {
-		return nil, err
-	}
-	topo := Topology{Prefix: o.Prefix}
-	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
 	profiles := DefaultProfilesFor(flavor)
@@ -182,7 +291,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, dutCPU) {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -229,7 +338,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
@@ -401,6 +510,11 @@ func Down(ctx context.Context, o Options) error {
 		}
 	}
 	if err := (Topology{Prefix: prefix}).Destroy(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// The daemon removes the services' cgroup when it stops; this is for
+	// one that was killed.
+	if err := RemoveCPUGroup(Topology{Prefix: prefix}.Namespace("dut")); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeTarget(o.TargetsPath, o.Dir); err != nil {
@@ -601,10 +715,23 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return err
 	}
+	var cpu *CPUGroup
+	if st.DUTCPU > 0 {
+		if cpu, err = NewCPUGroup(topo.Namespace("dut"), st.DUTCPU); err != nil {
+			return err
+		}
+		defer func() {
+			if err := cpu.Remove(); err != nil {
+				logger.Error("remove the services' cgroup", "err", err)
+			}
+		}()
+		logger.Info("dut cpu budget", "cgroup", cpu.Name, "cores", cpu.Cores)
+	}
 	em := &Emulator{
 		Root:           filepath.Join(dir, "root"),
 		Flavor:         flavor,
-		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp},
+		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp, CPU: cpu},
+		CPU:            cpu,
 		Ports:          topo.Ports(),
 		Profiles:       profiles,
 		HostKey:        hostKey,
@@ -612,12 +739,18 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		PasswordFile:   filepath.Join(dir, PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
-		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger},
+		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
+		Links:          map[string]LinkSpec{},
+	}
+	for name, veth := range topo.DUTVeths() {
+		if l, ok := st.Links[name]; ok {
+			em.Links[veth] = l
+		}
 	}
 	if err := em.Init(); err != nil {
 		return err
 	}
-	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root")}
+	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root"), CPU: cpu}
 	defer em.stopIPsec(context.WithoutCancel(ctx))
 	if err := em.Boot(ctx); err != nil {
 		return err

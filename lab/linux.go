@@ -52,6 +52,9 @@ type LinuxDataPlane struct {
 	Topo Topology
 	// TmpDir holds ruleset files for nft -f (they are large with a blocklist).
 	TmpDir string
+	// CPU is the cgroup ruleset loads run in (the DUT's service budget:
+	// pfBlockerNG's loader and pfctl are userspace work); nil: none.
+	CPU *CPUGroup
 }
 
 var _ DataPlane = (*LinuxDataPlane)(nil)
@@ -75,7 +78,8 @@ func (d *LinuxDataPlane) LoadRuleset(ctx context.Context, script string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, err = d.inNS(ctx, nil, "nft", "-f", f.Name())
+	argv := d.CPU.Wrap("ip", "netns", "exec", d.ns(), "nft", "-f", f.Name())
+	_, err = run(ctx, nil, argv[0], argv[1:]...)
 	return err
 }
 

@@ -202,24 +202,7 @@ func TestUpDown(t *testing.T) {
 	if tg.Endpoints.Client.Netns != topo.Namespace("lan") || tg.Endpoints.Server.Addr != ServerAddr {
 		t.Errorf("target endpoints = %+v", tg.Endpoints)
 	}
-	key, err := os.ReadFile(tg.SSH.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostCB, err := knownhosts.New(tg.SSH.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", fmt.Sprintf("%s:%d", tg.Host, tg.SSH.Port), &ssh.ClientConfig{
-		User: tg.SSH.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostCB, Timeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("ssh to the lab with its target: %v", err)
-	}
+	c := targetSSH(t, tg)
 	out, _, code := sshRun(t, c, "cat /etc/version && ifconfig igb0 | grep -c 'inet 198.19.0.1 '", "")
 	c.Close()
 	if code != 0 || out != "2.7.2-RELEASE\n1\n" {
@@ -255,15 +238,44 @@ func TestUpDown(t *testing.T) {
 	}
 }
 
+// targetSSH dials the lab's firewall with nothing but its target: key,
+// known_hosts and port.
+func targetSSH(t *testing.T, tg *fwapi.Target) *ssh.Client {
+	t.Helper()
+	key, err := os.ReadFile(tg.SSH.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCB, err := knownhosts.New(tg.SSH.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", fmt.Sprintf("%s:%d", tg.Host, tg.SSH.Port), &ssh.ClientConfig{
+		User: tg.SSH.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostCB, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("ssh to the lab with its target: %v", err)
+	}
+	return c
+}
+
 // linuxLab is an in-process emulator driving a real data plane.
-func linuxLab(t *testing.T, profiles []Profile) (*testFirewall, Topology) {
+func linuxLab(t *testing.T, profiles []Profile, configure ...func(*Emulator, Topology)) (*testFirewall, Topology) {
 	t.Helper()
 	topo := testTopology(t)
 	if err := topo.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dp := &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}
-	f := startEmulator(t, dp, topo.Ports(), profiles)
+	f := startEmulator(t, dp, topo.Ports(), profiles, func(e *Emulator) {
+		for _, c := range configure {
+			c(e, topo)
+		}
+	})
 	f.em.BlocklistSize = DefaultBlocklistSize
 	f.fw = f.openDriver(t)
 	return f, topo
@@ -634,4 +646,141 @@ func TestKnobFigures(t *testing.T) {
 		row("firmware=2.8.1 (10 % slowdown)", m2, slices.Max(r2))
 	})
 	t.Log(b.String())
+}
+
+// TestApplianceLinkAndBudget runs `fwab lab serve` as Up starts it with a
+// 1 GbE link (the WAN port forced to half duplex) and half a core for the
+// services: the DUT's ports carry the link's tbf, TCP runs at the line
+// rate's goodput, ifconfig's media line shows the link, the inspection
+// engine runs in the lab's cgroup under its quota, the CPU metric is the
+// cgroup's usage against the budget, and Down removes the cgroup.
+func TestApplianceLinkAndBudget(t *testing.T) {
+	requireRoot(t)
+	if err := CheckCPUControllers(); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+	bin := buildFwab(t)
+	ctx := context.Background()
+	o, _, tg := upLab(t, Options{Executable: bin, IDSRules: 1000, Link: "1g", InterfaceLinks: map[string]string{"wan": "1g/half"}, DUTCPU: 0.5})
+	topo := Topology{Prefix: o.Prefix}
+	name := topo.Namespace("dut")
+	t.Cleanup(func() { _ = RemoveCPUGroup(name) })
+	m, err := systemCgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, quota := filepath.Join(m.v1CPU, name, "cgroup.procs"), filepath.Join(m.v1CPU, name, "cpu.cfs_quota_us")
+	if m.v2 != "" {
+		procs, quota = filepath.Join(m.v2, name, "cgroup.procs"), filepath.Join(m.v2, name, "cpu.max")
+	}
+	if q, err := os.ReadFile(quota); err != nil || !strings.HasPrefix(string(q), "50000") {
+		t.Fatalf("%s = %q, %v; want a 50000 µs quota per 100000 (half a core)", quota, q, err)
+	}
+
+	l, _ := ParseLinkSpec("1g")
+	line := l.ShapeMbit(1500)
+	if wan, lan := qdiscRates(t, topo); math.Abs(wan-line) > 0.01*line || math.Abs(lan-line) > 0.01*line {
+		t.Errorf("tbf WAN %.1f LAN %.1f Mbit/s, want the 1 GbE link's %.1f on both", wan, lan, line)
+	}
+	goodput := LinkGoodputMbit(1000, 1500)
+	med, runs := medianMbit(t, topo, 3, 2)
+	if med < 0.9*goodput || slices.Max(runs) > 1.03*goodput {
+		t.Errorf("upload runs %.0f Mbit/s on 1 GbE, want the median at >= 90 %% of %.0f and none above 103 %%", runs, goodput)
+	}
+	t.Logf("1 GbE, upload: %.0f Mbit/s (line-rate goodput %.1f)", runs, goodput)
+
+	c := targetSSH(t, tg)
+	defer c.Close()
+	for cmd, want := range map[string]string{
+		"ifconfig igb1 | grep media": "\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n",
+		"ifconfig igb0 | grep media": "\tmedia: Ethernet autoselect (1000baseT <half-duplex>)\n",
+		"sysctl -n hw.ncpu":          "1\n",
+	} {
+		if out, _, code := sshRun(t, c, cmd, ""); code != 0 || out != want {
+			t.Errorf("%s = %q (exit %d), want %q", cmd, out, code, want)
+		}
+	}
+
+	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	idle, err := fw.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
+	pids, _ := os.ReadFile(procs)
+	eng := engineProcesses(o.Dir)
+	if len(eng) != 1 {
+		t.Fatalf("engine processes %q, want one", eng)
+	}
+	if pid := strings.Fields(eng[0])[0]; !slices.Contains(strings.Fields(string(pids)), pid) {
+		t.Errorf("inline engine (pid %s) not in %s (%q)", pid, procs, pids)
+	}
+	// Under load the inline engine uses its whole budget.
+	done := make(chan float64, 1)
+	go func() {
+		v, err := IperfMbit(ctx, topo, 3, false)
+		if err != nil {
+			t.Errorf("iperf3 under inline IPS: %v", err)
+		}
+		done <- v
+	}()
+	time.Sleep(1200 * time.Millisecond)
+	busy, err := fw.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := <-done
+	t.Logf("DUT CPU idle %.0f %%, under inline IPS load %.0f %% of the half-core budget; inline upload %.0f Mbit/s", idle.CPUPercent, busy.CPUPercent, inline)
+	if idle.CPUPercent > 30 || busy.CPUPercent < 60 {
+		t.Errorf("DUT CPU idle %.0f %%, under inline IPS load %.0f %%: want the budget's usage (below 30 %% idle, above 60 %% with the engine busy)", idle.CPUPercent, busy.CPUPercent)
+	}
+
+	if err := Down(ctx, o); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(procs)); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s still there after Down (%v)", filepath.Dir(procs), err)
+	}
+}
+
+// TestFirmwareSlowdownOnALink: on 1 GbE ports a 10 % tracking slowdown
+// measures the configuration at the link's rate (its goodput, not the
+// machine's) and caps below it: the lower of link and slowdown wins, and
+// traffic runs at 90 % of the line rate's goodput.
+func TestFirmwareSlowdownOnALink(t *testing.T) {
+	requireRoot(t)
+	if *figures {
+		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
+	}
+	g, _ := ParseLinkSpec("1g")
+	profiles := []Profile{
+		{Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"},
+		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
+	}
+	f, topo := linuxLab(t, profiles, func(e *Emulator, topo Topology) {
+		e.Links = map[string]LinkSpec{topo.DUTLanIf(): g, topo.DUTWanIf(): g}
+	})
+	line, goodput := g.ShapeMbit(1500), LinkGoodputMbit(1000, 1500)
+	if wan, lan := qdiscRates(t, topo); math.Abs(wan-line) > 0.01*line || math.Abs(lan-line) > 0.01*line {
+		t.Fatalf("2.7.2 on 1 GbE: tbf WAN %.1f LAN %.1f Mbit/s, want the link's %.1f", wan, lan, line)
+	}
+	upgradeAndWait(t, f)
+	st := checkSlowdownCaps(t, f, topo, "2.8.1 on 1 GbE")
+	for _, m := range []float64{st.UpMbit, st.DownMbit} {
+		if m < 0.85*goodput || m > 1.05*goodput {
+			t.Errorf("measured %.0f Mbit/s with the slowdown's caps off, want the link's goodput %.0f (the link stays on)", m, goodput)
+		}
+	}
+	if st.WanRateMbit != st.WanCapMbit || st.WanCapMbit >= line {
+		t.Errorf("WAN rate %.1f, cap %.1f, link %.1f: want the slowdown's cap, below the link", st.WanRateMbit, st.WanCapMbit, line)
+	}
+	_, runs := medianMbit(t, topo, 3, 2)
+	if limit := 1.03 * st.WanCapMbit / WireFactor(st.MTU); slices.Max(runs) > limit {
+		t.Errorf("upload runs %.0f Mbit/s, want none above %.0f (the slowdown's cap as goodput)", runs, limit)
+	}
+	t.Logf("1 GbE with a 10 %% slowdown: measured %.0f, runs %.0f (90 %% of the line-rate goodput is %.0f)", st.UpMbit, runs, 0.9*goodput)
 }

@@ -251,3 +251,147 @@ func shortArgs(args []string) []string {
 	}
 	return append(append([]string{}, args[:12]...), "…")
 }
+
+// DUTVeths maps the DUT's interfaces, by the lab's name for them (lan,
+// wan), onto their veths. A link speed applies to every one of them.
+func (t Topology) DUTVeths() map[string]string {
+	return map[string]string{"lan": t.DUTLanIf(), "wan": t.DUTWanIf()}
+}
+
+// A LinkSpeed is a line rate an emulated NIC of the DUT can have, and the
+// subtype FreeBSD's ifconfig prints for it on the media line.
+type LinkSpeed struct {
+	Name  string  // as --link takes it: 1g, 2.5g, 10g, unlimited
+	Mbit  float64 // line rate; 0: unlimited (the veth's own speed)
+	Media string  // ifconfig media subtype
+}
+
+// LinkSpeeds are the speeds a lab interface can have. unlimited leaves the
+// veth unshaped; its media line stays what the lab always printed.
+var LinkSpeeds = []LinkSpeed{
+	{Name: "1g", Mbit: 1000, Media: "1000baseT"},
+	{Name: "2.5g", Mbit: 2500, Media: "2500Base-T"},
+	{Name: "10g", Mbit: 10000, Media: "10Gbase-T"},
+	{Name: "unlimited", Media: "10Gbase-T"},
+}
+
+// LinkSpec is one DUT interface's emulated NIC: its speed and duplex. The
+// zero value is unlimited, full duplex. Its text form is the speed's name,
+// with /half for half duplex (1g/half).
+type LinkSpec struct {
+	Speed      LinkSpeed
+	HalfDuplex bool
+}
+
+// linkSpeedNames lists the valid speeds for error messages.
+func linkSpeedNames() string {
+	names := make([]string, len(LinkSpeeds))
+	for i, s := range LinkSpeeds {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ParseLinkSpec reads a link: a speed (1g, 2.5g, 10g, unlimited),
+// optionally followed by /half or /full. Empty is unlimited.
+func ParseLinkSpec(s string) (LinkSpec, error) {
+	if s == "" {
+		return LinkSpec{Speed: LinkSpeeds[len(LinkSpeeds)-1]}, nil
+	}
+	speed, duplex, hasDuplex := strings.Cut(strings.ToLower(s), "/")
+	var l LinkSpec
+	found := false
+	for _, v := range LinkSpeeds {
+		if v.Name == speed {
+			l.Speed, found = v, true
+		}
+	}
+	if !found {
+		return LinkSpec{}, fmt.Errorf("link speed %q: want one of %s (optionally /half)", s, linkSpeedNames())
+	}
+	if hasDuplex {
+		switch duplex {
+		case "half":
+			l.HalfDuplex = true
+		case "full":
+		default:
+			return LinkSpec{}, fmt.Errorf("link %q: duplex %q, want half or full", s, duplex)
+		}
+	}
+	if l.HalfDuplex && l.Speed.Mbit == 0 {
+		return LinkSpec{}, fmt.Errorf("link %q: an unlimited link has no duplex to force; give a speed (1g/half)", s)
+	}
+	return l, nil
+}
+
+func (l LinkSpec) String() string {
+	name := l.Speed.Name
+	if name == "" {
+		name = "unlimited"
+	}
+	if l.HalfDuplex {
+		return name + "/half"
+	}
+	return name
+}
+
+// MarshalText writes the text form (lab.json).
+func (l LinkSpec) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText reads the text form.
+func (l *LinkSpec) UnmarshalText(b []byte) error {
+	v, err := ParseLinkSpec(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// Unlimited reports whether the link is left unshaped.
+func (l LinkSpec) Unlimited() bool { return l.Speed.Mbit == 0 }
+
+// Media is what ifconfig prints in the media line's parentheses, as
+// pfSense's get_interface_info reads it back
+// (`media: Ethernet autoselect (1000baseT <full-duplex>)`).
+func (l LinkSpec) Media() string {
+	sub := l.Speed.Media
+	if sub == "" {
+		sub = LinkSpeeds[len(LinkSpeeds)-1].Media
+	}
+	if l.HalfDuplex {
+		return sub + " <half-duplex>"
+	}
+	return sub + " <full-duplex>"
+}
+
+// Appliance is a named lab profile: the link of every DUT interface and the
+// CPU budget of the firewall's services, bundled for a common case.
+type Appliance struct {
+	Name   string
+	Link   LinkSpec
+	DUTCPU float64 // cores; 0: none
+	Models string  // what it stands for, for --help and the README
+}
+
+// Appliances are the named profiles; the first is the default of Up.
+var Appliances = []Appliance{
+	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
+	{Name: "1g-small", Link: LinkSpec{Speed: LinkSpeeds[0]}, DUTCPU: 1,
+		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
+}
+
+// LookupAppliance returns a named profile; empty is the default.
+func LookupAppliance(name string) (Appliance, error) {
+	if name == "" {
+		return Appliances[0], nil
+	}
+	names := make([]string, len(Appliances))
+	for i, a := range Appliances {
+		if a.Name == name {
+			return a, nil
+		}
+		names[i] = a.Name
+	}
+	return Appliance{}, fmt.Errorf("lab profile %q: want one of %s", name, strings.Join(names, ", "))
+}

@@ -13,6 +13,7 @@
 #   -p  injected slowdown in percent (default 3)
 #   -n  trials (default 5; 2N+1 sweeps)
 #   -t  the gate's --fail-on-regression threshold in percent (default 3)
+# FWAB_SPEC names another matrix (default examples/firmware-gate.yaml).
 # Needs root and bin/fwab. The lab's prefix, folder and targets file come
 # from FWAB_LAB_PREFIX, FWAB_LAB_DIR and FWAB_TARGETS (scripts/lab-env.sh);
 # everything else (database, profiles, each comparison) goes to FWAB_WORK
@@ -20,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fwab=$PWD/bin/fwab
-spec=examples/firmware-gate.yaml
+spec=${FWAB_SPEC:-examples/firmware-gate.yaml}
 percent=3 trials=5 threshold=3
 while getopts p:n:t: opt; do
 	case $opt in
@@ -53,7 +54,7 @@ profiles=$work/profiles.yaml
 } >"$profiles"
 
 $fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
-$fwab lab up "${labflags[@]}" --firmware-profiles "$profiles" >/dev/null
+$fwab lab up "${labflags[@]}" "${upflags[@]}" --firmware-profiles "$profiles" >/dev/null
 # Keep the emulator's log (each slowdown measurement and cap) before the
 # lab folder goes.
 trap 'cp "${FWAB_LAB_DIR:-/var/lib/fwab/lab}/serve.log" "$work/" 2>/dev/null; $fwab lab down "${labflags[@]}" >/dev/null' EXIT

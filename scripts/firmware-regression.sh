@@ -14,7 +14,7 @@ spec=${FWAB_SPEC:-examples/firmware-gate.yaml}
 . scripts/lab-env.sh
 
 $fwab lab down "${labflags[@]}" >/dev/null 2>&1 || true
-$fwab lab up "${labflags[@]}" >/dev/null   # firmware profiles: 2.7.2, 2.8.0, 2.8.1 (10 % slower)
+$fwab lab up "${labflags[@]}" "${upflags[@]}" >/dev/null   # firmware profiles: 2.7.2, 2.8.0, 2.8.1 (10 % slower)
 trap '$fwab lab down "${labflags[@]}" >/dev/null' EXIT
 
 echo "== baseline on $($fwab fw info "${tflags[@]}" | awk '$1 == "version" {print $2}') ($(load))"

@@ -3,10 +3,13 @@
 #   FWAB_LAB_PREFIX  namespace prefix (fwab-lab default: fwab)
 #   FWAB_LAB_DIR     lab folder
 #   FWAB_TARGETS     targets file the lab writes and fwab reads
-# Sets labflags (for 'fwab lab ...') and tflags (for commands that open the
-# target). XDG_STATE_HOME keys fwab's local journal; set it per lab too.
+#   FWAB_LAB_PROFILE lab profile for 'fwab lab up' (default unlimited; 1g-small)
+# Sets labflags (for 'fwab lab ...'), upflags (for 'fwab lab up' only) and
+# tflags (for commands that open the target). XDG_STATE_HOME keys fwab's local journal; set it per lab too.
 labflags=()
+upflags=()
 tflags=(--target lab)
+if [[ -n ${FWAB_LAB_PROFILE:-} ]]; then upflags+=(--profile "$FWAB_LAB_PROFILE"); fi
 if [[ -n ${FWAB_LAB_PREFIX:-} ]]; then labflags+=(--prefix "$FWAB_LAB_PREFIX"); fi
 if [[ -n ${FWAB_LAB_DIR:-} ]]; then labflags+=(--dir "$FWAB_LAB_DIR"); fi
 if [[ -n ${FWAB_TARGETS:-} ]]; then

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,10 @@ type labOptions struct {
 	flavor       string
 	profilesFile string
 	idsRules     int
+	appliance    string
+	link         string
+	linkIf       map[string]string
+	dutCPU       float64
 }
 
 func newLabCmd(io *streams) *cobra.Command {
@@ -39,13 +45,17 @@ func newLabCmd(io *streams) *cobra.Command {
 
 func (o *labOptions) lab(io *streams) lab.Options {
 	return lab.Options{
-		Dir:          o.dir,
-		Prefix:       o.prefix,
-		TargetsPath:  o.targets,
-		ProfilesFile: o.profilesFile,
-		Flavor:       o.flavor,
-		IDSRules:     o.idsRules,
-		Logger:       slog.New(slog.NewTextHandler(io.ErrOut, nil)),
+		Dir:            o.dir,
+		Prefix:         o.prefix,
+		TargetsPath:    o.targets,
+		ProfilesFile:   o.profilesFile,
+		Flavor:         o.flavor,
+		IDSRules:       o.idsRules,
+		Appliance:      o.appliance,
+		Link:           o.link,
+		InterfaceLinks: o.linkIf,
+		DUTCPU:         o.dutCPU,
+		Logger:         slog.New(slog.NewTextHandler(io.ErrOut, nil)),
 	}
 }
 
@@ -58,11 +68,15 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 			if opts.flavor != "pfsense" && opts.flavor != "opnsense" {
 				return usageErrorf("--flavor %q: the lab emulates pfsense or opnsense", opts.flavor)
 			}
+			if err := opts.lab(io).CheckAppliance(); err != nil {
+				return usageErrorf("%v", err)
+			}
 			st, err := lab.Up(cmd.Context(), opts.lab(io))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(io.Out, "lab up: emulated %s on ssh %s, namespaces %s-{lan,dut,peer,wan}\n", st.Flavor, st.SSHAddr, st.Prefix)
+			fmt.Fprintf(io.Out, "profile %s: %s\n", st.Appliance, applianceLine(st))
 			if st.APIAddr != "" {
 				fmt.Fprintf(io.Out, "REST API: https://%s (the lab's own CA; key and secret in 0600 files the target names)\n", st.APIAddr)
 			}
@@ -73,8 +87,25 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate: pfsense, or opnsense (26.x, with its REST API)")
 	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
+	cmd.Flags().StringVar(&opts.appliance, "profile", "unlimited", "lab profile: "+applianceHelp()+"; --link and --dut-cpu override its parts")
+	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 1g, 2.5g, 10g or unlimited (default: the profile's); /half forces half duplex")
+	cmd.Flags().StringToStringVar(&opts.linkIf, "link-if", nil, "line rate of one DUT interface, overriding --link: lan=1g/half (repeatable)")
+	cmd.Flags().Float64Var(&opts.dutCPU, "dut-cpu", 0, "CPU budget in cores (0.1 to this machine's cores) of the firewall's services: IDS/IPS engine, charon, blocklist loader (default: the profile's)")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")
 	return cmd
+}
+
+// applianceHelp lists the lab profiles with their links and budgets.
+func applianceHelp() string {
+	var parts []string
+	for _, a := range lab.Appliances {
+		desc := a.Link.String()
+		if a.DUTCPU > 0 {
+			desc += fmt.Sprintf(", %g-core service budget", a.DUTCPU)
+		}
+		parts = append(parts, a.Name+" ("+desc+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func newLabDownCmd(io *streams, opts *labOptions) *cobra.Command {
@@ -117,6 +148,9 @@ func newLabStatusCmd(io *streams, opts *labOptions) *cobra.Command {
 					fmt.Fprintf(io.Out, "api:        https://%s (answering: %v)\n", s.State.APIAddr, s.APIUp)
 				}
 			}
+			if s.State != nil && s.State.Appliance != "" {
+				fmt.Fprintf(io.Out, "profile:    %s: %s\n", s.State.Appliance, applianceLine(s.State))
+			}
 			if s.DaemonPID > 0 {
 				fmt.Fprintf(io.Out, "daemon:     pid %d\n", s.DaemonPID)
 			} else if s.DaemonErr != "" {
@@ -146,4 +180,17 @@ func newLabServeCmd(io *streams, opts *labOptions) *cobra.Command {
 			return lab.Serve(cmd.Context(), opts.dir, slog.New(slog.NewTextHandler(io.ErrOut, nil)))
 		},
 	}
+}
+
+// applianceLine says what a running lab's links and budget are.
+func applianceLine(st *lab.State) string {
+	var links []string
+	for _, name := range slices.Sorted(maps.Keys(st.Links)) {
+		links = append(links, name+" "+st.Links[name].String())
+	}
+	line := "links " + strings.Join(links, ", ")
+	if st.DUTCPU > 0 {
+		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)", st.DUTCPU, st.Prefix)
+	}
+	return line + "; services unbudgeted"
 }

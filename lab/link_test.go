@@ -1,0 +1,201 @@
+package lab
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseLinkSpec(t *testing.T) {
+	for _, tt := range []struct {
+		in, want, media string
+		mbit            float64
+	}{
+		{"", "unlimited", "10Gbase-T <full-duplex>", 0},
+		{"unlimited", "unlimited", "10Gbase-T <full-duplex>", 0},
+		{"1g", "1g", "1000baseT <full-duplex>", 1000},
+		{"1G/full", "1g", "1000baseT <full-duplex>", 1000},
+		{"1g/half", "1g/half", "1000baseT <half-duplex>", 1000},
+		{"2.5g", "2.5g", "2500Base-T <full-duplex>", 2500},
+		{"10g", "10g", "10Gbase-T <full-duplex>", 10000},
+	} {
+		l, err := ParseLinkSpec(tt.in)
+		if err != nil {
+			t.Errorf("ParseLinkSpec(%q): %v", tt.in, err)
+			continue
+		}
+		if l.String() != tt.want || l.Media() != tt.media || l.Speed.Mbit != tt.mbit {
+			t.Errorf("ParseLinkSpec(%q) = %s, media %q, %v Mbit/s; want %s, %q, %v", tt.in, l, l.Media(), l.Speed.Mbit, tt.want, tt.media, tt.mbit)
+		}
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"1gbit", `link speed "1gbit": want one of 1g, 2.5g, 10g, unlimited (optionally /half)`},
+		{"100m", `link speed "100m": want one of 1g, 2.5g, 10g, unlimited`},
+		{"1g/simplex", `duplex "simplex", want half or full`},
+		{"unlimited/half", "an unlimited link has no duplex to force"},
+	} {
+		if _, err := ParseLinkSpec(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseLinkSpec(%q) error = %v, want it to say %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// TestLinkGoodput: 1 GbE with 1500-byte frames carries 1448 payload bytes
+// per 1538 bytes of wire time (frame 1514, FCS, preamble, inter-frame gap).
+func TestLinkGoodput(t *testing.T) {
+	if got := LinkGoodputMbit(1000, 1500); math.Abs(got-941.48) > 0.01 {
+		t.Errorf("LinkGoodputMbit(1000, 1500) = %.2f, want 941.48", got)
+	}
+	l, _ := ParseLinkSpec("1g")
+	// tbf counts the 1514-byte frame, so it runs at 1514/1538 of the line.
+	if got, want := l.ShapeMbit(1500), 1000*1514.0/1538; math.Abs(got-want) > 1e-9 {
+		t.Errorf("1g ShapeMbit(1500) = %.3f, want %.3f", got, want)
+	}
+	if got := (LinkSpec{}).ShapeMbit(1500); got != 0 {
+		t.Errorf("unlimited ShapeMbit = %v, want 0 (no tbf)", got)
+	}
+}
+
+func TestPortRateLowerWins(t *testing.T) {
+	for _, tt := range []struct{ link, slow, want float64 }{
+		{0, 0, 0}, {984, 0, 984}, {0, 500, 500}, {984, 500, 500}, {984, 2000, 984},
+	} {
+		if got := portRate(tt.link, tt.slow); got != tt.want {
+			t.Errorf("portRate(%v, %v) = %v, want %v", tt.link, tt.slow, got, tt.want)
+		}
+	}
+}
+
+// TestEmulatorLinkShapingWithSlowdown: the DUT's ports carry their link's
+// rate after boot, a slowdown below it wins, one above it leaves the line
+// rate, and a tracking slowdown measures with the link on and caps below it.
+func TestEmulatorLinkShapingWithSlowdown(t *testing.T) {
+	g, _ := ParseLinkSpec("1g")
+	half, _ := ParseLinkSpec("1g/half")
+	line := g.ShapeMbit(1500)
+	links := func(e *Emulator) {
+		e.Links = map[string]LinkSpec{testPorts.WanVeth: g, testPorts.LanVeth: half}
+	}
+	k := WireFactor(1500)
+	goodput := LinkGoodputMbit(1000, 1500)
+	for _, tt := range []struct {
+		name     string
+		slowdown *Slowdown
+		wan, lan float64
+	}{
+		{"no slowdown", nil, line, line},
+		{"fixed slowdown below the link", &Slowdown{RateMbit: 500}, 500, 500},
+		{"fixed slowdown above the link", &Slowdown{RateMbit: 2000}, line, line},
+		// The recording plane's configuration does 1000 up and 800 down:
+		// up is held to the link's goodput, down is below it.
+		{"tracking slowdown", &Slowdown{Percent: 10}, 0.9 * goodput * k, 0.9 * 800 * k},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dp := newRecordingDataPlane()
+			startEmulator(t, dp, testPorts, []Profile{{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: tt.slowdown}}, links)
+			got := dp.Shapes()
+			want := map[string]float64{testPorts.WanVeth: tt.wan, testPorts.LanVeth: tt.lan}
+			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-6 })); diff != "" {
+				t.Errorf("tbf rates after boot (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEmulatorMediaLine(t *testing.T) {
+	g, _ := ParseLinkSpec("1g")
+	half, _ := ParseLinkSpec("2.5g/half")
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles(), func(e *Emulator) {
+		e.Links = map[string]LinkSpec{testPorts.WanVeth: g, testPorts.LanVeth: half}
+	})
+	for dev, want := range map[string]string{
+		"igb0": "\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n",
+		"igb1": "\tmedia: Ethernet autoselect (2500Base-T <half-duplex>)\n",
+	} {
+		if out := f.mustRun(t, "ifconfig "+dev, ""); !strings.Contains(out, want) {
+			t.Errorf("ifconfig %s:\n%s\nwant the line %q", dev, out, want)
+		}
+	}
+}
+
+func TestOptionsLinks(t *testing.T) {
+	topo := Topology{Prefix: "fwt"}
+	got, err := Options{Link: "1g", InterfaceLinks: map[string]string{"lan": "1g/half"}}.links(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["wan"].String() != "1g" || got["lan"].String() != "1g/half" {
+		t.Errorf("links = %v, want wan 1g, lan 1g/half", got)
+	}
+	for _, tt := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Link: "40g"}, `link speed "40g": want one of 1g, 2.5g, 10g, unlimited`},
+		{Options{InterfaceLinks: map[string]string{"opt1": "1g"}}, `link of interface "opt1": the lab's DUT interfaces are lan, wan`},
+		{Options{InterfaceLinks: map[string]string{"lan": "fast"}}, `interface lan: link speed "fast"`},
+	} {
+		if _, err := tt.o.links(topo); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("links(%+v) error = %v, want %q", tt.o, err, tt.want)
+		}
+	}
+}
+
+func TestApplianceProfiles(t *testing.T) {
+	topo := Topology{Prefix: "fwt"}
+	name, links, cpu, err := Options{}.resolveAppliance(topo)
+	if err != nil || name != "unlimited" || cpu != 0 || links["lan"].String() != "unlimited" || links["wan"].String() != "unlimited" {
+		t.Errorf("default profile = %s %v %v, %v; want unlimited links, no budget", name, links, cpu, err)
+	}
+	name, links, cpu, err = Options{Appliance: "1g-small"}.resolveAppliance(topo)
+	if err != nil || name != "1g-small" || cpu != 1 || links["lan"].String() != "1g" || links["wan"].String() != "1g" {
+		t.Errorf("1g-small = %s %v %v, %v; want 1g on lan and wan and a one-core budget", name, links, cpu, err)
+	}
+	_, links, cpu, err = Options{Appliance: "1g-small", DUTCPU: 0.5, InterfaceLinks: map[string]string{"wan": "1g/half"}}.resolveAppliance(topo)
+	if err != nil || cpu != 0.5 || links["wan"].String() != "1g/half" || links["lan"].String() != "1g" {
+		t.Errorf("1g-small with overrides = %v %v, %v; want 0.5 cores, wan 1g/half, lan 1g", links, cpu, err)
+	}
+	for _, tt := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Appliance: "10g-big"}, `lab profile "10g-big": want one of unlimited, 1g-small`},
+		{Options{Link: "100m"}, `link speed "100m": want one of 1g, 2.5g, 10g, unlimited`},
+		{Options{DUTCPU: 0.05}, "dut cpu budget 0.05 cores: want 0.1 to"},
+		{Options{Appliance: "1g-small", DUTCPU: 1000}, "dut cpu budget 1000 cores: want 0.1 to"},
+	} {
+		if err := tt.o.CheckAppliance(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckAppliance(%+v) = %v, want %q", tt.o, err, tt.want)
+		}
+	}
+}
+
+// TestApplianceWithoutCgroups: on a machine with no cpu controller a budget
+// is refused, naming what is missing, and unlimited (or a link alone) works.
+func TestApplianceWithoutCgroups(t *testing.T) {
+	mi, _ := fakeCgroups(t, "memory pids")
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, mi, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := mountinfoPath
+	mountinfoPath = path
+	t.Cleanup(func() { mountinfoPath = old })
+	topo := Topology{Prefix: "fwt"}
+	_, _, _, err := Options{Appliance: "1g-small"}.appliance(topo)
+	if want := "lab profile 1g-small: dut cpu budget: this machine has no cgroup cpu controller: neither cgroup v2's cpu.max"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("1g-small without cgroups: %v, want %q", err, want)
+	}
+	for _, o := range []Options{{}, {Appliance: "unlimited"}, {Link: "1g"}} {
+		if _, _, _, err := o.appliance(topo); err != nil {
+			t.Errorf("%+v without cgroups: %v, want it to work (no budget asked)", o, err)
+		}
+	}
+	if err := RemoveCPUGroup("fwt-dut"); err != nil {
+		t.Errorf("RemoveCPUGroup without cgroups = %v, want nil", err)
+	}
+}
