@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,5 +172,32 @@ func TestCheckCPUBudget(t *testing.T) {
 func TestUnescapeMount(t *testing.T) {
 	if got := unescapeMount(`/sys/fs/cgroup/a\040b`); got != "/sys/fs/cgroup/a b" {
 		t.Errorf("unescapeMount = %q", got)
+	}
+}
+
+// TestCloseInheritedOnExec: a descriptor fwab inherited without
+// close-on-exec (a flock lock, say) is not passed on to the lab daemon.
+func TestCloseInheritedOnExec(t *testing.T) {
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[0])
+	defer syscall.Close(p[1])
+	flags := func(fd int) int {
+		r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		return int(r)
+	}
+	if flags(p[0])&syscall.FD_CLOEXEC != 0 {
+		t.Fatal("syscall.Pipe gave a close-on-exec descriptor: the test cannot show anything")
+	}
+	closeInheritedOnExec()
+	for _, fd := range p {
+		if flags(fd)&syscall.FD_CLOEXEC == 0 {
+			t.Errorf("fd %d is not close-on-exec", fd)
+		}
 	}
 }

@@ -413,12 +413,29 @@ func startDaemon(ctx context.Context, o Options) error {
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the emulated firewall: %w", err)
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release()
 	return atomicfile.WriteFile(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec,
+// so that the detached daemon keeps none that fwab itself inherited (a
+// `flock LOCK fwab lab up` would otherwise hold LOCK until lab down). Go
+// opens its own descriptors close-on-exec already.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // waitReady waits for the daemon to record its SSH address (and, for
