@@ -95,6 +95,22 @@ func TestOffloadStateAndIsNIC(t *testing.T) {
 	}
 }
 
+func TestParsePfctlStatus(t *testing.T) {
+	for in, want := range map[string]string{
+		"Status: Enabled for 0 days 01:02:03           Debug: Urgent\n\nState Table\n": fwapi.PFEnabled,
+		"Status: Disabled for 0 days 00:00:10           Debug: Urgent\n":               fwapi.PFDisabled,
+	} {
+		if got, err := fwapi.ParsePfctlStatus(in); err != nil || got != want {
+			t.Errorf("ParsePfctlStatus(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "pfctl: /dev/pf: Permission denied\n", "Status: Paused\n"} {
+		if got, err := fwapi.ParsePfctlStatus(in); err == nil {
+			t.Errorf("ParsePfctlStatus(%q) = %q, nil; want an error", in, got)
+		}
+	}
+}
+
 func TestParsePfctl(t *testing.T) {
 	rules, err := fwapi.ParsePfctlRules(transcript(t, "pfctl -sr"))
 	if err != nil {

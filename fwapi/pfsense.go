@@ -425,8 +425,14 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	for _, s := range ifs {
 		st.Interfaces[s.Name] = s
 	}
-	out, err := p.output(ctx, "pfctl -sr")
+	out, err := p.output(ctx, "pfctl -si")
 	if err != nil {
+		return st, wrap(err)
+	}
+	if st.PF, err = ParsePfctlStatus(out); err != nil {
+		return st, wrap(err)
+	}
+	if out, err = p.output(ctx, "pfctl -sr"); err != nil {
 		return st, wrap(err)
 	}
 	rules, err := ParsePfctlRules(out)

@@ -252,14 +252,26 @@ func (e *Emulator) pfRules(ctx context.Context, c *call, nat bool) error {
 	return err
 }
 
+// pfInfo is pfctl -si. The status comes from the data plane: Disabled when
+// no filter is hooked in (router mode, <system><disablefilter>).
+//
+// upstream: not settled — the `Status:` line is FreeBSD pfctl's (not in the upstream copy); fwab reads only its Enabled or Disabled word, checked at run time by fwapi.ParsePfctlStatus, which refuses any other first line
 func (e *Emulator) pfInfo(ctx context.Context, c *call) error {
+	listing, err := e.DataPlane.Listing(ctx)
+	if err != nil {
+		return c.errorf(1, "pfctl: %v", err)
+	}
+	status := "Disabled"
+	if pfEnabled(listing) {
+		status = "Enabled"
+	}
 	states, _ := e.DataPlane.StateCount(ctx)
 	e.mu.Lock()
 	up := time.Since(e.booted)
 	e.mu.Unlock()
 	d := int(up.Hours()) / 24
 	h, m, s := int(up.Hours())%24, int(up.Minutes())%60, int(up.Seconds())%60
-	fmt.Fprintf(c.stdout, "Status: Enabled for %d days %02d:%02d:%02d           Debug: Urgent\n\n", d, h, m, s)
+	fmt.Fprintf(c.stdout, "Status: %s for %d days %02d:%02d:%02d           Debug: Urgent\n\n", status, d, h, m, s)
 	fmt.Fprintln(c.stdout, "State Table                          Total             Rate")
 	fmt.Fprintf(c.stdout, "  current entries                 %8d               \n", states)
 	return nil

@@ -260,6 +260,9 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRouterMode(points); err != nil {
+		return nil, err
+	}
 	if s.Seed != nil {
 		seed = *s.Seed
 	}
@@ -288,6 +291,29 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	}
 	p.order()
 	return p, nil
+}
+
+// checkRouterMode refuses a point that disables the filter and also sets
+// a knob that only pf makes work (NAT, rules, blocklist): with pf off no
+// rule, translation or table is loaded, so the point would not measure
+// what it names.
+func checkRouterMode(points []*Point) error {
+	var bad []string
+	for _, pt := range points {
+		if pt.Value("filter") != configxml.FilterDisabled {
+			continue
+		}
+		for _, kv := range pt.Values {
+			if why := configxml.NeedsFilter(kv.Knob, kv.Value); why != "" {
+				bad = append(bad, fmt.Sprintf("point %d (%s): %s", pt.Index, pt.Key(), why))
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &SpecError{Msg: fmt.Sprintf("filter=disabled (router mode) loads no pf rules, so these points would not measure what they name:\n  %s\n"+
+		"add a constraint such as `- if: {filter: disabled}` with `requires: {rules@lan: 0, nat.outbound: disabled}`", strings.Join(bad, "\n  "))}
 }
 
 // lintPoints refuses a plan with a point whose config breaks an

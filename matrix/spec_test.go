@@ -253,6 +253,27 @@ func TestBaseline(t *testing.T) {
 	}
 }
 
+// TestRouterModeCombinations: filter=disabled with a knob that needs pf is
+// refused with the reason; the constraint the message suggests fixes it.
+func TestRouterModeCombinations(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"axes:\n  filter: [enabled, disabled]\n  rules@lan: [0, 100]\n", "point 3 (filter=disabled rules@lan=100): rules@lan=100 adds filter rules"},
+		{"axes:\n  filter: [enabled, disabled]\nfixed:\n  nat.outbound: hybrid\n", "nat.outbound=hybrid is outbound NAT"},
+		{"axes:\n  filter: [enabled, disabled]\n  blocklist: [off, on]\n", "blocklist=on blocks with pf tables"},
+		{"axes:\n  filter: [enabled, disabled]\n  rules@lan: [0, 100]\n  nat.outbound: [disabled, automatic]\n" +
+			"constraints:\n  - if: {filter: disabled}\n    requires: {rules@lan: 0, nat.outbound: disabled}\n", ""},
+	} {
+		s, err := Parse(strings.NewReader(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewPlan(s, pfSense(t), 1)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("NewPlan(%q) = %v; want %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
 func TestExamplesParse(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*.yaml")
 	if len(files) == 0 {

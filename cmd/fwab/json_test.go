@@ -16,14 +16,14 @@ func TestMatrixJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("matrix plan --json is not JSON: %v\n%s", err, out)
 	}
-	if len(plan.Points) != 6 || len(plan.Steps) != 6*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
+	if len(plan.Points) != 7 || len(plan.Steps) != 7*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
 		t.Errorf("matrix plan --json = %+v", plan)
 	}
 	baselines := 0
 	for _, p := range plan.Points {
 		if p.Baseline {
 			baselines++
-			if p.Knobs["rules@lan"] != "0" || p.Knobs["nat.outbound"] != "disabled" {
+			if p.Knobs["filter"] != "enabled" || p.Knobs["rules@lan"] != "0" || p.Knobs["nat.outbound"] != "disabled" {
 				t.Errorf("baseline point %+v", p)
 			}
 		}

@@ -297,6 +297,58 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 	}
 }
 
+// TestRouterMode: filter=disabled written but not applied leaves pf
+// filtering, which verification refuses; the filter reload disables pf and
+// pfctl -si says so; enabling it again restores the filter.
+func (s *Suite) TestRouterMode(t *testing.T) {
+	f := s.start(t)
+	ctx := t.Context()
+	for _, to := range []string{configxml.FilterDisabled, configxml.FilterEnabled} {
+		data, err := f.fw.ReadConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := configxml.LoadBytes(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set("filter", to); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fw.WriteConfig(ctx, c.Bytes(), "suite: filter "+to); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		if !slices.ContainsFunc(fwapi.VerifyRuntime(c, st), func(x configxml.Finding) bool { return x.Rule == fwapi.RuleFilterMismatch }) {
+			t.Errorf("filter=%s written, not applied (pf %s): VerifyRuntime reports no %s", to, st.PF, fwapi.RuleFilterMismatch)
+		}
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "filter", To: to, Action: configxml.ActionFilterReload}}); err != nil {
+			t.Fatalf("Apply(filter %s): %v", to, err)
+		}
+		if st, err = f.fw.RuntimeState(ctx); err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		want := fwapi.PFEnabled
+		if to == configxml.FilterDisabled {
+			want = fwapi.PFDisabled
+		}
+		if st.PF != want {
+			t.Errorf("after filter=%s and a filter reload, pfctl -si reports %q; want %q", to, st.PF, want)
+		}
+		for _, x := range fwapi.VerifyRuntime(c, st) {
+			if x.Rule == fwapi.RuleFilterMismatch {
+				t.Errorf("after the apply: %s", x.Message)
+			}
+		}
+	}
+}
+
 // TestMetricsSane: CPU and memory are percentages, the time is now.
 func (s *Suite) TestMetricsSane(t *testing.T) {
 	f := s.start(t)
