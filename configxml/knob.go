@@ -33,6 +33,11 @@ const (
 	ActionNone            Action = "none"                   // xml escape hatch: the caller names the action
 )
 
+// XMLActions are the actions an xml: knob may name (matrix spec actions:):
+// every service action Apply runs, and none for a change left to whatever
+// applies it next.
+var XMLActions = []Action{ActionFilterReload, ActionInterfaces, ActionIDSRestart, ActionIPsecRestart, ActionBlocklistUpdate, ActionNone}
+
 // Change is one knob whose value differs between two configs.
 type Change struct {
 	Knob   string // full knob reference, e.g. "offload.tso", "ids@lan", "rules@lan"

@@ -90,7 +90,7 @@ var cheapestAction = func() time.Duration {
 // expensive is the cost from which a knob is not reordered at random.
 const expensive = 10 * time.Second
 
-func knobCost(knob string) time.Duration { return actionCost[configxml.ActionFor(knob)] }
+func (s *Spec) knobCost(knob string) time.Duration { return actionCost[s.ActionFor(knob)] }
 
 // Expand lists the points the axes and constraints allow, in the axes'
 // written order (the first axis varies slowest).
@@ -233,6 +233,11 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 			if err := check(0, kv.Knob, kv.Value); err != nil {
 				return err
 			}
+		}
+	}
+	for _, kv := range s.Actions {
+		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
 		}
 	}
 	return nil
@@ -386,7 +391,7 @@ func (p *Plan) order() {
 			st := Step{Round: round, Point: pt}
 			for _, kv := range pt.Values {
 				if state[kv.Knob] != kv.Value {
-					a := configxml.ActionFor(kv.Knob)
+					a := p.Spec.ActionFor(kv.Knob)
 					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
 					if !slices.Contains(st.Actions, a) {
 						st.Actions = append(st.Actions, a)
@@ -414,12 +419,12 @@ func (p *Plan) baseOrder() []*Point {
 	var out []*Point
 	for len(left) > 0 {
 		best := 0
-		bestCost := transition(current, left[0])
+		bestCost := p.Spec.transition(current, left[0])
 		for i, pt := range left[1:] {
 			if bestCost <= cheapestAction {
 				break // no other point is cheaper to reach: the scan's answer is known
 			}
-			if c := transition(current, pt); c < bestCost {
+			if c := p.Spec.transition(current, pt); c < bestCost {
 				best, bestCost = i+1, c
 			}
 		}
@@ -431,11 +436,11 @@ func (p *Plan) baseOrder() []*Point {
 }
 
 // transition is the cost of the service actions that take a to b.
-func transition(a, b *Point) time.Duration {
+func (s *Spec) transition(a, b *Point) time.Duration {
 	var actions []configxml.Action
 	for _, kv := range b.Values {
 		if a.Value(kv.Knob) != kv.Value {
-			act := configxml.ActionFor(kv.Knob)
+			act := s.ActionFor(kv.Knob)
 			if !slices.Contains(actions, act) {
 				actions = append(actions, act)
 			}
@@ -456,7 +461,7 @@ func (p *Plan) shuffleCheap(order []*Point, rng *rand.Rand) {
 	sig := func(pt *Point) string {
 		var b strings.Builder
 		for _, kv := range pt.Values {
-			if knobCost(kv.Knob) >= expensive {
+			if p.Spec.knobCost(kv.Knob) >= expensive {
 				b.WriteString(kv.Knob + "=" + kv.Value + " ")
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -93,5 +94,30 @@ func TestCompareJSON(t *testing.T) {
 		if !strings.Contains(out, key) {
 			t.Errorf("compare --json lacks %s", key)
 		}
+	}
+}
+
+// An xml: axis without an action is accepted with a warning on stderr (and
+// in the JSON); naming one silences it.
+func TestMatrixCheckWarnsXMLWithoutAction(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	dir := t.TempDir()
+	spec := dir + "/xml.yaml"
+	if err := os.WriteFile(spec, []byte("axes:\n  xml:system/maximumstates: [100000, 200000]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", cfg)
+	if code != exitOK || !strings.Contains(stderr, "warning: xml:system/maximumstates has no action") {
+		t.Errorf("matrix check: exit %d, stderr %q; want ok with a warning", code, stderr)
+	}
+	out, _, _ := fwab(t, "", "matrix", "check", spec, "--config", cfg, "--json")
+	if !strings.Contains(out, `"warnings"`) {
+		t.Errorf("matrix check --json has no warnings:\n%s", out)
+	}
+	if err := os.WriteFile(spec, []byte("axes:\n  xml:system/maximumstates: [100000, 200000]\nactions:\n  xml:system/maximumstates: filter-reload\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code = fwab(t, "", "matrix", "check", spec, "--config", cfg); code != exitOK || strings.Contains(stderr, "warning") {
+		t.Errorf("matrix check with an action: exit %d, stderr %q; want ok, no warning", code, stderr)
 	}
 }
