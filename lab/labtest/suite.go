@@ -110,6 +110,30 @@ func (f fixture) checkActions(t *testing.T, what string, want []configxml.Action
 }
 
 // interfaceKeys are the interfaces of the stored config.
+// writeKnob reads the firewall's config, sets one knob and writes it back
+// without applying anything; it returns the config written.
+func (f fixture) writeKnob(t *testing.T, knob, value string) *configxml.Config {
+	t.Helper()
+	data, err := f.fw.ReadConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(knob, value); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(t.Context(), c.Bytes(), "suite: "+knob+" "+value); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (f fixture) interfaceKeys(t *testing.T) []configxml.Interface {
 	t.Helper()
 	c, err := configxml.LoadBytes(f.StoredConfig(t))
@@ -254,23 +278,7 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range []string{"off", "on", "off"} {
-		data, err := f.fw.ReadConfig(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := configxml.LoadBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Set("offload.checksum", to); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.fw.WriteConfig(ctx, c.Bytes(), "suite: checksum "+to); err != nil {
-			t.Fatal(err)
-		}
+		f.writeKnob(t, "offload.checksum", to)
 		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "offload.checksum", To: to, Action: configxml.ActionInterfaces}}); err != nil {
 			t.Fatalf("Apply(checksum %s): %v", to, err)
 		}
@@ -304,23 +312,7 @@ func (s *Suite) TestRouterMode(t *testing.T) {
 	f := s.start(t)
 	ctx := t.Context()
 	for _, to := range []string{configxml.FilterDisabled, configxml.FilterEnabled} {
-		data, err := f.fw.ReadConfig(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := configxml.LoadBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Set("filter", to); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.fw.WriteConfig(ctx, c.Bytes(), "suite: filter "+to); err != nil {
-			t.Fatal(err)
-		}
+		c := f.writeKnob(t, "filter", to)
 		st, err := f.fw.RuntimeState(ctx)
 		if err != nil {
 			t.Fatalf("RuntimeState: %v", err)
