@@ -61,6 +61,7 @@ type RuntimeState struct {
 type IfaceState struct {
 	Name    string
 	Options []string // the options=<...> words: TXCSUM, RXCSUM, TSO4, TSO6, LRO, ...
+	Media   string   // the media line's negotiated part, "10Gbase-T <full-duplex>"; "" when not shown
 }
 
 // Has reports whether the interface shows the given ifconfig option.

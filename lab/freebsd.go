@@ -315,6 +315,18 @@ func meminfo() map[string]int64 {
 
 func sysctlValue(name string) (string, bool) {
 	switch name {
+	case "hw.model":
+		// The emulated box runs on this machine's CPUs.
+		data, err := os.ReadFile("/proc/cpuinfo")
+		if err != nil {
+			return "", false
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v), true
+			}
+		}
+		return "unknown CPU", true
 	case "hw.ncpu":
 		return strconv.Itoa(runtime.NumCPU()), true
 	case "kern.cp_times":
@@ -651,6 +663,24 @@ func majorOf(v string) string {
 		return v
 	}
 	return f[0] + "." + f[1]
+}
+
+// cmdPkg answers `pkg info` with the one package the lab really runs: the
+// product's own, at the running version. The emulated add-ons (Suricata,
+// pfBlockerNG) are the lab's code, not packages, so they are not listed.
+//
+// upstream: not settled — the product's meta package names (`pfSense`, `opnsense`) and pkg's line layout are from the ports trees, not the upstream copy; checked at run time by fwapi.ParsePkgInfo, which refuses a line without NAME-VERSION
+func (e *Emulator) cmdPkg(ctx context.Context, c *call) error {
+	if len(c.args) != 2 || c.args[1] != "info" {
+		return c.errorf(1, "pkg: the lab emulates only 'pkg info'")
+	}
+	v := strings.TrimSuffix(e.Version(), "-RELEASE")
+	if e.opnsense() {
+		fmt.Fprintf(c.stdout, "%-30s %s\n", "opnsense-"+v, "OPNsense release package")
+	} else {
+		fmt.Fprintf(c.stdout, "%-30s %s\n", "pfSense-"+v, "Meta package to install pfSense required ports")
+	}
+	return nil
 }
 
 // cmdPkgStatic answers the one pkg query fwab makes:

@@ -2,6 +2,7 @@ package labtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -337,6 +338,37 @@ func (s *Suite) TestRouterMode(t *testing.T) {
 			if x.Rule == fwapi.RuleFilterMismatch {
 				t.Errorf("after the apply: %s", x.Message)
 			}
+		}
+	}
+}
+
+// TestInventory: the driver lists the product's package at the running
+// version, the CPU and every NIC with its driver and full-duplex media.
+func (s *Suite) TestInventory(t *testing.T) {
+	f := s.start(t)
+	inv, ok := f.fw.(interface {
+		Inventory(context.Context) (fwapi.Inventory, error)
+	})
+	if !ok {
+		t.Fatalf("%T has no Inventory", f.fw)
+	}
+	got, err := inv.Inventory(t.Context())
+	if err != nil {
+		t.Fatalf("Inventory: %v", err)
+	}
+	if got.CPUModel == "" || got.Cores <= 0 {
+		t.Errorf("Inventory CPU = %q, %d cores", got.CPUModel, got.Cores)
+	}
+	version := strings.TrimSuffix(f.Version(), "-RELEASE")
+	if !slices.ContainsFunc(got.Packages, func(p fwapi.Package) bool { return p.Version == version }) {
+		t.Errorf("Inventory packages %v lack the product at %s", got.Packages, version)
+	}
+	if len(got.NICs) == 0 {
+		t.Fatal("Inventory lists no NIC")
+	}
+	for _, n := range got.NICs {
+		if n.Driver == "" || n.Media == "" || !n.FullDuplex() {
+			t.Errorf("NIC %+v: want a driver and full-duplex media", n)
 		}
 	}
 }
