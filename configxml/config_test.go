@@ -244,6 +244,7 @@ func TestSetEveryKnob(t *testing.T) {
 		"offload.checksum":    {"off", "on"},
 		"offload.tso":         {"on", "off"},
 		"offload.lro":         {"on", "off"},
+		"filter":              {"disabled", "enabled"},
 		"nat.outbound":        {"advanced", "disabled", "hybrid", "automatic"},
 		"rules@lan":           {"5", "1", "0"},
 		"ids@lan":             {"ids", "ips-inline", "off"},
@@ -617,5 +618,53 @@ func TestOPNsenseTunnelLocalAddrFromInterface(t *testing.T) {
 	}
 	if !bytes.Equal(orig, c.Bytes()) {
 		t.Error("a refused Set changed the config")
+	}
+}
+
+// TestFilterKnob: router mode is <system><disablefilter>, present or absent,
+// on both products; anything else in <system> is left alone.
+func TestFilterKnob(t *testing.T) {
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, name)
+			if v, err := c.Get("filter"); err != nil || v != "enabled" {
+				t.Fatalf("Get(filter) = %q, %v; want enabled", v, err)
+			}
+			if err := c.Set("filter", "off"); err == nil || !strings.Contains(err.Error(), "valid values: enabled, disabled") {
+				t.Errorf("Set(filter, off) = %v; want the valid values listed", err)
+			}
+			if err := c.Set("filter", "disabled"); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(c.Root().FindElements("system/disablefilter")); n != 1 {
+				t.Fatalf("%d <system><disablefilter> after filter=disabled; want 1", n)
+			}
+			if err := c.Set("filter", "enabled"); err != nil {
+				t.Fatal(err)
+			}
+			if c.Root().FindElement("system/disablefilter") != nil {
+				t.Fatal("<system><disablefilter> left after filter=enabled")
+			}
+		})
+	}
+}
+
+func TestNeedsFilter(t *testing.T) {
+	for _, tc := range []struct {
+		knob, value string
+		needs       bool
+	}{
+		{"nat.outbound", "automatic", true},
+		{"nat.outbound", "hybrid", true},
+		{"nat.outbound", "disabled", false},
+		{"rules@lan", "10", true},
+		{"rules@lan", "000", false},
+		{"blocklist", "on", true},
+		{"blocklist", "off", false},
+		{"offload.tso", "on", false},
+	} {
+		if got := NeedsFilter(tc.knob, tc.value) != ""; got != tc.needs {
+			t.Errorf("NeedsFilter(%s, %s) = %v; want %v", tc.knob, tc.value, got, tc.needs)
+		}
 	}
 }

@@ -24,7 +24,7 @@ const (
 type Action string
 
 const (
-	ActionFilterReload    Action = "filter-reload"          // rules, nat.outbound
+	ActionFilterReload    Action = "filter-reload"          // filter, rules, nat.outbound
 	ActionInterfaces      Action = "interfaces-reconfigure" // offload.*
 	ActionIDSRestart      Action = "ids-restart"            // ids@IF
 	ActionIPsecRestart    Action = "ipsec-restart"          // ipsec@TUNNEL
@@ -32,6 +32,11 @@ const (
 	ActionFirmware        Action = "firmware-upgrade"       // firmware
 	ActionNone            Action = "none"                   // xml escape hatch: the caller names the action
 )
+
+// XMLActions are the actions an xml: knob may name (matrix spec actions:):
+// every service action Apply runs, and none for a change left to whatever
+// applies it next.
+var XMLActions = []Action{ActionFilterReload, ActionInterfaces, ActionIDSRestart, ActionIPsecRestart, ActionBlocklistUpdate, ActionNone}
 
 // Change is one knob whose value differs between two configs.
 type Change struct {
@@ -94,6 +99,12 @@ var knobs = []*KnobSpec{
 	offloadKnob("offload.checksum", "disablechecksumoffloading", "TX/RX checksum offload (TXCSUM, RXCSUM, TXCSUM6, RXCSUM6)"),
 	offloadKnob("offload.tso", "disablesegmentationoffloading", "TCP segmentation offload (TSO4, TSO6)"),
 	offloadKnob("offload.lro", "disablelargereceiveoffloading", "large receive offload (LRO)"),
+	{
+		Name: "filter", Values: []string{FilterEnabled, FilterDisabled},
+		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "pf itself, <system><disablefilter>; disabled is router mode: no rules, no NAT, no tables",
+		get: getFilter, set: setFilter, validate: validateFilter,
+	},
 	{
 		Name: "nat.outbound", Values: []string{"automatic", "hybrid", "advanced", "disabled"},
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},

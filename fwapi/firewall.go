@@ -45,6 +45,7 @@ type Info struct {
 // system (ifconfig, pfctl, swanctl, ps), not from the config.
 type RuntimeState struct {
 	Interfaces  map[string]IfaceState // by device name (igb0)
+	PF          string                // pf's status, PFEnabled or PFDisabled (pfctl -si); "" when not read
 	FilterRules int                   // loaded filter rules (pfctl -sr)
 	NATRules    int                   // loaded NAT rules (pfctl -sn)
 	NATOutbound []string              // the outbound NAT lines themselves
@@ -60,6 +61,7 @@ type RuntimeState struct {
 type IfaceState struct {
 	Name    string
 	Options []string // the options=<...> words: TXCSUM, RXCSUM, TSO4, TSO6, LRO, ...
+	Media   string   // the media line's negotiated part, "10Gbase-T <full-duplex>"; "" when not shown
 }
 
 // Has reports whether the interface shows the given ifconfig option.

@@ -35,9 +35,13 @@ func ParseIfconfig(out string) ([]IfaceState, error) {
 			continue
 		}
 		field := strings.TrimSpace(text)
+		if media, ok := strings.CutPrefix(field, "media: "); ok && len(ifs) > 0 {
+			ifs[len(ifs)-1].Media = ifconfigMedia(media)
+			continue
+		}
 		value, ok := strings.CutPrefix(field, "options=")
 		if !ok {
-			continue // nd6 options=, ether, inet, media, ...
+			continue // nd6 options=, ether, inet, ...
 		}
 		if len(ifs) == 0 {
 			return nil, fmt.Errorf("ifconfig line %d: options before any interface", line)
@@ -102,4 +106,18 @@ func OffloadState(s IfaceState, knob string) string {
 		}
 	}
 	return "off"
+}
+
+// ifconfigMedia is the negotiated part of a media line, as pfSense's own
+// interface status reads it: in parentheses when there, otherwise what
+// follows "Ethernet".
+//
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1789 — `preg_match("/media: .*? \((.*?)\)/", $ici, $matches)`, else `media: Ethernet (.*)` (line 1791)
+func ifconfigMedia(media string) string {
+	if i := strings.IndexByte(media, '('); i >= 0 {
+		if j := strings.IndexByte(media[i:], ')'); j > 0 {
+			return media[i+1 : i+j]
+		}
+	}
+	return strings.TrimSpace(strings.TrimPrefix(media, "Ethernet "))
 }

@@ -54,6 +54,12 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	for _, i := range ifs {
 		st.Interfaces[i.Name] = i
 	}
+	if out, err = o.shell(ctx, "pfctl -si", nil); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	if st.PF, err = ParsePfctlStatus(string(out)); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
 	if out, err = o.shell(ctx, "pfctl -sr", nil); err != nil {
 		return RuntimeState{}, wrap(err)
 	}

@@ -28,8 +28,8 @@ func TestParseIfconfig(t *testing.T) {
 	}
 	full := []string{"RXCSUM", "TXCSUM", "VLAN_MTU", "VLAN_HWTAGGING", "JUMBO_MTU", "VLAN_HWCSUM", "TSO4", "TSO6", "LRO", "WOL_MAGIC", "VLAN_HWFILTER", "VLAN_HWTSO", "RXCSUM_IPV6", "TXCSUM_IPV6", "HWSTATS", "MEXTPG"}
 	want := []fwapi.IfaceState{
-		{Name: "igb0", Options: full},
-		{Name: "igb1", Options: full},
+		{Name: "igb0", Options: full, Media: "1000baseT <full-duplex>"},
+		{Name: "igb1", Options: full, Media: "1000baseT <full-duplex>"},
 		{Name: "enc0", Options: []string{}},
 		{Name: "lo0", Options: []string{"RXCSUM", "TXCSUM", "LINKSTATE", "RXCSUM_IPV6", "TXCSUM_IPV6"}},
 		{Name: "pflog0", Options: []string{}},
@@ -91,6 +91,22 @@ func TestOffloadStateAndIsNIC(t *testing.T) {
 	for name, want := range map[string]bool{"igb0": true, "vtnet1": true, "ix0": true, "lo0": false, "enc0": false, "pflog0": false, "igb1.100": false, "lagg0": false, "ovpns1": false, "tun_wg0": false} {
 		if got := fwapi.IsNIC(name); got != want {
 			t.Errorf("IsNIC(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestParsePfctlStatus(t *testing.T) {
+	for in, want := range map[string]string{
+		"Status: Enabled for 0 days 01:02:03           Debug: Urgent\n\nState Table\n": fwapi.PFEnabled,
+		"Status: Disabled for 0 days 00:00:10           Debug: Urgent\n":               fwapi.PFDisabled,
+	} {
+		if got, err := fwapi.ParsePfctlStatus(in); err != nil || got != want {
+			t.Errorf("ParsePfctlStatus(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "pfctl: /dev/pf: Permission denied\n", "Status: Paused\n"} {
+		if got, err := fwapi.ParsePfctlStatus(in); err == nil {
+			t.Errorf("ParsePfctlStatus(%q) = %q, nil; want an error", in, got)
 		}
 	}
 }
@@ -226,5 +242,41 @@ func TestParseSuricataProcesses(t *testing.T) {
 	}
 	if _, err := fwapi.ParseSuricataProcesses("12 /usr/local/bin/suricata -D\n"); err == nil {
 		t.Errorf("ParseSuricataProcesses(no interface) = nil error, want one")
+	}
+}
+
+func TestParsePkgInfo(t *testing.T) {
+	got, err := fwapi.ParsePkgInfo("pfSense-2.7.2                  Meta package to install pfSense required ports\npfSense-pkg-suricata-7.0.2_2   IDS/IPS Suricata\nphp82-8.2.11                   PHP Scripting Language (8.2.X branch)\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fwapi.Package{{Name: "pfSense", Version: "2.7.2"}, {Name: "pfSense-pkg-suricata", Version: "7.0.2_2"}, {Name: "php82", Version: "8.2.11"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParsePkgInfo mismatch (-want +got):\n%s", diff)
+	}
+	for _, in := range []string{"pkg: No packages installed\n", "nohyphen comment\n", "trailing- x\n"} {
+		if _, err := fwapi.ParsePkgInfo(in); err == nil && in != "pkg: No packages installed\n" {
+			t.Errorf("ParsePkgInfo(%q) = nil error; want one", in)
+		}
+	}
+}
+
+func TestIfconfigMediaAndDuplex(t *testing.T) {
+	ifs, err := fwapi.ParseIfconfig("igb0: flags=8843<UP> metric 0 mtu 1500\n\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n" +
+		"igb1: flags=8843<UP> metric 0 mtu 1500\n\tmedia: Ethernet autoselect (100baseTX <half-duplex>)\n" +
+		"igb2: flags=8802<BROADCAST> metric 0 mtu 1500\n\tmedia: Ethernet autoselect\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var media []string
+	for _, i := range ifs {
+		media = append(media, i.Media)
+	}
+	if diff := cmp.Diff([]string{"1000baseT <full-duplex>", "100baseTX <half-duplex>", "autoselect"}, media); diff != "" {
+		t.Errorf("media mismatch (-want +got):\n%s", diff)
+	}
+	inv := fwapi.Inventory{NICs: []fwapi.NICInventory{{Name: "igb0", Driver: "igb", Media: ifs[0].Media}, {Name: "igb1", Driver: "igb", Media: ifs[1].Media}}}
+	if w := inv.LinkWarnings(); len(w) != 1 || !strings.Contains(w[0], "igb1") || !strings.Contains(w[0], "not full duplex") {
+		t.Errorf("LinkWarnings = %q; want one naming igb1", w)
 	}
 }

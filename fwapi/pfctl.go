@@ -99,3 +99,22 @@ func ParsePfctlTableCounts(out string) (map[string]int, error) {
 	}
 	return tables, nil
 }
+
+// ParsePfctlStatus reads pf's status word, Enabled or Disabled, from the
+// first line of `pfctl -si` ("Status: Enabled for 0 days 01:02:03 ...").
+//
+// upstream: not settled — the `Status:` line is FreeBSD pfctl's (not in the upstream copy); checked at run time by ParsePfctlStatus itself, which refuses any first line but Status: Enabled or Status: Disabled, so a changed format fails loudly instead of verifying wrongly
+func ParsePfctlStatus(out string) (string, error) {
+	first, _, _ := strings.Cut(strings.TrimLeft(out, "\n"), "\n")
+	f := strings.Fields(first)
+	if len(f) < 2 || f[0] != "Status:" || (f[1] != PFEnabled && f[1] != PFDisabled) {
+		return "", fmt.Errorf("pfctl -si: first line %q is not \"Status: Enabled\" or \"Status: Disabled\"", first)
+	}
+	return f[1], nil
+}
+
+// pf's status words, as pfctl -si prints them.
+const (
+	PFEnabled  = "Enabled"
+	PFDisabled = "Disabled"
+)

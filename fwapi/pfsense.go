@@ -425,8 +425,14 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	for _, s := range ifs {
 		st.Interfaces[s.Name] = s
 	}
-	out, err := p.output(ctx, "pfctl -sr")
+	out, err := p.output(ctx, "pfctl -si")
 	if err != nil {
+		return st, wrap(err)
+	}
+	if st.PF, err = ParsePfctlStatus(out); err != nil {
+		return st, wrap(err)
+	}
+	if out, err = p.output(ctx, "pfctl -sr"); err != nil {
 		return st, wrap(err)
 	}
 	rules, err := ParsePfctlRules(out)
@@ -578,15 +584,21 @@ func (p *PfSense) WaitReady(ctx context.Context, timeout time.Duration) error {
 func (p *PfSense) readyOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := p.output(ctx, "if [ -e "+pfRebootMarker+" ]; then echo pending; fi; pfctl -si | head -n 1")
+	// In router mode (<system><disablefilter>) the boot's filter_configure
+	// leaves pf disabled, so Disabled is the ready state there.
+	out, err := p.output(ctx, "if [ -e "+pfRebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; pfctl -si | head -n 1")
 	if err != nil {
 		return err
 	}
 	if strings.Contains(out, "pending") {
 		return errors.New("reboot not started yet")
 	}
-	if !strings.Contains(out, "Enabled") {
-		return fmt.Errorf("pf not enabled yet (%q)", strings.TrimSpace(out))
+	want := PFEnabled
+	if strings.Contains(out, "routermode") {
+		want = PFDisabled
+	}
+	if !strings.Contains(out, "Status: "+want) {
+		return fmt.Errorf("pf not %s yet (%q)", strings.ToLower(want), strings.TrimSpace(out))
 	}
 	return nil
 }

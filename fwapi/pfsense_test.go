@@ -230,6 +230,36 @@ func TestPfSenseRebootAndWaitReady(t *testing.T) {
 	}
 }
 
+// TestPfSenseWaitReadyInRouterMode: a box booted with the filter disabled
+// is ready with pf disabled (pfctl -si says Disabled, by its config).
+func TestPfSenseWaitReadyInRouterMode(t *testing.T) {
+	_, fw := newPfSense(t, labtest.Options{})
+	ctx := t.Context()
+	data, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("filter", configxml.FilterDisabled); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, c.Bytes(), "router mode"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WaitReady(ctx, 10*time.Second); err != nil {
+		t.Fatalf("WaitReady in router mode: %v", err)
+	}
+	if st, err := fw.RuntimeState(ctx); err != nil || st.PF != fwapi.PFDisabled {
+		t.Errorf("RuntimeState after the reboot: PF %q, %v; want Disabled", st.PF, err)
+	}
+}
+
 func TestPfSenseWaitReadyTimesOutBeforeReboot(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	em.PutFile(t, "/var/run/fwab.reboot-pending", []byte("1\n"))

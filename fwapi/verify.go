@@ -24,6 +24,7 @@ const (
 	RuleInterfaceMissing    = "FWAB107" // interface-missing
 	RuleIPsecNotEstablished = "FWAB108" // ipsec-not-established
 	RuleIPsecMismatch       = "FWAB109" // ipsec-algorithm-mismatch
+	RuleFilterMismatch      = "FWAB110" // filter-mismatch
 )
 
 // liveOffloadOptions are the ifconfig options that mean an offload is on;
@@ -37,12 +38,18 @@ var liveOffloadOptions = []string{"TXCSUM", "RXCSUM", "TXCSUM_IPV6", "RXCSUM_IPV
 func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 	rc := &runtimeCheck{c: c, st: st}
 	rc.checkInterfaces()
+	rc.checkFilter()
 	rc.checkOffloads()
 	rc.checkIDS()
 	rc.checkInlineOffloads()
-	rc.checkRules()
-	rc.checkBlocklist()
-	rc.checkNAT()
+	// With pf disabled, whatever ruleset it still holds neither filters
+	// nor translates (pfctl -d keeps the last one loaded): only FWAB110
+	// speaks for the filter then.
+	if st.PF != PFDisabled {
+		rc.checkRules()
+		rc.checkBlocklist()
+		rc.checkNAT()
+	}
 	rc.checkIPsec()
 	return rc.out
 }
@@ -201,6 +208,23 @@ func (rc *runtimeCheck) checkBlocklist() {
 	}
 }
 
+// checkFilter compares the filter knob with pf's status: router mode is
+// only measured when pf really stopped filtering.
+func (rc *runtimeCheck) checkFilter() {
+	want, err := rc.c.Get("filter")
+	if err != nil || rc.st.PF == "" {
+		return
+	}
+	switch {
+	case want == configxml.FilterDisabled && rc.st.PF != PFDisabled:
+		rc.add(RuleFilterMismatch, "filter-mismatch", configxml.SeverityError,
+			"filter is disabled in the config but pfctl -si reports Status: %s: pf still filters; reload the filter", rc.st.PF)
+	case want == configxml.FilterEnabled && rc.st.PF != PFEnabled:
+		rc.add(RuleFilterMismatch, "filter-mismatch", configxml.SeverityError,
+			"filter is enabled in the config but pfctl -si reports Status: %s: nothing is filtered; reload the filter", rc.st.PF)
+	}
+}
+
 // checkNAT: outbound NAT disabled means no nat rules at all.
 func (rc *runtimeCheck) checkNAT() {
 	if want, err := rc.c.Get("nat.outbound"); err == nil && want == "disabled" && len(rc.st.NATOutbound) > 0 {
@@ -346,6 +370,8 @@ func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
 		return ch.Knob == "blocklist"
 	case RuleNATMismatch:
 		return ch.Knob == "nat.outbound"
+	case RuleFilterMismatch:
+		return ch.Knob == "filter"
 	case RuleIPsecMismatch, RuleIPsecNotEstablished:
 		return strings.HasPrefix(ch.Knob, "ipsec@") && ch.To != "none" && strings.HasPrefix(f.Message, ch.Knob+" ")
 	}

@@ -39,6 +39,11 @@ func runtime(options []string, ids ...fwapi.IDSInstance) fwapi.RuntimeState {
 	}
 }
 
+func withPF(st fwapi.RuntimeState, status string) fwapi.RuntimeState {
+	st.PF = status
+	return st
+}
+
 func rules(fs []configxml.Finding) []string {
 	var out []string
 	for _, f := range fs {
@@ -97,6 +102,32 @@ func TestVerifyRuntime(t *testing.T) {
 			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "rules@lan=20"},
 			state:  runtime(offloadsOn),
 			want:   []string{"FWAB104 error"},
+		},
+		{
+			name:   "router mode while pf still filters",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "filter=disabled"},
+			state:  withPF(runtime(offloadsOn), fwapi.PFEnabled),
+			want:   []string{"FWAB110 error"},
+		},
+		{
+			name:   "router mode with pf disabled",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "filter=disabled"},
+			state:  withPF(runtime(offloadsOn), fwapi.PFDisabled),
+		},
+		{
+			name:   "router mode after a point with rules: pf keeps the old ruleset, disabled",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "filter=disabled", "rules@lan=0"},
+			state: func() fwapi.RuntimeState {
+				st := withPF(runtime(offloadsOn), fwapi.PFDisabled)
+				st.GeneratedRules = 1000
+				return st
+			}(),
+		},
+		{
+			name:   "filter enabled but pf disabled",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"},
+			state:  withPF(runtime(offloadsOn), fwapi.PFDisabled),
+			want:   []string{"FWAB110 error"},
 		},
 	}
 	for _, tc := range tests {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,6 +184,15 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	rs := Ruleset{PF: map[string]string{}}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", filterTable, filterTable)
+	if knob(c, "filter") == configxml.FilterDisabled {
+		// Router mode: pfctl -d and no ruleset at all, so no filter, NAT
+		// or table is hooked in; the namespace just forwards.
+		// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:377 — `mwexec("/sbin/pfctl -d", true);`, then return before any rule is loaded
+		// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:306 — `mwexecfm('/sbin/pfctl -d');`, then return
+		fmt.Fprintf(&b, "table ip %s {}\ndelete table ip %s\n", blocklistTable, blocklistTable)
+		rs.Script = b.String()
+		return rs, nil
+	}
 	fmt.Fprintf(&b, "table ip %s {\n\tchain filter {\n\t\ttype filter hook forward priority filter; policy drop;\n", filterTable)
 
 	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
@@ -251,6 +261,13 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	}
 	rs.Script = b.String()
 	return rs, nil
+}
+
+// pfEnabled reads pf's status from an nft listing (or script): pf is
+// enabled when the filter's state rule, which every loaded ruleset has, is
+// hooked in.
+func pfEnabled(listing string) bool {
+	return slices.Contains(ruleKeys(listing), "fwab:state")
 }
 
 // blocklistPrefixes returns n disjoint /24s from 240.0.0.0/4, a reserved

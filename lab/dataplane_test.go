@@ -498,3 +498,30 @@ func TestCheckToolsNamesMissingAndAptLine(t *testing.T) {
 		t.Errorf("checkTools with everything present = %v", err)
 	}
 }
+
+// TestBuildRulesetFilterDisabled: router mode (<system><disablefilter>)
+// loads no pf at all: no filter hook, no NAT, no blocklist tables, so the
+// data plane forwards everything untranslated.
+func TestBuildRulesetFilterDisabled(t *testing.T) {
+	c := knobConfig(t, "filter=disabled", "nat.outbound=automatic", "rules@lan=5")
+	rs, err := BuildRuleset(c, RulesetOptions{Ports: Topology{Prefix: "x"}.Ports(), Blocklist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := ruleKeys(rs.Script); len(keys) != 0 {
+		t.Errorf("router mode loads rules %v; want none", keys)
+	}
+	if strings.Contains(rs.Script, "hook") {
+		t.Errorf("router mode hooks a chain:\n%s", rs.Script)
+	}
+	if pfEnabled(rs.Script) {
+		t.Error("pfEnabled of router mode's script = true")
+	}
+	on, err := BuildRuleset(knobConfig(t), RulesetOptions{Ports: Topology{Prefix: "x"}.Ports()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pfEnabled(on.Script) {
+		t.Error("pfEnabled of the factory config's script = false")
+	}
+}

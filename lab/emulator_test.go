@@ -370,6 +370,34 @@ func TestEmulatorNATAndBlocklist(t *testing.T) {
 	}
 }
 
+// TestEmulatorRouterMode: with <system><disablefilter> a filter reload
+// disables pf; pfctl -si reports it from the data plane, and nothing is
+// left loaded that filters or translates.
+func TestEmulatorRouterMode(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	if got := f.mustRun(t, "pfctl -si | head -n 1", ""); !strings.HasPrefix(got, "Status: Enabled for ") {
+		t.Fatalf("pfctl -si after boot = %q, want Status: Enabled", got)
+	}
+	f.setKnobs(t, "filter=disabled")
+	if got := f.mustRun(t, "pfctl -si | head -n 1", ""); !strings.HasPrefix(got, "Status: Enabled for ") {
+		t.Errorf("pfctl -si before the filter reload = %q: writing config.xml must not change pf", got)
+	}
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -si | head -n 1", ""); !strings.HasPrefix(got, "Status: Disabled for ") {
+		t.Errorf("pfctl -si in router mode = %q, want Status: Disabled", got)
+	}
+	for _, cmd := range []string{"pfctl -sr", "pfctl -sn"} {
+		if got := f.mustRun(t, cmd, ""); got != "" {
+			t.Errorf("%s in router mode = %q, want nothing", cmd, got)
+		}
+	}
+	f.setKnobs(t, "filter=enabled")
+	f.mustRun(t, "rm -f /tmp/config.cache && /etc/rc.filter_configure_sync", "")
+	if got := f.mustRun(t, "pfctl -si | head -n 1", ""); !strings.HasPrefix(got, "Status: Enabled for ") {
+		t.Errorf("pfctl -si after filter=enabled = %q, want Status: Enabled", got)
+	}
+}
+
 func TestEmulatorDaemonRollback(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
 	script := "sleep 0.5\ncp /conf/backup/good.xml /conf/config.xml\nrm -f /tmp/config.cache\n/etc/rc.filter_configure_sync\n"

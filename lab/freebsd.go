@@ -253,14 +253,26 @@ func (e *Emulator) pfRules(ctx context.Context, c *call, nat bool) error {
 	return err
 }
 
+// pfInfo is pfctl -si. The status comes from the data plane: Disabled when
+// no filter is hooked in (router mode, <system><disablefilter>).
+//
+// upstream: not settled — the `Status:` line is FreeBSD pfctl's (not in the upstream copy); fwab reads only its Enabled or Disabled word, checked at run time by fwapi.ParsePfctlStatus, which refuses any other first line
 func (e *Emulator) pfInfo(ctx context.Context, c *call) error {
+	listing, err := e.DataPlane.Listing(ctx)
+	if err != nil {
+		return c.errorf(1, "pfctl: %v", err)
+	}
+	status := "Disabled"
+	if pfEnabled(listing) {
+		status = "Enabled"
+	}
 	states, _ := e.DataPlane.StateCount(ctx)
 	e.mu.Lock()
 	up := time.Since(e.booted)
 	e.mu.Unlock()
 	d := int(up.Hours()) / 24
 	h, m, s := int(up.Hours())%24, int(up.Minutes())%60, int(up.Seconds())%60
-	fmt.Fprintf(c.stdout, "Status: Enabled for %d days %02d:%02d:%02d           Debug: Urgent\n\n", d, h, m, s)
+	fmt.Fprintf(c.stdout, "Status: %s for %d days %02d:%02d:%02d           Debug: Urgent\n\n", status, d, h, m, s)
 	fmt.Fprintln(c.stdout, "State Table                          Total             Rate")
 	fmt.Fprintf(c.stdout, "  current entries                 %8d               \n", states)
 	return nil
@@ -326,6 +338,18 @@ func (e *Emulator) sysctlValue(name string) (string, bool) {
 
 func sysctlValue(name string) (string, bool) {
 	switch name {
+	case "hw.model":
+		// The emulated box runs on this machine's CPUs.
+		data, err := os.ReadFile("/proc/cpuinfo")
+		if err != nil {
+			return "", false
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v), true
+			}
+		}
+		return "unknown CPU", true
 	case "hw.ncpu":
 		return strconv.Itoa(runtime.NumCPU()), true
 	case "kern.cp_times":
@@ -662,6 +686,24 @@ func majorOf(v string) string {
 		return v
 	}
 	return f[0] + "." + f[1]
+}
+
+// cmdPkg answers `pkg info` with the one package the lab really runs: the
+// product's own, at the running version. The emulated add-ons (Suricata,
+// pfBlockerNG) are the lab's code, not packages, so they are not listed.
+//
+// upstream: not settled — the product's meta package names (`pfSense`, `opnsense`) and pkg's line layout are from the ports trees, not the upstream copy; checked at run time by fwapi.ParsePkgInfo, which refuses a line without NAME-VERSION
+func (e *Emulator) cmdPkg(ctx context.Context, c *call) error {
+	if len(c.args) != 2 || c.args[1] != "info" {
+		return c.errorf(1, "pkg: the lab emulates only 'pkg info'")
+	}
+	v := strings.TrimSuffix(e.Version(), "-RELEASE")
+	if e.opnsense() {
+		fmt.Fprintf(c.stdout, "%-30s %s\n", "opnsense-"+v, "OPNsense release package")
+	} else {
+		fmt.Fprintf(c.stdout, "%-30s %s\n", "pfSense-"+v, "Meta package to install pfSense required ports")
+	}
+	return nil
 }
 
 // cmdPkgStatic answers the one pkg query fwab makes:

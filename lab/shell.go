@@ -93,6 +93,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/bin/pgrep":              e.cmdPgrep,
 		"/sbin/ifconfig":          e.cmdIfconfig,
 		"/sbin/pfctl":             e.cmdPfctl,
+		"/usr/sbin/pkg":           e.cmdPkg,
 		"/sbin/sysctl":            e.cmdSysctl,
 		"/usr/bin/netstat":        e.cmdNetstat,
 		"/sbin/shutdown":          e.cmdShutdown,

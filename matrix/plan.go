@@ -90,7 +90,7 @@ var cheapestAction = func() time.Duration {
 // expensive is the cost from which a knob is not reordered at random.
 const expensive = 10 * time.Second
 
-func knobCost(knob string) time.Duration { return actionCost[configxml.ActionFor(knob)] }
+func (s *Spec) knobCost(knob string) time.Duration { return actionCost[s.ActionFor(knob)] }
 
 // Expand lists the points the axes and constraints allow, in the axes'
 // written order (the first axis varies slowest).
@@ -235,6 +235,11 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 			}
 		}
 	}
+	for _, kv := range s.Actions {
+		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
+		}
+	}
 	return nil
 }
 
@@ -258,6 +263,9 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	}
 	points, err := s.Expand()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRouterMode(points); err != nil {
 		return nil, err
 	}
 	if s.Seed != nil {
@@ -288,6 +296,29 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	}
 	p.order()
 	return p, nil
+}
+
+// checkRouterMode refuses a point that disables the filter and also sets
+// a knob that only pf makes work (NAT, rules, blocklist): with pf off no
+// rule, translation or table is loaded, so the point would not measure
+// what it names.
+func checkRouterMode(points []*Point) error {
+	var bad []string
+	for _, pt := range points {
+		if pt.Value("filter") != configxml.FilterDisabled {
+			continue
+		}
+		for _, kv := range pt.Values {
+			if why := configxml.NeedsFilter(kv.Knob, kv.Value); why != "" {
+				bad = append(bad, fmt.Sprintf("point %d (%s): %s", pt.Index, pt.Key(), why))
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &SpecError{Msg: fmt.Sprintf("filter=disabled (router mode) loads no pf rules, so these points would not measure what they name:\n  %s\n"+
+		"add a constraint such as `- if: {filter: disabled}` with `requires: {rules@lan: 0, nat.outbound: disabled}`", strings.Join(bad, "\n  "))}
 }
 
 // lintPoints refuses a plan with a point whose config breaks an
@@ -360,7 +391,7 @@ func (p *Plan) order() {
 			st := Step{Round: round, Point: pt}
 			for _, kv := range pt.Values {
 				if state[kv.Knob] != kv.Value {
-					a := configxml.ActionFor(kv.Knob)
+					a := p.Spec.ActionFor(kv.Knob)
 					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
 					if !slices.Contains(st.Actions, a) {
 						st.Actions = append(st.Actions, a)
@@ -388,12 +419,12 @@ func (p *Plan) baseOrder() []*Point {
 	var out []*Point
 	for len(left) > 0 {
 		best := 0
-		bestCost := transition(current, left[0])
+		bestCost := p.Spec.transition(current, left[0])
 		for i, pt := range left[1:] {
 			if bestCost <= cheapestAction {
 				break // no other point is cheaper to reach: the scan's answer is known
 			}
-			if c := transition(current, pt); c < bestCost {
+			if c := p.Spec.transition(current, pt); c < bestCost {
 				best, bestCost = i+1, c
 			}
 		}
@@ -405,11 +436,11 @@ func (p *Plan) baseOrder() []*Point {
 }
 
 // transition is the cost of the service actions that take a to b.
-func transition(a, b *Point) time.Duration {
+func (s *Spec) transition(a, b *Point) time.Duration {
 	var actions []configxml.Action
 	for _, kv := range b.Values {
 		if a.Value(kv.Knob) != kv.Value {
-			act := configxml.ActionFor(kv.Knob)
+			act := s.ActionFor(kv.Knob)
 			if !slices.Contains(actions, act) {
 				actions = append(actions, act)
 			}
@@ -430,7 +461,7 @@ func (p *Plan) shuffleCheap(order []*Point, rng *rand.Rand) {
 	sig := func(pt *Point) string {
 		var b strings.Builder
 		for _, kv := range pt.Values {
-			if knobCost(kv.Knob) >= expensive {
+			if p.Spec.knobCost(kv.Knob) >= expensive {
 				b.WriteString(kv.Knob + "=" + kv.Value + " ")
 			}
 		}

@@ -341,7 +341,7 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 			return nil, nil, err
 		}
 		if from != kv.Value {
-			changes = append(changes, configxml.Change{Knob: kv.Knob, From: from, To: kv.Value, Action: configxml.ActionFor(kv.Knob)})
+			changes = append(changes, configxml.Change{Knob: kv.Knob, From: from, To: kv.Value, Action: s.Plan.Spec.ActionFor(kv.Knob)})
 		}
 	}
 	if len(changes) == 0 {

@@ -28,6 +28,7 @@ type Spec struct {
 	Target      string       `yaml:"target"`
 	Axes        Axes         `yaml:"axes"`
 	Fixed       KnobValues   `yaml:"fixed"`    // applied at every point
+	Actions     KnobValues   `yaml:"actions"`  // xml:PATH → the service action that makes its change take effect
 	Baseline    KnobValues   `yaml:"baseline"` // the point others are compared with; default the first
 	Constraints []Constraint `yaml:"constraints"`
 	Probes      []ProbeSpec  `yaml:"probes"`
@@ -432,6 +433,21 @@ func (s *Spec) check() error {
 			return &SpecError{Msg: fmt.Sprintf("fixed: %s is also an axis; a knob is either fixed or swept", ref)}
 		}
 	}
+	for _, kv := range s.Actions {
+		ref, err := configxml.ParseRef(kv.Knob)
+		if err != nil {
+			return &SpecError{Msg: "actions: " + err.Error()}
+		}
+		if ref.Name != "xml" {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s has its own action (%s); actions: names one for xml: knobs only", ref, configxml.ActionFor(ref.String()))}
+		}
+		if !seen[ref.String()] && !s.fixedHas(ref.String()) {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s is neither an axis nor fixed", ref)}
+		}
+		if !slices.Contains(configxml.XMLActions, configxml.Action(kv.Value)) {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s: %q is not a service action; known actions: %s", ref, kv.Value, joinActions(configxml.XMLActions))}
+		}
+	}
 	if s.Repeats < 1 || s.Repeats > 1000 {
 		return &SpecError{Msg: fmt.Sprintf("repeats: %d is out of range 1..1000", s.Repeats)}
 	}
@@ -534,4 +550,49 @@ func (s *Spec) fixedHas(knob string) bool {
 		}
 	}
 	return false
+}
+
+func joinActions(as []configxml.Action) string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = string(a)
+	}
+	return strings.Join(out, ", ")
+}
+
+// ActionFor is the service action a change of knob needs in this spec: the
+// one actions: names for an xml: knob, otherwise the knob's own.
+func (s *Spec) ActionFor(knob string) configxml.Action {
+	for _, kv := range s.Actions {
+		if ref, err := configxml.ParseRef(kv.Knob); err == nil && ref.String() == knob {
+			return configxml.Action(kv.Value)
+		}
+	}
+	return configxml.ActionFor(knob)
+}
+
+// Warnings are what matrix check says about a spec it accepts: an xml:
+// knob without an action is written to config.xml and not applied, so its
+// points measure whatever ran before until something else applies it.
+func (s *Spec) Warnings() []string {
+	var out []string
+	knobs := make([]string, 0, len(s.Axes)+len(s.Fixed))
+	for _, ax := range s.Axes {
+		knobs = append(knobs, ax.Knob)
+	}
+	for _, kv := range s.Fixed {
+		knobs = append(knobs, kv.Knob)
+	}
+	for _, k := range knobs {
+		ref, err := configxml.ParseRef(k)
+		if err != nil || ref.Name != "xml" || slices.ContainsFunc(s.Actions, func(kv KnobValue) bool {
+			r, err := configxml.ParseRef(kv.Knob)
+			return err == nil && r == ref
+		}) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s has no action: its change is written to config.xml but will not take effect until something applies it (a reboot, or another knob's action); name one under actions: {%s: ACTION} (%s; none to keep it so)",
+			ref, ref, joinActions(configxml.XMLActions[:len(configxml.XMLActions)-1])))
+	}
+	return out
 }

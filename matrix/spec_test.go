@@ -253,6 +253,88 @@ func TestBaseline(t *testing.T) {
 	}
 }
 
+// TestRouterModeCombinations: filter=disabled with a knob that needs pf is
+// refused with the reason; the constraint the message suggests fixes it.
+func TestRouterModeCombinations(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"axes:\n  filter: [enabled, disabled]\n  rules@lan: [0, 100]\n", "point 3 (filter=disabled rules@lan=100): rules@lan=100 adds filter rules"},
+		{"axes:\n  filter: [enabled, disabled]\nfixed:\n  nat.outbound: hybrid\n", "nat.outbound=hybrid is outbound NAT"},
+		{"axes:\n  filter: [enabled, disabled]\n  blocklist: [off, on]\n", "blocklist=on blocks with pf tables"},
+		{"axes:\n  filter: [enabled, disabled]\n  rules@lan: [0, 100]\n  nat.outbound: [disabled, automatic]\n" +
+			"constraints:\n  - if: {filter: disabled}\n    requires: {rules@lan: 0, nat.outbound: disabled}\n", ""},
+	} {
+		s, err := Parse(strings.NewReader(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewPlan(s, pfSense(t), 1)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("NewPlan(%q) = %v; want %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+// TestXMLActions: an xml: knob names the service action that makes it take
+// effect; the plan runs it, an unknown one is refused with the known ones
+// listed, and without one matrix check warns.
+func TestXMLActions(t *testing.T) {
+	const axis = "axes:\n  xml:system/maximumstates: [100000, 200000]\n"
+	s, err := Parse(strings.NewReader(axis + "actions:\n  xml:system/maximumstates: filter-reload\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings with an action = %q; want none", w)
+	}
+	p, err := NewPlan(s, pfSense(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.ServiceActions()[configxml.ActionFilterReload]; n == 0 {
+		t.Errorf("plan runs no filter reload for the xml axis: %v", p.ServiceActions())
+	}
+	for _, st := range p.Steps {
+		for _, c := range st.Changes {
+			if c.Action != configxml.ActionFilterReload {
+				t.Errorf("step change %s has action %s; want filter-reload", c.Knob, c.Action)
+			}
+		}
+	}
+
+	s, err = Parse(strings.NewReader(axis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0], "xml:system/maximumstates") || !strings.Contains(w[0], "will not take effect") {
+		t.Errorf("Warnings without an action = %q; want one naming the knob", w)
+	}
+	if s, err = Parse(strings.NewReader(axis + "actions:\n  xml:system/maximumstates: none\n")); err != nil || len(s.Warnings()) != 0 {
+		t.Errorf("action none (on purpose): %v, warnings %q; want neither", err, s.Warnings())
+	}
+
+	s, err = Parse(strings.NewReader(axis + "actions:\n  xml:system/maximumstates: blocklist-update\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opn, err := configxml.LoadBytes(fixtures.Read("configs/opnsense-26.1.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(opn); err == nil || !strings.Contains(err.Error(), "blocklist-update is pfBlockerNG's") {
+		t.Errorf("Check(blocklist-update on OPNsense) = %v; want a refusal", err)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{axis + "actions:\n  xml:system/maximumstates: restart-everything\n", "known actions: filter-reload, interfaces-reconfigure, ids-restart, ipsec-restart, blocklist-update, none"},
+		{axis + "actions:\n  xml:system/maximumstates: firmware-upgrade\n", "known actions:"},
+		{axis + "actions:\n  rules@lan: filter-reload\n", "actions: rules@lan has its own action (filter-reload)"},
+		{axis + "actions:\n  xml:system/hostname: filter-reload\n", "actions: xml:system/hostname is neither an axis nor fixed"},
+	} {
+		if _, err := Parse(strings.NewReader(tt.yaml)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v; want %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
 func TestExamplesParse(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*.yaml")
 	if len(files) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -16,14 +17,14 @@ func TestMatrixJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("matrix plan --json is not JSON: %v\n%s", err, out)
 	}
-	if len(plan.Points) != 6 || len(plan.Steps) != 6*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
+	if len(plan.Points) != 7 || len(plan.Steps) != 7*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
 		t.Errorf("matrix plan --json = %+v", plan)
 	}
 	baselines := 0
 	for _, p := range plan.Points {
 		if p.Baseline {
 			baselines++
-			if p.Knobs["rules@lan"] != "0" || p.Knobs["nat.outbound"] != "disabled" {
+			if p.Knobs["filter"] != "enabled" || p.Knobs["rules@lan"] != "0" || p.Knobs["nat.outbound"] != "disabled" {
 				t.Errorf("baseline point %+v", p)
 			}
 		}
@@ -93,5 +94,30 @@ func TestCompareJSON(t *testing.T) {
 		if !strings.Contains(out, key) {
 			t.Errorf("compare --json lacks %s", key)
 		}
+	}
+}
+
+// An xml: axis without an action is accepted with a warning on stderr (and
+// in the JSON); naming one silences it.
+func TestMatrixCheckWarnsXMLWithoutAction(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	dir := t.TempDir()
+	spec := dir + "/xml.yaml"
+	if err := os.WriteFile(spec, []byte("axes:\n  xml:system/maximumstates: [100000, 200000]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", cfg)
+	if code != exitOK || !strings.Contains(stderr, "warning: xml:system/maximumstates has no action") {
+		t.Errorf("matrix check: exit %d, stderr %q; want ok with a warning", code, stderr)
+	}
+	out, _, _ := fwab(t, "", "matrix", "check", spec, "--config", cfg, "--json")
+	if !strings.Contains(out, `"warnings"`) {
+		t.Errorf("matrix check --json has no warnings:\n%s", out)
+	}
+	if err := os.WriteFile(spec, []byte("axes:\n  xml:system/maximumstates: [100000, 200000]\nactions:\n  xml:system/maximumstates: filter-reload\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code = fwab(t, "", "matrix", "check", spec, "--config", cfg); code != exitOK || strings.Contains(stderr, "warning") {
+		t.Errorf("matrix check with an action: exit %d, stderr %q; want ok, no warning", code, stderr)
 	}
 }

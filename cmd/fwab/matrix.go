@@ -120,6 +120,9 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 			if o.json {
 				return writeJSON(io.Out, summarizePlan(o.file, plan, false))
 			}
+			for _, w := range plan.Spec.Warnings() {
+				fmt.Fprintf(io.ErrOut, "%s: warning: %s\n", o.file, w)
+			}
 			fmt.Fprintf(io.Out, "%s: ok: %d points × %d repeats = %d steps, about %s\n",
 				o.file, len(plan.Points), plan.Spec.Repeats, len(plan.Steps), plan.Estimate().Round(time.Minute))
 			return nil
@@ -163,6 +166,7 @@ type planJSON struct {
 	Seed            uint64         `json:"seed"`
 	ServiceActions  map[string]int `json:"service_actions"`
 	EstimateSeconds float64        `json:"estimate_seconds"`
+	Warnings        []string       `json:"warnings,omitempty"`
 	Steps           []planStep     `json:"steps,omitempty"`
 }
 
@@ -181,7 +185,7 @@ type planStep struct {
 
 func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
 	out := planJSON{Spec: file, Repeats: plan.Spec.Repeats, Order: string(plan.Spec.Order), Seed: plan.Seed,
-		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds()}
+		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds(), Warnings: plan.Spec.Warnings()}
 	for _, p := range plan.Points {
 		knobs := map[string]string{}
 		for _, kv := range p.Values {

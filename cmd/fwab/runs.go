@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/report"
 	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
@@ -286,7 +287,22 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		t.row("finished", r.Finished.UTC().Format(time.RFC3339))
 	}
 	t.row("target", r.Target)
-	t.row("target info", string(r.TargetInfo))
+	info, inv := splitInventory(r.TargetInfo)
+	t.row("target info", string(info))
+	if inv != nil {
+		t.row("cpu", fmt.Sprintf("%s, %d cores", inv.CPUModel, inv.Cores))
+		var pkgs []string
+		for _, p := range inv.Packages {
+			pkgs = append(pkgs, p.Name+" "+p.Version)
+		}
+		t.row("packages", cellOrDash(strings.Join(pkgs, ", ")))
+		for _, n := range inv.NICs {
+			t.row("nic "+n.Name, fmt.Sprintf("%s, %s", n.Driver, cellOrDash(n.Media)))
+		}
+		for _, w := range inv.LinkWarnings() {
+			t.row("warning", w)
+		}
+	}
 	t.row("firmware", cellOrDash(r.Firmware))
 	t.row("seed", strconv.FormatInt(r.Seed, 10))
 	t.row("fwab version", cellOrDash(r.FwabVersion))
@@ -370,4 +386,24 @@ func shortHash(hash string) string {
 		return hash[:12]
 	}
 	return hash
+}
+
+// splitInventory takes the inventory a sweep recorded out of the target
+// info, so that runs show prints it as rows; info without one is returned
+// as stored.
+func splitInventory(raw json.RawMessage) (json.RawMessage, *fwapi.Inventory) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields["inventory"] == nil {
+		return raw, nil
+	}
+	var inv fwapi.Inventory
+	if json.Unmarshal(fields["inventory"], &inv) != nil {
+		return raw, nil
+	}
+	delete(fields, "inventory")
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return raw, nil
+	}
+	return rest, &inv
 }

@@ -143,3 +143,36 @@ func TestRunsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsShowInventory: the inventory a sweep recorded is printed as rows,
+// and a link that is not full duplex is a warning.
+func TestRunsShowInventory(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "results.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := `{"Flavor":"pfsense","inventory":{"cpu_model":"AMD GX-420CA","cores":4,"packages":[{"name":"pfSense","version":"2.7.2"}],` +
+		`"nics":[{"name":"re0","driver":"re","media":"1000baseT <full-duplex>"},{"name":"re1","driver":"re","media":"100baseTX <half-duplex>"}]}}`
+	if _, err := s.CreateRun(ctx, store.Run{Created: time.Now(), Spec: "spec", Target: "lab", TargetInfo: json.RawMessage(info)}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	out, errOut, code := runFwab(t, "runs", "show", "1", "--db", path)
+	if code != 0 {
+		t.Fatalf("runs show exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"target info\t{\"Flavor\":\"pfsense\"}\n",
+		"cpu\tAMD GX-420CA, 4 cores\n",
+		"packages\tpfSense 2.7.2\n",
+		"nic re0\tre, 1000baseT <full-duplex>\n",
+		"nic re1\tre, 100baseTX <half-duplex>\n",
+		"warning\tre1 (re) negotiated \"100baseTX <half-duplex>\", not full duplex",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("runs show output lacks %q:\n%s", want, out)
+		}
+	}
+}

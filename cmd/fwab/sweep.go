@@ -330,7 +330,25 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 		return fc, err
 	}
 	fc.info = info
-	fc.infoJSON, _ = json.Marshal(info)
+	// What ran on the box goes with the run: a driver that cannot list it
+	// (OPNsense without SSH) leaves it out, with a note.
+	recorded := struct {
+		fwapi.Info
+		Inventory *fwapi.Inventory `json:"inventory,omitempty"`
+	}{Info: info}
+	if lister, ok := fw.(interface {
+		Inventory(context.Context) (fwapi.Inventory, error)
+	}); ok {
+		if inv, err := lister.Inventory(ctx); err != nil {
+			fmt.Fprintf(io.ErrOut, "note: no inventory recorded: %v\n", err)
+		} else {
+			recorded.Inventory = &inv
+			for _, w := range inv.LinkWarnings() {
+				fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
+			}
+		}
+	}
+	fc.infoJSON, _ = json.Marshal(recorded)
 	if fc.raw, err = fw.ReadConfig(ctx); err != nil {
 		return fc, err
 	}

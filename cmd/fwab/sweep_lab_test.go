@@ -232,8 +232,12 @@ tunnel:
 			t.Errorf("point %d failed: %s", s.Point, s.Reason)
 		}
 	}
-	if run, _ := st.Run(t.Context(), 1); run.Status != store.Done {
+	run, _ := st.Run(t.Context(), 1)
+	if run.Status != store.Done {
 		t.Errorf("run status %s, want done", run.Status)
+	}
+	if !strings.Contains(string(run.TargetInfo), `"inventory"`) || !strings.Contains(string(run.TargetInfo), `"name":"opnsense"`) {
+		t.Errorf("the run's target info records no inventory with the product package: %s", run.TargetInfo)
 	}
 }
 

@@ -2,6 +2,7 @@ package labtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -110,6 +111,30 @@ func (f fixture) checkActions(t *testing.T, what string, want []configxml.Action
 }
 
 // interfaceKeys are the interfaces of the stored config.
+// writeKnob reads the firewall's config, sets one knob and writes it back
+// without applying anything; it returns the config written.
+func (f fixture) writeKnob(t *testing.T, knob, value string) *configxml.Config {
+	t.Helper()
+	data, err := f.fw.ReadConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(knob, value); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(t.Context(), c.Bytes(), "suite: "+knob+" "+value); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (f fixture) interfaceKeys(t *testing.T) []configxml.Interface {
 	t.Helper()
 	c, err := configxml.LoadBytes(f.StoredConfig(t))
@@ -254,23 +279,7 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range []string{"off", "on", "off"} {
-		data, err := f.fw.ReadConfig(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := configxml.LoadBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Set("offload.checksum", to); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.fw.WriteConfig(ctx, c.Bytes(), "suite: checksum "+to); err != nil {
-			t.Fatal(err)
-		}
+		f.writeKnob(t, "offload.checksum", to)
 		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "offload.checksum", To: to, Action: configxml.ActionInterfaces}}); err != nil {
 			t.Fatalf("Apply(checksum %s): %v", to, err)
 		}
@@ -293,6 +302,73 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 		}
 		if st.Version == "" {
 			t.Errorf("RuntimeState().Version is empty")
+		}
+	}
+}
+
+// TestRouterMode: filter=disabled written but not applied leaves pf
+// filtering, which verification refuses; the filter reload disables pf and
+// pfctl -si says so; enabling it again restores the filter.
+func (s *Suite) TestRouterMode(t *testing.T) {
+	f := s.start(t)
+	ctx := t.Context()
+	for _, to := range []string{configxml.FilterDisabled, configxml.FilterEnabled} {
+		c := f.writeKnob(t, "filter", to)
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		if !slices.ContainsFunc(fwapi.VerifyRuntime(c, st), func(x configxml.Finding) bool { return x.Rule == fwapi.RuleFilterMismatch }) {
+			t.Errorf("filter=%s written, not applied (pf %s): VerifyRuntime reports no %s", to, st.PF, fwapi.RuleFilterMismatch)
+		}
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "filter", To: to, Action: configxml.ActionFilterReload}}); err != nil {
+			t.Fatalf("Apply(filter %s): %v", to, err)
+		}
+		if st, err = f.fw.RuntimeState(ctx); err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		want := fwapi.PFEnabled
+		if to == configxml.FilterDisabled {
+			want = fwapi.PFDisabled
+		}
+		if st.PF != want {
+			t.Errorf("after filter=%s and a filter reload, pfctl -si reports %q; want %q", to, st.PF, want)
+		}
+		for _, x := range fwapi.VerifyRuntime(c, st) {
+			if x.Rule == fwapi.RuleFilterMismatch {
+				t.Errorf("after the apply: %s", x.Message)
+			}
+		}
+	}
+}
+
+// TestInventory: the driver lists the product's package at the running
+// version, the CPU and every NIC with its driver and full-duplex media.
+func (s *Suite) TestInventory(t *testing.T) {
+	f := s.start(t)
+	inv, ok := f.fw.(interface {
+		Inventory(context.Context) (fwapi.Inventory, error)
+	})
+	if !ok {
+		t.Fatalf("%T has no Inventory", f.fw)
+	}
+	got, err := inv.Inventory(t.Context())
+	if err != nil {
+		t.Fatalf("Inventory: %v", err)
+	}
+	if got.CPUModel == "" || got.Cores <= 0 {
+		t.Errorf("Inventory CPU = %q, %d cores", got.CPUModel, got.Cores)
+	}
+	version := strings.TrimSuffix(f.Version(), "-RELEASE")
+	if !slices.ContainsFunc(got.Packages, func(p fwapi.Package) bool { return p.Version == version }) {
+		t.Errorf("Inventory packages %v lack the product at %s", got.Packages, version)
+	}
+	if len(got.NICs) == 0 {
+		t.Fatal("Inventory lists no NIC")
+	}
+	for _, n := range got.NICs {
+		if n.Driver == "" || n.Media == "" || !n.FullDuplex() {
+			t.Errorf("NIC %+v: want a driver and full-duplex media", n)
 		}
 	}
 }
