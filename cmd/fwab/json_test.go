@@ -121,3 +121,22 @@ func TestMatrixCheckWarnsXMLWithoutAction(t *testing.T) {
 		t.Errorf("matrix check with an action: exit %d, stderr %q; want ok, no warning", code, stderr)
 	}
 }
+
+// matrix check states adaptive repeats as a range, with the time at the
+// minimum and the bound at the maximum.
+func TestMatrixCheckAdaptiveRepeats(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	spec := t.TempDir() + "/spec.yaml"
+	if err := os.WriteFile(spec, []byte("target: lab\naxes:\n  rules@lan: [0, 10]\nprobes:\n  - {name: up, direction: up, duration: 10s}\nrepeats: {min: 6, max: 12, width: 5%}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", cfg)
+	if code != exitOK || !strings.Contains(out, "2 points × 6–12 repeats (adaptive, until ±5 %) = 12 steps at the minimum, about ") || !strings.Contains(out, "(at most about ") {
+		t.Errorf("matrix check: exit %d, %q %s", code, out, stderr)
+	}
+	out, _, _ = fwab(t, "", "matrix", "check", spec, "--config", cfg, "--json")
+	var plan planJSON
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Repeats != 6 || plan.RepeatsMax != 12 || plan.WidthPct != 5 || plan.EstimateMaxSeconds != 2*plan.EstimateSeconds {
+		t.Errorf("matrix check --json: %v %+v", err, plan)
+	}
+}

@@ -123,8 +123,17 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 			for _, w := range plan.Spec.Warnings() {
 				fmt.Fprintf(io.ErrOut, "%s: warning: %s\n", o.file, w)
 			}
+			est := plan.Estimate()
+			if r := plan.Spec.RepeatsSpec; r.Width > 0 && r.Max > r.Min {
+				// Adaptive rounds measure only the points still too wide (and
+				// the baseline): every point in every round is the bound.
+				most := est * time.Duration(r.Max) / time.Duration(r.Min)
+				fmt.Fprintf(io.Out, "%s: ok: %d points × %d–%d repeats (adaptive, until ±%g %%) = %d steps at the minimum, about %s (at most about %s)\n",
+					o.file, len(plan.Points), r.Min, r.Max, r.Width, len(plan.Steps), est.Round(time.Minute), most.Round(time.Minute))
+				return nil
+			}
 			fmt.Fprintf(io.Out, "%s: ok: %d points × %d repeats = %d steps, about %s\n",
-				o.file, len(plan.Points), plan.Spec.Repeats, len(plan.Steps), plan.Estimate().Round(time.Minute))
+				o.file, len(plan.Points), plan.Spec.Repeats, len(plan.Steps), est.Round(time.Minute))
 			return nil
 		},
 	}
@@ -166,8 +175,13 @@ type planJSON struct {
 	Seed            uint64         `json:"seed"`
 	ServiceActions  map[string]int `json:"service_actions"`
 	EstimateSeconds float64        `json:"estimate_seconds"`
-	Warnings        []string       `json:"warnings,omitempty"`
-	Steps           []planStep     `json:"steps,omitempty"`
+	// Adaptive repeats: the most rounds, the interval width aimed at (%),
+	// and the estimate if every point ran every round.
+	RepeatsMax         int        `json:"repeats_max,omitempty"`
+	WidthPct           float64    `json:"width_pct,omitempty"`
+	EstimateMaxSeconds float64    `json:"estimate_max_seconds,omitempty"`
+	Warnings           []string   `json:"warnings,omitempty"`
+	Steps              []planStep `json:"steps,omitempty"`
 }
 
 type planPoint struct {
@@ -186,6 +200,10 @@ type planStep struct {
 func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
 	out := planJSON{Spec: file, Repeats: plan.Spec.Repeats, Order: string(plan.Spec.Order), Seed: plan.Seed,
 		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds(), Warnings: plan.Spec.Warnings()}
+	if r := plan.Spec.RepeatsSpec; r.Width > 0 && r.Max > r.Min {
+		out.RepeatsMax, out.WidthPct = r.Max, r.Width
+		out.EstimateMaxSeconds = out.EstimateSeconds * float64(r.Max) / float64(r.Min)
+	}
 	for _, p := range plan.Points {
 		knobs := map[string]string{}
 		for _, kv := range p.Values {
