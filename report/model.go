@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -195,6 +196,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			r.Warnings = append(r.Warnings, fmt.Sprintf("point %d (%s) is %s: %s", p.Index, p.Key(), p.Status, p.Reason))
 		}
 	}
+	r.Warnings = append(r.Warnings, routerModeNotes(info, r.Points)...)
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)
 	r.Baseline = baseline(info.Spec, r.Points)
 	return r, nil
@@ -391,4 +393,26 @@ func median(v []float64) float64 {
 		return math.NaN()
 	}
 	return Summarize(v).Median
+}
+
+// routerModeNotes says, for a pfSense run, which points ran with the filter
+// disabled: pfSense loads NAT with the filter's ruleset, so those points
+// measured plain routing without NAT, whatever nat.outbound says.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:492 — NAT goes into the ruleset a disabled filter never loads: `$rules .= "{$natrules}\n";`
+func routerModeNotes(info store.Run, points []*Point) []string {
+	var target struct{ Flavor string }
+	if json.Unmarshal(info.TargetInfo, &target) != nil || target.Flavor != "pfsense" {
+		return nil
+	}
+	var idx []string
+	for _, p := range points {
+		if p.Knobs["filter"] == "disabled" {
+			idx = append(idx, strconv.Itoa(p.Index))
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("point %s ran with filter=disabled: pfSense loads no NAT without its filter, so they measured routing without NAT whatever nat.outbound says", strings.Join(idx, ", "))}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -343,5 +344,28 @@ func TestTinyRuns(t *testing.T) {
 				t.Errorf("Write(%s): %v", f, err)
 			}
 		}
+	}
+}
+
+// A pfSense run's router-mode points are named: they measured routing
+// without NAT, whatever nat.outbound said. OPNsense runs get no such note.
+func TestRouterModeNote(t *testing.T) {
+	run := reporttest.Run{Seed: 1, Repeats: 6, Noise: 0.03,
+		Spec:   "axes:\n  filter: [enabled, disabled]\n",
+		Probes: []reporttest.Probe{{Name: "up", Direction: "up", Mbps: 900}},
+		Points: []reporttest.Point{{Knobs: map[string]string{"filter": "enabled"}}, {Knobs: map[string]string{"filter": "disabled"}}}}
+	info, points, samples := reporttest.Generate(run)
+	r, err := build(info, points, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "point 1 ran with filter=disabled: pfSense loads no NAT")
+	}) {
+		t.Errorf("pfSense run warnings %q lack the router-mode note", r.Warnings)
+	}
+	info.TargetInfo = []byte(`{"Flavor":"opnsense"}`)
+	if r, _ := build(info, points, samples); slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "filter=disabled") }) {
+		t.Errorf("OPNsense run warnings %q carry the pfSense note", r.Warnings)
 	}
 }
