@@ -1,9 +1,11 @@
 package report
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -180,6 +182,7 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 		missingProbe: map[string]bool{},
 		warned:       map[string]bool{},
 	}
+	cr.c.Warnings = append(cr.c.Warnings, inventoryDiffs(a, b)...)
 	matchedB := map[string]bool{}
 	for _, pa := range a.Points {
 		if !measuredWithSamples(pa) {
@@ -632,4 +635,70 @@ func changeText(r CompareRow) string {
 		return "?"
 	}
 	return fmt.Sprintf("%+.2f%%", r.Change)
+}
+
+// recordedInventory is the part of a run's target info a sweep records of
+// what ran on the box (fwapi.Inventory's JSON).
+type recordedInventory struct {
+	Inventory *struct {
+		CPUModel string `json:"cpu_model"`
+		Cores    int    `json:"cores"`
+		Packages []struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"packages"`
+		NICs []struct {
+			Name   string `json:"name"`
+			Driver string `json:"driver"`
+			Media  string `json:"media"`
+		} `json:"nics"`
+	} `json:"inventory"`
+}
+
+// inventoryDiffs names what differs between the boxes two runs ran on
+// beyond the knobs: CPU, packages and their versions, NIC drivers and
+// media. A firmware regression run expects the packages to change, a
+// box-against-box run the hardware; anything else is a confounder.
+func inventoryDiffs(a, b *Run) []string {
+	var ia, ib recordedInventory
+	if json.Unmarshal(a.Info.TargetInfo, &ia) != nil || json.Unmarshal(b.Info.TargetInfo, &ib) != nil || ia.Inventory == nil || ib.Inventory == nil {
+		return nil
+	}
+	x, y := ia.Inventory, ib.Inventory
+	var diffs []string
+	if x.CPUModel != y.CPUModel || x.Cores != y.Cores {
+		diffs = append(diffs, fmt.Sprintf("CPU %s × %d vs %s × %d", x.CPUModel, x.Cores, y.CPUModel, y.Cores))
+	}
+	pa, pb := map[string]string{}, map[string]string{}
+	for _, p := range x.Packages {
+		pa[p.Name] = p.Version
+	}
+	for _, p := range y.Packages {
+		pb[p.Name] = p.Version
+	}
+	for _, name := range slices.Sorted(maps.Keys(pa)) {
+		if v, ok := pb[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("package %s %s only in run %d", name, pa[name], a.Info.ID))
+		} else if v != pa[name] {
+			diffs = append(diffs, fmt.Sprintf("package %s %s vs %s", name, pa[name], v))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(pb)) {
+		if _, ok := pa[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("package %s %s only in run %d", name, pb[name], b.Info.ID))
+		}
+	}
+	nb := map[string]string{}
+	for _, n := range y.NICs {
+		nb[n.Name] = n.Driver + " " + n.Media
+	}
+	for _, n := range x.NICs {
+		if other, ok := nb[n.Name]; ok && other != n.Driver+" "+n.Media {
+			diffs = append(diffs, fmt.Sprintf("NIC %s %s %s vs %s", n.Name, n.Driver, n.Media, other))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("runs %d and %d differ beyond the knobs compared: %s", a.Info.ID, b.Info.ID, strings.Join(diffs, "; "))}
 }

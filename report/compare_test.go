@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,5 +154,32 @@ func TestEmptyRun(t *testing.T) {
 	}
 	if _, err := CompareRuns(run, run, CompareOptions{}); err == nil {
 		t.Error("comparing empty runs succeeded")
+	}
+}
+
+// compare names what differs between the boxes beyond the knobs: here a
+// package version and a link's media.
+func TestCompareInventoryDiffs(t *testing.T) {
+	mk := func(id int64, suricata, media string) *Run {
+		info, points, samples := reporttest.Generate(reporttest.T730(uint64(id), 0))
+		info.ID = id
+		info.TargetInfo = []byte(`{"Flavor":"pfsense","inventory":{"cpu_model":"AMD GX-424CC","cores":4,"packages":[{"name":"pfSense","version":"2.7.2"},{"name":"pfSense-pkg-suricata","version":"` + suricata + `"}],"nics":[{"name":"re0","driver":"re","media":"` + media + `"}]}}`)
+		r, err := build(info, points, samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := mk(1, "7.0.8", "1000baseT <full-duplex>"), mk(2, "7.0.8_1", "100baseTX <half-duplex>")
+	c, err := CompareRuns(a, b, CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "runs 1 and 2 differ beyond the knobs compared: package pfSense-pkg-suricata 7.0.8 vs 7.0.8_1; NIC re0 re 1000baseT <full-duplex> vs re 100baseTX <half-duplex>"
+	if !slices.Contains(c.Warnings, want) {
+		t.Errorf("warnings %q lack %q", c.Warnings, want)
+	}
+	if c, _ := CompareRuns(a, mk(3, "7.0.8", "1000baseT <full-duplex>"), CompareOptions{}); slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "beyond the knobs") }) {
+		t.Errorf("same boxes, warnings %q", c.Warnings)
 	}
 }
