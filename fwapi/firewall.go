@@ -55,6 +55,10 @@ type RuntimeState struct {
 	Version     string
 	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
 	GeneratedRules int
+	// CryptoModules holds, for every accelerator module crypto.hardware
+	// knows on the flavor, whether the kernel has it (kldstat); nil when
+	// not read.
+	CryptoModules map[string]bool
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.

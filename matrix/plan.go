@@ -70,6 +70,7 @@ type Plan struct {
 // cost-aware order keeps the expensive ones rare.
 var actionCost = map[configxml.Action]time.Duration{
 	configxml.ActionFirmware:        5 * time.Minute,
+	configxml.ActionReboot:          3 * time.Minute,
 	configxml.ActionInterfaces:      15 * time.Second,
 	configxml.ActionIDSRestart:      20 * time.Second,
 	configxml.ActionBlocklistUpdate: 30 * time.Second,
@@ -395,10 +396,13 @@ func (p *Plan) order() {
 					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
 					if !slices.Contains(st.Actions, a) {
 						st.Actions = append(st.Actions, a)
-						st.Cost += actionCost[a]
 					}
 					state[kv.Knob] = kv.Value
 				}
+			}
+			st.Actions = configxml.Effective(st.Actions)
+			for _, a := range st.Actions {
+				st.Cost += actionCost[a]
 			}
 			p.Steps = append(p.Steps, st)
 		}
@@ -447,7 +451,7 @@ func (s *Spec) transition(a, b *Point) time.Duration {
 		}
 	}
 	var total time.Duration
-	for _, act := range actions {
+	for _, act := range configxml.Effective(actions) {
 		total += actionCost[act]
 	}
 	return total
