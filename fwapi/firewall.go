@@ -66,6 +66,10 @@ type IfaceState struct {
 	Name    string
 	Options []string // the options=<...> words: TXCSUM, RXCSUM, TSO4, TSO6, LRO, ...
 	Media   string   // the media line's negotiated part, "10Gbase-T <full-duplex>"; "" when not shown
+	// Supported are the subtypes `ifconfig -m` lists under "supported
+	// media:" ("1000baseT", "100baseTX"), autoselect left out; nil
+	// without -m.
+	Supported []string
 }
 
 // Has reports whether the interface shows the given ifconfig option.

@@ -31,6 +31,18 @@ type NICInventory struct {
 	Name   string `json:"name"`
 	Driver string `json:"driver"`
 	Media  string `json:"media"` // ifconfig's media in parentheses: "1000baseT <full-duplex>"
+	// Best is the fastest media the NIC lists (ifconfig -m), "" when it
+	// lists none with a rate.
+	Best string `json:"best_media,omitempty"`
+}
+
+// BelowBest reports whether the link negotiated a slower media than the
+// best its NIC lists: a cable, a switch port or a forced setting is then
+// what bounds the throughput.
+func (n NICInventory) BelowBest() bool {
+	sub, _, _ := strings.Cut(n.Media, " ")
+	got, best := mediaSpeed(sub), mediaSpeed(n.Best)
+	return got > 0 && best > got
 }
 
 // FullDuplex reports whether the link negotiated full duplex. A link with
@@ -39,13 +51,17 @@ func (n NICInventory) FullDuplex() bool {
 	return n.Media == "" || strings.Contains(n.Media, "full-duplex")
 }
 
-// LinkWarnings names every link that is not full duplex: such a link
-// halves what the box can forward, whatever the knobs.
+// LinkWarnings names every link that is not full duplex (such a link
+// halves what the box can forward, whatever the knobs) or that negotiated
+// below the best media its NIC lists.
 func (inv Inventory) LinkWarnings() []string {
 	var out []string
 	for _, n := range inv.NICs {
 		if !n.FullDuplex() {
 			out = append(out, fmt.Sprintf("%s (%s) negotiated %q, not full duplex: its throughput is not the box's", n.Name, n.Driver, n.Media))
+		}
+		if n.BelowBest() {
+			out = append(out, fmt.Sprintf("%s (%s) negotiated %q, below the %s its NIC lists: the link, not the box, may bound the throughput", n.Name, n.Driver, n.Media, n.Best))
 		}
 	}
 	return out
@@ -55,6 +71,8 @@ func (inv Inventory) LinkWarnings() []string {
 const (
 	inventoryCPUCmd = "sysctl -n hw.model hw.ncpu"
 	inventoryPkgCmd = "pkg info"
+	// -m adds each NIC's supported media, for BelowBest.
+	inventoryIfconfigCmd = "ifconfig -a -m"
 )
 
 // readInventory runs the inventory's commands through run (a driver's
@@ -74,7 +92,7 @@ func readInventory(ctx context.Context, run func(context.Context, string) (strin
 	if inv.Packages, err = ParsePkgInfo(out); err != nil {
 		return inv, fmt.Errorf("inventory: %w", err)
 	}
-	if out, err = run(ctx, "ifconfig -a"); err != nil {
+	if out, err = run(ctx, inventoryIfconfigCmd); err != nil {
 		return inv, fmt.Errorf("inventory: %w", err)
 	}
 	ifs, err := ParseIfconfig(out)
@@ -83,7 +101,7 @@ func readInventory(ctx context.Context, run func(context.Context, string) (strin
 	}
 	for _, i := range ifs {
 		if IsNIC(i.Name) {
-			inv.NICs = append(inv.NICs, NICInventory{Name: i.Name, Driver: strings.TrimRightFunc(i.Name, unicode.IsDigit), Media: i.Media})
+			inv.NICs = append(inv.NICs, NICInventory{Name: i.Name, Driver: strings.TrimRightFunc(i.Name, unicode.IsDigit), Media: i.Media, Best: BestMedia(i.Supported)})
 		}
 	}
 	return inv, nil

@@ -425,6 +425,8 @@ func MeasuredCosts(events []store.Event) map[configxml.Action]time.Duration {
 	return out
 }
 
+// actionsOf lists the service actions that changes run: a reboot alone
+// when one of them needs it (configxml.Effective).
 func actionsOf(changes []configxml.Change) []configxml.Action {
 	var out []configxml.Action
 	for _, c := range changes {
@@ -432,7 +434,7 @@ func actionsOf(changes []configxml.Change) []configxml.Action {
 			out = append(out, c.Action)
 		}
 	}
-	return out
+	return configxml.Effective(out)
 }
 
 func describe(changes []configxml.Change) string {

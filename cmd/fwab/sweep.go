@@ -218,7 +218,11 @@ func (w *sweepWiring) run() *matrix.Run {
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle:   func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
 			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
-				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				s := pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				for _, lw := range w.fc.linkWarnings {
+					s.Warnings = append(s.Warnings, "link: "+lw)
+				}
+				return s
 			},
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
@@ -321,6 +325,10 @@ type firewallConfig struct {
 	infoJSON []byte
 	raw      []byte // config.xml as read
 	config   *configxml.Config
+	// linkWarnings are the inventory's links that are not full duplex or
+	// below their NIC's best: each sample carries them, so a report of any
+	// point says its throughput may be the link's.
+	linkWarnings []string
 }
 
 func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewallConfig, error) {
@@ -343,7 +351,8 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 			fmt.Fprintf(io.ErrOut, "note: no inventory recorded: %v\n", err)
 		} else {
 			recorded.Inventory = &inv
-			for _, w := range inv.LinkWarnings() {
+			fc.linkWarnings = inv.LinkWarnings()
+			for _, w := range fc.linkWarnings {
 				fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
 			}
 		}
