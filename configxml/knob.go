@@ -165,6 +165,12 @@ var knobs = []*KnobSpec{
 		get: getCrypto, set: setCrypto, validate: validateCrypto,
 	},
 	{
+		Name: "config", Syntax: "a whole config.xml file (a path, relative to the spec)",
+		Action: ActionReloadAll, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "whole configs to switch between (bench-lab's configuration sets); other knobs apply on top; fwab refuses one that changes how it reaches the box",
+		get: func(*Config, string) (string, error) { return "", configKnobError(nil, "", "") }, set: func(*Config, string, string) error { return configKnobError(nil, "", "") }, validate: configKnobError,
+	},
+	{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "the firewall's software version; changed by upgrading (fwab fw upgrade), not in config.xml",
 		get: func(c *Config, _ string) (string, error) { return c.product.Version, nil },

@@ -378,6 +378,9 @@ func ChangeVerifier(c *configxml.Config, changes []configxml.Change) Verifier {
 }
 
 func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
+	if ch.Knob == "config" {
+		return true // a whole config switched: every mismatch is its
+	}
 	switch f.Rule {
 	case RuleOffloadMismatch:
 		return strings.HasPrefix(f.Message, ch.Knob+" ")

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,12 +46,11 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 // loadPlan parses the spec and plans it against the config: a file, or the
 // target's own (read, never changed).
 func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan, error) {
-	f, err := os.Open(o.file)
-	if err != nil {
+	spec, err := matrix.ParseFile(o.file)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path == o.file {
 		return nil, usageError{err}
 	}
-	spec, err := matrix.Parse(f)
-	f.Close()
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -258,12 +259,11 @@ func (w *sweepWiring) finish(ctx context.Context, out matrix.Outcome) error {
 
 // loadSweepSpec reads the matrix file and settles the target it names.
 func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
-	f, err := os.Open(o.file)
-	if err != nil {
+	spec, err := matrix.ParseFile(o.file)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path == o.file {
 		return nil, usageError{err}
 	}
-	spec, err := matrix.Parse(f)
-	f.Close()
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}

@@ -263,3 +263,48 @@ func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
 	}
 	return st, samples
 }
+
+// TestConfigSetsLabSweep: a two-file config axis (the lab's own config and
+// a "my services" one with generated rules and another hostname) crossed
+// with outbound NAT: every point is measured on its set, and the firewall
+// ends on its original config.
+func TestConfigSetsLabSweep(t *testing.T) {
+	l := newLab(t)
+	original := l.configHash(t)
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.xml")
+	if err := os.WriteFile(base, []byte(l.mustRun(t, "fw", "pull", "--target", "lab", "--targets", l.targets)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.mustRun(t, "config", "set", base, "rules@lan=300", "xml:system/hostname=services", "-o", filepath.Join(dir, "services.xml"))
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte(`target: lab
+axes:
+  config: [base.xml, services.xml]
+  nat.outbound: [automatic, disabled]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+order: cost-aware
+settle: {timeout: 30s, pause: 500ms}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "results.db")
+	report := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
+	}
+	_, samples := runSamples(t, db)
+	if len(samples) != 4 {
+		t.Errorf("%d samples, want 4", len(samples))
+	}
+	for _, s := range samples {
+		if s.Failed {
+			t.Errorf("point %d failed: %s", s.Point, s.Reason)
+		}
+	}
+	if !strings.Contains(report, "services.xml") {
+		t.Errorf("the report does not name the points by their config file:\n%s", report)
+	}
+}
