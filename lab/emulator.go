@@ -269,9 +269,6 @@ func (e *Emulator) clearRunDirs() error {
 		if err := os.MkdirAll(run, 0o755); err != nil {
 			return err
 		}
-		defer func() {
-			_ = os.WriteFile(filepath.Join(run, "dmesg.boot"), []byte("FreeBSD is a registered trademark of The FreeBSD Foundation.\n"), 0o644)
-		}()
 	}
 	for _, d := range dirs {
 		_ = os.RemoveAll(filepath.Join(e.Root, d))
@@ -279,7 +276,28 @@ func (e *Emulator) clearRunDirs() error {
 			return err
 		}
 	}
-	return nil
+	return os.WriteFile(e.path("/var/run/dmesg.boot"), dmesgBoot(), 0o644)
+}
+
+// dmesgBoot is the boot's messages as far as fwab reads them: the CPU and
+// its features, AESNI among them where this machine's CPU has it (the
+// emulated box runs on this machine's CPUs).
+func dmesgBoot() []byte {
+	model, _ := sysctlValue("hw.model")
+	features := "SSE3,PCLMULQDQ,SSSE3,CX16,SSE4.1,SSE4.2,POPCNT"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+				if slices.Contains(strings.Fields(v), "aes") {
+					features += ",AESNI"
+				}
+				break
+			}
+		}
+	}
+	return []byte("FreeBSD is a registered trademark of The FreeBSD Foundation.\n" +
+		"CPU: " + model + "\n" +
+		"  Features2=0x7ffafbff<" + features + ">\n")
 }
 
 // Boot brings the data plane to what config.xml says, as a pfSense boot

@@ -367,9 +367,15 @@ func (s *Suite) TestInventory(t *testing.T) {
 		t.Fatal("Inventory lists no NIC")
 	}
 	for _, n := range got.NICs {
-		if n.Driver == "" || n.Media == "" || !n.FullDuplex() {
-			t.Errorf("NIC %+v: want a driver and full-duplex media", n)
+		if n.Driver == "" || n.Media == "" || !n.FullDuplex() || n.Best == "" || n.BelowBest() {
+			t.Errorf("NIC %+v: want a driver, full-duplex media and the NIC's best media", n)
 		}
+	}
+	if got.AESNI == nil {
+		t.Error("Inventory does not say whether the CPU has AES-NI (dmesg.boot)")
+	}
+	if len(got.CryptoModules) != len(configxml.CryptoModules(f.Product())) {
+		t.Errorf("Inventory crypto modules %v; want every one crypto.hardware knows on %s", got.CryptoModules, f.Product())
 	}
 }
 
