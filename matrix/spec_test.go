@@ -24,6 +24,20 @@ func parseFile(t *testing.T, path string) (*Spec, error) {
 	return Parse(f)
 }
 
+// planSpec parses a spec and plans it against the pfSense fixture.
+func planSpec(t *testing.T, spec string) *Plan {
+	t.Helper()
+	s, err := Parse(strings.NewReader(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(s, pfSense(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func pfSense(t *testing.T) *configxml.Config {
 	t.Helper()
 	c, err := configxml.LoadBytes(fixtures.Read("configs/pfsense-2.7.xml"))
@@ -394,20 +408,13 @@ func TestCostAwareIsCheaper(t *testing.T) {
 // per round at most; a step that reboots runs nothing else (the boot
 // applies the whole config), and the plan counts its reboots.
 func TestPlanReboots(t *testing.T) {
-	s, err := Parse(strings.NewReader(`
+	p := planSpec(t, `
 axes:
   crypto.hardware: [none, aesni]
   rules@lan: [0, 100, 1000]
 repeats: 6
 seed: 3
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPlan(s, pfSense(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	reboots := p.ServiceActions()[configxml.ActionReboot]
 	if reboots == 0 || reboots > 6 {
 		t.Errorf("%d reboots in 6 rounds; want at least one and at most one per round", reboots)
