@@ -85,7 +85,7 @@ func charonLoad(aesni bool) string {
 // pluginPackages names the Debian package of each plugin outside
 // libstrongswan, for the error when one is missing.
 var pluginPackages = map[string]string{
-	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins",
+	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins", "aesni": "libstrongswan-standard-plugins",
 	"chapoly": "libstrongswan-extra-plugins", "curve25519": "libstrongswan-extra-plugins",
 	"kernel-libipsec": "libcharon-extra-plugins", "socket-default": "strongswan-libcharon",
 	"vici": "strongswan-swanctl",
@@ -94,8 +94,9 @@ var pluginPackages = map[string]string{
 // PluginDir is where Debian's strongSwan keeps its plugins.
 const PluginDir = "/usr/lib/ipsec/plugins"
 
-// missingPlugins names the plugins charon would not find, in one error with
-// the apt-get line to run; nil when all are there.
+// missingPlugins names the plugins charon would not find (with AES-NI or
+// without: the same plugins), in one error with the apt-get line to run;
+// nil when all are there.
 func missingPlugins(dir string) error {
 	var missing, pkgs []string
 	seen := map[string]bool{}

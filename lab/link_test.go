@@ -199,7 +199,7 @@ func TestApplianceProfiles(t *testing.T) {
 		want string
 	}{
 		{Options{Appliance: "10g-big"}, `lab profile "10g-big": want one of unlimited, 1g-small`},
-		{Options{Link: "100m"}, `link speed "100m": want one of 1g, 2.5g, 10g, unlimited`},
+		{Options{Link: "40m"}, `link speed "40m": want one of 100m, 1g, 2.5g, 10g, unlimited`},
 		{Options{DUTCPU: 0.05}, "dut cpu budget 0.05 cores: want 0.1 to"},
 		{Options{Appliance: "1g-small", DUTCPU: 1000}, "dut cpu budget 1000 cores: want 0.1 to"},
 	} {

@@ -261,7 +261,7 @@ func (t Topology) DUTVeths() map[string]string {
 // A LinkSpeed is a line rate an emulated NIC of the DUT can have, and the
 // subtype FreeBSD's ifconfig prints for it on the media line.
 type LinkSpeed struct {
-	Name  string  // as --link takes it: 1g, 2.5g, 10g, unlimited
+	Name  string  // as --link takes it: 100m, 1g, 2.5g, 10g, unlimited
 	Mbit  float64 // line rate; 0: unlimited (the veth's own speed)
 	Media string  // ifconfig media subtype
 }
@@ -295,7 +295,7 @@ func linkSpeedNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ParseLinkSpec reads a link: a speed (1g, 2.5g, 10g, unlimited),
+// ParseLinkSpec reads a link: a speed (100m, 1g, 2.5g, 10g, unlimited),
 // optionally followed by /half or /full. Empty is unlimited.
 func ParseLinkSpec(s string) (LinkSpec, error) {
 	if s == "" {
@@ -420,8 +420,19 @@ type Appliance struct {
 // Appliances are the named profiles; the first is the default of Up.
 var Appliances = []Appliance{
 	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
-	{Name: "1g-small", Link: LinkSpec{Speed: LinkSpeeds[0]}, DUTCPU: 1,
+	{Name: "1g-small", Link: LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
 		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
+}
+
+// speedNamed is the LinkSpeed of that name; it panics on a name
+// LinkSpeeds lacks, which only a change to the tables above can cause.
+func speedNamed(name string) LinkSpeed {
+	for _, v := range LinkSpeeds {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("lab: no link speed " + name)
 }
 
 // LookupAppliance returns a named profile; empty is the default.
