@@ -1,6 +1,7 @@
 package configxml
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,9 +25,12 @@ const ActionReloadAll Action = "reload-all"
 // config the firewall runs.
 const ConfigRunning = "(running)"
 
-func configKnobError(*Config, string, string) error {
-	return fmt.Errorf("config is a whole config.xml that a sweep switches to (axes: {config: [a.xml, b.xml]}), not a value inside one")
-}
+// errConfigKnob is what the config knob answers inside a config.
+var errConfigKnob = errors.New("config is a whole config.xml that a sweep switches to (axes: {config: [a.xml, b.xml]}), not a value inside one")
+
+func getConfigKnob(*Config, string) (string, error)    { return "", errConfigKnob }
+func setConfigKnob(*Config, string, string) error      { return errConfigKnob }
+func validateConfigKnob(*Config, string, string) error { return errConfigKnob }
 
 // ReloadActions are the service actions a switch from one whole config to
 // another runs, in the products' order: interfaces, the filter, IPsec,

@@ -168,7 +168,7 @@ var knobs = []*KnobSpec{
 		Name: "config", Syntax: "a whole config.xml file (a path, relative to the spec)",
 		Action: ActionReloadAll, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "whole configs to switch between (bench-lab's configuration sets); other knobs apply on top; fwab refuses one that changes how it reaches the box",
-		get: func(*Config, string) (string, error) { return "", configKnobError(nil, "", "") }, set: func(*Config, string, string) error { return configKnobError(nil, "", "") }, validate: configKnobError,
+		get: getConfigKnob, set: setConfigKnob, validate: validateConfigKnob,
 	},
 	{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
