@@ -1,10 +1,16 @@
-// Package store keeps sweep results in SQLite (modernc.org/sqlite, no cgo):
-// runs, their matrix points, the samples probed at each point with the DUT's
-// metrics during them, and the events of the run. Every sample is written in
+// Package store keeps sweep results in SQLite (modernc.org/sqlite, no cgo),
+// the default, or in PostgreSQL (github.com/jackc/pgx/v5) for a fleet of
+// testbeds writing to one database: runs, their matrix points, the samples
+// probed at each point with the DUT's metrics during them, and the events
+// of the run. Every sample is written in
 // its own transaction as soon as it is measured, so a crash loses at most the
 // sample in flight, and a resumed run skips what is already recorded.
 //
-// The database is opened in WAL mode, so reports can read while a sweep
+// Both run the same queries and the same schema (see migrations); every
+// write that is one transaction on SQLite is one on PostgreSQL, and ids come
+// back with RETURNING on both.
+//
+// The SQLite database is opened in WAL mode, so reports can read while a sweep
 // writes, with synchronous=FULL: each committed sample is on disk before
 // RecordSample returns. A sample takes seconds to measure and an fsync
 // milliseconds, so FULL costs nothing noticeable; NORMAL would survive a
@@ -33,8 +39,9 @@ import (
 
 // Store is an open results database.
 type Store struct {
-	db   *sql.DB
-	path string
+	db       *sql.DB
+	location string // the path, or the URL without its password
+	dialect  dialect
 }
 
 // Errors callers can test for with errors.Is.
@@ -55,9 +62,18 @@ func DefaultPath() string {
 	return filepath.Join(home, ".local", "share", "fwab", "results.db")
 }
 
-// Open opens the database at path, creating it and its folder if needed, and
-// brings its schema up to date.
-func Open(ctx context.Context, path string) (*Store, error) {
+// Open opens the results database at location, creating it if needed, and
+// brings its schema up to date. A location that is a postgres:// or
+// postgresql:// URL is a PostgreSQL database (see OpenPostgres); anything
+// else is the path of an SQLite file, created with its folder.
+func Open(ctx context.Context, location string) (*Store, error) {
+	if IsURL(location) {
+		return openPostgres(ctx, location, false)
+	}
+	return openSQLite(ctx, location)
+}
+
+func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("results database path is empty")
 	}
@@ -73,7 +89,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, location: path, dialect: sqliteDialect}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results database %s: %w", path, err)
@@ -84,37 +100,90 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// DB gives read access for reports that need their own queries.
+// DB gives read access for reports that need their own queries; write
+// them with ? placeholders and pass them through Rebind.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Rebind turns a query written with ? placeholders into this database's
+// dialect.
+func (s *Store) Rebind(query string) string { return s.dialect.rebind(query) }
+
+// Location is where the database is: its file, or its URL with any
+// password replaced by xxxxx. It is safe to print.
+func (s *Store) Location() string { return s.location }
+
+// Dialect is "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.dialect.name }
+
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.dialect.rebind(query), args...)
+}
+
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.dialect.rebind(query), args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.dialect.rebind(query), args...)
+}
+
+// tx is a transaction that speaks the store's dialect.
+type tx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (s *Store) begin(ctx context.Context) (tx, error) {
+	t, err := s.db.BeginTx(ctx, nil)
+	return tx{t, s.dialect}, err
+}
+
+func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.ExecContext(ctx, t.d.rebind(query), args...)
+}
+
+func (t tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.QueryRowContext(ctx, t.d.rebind(query), args...)
+}
+
+// migrateLock is the PostgreSQL advisory lock that makes fwab processes
+// starting at once on one database migrate it one after another (SQLite's
+// immediate transactions do the same for a file).
+const migrateLock = 0x66776162 // "fwab"
+
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+	if s.dialect.name == postgresDialect.name {
+		if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLock); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return err
 	}
 	var version int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	err = tx.queryRow(ctx, `SELECT version FROM schema_version`).Scan(&version)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+		if _, err := tx.exec(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
 			return err
 		}
 	case err != nil:
 		return err
 	}
 	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this fwab knows (%d): use a newer fwab", version, len(migrations))
+		return newerSchemaError(version)
 	}
 	for v := version; v < len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		if _, err := tx.exec(ctx, s.dialect.schema(migrations[v])); err != nil {
 			return fmt.Errorf("migrating to schema version %d: %w", v+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
+	if _, err := tx.exec(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -188,14 +257,15 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (int64, error) {
 	if created.IsZero() {
 		created = time.Now()
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
+	var id int64
+	err := s.queryRow(ctx, `INSERT INTO runs
 		(created, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash)
-		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
-		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, string(info), r.Firmware, r.ConfigHash)
+		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, string(info), r.Firmware, r.ConfigHash).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // FinishRun marks a run done, failed or cancelled.
@@ -205,7 +275,7 @@ func (s *Store) FinishRun(ctx context.Context, run int64, status RunStatus) erro
 	default:
 		return fmt.Errorf("finish run %d: status %q is not done, failed or cancelled", run, status)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, string(status), formatTime(time.Now()), run)
+	res, err := s.exec(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, string(status), formatTime(time.Now()), run)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", run, err)
 	}
@@ -217,7 +287,7 @@ func (s *Store) FinishRun(ctx context.Context, run int64, status RunStatus) erro
 
 // Reopen marks a finished run as running again, for a resume.
 func (s *Store) Reopen(ctx context.Context, run int64) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = 'running', finished = NULL WHERE id = ?`, run)
+	res, err := s.exec(ctx, `UPDATE runs SET status = 'running', finished = NULL WHERE id = ?`, run)
 	if err != nil {
 		return fmt.Errorf("reopen run %d: %w", run, err)
 	}
@@ -245,7 +315,7 @@ func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
 
 // Run returns one run.
 func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, err := scanRun(s.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
@@ -257,7 +327,7 @@ func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
 
 // Runs lists all runs, newest first, with their counts.
 func (s *Store) Runs(ctx context.Context) ([]RunSummary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+`,
+	rows, err := s.query(ctx, `SELECT `+runColumns+`,
 		(SELECT count(*) FROM points p WHERE p.run_id = runs.id),
 		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id),
 		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id AND x.failed)
@@ -302,7 +372,7 @@ type Point struct {
 // (a resume) is allowed; a point whose knobs differ from the recorded ones
 // is refused, because the spec changed under the run.
 func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("add points: %w", err)
 	}
@@ -317,10 +387,10 @@ func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error 
 			status = Pending
 		}
 		var have string
-		err = tx.QueryRowContext(ctx, `SELECT knobs FROM points WHERE run_id = ? AND idx = ?`, run, p.Index).Scan(&have)
+		err = tx.queryRow(ctx, `SELECT knobs FROM points WHERE run_id = ? AND idx = ?`, run, p.Index).Scan(&have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO points (run_id, idx, knobs, status, reason) VALUES (?, ?, ?, ?, ?)`,
+			if _, err := tx.exec(ctx, `INSERT INTO points (run_id, idx, knobs, status, reason) VALUES (?, ?, ?, ?, ?)`,
 				run, p.Index, string(knobs), string(status), p.Reason); err != nil {
 				return fmt.Errorf("add point %d to run %d: %w", p.Index, run, err)
 			}
@@ -335,7 +405,7 @@ func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error 
 
 // SetPointStatus records what became of a point.
 func (s *Store) SetPointStatus(ctx context.Context, run int64, index int, status PointStatus, reason string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE points SET status = ?, reason = ? WHERE run_id = ? AND idx = ?`, string(status), reason, run, index)
+	res, err := s.exec(ctx, `UPDATE points SET status = ?, reason = ? WHERE run_id = ? AND idx = ?`, string(status), reason, run, index)
 	if err != nil {
 		return fmt.Errorf("point %d of run %d: %w", index, run, err)
 	}
@@ -347,7 +417,7 @@ func (s *Store) SetPointStatus(ctx context.Context, run int64, index int, status
 
 // Points returns a run's points in order.
 func (s *Store) Points(ctx context.Context, run int64) ([]Point, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idx, knobs, status, reason FROM points WHERE run_id = ? ORDER BY idx`, run)
+	rows, err := s.query(ctx, `SELECT idx, knobs, status, reason FROM points WHERE run_id = ? ORDER BY idx`, run)
 	if err != nil {
 		return nil, fmt.Errorf("points of run %d: %w", run, err)
 	}
@@ -520,31 +590,28 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("record sample %s: %w", x.Key, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO samples
+	var id int64
+	err = tx.queryRow(ctx, `INSERT INTO samples
 		(run_id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
 		 bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
 		 rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
 		 endpoint_cpu_bound, failed, reason, warnings, raw)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING`,
+		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING RETURNING id`,
 		x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
 		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
 		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
-		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw))
-	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
-	id, err := res.LastInsertId()
 	if err != nil {
-		return err
+		return fmt.Errorf("record sample %s: %w", x.Key, err)
 	}
 	for _, m := range x.DUT {
 		var mbufs any
@@ -555,7 +622,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 		if m.TempCelsius != 0 {
 			temp = m.TempCelsius
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES (?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.exec(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES (?, ?, ?, ?, ?, ?)`,
 			id, formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs); err != nil {
 			return fmt.Errorf("record sample %s: DUT metrics: %w", x.Key, err)
 		}
@@ -569,7 +636,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 // Completed returns the keys of every sample recorded for a run: what a
 // resume must not repeat.
 func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT point_idx, probe, round, repeat FROM samples WHERE run_id = ?`, run)
+	rows, err := s.query(ctx, `SELECT point_idx, probe, round, repeat FROM samples WHERE run_id = ?`, run)
 	if err != nil {
 		return nil, fmt.Errorf("samples of run %d: %w", run, err)
 	}
@@ -588,7 +655,7 @@ func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) 
 // Samples returns a run's samples with their DUT metrics, in the order they
 // were recorded.
 func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
+	rows, err := s.query(ctx, `SELECT id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
 		bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
 		rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
 		endpoint_cpu_bound, failed, reason, warnings, raw
@@ -632,8 +699,8 @@ func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
 	}
 	rows.Close()
 
-	mrows, err := s.db.QueryContext(ctx, `SELECT m.sample_id, m.time, m.cpu, m.temp, m.mem, m.mbufs
-		FROM dut_metrics m JOIN samples x ON x.id = m.sample_id WHERE x.run_id = ? ORDER BY m.rowid`, run)
+	mrows, err := s.query(ctx, `SELECT m.sample_id, m.time, m.cpu, m.temp, m.mem, m.mbufs
+		FROM dut_metrics m JOIN samples x ON x.id = m.sample_id WHERE x.run_id = ? ORDER BY m.`+s.dialect.dutOrder, run)
 	if err != nil {
 		return nil, fmt.Errorf("DUT metrics of run %d: %w", run, err)
 	}
@@ -677,7 +744,7 @@ func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 	if e.Point >= 0 {
 		point = e.Point
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO events (run_id, time, kind, point_idx, message) VALUES (?, ?, ?, ?, ?)`,
+	if _, err := s.exec(ctx, `INSERT INTO events (run_id, time, kind, point_idx, message) VALUES (?, ?, ?, ?, ?)`,
 		run, formatTime(t), e.Kind, point, e.Message); err != nil {
 		return fmt.Errorf("record event for run %d: %w", run, err)
 	}
@@ -688,7 +755,7 @@ func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 // target that recorded any, in order; none when no run did.
 func (s *Store) LatestEvents(ctx context.Context, target, kind string) ([]Event, error) {
 	var run sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT max(e.run_id) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.target_name = ? AND e.kind = ?`, target, kind).Scan(&run); err != nil {
+	if err := s.queryRow(ctx, `SELECT max(e.run_id) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.target_name = ? AND e.kind = ?`, target, kind).Scan(&run); err != nil {
 		return nil, fmt.Errorf("events of target %s: %w", target, err)
 	}
 	if !run.Valid {
@@ -709,7 +776,7 @@ func (s *Store) LatestEvents(ctx context.Context, target, kind string) ([]Event,
 
 // Events returns a run's events in order.
 func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)
+	rows, err := s.query(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)
 	if err != nil {
 		return nil, fmt.Errorf("events of run %d: %w", run, err)
 	}
