@@ -121,6 +121,10 @@ func openPostgres(ctx context.Context, raw string, readOnly bool) (*Store, error
 	}
 	if readOnly {
 		version, err := schemaVersion(ctx, db)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+			err = fmt.Errorf("%w: 'fwab db migrate --db URL' creates fwab's tables (a sweep does too)", ErrNoSchema)
+		}
 		if err == nil {
 			err = checkReadable(version, display)
 		}
@@ -184,6 +188,10 @@ func checkReadable(version int, location string) error {
 	}
 	return nil
 }
+
+// ErrNoSchema is a PostgreSQL database without fwab's tables: one made
+// for fwab (createdb) that no fwab has written to yet.
+var ErrNoSchema = errors.New("the database has no fwab tables yet")
 
 func newerSchemaError(version int) error {
 	return fmt.Errorf("schema version %d is newer than this fwab knows (%d): use a newer fwab", version, len(migrations))

@@ -65,7 +65,7 @@ func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
 	err := db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
 	if err != nil {
 		// "file is not a database", "no such table": either way not ours.
-		return 0, fmt.Errorf("%w (%v)", ErrNotResults, err)
+		return 0, fmt.Errorf("%w (%w)", ErrNotResults, err)
 	}
 	return version, nil
 }

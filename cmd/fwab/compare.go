@@ -10,7 +10,6 @@ import (
 
 	"github.com/fwab/fwab/internal/atomicfile"
 	"github.com/fwab/fwab/report"
-	"github.com/fwab/fwab/store"
 	"github.com/spf13/cobra"
 )
 
@@ -52,7 +51,7 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 			return runCompare(cmd.Context(), opts, a, b, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	addDBFlag(cmd.Flags(), &opts.db, "results `database`")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the comparison as JSON (the exit status is the same)")
 	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")

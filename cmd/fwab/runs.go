@@ -31,7 +31,7 @@ func newRunsCmd(io *streams) *cobra.Command {
 		Use:   "runs",
 		Short: "List and show the runs in the results database",
 	}
-	cmd.PersistentFlags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	addDBFlag(cmd.PersistentFlags(), &opts.db, "results `database`")
 	cmd.PersistentFlags().BoolVar(&opts.json, "json", false, "print JSON")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
@@ -157,7 +157,7 @@ func runRunsList(ctx context.Context, opts *runsOptions, io *streams) error {
 		return writeJSON(io.Out, out)
 	}
 	if len(runs) == 0 {
-		fmt.Fprintf(io.ErrOut, "no runs in %s\n", opts.db)
+		fmt.Fprintf(io.ErrOut, "no runs in %s\n", store.Redact(opts.db))
 		return nil
 	}
 	t := newRunsTable(io.Out)
@@ -224,7 +224,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	defer s.Close()
 	r, err := s.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, opts.db)
+		return fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(opts.db))
 	}
 	if err != nil {
 		return err

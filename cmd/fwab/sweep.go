@@ -62,7 +62,7 @@ func newSweepCmd(io *streams) *cobra.Command {
 	}
 	addTargetFlags(cmd, &o.targetFlags)
 	addRollbackFlag(cmd, &o.targetFlags)
-	cmd.Flags().StringVar(&o.db, "db", store.DefaultPath(), "the results database")
+	addDBFlag(cmd.Flags(), &o.db, "the results `database`")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, each step's changes and the estimated duration; change nothing")
 	cmd.Flags().Int64Var(&o.resume, "resume", 0, "continue the interrupted run `RUN`")
 	cmd.Flags().StringVar(&o.config, "config", "", "with --dry-run: plan against this config.xml, with no firewall at all")
@@ -203,7 +203,7 @@ func (w *sweepWiring) run() *matrix.Run {
 				rounds += fmt.Sprintf(" (up to %d where an interval is wider than ±%s%%)", w.spec.RepeatsSpec.Max, strconv.FormatFloat(w.spec.RepeatsSpec.Width, 'f', -1, 64))
 			}
 			fmt.Fprintf(io.ErrOut, "run %d: %d points × %s rounds, %d probes each; seed %d; about %s; results in %s\n",
-				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), o.db)
+				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), store.Redact(o.db))
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
@@ -305,8 +305,10 @@ func openResumed(ctx context.Context, o *sweepOptions, spec *matrix.Spec) (*stor
 // openNewStore opens the results database for a new run, creating its
 // directory.
 func openNewStore(ctx context.Context, path string) (*store.Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, usageErrorf("results database: %w", err)
+	if !store.IsURL(path) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, usageErrorf("results database: %w", err)
+		}
 	}
 	st, err := store.Open(ctx, path)
 	if err != nil {
