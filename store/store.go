@@ -34,7 +34,8 @@ import (
 
 	"github.com/fwab/fwab/probe"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is an open results database.
@@ -83,18 +84,37 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("results database: %w", err)
 	}
+	// busy_timeout first: switching a new file to WAL takes a lock that
+	// another fwab opening it at the same moment may hold.
 	dsn := "file:" + path +
-		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+		"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
 	s := &Store{db: db, location: path, dialect: sqliteDialect}
-	if err := s.migrate(ctx); err != nil {
+	// A new file's first connection (the pragmas, then the migration)
+	// can find it busy without waiting, when other fwabs open the same
+	// new file at once; the migration is one transaction, so it is simply
+	// tried again.
+	for attempt := 1; ; attempt++ {
+		err = s.migrate(ctx)
+		if !isBusy(err) || attempt == 50 {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// isBusy says err is SQLite's SQLITE_BUSY (or one of its extended codes).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the database.

@@ -297,3 +297,28 @@ func TestConcurrentReader(t *testing.T) {
 		}
 	})
 }
+
+// Many fwab processes starting at once on a new database all get it, with
+// its schema made once.
+func TestConcurrentOpen(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		loc := b.fresh(t)
+		const n = 8
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				s, err := Open(t.Context(), loc)
+				if err == nil {
+					_, err = s.CreateRun(t.Context(), Run{Spec: "x", Target: "lab"})
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("Open at the same time as %d others: %v", n-1, err)
+			}
+		}
+	})
+}
