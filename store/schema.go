@@ -92,6 +92,13 @@ CREATE TABLE events (
 );
 CREATE INDEX events_run ON events (run_id);
 `,
+	// 2: testbeds: the target's name and a fingerprint of its hardware
+	// ("" for runs an older fwab recorded).
+	`
+ALTER TABLE runs ADD COLUMN testbed TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_testbed ON runs (testbed, spec_hash);
+CREATE INDEX samples_run ON samples (run_id);
+`,
 }
 
 // dialect is what differs between the two databases fwab writes.

@@ -231,9 +231,14 @@ type Run struct {
 	Seed        int64
 	FwabVersion string
 	Target      string
-	TargetInfo  json.RawMessage // what was known of the target: flavor, version, NICs (never secrets)
-	Firmware    string
-	ConfigHash  string // sha256 of the original config.xml
+	// Testbed is the box measured: the target's name and a fingerprint
+	// of its hardware (CPU, NICs and drivers, endpoint hosts), not of its
+	// software, so a firmware upgrade stays on one testbed. "" for runs
+	// from before testbeds were recorded.
+	Testbed    string
+	TargetInfo json.RawMessage // what was known of the target: flavor, version, NICs (never secrets)
+	Firmware   string
+	ConfigHash string // sha256 of the original config.xml
 }
 
 // RunSummary is a run with its counts, for listings.
@@ -279,9 +284,9 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (int64, error) {
 	}
 	var id int64
 	err := s.queryRow(ctx, `INSERT INTO runs
-		(created, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash)
-		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, string(info), r.Firmware, r.ConfigHash).Scan(&id)
+		(created, status, spec, spec_hash, seed, fwab_version, target_name, testbed, target_info, firmware_version, config_hash)
+		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, r.Testbed, string(info), r.Firmware, r.ConfigHash).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
@@ -317,13 +322,13 @@ func (s *Store) Reopen(ctx context.Context, run int64) error {
 	return nil
 }
 
-const runColumns = `id, created, finished, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash`
+const runColumns = `id, created, finished, status, spec, spec_hash, seed, fwab_version, target_name, testbed, target_info, firmware_version, config_hash`
 
 func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
 	var r Run
 	var created, finished sql.NullString
 	var status, info string
-	dest := append([]any{&r.ID, &created, &finished, &status, &r.Spec, &r.SpecHash, &r.Seed, &r.FwabVersion, &r.Target, &info, &r.Firmware, &r.ConfigHash}, extra...)
+	dest := append([]any{&r.ID, &created, &finished, &status, &r.Spec, &r.SpecHash, &r.Seed, &r.FwabVersion, &r.Target, &r.Testbed, &info, &r.Firmware, &r.ConfigHash}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return r, err
 	}

@@ -19,7 +19,7 @@ func newRun(t *testing.T, s *Store) int64 {
 	t.Helper()
 	id, err := s.CreateRun(t.Context(), Run{
 		Spec: "probes:\n  tcp-up: {iperf3: {duration: 10s}}\n", Seed: 42, FwabVersion: "v0.1.0",
-		Target: "lab", TargetInfo: json.RawMessage(`{"flavor":"pfsense","version":"2.7.2-RELEASE"}`),
+		Target: "lab", Testbed: "lab@0123456789ab", TargetInfo: json.RawMessage(`{"flavor":"pfsense","version":"2.7.2-RELEASE"}`),
 		Firmware: "2.7.2-RELEASE", ConfigHash: strings.Repeat("ab", 32),
 	})
 	if err != nil {
@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gotRun.Status != Running || gotRun.SpecHash != HashSpec(gotRun.Spec) || gotRun.Seed != 42 || string(gotRun.TargetInfo) != `{"flavor":"pfsense","version":"2.7.2-RELEASE"}` {
+		if gotRun.Status != Running || gotRun.Testbed != "lab@0123456789ab" || gotRun.SpecHash != HashSpec(gotRun.Spec) || gotRun.Seed != 42 || string(gotRun.TargetInfo) != `{"flavor":"pfsense","version":"2.7.2-RELEASE"}` {
 			t.Errorf("Run() = %+v", gotRun)
 		}
 
@@ -319,6 +319,31 @@ func TestConcurrentOpen(t *testing.T) {
 			if err := <-errs; err != nil {
 				t.Errorf("Open at the same time as %d others: %v", n-1, err)
 			}
+		}
+	})
+}
+
+// A database of the first schema gains testbeds: its runs have none.
+func TestMigrateFromFirstSchema(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		all := migrations
+		migrations = all[:1]
+		s, loc := b.open(t)
+		migrations = all
+		var id int64
+		if err := s.queryRow(t.Context(), `INSERT INTO runs (created, spec, spec_hash, seed, fwab_version, target_name)
+			VALUES ('2026-01-01T00:00:00Z', 'x', 'h', 1, 'v0', 'lab') RETURNING id`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s, err := Open(t.Context(), loc)
+		if err != nil {
+			t.Fatalf("Open(schema 1) = %v", err)
+		}
+		defer s.Close()
+		r, err := s.Run(t.Context(), id)
+		if err != nil || r.Testbed != "" || r.Target != "lab" {
+			t.Errorf("Run(%d) after migrating = %+v, %v; want target lab, no testbed", id, r, err)
 		}
 	})
 }

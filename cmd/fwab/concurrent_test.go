@@ -200,6 +200,9 @@ func testConcurrentSweeps(t *testing.T, db string) {
 				t.Errorf("run %d: %s failed: %s", r.ID, x.Key, x.Reason)
 			}
 		}
+		if !strings.HasPrefix(r.Testbed, r.Target+"@") {
+			t.Errorf("run %d on %s: testbed %q, want %s@FINGERPRINT", r.ID, r.Target, r.Testbed, r.Target)
+		}
 		if r.Status != store.Done || len(samples) != concurrentSamples {
 			t.Errorf("run %d on %s: %s with %d samples, want done with %d", r.ID, r.Target, r.Status, len(samples), concurrentSamples)
 		}

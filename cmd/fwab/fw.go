@@ -110,7 +110,7 @@ func startSession(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Tar
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := fwapi.StateDir(t.Name)
+	dir, err := stateDir(t)
 	if err != nil {
 		closeGuard()
 		return nil, nil, err
@@ -557,7 +557,7 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
 		return err
 	}
 	defer closeGuard()
-	dir, err := fwapi.StateDir(t.Name)
+	dir, err := stateDir(t)
 	if err != nil {
 		return err
 	}

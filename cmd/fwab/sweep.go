@@ -198,7 +198,7 @@ func (w *sweepWiring) run() *matrix.Run {
 	io, o, plan, client, server := w.io, w.o, w.plan, w.client, w.server
 	return &matrix.Run{
 		Store: w.st, Plan: plan, Resume: o.resume,
-		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
+		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, Testbed: testbedOf(w.t, w.fc.info, w.fc.inv), TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
 		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
 			probes := len(w.spec.ProbeRuns())
 			rounds := strconv.Itoa(w.spec.Repeats)
@@ -337,6 +337,7 @@ func openNewStore(ctx context.Context, path string) (*store.Store, error) {
 // firewallConfig is what a sweep reads from the firewall before planning.
 type firewallConfig struct {
 	info     fwapi.Info
+	inv      *fwapi.Inventory // nil when the driver cannot list it
 	infoJSON []byte
 	raw      []byte // config.xml as read
 	config   *configxml.Config
@@ -361,7 +362,7 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 		if inv, err := lister.Inventory(ctx); err != nil {
 			fmt.Fprintf(io.ErrOut, "note: no inventory recorded: %v\n", err)
 		} else {
-			recorded.Inventory = &inv
+			recorded.Inventory, fc.inv = &inv, &inv
 			for _, w := range inv.LinkWarnings() {
 				fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
 			}
