@@ -22,7 +22,7 @@ import (
 )
 
 type runsOptions struct {
-	db   string
+	db      string
 	json    bool
 	testbed string // runs list --testbed
 }
