@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,4 +213,77 @@ func testConcurrentSweeps(t *testing.T, db string) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// fwab sweep --target a --target b … runs one sweep per target at once;
+// one that cannot reach its firewall fails alone.
+func TestSweepManyTargets(t *testing.T) {
+	saved := stubProbe
+	stubProbe = syntheticProbe
+	t.Cleanup(func() { stubProbe = saved })
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	var targets strings.Builder
+	targets.WriteString("targets:\n")
+	for i := range 3 {
+		em := labtest.Start(t, labtest.Options{})
+		ssh := em.Target.SSH
+		port := ssh.Port
+		if i == 2 {
+			port = closedPort(t) // nothing answers there
+		}
+		fmt.Fprintf(&targets, "  fw%d:\n    flavor: pfsense\n    host: %s\n    ssh:\n      port: %d\n      user: admin\n      key_file: %s\n      known_hosts: %s\n      connect_timeout_ms: 2000\n"+
+			"    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n",
+			i+1, em.Target.Host, port, ssh.KeyFile, ssh.KnownHosts)
+	}
+	targetsFile := filepath.Join(dir, "targets.yaml")
+	spec := filepath.Join(dir, "spec.yaml")
+	db := filepath.Join(dir, "results.db")
+	os.WriteFile(targetsFile, []byte(targets.String()), 0o600)
+	os.WriteFile(spec, []byte(concurrentSpec), 0o644)
+
+	out, errOut, code := runFwab(t, "sweep", spec, "--target", "fw1", "--target", "fw2", "--target", "fw3", "--targets", targetsFile, "--db", db)
+	if code != exitFailure {
+		t.Errorf("sweep of 3 targets, one unreachable = %d, want %d\n%s", code, exitFailure, errOut)
+	}
+	for _, want := range []string{"[fw1] run ", "[fw2] run ", "[fw3] fwab: ", "1 of 3 sweeps failed"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr has no %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(out, "## fw1") || !strings.Contains(out, "## fw2") {
+		t.Errorf("stdout has not both reports:\n%s", out)
+	}
+	st, err := store.OpenReadOnly(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs, err := st.Runs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.RunStatus{}
+	for _, r := range runs {
+		got[r.Target] = r.Status
+		if r.Samples != concurrentSamples {
+			t.Errorf("run %d on %s: %d samples, want %d", r.ID, r.Target, r.Samples, concurrentSamples)
+		}
+	}
+	if len(runs) != 2 || got["fw1"] != store.Done || got["fw2"] != store.Done {
+		t.Errorf("runs = %v, want fw1 and fw2 done", got)
+	}
+	if _, errOut, code := runFwab(t, "sweep", spec, "--target", "fw1", "--target", "fw1", "--targets", targetsFile, "--db", db); code != exitUsage {
+		t.Errorf("the same target twice = %d, want a usage error: %s", code, errOut)
+	}
+}
+
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

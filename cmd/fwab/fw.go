@@ -31,6 +31,12 @@ type targetFlags struct {
 
 func addTargetFlags(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().StringVar(&f.target, "target", "", "the firewall, by its name in the targets file (required)")
+	addTargetsFileFlags(cmd, f)
+}
+
+// addTargetsFileFlags are the target flags but --target itself, for a
+// command that takes several targets.
+func addTargetsFileFlags(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().StringVar(&f.targets, "targets", fwapi.DefaultTargetsPath(), "the targets file")
 	cmd.Flags().BoolVar(&f.acceptNewHostKey, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time (a changed key is always refused)")
 }

@@ -26,15 +26,16 @@ import (
 
 type sweepOptions struct {
 	targetFlags
-	file     string
-	db       string
-	dryRun   bool
-	config   string // --dry-run against this config.xml: no firewall
-	product  string
-	resume   int64
-	seed     uint64
-	seedSet  bool
-	progress bool
+	targetNames []string // --target, once per firewall
+	file        string
+	db          string
+	dryRun      bool
+	config      string // --dry-run against this config.xml: no firewall
+	product     string
+	resume      int64
+	seed        uint64
+	seedSet     bool
+	progress    bool
 }
 
 func newSweepCmd(io *streams) *cobra.Command {
@@ -57,10 +58,18 @@ func newSweepCmd(io *streams) *cobra.Command {
 			if o.product != "" && o.config == "" {
 				return usageErrorf("--product goes with --dry-run --config FILE (a sweep asks the firewall its version)")
 			}
+			switch len(o.targetNames) {
+			case 0:
+			case 1:
+				o.target = o.targetNames[0]
+			default:
+				return runSweeps(cmd.Context(), io, o)
+			}
 			return runSweep(cmd.Context(), io, o)
 		},
 	}
-	addTargetFlags(cmd, &o.targetFlags)
+	cmd.Flags().StringArrayVar(&o.targetNames, "target", nil, "the firewall, by its name in the targets file (default: the spec's target); repeat it to sweep several at once")
+	addTargetsFileFlags(cmd, &o.targetFlags)
 	addRollbackFlag(cmd, &o.targetFlags)
 	addDBFlag(cmd.Flags(), &o.db, "the results `database`")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, each step's changes and the estimated duration; change nothing")
