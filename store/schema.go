@@ -98,6 +98,18 @@ CREATE INDEX events_run ON events (run_id);
 ALTER TABLE runs ADD COLUMN testbed TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_testbed ON runs (testbed, spec_hash);
 CREATE INDEX samples_run ON samples (run_id);
+
+-- One row per measured sample of every complete run, in the shape
+-- time-series tools read (Apache Otava, Grafana): the run's time and
+-- testbed, the point (its knobs, JSON) and probe, the figures.
+CREATE VIEW fwab_samples_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.round, x.repeat, x.bits_per_second / 1000000.0 AS mbps, x.retransmits
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE r.status = 'done' AND NOT x.failed;
 `,
 }
 

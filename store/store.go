@@ -823,3 +823,49 @@ func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
 	}
 	return out, rows.Err()
 }
+
+// Measured is one successful sample's throughput, with its run and point,
+// as a history reads them.
+type Measured struct {
+	Run           int64
+	Created       time.Time
+	Testbed       string
+	Target        string
+	Firmware      string
+	Knobs         string // the point's knobs, JSON
+	Probe         string
+	BitsPerSecond float64
+}
+
+// History returns the throughput of every successful sample of every
+// complete run made from the spec with hash specHash, oldest run first.
+// It reads only what a trend needs, so that years of nightly runs load at
+// once.
+func (s *Store) History(ctx context.Context, specHash string) ([]Measured, error) {
+	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version, p.knobs, x.probe, x.bits_per_second
+		FROM runs r
+		JOIN samples x ON x.run_id = r.id
+		JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+		WHERE r.spec_hash = ? AND r.status = 'done' AND NOT x.failed AND x.bits_per_second IS NOT NULL
+		ORDER BY r.id, x.id`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer rows.Close()
+	var out []Measured
+	var lastRun int64
+	var created time.Time
+	for rows.Next() {
+		var m Measured
+		var c sql.NullString
+		if err := rows.Scan(&m.Run, &c, &m.Testbed, &m.Target, &m.Firmware, &m.Knobs, &m.Probe, &m.BitsPerSecond); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		if m.Run != lastRun { // parse each run's time once
+			lastRun, created = m.Run, parseTime(c)
+		}
+		m.Created = created
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

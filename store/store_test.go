@@ -347,3 +347,40 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 		}
 	})
 }
+
+// History and the fwab_samples_by_run view give the measured samples of
+// complete runs only.
+func TestHistory(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := b.open(t)
+		ctx := t.Context()
+		done, open := newRun(t, s), newRun(t, s)
+		for _, run := range []int64{done, open} {
+			for i, bps := range []float64{9e8, 8e8, Unknown} {
+				x := Sample{Key: Key{Run: run, Point: i % 2, Probe: "tcp-up", Round: i}, BitsPerSecond: bps, Retransmits: -1}
+				if err := s.RecordSample(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.RecordSample(ctx, Sample{Key: Key{Run: run, Probe: "tcp-up", Round: 9}, BitsPerSecond: 1, Failed: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.FinishRun(ctx, done, Done); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := s.Run(ctx, done)
+		got, err := s.History(ctx, r.SpecHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Run != done || got[0].BitsPerSecond != 9e8 || got[1].Knobs != `{"offload.tso":"off"}` || got[0].Testbed != r.Testbed || got[0].Created.IsZero() {
+			t.Errorf("History() = %+v; want the done run's two measured samples", got)
+		}
+		var n int
+		var mbps float64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 3 || mbps != 900 {
+			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 3 rows (one without a figure), 900", n, mbps, err)
+		}
+	})
+}

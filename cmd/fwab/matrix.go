@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,14 +43,9 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 // loadPlan parses the spec and plans it against the config: a file, or the
 // target's own (read, never changed).
 func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan, error) {
-	f, err := os.Open(o.file)
+	spec, err := readSpec(o.file)
 	if err != nil {
-		return nil, usageError{err}
-	}
-	spec, err := matrix.Parse(f)
-	f.Close()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, err
 	}
 	if !o.seedSet {
 		o.seed = spec.DefaultSeed()

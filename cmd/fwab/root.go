@@ -122,6 +122,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		newVerifyCmd(io),
 		newReportCmd(io),
 		newCompareCmd(io),
+		newTrendCmd(io),
 		newLabCmd(io),
 		newTargetCmd(io),
 		newDBCmd(io),

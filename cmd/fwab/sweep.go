@@ -280,14 +280,9 @@ var stubProbe func(ctx context.Context, pr matrix.ProbeRun) probe.Sample
 
 // loadSweepSpec reads the matrix file and settles the target it names.
 func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
-	f, err := os.Open(o.file)
+	spec, err := readSpec(o.file)
 	if err != nil {
-		return nil, usageError{err}
-	}
-	spec, err := matrix.Parse(f)
-	f.Close()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, err
 	}
 	if o.target == "" {
 		o.target = spec.Target
