@@ -65,20 +65,25 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 	o = o.withDefaults()
 	w := o.Window
 	th := benchmath.Thresholds{CompareAlpha: o.Alpha}
+	// The window after run j-w is the window before run j: the median of
+	// each window of w runs is taken once.
+	var buf []float64
+	windows := make([]float64, max(0, len(runs)-w+1))
+	for j := range windows {
+		buf = pool(buf[:0], runs[j:j+w])
+		windows[j] = middleInPlace(buf)
+	}
 	var candidates []Change
 	for i := w; i+w <= len(runs); i++ {
-		before, after := pool(runs[i-w:i]), pool(runs[i:i+w])
-		if len(before) == 0 || len(after) == 0 {
-			continue
-		}
-		mb, ma := median(before), median(after)
-		if mb == 0 {
+		mb, ma := windows[i-w], windows[i]
+		if math.IsNaN(mb) || math.IsNaN(ma) || mb == 0 {
 			continue
 		}
 		delta := 100 * (ma - mb) / mb
 		if math.Abs(delta) < o.Threshold {
 			continue
 		}
+		before, after := pool(nil, runs[i-w:i]), pool(nil, runs[i:i+w])
 		c := benchmath.AssumeNothing.Compare(benchmath.NewSample(before, &th), benchmath.NewSample(after, &th))
 		if c.P > o.Alpha {
 			continue
@@ -103,8 +108,8 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 	return out
 }
 
-func pool(runs [][]float64) []float64 {
-	var out []float64
+// pool appends the values of runs to out.
+func pool(out []float64, runs [][]float64) []float64 {
 	for _, r := range runs {
 		out = append(out, r...)
 	}
@@ -136,40 +141,48 @@ type Trend struct {
 	Series  []TrendSeries
 }
 
-// NewTrend groups a history (store.History, one testbed's rows) into a
-// series per point and probe and finds each series' changes.
-func NewTrend(testbed string, rows []store.Measured, o TrendOptions) (*Trend, error) {
+// NewTrend groups a history (store.History, the runs of one testbed) into
+// a series per point and probe and finds each series' changes.
+func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, error) {
 	o = o.withDefaults()
-	t := &Trend{Testbed: testbed, Options: o}
+	t := &Trend{Testbed: testbed, Options: o, Runs: len(runs)}
 	byKey := map[[2]string]*TrendSeries{}
 	var order [][2]string
-	runs := map[int64]bool{}
-	for _, m := range rows {
-		var knobs map[string]string
-		if err := json.Unmarshal([]byte(m.Knobs), &knobs); err != nil {
-			return nil, fmt.Errorf("trend: run %d: point knobs: %w", m.Run, err)
+	keys := map[string]string{} // knobs JSON to the point's key, parsed once
+	for _, r := range runs {
+		for _, m := range r.Measured {
+			raw := r.Knobs[m.Point]
+			point, ok := keys[raw]
+			if !ok {
+				var knobs map[string]string
+				if err := json.Unmarshal([]byte(raw), &knobs); err != nil {
+					return nil, fmt.Errorf("trend: run %d point %d: knobs: %w", r.ID, m.Point, err)
+				}
+				point = KnobsKey(knobs)
+				keys[raw] = point
+			}
+			k := [2]string{point, m.Probe}
+			s := byKey[k]
+			if s == nil {
+				s = &TrendSeries{Point: k[0], Probe: k[1]}
+				byKey[k] = s
+				order = append(order, k)
+			}
+			if n := len(s.Runs); n == 0 || s.Runs[n-1].ID != r.ID {
+				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
+			}
+			last := &s.Runs[len(s.Runs)-1]
+			for _, bps := range m.BitsPerSecond {
+				last.Mbps = append(last.Mbps, bps/1e6)
+			}
 		}
-		k := [2]string{KnobsKey(knobs), m.Probe}
-		s := byKey[k]
-		if s == nil {
-			s = &TrendSeries{Point: k[0], Probe: k[1]}
-			byKey[k] = s
-			order = append(order, k)
-		}
-		if n := len(s.Runs); n == 0 || s.Runs[n-1].ID != m.Run {
-			s.Runs = append(s.Runs, TrendRun{ID: m.Run, Created: m.Created, Firmware: m.Firmware})
-		}
-		last := &s.Runs[len(s.Runs)-1]
-		last.Mbps = append(last.Mbps, m.BitsPerSecond/1e6)
-		runs[m.Run] = true
 	}
-	t.Runs = len(runs)
 	slices.SortFunc(order, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	for _, k := range order {
 		s := byKey[k]
 		values := make([][]float64, len(s.Runs))
 		for i := range s.Runs {
-			s.Runs[i].Median = median(s.Runs[i].Mbps)
+			s.Runs[i].Median = middle(s.Runs[i].Mbps)
 			values[i] = s.Runs[i].Mbps
 		}
 		s.Changes = ChangePoints(values, o)
@@ -179,6 +192,23 @@ func NewTrend(testbed string, rows []store.Measured, o TrendOptions) (*Trend, er
 		t.Series = append(t.Series, *s)
 	}
 	return t, nil
+}
+
+// middle is the median of v, without the interval median computes: a
+// history takes hundreds of thousands of them.
+func middle(v []float64) float64 { return middleInPlace(slices.Clone(v)) }
+
+// middleInPlace is middle, sorting v.
+func middleInPlace(v []float64) float64 {
+	n := len(v)
+	if n == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // Changes counts the change points over every series.

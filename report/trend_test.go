@@ -65,15 +65,14 @@ func TestChangePointsEdges(t *testing.T) {
 }
 
 func TestTrendTextAndHTML(t *testing.T) {
-	var rows []store.Measured
+	var runs []store.HistoryRun
 	t0 := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
 	for i, v := range history(5, 0.08) {
-		for _, probe := range []string{"up", "down"} {
-			rows = append(rows, store.Measured{Run: int64(i + 1), Created: t0.Add(time.Duration(i) * 24 * time.Hour), Testbed: "lab@0123456789ab",
-				Firmware: "2.7.2-RELEASE", Knobs: `{"ids@lan":"off"}`, Probe: probe, BitsPerSecond: v[0] * 1e6})
-		}
+		runs = append(runs, store.HistoryRun{ID: int64(i + 1), Created: t0.Add(time.Duration(i) * 24 * time.Hour), Testbed: "lab@0123456789ab",
+			Firmware: "2.7.2-RELEASE", Knobs: map[int]string{0: `{"ids@lan":"off"}`},
+			Measured: []store.Measured{{Point: 0, Probe: "up", BitsPerSecond: []float64{v[0] * 1e6}}, {Point: 0, Probe: "down", BitsPerSecond: []float64{v[0] * 1e6}}}})
 	}
-	tr, err := NewTrend("lab@0123456789ab", rows, TrendOptions{})
+	tr, err := NewTrend("lab@0123456789ab", runs, TrendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -29,6 +30,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -824,48 +826,109 @@ func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
 	return out, rows.Err()
 }
 
-// Measured is one successful sample's throughput, with its run and point,
-// as a history reads them.
-type Measured struct {
-	Run           int64
-	Created       time.Time
-	Testbed       string
-	Target        string
-	Firmware      string
-	Knobs         string // the point's knobs, JSON
-	Probe         string
-	BitsPerSecond float64
+// HistoryRun is one complete run as a history reads it: when and where it
+// ran, its points' knobs, and the throughput of each successful sample.
+type HistoryRun struct {
+	ID       int64
+	Created  time.Time
+	Testbed  string
+	Target   string
+	Firmware string
+	Knobs    map[int]string // point index to its knobs, JSON
+	Measured []Measured
 }
 
-// History returns the throughput of every successful sample of every
-// complete run made from the spec with hash specHash, oldest run first.
-// It reads only what a trend needs, so that years of nightly runs load at
-// once.
-func (s *Store) History(ctx context.Context, specHash string) ([]Measured, error) {
-	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version, p.knobs, x.probe, x.bits_per_second
-		FROM runs r
-		JOIN samples x ON x.run_id = r.id
-		JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
-		WHERE r.spec_hash = ? AND r.status = 'done' AND NOT x.failed AND x.bits_per_second IS NOT NULL
-		ORDER BY r.id, x.id`, specHash)
+// Measured is the throughput of a run's successful samples of one probe at
+// one point, in no particular order.
+type Measured struct {
+	Point         int
+	Probe         string
+	BitsPerSecond []float64
+}
+
+// History returns every complete run made from the spec with hash
+// specHash that keep accepts (nil: all), oldest first, with the throughput
+// of each successful sample. It reads only what a trend needs, so that
+// years of nightly runs load at once.
+func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool) ([]HistoryRun, error) {
+	const done = ` FROM runs r WHERE r.spec_hash = ? AND r.status = 'done'`
+	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version`+done+` ORDER BY r.id`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var runs []HistoryRun
+	for rows.Next() {
+		var h HistoryRun
+		var c sql.NullString
+		if err := rows.Scan(&h.ID, &c, &h.Testbed, &h.Target, &h.Firmware); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		h.Created, h.Knobs = parseTime(c), map[int]string{}
+		if keep == nil || keep(h) {
+			runs = append(runs, h)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(runs) == 0 {
+		return runs, err
+	}
+	byID := make(map[int64]*HistoryRun, len(runs))
+	for i := range runs {
+		byID[runs[i].ID] = &runs[i]
+	}
+	rows, err = s.query(ctx, `SELECT p.run_id, p.idx, p.knobs FROM points p WHERE p.run_id IN (SELECT r.id`+done+`)`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	for rows.Next() {
+		var run int64
+		var idx int
+		var knobs string
+		if err := rows.Scan(&run, &idx, &knobs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		if h := byID[run]; h != nil {
+			h.Knobs[idx] = knobs
+		}
+	}
+	rows.Close()
+	// One row per run, point and probe, its figures in one text: a sixth
+	// of the rows a row per sample makes, which is most of the time.
+	rows, err = s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, `+s.dialect.bpsList+` FROM samples x
+		WHERE x.run_id IN (SELECT r.id`+done+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL
+		GROUP BY x.run_id, x.point_idx, x.probe`, specHash)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer rows.Close()
-	var out []Measured
-	var lastRun int64
-	var created time.Time
+	probes := map[string]string{} // one copy of each probe name
 	for rows.Next() {
-		var m Measured
-		var c sql.NullString
-		if err := rows.Scan(&m.Run, &c, &m.Testbed, &m.Target, &m.Firmware, &m.Knobs, &m.Probe, &m.BitsPerSecond); err != nil {
+		var run int64
+		var point int
+		var probe, list sql.RawBytes
+		if err := rows.Scan(&run, &point, &probe, &list); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
-		if m.Run != lastRun { // parse each run's time once
-			lastRun, created = m.Run, parseTime(c)
+		h := byID[run]
+		if h == nil {
+			continue
 		}
-		m.Created = created
-		out = append(out, m)
+		name, ok := probes[string(probe)]
+		if !ok {
+			name = string(probe)
+			probes[name] = name
+		}
+		m := Measured{Point: point, Probe: name, BitsPerSecond: make([]float64, 0, bytes.Count(list, []byte(","))+1)}
+		for v := range strings.SplitSeq(string(list), ",") {
+			bps, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, fmt.Errorf("history: run %d point %d probe %s: %w", run, point, name, err)
+			}
+			m.BitsPerSecond = append(m.BitsPerSecond, bps)
+		}
+		h.Measured = append(h.Measured, m)
 	}
-	return out, rows.Err()
+	return runs, rows.Err()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -370,12 +371,16 @@ func TestHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, _ := s.Run(ctx, done)
-		got, err := s.History(ctx, r.SpecHash)
+		got, err := s.History(ctx, r.SpecHash, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 2 || got[0].Run != done || got[0].BitsPerSecond != 9e8 || got[1].Knobs != `{"offload.tso":"off"}` || got[0].Testbed != r.Testbed || got[0].Created.IsZero() {
-			t.Errorf("History() = %+v; want the done run's two measured samples", got)
+		if len(got) != 1 || got[0].ID != done || got[0].Testbed != r.Testbed || got[0].Created.IsZero() || got[0].Knobs[1] != `{"offload.tso":"off"}` ||
+			len(got[0].Measured) != 2 || !reflect.DeepEqual(got[0].Measured[0], Measured{Point: 0, Probe: "tcp-up", BitsPerSecond: []float64{9e8}}) {
+			t.Errorf("History() = %+v; want the done run with its two measured samples", got)
+		}
+		if none, err := s.History(ctx, r.SpecHash, func(HistoryRun) bool { return false }); err != nil || len(none) != 0 {
+			t.Errorf("History(keep none) = %v, %v", none, err)
 		}
 		var n int
 		var mbps float64

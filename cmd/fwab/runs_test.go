@@ -57,7 +57,7 @@ func resultsDB(t *testing.T) string {
 	return path
 }
 
-func runFwab(t *testing.T, args ...string) (stdout, stderr string, code int) {
+func runFwab(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)

@@ -66,20 +66,19 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 		return err
 	}
 	defer st.Close()
-	rows, err := st.History(ctx, spec.Hash())
+	var testbeds []string
+	runs, err := st.History(ctx, spec.Hash(), func(h store.HistoryRun) bool {
+		on := onTestbed(store.Run{Target: h.Target, Testbed: h.Testbed}, o.testbed)
+		if on && !slices.Contains(testbeds, h.Testbed) {
+			testbeds = append(testbeds, h.Testbed)
+		}
+		return on
+	})
 	if err != nil {
 		return err
 	}
-	var testbeds []string
-	rows = slices.DeleteFunc(rows, func(m store.Measured) bool {
-		on := onTestbed(store.Run{Target: m.Target, Testbed: m.Testbed}, o.testbed)
-		if on && !slices.Contains(testbeds, m.Testbed) {
-			testbeds = append(testbeds, m.Testbed)
-		}
-		return !on
-	})
 	switch {
-	case len(rows) == 0:
+	case len(runs) == 0:
 		return usageErrorf("no complete run of %s on testbed %s in %s: 'fwab runs list --testbed %s' shows its runs", file, o.testbed, store.Redact(o.db), o.testbed)
 	case len(testbeds) > 1:
 		return usageErrorf("%s names %d testbeds (%s): pick one, a history does not mix boxes", o.testbed, len(testbeds), strings.Join(testbeds, ", "))
@@ -88,7 +87,7 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 	if tb == "" {
 		tb = o.testbed
 	}
-	tr, err := report.NewTrend(tb, rows, report.TrendOptions{Window: o.window, Threshold: threshold})
+	tr, err := report.NewTrend(tb, runs, report.TrendOptions{Window: o.window, Threshold: threshold})
 	if err != nil {
 		return err
 	}
