@@ -617,44 +617,87 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	if started.IsZero() {
 		started = time.Now()
 	}
+	sampleArgs := []any{x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
+		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
+		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
+		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw)}
+	const perInsert = 500 // DUT metric rows per statement
+	if s.dialect.numbered && len(x.DUT) <= perInsert {
+		return s.recordSampleOnce(ctx, x, sampleArgs)
+	}
 	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("record sample %s: %w", x.Key, err)
 	}
 	defer tx.Rollback()
 	var id int64
-	err = tx.queryRow(ctx, `INSERT INTO samples
-		(run_id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
-		 bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
-		 rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
-		 endpoint_cpu_bound, failed, reason, warnings, raw)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING RETURNING id`,
-		x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
-		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
-		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
-		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw)).Scan(&id)
+	err = tx.queryRow(ctx, insertSample+` RETURNING id`, sampleArgs...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
 	if err != nil {
 		return fmt.Errorf("record sample %s: %w", x.Key, err)
 	}
-	for _, m := range x.DUT {
-		var mbufs any
-		if m.MbufsInUse > 0 {
-			mbufs = m.MbufsInUse
+	// The DUT's metrics in as few statements as can be.
+	for dut := x.DUT; len(dut) > 0; {
+		chunk := dut[:min(len(dut), perInsert)]
+		dut = dut[len(chunk):]
+		args := make([]any, 0, 6*len(chunk))
+		for _, m := range chunk {
+			args = append(append(args, id), dutArgs(m)...)
 		}
-		var temp any
-		if m.TempCelsius != 0 {
-			temp = m.TempCelsius
-		}
-		if _, err := tx.exec(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs); err != nil {
+		values := strings.Repeat(", (?, ?, ?, ?, ?, ?)", len(chunk))[2:]
+		if _, err := tx.exec(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES `+values, args...); err != nil {
 			return fmt.Errorf("record sample %s: DUT metrics: %w", x.Key, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, err)
+	}
+	return nil
+}
+
+const insertSample = `INSERT INTO samples
+		(run_id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
+		 bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
+		 rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
+		 endpoint_cpu_bound, failed, reason, warnings, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING`
+
+// dutArgs are a DUT metrics row's values but its sample id.
+func dutArgs(m probe.DUTMetrics) []any {
+	var mbufs any
+	if m.MbufsInUse > 0 {
+		mbufs = m.MbufsInUse
+	}
+	var temp any
+	if m.TempCelsius != 0 {
+		temp = m.TempCelsius
+	}
+	return []any{formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs}
+}
+
+// recordSampleOnce is RecordSample on PostgreSQL: the sample and its DUT
+// metrics in one statement, which is one transaction and one round trip
+// to the server instead of four.
+func (s *Store) recordSampleOnce(ctx context.Context, x Sample, sampleArgs []any) error {
+	query := `WITH s AS (` + insertSample + ` RETURNING id)`
+	args := sampleArgs
+	if len(x.DUT) > 0 {
+		rows := strings.Repeat(", (?::text, ?::float8, ?::float8, ?::float8, ?::bigint)", len(x.DUT))[2:]
+		query += `, d AS (INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs)
+			SELECT s.id, v.time, v.cpu, v.temp, v.mem, v.mbufs FROM s, (VALUES ` + rows + `) AS v (time, cpu, temp, mem, mbufs))`
+		for _, m := range x.DUT {
+			args = append(args, dutArgs(m)...)
+		}
+	}
+	var id int64
+	err := s.queryRow(ctx, query+` SELECT id FROM s`, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
+	}
+	if err != nil {
 		return fmt.Errorf("record sample %s: %w", x.Key, err)
 	}
 	return nil
