@@ -51,7 +51,7 @@ func TestPostgresCredentials(t *testing.T) {
 	})
 
 	wrong := strings.Replace(db, srv.Password, "Wr0ngFwabPassword", 1)
-	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort(t)))
+	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(pgtest.FreePort(t)))
 	unreachable := strings.Replace(db, "127.0.0.1:"+strconv.Itoa(srv.Port), dead, 1)
 	missingDB := strings.Replace(db, "/fwab_", "/nosuch_", 1)
 	noTLS := strings.Replace(db, "sslmode=disable", "", 1)
@@ -83,15 +83,6 @@ func TestPostgresCredentials(t *testing.T) {
 			}
 		})
 	}
-}
-
-func closedPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestRedact(t *testing.T) {

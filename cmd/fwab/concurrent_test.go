@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,19 +77,7 @@ func testConcurrentSweeps(t *testing.T, db string) {
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	var targets strings.Builder
-	targets.WriteString("targets:\n")
-	for i := range sweeps {
-		em := labtest.Start(t, labtest.Options{})
-		ssh := em.Target.SSH
-		fmt.Fprintf(&targets, "  fw%d:\n    flavor: pfsense\n    host: %s\n    ssh:\n      port: %d\n      user: admin\n      key_file: %s\n      known_hosts: %s\n"+
-			"    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n",
-			i+1, em.Target.Host, ssh.Port, ssh.KeyFile, ssh.KnownHosts)
-	}
-	targetsFile := filepath.Join(dir, "targets.yaml")
-	spec := filepath.Join(dir, "spec.yaml")
-	os.WriteFile(targetsFile, []byte(targets.String()), 0o600)
-	os.WriteFile(spec, []byte(concurrentSpec), 0o644)
+	targetsFile, spec := emulatorTargets(t, dir, sweeps, -1)
 	env := append(os.Environ(), asFwab+"=1", stubProbeEnv+"=1", "XDG_STATE_HOME="+state, "FWAB_DB="+db)
 	child := func(args ...string) *exec.Cmd {
 		exe, _ := os.Executable()
@@ -174,15 +161,7 @@ func testConcurrentSweeps(t *testing.T, db string) {
 		}
 	}
 
-	st, err := store.OpenReadOnly(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	runs, err := st.Runs(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, runs := openRuns(t, db)
 	if len(runs) != sweeps {
 		t.Errorf("%d runs in the database, want %d", len(runs), sweeps)
 	}
@@ -223,24 +202,8 @@ func TestSweepManyTargets(t *testing.T) {
 	t.Cleanup(func() { stubProbe = saved })
 	dir := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	var targets strings.Builder
-	targets.WriteString("targets:\n")
-	for i := range 3 {
-		em := labtest.Start(t, labtest.Options{})
-		ssh := em.Target.SSH
-		port := ssh.Port
-		if i == 2 {
-			port = closedPort(t) // nothing answers there
-		}
-		fmt.Fprintf(&targets, "  fw%d:\n    flavor: pfsense\n    host: %s\n    ssh:\n      port: %d\n      user: admin\n      key_file: %s\n      known_hosts: %s\n      connect_timeout_ms: 2000\n"+
-			"    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n",
-			i+1, em.Target.Host, port, ssh.KeyFile, ssh.KnownHosts)
-	}
-	targetsFile := filepath.Join(dir, "targets.yaml")
-	spec := filepath.Join(dir, "spec.yaml")
+	targetsFile, spec := emulatorTargets(t, dir, 3, 2)
 	db := filepath.Join(dir, "results.db")
-	os.WriteFile(targetsFile, []byte(targets.String()), 0o600)
-	os.WriteFile(spec, []byte(concurrentSpec), 0o644)
 
 	out, errOut, code := runFwab(t, "sweep", spec, "--target", "fw1", "--target", "fw2", "--target", "fw3", "--targets", targetsFile, "--db", db)
 	if code != exitFailure {
@@ -254,15 +217,7 @@ func TestSweepManyTargets(t *testing.T) {
 	if !strings.Contains(out, "## fw1") || !strings.Contains(out, "## fw2") {
 		t.Errorf("stdout has not both reports:\n%s", out)
 	}
-	st, err := store.OpenReadOnly(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	runs, err := st.Runs(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, runs := openRuns(t, db)
 	got := map[string]store.RunStatus{}
 	for _, r := range runs {
 		got[r.Target] = r.Status
@@ -278,12 +233,46 @@ func TestSweepManyTargets(t *testing.T) {
 	}
 }
 
-func closedPort(t *testing.T) int {
+// emulatorTargets starts n emulated pfSense firewalls and writes a
+// targets file naming them fw1…fwN (the one at index dead pointing at a
+// port where nothing answers) and the concurrent spec, in dir.
+func emulatorTargets(t *testing.T, dir string, n, dead int) (targetsFile, spec string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var targets strings.Builder
+	targets.WriteString("targets:\n")
+	for i := range n {
+		em := labtest.Start(t, labtest.Options{})
+		ssh := em.Target.SSH
+		port := ssh.Port
+		if i == dead {
+			port = pgtest.FreePort(t)
+		}
+		fmt.Fprintf(&targets, "  fw%d:\n    flavor: pfsense\n    host: %s\n    ssh:\n      port: %d\n      user: admin\n      key_file: %s\n      known_hosts: %s\n      connect_timeout_ms: 2000\n"+
+			"    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n",
+			i+1, em.Target.Host, port, ssh.KeyFile, ssh.KnownHosts)
+	}
+	targetsFile, spec = filepath.Join(dir, "targets.yaml"), filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(targetsFile, []byte(targets.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec, []byte(concurrentSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return targetsFile, spec
+}
+
+// openRuns opens the results database read-only, closed when the test
+// ends, and lists its runs.
+func openRuns(t *testing.T, db string) (*store.Store, []store.RunSummary) {
+	t.Helper()
+	st, err := store.OpenReadOnly(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { st.Close() })
+	runs, err := st.Runs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, runs
 }

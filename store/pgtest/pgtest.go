@@ -116,7 +116,7 @@ func Start(t testing.TB) *Server {
 	// A free port can be taken between asking and binding: try a few.
 	var lastErr string
 	for range 5 {
-		s.Port = freePort(t)
+		s.Port = FreePort(t)
 		out, err := s.command("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "30", "-o",
 			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", s.Port, dir), "start").CombinedOutput()
 		if err == nil {
@@ -144,7 +144,9 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a port of 127.0.0.1 where nothing listens (at the moment
+// it is asked).
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
