@@ -196,3 +196,14 @@ var ErrNoSchema = errors.New("the database has no fwab tables yet")
 func newerSchemaError(version int) error {
 	return fmt.Errorf("schema version %d is newer than this fwab knows (%d): use a newer fwab", version, len(migrations))
 }
+
+// unreachable turns an error that is not the server's answer to a query
+// (a connection refused, reset or closed: the server is gone) into one
+// that says so and what to do; other errors stay as they are.
+func (s *Store) unreachable(err error) error {
+	var pe *pgconn.PgError
+	if s.dialect.name != postgresDialect.name || err == nil || errors.As(err, &pe) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("the results database %s is out of reach (%w): every sample before this one is kept; once it answers, --resume continues the run", s.location, err)
+}

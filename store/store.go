@@ -627,7 +627,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	}
 	tx, err := s.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	defer tx.Rollback()
 	var id int64
@@ -636,7 +636,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
 	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	// The DUT's metrics in as few statements as can be.
 	for dut := x.DUT; len(dut) > 0; {
@@ -652,7 +652,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	return nil
 }
@@ -698,7 +698,7 @@ func (s *Store) recordSampleOnce(ctx context.Context, x Sample, sampleArgs []any
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
 	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -77,7 +78,7 @@ func testConcurrentSweeps(t *testing.T, db string) {
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	targetsFile, spec := emulatorTargets(t, dir, sweeps, -1)
+	targetsFile, spec, _ := emulatorTargets(t, dir, sweeps, -1)
 	env := append(os.Environ(), asFwab+"=1", stubProbeEnv+"=1", "XDG_STATE_HOME="+state, "FWAB_DB="+db)
 	child := func(args ...string) *exec.Cmd {
 		exe, _ := os.Executable()
@@ -202,7 +203,7 @@ func TestSweepManyTargets(t *testing.T) {
 	t.Cleanup(func() { stubProbe = saved })
 	dir := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	targetsFile, spec := emulatorTargets(t, dir, 3, 2)
+	targetsFile, spec, _ := emulatorTargets(t, dir, 3, 2)
 	db := filepath.Join(dir, "results.db")
 
 	out, errOut, code := runFwab(t, "sweep", spec, "--target", "fw1", "--target", "fw2", "--target", "fw3", "--targets", targetsFile, "--db", db)
@@ -236,12 +237,13 @@ func TestSweepManyTargets(t *testing.T) {
 // emulatorTargets starts n emulated pfSense firewalls and writes a
 // targets file naming them fw1…fwN (the one at index dead pointing at a
 // port where nothing answers) and the concurrent spec, in dir.
-func emulatorTargets(t *testing.T, dir string, n, dead int) (targetsFile, spec string) {
+func emulatorTargets(t *testing.T, dir string, n, dead int) (targetsFile, spec string, ems []*labtest.Firewall) {
 	t.Helper()
 	var targets strings.Builder
 	targets.WriteString("targets:\n")
 	for i := range n {
 		em := labtest.Start(t, labtest.Options{})
+		ems = append(ems, em)
 		ssh := em.Target.SSH
 		port := ssh.Port
 		if i == dead {
@@ -258,7 +260,7 @@ func emulatorTargets(t *testing.T, dir string, n, dead int) (targetsFile, spec s
 	if err := os.WriteFile(spec, []byte(concurrentSpec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return targetsFile, spec
+	return targetsFile, spec, ems
 }
 
 // openRuns opens the results database read-only, closed when the test
@@ -275,4 +277,69 @@ func openRuns(t *testing.T, db string) (*store.Store, []store.RunSummary) {
 		t.Fatal(err)
 	}
 	return st, runs
+}
+
+// A PostgreSQL server lost in the middle of a sweep stops it cleanly: the
+// firewall is restored, and once the server is back --resume finishes
+// the run with every sample once.
+func TestSweepLostDatabase(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := srv.NewDatabase(t)
+	dir := t.TempDir()
+	targetsFile, spec, ems := emulatorTargets(t, dir, 1, -1)
+	original := ems[0].StoredConfig(t)
+	env := append(os.Environ(), asFwab+"=1", stubProbeEnv+"=1", "XDG_STATE_HOME="+filepath.Join(dir, "state"), "FWAB_DB="+db)
+	child := func(args ...string) *exec.Cmd {
+		exe, _ := os.Executable()
+		cmd := exec.CommandContext(t.Context(), exe, args...)
+		cmd.Env = env
+		return cmd
+	}
+
+	cmd := child("sweep", spec, "--target", "fw1", "--targets", targetsFile, "--progress=false")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stderr)
+	stopped := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if !stopped && strings.Contains(sc.Text(), "round 1 probe down") {
+			srv.Stop(t) // while the sample is measured
+			stopped = true
+		}
+	}
+	err := cmd.Wait()
+	if !stopped || err == nil {
+		t.Fatalf("the sweep did not fail when its database went away (%v):\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "is out of reach") || !strings.Contains(out.String(), "--resume") {
+		t.Errorf("the sweep does not say the database is out of reach and how to go on:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "original config restored") {
+		t.Errorf("no restore after the database went away:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), srv.Password) {
+		t.Errorf("the sweep's output shows the database password")
+	}
+	t.Logf("the sweep, its database gone:\n%s", lastLines(out.String(), 4))
+	if got := ems[0].StoredConfig(t); !bytes.Equal(got, original) {
+		t.Errorf("the firewall's config.xml is not the original after the sweep stopped")
+	}
+
+	srv.Restart(t)
+	resume := child("sweep", spec, "--target", "fw1", "--targets", targetsFile, "--progress=false", "--resume", "1")
+	if b, err := resume.CombinedOutput(); err != nil {
+		t.Fatalf("--resume after the database came back: %v\n%s", err, b)
+	}
+	st, runs := openRuns(t, db)
+	if len(runs) != 1 || runs[0].Status != store.Done || runs[0].Samples != concurrentSamples {
+		t.Fatalf("runs = %+v, want one done run with %d samples", runs, concurrentSamples)
+	}
+	done, err := st.Completed(t.Context(), runs[0].ID)
+	if err != nil || len(done) != concurrentSamples {
+		t.Errorf("%d distinct samples, %v; want %d", len(done), err, concurrentSamples)
+	}
 }

@@ -107,34 +107,50 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(pwfile, []byte(s.Password+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := s.command("initdb", "-D", data, "-U", User, "--pwfile", pwfile,
+	if out, err := s.command("initdb", "-D", s.data(), "-U", User, "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
 	os.Remove(pwfile)
 	// A free port can be taken between asking and binding: try a few.
-	var lastErr string
+	var lastErr error
 	for range 5 {
 		s.Port = FreePort(t)
-		out, err := s.command("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "30", "-o",
-			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", s.Port, dir), "start").CombinedOutput()
-		if err == nil {
+		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(func() {
 				if s.stopped.Load() {
 					return
 				}
-				if out, err := s.command("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+				if out, err := s.command("pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 					t.Logf("pgtest: pg_ctl stop: %v\n%s", err, out)
 				}
 			})
 			return s
 		}
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		lastErr = fmt.Sprintf("%v\n%s\n%s", err, out, log)
 	}
-	t.Fatalf("pgtest: pg_ctl start: %s", lastErr)
+	t.Fatalf("pgtest: pg_ctl start: %v", lastErr)
 	return nil
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// start starts the server on s.Port.
+func (s *Server) start() error {
+	out, err := s.command("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "log"), "-w", "-t", "30", "-o",
+		fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", s.Port, s.dir), "start").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v\n%s\n%s", err, out, s.Log())
+	}
+	s.stopped.Store(false)
+	return nil
+}
+
+// Restart starts a stopped server again, on the same port and data.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatalf("pgtest: restart: %v", err)
+	}
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {
@@ -184,7 +200,7 @@ func (s *Server) NewDatabase(t testing.TB) string {
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
 	s.stopped.Store(true)
-	if out, err := s.command("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+	if out, err := s.command("pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
 		t.Fatalf("pgtest: pg_ctl stop: %v\n%s", err, out)
 	}
 }
