@@ -254,7 +254,7 @@ func printPlan(io *streams, plan *matrix.Plan) {
 	}
 	tw.Flush()
 	var counts []string
-	for _, a := range []configxml.Action{configxml.ActionFirmware, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionBlocklistUpdate, configxml.ActionIPsecRestart, configxml.ActionFilterReload, configxml.ActionNone} {
+	for _, a := range []configxml.Action{configxml.ActionFirmware, configxml.ActionReboot, configxml.ActionReloadAll, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionBlocklistUpdate, configxml.ActionIPsecRestart, configxml.ActionFilterReload, configxml.ActionNone} {
 		if n := plan.ServiceActions()[a]; n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, a))
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -306,6 +307,16 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		t.row("packages", cellOrDash(strings.Join(pkgs, ", ")))
 		for _, n := range inv.NICs {
 			t.row("nic "+n.Name, fmt.Sprintf("%s, %s", n.Driver, cellOrDash(n.Media)))
+		}
+		if inv.AESNI != nil {
+			t.row("aes-ni", map[bool]string{true: "yes (the CPU has it)", false: "no"}[*inv.AESNI])
+		}
+		if len(inv.CryptoModules) > 0 {
+			var mods []string
+			for _, m := range slices.Sorted(maps.Keys(inv.CryptoModules)) {
+				mods = append(mods, fmt.Sprintf("%s %s", m, map[bool]string{true: "loaded", false: "not loaded"}[inv.CryptoModules[m]]))
+			}
+			t.row("crypto modules", strings.Join(mods, ", "))
 		}
 		for _, w := range inv.LinkWarnings() {
 			t.row("warning", w)

@@ -238,7 +238,11 @@ func (w *sweepWiring) run() *matrix.Run {
 				if stubProbe != nil {
 					return stubProbe(ctx, pr)
 				}
-				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				s := pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				for _, lw := range w.fc.linkWarnings {
+					s.Warnings = append(s.Warnings, "link: "+lw)
+				}
+				return s
 			},
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
@@ -345,6 +349,10 @@ type firewallConfig struct {
 	infoJSON []byte
 	raw      []byte // config.xml as read
 	config   *configxml.Config
+	// linkWarnings are the inventory's links that are not full duplex or
+	// below their NIC's best: each sample carries them, so a report of any
+	// point says its throughput may be the link's.
+	linkWarnings []string
 }
 
 func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewallConfig, error) {
@@ -367,7 +375,8 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 			fmt.Fprintf(io.ErrOut, "note: no inventory recorded: %v\n", err)
 		} else {
 			recorded.Inventory, fc.inv = &inv, &inv
-			for _, w := range inv.LinkWarnings() {
+			fc.linkWarnings = inv.LinkWarnings()
+			for _, w := range fc.linkWarnings {
 				fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
 			}
 		}

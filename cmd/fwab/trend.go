@@ -3,8 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -120,12 +121,11 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 
 // readSpec parses a matrix spec file; a missing or bad file is bad input.
 func readSpec(file string) (*matrix.Spec, error) {
-	f, err := os.Open(file)
-	if err != nil {
+	spec, err := matrix.ParseFile(file)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path == file {
 		return nil, usageError{err}
 	}
-	defer f.Close()
-	spec, err := matrix.Parse(f)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", file, err)}
 	}
