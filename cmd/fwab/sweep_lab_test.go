@@ -25,6 +25,9 @@ const asFwab = "FWAB_TEST_AS_FWAB"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asFwab) == "1" {
+		if os.Getenv(stubProbeEnv) == "1" {
+			stubProbe = syntheticProbe
+		}
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
