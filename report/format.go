@@ -196,15 +196,21 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
 	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (%s).\n", percent(t.Confidence), familyText(t.Family()))
+	if t.HasExtra() {
+		b.WriteString(extraLegend + "\n")
+	}
 	if fixed := KnobsKey(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
 	b.WriteString("\n")
 	head := append([]string{"point"}, t.Knobs...)
-	for _, p := range t.Probes {
+	for pi, p := range t.Probes {
 		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" p adj", p+" retr")
 		if t.StudentT {
 			head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
+		}
+		for _, m := range t.Extra[pi] {
+			head = append(head, p+" "+m.unit(), p+" "+m.unit()+" Δ")
 		}
 	}
 	head = append(head, "DUT CPU %", "temp °C", "power W")
@@ -223,6 +229,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
 			if t.StudentT {
 				cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
+			}
+			for _, mc := range c.Extra {
+				cells = append(cells, mc.Metric.formatValue(mc.Value), mc.Metric.deltaText(mc.Delta))
 			}
 		}
 		cells = append(cells, formatNum(r.DUTCPU, 1), formatNum(r.TempC, 1), formatNum(r.PowerW, 1))
@@ -336,6 +345,13 @@ func writeCSV(w io.Writer, t *Table) error {
 	head := append([]string{"point"}, t.Knobs...)
 	head = append(head, "baseline", "status", "probe", "n", "failed", "mbps_median", "mbps_lo", "mbps_hi", "mbps_mean", "mbps_mean_lo", "mbps_mean_hi",
 		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "p_adjusted", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
+	for _, m := range extraMetrics {
+		k, change := m.info().key, "_delta_pct"
+		if m.InPoints() {
+			change = "_delta_pp"
+		}
+		head = append(head, k+"_n", k+"_median", k+"_lo", k+"_hi", k+change, k+"_p_adjusted", k+"_significant")
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -350,6 +366,20 @@ func writeCSV(w io.Writer, t *Table) error {
 				rec = append(rec, "", "", "", "", "", "", "", "")
 			}
 			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW))
+			for _, m := range extraMetrics {
+				mc := c.extra(m)
+				if mc == nil || mc.Value.N == 0 {
+					rec = append(rec, "", "", "", "", "", "", "")
+					continue
+				}
+				v := mc.Value
+				rec = append(rec, strconv.Itoa(v.N), csvNum(v.Median), csvNum(v.Lo), csvNum(v.Hi))
+				if d := mc.Delta; d != nil {
+					rec = append(rec, csvNum(m.change(d, false)), csvNum(d.PAdj), strconv.FormatBool(d.Significant))
+				} else {
+					rec = append(rec, "", "", "")
+				}
+			}
 			if err := cw.Write(rec); err != nil {
 				return err
 			}
@@ -423,6 +453,19 @@ type jsonCell struct {
 	Mbps        jsonSummary `json:"mbps"`
 	Delta       *jsonDelta  `json:"delta"`
 	Retransmits *float64    `json:"retransmits"`
+	// Metrics are the figures measured beside throughput (UDP loss,
+	// jitter and packet rate; ping latency and loss under load).
+	Metrics []jsonMetric `json:"metrics"`
+}
+
+type jsonMetric struct {
+	Metric         string      `json:"metric"` // as compare --metric names it
+	Unit           string      `json:"unit"`
+	HigherIsBetter bool        `json:"higher_is_better"`
+	Change         string      `json:"change"` // what delta.change is in: "percent" or "points"
+	N              int         `json:"n"`
+	Value          jsonSummary `json:"value"`
+	Delta          *jsonDelta  `json:"delta"`
 }
 
 type jsonSummary struct {
@@ -446,6 +489,12 @@ type jsonDelta struct {
 	Text        string   `json:"text"`
 	MeanPct     *float64 `json:"mean_pct"`
 	TP          *float64 `json:"t_test_p"`
+	Diff        *float64 `json:"diff"` // the median's change in the metric's own unit
+	DiffLo      *float64 `json:"diff_lo"`
+	DiffHi      *float64 `json:"diff_hi"`
+	// Change is the change as the metric tells it: Pct, or Diff for a
+	// metric told in percentage points (loss).
+	Change *float64 `json:"change"`
 }
 
 type jsonPivot struct {
@@ -473,12 +522,24 @@ func toJSONSummary(s Summary) jsonSummary {
 	return jsonSummary{known(s.Median), known(s.Lo), known(s.Hi), known(s.Mean), known(s.MeanLo), known(s.MeanHi)}
 }
 
-func toJSONDelta(d *Delta) *jsonDelta {
+func toJSONDelta(d *Delta) *jsonDelta { return toJSONMetricDelta(Throughput, d) }
+
+func toJSONMetricDelta(m Metric, d *Delta) *jsonDelta {
 	if d == nil {
 		return nil
 	}
 	return &jsonDelta{Pct: known(d.Pct), PctLo: known(d.PctLo), PctHi: known(d.PctHi), P: known(d.P), PAdj: known(d.PAdj), Family: d.Family, Alpha: d.Alpha,
-		Significant: d.Significant, Text: d.String(), MeanPct: known(d.MeanPct), TP: known(d.TP)}
+		Significant: d.Significant, Text: m.deltaText(d), MeanPct: known(d.MeanPct), TP: known(d.TP),
+		Diff: known(d.Diff), DiffLo: known(d.DiffLo), DiffHi: known(d.DiffHi), Change: known(m.change(d, false))}
+}
+
+func toJSONMetric(mc MetricCell) jsonMetric {
+	change := "percent"
+	if mc.Metric.InPoints() {
+		change = "points"
+	}
+	return jsonMetric{Metric: string(mc.Metric), Unit: mc.Metric.unit(), HigherIsBetter: mc.Metric.HigherIsBetter(), Change: change,
+		N: mc.Value.N, Value: toJSONSummary(mc.Value), Delta: toJSONMetricDelta(mc.Metric, mc.Delta)}
 }
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
@@ -491,7 +552,11 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			p.Knobs[k] = r.Values[i]
 		}
 		for _, c := range r.Cells {
-			p.Probes = append(p.Probes, jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits)})
+			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
+			for _, mc := range c.Extra {
+				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
+			}
+			p.Probes = append(p.Probes, jc)
 		}
 		out.Points = append(out.Points, p)
 	}
@@ -560,6 +625,11 @@ func WriteBenchstat(w io.Writer, r *Run) error {
 				}
 				if isFinite(f.Power) {
 					fmt.Fprintf(&b, " %s W", strconv.FormatFloat(f.Power, 'f', 2, 64))
+				}
+				for _, m := range extraMetrics {
+					if v := m.of(f); isFinite(v) {
+						fmt.Fprintf(&b, " %s %s", strconv.FormatFloat(v, 'f', -1, 64), m.info().bench)
+					}
 				}
 				b.WriteString("\n")
 			}

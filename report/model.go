@@ -50,6 +50,11 @@ type ProbeSamples struct {
 	DUTCPU      []float64 // the DUT's mean CPU % during each sample
 	DUTTemp     []float64 // °C
 	Power       []float64 // W
+	PPS         []float64 // UDP datagrams received per second
+	Loss        []float64 // UDP datagrams lost, %
+	Jitter      []float64 // UDP jitter, ms
+	Latency     []float64 // ping round trip under load, ms
+	PingLoss    []float64 // pings lost under load, %
 	Failed      int       // failed samples, not counted above
 	CPUBound    int       // samples limited by an endpoint's CPU
 	Series      []Series  // per-interval throughput, where the raw report has it
@@ -64,6 +69,35 @@ type Figures struct {
 	DUTCPU        float64
 	DUTTemp       float64
 	Power         float64
+	PPS           float64
+	Loss          float64
+	Jitter        float64
+	Latency       float64
+	PingLoss      float64
+}
+
+// slice is where the probe keeps the metric's values; nil for a metric it
+// does not keep per sample.
+func (ps *ProbeSamples) slice(m Metric) *[]float64 {
+	switch m {
+	case Throughput:
+		return &ps.Mbps
+	case Retransmits:
+		return &ps.Retransmits
+	case DUTCPU:
+		return &ps.DUTCPU
+	case PPS:
+		return &ps.PPS
+	case Loss:
+		return &ps.Loss
+	case Jitter:
+		return &ps.Jitter
+	case Latency:
+		return &ps.Latency
+	case PingLoss:
+		return &ps.PingLoss
+	}
+	return nil
 }
 
 // Series is one sample's throughput over time.
@@ -159,17 +193,23 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			failed++
 			continue
 		}
-		f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts}
+		client := clientReport(x)
+		f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
+			PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent}
 		f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
-		ps.Figures = append(ps.Figures, f)
-		ps.Mbps = append(ps.Mbps, f.Mbps)
 		if x.Retransmits >= 0 {
 			f.Retransmits = float64(x.Retransmits)
-			ps.Retransmits = append(ps.Retransmits, f.Retransmits)
-			ps.Figures[len(ps.Figures)-1].Retransmits = f.Retransmits
 		}
-		if isFinite(f.DUTCPU) {
-			ps.DUTCPU = append(ps.DUTCPU, f.DUTCPU)
+		if client != nil {
+			if pps := client.PacketsPerSecond(); pps > 0 {
+				f.PPS = pps
+			}
+		}
+		ps.Figures = append(ps.Figures, f)
+		for _, m := range AllMetrics {
+			if v := m.of(f); isFinite(v) {
+				*ps.slice(m) = append(*ps.slice(m), v)
+			}
 		}
 		if isFinite(f.DUTTemp) {
 			ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
@@ -181,7 +221,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			ps.CPUBound++
 			cpuBound++
 		}
-		if s, ok := seriesOf(x); ok {
+		if s, ok := seriesOf(x, client); ok {
 			ps.Series = append(ps.Series, s)
 		}
 	}
@@ -224,17 +264,25 @@ func dutMeans(ms []probe.DUTMetrics) (cpu, temp float64) {
 	return cpu, temp
 }
 
-// seriesOf reads the per-interval throughput from the iperf3 client report
-// the sample keeps in Raw.
-func seriesOf(x store.Sample) (Series, bool) {
+// clientReport is the iperf3 client report the sample keeps in Raw; nil
+// when it has none that parses.
+func clientReport(x store.Sample) *probe.Iperf3Result {
 	var raw struct {
 		Client json.RawMessage `json:"client"`
 	}
 	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil || len(raw.Client) == 0 {
-		return Series{}, false
+		return nil
 	}
 	res, err := probe.ParseIperf3(raw.Client)
-	if err != nil || len(res.Intervals) == 0 {
+	if err != nil {
+		return nil
+	}
+	return &res
+}
+
+// seriesOf is the per-interval throughput of the sample's client report.
+func seriesOf(x store.Sample, res *probe.Iperf3Result) (Series, bool) {
+	if res == nil || len(res.Intervals) == 0 {
 		return Series{}, false
 	}
 	s := Series{Round: x.Round, Repeat: x.Repeat, Started: x.Started}

@@ -81,6 +81,7 @@ func writeReport(t *testing.T, r *Run, f Format, opts Options) []byte {
 func TestGolden(t *testing.T) {
 	t730 := loadRun(t, t730Run())
 	fact := loadRun(t, factorialRun(5))
+	lul := loadRun(t, reporttest.LatencyUnderLoad(3))
 	for _, tc := range []struct {
 		file string
 		run  *Run
@@ -96,6 +97,11 @@ func TestGolden(t *testing.T) {
 		{"rules-pivot.md", fact, Markdown, Options{Pivot: "rules@lan"}},
 		{"rules-pivot.csv", fact, CSV, Options{Pivot: "rules@lan"}},
 		{"rules-pivot.json", fact, JSON, Options{Pivot: "rules@lan"}},
+		{"latency.md", lul, Markdown, Options{}},
+		{"latency.csv", lul, CSV, Options{}},
+		{"latency.json", lul, JSON, Options{}},
+		{"latency.html", lul, HTML, Options{}},
+		{"latency.benchstat", lul, Benchstat, Options{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			golden.File(t, tc.file, writeReport(t, tc.run, tc.f, tc.opts))
@@ -367,5 +373,40 @@ func TestRouterModeNote(t *testing.T) {
 	info.TargetInfo = []byte(`{"Flavor":"opnsense"}`)
 	if r, _ := build(info, points, samples); slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "filter=disabled") }) {
 		t.Errorf("OPNsense run warnings %q carry the pfSense note", r.Warnings)
+	}
+}
+
+// TestBenchstatExtraUnits: UDP probes carry their packet rate, loss and
+// jitter, a probe that pinged its latency under load, as benchfmt units.
+func TestBenchstatExtraUnits(t *testing.T) {
+	out := writeReport(t, loadRun(t, reporttest.LatencyUnderLoad(3)), Benchstat, Options{})
+	rd := benchfmt.NewReader(bytes.NewReader(out), "run.txt")
+	units := map[string]map[string]bool{} // probe → units
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			t.Fatalf("not a result: %v", rd.Result())
+		}
+		_, parts := res.Name.Parts()
+		probe := strings.TrimPrefix(string(parts[0]), "/probe=")
+		if units[probe] == nil {
+			units[probe] = map[string]bool{}
+		}
+		for _, v := range res.Values {
+			units[probe][v.Unit] = true
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for probe, want := range map[string][]string{"up": {"ping-ms", "ping-lost-%"}, "udp-64": {"pkts/s", "lost-%", "jitter-ms"}} {
+		for _, u := range want {
+			if !units[probe][u] {
+				t.Errorf("probe %s: no %s values; units %v", probe, u, units[probe])
+			}
+		}
+	}
+	if units["up"]["pkts/s"] {
+		t.Error("a TCP probe has a packet rate")
 	}
 }
