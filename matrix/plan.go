@@ -499,7 +499,7 @@ func (p *Plan) Estimate() time.Duration {
 		}
 		total += probes + p.Spec.Settle.Pause.D() + time.Second
 	}
-	return total
+	return total + time.Duration(len(p.Points))*p.Spec.IdleDuration()
 }
 
 // ServiceActions counts the actions the plan runs, by kind.

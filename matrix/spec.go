@@ -19,6 +19,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/yamlerr"
+	"github.com/fwab/fwab/probe"
 )
 
 // Spec is a matrix.yaml.
@@ -41,8 +42,11 @@ type Spec struct {
 	Seed        *uint64     `yaml:"seed"`
 	Settle      Settle      `yaml:"settle"`
 	Power       *PowerSpec  `yaml:"power"`
-	Tunnel      *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow       []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	// Idle is how long the idle phase before each point's first probe
+	// samples the DUT with no traffic; nil is DefaultIdle, 0 none.
+	Idle   *Duration   `yaml:"idle"`
+	Tunnel *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow  []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 
 	hash string
 	raw  []byte
@@ -127,6 +131,28 @@ type ProbeSpec struct {
 	Bitrate   string   `yaml:"bitrate"`
 	Affinity  string   `yaml:"affinity"`
 	Ping      bool     `yaml:"ping"` // latency under load
+}
+
+// DefaultIdle is the idle phase of a spec that does not set one: long
+// enough for several DUT and power readings at one a second.
+const DefaultIdle = 10 * time.Second
+
+// MaxIdle bounds the idle phase.
+const MaxIdle = 10 * time.Minute
+
+// IdleDuration is how long the idle phase before each point's first probe
+// lasts; 0 when the spec turns it off (idle: 0s).
+func (s *Spec) IdleDuration() time.Duration {
+	if s.Idle == nil {
+		return DefaultIdle
+	}
+	return s.Idle.D()
+}
+
+// Pings reports whether some probe measures latency under load (ping:
+// true), so that the idle phase measures it at rest too.
+func (s *Spec) Pings() bool {
+	return slices.ContainsFunc(s.Probes, func(p ProbeSpec) bool { return p.Ping })
 }
 
 // Settle is how fwab decides traffic passes after an apply.
@@ -467,10 +493,16 @@ func (s *Spec) check() error {
 	default:
 		return &SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)}
 	}
+	if d := s.IdleDuration(); d < 0 || d > MaxIdle {
+		return &SpecError{Msg: fmt.Sprintf("idle: %v is outside 0s..%v (0s turns the idle phase off)", d, MaxIdle)}
+	}
 	names := map[string]bool{}
 	for _, p := range s.Probes {
 		if names[p.Name] {
 			return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
+		}
+		if p.Name == probe.IdleProbe {
+			return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
 		}
 		names[p.Name] = true
 		if p.Kind != "iperf3" {

@@ -59,6 +59,8 @@ func TestParseInvalid(t *testing.T) {
 		"invalid-too-many-points.yaml":   "line 5: the axes make more than 10000 points (at axis nat.outbound)",
 		"invalid-same-value.yaml":        `line 3: axis rules@lan lists "0" and "00", which are the same value`,
 		"invalid-too-many-steps.yaml":    "300 points × 1000 repeats is more than 200000 steps",
+		"invalid-idle.yaml":              "idle: 20m0s is outside 0s..10m0s (0s turns the idle phase off)",
+		"invalid-probe-idle.yaml":        `probes: the name "idle" is the idle phase's; name the probe otherwise`,
 	}
 	files, _ := filepath.Glob("testdata/invalid-*.yaml")
 	if len(files) != len(want) {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fwab/fwab/probe"
 )
 
 // Format is an output format of fwab report.
@@ -199,6 +201,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	if t.HasExtra() {
 		b.WriteString(extraLegend + "\n")
 	}
+	if t.Idle {
+		b.WriteString(idleLegend + "\n")
+	}
 	if fixed := KnobsKey(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
@@ -214,6 +219,12 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		}
 	}
 	head = append(head, "DUT CPU %", "temp °C", "power W")
+	if t.Idle {
+		head = append(head, "idle CPU %", "idle temp °C", "idle power W")
+		if t.IdleLatency {
+			head = append(head, "idle ping ms")
+		}
+	}
 	mdRow(&b, head)
 	sep := make([]string, len(head))
 	for i := range sep {
@@ -235,6 +246,12 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			}
 		}
 		cells = append(cells, formatNum(r.DUTCPU, 1), formatNum(r.TempC, 1), formatNum(r.PowerW, 1))
+		if t.Idle {
+			cells = append(cells, formatNum(r.Idle.DUTCPU, 1), formatNum(r.Idle.TempC, 1), formatNum(r.Idle.PowerW, 1))
+			if t.IdleLatency {
+				cells = append(cells, formatNum(r.Idle.LatencyMS, 3))
+			}
+		}
 		for i := range cells {
 			cells[i] = mdEscape(cells[i])
 		}
@@ -345,6 +362,7 @@ func writeCSV(w io.Writer, t *Table) error {
 	head := append([]string{"point"}, t.Knobs...)
 	head = append(head, "baseline", "status", "probe", "n", "failed", "mbps_median", "mbps_lo", "mbps_hi", "mbps_mean", "mbps_mean_lo", "mbps_mean_hi",
 		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "p_adjusted", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
+	head = append(head, "idle_n", "idle_dut_cpu_percent", "idle_temp_celsius", "idle_power_watts", "idle_latency_ms")
 	for _, m := range extraMetrics {
 		k, change := m.info().key, "_delta_pct"
 		if m.InPoints() {
@@ -365,7 +383,8 @@ func writeCSV(w io.Writer, t *Table) error {
 			} else {
 				rec = append(rec, "", "", "", "", "", "", "", "")
 			}
-			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW))
+			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW),
+				strconv.Itoa(r.Idle.N), csvNum(r.Idle.DUTCPU), csvNum(r.Idle.TempC), csvNum(r.Idle.PowerW), csvNum(r.Idle.LatencyMS))
 			for _, m := range extraMetrics {
 				mc := c.extra(m)
 				if mc == nil || mc.Value.N == 0 {
@@ -444,6 +463,16 @@ type jsonPoint struct {
 	DUTCPU   *float64          `json:"dut_cpu_percent"`
 	TempC    *float64          `json:"temp_celsius"`
 	PowerW   *float64          `json:"power_watts"`
+	Idle     *jsonIdle         `json:"idle"` // null when the point had no idle phase
+}
+
+// jsonIdle is a point's figures at rest: the medians over its idle phases.
+type jsonIdle struct {
+	N         int      `json:"n"`
+	DUTCPU    *float64 `json:"dut_cpu_percent"`
+	TempC     *float64 `json:"temp_celsius"`
+	PowerW    *float64 `json:"power_watts"`
+	LatencyMS *float64 `json:"latency_ms"`
 }
 
 type jsonCell struct {
@@ -548,6 +577,9 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},
 			DUTCPU: known(r.DUTCPU), TempC: known(r.TempC), PowerW: known(r.PowerW)}
+		if i := r.Idle; i.N > 0 {
+			p.Idle = &jsonIdle{N: i.N, DUTCPU: known(i.DUTCPU), TempC: known(i.TempC), PowerW: known(i.PowerW), LatencyMS: known(i.LatencyMS)}
+		}
 		for i, k := range t.Knobs {
 			p.Knobs[k] = r.Values[i]
 		}
@@ -611,32 +643,38 @@ func WriteBenchstat(w io.Writer, r *Run) error {
 			if ps == nil {
 				continue
 			}
-			bname := benchName(name, r.Knobs, p.Knobs)
-			for _, f := range ps.Figures {
-				fmt.Fprintf(&b, "%s 1 %s bits/s", bname, strconv.FormatFloat(f.Mbps*1e6, 'f', -1, 64))
-				if isFinite(f.Retransmits) {
-					fmt.Fprintf(&b, " %s retransmits", strconv.FormatFloat(f.Retransmits, 'f', -1, 64))
-				}
-				if isFinite(f.DUTCPU) {
-					fmt.Fprintf(&b, " %s dut-cpu-%%", strconv.FormatFloat(f.DUTCPU, 'f', 2, 64))
-				}
-				if isFinite(f.DUTTemp) {
-					fmt.Fprintf(&b, " %s dut-°C", strconv.FormatFloat(f.DUTTemp, 'f', 2, 64))
-				}
-				if isFinite(f.Power) {
-					fmt.Fprintf(&b, " %s W", strconv.FormatFloat(f.Power, 'f', 2, 64))
-				}
-				for _, m := range extraMetrics {
-					if v := m.of(f); isFinite(v) {
-						fmt.Fprintf(&b, " %s %s", strconv.FormatFloat(v, 'f', -1, 64), m.info().bench)
-					}
-				}
-				b.WriteString("\n")
-			}
+			writeBenchFigures(&b, benchName(name, r.Knobs, p.Knobs), ps.Figures)
+		}
+		if p.Idle != nil {
+			writeBenchFigures(&b, benchName(probe.IdleProbe, r.Knobs, p.Knobs), p.Idle.Figures)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeBenchFigures writes one benchmark result line per sample: every
+// figure it has, each with its unit (an idle phase has no bits/s).
+func writeBenchFigures(b *strings.Builder, name string, figures []Figures) {
+	for _, f := range figures {
+		var line strings.Builder
+		value := func(v float64, prec int, unit string) {
+			if isFinite(v) {
+				fmt.Fprintf(&line, " %s %s", strconv.FormatFloat(v, 'f', prec, 64), unit)
+			}
+		}
+		value(f.Mbps*1e6, -1, "bits/s")
+		value(f.Retransmits, -1, "retransmits")
+		value(f.DUTCPU, 2, "dut-cpu-%")
+		value(f.DUTTemp, 2, "dut-°C")
+		value(f.Power, 2, "W")
+		for _, m := range extraMetrics {
+			value(m.of(f), -1, m.info().bench)
+		}
+		if line.Len() > 0 { // a result needs a value
+			b.WriteString(name + " 1" + line.String() + "\n")
+		}
+	}
 }
 
 var trailingProcs = regexp.MustCompile(`-([0-9]+)$`)

@@ -22,14 +22,17 @@ const (
 	Jitter      Metric = "jitter"      // UDP jitter, ms (RFC 1889, as iperf3 computes it)
 	Latency     Metric = "latency"     // ping round trip under load, ms (flent's "latency under load")
 	PingLoss    Metric = "ping-loss"   // pings lost under load, %
+	// WattsPerGbps is the DUT's power draw per Gbit/s of the probe's
+	// throughput, where a power meter is read.
+	WattsPerGbps Metric = "watts-per-gbps"
 )
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
-var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss}
+var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps}
 
 // metricInfo is what tables, comparisons and exports need to know of a
 // metric.
@@ -46,14 +49,15 @@ type metricInfo struct {
 }
 
 var metricInfos = map[Metric]metricInfo{
-	Throughput:  {label: "Mbit/s", key: "mbps", bench: "bits/s", prec: 1, higher: true},
-	Retransmits: {label: "retransmits", key: "retransmits", bench: "retransmits", prec: 0},
-	DUTCPU:      {label: "DUT CPU %", key: "dut_cpu_percent", bench: "dut-cpu-%", prec: 1},
-	PPS:         {label: "pkt/s", key: "pps", bench: "pkts/s", prec: 0, higher: true},
-	Loss:        {label: "loss %", key: "loss_percent", bench: "lost-%", prec: 3, points: true},
-	Jitter:      {label: "jitter ms", key: "jitter_ms", bench: "jitter-ms", prec: 3},
-	Latency:     {label: "ping ms", key: "latency_ms", bench: "ping-ms", prec: 3},
-	PingLoss:    {label: "ping loss %", key: "ping_loss_percent", bench: "ping-lost-%", prec: 1, points: true},
+	Throughput:   {label: "Mbit/s", key: "mbps", bench: "bits/s", prec: 1, higher: true},
+	Retransmits:  {label: "retransmits", key: "retransmits", bench: "retransmits", prec: 0},
+	DUTCPU:       {label: "DUT CPU %", key: "dut_cpu_percent", bench: "dut-cpu-%", prec: 1},
+	PPS:          {label: "pkt/s", key: "pps", bench: "pkts/s", prec: 0, higher: true},
+	Loss:         {label: "loss %", key: "loss_percent", bench: "lost-%", prec: 3, points: true},
+	Jitter:       {label: "jitter ms", key: "jitter_ms", bench: "jitter-ms", prec: 3},
+	Latency:      {label: "ping ms", key: "latency_ms", bench: "ping-ms", prec: 3},
+	PingLoss:     {label: "ping loss %", key: "ping_loss_percent", bench: "ping-lost-%", prec: 1, points: true},
+	WattsPerGbps: {label: "W per Gbit/s", key: "watts_per_gbps", bench: "W/Gbit/s", prec: 2},
 }
 
 func (m Metric) info() metricInfo { return metricInfos[m] }
@@ -111,6 +115,8 @@ func (m Metric) of(f Figures) float64 {
 		return f.Latency
 	case PingLoss:
 		return f.PingLoss
+	case WattsPerGbps:
+		return f.WattsPerGbps
 	}
 	return math.NaN()
 }

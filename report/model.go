@@ -37,28 +37,33 @@ type Point struct {
 	Status store.PointStatus
 	Reason string
 	Probes map[string]*ProbeSamples // by probe name
+	// Idle is the point's idle phase (probe.IdleProbe): the DUT's CPU,
+	// temperature and power, and the latency, with no traffic; nil when
+	// the run had none.
+	Idle *ProbeSamples
 }
 
 // ProbeSamples are one probe's figures at one point, one value per
 // successful sample. Unknown figures are left out, so the slices may differ
 // in length.
 type ProbeSamples struct {
-	Name        string
-	Direction   string
-	Mbps        []float64
-	Retransmits []float64
-	DUTCPU      []float64 // the DUT's mean CPU % during each sample
-	DUTTemp     []float64 // °C
-	Power       []float64 // W
-	PPS         []float64 // UDP datagrams received per second
-	Loss        []float64 // UDP datagrams lost, %
-	Jitter      []float64 // UDP jitter, ms
-	Latency     []float64 // ping round trip under load, ms
-	PingLoss    []float64 // pings lost under load, %
-	Failed      int       // failed samples, not counted above
-	CPUBound    int       // samples limited by an endpoint's CPU
-	Series      []Series  // per-interval throughput, where the raw report has it
-	Figures     []Figures // each successful sample's figures, in recorded order
+	Name         string
+	Direction    string
+	Mbps         []float64
+	Retransmits  []float64
+	DUTCPU       []float64 // the DUT's mean CPU % during each sample
+	DUTTemp      []float64 // °C
+	Power        []float64 // W
+	PPS          []float64 // UDP datagrams received per second
+	Loss         []float64 // UDP datagrams lost, %
+	Jitter       []float64 // UDP jitter, ms
+	Latency      []float64 // ping round trip under load, ms
+	PingLoss     []float64 // pings lost under load, %
+	WattsPerGbps []float64 // the DUT's power per Gbit/s of throughput
+	Failed       int       // failed samples, not counted above
+	CPUBound     int       // samples limited by an endpoint's CPU
+	Series       []Series  // per-interval throughput, where the raw report has it
+	Figures      []Figures // each successful sample's figures, in recorded order
 }
 
 // Figures are one sample's figures; NaN where unknown.
@@ -74,6 +79,7 @@ type Figures struct {
 	Jitter        float64
 	Latency       float64
 	PingLoss      float64
+	WattsPerGbps  float64
 }
 
 // slice is where the probe keeps the metric's values; nil for a metric it
@@ -96,6 +102,8 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 		return &ps.Latency
 	case PingLoss:
 		return &ps.PingLoss
+	case WattsPerGbps:
+		return &ps.WattsPerGbps
 	}
 	return nil
 }
@@ -173,11 +181,23 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 		byIndex[p.Index] = p
 	}
 	seenProbe := map[string]bool{}
-	var failed, cpuBound int
+	var failed, cpuBound, idleFailed int
 	for _, x := range samples {
 		p, ok := byIndex[x.Point]
 		if !ok {
 			return nil, fmt.Errorf("run %d: a sample names point %d, which the run does not have", info.ID, x.Point)
+		}
+		if x.Probe == probe.IdleProbe {
+			if p.Idle == nil {
+				p.Idle = &ProbeSamples{Name: x.Probe}
+			}
+			if x.Failed {
+				p.Idle.Failed++
+				idleFailed++
+				continue
+			}
+			p.Idle.add(x, nil)
+			continue
 		}
 		if !seenProbe[x.Probe] {
 			seenProbe[x.Probe] = true
@@ -194,29 +214,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			continue
 		}
 		client := clientReport(x)
-		f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
-			PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent}
-		f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
-		if x.Retransmits >= 0 {
-			f.Retransmits = float64(x.Retransmits)
-		}
-		if client != nil {
-			if pps := client.PacketsPerSecond(); pps > 0 {
-				f.PPS = pps
-			}
-		}
-		ps.Figures = append(ps.Figures, f)
-		for _, m := range AllMetrics {
-			if v := m.of(f); isFinite(v) {
-				*ps.slice(m) = append(*ps.slice(m), v)
-			}
-		}
-		if isFinite(f.DUTTemp) {
-			ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
-		}
-		if isFinite(x.PowerWatts) {
-			ps.Power = append(ps.Power, x.PowerWatts)
-		}
+		ps.add(x, client)
 		if x.EndpointCPUBound {
 			ps.CPUBound++
 			cpuBound++
@@ -224,6 +222,9 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 		if s, ok := seriesOf(x, client); ok {
 			ps.Series = append(ps.Series, s)
 		}
+	}
+	if idleFailed > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d idle phases failed and are left out ('fwab runs show %d' lists their reasons)", idleFailed, info.ID))
 	}
 	if failed > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d failed samples are left out of the statistics ('fwab runs show %d' lists their reasons)", failed, info.ID))
@@ -240,6 +241,44 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)
 	r.Baseline = baseline(info.Spec, r.Points)
 	return r, nil
+}
+
+// add keeps a successful sample's figures; client is its iperf3 client
+// report, nil when it has none.
+func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
+	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
+		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond)}
+	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
+	if x.Retransmits >= 0 {
+		f.Retransmits = float64(x.Retransmits)
+	}
+	if client != nil {
+		if pps := client.PacketsPerSecond(); pps > 0 {
+			f.PPS = pps
+		}
+	}
+	ps.Figures = append(ps.Figures, f)
+	for _, m := range AllMetrics {
+		if v := m.of(f); isFinite(v) {
+			*ps.slice(m) = append(*ps.slice(m), v)
+		}
+	}
+	if isFinite(f.DUTTemp) {
+		ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
+	}
+	if isFinite(x.PowerWatts) {
+		ps.Power = append(ps.Power, x.PowerWatts)
+	}
+}
+
+// wattsPerGbps is the power drawn per Gbit/s forwarded; NaN when either
+// is unknown or nothing was forwarded.
+func wattsPerGbps(watts, bitsPerSecond float64) float64 {
+	if !isFinite(watts) || !isFinite(bitsPerSecond) || watts < 0 || bitsPerSecond <= 0 {
+		return math.NaN()
+	}
+	return watts / (bitsPerSecond / 1e9)
 }
 
 // dutMeans averages the DUT's CPU and temperature over a sample; NaN when

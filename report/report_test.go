@@ -273,6 +273,16 @@ func TestBenchstatFormat(t *testing.T) {
 		}
 		key := string(bytes.Join(parts, nil))
 		count[key]++
+		if strings.HasPrefix(key, "/probe=idle/") {
+			// The idle phase: the DUT at rest, no traffic.
+			if _, ok := res.Value("bits/s"); ok {
+				t.Errorf("%s: an idle phase has a throughput", key)
+			}
+			if w, ok := res.Value("W"); !ok || w > 13 {
+				t.Errorf("%s: idle power %v, %v; want the power at rest", key, w, ok)
+			}
+			continue
+		}
 		if v, ok := res.Value("bits/s"); !ok || v < 400e6 || v > 1.2e9 {
 			t.Errorf("%s: bits/s = %v, %v", key, v, ok)
 		}
@@ -292,6 +302,9 @@ func TestBenchstatFormat(t *testing.T) {
 			if ps := p.Probes[probe]; ps != nil {
 				want["/probe="+probe+"/blocklist="+p.Knobs["blocklist"]+"/ids@lan="+p.Knobs["ids@lan"]+"/offload.checksum="+p.Knobs["offload.checksum"]] = len(ps.Mbps)
 			}
+		}
+		if p.Idle != nil {
+			want["/probe=idle/blocklist="+p.Knobs["blocklist"]+"/ids@lan="+p.Knobs["ids@lan"]+"/offload.checksum="+p.Knobs["offload.checksum"]] = 1
 		}
 	}
 	if diff := cmp.Diff(want, count); diff != "" {

@@ -23,12 +23,16 @@ type Table struct {
 	// Extra lists, per probe, the metrics shown beside its throughput
 	// (extraMetrics that it measured at some point): UDP loss, jitter and
 	// packet rate, ping latency and loss under load.
-	Extra      [][]Metric
-	Baseline   string // the baseline's label; empty when the run has none
-	Rows       []Row
-	StudentT   bool    // show the Student's t view next to the medians
-	Confidence float64 // of the intervals
-	Warnings   []string
+	Extra    [][]Metric
+	Baseline string // the baseline's label; empty when the run has none
+	Rows     []Row
+	// Idle says some point has an idle phase: the rows' Idle figures are
+	// shown beside the under-load ones; IdleLatency that some idle phase
+	// measured latency too.
+	Idle, IdleLatency bool
+	StudentT          bool    // show the Student's t view next to the medians
+	Confidence        float64 // of the intervals
+	Warnings          []string
 }
 
 // Row is one point.
@@ -43,6 +47,17 @@ type Row struct {
 	DUTCPU   float64 // median over the point's samples; NaN when unknown
 	TempC    float64
 	PowerW   float64
+	Idle     IdleFigures
+}
+
+// IdleFigures are a point's figures at rest, from its idle phases: medians,
+// NaN when unknown.
+type IdleFigures struct {
+	N         int // idle phases measured
+	DUTCPU    float64
+	TempC     float64
+	PowerW    float64
+	LatencyMS float64
 }
 
 // Cell is one probe at one point.
@@ -137,6 +152,9 @@ func NewTable(r *Run, opts Options) *Table {
 			row.Cells = append(row.Cells, c)
 		}
 		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
+		row.Idle = idleFigures(p.Idle)
+		t.Idle = t.Idle || row.Idle.N > 0
+		t.IdleLatency = t.IdleLatency || isFinite(row.Idle.LatencyMS)
 		t.Rows = append(t.Rows, row)
 	}
 	// One family per metric: a metric's p-values are adjusted over its
@@ -154,6 +172,14 @@ func NewTable(r *Run, opts Options) *Table {
 		AdjustDeltas(f)
 	}
 	return t
+}
+
+// idleFigures are the medians of a point's idle phases.
+func idleFigures(ps *ProbeSamples) IdleFigures {
+	if ps == nil {
+		return IdleFigures{DUTCPU: math.NaN(), TempC: math.NaN(), PowerW: math.NaN(), LatencyMS: math.NaN()}
+	}
+	return IdleFigures{N: len(ps.Figures), DUTCPU: median(ps.DUTCPU), TempC: median(ps.DUTTemp), PowerW: median(ps.Power), LatencyMS: median(ps.Latency)}
 }
 
 // metricCell summarizes metric m of a probe at a point (ps, nil when the
@@ -221,7 +247,10 @@ func (t *Table) HasExtra() bool {
 }
 
 // extraLegend says how the metrics beside throughput are shown.
-const extraLegend = "UDP packet rate (pkt/s received), loss and jitter, and ping latency and loss under load: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter and latency, higher for the packet rate."
+const extraLegend = "The figures beside a probe's throughput (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency and W per Gbit/s, higher for the packet rate."
+
+// idleLegend says what the idle columns are.
+const idleLegend = "Idle: the DUT's CPU, temperature and power (and ping latency) with no traffic, sampled before each point's first probe (median over the point's idle phases), beside the same figures under load."
 
 // deltaOf is the cell's change of metric m against the baseline.
 func (c Cell) deltaOf(m Metric) *Delta {

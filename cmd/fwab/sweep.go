@@ -220,6 +220,11 @@ func (w *sweepWiring) run() *matrix.Run {
 			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
 				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
 			},
+			// At rest the same figures as under load, latency too where a
+			// probe measures it under load.
+			Idle: func(ctx context.Context, d time.Duration) probe.Sample {
+				return probe.Idle(ctx, d, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: w.spec.Pings(), Power: w.power})
+			},
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -394,8 +399,8 @@ func printSweepStats(io *streams, s matrix.Stats) {
 		actions = append(actions, fmt.Sprintf("%d %s", n, a))
 	}
 	slices.Sort(actions)
-	fmt.Fprintf(io.ErrOut, "time: %s in all: probes %.1f%%, applies %.1f%%, settling %.1f%%, fwab overhead %.1f%% (%s); %d samples; service actions: %s\n",
-		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
+	fmt.Fprintf(io.ErrOut, "time: %s in all: probes %.1f%%, idle phases %.1f%%, applies %.1f%%, settling %.1f%%, fwab overhead %.1f%% (%s); %d samples; service actions: %s\n",
+		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Idle), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
 }
 
 // tunnelPSK reads the pre-shared key of the tunnel the spec may create.

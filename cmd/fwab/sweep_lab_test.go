@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
 
@@ -109,6 +111,7 @@ axes:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 3
+idle: 0s
 order: randomized
 `), 0o644)
 	db := filepath.Join(t.TempDir(), "results.db")
@@ -199,6 +202,7 @@ axes:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 1
+idle: 2s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
 tunnel:
@@ -224,13 +228,21 @@ tunnel:
 		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
 	}
 	st, samples := runSamples(t, db)
-	if len(samples) != 8 {
-		t.Errorf("%d samples, want 8 (2 × 2 × 2 points, one probe, one repeat)", len(samples))
-	}
+	// Each point: an idle phase of 2 s (the DUT at rest), then the probe.
+	idle := map[int]bool{}
 	for _, s := range samples {
 		if s.Failed {
-			t.Errorf("point %d failed: %s", s.Point, s.Reason)
+			t.Errorf("point %d %s failed: %s", s.Point, s.Probe, s.Reason)
 		}
+		if s.Probe == probe.IdleProbe {
+			idle[s.Point] = true
+			if len(s.DUT) == 0 || s.Elapsed < 2*time.Second || !math.IsNaN(s.BitsPerSecond) {
+				t.Errorf("idle phase of point %d: %d DUT readings over %v, %v bits/s; want readings over 2s and no traffic", s.Point, len(s.DUT), s.Elapsed, s.BitsPerSecond)
+			}
+		}
+	}
+	if len(samples) != 16 || len(idle) != 8 {
+		t.Errorf("%d samples, %d points with an idle phase; want 16 (2 × 2 × 2 points, an idle phase and one probe each, one repeat) and 8", len(samples), len(idle))
 	}
 	run, _ := st.Run(t.Context(), 1)
 	if run.Status != store.Done {

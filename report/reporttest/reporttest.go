@@ -59,6 +59,10 @@ type Point struct {
 	Loss        float64 // UDP datagrams lost, %, at this point
 	PingFactor  float64 // latency under load relative to the probe's Ping; 0 means 1
 	PingLoss    float64 // pings lost under load, %
+	// An idle phase before the point's first probe, when IdleCPU or
+	// IdlePower is set: the DUT's CPU %, temperature and power, and the
+	// ping latency (IdlePing, ms), at rest.
+	IdleCPU, IdleTemp, IdlePower, IdlePing float64
 }
 
 // Create writes the run into st and returns its id.
@@ -109,10 +113,19 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	var samples []store.Sample
 	t := r.Created
 	n := 0
+	// Idle phases draw their noise from a generator of their own, so that
+	// adding them leaves every probe's figures as they were.
+	idleRNG := rand.New(rand.NewPCG(r.Seed^0x1d1e, r.Seed))
+	idled := map[int]bool{}
 	for round := range r.Repeats {
 		for i, p := range r.Points {
 			if points[i].Status != store.Valid {
 				continue
+			}
+			if (p.IdleCPU > 0 || p.IdlePower > 0) && !idled[i] {
+				idled[i] = true
+				t = t.Add(10 * time.Second)
+				samples = append(samples, idleSample(idleRNG, store.Key{Point: i, Probe: probe.IdleProbe, Round: round}, t, p))
 			}
 			for _, pr := range r.Probes {
 				n++
@@ -170,6 +183,27 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 		}
 	}
 	return info, points, samples
+}
+
+// idleSample is a point's idle phase: five DUT readings and the power at
+// rest, no traffic.
+func idleSample(rng *rand.Rand, k store.Key, t time.Time, p Point) store.Sample {
+	x := store.Sample{Key: k, Started: t, Elapsed: 10 * time.Second,
+		BitsPerSecond: store.Unknown, SentBPS: store.Unknown, BidirBPS: store.Unknown, Retransmits: -1,
+		ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
+		PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown, Warnings: []string{}}
+	if p.IdlePower > 0 {
+		x.PowerWatts = p.IdlePower * (1 + 0.01*rng.NormFloat64())
+	}
+	if p.IdlePing > 0 {
+		x.PingAvgMS, x.PingLossPercent = p.IdlePing*(1+0.05*rng.NormFloat64()), 0
+	}
+	if p.IdleCPU > 0 {
+		for s := range 5 {
+			x.DUT = append(x.DUT, probe.DUTMetrics{Time: t.Add(time.Duration(s) * time.Second), CPUPercent: p.IdleCPU * (1 + 0.1*rng.NormFloat64()), TempCelsius: p.IdleTemp})
+		}
+	}
+	return x
 }
 
 // iperfSum is the part of an iperf3 report's sums that TCP and UDP share.
@@ -254,8 +288,8 @@ func LatencyUnderLoad(seed uint64) Run {
 			{Name: "udp-1400", Direction: "up", Mbps: 900, UDP: true, Length: 1400, Jitter: 0.020},
 		},
 		Points: []Point{
-			{Knobs: map[string]string{"ids@lan": "off"}, CPU: 20, Temp: 47, Power: 14.1, Retransmits: 2},
-			{Knobs: map[string]string{"ids@lan": "ips-inline"}, Factor: 0.65, CPU: 95, Temp: 57, Power: 18.8, Retransmits: 90, Loss: 2, PingFactor: 3, PingLoss: 1},
+			{Knobs: map[string]string{"ids@lan": "off"}, CPU: 20, Temp: 47, Power: 14.1, Retransmits: 2, IdleCPU: 2, IdleTemp: 44, IdlePower: 11.7, IdlePing: 0.05},
+			{Knobs: map[string]string{"ids@lan": "ips-inline"}, Factor: 0.65, CPU: 95, Temp: 57, Power: 18.8, Retransmits: 90, Loss: 2, PingFactor: 3, PingLoss: 1, IdleCPU: 5, IdleTemp: 45, IdlePower: 12.4, IdlePing: 0.09},
 		},
 	}
 }
@@ -275,10 +309,10 @@ baseline: {blocklist: off, ids@lan: off, offload.checksum: on}
 		Seed: seed, Repeats: 5, Noise: 0.03, Slowdown: slowdown,
 		Probes: []Probe{{Name: "up", Direction: "up", Mbps: 940}, {Name: "down", Direction: "down", Mbps: 930}},
 		Points: []Point{
-			{Knobs: map[string]string{"blocklist": "off", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, CPU: 22, Temp: 48, Power: 14.2, Retransmits: 3},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.99, CPU: 24, Temp: 49, Power: 14.5, Retransmits: 3},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.96, CPU: 41, Temp: 52, Power: 16.1, Retransmits: 4},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140},
+			{Knobs: map[string]string{"blocklist": "off", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, CPU: 22, Temp: 48, Power: 14.2, Retransmits: 3, IdleCPU: 2, IdleTemp: 44, IdlePower: 11.8},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.99, CPU: 24, Temp: 49, Power: 14.5, Retransmits: 3, IdleCPU: 2.5, IdleTemp: 44, IdlePower: 11.9},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.96, CPU: 41, Temp: 52, Power: 16.1, Retransmits: 4, IdleCPU: 4, IdleTemp: 45, IdlePower: 12.3},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140, IdleCPU: 6, IdleTemp: 46, IdlePower: 12.6},
 		},
 	}
 }
