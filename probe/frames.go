@@ -73,3 +73,83 @@ func Iperf3Trial(p Iperf3, client, server Endpoint, frame int) Trial {
 		return TrialResult{Offered: s.Result.Flow.SentBPS, Loss: s.Result.UDP.LostPercent, GeneratorBound: s.EndpointCPUBound}, nil
 	}
 }
+
+// NDR is a rate search at one frame size with iperf3 UDP, one direction:
+// the highest rate whose loss is at most the search's tolerance.
+type NDR struct {
+	Frame  int        // Ethernet frame size, bytes
+	Search RateSearch // its rates in bits/s of UDP payload, as iperf3 -b takes them
+	Iperf3 Iperf3     // the trials' settings besides rate, length and duration
+}
+
+// NDRResult is a search's outcome at one frame size, with every trial.
+type NDRResult struct {
+	Frame       int         `json:"frame"`
+	Tolerance   float64     `json:"loss_tolerance_percent"`
+	FPS         float64     `json:"frames_per_second"` // at the found rate
+	WireBPS     float64     `json:"wire_bps"`          // the same on the wire, preamble and gap included
+	PayloadBPS  float64     `json:"payload_bps"`       // the same as iperf3 -b
+	UpperBPS    float64     `json:"upper_payload_bps"` // the lowest rate that failed
+	Width       float64     `json:"width"`             // of the final interval, relative
+	AtMax       bool        `json:"at_max"`            // the maximum passed: the firewall was not the limit
+	Limited     bool        `json:"generator_limited"` // the generator, not the firewall, may have set the figure
+	Incomplete  string      `json:"incomplete,omitempty"`
+	TrialsTotal string      `json:"trials_time"`
+	Trials      []TrialJSON `json:"trials"`
+}
+
+// TrialJSON is one trial as a sample records it.
+type TrialJSON struct {
+	PayloadBPS float64 `json:"payload_bps"`
+	OfferedBPS float64 `json:"offered_payload_bps"`
+	LossPct    float64 `json:"loss_percent"`
+	Seconds    float64 `json:"seconds"`
+	Pass       bool    `json:"pass"`
+	Limited    bool    `json:"generator_limited"`
+}
+
+// Measure runs the search between client and server, watching the DUT as w
+// asks, and returns it as one sample: its throughput is the found rate on
+// the wire, its loss the loss of the trial that found it. A search the
+// generator may have bounded is flagged EndpointCPUBound with a warning
+// that says so; one that cannot run is a failed Sample.
+func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Sample {
+	s := Sample{Probe: "ndr", Direction: n.Iperf3.Direction, UDP: true, Length: UDPPayload(n.Frame), Parallel: 1, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
+	defer func() { s.Elapsed = time.Since(s.Started) }()
+	w.Ping = false // one UDP stream is the load; latency at fractions of the rate is not built yet
+	stop := startWatch(ctx, client, server, Iperf3{Duration: n.Search.FinalDuration}, w)
+	res, err := n.Search.Run(ctx, Iperf3Trial(n.Iperf3, client, server, n.Frame))
+	stop(&s)
+	r := NDRResult{Frame: n.Frame, Tolerance: res.Tolerance, PayloadBPS: res.Rate, UpperBPS: res.Upper, Width: res.Width, AtMax: res.AtMax,
+		Limited: res.Limited, Incomplete: res.Incomplete, TrialsTotal: res.Elapsed.String(), Trials: []TrialJSON{}}
+	r.FPS = FramesPerSecond(res.Rate, n.Frame)
+	r.WireBPS = WireBPS(r.FPS, n.Frame)
+	loss := 0.0
+	for _, t := range res.Trials {
+		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited})
+		if t.Pass && t.Rate == res.Rate {
+			loss = t.Loss
+		}
+	}
+	s.NDR = &r
+	switch {
+	case err != nil:
+		s.Failed, s.Reason = true, err.Error()
+		return s
+	case res.Rate == 0:
+		s.Failed, s.Reason = true, "rate search found no rate that passes"
+		return s
+	}
+	if res.Incomplete != "" {
+		s.Warnings = append(s.Warnings, "rate search: "+res.Incomplete)
+	}
+	if res.Limited {
+		s.EndpointCPUBound = true
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: the generator did not offer some rates asked near the result, or its CPU was saturated: the figure may measure the generator, not the firewall", n.Frame))
+	}
+	if res.AtMax {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frame, res.Rate))
+	}
+	s.Result = &Iperf3Result{Protocol: "UDP", Flow: Flow{ReceivedBPS: r.WireBPS, SentBPS: r.WireBPS, Retransmits: -1}, UDP: &UDPStats{LostPercent: loss}}
+	return s
+}

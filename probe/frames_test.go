@@ -1,8 +1,11 @@
 package probe
 
 import (
+	"context"
+	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +70,62 @@ func TestIperf3Trial(t *testing.T) {
 		if i := slices.Index(argv, want[0]); i < 0 || (len(want) == 2 && (i+1 >= len(argv) || argv[i+1] != want[1])) {
 			t.Errorf("client argv %q lacks %q", argv, want)
 		}
+	}
+}
+
+// policed is a Runner whose iperf3 client reports what a policer at
+// capacity bits/s of payload would let through of the rate asked (-b).
+type policed struct {
+	*scripted
+	capacity float64
+}
+
+// Start starts a server that is done a moment later, after the client.
+func (p policed) Start(_ context.Context, argv []string) (Process, error) {
+	p.scripted.record(argv)
+	proc := &fakeProcess{done: make(chan struct{}), out: p.serverOut}
+	time.AfterFunc(20*time.Millisecond, func() { close(proc.done) })
+	return proc, nil
+}
+
+func (p policed) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if !slices.Contains(argv, "-c") {
+		return p.scripted.Run(ctx, argv)
+	}
+	p.scripted.record(argv)
+	rate, _ := strconv.ParseFloat(argv[slices.Index(argv, "-b")+1], 64)
+	length, _ := strconv.Atoi(argv[slices.Index(argv, "-l")+1])
+	secs, _ := strconv.ParseFloat(argv[slices.Index(argv, "-t")+1], 64)
+	packets := int64(rate * secs / float64(8*length))
+	got := min(rate, p.capacity)
+	lost := packets - int64(got*secs/float64(8*length))
+	sum := func(bps float64, lost int64) map[string]any {
+		return map[string]any{"seconds": secs, "bytes": bps * secs / 8, "bits_per_second": bps, "jitter_ms": 0.01, "lost_packets": lost, "packets": packets,
+			"lost_percent": 100 * float64(lost) / float64(packets)}
+	}
+	rep := map[string]any{"start": map[string]any{"version": "iperf 3.12", "test_start": map[string]any{"protocol": "UDP", "num_streams": 1}},
+		"end": map[string]any{"sum_sent": sum(rate, 0), "sum_received": sum(got, lost), "cpu_utilization_percent": map[string]float64{"host_total": 30, "remote_total": 20}}}
+	return json.Marshal(rep)
+}
+
+// TestNDRMeasure: a search at 64-byte frames against a policer of 100
+// Mbit/s of payload is one sample: the rate on the wire (84/18 of the
+// payload rate), every trial in the record.
+func TestNDRMeasure(t *testing.T) {
+	r := policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	n := NDR{Frame: 64, Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
+	s := n.Measure(t.Context(), client, server, Watch{})
+	if s.Failed || s.NDR == nil {
+		t.Fatalf("Measure = %+v", s)
+	}
+	if got := s.NDR.PayloadBPS; got > 100e6 || got < 99.5e6 || s.NDR.Width > 0.005 {
+		t.Errorf("NDR %.4g bit/s of payload, width %v; want within 0.5 %% below 100 Mbit/s", got, s.NDR.Width)
+	}
+	if want := s.NDR.PayloadBPS * 84 / 18; math.Abs(s.BitsPerSecond()-want) > 1 || s.Result.UDP.LostPercent != 0 {
+		t.Errorf("sample %v bit/s, loss %v; want the wire rate %v and no loss", s.BitsPerSecond(), s.Result.UDP.LostPercent, want)
+	}
+	if len(s.NDR.Trials) < 5 || s.NDR.Trials[0].PayloadBPS != 400e6 || s.EndpointCPUBound {
+		t.Errorf("trials %+v; want several, the first at the maximum, none generator-limited", s.NDR.Trials)
 	}
 }

@@ -115,6 +115,7 @@ type Sample struct {
 	EndpointCPUBound bool
 
 	Ping  *PingStats
+	NDR   *NDRResult // a rate search's outcome and trials (NDR.Measure)
 	DUT   []DUTMetrics
 	Power []PowerReading
 
