@@ -20,9 +20,13 @@ import (
 // ProbeRun is one probe as the sweep runs it: a spec entry, and for a
 // packet-size sweep one of its lengths.
 type ProbeRun struct {
-	Name   string // unique per spec: "up", "udp-64"
+	Name   string // unique per spec: "up", "udp-64", "ndr-64"
 	Spec   ProbeSpec
 	Iperf3 probe.Iperf3
+	// NDR is a kind: ndr probe's rate search at one frame size; nil for
+	// an iperf3 probe. Iperf3 is then its trials at the highest rate, for
+	// the checks before a sweep.
+	NDR *probe.NDR
 }
 
 // ProbeRuns lists the probes every step runs, in spec order.
@@ -38,6 +42,10 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			Bitrate:     p.Bitrate,
 			CPUAffinity: p.Affinity,
 		}
+		if p.Kind == "ndr" {
+			out = append(out, ndrRuns(p, base)...)
+			continue
+		}
 		if len(p.Lengths) == 0 {
 			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base})
 			continue
@@ -47,6 +55,27 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			ip.Length = l
 			out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(l), Spec: p, Iperf3: ip})
 		}
+	}
+	return out
+}
+
+// ndrRuns are a kind: ndr probe's searches, one per frame size, trials
+// from 1 s to the probe's duration with the final interval 0.5 % wide. The
+// spec was checked: its sizes, rate and tolerance parse.
+func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
+	top, _ := probe.ParseBitrate(p.Bitrate)
+	tol, _ := p.tolerance()
+	var out []ProbeRun
+	for _, f := range p.FrameSizes {
+		frame, _ := probe.ParseFrameSize(f, ndrMTU)
+		// The rates are UDP payload bits/s, as iperf3 -b takes them: the
+		// link's speed in payload terms at this frame size.
+		maxPayload := top * float64(probe.UDPPayload(frame)) / float64(frame+20)
+		trial := base
+		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, probe.UDPPayload(frame), strconv.FormatFloat(maxPayload, 'f', 0, 64)
+		n := &probe.NDR{Frame: frame, Iperf3: base,
+			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
+		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(frame), Spec: p, Iperf3: trial, NDR: n})
 	}
 	return out
 }

@@ -153,3 +153,31 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	s.Result = &Iperf3Result{Protocol: "UDP", Flow: Flow{ReceivedBPS: r.WireBPS, SentBPS: r.WireBPS, Retransmits: -1}, UDP: &UDPStats{LostPercent: loss}}
 	return s
 }
+
+// ParseBitrate reads a rate as iperf3 -b takes it, "500M" or "1.5G" (K, M,
+// G and T are powers of 1000, as iperf3 counts rates), in bits/s.
+func ParseBitrate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	if !bitrateRE.MatchString(t) || strings.Contains(t, "/") {
+		return 0, fmt.Errorf("rate %q: write a number with an optional K, M, G or T suffix, such as 10G", s)
+	}
+	mult := 1.0
+	switch t[len(t)-1] {
+	case 'k', 'K':
+		mult = 1e3
+	case 'm', 'M':
+		mult = 1e6
+	case 'g', 'G':
+		mult = 1e9
+	case 't', 'T':
+		mult = 1e12
+	}
+	if mult != 1 {
+		t = t[:len(t)-1]
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(v > 0) {
+		return 0, fmt.Errorf("rate %q: give a rate above zero, such as 10G", s)
+	}
+	return v * mult, nil
+}

@@ -129,3 +129,16 @@ func TestNDRMeasure(t *testing.T) {
 		t.Errorf("trials %+v; want several, the first at the maximum, none generator-limited", s.NDR.Trials)
 	}
 }
+
+func TestParseBitrate(t *testing.T) {
+	for in, want := range map[string]float64{"10G": 10e9, "500M": 500e6, "1.5g": 1.5e9, "64000": 64000} {
+		if got, err := ParseBitrate(in); err != nil || got != want {
+			t.Errorf("ParseBitrate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "fast", "1G/10"} {
+		if got, err := ParseBitrate(in); err == nil {
+			t.Errorf("ParseBitrate(%q) = %v, want an error", in, got)
+		}
+	}
+}

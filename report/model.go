@@ -258,6 +258,9 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 			f.PPS = pps
 		}
 	}
+	if n := ndrOf(x); n != nil && n.FPS > 0 {
+		f.PPS = n.FPS // a rate search's frames a second at the rate found
+	}
 	ps.Figures = append(ps.Figures, f)
 	for _, m := range AllMetrics {
 		if v := m.of(f); isFinite(v) {
@@ -317,6 +320,18 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 		return nil
 	}
 	return &res
+}
+
+// ndrOf is the rate search the sample keeps in Raw; nil when it is no
+// search.
+func ndrOf(x store.Sample) *probe.NDRResult {
+	var raw struct {
+		NDR *probe.NDRResult `json:"ndr"`
+	}
+	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil {
+		return nil
+	}
+	return raw.NDR
 }
 
 // seriesOf is the per-interval throughput of the sample's client report.

@@ -218,6 +218,9 @@ func (w *sweepWiring) run() *matrix.Run {
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle:   func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
 			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
+				if pr.NDR != nil {
+					return pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
+				}
 				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
 			},
 			// At rest the same figures as under load, latency too where a
