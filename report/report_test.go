@@ -423,3 +423,19 @@ func TestBenchstatExtraUnits(t *testing.T) {
 		t.Error("a TCP probe has a packet rate")
 	}
 }
+
+// TestNDRSamplePPS: a rate search's sample (kind: ndr) reports its frames
+// a second as the packet rate, from the search it keeps in Raw.
+func TestNDRSamplePPS(t *testing.T) {
+	info := store.Run{ID: 1, Target: "lab", Status: store.Done, TargetInfo: []byte("{}")}
+	x := store.Sample{Key: store.Key{Run: 1, Probe: "ndr-512"}, BitsPerSecond: 100.6e6, Retransmits: -1, LostPercent: 0,
+		JitterMS: math.NaN(), PingAvgMS: math.NaN(), PingLossPercent: math.NaN(), PowerWatts: math.NaN(),
+		Raw: []byte(`{"ndr":{"frame":512,"frames_per_second":23641,"wire_bps":100.6e6,"trials":[]}}`)}
+	r, err := build(info, []store.Point{{Index: 0, Knobs: map[string]string{}, Status: store.Valid}}, []store.Sample{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Points[0].Probes["ndr-512"].PPS; len(got) != 1 || got[0] != 23641 {
+		t.Errorf("PPS = %v, want [23641] from the search", got)
+	}
+}
