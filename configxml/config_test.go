@@ -668,3 +668,50 @@ func TestNeedsFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestCryptoKnob: <system><crypto_hardware> takes what each product's own
+// code knows (pfSense's GUI keys, OPNsense's card drivers joined with ","),
+// none removes it, and anything else is refused with the valid values.
+func TestCryptoKnob(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, text, refused, want string
+	}{
+		{"configs/pfsense-2.7.xml", "aesni_cryptodev", "aesni_cryptodev", "qat", "aesni, cryptodev, aesni_cryptodev"},
+		{"configs/pfsense-2.6.xml", "aesni", "aesni", "aesni,cryptodev", "aesni, cryptodev, aesni_cryptodev"},
+		{"configs/opnsense-26.1.xml", "qat,safe", "qat,safe", "aesni", "AES-NI in its kernel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadFixture(t, tc.name)
+			if v, err := c.Get("crypto.hardware"); err != nil || v != "none" {
+				t.Fatalf("Get(crypto.hardware) = %q, %v; want none", v, err)
+			}
+			if err := c.Set("crypto.hardware", tc.refused); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Set(crypto.hardware, %s) = %v; want it refused naming %q", tc.refused, err, tc.want)
+			}
+			if err := c.Set("crypto.hardware", tc.set); err != nil {
+				t.Fatal(err)
+			}
+			if e := c.Root().FindElements("system/crypto_hardware"); len(e) != 1 || e[0].Text() != tc.text {
+				t.Fatalf("after crypto.hardware=%s: %d elements %v; want one with %q", tc.set, len(e), e, tc.text)
+			}
+			if v, _ := c.Get("crypto.hardware"); v != tc.set {
+				t.Errorf("Get after Set = %q; want %q", v, tc.set)
+			}
+			if got := ActionFor("crypto.hardware"); got != ActionReboot {
+				t.Errorf("ActionFor(crypto.hardware) = %s; want reboot: modules load at boot and never unload", got)
+			}
+			if err := c.Set("crypto.hardware", "none"); err != nil {
+				t.Fatal(err)
+			}
+			if c.Root().FindElement("system/crypto_hardware") != nil {
+				t.Fatal("<system><crypto_hardware> left after crypto.hardware=none")
+			}
+		})
+	}
+	if got := CryptoLoads(PfSense, "aesni_cryptodev"); !slices.Equal(got, []string{"aesni", "cryptodev"}) {
+		t.Errorf("CryptoLoads(pfsense, aesni_cryptodev) = %v", got)
+	}
+	if got := CryptoLoads(OPNsense, "qat,bogus"); !slices.Equal(got, []string{"qat"}) {
+		t.Errorf("CryptoLoads(opnsense, qat,bogus) = %v; the boot loads only what it knows", got)
+	}
+}

@@ -29,6 +29,7 @@ const (
 	ActionIDSRestart      Action = "ids-restart"            // ids@IF
 	ActionIPsecRestart    Action = "ipsec-restart"          // ipsec@TUNNEL
 	ActionBlocklistUpdate Action = "blocklist-update"       // blocklist
+	ActionReboot          Action = "reboot"                 // crypto.hardware: what only a boot applies
 	ActionFirmware        Action = "firmware-upgrade"       // firmware
 	ActionNone            Action = "none"                   // xml escape hatch: the caller names the action
 )
@@ -36,7 +37,17 @@ const (
 // XMLActions are the actions an xml: knob may name (matrix spec actions:):
 // every service action Apply runs, and none for a change left to whatever
 // applies it next.
-var XMLActions = []Action{ActionFilterReload, ActionInterfaces, ActionIDSRestart, ActionIPsecRestart, ActionBlocklistUpdate, ActionNone}
+var XMLActions = []Action{ActionFilterReload, ActionInterfaces, ActionIDSRestart, ActionIPsecRestart, ActionBlocklistUpdate, ActionReboot, ActionNone}
+
+// Effective is the actions that really run for a set of needed ones: a
+// reboot alone when one is needed, since the boot applies the whole config;
+// otherwise all of them, unchanged.
+func Effective(actions []Action) []Action {
+	if slices.Contains(actions, ActionReboot) {
+		return []Action{ActionReboot}
+	}
+	return actions
+}
 
 // Change is one knob whose value differs between two configs.
 type Change struct {
@@ -146,6 +157,18 @@ var knobs = []*KnobSpec{
 			}
 			return v
 		},
+	},
+	{
+		Name: "crypto.hardware", Syntax: "pfsense: none | aesni | cryptodev | aesni_cryptodev; opnsense: none, or hifn, padlock, qat, safe joined with ,",
+		Action: ActionReboot, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "the crypto accelerator modules the boot loads, <system><crypto_hardware>; applied by a reboot",
+		get: getCrypto, set: setCrypto, validate: validateCrypto,
+	},
+	{
+		Name: "config", Syntax: "a whole config.xml file (a path, relative to the spec)",
+		Action: ActionReloadAll, flavors: []Flavor{PfSense, OPNsense},
+		Doc: "whole configs to switch between (bench-lab's configuration sets); other knobs apply on top; fwab refuses one that changes how it reaches the box",
+		get: getConfigKnob, set: setConfigKnob, validate: validateConfigKnob,
 	},
 	{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},

@@ -55,6 +55,10 @@ type RuntimeState struct {
 	Version     string
 	// GeneratedRules counts loaded rules labelled fwab-generated (rules@IF).
 	GeneratedRules int
+	// CryptoModules holds, for every accelerator module crypto.hardware
+	// knows on the flavor, whether the kernel has it (kldstat); nil when
+	// not read.
+	CryptoModules map[string]bool
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.
@@ -62,6 +66,10 @@ type IfaceState struct {
 	Name    string
 	Options []string // the options=<...> words: TXCSUM, RXCSUM, TSO4, TSO6, LRO, ...
 	Media   string   // the media line's negotiated part, "10Gbase-T <full-duplex>"; "" when not shown
+	// Supported are the subtypes `ifconfig -m` lists under "supported
+	// media:" ("1000baseT", "100baseTX"), autoselect left out; nil
+	// without -m.
+	Supported []string
 }
 
 // Has reports whether the interface shows the given ifconfig option.

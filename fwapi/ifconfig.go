@@ -3,6 +3,9 @@ package fwapi
 import (
 	"bufio"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +40,14 @@ func ParseIfconfig(out string) ([]IfaceState, error) {
 		field := strings.TrimSpace(text)
 		if media, ok := strings.CutPrefix(field, "media: "); ok && len(ifs) > 0 {
 			ifs[len(ifs)-1].Media = ifconfigMedia(media)
+			continue
+		}
+		// ifconfig -m: "supported media:", then "media SUBTYPE [mediaopt
+		// OPTS]" a line.
+		if sub, ok := strings.CutPrefix(field, "media "); ok && len(ifs) > 0 {
+			if w := strings.Fields(sub); len(w) > 0 && w[0] != "autoselect" && !slices.Contains(ifs[len(ifs)-1].Supported, w[0]) {
+				ifs[len(ifs)-1].Supported = append(ifs[len(ifs)-1].Supported, w[0])
+			}
 			continue
 		}
 		value, ok := strings.CutPrefix(field, "options=")
@@ -120,4 +131,38 @@ func ifconfigMedia(media string) string {
 		}
 	}
 	return strings.TrimSpace(strings.TrimPrefix(media, "Ethernet "))
+}
+
+// mediaSpeed reads the line rate of an Ethernet media subtype, in Mbit/s:
+// 10baseT/UTP 10, 100baseTX 100, 1000baseT 1000, 2500Base-T 2500,
+// 10Gbase-T and 10GBase-SR 10000; 0 when the subtype names none.
+//
+// upstream: not settled — the subtype names are FreeBSD's ifmedia table (sys/net/if_media.h, not in the upstream copy); checked at run time: a subtype without a leading rate is not compared
+func mediaSpeed(subtype string) float64 {
+	m := mediaRate.FindStringSubmatch(subtype)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0
+	}
+	if strings.EqualFold(m[2], "G") {
+		v *= 1000
+	}
+	return v
+}
+
+var mediaRate = regexp.MustCompile(`^(\d+(?:\.\d+)?)([GgMm]?)[Bb]ase`)
+
+// BestMedia is the fastest subtype of a supported media list; "" when none
+// names a rate.
+func BestMedia(supported []string) string {
+	best := ""
+	for _, s := range supported {
+		if mediaSpeed(s) > mediaSpeed(best) {
+			best = s
+		}
+	}
+	return best
 }

@@ -48,6 +48,9 @@ type OPNsenseOptions struct {
 	// firewall to stop answering before it calls the reboot failed;
 	// default 2 min.
 	RebootDownWithin time.Duration
+	// RebootTimeout bounds the reboot action (crypto.hardware): the
+	// reboot and the wait for the API; default 15 minutes.
+	RebootTimeout time.Duration
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -160,6 +163,9 @@ func NewOPNsense(ctx context.Context, t *Target, ssh Runner, opts OPNsenseOption
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 5 * time.Second
+	}
+	if opts.RebootTimeout <= 0 {
+		opts.RebootTimeout = 15 * time.Minute
 	}
 	if opts.UpgradeTimeout == 0 {
 		opts.UpgradeTimeout = 45 * time.Minute
@@ -384,7 +390,7 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	need := map[configxml.Action]bool{}
 	for _, c := range changes {
 		switch c.Action {
-		case configxml.ActionFilterReload, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionIPsecRestart:
+		case configxml.ActionFilterReload, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionIPsecRestart, configxml.ActionReboot:
 			need[c.Action] = true
 		case configxml.ActionNone, "":
 			// the xml escape hatch with no service named: nothing to run
@@ -411,6 +417,17 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	o.mu.Unlock()
 	if savepointOnly && len(need) > 0 {
 		o.log.WarnContext(ctx, "the armed rollback is an OPNsense filter savepoint: it restores MVC filter rules only, not legacy rules (where fwab generates rules before 26.7), NAT, offloads, IDS or IPsec; add an ssh section for a whole-config rollback")
+	}
+	if need[configxml.ActionReboot] {
+		// The boot applies the whole config (system_kernel_configure loads
+		// the accelerator modules); nothing else needs to run.
+		if o.ssh == nil {
+			return errors.New("opnsense: apply: a reboot-applied change needs the whole-config rollback over SSH, which survives the reboot: add an ssh section to the target")
+		}
+		if err := o.rebootAndWait(ctx); err != nil {
+			return fmt.Errorf("opnsense: apply reboot: %w", err)
+		}
+		return nil
 	}
 	for _, a := range applyOrder {
 		if !need[a] {
@@ -786,6 +803,45 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 	o.rebooting = true
 	o.mu.Unlock()
 	return nil
+}
+
+// opnRebootMarker tells the rebooted system from the old one: the boot
+// deletes every file below /var/run.
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc.subr.d/var:74 — `find ${RUNDIR} ! -type d -exec rm {} \;`
+const opnRebootMarker = "/var/run/fwab.reboot-pending"
+
+// rebootAndWait reboots through the API and waits, within RebootTimeout,
+// until a shell shows the marker it left gone (the box booted, however
+// short the time it was down) and the API answers again.
+func (o *OPNsense) rebootAndWait(ctx context.Context) error {
+	if _, err := o.shell(ctx, "date +%s > "+opnRebootMarker, nil); err != nil {
+		return err
+	}
+	if err := o.post(ctx, "/api/core/firmware/reboot", nil); err != nil {
+		_, _ = o.shell(ctx, "rm -f "+opnRebootMarker, nil)
+		return fmt.Errorf("reboot: %w", err)
+	}
+	o.log.InfoContext(ctx, "rebooting")
+	ctx, cancel := context.WithTimeout(ctx, o.opts.RebootTimeout)
+	defer cancel()
+	poll := min(o.opts.PollInterval, time.Second)
+	var last error
+	for {
+		_, _, code, err := o.ssh.Run(ctx, "test -e "+opnRebootMarker, nil)
+		switch {
+		case err != nil:
+			last = err
+		case code == 0:
+			last = fmt.Errorf("the reboot has not started (%s is still there)", opnRebootMarker)
+		default:
+			if _, last = o.detectVersion(ctx); last == nil {
+				return nil
+			}
+		}
+		if err := sleepCtx(ctx, poll); err != nil {
+			return fmt.Errorf("not back within %v after the reboot: %w", o.opts.RebootTimeout, last)
+		}
+	}
 }
 
 // WaitReady waits until the API answers again. After Reboot it first waits

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/probe"
 )
 
@@ -85,6 +86,12 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 		return RuntimeState{}, wrap(err)
 	}
 	if st.Tables, err = ParsePfctlTableCounts(string(out)); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	if out, err = o.shell(ctx, cryptoModulesCmd(configxml.OPNsense), nil); err != nil {
+		return RuntimeState{}, wrap(err)
+	}
+	if st.CryptoModules, err = ParseCryptoModules(configxml.OPNsense, string(out)); err != nil {
 		return RuntimeState{}, wrap(err)
 	}
 	return st, nil

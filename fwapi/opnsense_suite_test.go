@@ -108,11 +108,13 @@ func TestOPNsenseShellRollback(t *testing.T) {
 	if err := fw.WriteConfig(ctx, bytes.Replace(prev, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>fw3</hostname>"), 1), "test"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// A generous bound: on a loaded machine the emulated OPNsense's csh
+	// runs each command of the rollback slowly.
+	deadline := time.Now().Add(30 * time.Second)
 	for !bytes.Equal(em.StoredConfig(t), changed) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !bytes.Equal(em.StoredConfig(t), changed) {
-		t.Fatalf("the armed rollback did not restore the config it was armed with within 5s; config now %q", em.StoredConfig(t))
+		t.Fatalf("the armed rollback did not restore the config it was armed with within 30s; config now %q", em.StoredConfig(t))
 	}
 }

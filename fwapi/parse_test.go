@@ -280,3 +280,34 @@ func TestIfconfigMediaAndDuplex(t *testing.T) {
 		t.Errorf("LinkWarnings = %q; want one naming igb1", w)
 	}
 }
+
+// TestIfconfigSupportedMedia: ifconfig -m lists what the NIC can do; a
+// link that negotiated less (a 10 GbE NIC at 1 GbE, a gigabit NIC at 100
+// Mbit/s) is warned of, a link at its NIC's best is not.
+func TestIfconfigSupportedMedia(t *testing.T) {
+	out := "ix0: flags=8843<UP> metric 0 mtu 1500\n\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n\tstatus: active\n" +
+		"\tsupported media:\n\t\tmedia autoselect\n\t\tmedia 10Gbase-T mediaopt full-duplex\n\t\tmedia 2500Base-T mediaopt full-duplex\n\t\tmedia 1000baseT mediaopt full-duplex\n\t\tmedia 100baseTX mediaopt full-duplex\n" +
+		"\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>\n" +
+		"em0: flags=8843<UP> metric 0 mtu 1500\n\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n" +
+		"\tsupported media:\n\t\tmedia autoselect\n\t\tmedia 1000baseT\n\t\tmedia 1000baseT mediaopt full-duplex\n\t\tmedia 100baseTX mediaopt full-duplex\n\t\tmedia 10baseT/UTP\n" +
+		"igb1: flags=8843<UP> metric 0 mtu 1500\n\tmedia: Ethernet autoselect (100baseTX <full-duplex>)\n" +
+		"\tsupported media:\n\t\tmedia autoselect\n\t\tmedia 1000baseT mediaopt full-duplex\n\t\tmedia 100baseTX mediaopt full-duplex\n\t\tmedia 10baseT/UTP mediaopt full-duplex\n"
+	ifs, err := fwapi.ParseIfconfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"1000baseT", "100baseTX", "10baseT/UTP"}, ifs[1].Supported); diff != "" {
+		t.Errorf("em0 supported media mismatch (-want +got):\n%s", diff)
+	}
+	var inv fwapi.Inventory
+	for _, i := range ifs {
+		inv.NICs = append(inv.NICs, fwapi.NICInventory{Name: i.Name, Media: i.Media, Best: fwapi.BestMedia(i.Supported)})
+	}
+	if inv.NICs[0].Best != "10Gbase-T" || inv.NICs[1].Best != "1000baseT" {
+		t.Errorf("best media %q, %q; want 10Gbase-T, 1000baseT", inv.NICs[0].Best, inv.NICs[1].Best)
+	}
+	w := inv.LinkWarnings()
+	if len(w) != 2 || !strings.Contains(w[0], "ix0") || !strings.Contains(w[0], "below the 10Gbase-T") || !strings.Contains(w[1], "igb1") {
+		t.Errorf("LinkWarnings = %q; want ix0 and igb1 below their best, em0 not", w)
+	}
+}

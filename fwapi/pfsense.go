@@ -58,7 +58,7 @@ var (
 // its package services too and surviving a reboot.
 func pfSenseGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache,
-		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: true}
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: RollbackBootHook}
 }
 
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.
@@ -71,6 +71,9 @@ type PfSenseOptions struct {
 	// cleanly, for the reboot it starts; default 2 minutes. No reboot in
 	// that time means nothing was upgraded.
 	RebootGrace time.Duration
+	// RebootTimeout bounds the reboot action (crypto.hardware): the
+	// reboot and the wait for SSH and pf; default 15 minutes.
+	RebootTimeout time.Duration
 	// OffloadSSHInterface lets Apply push offload flags to the NIC the SSH
 	// session uses too; by default it is left to pfSense's own reconfigure.
 	OffloadSSHInterface bool
@@ -96,6 +99,9 @@ func NewPfSense(sh *SSHClient, opts PfSenseOptions) *PfSense {
 	}
 	if opts.RebootGrace <= 0 {
 		opts.RebootGrace = 2 * time.Minute
+	}
+	if opts.RebootTimeout <= 0 {
+		opts.RebootTimeout = 15 * time.Minute
 	}
 	log := opts.Logger
 	if log == nil {
@@ -181,13 +187,15 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 
 // actionOrder is the order actions run in within one Apply: interfaces
 // first (inline IPS needs offloads off before Suricata starts), Suricata
-// last.
+// last. A reboot, when one is needed, is the only action: the boot applies
+// the whole config.
 var actionOrder = []configxml.Action{
 	configxml.ActionInterfaces,
 	configxml.ActionFilterReload,
 	configxml.ActionBlocklistUpdate,
 	configxml.ActionIPsecRestart,
 	configxml.ActionIDSRestart,
+	configxml.ActionReboot,
 }
 
 // PlanActions returns the distinct actions the changes need, in the order
@@ -219,7 +227,7 @@ func PlanActions(changes []configxml.Change) ([]configxml.Action, error) {
 			plan = append(plan, a)
 		}
 	}
-	return plan, nil
+	return configxml.Effective(plan), nil
 }
 
 // Apply runs the narrowest pfSense command for each action the changes
@@ -274,6 +282,14 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 	case configxml.ActionBlocklistUpdate:
 		_, err := p.output(ctx, pfBlockerUpdate)
 		return err
+	case configxml.ActionReboot:
+		// rc.bootup loads the accelerator modules (load_crypto) and
+		// applies everything else; WaitReady tells the new boot from the
+		// old system by the marker Reboot leaves in /var/run.
+		if err := p.Reboot(ctx); err != nil {
+			return err
+		}
+		return p.WaitReady(ctx, p.opts.RebootTimeout)
 	}
 	return fmt.Errorf("no pfSense command for action %q", a)
 }
@@ -471,6 +487,12 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 		return st, wrap(err)
 	}
 	if st.Tables, err = ParsePfctlTableCounts(out); err != nil {
+		return st, wrap(err)
+	}
+	if out, err = p.output(ctx, cryptoModulesCmd(configxml.PfSense)); err != nil {
+		return st, wrap(err)
+	}
+	if st.CryptoModules, err = ParseCryptoModules(configxml.PfSense, out); err != nil {
 		return st, wrap(err)
 	}
 	if out, err = p.output(ctx, "cat "+pfVersionFile); err != nil {

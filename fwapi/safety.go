@@ -34,6 +34,11 @@ const (
 	// pfSense's rc.start_packages starts every /usr/local/etc/rc.d/*.sh.
 	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");` started with `start` at boot
 	RollbackBootHook = "/usr/local/etc/rc.d/fwab_rollback.sh"
+	// OPNsenseRollbackBootHook is the same on OPNsense, whose boot runs
+	// every script of the start syshook (without arguments).
+	// upstream: opnsense/core@8215982 src/etc/rc:243 — `/usr/local/etc/rc.syshook start` near the end of the boot
+	// upstream: opnsense/core@8215982 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, each run in turn
+	OPNsenseRollbackBootHook = "/usr/local/etc/rc.syshook.d/start/99-fwab-rollback"
 )
 
 // RollbackRanError is Disarm's answer when the rollback had already run:
@@ -118,9 +123,18 @@ type ShellGuard struct {
 	// AfterReload run after Reload: what it does not restore (package
 	// services).
 	AfterReload []string
-	// BootHook, when set, installs RollbackBootHook so that a reboot does
+	// BootHook, when set, is where the rollback installs a boot script
+	// (RollbackBootHook, OPNsenseRollbackBootHook) so that a reboot does
 	// not lose an armed rollback.
-	BootHook bool
+	BootHook string
+}
+
+// RebootRollbacker arms a rollback for a change only a boot applies
+// (crypto.hardware): after restoring the config it reboots the firewall
+// instead of reloading it, so the kernel's modules are the old config's
+// again.
+type RebootRollbacker interface {
+	ArmRollbackReboot(ctx context.Context, previous []byte, after time.Duration) error
 }
 
 func (g ShellGuard) configPath() string {
@@ -210,6 +224,16 @@ func (g ShellGuard) ForceUnlock(ctx context.Context) error {
 // firewall, a script that after the delay puts it back as config.xml and
 // reloads, unless Disarm runs first. A rollback already armed is replaced.
 func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time.Duration) error {
+	return g.arm(ctx, previous, after, false)
+}
+
+// ArmRollbackReboot is ArmRollback ending in a reboot: the boot loads what
+// the restored config names, and starts every service.
+func (g ShellGuard) ArmRollbackReboot(ctx context.Context, previous []byte, after time.Duration) error {
+	return g.arm(ctx, previous, after, true)
+}
+
+func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duration, reboot bool) error {
 	if after < time.Second {
 		return fmt.Errorf("arm rollback: delay %v is under one second", after)
 	}
@@ -243,10 +267,22 @@ func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time
 		"mv "+tmp+" "+conf,
 		"sync",
 		"rm -f "+ShellQuote(cache),
-		reload,
 	)
-	lines = append(lines, g.AfterReload...)
-	lines = append(lines, "rm -f "+ShellQuote(RollbackBootHook), "date +%s > "+ShellQuote(RollbackFired), "")
+	var hookRm []string
+	if g.BootHook != "" {
+		hookRm = []string{"rm -f " + ShellQuote(g.BootHook)}
+	}
+	if reboot {
+		// Marked fired before the reboot: nothing runs after it, and the
+		// boot hook is gone so the boot does not arm it again.
+		lines = append(lines, hookRm...)
+		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "sync", "shutdown -r now", "")
+	} else {
+		lines = append(lines, reload)
+		lines = append(lines, g.AfterReload...)
+		lines = append(lines, hookRm...)
+		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")
+	}
 	script := strings.Join(lines, "\n")
 	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
@@ -254,16 +290,19 @@ func (g ShellGuard) ArmRollback(ctx context.Context, previous []byte, after time
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
-	if g.BootHook {
+	if g.BootHook != "" {
+		// pfSense starts rc.d scripts with "start" (and stops them with
+		// "stop"); OPNsense's syshook passes nothing.
 		hook := strings.Join([]string{
 			"#!/bin/sh",
 			"# fwab: re-arms a commit-confirmed rollback that a reboot interrupted.",
-			"if [ \"$1\" = start ] && [ -f " + ShellQuote(RollbackScript) + " ] && [ ! -f " + ShellQuote(RollbackFired) + " ]; then",
+			"case \"$1\" in \"\"|start) ;; *) exit 0 ;; esac",
+			"if [ -f " + ShellQuote(RollbackScript) + " ] && [ ! -f " + ShellQuote(RollbackFired) + " ]; then",
 			"\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript),
 			"fi",
 			"",
 		}, "\n")
-		if err := g.Sh.WriteFileAtomic(ctx, RollbackBootHook, []byte(hook)); err != nil {
+		if err := g.Sh.WriteFileAtomic(ctx, g.BootHook, []byte(hook)); err != nil {
 			return fmt.Errorf("arm rollback: %w", err)
 		}
 	}
@@ -290,7 +329,11 @@ func (g ShellGuard) Disarm(ctx context.Context) error {
 // disarm stops the rollback and returns when it fired ("" if it did not).
 func (g ShellGuard) disarm(ctx context.Context) (string, error) {
 	pid, fired, seen := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen")
-	cmd := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + " " + ShellQuote(RollbackBootHook) +
+	hook := ""
+	if g.BootHook != "" {
+		hook = " " + ShellQuote(g.BootHook)
+	}
+	cmd := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + hook +
 		"; if [ -f " + fired + " ]; then cat " + fired + "; mv " + fired + " " + seen + "; fi"
 	out, _, _, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
@@ -323,5 +366,6 @@ func SHA256Hex(data []byte) string {
 // over SSH (the same FreeBSD commands; OPNsense has no config cache and
 // reloads everything with its own rc.reload_all).
 func OPNsenseShellGuard(sh Shell) ShellGuard {
-	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache"}
+	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache",
+		BootHook: OPNsenseRollbackBootHook}
 }

@@ -222,7 +222,7 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	if err := s.guard.ArmRollback(ctx, prev, s.opts.RollbackAfter); err != nil {
+	if err := s.arm(ctx, prev, plan); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
 	s.journal(JournalEntry{Event: "armed", SHA256: SHA256Hex(prev), Actions: plan, Detail: s.opts.RollbackAfter.String()})
@@ -249,6 +249,20 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	s.guard.Disarm(ctx)
 	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
 	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+// arm arms the rollback for a step: one that reboots when the step needs a
+// reboot, since only a boot undoes what a boot applied (kernel modules). A
+// guard that cannot reboot refuses such a step before anything changes.
+func (s *Session) arm(ctx context.Context, prev []byte, plan []configxml.Action) error {
+	if !slices.Contains(plan, configxml.ActionReboot) {
+		return s.guard.ArmRollback(ctx, prev, s.opts.RollbackAfter)
+	}
+	r, ok := s.guard.(RebootRollbacker)
+	if !ok {
+		return errors.New("this firewall's rollback cannot reboot it, and a reboot-applied change (crypto.hardware) is undone only by a reboot: nothing changed")
+	}
+	return r.ArmRollbackReboot(ctx, prev, s.opts.RollbackAfter)
 }
 
 // relock makes sure the session still holds the firewall lock before a
@@ -554,8 +568,13 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 	if SHA256Hex(cur) != start.SHA256 || written {
 		if len(rep.Actions) == 0 {
 			// A crash between write and apply leaves no applied actions in
-			// the journal; a written entry means the config changed.
-			rep.Actions = append([]configxml.Action(nil), actionOrder...)
+			// the journal; a written entry means the config changed. Every
+			// action runs but a reboot, which an armed entry would name.
+			for _, a := range actionOrder {
+				if a != configxml.ActionReboot {
+					rep.Actions = append(rep.Actions, a)
+				}
+			}
 		}
 		if err := restoreConfig(ctx, fw, orig, start.SHA256, rep.Actions); err != nil {
 			return rep, fmt.Errorf("recover: %w", err)

@@ -25,6 +25,7 @@ const (
 	RuleIPsecNotEstablished = "FWAB108" // ipsec-not-established
 	RuleIPsecMismatch       = "FWAB109" // ipsec-algorithm-mismatch
 	RuleFilterMismatch      = "FWAB110" // filter-mismatch
+	RuleCryptoMismatch      = "FWAB111" // crypto-mismatch
 )
 
 // liveOffloadOptions are the ifconfig options that mean an offload is on;
@@ -51,6 +52,7 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 		rc.checkNAT()
 	}
 	rc.checkIPsec()
+	rc.checkCrypto()
 	return rc.out
 }
 
@@ -225,6 +227,28 @@ func (rc *runtimeCheck) checkFilter() {
 	}
 }
 
+// checkCrypto compares crypto.hardware with the kernel's modules: each one
+// the value names must be there, and every other one the flavor knows must
+// be gone, which after a switch to none means the reboot really happened.
+func (rc *runtimeCheck) checkCrypto() {
+	want, err := rc.c.Get("crypto.hardware")
+	if err != nil || rc.st.CryptoModules == nil {
+		return
+	}
+	loads := configxml.CryptoLoads(rc.c.Flavor(), want)
+	for _, m := range configxml.CryptoModules(rc.c.Flavor()) {
+		has := rc.st.CryptoModules[m]
+		switch {
+		case slices.Contains(loads, m) && !has:
+			rc.add(RuleCryptoMismatch, "crypto-mismatch", configxml.SeverityError,
+				"crypto.hardware is %s in the config but the kernel has no %s module (kldstat -m %s): the boot did not load it; is /boot/kernel/%s.ko on the box, and did it reboot?", want, m, m, m)
+		case !slices.Contains(loads, m) && has:
+			rc.add(RuleCryptoMismatch, "crypto-mismatch", configxml.SeverityError,
+				"crypto.hardware is %s in the config but the kernel still has the %s module: the reboot did not happen, or %s is compiled into this kernel and cannot be turned off", want, m, m)
+		}
+	}
+}
+
 // checkNAT: outbound NAT disabled means no nat rules at all.
 func (rc *runtimeCheck) checkNAT() {
 	if want, err := rc.c.Get("nat.outbound"); err == nil && want == "disabled" && len(rc.st.NATOutbound) > 0 {
@@ -354,6 +378,9 @@ func ChangeVerifier(c *configxml.Config, changes []configxml.Change) Verifier {
 }
 
 func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
+	if ch.Knob == "config" {
+		return true // a whole config switched: every mismatch is its
+	}
 	switch f.Rule {
 	case RuleOffloadMismatch:
 		return strings.HasPrefix(f.Message, ch.Knob+" ")
@@ -372,6 +399,8 @@ func findingConcerns(f configxml.Finding, ch configxml.Change) bool {
 		return ch.Knob == "nat.outbound"
 	case RuleFilterMismatch:
 		return ch.Knob == "filter"
+	case RuleCryptoMismatch:
+		return ch.Knob == "crypto.hardware"
 	case RuleIPsecMismatch, RuleIPsecNotEstablished:
 		return strings.HasPrefix(ch.Knob, "ipsec@") && ch.To != "none" && strings.HasPrefix(f.Message, ch.Knob+" ")
 	}

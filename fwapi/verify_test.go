@@ -1,6 +1,7 @@
 package fwapi_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,6 +42,16 @@ func runtime(options []string, ids ...fwapi.IDSInstance) fwapi.RuntimeState {
 
 func withPF(st fwapi.RuntimeState, status string) fwapi.RuntimeState {
 	st.PF = status
+	return st
+}
+
+// withCrypto gives the state the kernel's crypto modules: those named are
+// there, every other one pfSense knows is not.
+func withCrypto(st fwapi.RuntimeState, loaded ...string) fwapi.RuntimeState {
+	st.CryptoModules = map[string]bool{}
+	for _, m := range configxml.CryptoModules(configxml.PfSense) {
+		st.CryptoModules[m] = slices.Contains(loaded, m)
+	}
 	return st
 }
 
@@ -122,6 +133,28 @@ func TestVerifyRuntime(t *testing.T) {
 				st.GeneratedRules = 1000
 				return st
 			}(),
+		},
+		{
+			name:   "no accelerator asked, none in the kernel",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"},
+			state:  withCrypto(runtime(offloadsOn)),
+		},
+		{
+			name:   "aesni asked and loaded",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "crypto.hardware=aesni"},
+			state:  withCrypto(runtime(offloadsOn), "aesni"),
+		},
+		{
+			name:   "switched to none but aesni still in the kernel: no reboot",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on"},
+			state:  withCrypto(runtime(offloadsOn), "aesni"),
+			want:   []string{"FWAB111 error"},
+		},
+		{
+			name:   "both asked, cryptodev missing",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "crypto.hardware=aesni_cryptodev"},
+			state:  withCrypto(runtime(offloadsOn), "aesni"),
+			want:   []string{"FWAB111 error"},
 		},
 		{
 			name:   "filter enabled but pf disabled",

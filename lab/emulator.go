@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,8 @@ type Emulator struct {
 
 	mu        sync.Mutex // serialises applies and guards the fields below
 	pf        map[string]string
-	blocklist bool // pfBlockerNG's tables are loaded
+	blocklist bool     // pfBlockerNG's tables are loaded
+	kmods     []string // accelerator modules the boot loaded (crypto.go)
 	booted    time.Time
 	boots     int // Boots
 	// slowRates holds a tracking slowdown's recent measurements per
@@ -150,7 +152,11 @@ func (e *Emulator) path(p string) string {
 // Init creates the firewall filesystem with the factory config and the first
 // firmware profile's version, unless it exists.
 func (e *Emulator) Init() error {
-	for _, d := range []string{"conf/backup", "etc", "tmp", "var/run", "var/log", "var/db", "var/etc", "root"} {
+	dirs := []string{"conf/backup", "etc", "tmp", "var/run", "var/log", "var/db", "var/etc", "root", "boot/kernel", "usr/local/etc/rc.d"}
+	if e.opnsense() {
+		dirs = append(dirs, "usr/local/etc/rc.syshook.d/start")
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(e.Root, d), 0o755); err != nil {
 			return err
 		}
@@ -263,9 +269,6 @@ func (e *Emulator) clearRunDirs() error {
 		if err := os.MkdirAll(run, 0o755); err != nil {
 			return err
 		}
-		defer func() {
-			_ = os.WriteFile(filepath.Join(run, "dmesg.boot"), []byte("FreeBSD is a registered trademark of The FreeBSD Foundation.\n"), 0o644)
-		}()
 	}
 	for _, d := range dirs {
 		_ = os.RemoveAll(filepath.Join(e.Root, d))
@@ -273,7 +276,28 @@ func (e *Emulator) clearRunDirs() error {
 			return err
 		}
 	}
-	return nil
+	return os.WriteFile(e.path("/var/run/dmesg.boot"), dmesgBoot(), 0o644)
+}
+
+// dmesgBoot is the boot's messages as far as fwab reads them: the CPU and
+// its features, AESNI among them where this machine's CPU has it (the
+// emulated box runs on this machine's CPUs).
+func dmesgBoot() []byte {
+	model, _ := sysctlValue("hw.model")
+	features := "SSE3,PCLMULQDQ,SSSE3,CX16,SSE4.1,SSE4.2,POPCNT"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+				if slices.Contains(strings.Fields(v), "aes") {
+					features += ",AESNI"
+				}
+				break
+			}
+		}
+	}
+	return []byte("FreeBSD is a registered trademark of The FreeBSD Foundation.\n" +
+		"CPU: " + model + "\n" +
+		"  Features2=0x7ffafbff<" + features + ">\n")
 }
 
 // Boot brings the data plane to what config.xml says, as a pfSense boot
@@ -304,6 +328,7 @@ func (e *Emulator) Boot(ctx context.Context) error {
 		}
 	}
 	e.blocklist = BlocklistEnabled(root)
+	e.kmods = e.bootCryptoModules(root)
 	if err := e.applyInterfaces(ctx, root); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
@@ -709,23 +734,29 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
-	if !e.opnsense() {
-		e.startRCScripts(ctx)
-	}
+	e.startRCScripts(ctx)
 	e.linkUp()
 }
 
-// startRCScripts is the end of rc.start_packages: every other
-// /usr/local/etc/rc.d/*.sh is started (Suricata's already is, by bootIDS).
+// startRCScripts is the end of the boot. pfSense's rc.start_packages
+// starts every other /usr/local/etc/rc.d/*.sh (Suricata's already is, by
+// bootIDS) with "start"; OPNsense's rc runs every start syshook, in name
+// order, without arguments.
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");`
+// upstream: opnsense/core@8215982 src/etc/rc:243 — `/usr/local/etc/rc.syshook start`; rc.syshook:61 runs `find -s` over the level's folder
 func (e *Emulator) startRCScripts(ctx context.Context) {
-	for _, rc := range e.Glob("/usr/local/etc/rc.d/*.sh") {
+	scripts, arg := e.Glob("/usr/local/etc/rc.d/*.sh"), " start"
+	if e.opnsense() {
+		scripts, arg = e.Glob("/usr/local/etc/rc.syshook.d/start/*"), ""
+		sort.Strings(scripts)
+	}
+	for _, rc := range scripts {
 		if rc == suricataRC {
 			continue
 		}
 		var out strings.Builder
-		if code := e.Exec(ctx, "/bin/sh "+rc+" start", devNull{}, &out, &out); code != 0 {
+		if code := e.Exec(ctx, "/bin/sh "+rc+arg, devNull{}, &out, &out); code != 0 {
 			e.logger().Error("boot: rc script", "script", rc, "exit", code, "output", out.String())
 		}
 	}

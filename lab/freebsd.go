@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,7 +71,9 @@ func (e *Emulator) offloads(ctx context.Context, in fbIface) (Offloads, error) {
 	return e.DataPlane.Offloads(ctx, in.veth)
 }
 
-func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error {
+// printIfconfig prints one interface as FreeBSD's ifconfig does; media
+// adds the NIC's supported media (ifconfig -m).
+func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface, media bool) error {
 	l := Link{MTU: 1500, MAC: "02:00:00:00:00:99", Up: true}
 	var err error
 	if in.veth != "" {
@@ -105,6 +108,13 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface) error
 	} else {
 		fmt.Fprintln(c.stdout, "\tstatus: no carrier")
 	}
+	if media {
+		fmt.Fprintln(c.stdout, "\tsupported media:")
+		fmt.Fprintln(c.stdout, "\t\tmedia autoselect")
+		for _, m := range e.Links[in.veth].SupportedMedia() {
+			fmt.Fprintf(c.stdout, "\t\tmedia %s\n", m)
+		}
+	}
 	fmt.Fprintln(c.stdout, "\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>")
 	return nil
 }
@@ -121,9 +131,16 @@ func (e *Emulator) printLoopback(c *call) {
 // (not in config.xml, exactly like ifconfig on pfSense).
 func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 	args := c.args[1:]
+	media := false
+	if len(args) > 0 && slices.Contains([]string{"-am", "-ma"}, args[0]) {
+		args, media = append([]string{"-a"}, args[1:]...), true
+	}
+	if i := slices.Index(args, "-m"); i >= 0 && i <= 1 {
+		args, media = slices.Delete(slices.Clone(args), i, i+1), true
+	}
 	if len(args) == 0 || (len(args) == 1 && args[0] == "-a") {
 		for _, in := range e.fbIfaces() {
-			if err := e.printIfconfig(ctx, c, in); err != nil {
+			if err := e.printIfconfig(ctx, c, in, media); err != nil {
 				return err
 			}
 		}
@@ -151,7 +168,7 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		return c.errorf(1, "ifconfig: interface %s does not exist", args[0])
 	}
 	if len(args) == 1 {
-		return e.printIfconfig(ctx, c, *in)
+		return e.printIfconfig(ctx, c, *in, media)
 	}
 	o, err := e.offloads(ctx, *in)
 	if err != nil {

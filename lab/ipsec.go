@@ -32,7 +32,9 @@ type IPsecPlane interface {
 	// Apply brings IPsec to what the tunnel says: (re)start both charons,
 	// load the connection conn (pfSense's con<ikeid>), initiate its child
 	// and route the protected networks through the tunnel only.
-	Apply(ctx context.Context, conn string, t *configxml.Tunnel) error
+	// aesni says whether the DUT's ESP may use AES-NI (the boot loaded
+	// the aesni module).
+	Apply(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error
 	// ListSAs runs `swanctl --list-sas` against the DUT's charon and
 	// returns what it prints and its exit status.
 	ListSAs(ctx context.Context) (out []byte, code int, err error)
@@ -59,13 +61,31 @@ const (
 
 // charonPlugins is the load list from the lab recipe: kernel-libipsec MUST
 // come before kernel-netlink, or kernel xfrm (without ESP algorithms here)
-// wins and no CHILD_SA is built.
-const charonPlugins = "random nonce openssl aes sha1 sha2 md5 hmac xcbc gcm chapoly curve25519 gmp pem pkcs1 x509 pubkey kdf kernel-libipsec kernel-netlink socket-default vici"
+// wins and no CHILD_SA is built. ACCEL is where charonLoad puts the AES
+// providers.
+const charonPlugins = "random nonce ACCEL sha1 sha2 md5 hmac xcbc chapoly curve25519 gmp pem pkcs1 x509 pubkey kdf kernel-libipsec kernel-netlink socket-default vici"
+
+// charonLoad is the load list of a charon with or without AES-NI. charon
+// takes an algorithm from the first plugin registered for it, in load
+// order (no crypto benchmark is configured): with AES-NI, the aesni
+// plugin's AES-CBC and AES-GCM come first; without, the software aes
+// plugin's AES and the gcm plugin's GCM built on it. openssl comes after
+// either way and serves 3DES, Blowfish, CAST, the DH groups and hashes, so
+// those do not change with the accelerator.
+//
+// upstream: not settled — that strongSwan's crypto factory prefers the earlier-registered plugin when speeds are not measured (src/libstrongswan/crypto/crypto_factory.c, not in the upstream copy); checked at run time by the lab's TestIPsecCiphersThroughTheLab, which reads `swanctl --list-algs` (Algorithms)
+func charonLoad(aesni bool) string {
+	accel := "aes gcm openssl"
+	if aesni {
+		accel = "aesni openssl aes gcm"
+	}
+	return strings.Replace(charonPlugins, "ACCEL", accel, 1)
+}
 
 // pluginPackages names the Debian package of each plugin outside
 // libstrongswan, for the error when one is missing.
 var pluginPackages = map[string]string{
-	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins",
+	"openssl": "libstrongswan-standard-plugins", "gcm": "libstrongswan-standard-plugins", "aesni": "libstrongswan-standard-plugins",
 	"chapoly": "libstrongswan-extra-plugins", "curve25519": "libstrongswan-extra-plugins",
 	"kernel-libipsec": "libcharon-extra-plugins", "socket-default": "strongswan-libcharon",
 	"vici": "strongswan-swanctl",
@@ -74,12 +94,13 @@ var pluginPackages = map[string]string{
 // PluginDir is where Debian's strongSwan keeps its plugins.
 const PluginDir = "/usr/lib/ipsec/plugins"
 
-// missingPlugins names the plugins charon would not find, in one error with
-// the apt-get line to run; nil when all are there.
+// missingPlugins names the plugins charon would not find (with AES-NI or
+// without: the same plugins), in one error with the apt-get line to run;
+// nil when all are there.
 func missingPlugins(dir string) error {
 	var missing, pkgs []string
 	seen := map[string]bool{}
-	for _, p := range strings.Fields(charonPlugins) {
+	for _, p := range strings.Fields(charonLoad(true)) {
 		if _, err := os.Stat(filepath.Join(dir, "libstrongswan-"+p+".so")); err == nil {
 			continue
 		}
@@ -230,8 +251,9 @@ func peerSide(conn string, t *configxml.Tunnel) swanctlSide {
 }
 
 // strongswanConf is the charon-systemd configuration of one side (lab
-// recipe 1): its own vici socket and log, kernel-libipsec first.
-func strongswanConf(dir string) []byte {
+// recipe 1): its own vici socket and log, kernel-libipsec first, AES from
+// AES-NI or not (charonLoad).
+func strongswanConf(dir string, aesni bool) []byte {
 	return []byte(fmt.Sprintf(`charon-systemd {
 	load = %s
 	load_modular = no
@@ -254,7 +276,7 @@ func strongswanConf(dir string) []byte {
 		default = -1
 	}
 }
-`, charonPlugins, filepath.Join(dir, "charon.vici"), filepath.Join(dir, "charon.log")))
+`, charonLoad(aesni), filepath.Join(dir, "charon.vici"), filepath.Join(dir, "charon.log")))
 }
 
 // StrongSwan runs the two charons of a lab topology. Its files live in Dir
@@ -290,7 +312,7 @@ func (s *StrongSwan) uri(side string) string {
 	return "unix://" + filepath.Join(s.sideDir(side), "charon.vici")
 }
 
-func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel) error {
+func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// pfSense's restartipsec restarts strongSwan: stop both, then start.
@@ -316,7 +338,9 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 				return err
 			}
 		}
-		if err := atomicfile.WriteFile(filepath.Join(d, "strongswan.conf"), strongswanConf(d), 0o600); err != nil {
+		// The peer is the far site's gateway, not the DUT: always AES-NI,
+		// so that only the DUT's accelerator changes.
+		if err := atomicfile.WriteFile(filepath.Join(d, "strongswan.conf"), strongswanConf(d, side == "peer" || aesni), 0o600); err != nil {
 			return err
 		}
 		if err := atomicfile.WriteFile(filepath.Join(d, "swanctl.conf"), conf, 0o600); err != nil {
@@ -482,6 +506,12 @@ func isCharon(pid int) bool {
 	return err == nil && alive(pid) && strings.Contains(string(b), "charon")
 }
 
+// Algorithms is `swanctl --list-algs` of the DUT's charon: each algorithm
+// with the plugin that serves it, as AES_GCM_16[aesni].
+func (s *StrongSwan) Algorithms(ctx context.Context) (string, error) {
+	return s.swanctl(ctx, "--list-algs", "--uri", s.uri("dut"))
+}
+
 func (s *StrongSwan) ListSAs(ctx context.Context) ([]byte, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -531,7 +561,8 @@ func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error
 		return nil
 	}
 	conn := connName(root, t)
-	if err := e.IPsec.Apply(ctx, conn, t); err != nil {
+	// e.mu is held: the modules are the last boot's.
+	if err := e.IPsec.Apply(ctx, conn, t, e.hasKernelModuleLocked("aesni")); err != nil {
 		return err
 	}
 	e.ipsecUp.Store(up)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/fwapi"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -22,6 +23,9 @@ func TestParseLinkSpec(t *testing.T) {
 		{"1g/half", "1g/half", "1000baseT <half-duplex>", 1000},
 		{"2.5g", "2.5g", "2500Base-T <full-duplex>", 2500},
 		{"10g", "10g", "10Gbase-T <full-duplex>", 10000},
+		{"100m", "100m", "100baseTX <full-duplex>", 100},
+		{"100m@1g", "100m@1g", "100baseTX <full-duplex>", 100},
+		{"1g@1g", "1g", "1000baseT <full-duplex>", 1000},
 	} {
 		l, err := ParseLinkSpec(tt.in)
 		if err != nil {
@@ -33,8 +37,10 @@ func TestParseLinkSpec(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ in, want string }{
-		{"1gbit", `link speed "1gbit": want one of 1g, 2.5g, 10g, unlimited (optionally /half)`},
-		{"100m", `link speed "100m": want one of 1g, 2.5g, 10g, unlimited`},
+		{"1gbit", `link speed "1gbit": want one of 100m, 1g, 2.5g, 10g, unlimited (optionally @NIC-SPEED and /half)`},
+		{"10m", `link speed "10m": want one of 100m, 1g, 2.5g, 10g, unlimited`},
+		{"10g@1g", "a link cannot negotiate more than its NIC lists"},
+		{"1g@unlimited", `NIC speed "unlimited"`},
 		{"1g/simplex", `duplex "simplex", want half or full`},
 		{"unlimited/half", "an unlimited link has no duplex to force"},
 	} {
@@ -122,6 +128,35 @@ func TestEmulatorMediaLine(t *testing.T) {
 	}
 }
 
+// TestEmulatorSupportedMedia: ifconfig -m lists the NIC's media, best
+// first; a 100m@1g link prints 100baseTX on its media line and lists
+// 1000baseT, so fwapi's inventory warns that it negotiated below its best.
+func TestEmulatorSupportedMedia(t *testing.T) {
+	g, _ := ParseLinkSpec("1g")
+	slow, _ := ParseLinkSpec("100m@1g")
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles(), func(e *Emulator) {
+		e.Links = map[string]LinkSpec{testPorts.WanVeth: g, testPorts.LanVeth: slow}
+	})
+	out := f.mustRun(t, "ifconfig -a -m", "")
+	ifs, err := fwapi.ParseIfconfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv fwapi.Inventory
+	for _, i := range ifs {
+		if fwapi.IsNIC(i.Name) {
+			inv.NICs = append(inv.NICs, fwapi.NICInventory{Name: i.Name, Media: i.Media, Best: fwapi.BestMedia(i.Supported)})
+		}
+	}
+	w := inv.LinkWarnings()
+	if len(w) != 1 || !strings.Contains(w[0], "igb1") || !strings.Contains(w[0], "below the 1000baseT") {
+		t.Errorf("LinkWarnings = %q; want igb1 (100m@1g) below its 1000baseT\n%s", w, out)
+	}
+	if plain := f.mustRun(t, "ifconfig -a", ""); strings.Contains(plain, "supported media") {
+		t.Errorf("ifconfig -a without -m lists supported media:\n%s", plain)
+	}
+}
+
 func TestOptionsLinks(t *testing.T) {
 	topo := Topology{Prefix: "fwt"}
 	got, err := Options{Link: "1g", InterfaceLinks: map[string]string{"lan": "1g/half"}}.links(topo)
@@ -135,7 +170,7 @@ func TestOptionsLinks(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Link: "40g"}, `link speed "40g": want one of 1g, 2.5g, 10g, unlimited`},
+		{Options{Link: "40g"}, `link speed "40g": want one of 100m, 1g, 2.5g, 10g, unlimited`},
 		{Options{InterfaceLinks: map[string]string{"opt1": "1g"}}, `link of interface "opt1": the lab's DUT interfaces are lan, wan`},
 		{Options{InterfaceLinks: map[string]string{"lan": "fast"}}, `interface lan: link speed "fast"`},
 	} {
@@ -164,7 +199,7 @@ func TestApplianceProfiles(t *testing.T) {
 		want string
 	}{
 		{Options{Appliance: "10g-big"}, `lab profile "10g-big": want one of unlimited, 1g-small`},
-		{Options{Link: "100m"}, `link speed "100m": want one of 1g, 2.5g, 10g, unlimited`},
+		{Options{Link: "40m"}, `link speed "40m": want one of 100m, 1g, 2.5g, 10g, unlimited`},
 		{Options{DUTCPU: 0.05}, "dut cpu budget 0.05 cores: want 0.1 to"},
 		{Options{Appliance: "1g-small", DUTCPU: 1000}, "dut cpu budget 1000 cores: want 0.1 to"},
 	} {

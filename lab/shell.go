@@ -97,6 +97,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/sbin/sysctl":            e.cmdSysctl,
 		"/usr/bin/netstat":        e.cmdNetstat,
 		"/sbin/shutdown":          e.cmdShutdown,
+		"/sbin/kldstat":           e.cmdKldstat,
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
 		"/usr/bin/b64decode":      e.cmdB64decode,

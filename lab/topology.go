@@ -261,7 +261,7 @@ func (t Topology) DUTVeths() map[string]string {
 // A LinkSpeed is a line rate an emulated NIC of the DUT can have, and the
 // subtype FreeBSD's ifconfig prints for it on the media line.
 type LinkSpeed struct {
-	Name  string  // as --link takes it: 1g, 2.5g, 10g, unlimited
+	Name  string  // as --link takes it: 100m, 1g, 2.5g, 10g, unlimited
 	Mbit  float64 // line rate; 0: unlimited (the veth's own speed)
 	Media string  // ifconfig media subtype
 }
@@ -269,17 +269,20 @@ type LinkSpeed struct {
 // LinkSpeeds are the speeds a lab interface can have. unlimited leaves the
 // veth unshaped; its media line stays what the lab always printed.
 var LinkSpeeds = []LinkSpeed{
+	{Name: "100m", Mbit: 100, Media: "100baseTX"},
 	{Name: "1g", Mbit: 1000, Media: "1000baseT"},
 	{Name: "2.5g", Mbit: 2500, Media: "2500Base-T"},
 	{Name: "10g", Mbit: 10000, Media: "10Gbase-T"},
 	{Name: "unlimited", Media: "10Gbase-T"},
 }
 
-// LinkSpec is one DUT interface's emulated NIC: its speed and duplex. The
-// zero value is unlimited, full duplex. Its text form is the speed's name,
-// with /half for half duplex (1g/half).
+// LinkSpec is one DUT interface's emulated NIC: its speed and duplex, and
+// the best speed the NIC lists when the link negotiated less. The zero
+// value is unlimited, full duplex. Its text form is the speed's name, with
+// @NIC for a faster NIC and /half for half duplex (100m@1g/half).
 type LinkSpec struct {
 	Speed      LinkSpeed
+	NIC        LinkSpeed // the best the NIC lists; zero: Speed
 	HalfDuplex bool
 }
 
@@ -292,22 +295,37 @@ func linkSpeedNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ParseLinkSpec reads a link: a speed (1g, 2.5g, 10g, unlimited),
+// ParseLinkSpec reads a link: a speed (100m, 1g, 2.5g, 10g, unlimited),
 // optionally followed by /half or /full. Empty is unlimited.
 func ParseLinkSpec(s string) (LinkSpec, error) {
 	if s == "" {
 		return LinkSpec{Speed: LinkSpeeds[len(LinkSpeeds)-1]}, nil
 	}
 	speed, duplex, hasDuplex := strings.Cut(strings.ToLower(s), "/")
+	speed, nic, hasNIC := strings.Cut(speed, "@")
 	var l LinkSpec
-	found := false
-	for _, v := range LinkSpeeds {
-		if v.Name == speed {
-			l.Speed, found = v, true
+	lookup := func(name string) (LinkSpeed, bool) {
+		for _, v := range LinkSpeeds {
+			if v.Name == name {
+				return v, true
+			}
 		}
+		return LinkSpeed{}, false
 	}
-	if !found {
-		return LinkSpec{}, fmt.Errorf("link speed %q: want one of %s (optionally /half)", s, linkSpeedNames())
+	var found bool
+	if l.Speed, found = lookup(speed); !found {
+		return LinkSpec{}, fmt.Errorf("link speed %q: want one of %s (optionally @NIC-SPEED and /half)", s, linkSpeedNames())
+	}
+	if hasNIC {
+		if l.NIC, found = lookup(nic); !found || l.NIC.Mbit == 0 {
+			return LinkSpec{}, fmt.Errorf("link %q: NIC speed %q, want one of %s but unlimited", s, nic, linkSpeedNames())
+		}
+		if l.Speed.Mbit == 0 || l.NIC.Mbit < l.Speed.Mbit {
+			return LinkSpec{}, fmt.Errorf("link %q: a link cannot negotiate more than its NIC lists; write LINK@NIC with LINK at most NIC (100m@1g)", s)
+		}
+		if l.NIC == l.Speed {
+			l.NIC = LinkSpeed{}
+		}
 	}
 	if hasDuplex {
 		switch duplex {
@@ -328,6 +346,9 @@ func (l LinkSpec) String() string {
 	name := l.Speed.Name
 	if name == "" {
 		name = "unlimited"
+	}
+	if l.NIC.Name != "" {
+		name += "@" + l.NIC.Name
 	}
 	if l.HalfDuplex {
 		return name + "/half"
@@ -365,6 +386,28 @@ func (l LinkSpec) Media() string {
 	return sub + " <full-duplex>"
 }
 
+// SupportedMedia is what `ifconfig -m` lists under "supported media:" for
+// the NIC, best first: every lab speed up to the NIC's, each in both
+// duplexes (unlimited lists 10 GbE, the media line it prints).
+func (l LinkSpec) SupportedMedia() []string {
+	best := l.NIC
+	if best.Name == "" {
+		best = l.Speed
+	}
+	if best.Mbit == 0 {
+		best = LinkSpeeds[len(LinkSpeeds)-2]
+	}
+	var out []string
+	for i := len(LinkSpeeds) - 1; i >= 0; i-- {
+		v := LinkSpeeds[i]
+		if v.Mbit == 0 || v.Mbit > best.Mbit {
+			continue
+		}
+		out = append(out, v.Media+" mediaopt full-duplex", v.Media+" mediaopt half-duplex")
+	}
+	return out
+}
+
 // Appliance is a named lab profile: the link of every DUT interface and the
 // CPU budget of the firewall's services, bundled for a common case.
 type Appliance struct {
@@ -377,8 +420,19 @@ type Appliance struct {
 // Appliances are the named profiles; the first is the default of Up.
 var Appliances = []Appliance{
 	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
-	{Name: "1g-small", Link: LinkSpec{Speed: LinkSpeeds[0]}, DUTCPU: 1,
+	{Name: "1g-small", Link: LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
 		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
+}
+
+// speedNamed is the LinkSpeed of that name; it panics on a name
+// LinkSpeeds lacks, which only a change to the tables above can cause.
+func speedNamed(name string) LinkSpeed {
+	for _, v := range LinkSpeeds {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("lab: no link speed " + name)
 }
 
 // LookupAppliance returns a named profile; empty is the default.

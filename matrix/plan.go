@@ -70,6 +70,8 @@ type Plan struct {
 // cost-aware order keeps the expensive ones rare.
 var actionCost = map[configxml.Action]time.Duration{
 	configxml.ActionFirmware:        5 * time.Minute,
+	configxml.ActionReboot:          3 * time.Minute,
+	configxml.ActionReloadAll:       60 * time.Second,
 	configxml.ActionInterfaces:      15 * time.Second,
 	configxml.ActionIDSRestart:      20 * time.Second,
 	configxml.ActionBlocklistUpdate: 30 * time.Second,
@@ -216,6 +218,9 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
 	check := func(line int, knob, value string) error {
+		if knob == "config" {
+			return nil // checkConfigSets
+		}
 		if err := cfg.Check(knob, value); err != nil {
 			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
 		}
@@ -234,6 +239,9 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 				return err
 			}
 		}
+	}
+	if err := s.checkConfigSets(cfg); err != nil {
+		return err
 	}
 	for _, kv := range s.Actions {
 		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
@@ -285,6 +293,10 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 		}
 	}
 	for _, kv := range points[0].Values {
+		if kv.Knob == "config" {
+			p.Start = append(p.Start, KnobValue{kv.Knob, configxml.ConfigRunning})
+			continue
+		}
 		v, err := cfg.Get(kv.Knob)
 		if err != nil {
 			return nil, err
@@ -326,24 +338,14 @@ func checkRouterMode(points []*Point) error {
 // would push that config to the firewall. Findings the firewall's config
 // already has are not the points' doing and do not count.
 func (p *Plan) lintPoints(cfg *configxml.Config) error {
-	base := cfg.Bytes()
 	existing := map[string]bool{}
 	for _, f := range configxml.Lint(cfg) {
 		existing[f.Rule+"\x00"+f.Message] = true
 	}
 	var bad []string
 	for _, pt := range p.Points {
-		c, err := configxml.LoadBytes(base)
+		c, err := p.Spec.pointConfig(cfg, pt, "")
 		if err != nil {
-			return err
-		}
-		if err := c.SetProduct(cfg.Product().Version); err != nil && !cfg.Product().Inferred {
-			return err
-		}
-		if p.Spec.Tunnel != nil {
-			c.DefineTunnel(p.Spec.Tunnel.spec(""))
-		}
-		if err := c.SetAll(pt.Assignments()); err != nil {
 			return &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
 		}
 		for _, f := range configxml.Lint(c) {
@@ -395,10 +397,13 @@ func (p *Plan) order() {
 					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
 					if !slices.Contains(st.Actions, a) {
 						st.Actions = append(st.Actions, a)
-						st.Cost += actionCost[a]
 					}
 					state[kv.Knob] = kv.Value
 				}
+			}
+			st.Actions = configxml.Effective(st.Actions)
+			for _, a := range st.Actions {
+				st.Cost += actionCost[a]
 			}
 			p.Steps = append(p.Steps, st)
 		}
@@ -447,7 +452,7 @@ func (s *Spec) transition(a, b *Point) time.Duration {
 		}
 	}
 	var total time.Duration
-	for _, act := range actions {
+	for _, act := range configxml.Effective(actions) {
 		total += actionCost[act]
 	}
 	return total

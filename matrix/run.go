@@ -148,6 +148,8 @@ type Sweep struct {
 
 	// Stats accounts for where Execute's time went.
 	Stats Stats
+
+	set string // the config set the firewall runs (config axis); "" the running one
 }
 
 // Stats splits a sweep's wall time into the work it exists for and the
@@ -264,6 +266,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				continue
 			}
 			current = next
+			if v := st.Point.Value("config"); v != "" {
+				s.set = v
+			}
 			s.Stats.Applies++
 			for _, a := range actionsOf(changes) {
 				s.Stats.Actions[a]++
@@ -403,7 +408,18 @@ func (s *Sweep) key(st Step, pr ProbeRun) store.Key {
 // take current there.
 func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config, []configxml.Change, error) {
 	var changes []configxml.Change
+	set := s.set
+	if set == "" {
+		set = configxml.ConfigRunning
+	}
+	switchTo := ""
 	for _, kv := range pt.Values {
+		if kv.Knob == "config" {
+			if kv.Value != set {
+				switchTo = kv.Value
+			}
+			continue
+		}
 		from, err := current.Get(kv.Knob)
 		if err != nil {
 			return nil, nil, err
@@ -412,21 +428,22 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 			changes = append(changes, configxml.Change{Knob: kv.Knob, From: from, To: kv.Value, Action: s.Plan.Spec.ActionFor(kv.Knob)})
 		}
 	}
-	if len(changes) == 0 {
+	if len(changes) == 0 && switchTo == "" {
 		return current, nil, nil
 	}
-	next, err := configxml.LoadBytes(current.Bytes())
+	base := current
+	if switchTo != "" {
+		base = s.Config // a set replaces the whole config; the running one is where the sweep began
+	}
+	next, err := s.Plan.Spec.pointConfig(base, pt, s.PSK)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !current.Product().Inferred {
-		next.SetProduct(current.Product().Version)
-	}
-	if t := s.Plan.Spec.Tunnel; t != nil {
-		next.DefineTunnel(t.spec(s.PSK))
-	}
-	if err := next.SetAll(pt.Assignments()); err != nil {
-		return nil, nil, err
+	if switchTo != "" {
+		// A whole config: every service it may touch runs.
+		for _, a := range configxml.ReloadActions(current, next) {
+			changes = append(changes, configxml.Change{Knob: "config", From: set, To: switchTo, Action: a})
+		}
 	}
 	return next, changes, nil
 }
@@ -493,6 +510,8 @@ func MeasuredCosts(events []store.Event) map[configxml.Action]time.Duration {
 	return out
 }
 
+// actionsOf lists the service actions that changes run: a reboot alone
+// when one of them needs it (configxml.Effective).
 func actionsOf(changes []configxml.Change) []configxml.Action {
 	var out []configxml.Action
 	for _, c := range changes {
@@ -500,16 +519,15 @@ func actionsOf(changes []configxml.Change) []configxml.Action {
 			out = append(out, c.Action)
 		}
 	}
-	return out
+	return configxml.Effective(out)
 }
 
 func describe(changes []configxml.Change) string {
-	out := ""
-	for i, c := range changes {
-		if i > 0 {
-			out += " "
+	var out []string
+	for _, c := range changes {
+		if a := c.Knob + "=" + c.To; !slices.Contains(out, a) {
+			out = append(out, a) // a config switch is one change per action
 		}
-		out += c.Knob + "=" + c.To
 	}
-	return out
+	return strings.Join(out, " ")
 }

@@ -70,6 +70,12 @@ func newSweep(t *testing.T, spec string) *sweepFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSweepSpec(t, s)
+}
+
+// newSweepSpec is newSweep for a parsed spec.
+func newSweepSpec(t *testing.T, s *Spec) *sweepFixture {
+	t.Helper()
 	cfg := pfSense(t)
 	plan, err := NewPlan(s, cfg, 9)
 	if err != nil {

@@ -25,6 +25,20 @@ func parseFile(t *testing.T, path string) (*Spec, error) {
 	return Parse(f)
 }
 
+// planSpec parses a spec and plans it against the pfSense fixture.
+func planSpec(t *testing.T, spec string) *Plan {
+	t.Helper()
+	s, err := Parse(strings.NewReader(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(s, pfSense(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func pfSense(t *testing.T) *configxml.Config {
 	t.Helper()
 	c, err := configxml.LoadBytes(fixtures.Read("configs/pfsense-2.7.xml"))
@@ -327,7 +341,7 @@ func TestXMLActions(t *testing.T) {
 		t.Errorf("Check(blocklist-update on OPNsense) = %v; want a refusal", err)
 	}
 	for _, tt := range []struct{ yaml, want string }{
-		{axis + "actions:\n  xml:system/maximumstates: restart-everything\n", "known actions: filter-reload, interfaces-reconfigure, ids-restart, ipsec-restart, blocklist-update, none"},
+		{axis + "actions:\n  xml:system/maximumstates: restart-everything\n", "known actions: filter-reload, interfaces-reconfigure, ids-restart, ipsec-restart, blocklist-update, reboot, none"},
 		{axis + "actions:\n  xml:system/maximumstates: firmware-upgrade\n", "known actions:"},
 		{axis + "actions:\n  rules@lan: filter-reload\n", "actions: rules@lan has its own action (filter-reload)"},
 		{axis + "actions:\n  xml:system/hostname: filter-reload\n", "actions: xml:system/hostname is neither an axis nor fixed"},
@@ -432,5 +446,31 @@ func TestNDRProbe(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("probe %s: Parse = %v, want %q", spec, err, want)
 		}
+	}
+}
+
+// TestPlanReboots: crypto.hardware is applied by a reboot, the costliest
+// action after a firmware upgrade, so the cost-aware order changes it once
+// per round at most; a step that reboots runs nothing else (the boot
+// applies the whole config), and the plan counts its reboots.
+func TestPlanReboots(t *testing.T) {
+	p := planSpec(t, `
+axes:
+  crypto.hardware: [none, aesni]
+  rules@lan: [0, 100, 1000]
+repeats: 6
+seed: 3
+`)
+	reboots := p.ServiceActions()[configxml.ActionReboot]
+	if reboots == 0 || reboots > 6 {
+		t.Errorf("%d reboots in 6 rounds; want at least one and at most one per round", reboots)
+	}
+	for i, st := range p.Steps {
+		if slices.Contains(st.Actions, configxml.ActionReboot) && len(st.Actions) != 1 {
+			t.Errorf("step %d reboots and also runs %v; the boot applies the whole config", i, st.Actions)
+		}
+	}
+	if p.Estimate() < time.Duration(reboots)*3*time.Minute {
+		t.Errorf("estimate %v is below %d reboots of 3 min", p.Estimate(), reboots)
 	}
 }

@@ -607,6 +607,8 @@ type recordedInventory struct {
 			Driver string `json:"driver"`
 			Media  string `json:"media"`
 		} `json:"nics"`
+		AESNI         *bool           `json:"aesni"`
+		CryptoModules map[string]bool `json:"crypto_modules"`
 	} `json:"inventory"`
 }
 
@@ -650,6 +652,14 @@ func inventoryDiffs(a, b *Run) []string {
 	for _, n := range x.NICs {
 		if other, ok := nb[n.Name]; ok && other != n.Driver+" "+n.Media {
 			diffs = append(diffs, fmt.Sprintf("NIC %s %s %s vs %s", n.Name, n.Driver, n.Media, other))
+		}
+	}
+	if x.AESNI != nil && y.AESNI != nil && *x.AESNI != *y.AESNI {
+		diffs = append(diffs, fmt.Sprintf("AES-NI %v vs %v", *x.AESNI, *y.AESNI))
+	}
+	for _, m := range slices.Sorted(maps.Keys(x.CryptoModules)) {
+		if v, ok := y.CryptoModules[m]; ok && v != x.CryptoModules[m] {
+			diffs = append(diffs, fmt.Sprintf("crypto module %s loaded %v vs %v", m, x.CryptoModules[m], v))
 		}
 	}
 	if len(diffs) == 0 {

@@ -7,6 +7,7 @@ packages=(
 	iproute2 iptables nftables ethtool iperf3 iputils-ping procps kmod tcsh
 	strongswan-swanctl charon-systemd libstrongswan-standard-plugins libstrongswan-extra-plugins libcharon-extra-plugins
 	chromium fonts-liberation
+	postgresql # the tests start throwaway servers of their own from its binaries
 )
 
 missing=()

@@ -22,11 +22,15 @@ var (
 func SchemaVersion() int { return len(migrations) }
 
 // OpenReadOnly opens an existing results database for reading: it never
-// creates the file, writes to it or migrates its schema. A missing file is
+// creates the file, writes to it or migrates its schema (on PostgreSQL,
+// every transaction is read-only on the server). A missing file is
 // an error that wraps fs.ErrNotExist; a file that is not an fwab database
 // wraps ErrNotResults; one written by a newer fwab, or an older one that
 // needs a migration, is refused with both schema versions named.
 func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
+	if IsURL(path) {
+		return openPostgres(ctx, path, true)
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("results database: %w", err)
@@ -45,19 +49,14 @@ func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
 	version, err := schemaVersion(ctx, db)
+	if err == nil {
+		err = checkReadable(version, path)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
-	switch {
-	case version > len(migrations):
-		db.Close()
-		return nil, fmt.Errorf("results database %s: schema version %d is newer than this fwab knows (%d): use a newer fwab", path, version, len(migrations))
-	case version < len(migrations):
-		db.Close()
-		return nil, fmt.Errorf("results database %s: %w: schema version %d is older than this fwab's (%d): run 'fwab db migrate --db %s' to bring it up to date (or read it with the fwab that wrote it)", path, ErrOlderSchema, version, len(migrations), path)
-	}
-	return &Store{db: db, path: path}, nil
+	return &Store{db: db, location: path, dialect: sqliteDialect}, nil
 }
 
 // schemaVersion reads the version an fwab database records.
@@ -66,7 +65,7 @@ func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
 	err := db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
 	if err != nil {
 		// "file is not a database", "no such table": either way not ours.
-		return 0, fmt.Errorf("%w (%v)", ErrNotResults, err)
+		return 0, fmt.Errorf("%w (%w)", ErrNotResults, err)
 	}
 	return version, nil
 }

@@ -13,7 +13,7 @@ import (
 // Reading never creates, grows or migrates a database.
 func TestOpenReadOnly(t *testing.T) {
 	ctx := t.Context()
-	s, path := openTemp(t)
+	s, path := sqliteOnly.open(t)
 	id := newRun(t, s)
 	s.Close()
 	before, err := os.ReadFile(path)
@@ -58,35 +58,51 @@ func TestOpenReadOnly(t *testing.T) {
 			t.Errorf("OpenReadOnly(%s) grew the file to %d bytes", filepath.Base(p), fi.Size())
 		}
 	}
+}
 
-	// A database of a newer fwab is refused with both versions named; an
-	// older one asks for a migration and is left as it is.
-	for _, tt := range []struct {
-		version int
-		want    string
-	}{
-		{len(migrations) + 1, "newer than this fwab"},
-		{0, "fwab db migrate"},
-	} {
-		p := filepath.Join(t.TempDir(), "results.db")
-		w, err := Open(ctx, p)
+// A database of a newer fwab is refused with both versions named; an older
+// one asks for a migration and is left as it is.
+func TestOpenReadOnlySchema(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := t.Context()
+		for _, tt := range []struct {
+			version int
+			want    string
+		}{
+			{len(migrations) + 1, "newer than this fwab"},
+			{0, "fwab db migrate"},
+		} {
+			w, p := b.open(t)
+			if _, err := w.exec(ctx, `UPDATE schema_version SET version = ?`, tt.version); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			_, err := OpenReadOnly(ctx, p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrOlderSchema) != (tt.version < len(migrations)) {
+				t.Errorf("schema %d: OpenReadOnly = %v; want an error containing %q", tt.version, err, tt.want)
+			}
+		}
+		// A read-only store writes nothing.
+		w, p := b.open(t)
+		w.Close()
+		r, err := OpenReadOnly(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.db.ExecContext(ctx, `UPDATE schema_version SET version = ?`, tt.version); err != nil {
-			t.Fatal(err)
+		defer r.Close()
+		if _, err := r.CreateRun(ctx, Run{Spec: "x", Target: "lab"}); err == nil {
+			t.Errorf("CreateRun on a read-only store succeeded")
 		}
-		w.Close()
-		_, err = OpenReadOnly(ctx, p)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrOlderSchema) != (tt.version < len(migrations)) {
-			t.Errorf("schema %d: OpenReadOnly = %v; want an error containing %q", tt.version, err, tt.want)
-		}
-	}
+	})
 }
 
 func TestLatestEvents(t *testing.T) {
+	eachBackend(t, testLatestEvents)
+}
+
+func testLatestEvents(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.open(t)
 	if got, err := s.LatestEvents(ctx, "lab", "apply-cost"); err != nil || got != nil {
 		t.Errorf("LatestEvents on an empty database = %v, %v", got, err)
 	}

@@ -1,19 +1,29 @@
 package store
 
+import (
+	"strconv"
+	"strings"
+)
+
 // migrations take the database from version i to i+1. Append only: a
 // released migration is never edited.
+//
+// One list serves both dialects: the few places where SQLite and
+// PostgreSQL spell a type differently are written as {{tokens}}, which
+// dialect.schema expands (for SQLite, to exactly the text the first schema
+// was released with). Everything else is SQL both accept.
 var migrations = []string{
 	// 1: the first schema.
 	`
 CREATE TABLE runs (
-	id               INTEGER PRIMARY KEY,
+	id               {{id}},
 	created          TEXT    NOT NULL,             -- RFC 3339, UTC
 	finished         TEXT,
 	status           TEXT    NOT NULL DEFAULT 'running'
 	                 CHECK (status IN ('running', 'done', 'failed', 'cancelled')),
 	spec             TEXT    NOT NULL,             -- the matrix spec as given
 	spec_hash        TEXT    NOT NULL,             -- sha256 of spec, hex
-	seed             INTEGER NOT NULL,
+	seed             {{bigint}} NOT NULL,
 	fwab_version     TEXT    NOT NULL,
 	target_name      TEXT    NOT NULL,
 	target_info      TEXT    NOT NULL DEFAULT '{}', -- JSON, no secrets
@@ -22,7 +32,7 @@ CREATE TABLE runs (
 );
 
 CREATE TABLE points (
-	run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	run_id {{bigint}} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
 	idx    INTEGER NOT NULL,
 	knobs  TEXT    NOT NULL,                       -- JSON object knob -> value
 	status TEXT    NOT NULL DEFAULT 'pending'
@@ -32,8 +42,8 @@ CREATE TABLE points (
 );
 
 CREATE TABLE samples (
-	id                 INTEGER PRIMARY KEY,
-	run_id             INTEGER NOT NULL,
+	id                 {{id}},
+	run_id             {{bigint}} NOT NULL,
 	point_idx          INTEGER NOT NULL,
 	probe              TEXT    NOT NULL,
 	round              INTEGER NOT NULL,
@@ -41,20 +51,20 @@ CREATE TABLE samples (
 	direction          TEXT    NOT NULL DEFAULT '',
 	started            TEXT    NOT NULL,
 	elapsed_ms         INTEGER NOT NULL DEFAULT 0,
-	bits_per_second    REAL,                       -- received, main flow
-	sent_bps           REAL,
-	bidir_bps          REAL,                       -- received, opposite flow of a bidir probe
-	retransmits        INTEGER,
-	client_cpu         REAL,                       -- percent of one core
-	server_cpu         REAL,
-	rtt_ms             REAL,                       -- TCP sender mean RTT
-	jitter_ms          REAL,
-	lost_percent       REAL,
-	ping_avg_ms        REAL,                       -- latency under load
-	ping_loss_percent  REAL,
-	power_watts        REAL,                       -- mean over the probe
-	endpoint_cpu_bound INTEGER NOT NULL DEFAULT 0,
-	failed             INTEGER NOT NULL DEFAULT 0,
+	bits_per_second    {{real}},                       -- received, main flow
+	sent_bps           {{real}},
+	bidir_bps          {{real}},                       -- received, opposite flow of a bidir probe
+	retransmits        {{bigint}},
+	client_cpu         {{real}},                       -- percent of one core
+	server_cpu         {{real}},
+	rtt_ms             {{real}},                       -- TCP sender mean RTT
+	jitter_ms          {{real}},
+	lost_percent       {{real}},
+	ping_avg_ms        {{real}},                       -- latency under load
+	ping_loss_percent  {{real}},
+	power_watts        {{real}},                       -- mean over the probe
+	endpoint_cpu_bound {{bool}} NOT NULL DEFAULT {{false}},
+	failed             {{bool}} NOT NULL DEFAULT {{false}},
 	reason             TEXT    NOT NULL DEFAULT '',
 	warnings           TEXT    NOT NULL DEFAULT '[]', -- JSON array
 	raw                TEXT    NOT NULL DEFAULT '{}', -- JSON: the probe's reports
@@ -62,19 +72,19 @@ CREATE TABLE samples (
 	FOREIGN KEY (run_id, point_idx) REFERENCES points (run_id, idx) ON DELETE CASCADE
 );
 
-CREATE TABLE dut_metrics (
-	sample_id   INTEGER NOT NULL REFERENCES samples (id) ON DELETE CASCADE,
+CREATE TABLE dut_metrics ({{dut_id}}
+	sample_id   {{bigint}} NOT NULL REFERENCES samples (id) ON DELETE CASCADE,
 	time        TEXT    NOT NULL,
-	cpu         REAL,
-	temp        REAL,
-	mem         REAL,
-	mbufs       INTEGER
+	cpu         {{real}},
+	temp        {{real}},
+	mem         {{real}},
+	mbufs       {{bigint}}
 );
 CREATE INDEX dut_metrics_sample ON dut_metrics (sample_id);
 
 CREATE TABLE events (
-	id        INTEGER PRIMARY KEY,
-	run_id    INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+	id        {{id}},
+	run_id    {{bigint}} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
 	time      TEXT    NOT NULL,
 	kind      TEXT    NOT NULL,
 	point_idx INTEGER,
@@ -82,4 +92,80 @@ CREATE TABLE events (
 );
 CREATE INDEX events_run ON events (run_id);
 `,
+	// 2: testbeds: the target's name and a fingerprint of its hardware
+	// ("" for runs an older fwab recorded).
+	`
+ALTER TABLE runs ADD COLUMN testbed TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_testbed ON runs (testbed, spec_hash);
+CREATE INDEX samples_run ON samples (run_id);
+
+-- One row per measured sample of every complete run, in the shape
+-- time-series tools read (Apache Otava, Grafana): the run's time and
+-- testbed, the point (its knobs, JSON) and probe, the figures.
+CREATE VIEW fwab_samples_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.round, x.repeat, x.bits_per_second / 1000000.0 AS mbps, x.retransmits
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE r.status = 'done' AND NOT x.failed;
+`,
+}
+
+// dialect is what differs between the two databases fwab writes.
+type dialect struct {
+	name   string
+	tokens *strings.Replacer // schema {{tokens}} to this dialect's SQL
+	// dutOrder is the column giving dut_metrics rows in insertion order.
+	dutOrder string
+	// numbered is true where placeholders are $1, $2, ... rather than ?.
+	numbered bool
+	// bpsList aggregates a group's bits_per_second into one text,
+	// comma-separated, each value exact.
+	bpsList string
+}
+
+var (
+	sqliteDialect = dialect{
+		name: "sqlite",
+		tokens: strings.NewReplacer(
+			"{{id}}", "INTEGER PRIMARY KEY", "{{bigint}}", "INTEGER", "{{real}}", "REAL",
+			"{{bool}}", "INTEGER", "{{false}}", "0", "{{dut_id}}", ""),
+		dutOrder: "rowid",
+		bpsList:  "group_concat(x.bits_per_second, ',')",
+	}
+	postgresDialect = dialect{
+		name: "postgres",
+		tokens: strings.NewReplacer(
+			"{{id}}", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", "{{bigint}}", "BIGINT",
+			"{{real}}", "DOUBLE PRECISION", "{{bool}}", "BOOLEAN", "{{false}}", "FALSE",
+			"{{dut_id}}", "\n\tid          BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"),
+		dutOrder: "id",
+		numbered: true,
+		bpsList:  "string_agg(x.bits_per_second::text, ',')",
+	}
+)
+
+// schema is migration text in this dialect.
+func (d dialect) schema(migration string) string { return d.tokens.Replace(migration) }
+
+// rebind turns the ? placeholders fwab's queries are written with into this
+// dialect's. fwab's queries hold no ? inside string literals.
+func (d dialect) rebind(query string) string {
+	if !d.numbered || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$")
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

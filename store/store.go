@@ -1,10 +1,16 @@
-// Package store keeps sweep results in SQLite (modernc.org/sqlite, no cgo):
-// runs, their matrix points, the samples probed at each point with the DUT's
-// metrics during them, and the events of the run. Every sample is written in
+// Package store keeps sweep results in SQLite (modernc.org/sqlite, no cgo),
+// the default, or in PostgreSQL (github.com/jackc/pgx/v5) for a fleet of
+// testbeds writing to one database: runs, their matrix points, the samples
+// probed at each point with the DUT's metrics during them, and the events
+// of the run. Every sample is written in
 // its own transaction as soon as it is measured, so a crash loses at most the
 // sample in flight, and a resumed run skips what is already recorded.
 //
-// The database is opened in WAL mode, so reports can read while a sweep
+// Both run the same queries and the same schema (see migrations); every
+// write that is one transaction on SQLite is one on PostgreSQL, and ids come
+// back with RETURNING on both.
+//
+// The SQLite database is opened in WAL mode, so reports can read while a sweep
 // writes, with synchronous=FULL: each committed sample is on disk before
 // RecordSample returns. A sample takes seconds to measure and an fsync
 // milliseconds, so FULL costs nothing noticeable; NORMAL would survive a
@@ -13,6 +19,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -23,18 +30,21 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fwab/fwab/probe"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is an open results database.
 type Store struct {
-	db   *sql.DB
-	path string
+	db       *sql.DB
+	location string // the path, or the URL without its password
+	dialect  dialect
 }
 
 // Errors callers can test for with errors.Is.
@@ -55,9 +65,18 @@ func DefaultPath() string {
 	return filepath.Join(home, ".local", "share", "fwab", "results.db")
 }
 
-// Open opens the database at path, creating it and its folder if needed, and
-// brings its schema up to date.
-func Open(ctx context.Context, path string) (*Store, error) {
+// Open opens the results database at location, creating it if needed, and
+// brings its schema up to date. A location that is a postgres:// or
+// postgresql:// URL is a PostgreSQL database (see OpenPostgres); anything
+// else is the path of an SQLite file, created with its folder.
+func Open(ctx context.Context, location string) (*Store, error) {
+	if IsURL(location) {
+		return openPostgres(ctx, location, false)
+	}
+	return openSQLite(ctx, location)
+}
+
+func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("results database path is empty")
 	}
@@ -67,54 +86,126 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("results database: %w", err)
 	}
+	// busy_timeout first: switching a new file to WAL takes a lock that
+	// another fwab opening it at the same moment may hold.
 	dsn := "file:" + path +
-		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+		"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{db: db, location: path, dialect: sqliteDialect}
+	// A new file's first connection (the pragmas, then the migration)
+	// can find it busy without waiting, when other fwabs open the same
+	// new file at once; the migration is one transaction, so it is simply
+	// tried again.
+	for attempt := 1; ; attempt++ {
+		err = s.migrate(ctx)
+		if !isBusy(err) || attempt == 50 {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results database %s: %w", path, err)
 	}
 	return s, nil
 }
 
+// isBusy says err is SQLite's SQLITE_BUSY (or one of its extended codes).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// DB gives read access for reports that need their own queries.
+// DB gives read access for reports that need their own queries; write
+// them with ? placeholders and pass them through Rebind.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Rebind turns a query written with ? placeholders into this database's
+// dialect.
+func (s *Store) Rebind(query string) string { return s.dialect.rebind(query) }
+
+// Location is where the database is: its file, or its URL with any
+// password replaced by xxxxx. It is safe to print.
+func (s *Store) Location() string { return s.location }
+
+// Dialect is "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.dialect.name }
+
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.dialect.rebind(query), args...)
+}
+
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.dialect.rebind(query), args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.dialect.rebind(query), args...)
+}
+
+// tx is a transaction that speaks the store's dialect.
+type tx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (s *Store) begin(ctx context.Context) (tx, error) {
+	t, err := s.db.BeginTx(ctx, nil)
+	return tx{t, s.dialect}, err
+}
+
+func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.ExecContext(ctx, t.d.rebind(query), args...)
+}
+
+func (t tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.QueryRowContext(ctx, t.d.rebind(query), args...)
+}
+
+// migrateLock is the PostgreSQL advisory lock that makes fwab processes
+// starting at once on one database migrate it one after another (SQLite's
+// immediate transactions do the same for a file).
+const migrateLock = 0x66776162 // "fwab"
+
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+	if s.dialect.name == postgresDialect.name {
+		if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLock); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return err
 	}
 	var version int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	err = tx.queryRow(ctx, `SELECT version FROM schema_version`).Scan(&version)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+		if _, err := tx.exec(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
 			return err
 		}
 	case err != nil:
 		return err
 	}
 	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this fwab knows (%d): use a newer fwab", version, len(migrations))
+		return newerSchemaError(version)
 	}
 	for v := version; v < len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		if _, err := tx.exec(ctx, s.dialect.schema(migrations[v])); err != nil {
 			return fmt.Errorf("migrating to schema version %d: %w", v+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
+	if _, err := tx.exec(ctx, `UPDATE schema_version SET version = ?`, len(migrations)); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -142,9 +233,14 @@ type Run struct {
 	Seed        int64
 	FwabVersion string
 	Target      string
-	TargetInfo  json.RawMessage // what was known of the target: flavor, version, NICs (never secrets)
-	Firmware    string
-	ConfigHash  string // sha256 of the original config.xml
+	// Testbed is the box measured: the target's name and a fingerprint
+	// of its hardware (CPU, NICs and drivers, endpoint hosts), not of its
+	// software, so a firmware upgrade stays on one testbed. "" for runs
+	// from before testbeds were recorded.
+	Testbed    string
+	TargetInfo json.RawMessage // what was known of the target: flavor, version, NICs (never secrets)
+	Firmware   string
+	ConfigHash string // sha256 of the original config.xml
 }
 
 // RunSummary is a run with its counts, for listings.
@@ -188,14 +284,15 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (int64, error) {
 	if created.IsZero() {
 		created = time.Now()
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
-		(created, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash)
-		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
-		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, string(info), r.Firmware, r.ConfigHash)
+	var id int64
+	err := s.queryRow(ctx, `INSERT INTO runs
+		(created, status, spec, spec_hash, seed, fwab_version, target_name, testbed, target_info, firmware_version, config_hash)
+		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, r.Testbed, string(info), r.Firmware, r.ConfigHash).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // FinishRun marks a run done, failed or cancelled.
@@ -205,7 +302,7 @@ func (s *Store) FinishRun(ctx context.Context, run int64, status RunStatus) erro
 	default:
 		return fmt.Errorf("finish run %d: status %q is not done, failed or cancelled", run, status)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, string(status), formatTime(time.Now()), run)
+	res, err := s.exec(ctx, `UPDATE runs SET status = ?, finished = ? WHERE id = ?`, string(status), formatTime(time.Now()), run)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", run, err)
 	}
@@ -217,7 +314,7 @@ func (s *Store) FinishRun(ctx context.Context, run int64, status RunStatus) erro
 
 // Reopen marks a finished run as running again, for a resume.
 func (s *Store) Reopen(ctx context.Context, run int64) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = 'running', finished = NULL WHERE id = ?`, run)
+	res, err := s.exec(ctx, `UPDATE runs SET status = 'running', finished = NULL WHERE id = ?`, run)
 	if err != nil {
 		return fmt.Errorf("reopen run %d: %w", run, err)
 	}
@@ -227,13 +324,13 @@ func (s *Store) Reopen(ctx context.Context, run int64) error {
 	return nil
 }
 
-const runColumns = `id, created, finished, status, spec, spec_hash, seed, fwab_version, target_name, target_info, firmware_version, config_hash`
+const runColumns = `id, created, finished, status, spec, spec_hash, seed, fwab_version, target_name, testbed, target_info, firmware_version, config_hash`
 
 func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
 	var r Run
 	var created, finished sql.NullString
 	var status, info string
-	dest := append([]any{&r.ID, &created, &finished, &status, &r.Spec, &r.SpecHash, &r.Seed, &r.FwabVersion, &r.Target, &info, &r.Firmware, &r.ConfigHash}, extra...)
+	dest := append([]any{&r.ID, &created, &finished, &status, &r.Spec, &r.SpecHash, &r.Seed, &r.FwabVersion, &r.Target, &r.Testbed, &info, &r.Firmware, &r.ConfigHash}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return r, err
 	}
@@ -245,7 +342,7 @@ func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
 
 // Run returns one run.
 func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, err := scanRun(s.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
@@ -257,7 +354,7 @@ func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
 
 // Runs lists all runs, newest first, with their counts.
 func (s *Store) Runs(ctx context.Context) ([]RunSummary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+`,
+	rows, err := s.query(ctx, `SELECT `+runColumns+`,
 		(SELECT count(*) FROM points p WHERE p.run_id = runs.id),
 		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id),
 		(SELECT count(*) FROM samples x WHERE x.run_id = runs.id AND x.failed)
@@ -302,7 +399,7 @@ type Point struct {
 // (a resume) is allowed; a point whose knobs differ from the recorded ones
 // is refused, because the spec changed under the run.
 func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("add points: %w", err)
 	}
@@ -317,10 +414,10 @@ func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error 
 			status = Pending
 		}
 		var have string
-		err = tx.QueryRowContext(ctx, `SELECT knobs FROM points WHERE run_id = ? AND idx = ?`, run, p.Index).Scan(&have)
+		err = tx.queryRow(ctx, `SELECT knobs FROM points WHERE run_id = ? AND idx = ?`, run, p.Index).Scan(&have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO points (run_id, idx, knobs, status, reason) VALUES (?, ?, ?, ?, ?)`,
+			if _, err := tx.exec(ctx, `INSERT INTO points (run_id, idx, knobs, status, reason) VALUES (?, ?, ?, ?, ?)`,
 				run, p.Index, string(knobs), string(status), p.Reason); err != nil {
 				return fmt.Errorf("add point %d to run %d: %w", p.Index, run, err)
 			}
@@ -335,7 +432,7 @@ func (s *Store) AddPoints(ctx context.Context, run int64, points []Point) error 
 
 // SetPointStatus records what became of a point.
 func (s *Store) SetPointStatus(ctx context.Context, run int64, index int, status PointStatus, reason string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE points SET status = ?, reason = ? WHERE run_id = ? AND idx = ?`, string(status), reason, run, index)
+	res, err := s.exec(ctx, `UPDATE points SET status = ?, reason = ? WHERE run_id = ? AND idx = ?`, string(status), reason, run, index)
 	if err != nil {
 		return fmt.Errorf("point %d of run %d: %w", index, run, err)
 	}
@@ -347,7 +444,7 @@ func (s *Store) SetPointStatus(ctx context.Context, run int64, index int, status
 
 // Points returns a run's points in order.
 func (s *Store) Points(ctx context.Context, run int64) ([]Point, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT idx, knobs, status, reason FROM points WHERE run_id = ? ORDER BY idx`, run)
+	rows, err := s.query(ctx, `SELECT idx, knobs, status, reason FROM points WHERE run_id = ? ORDER BY idx`, run)
 	if err != nil {
 		return nil, fmt.Errorf("points of run %d: %w", run, err)
 	}
@@ -523,48 +620,88 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	sampleArgs := []any{x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
+		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
+		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
+		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw)}
+	const perInsert = 500 // DUT metric rows per statement
+	if s.dialect.numbered && len(x.DUT) <= perInsert {
+		return s.recordSampleOnce(ctx, x, sampleArgs)
+	}
+	tx, err := s.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO samples
+	var id int64
+	err = tx.queryRow(ctx, insertSample+` RETURNING id`, sampleArgs...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
+	}
+	if err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
+	}
+	// The DUT's metrics in as few statements as can be.
+	for dut := x.DUT; len(dut) > 0; {
+		chunk := dut[:min(len(dut), perInsert)]
+		dut = dut[len(chunk):]
+		args := make([]any, 0, 6*len(chunk))
+		for _, m := range chunk {
+			args = append(append(args, id), dutArgs(m)...)
+		}
+		values := strings.Repeat(", (?, ?, ?, ?, ?, ?)", len(chunk))[2:]
+		if _, err := tx.exec(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES `+values, args...); err != nil {
+			return fmt.Errorf("record sample %s: DUT metrics: %w", x.Key, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
+	}
+	return nil
+}
+
+const insertSample = `INSERT INTO samples
 		(run_id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
 		 bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
 		 rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
 		 endpoint_cpu_bound, failed, reason, warnings, raw)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING`,
-		x.Run, x.Point, x.Probe, x.Round, x.Repeat, x.Direction, formatTime(started), x.Elapsed.Milliseconds(),
-		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
-		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
-		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw))
-	if err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		ON CONFLICT (run_id, point_idx, probe, round, repeat) DO NOTHING`
+
+// dutArgs are a DUT metrics row's values but its sample id.
+func dutArgs(m probe.DUTMetrics) []any {
+	var mbufs any
+	if m.MbufsInUse > 0 {
+		mbufs = m.MbufsInUse
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	var temp any
+	if m.TempCelsius != 0 {
+		temp = m.TempCelsius
+	}
+	return []any{formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs}
+}
+
+// recordSampleOnce is RecordSample on PostgreSQL: the sample and its DUT
+// metrics in one statement, which is one transaction and one round trip
+// to the server instead of four.
+func (s *Store) recordSampleOnce(ctx context.Context, x Sample, sampleArgs []any) error {
+	query := `WITH s AS (` + insertSample + ` RETURNING id)`
+	args := sampleArgs
+	if len(x.DUT) > 0 {
+		rows := strings.Repeat(", (?::text, ?::float8, ?::float8, ?::float8, ?::bigint)", len(x.DUT))[2:]
+		query += `, d AS (INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs)
+			SELECT s.id, v.time, v.cpu, v.temp, v.mem, v.mbufs FROM s, (VALUES ` + rows + `) AS v (time, cpu, temp, mem, mbufs))`
+		for _, m := range x.DUT {
+			args = append(args, dutArgs(m)...)
+		}
+	}
+	var id int64
+	err := s.queryRow(ctx, query+` SELECT id FROM s`, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
-	id, err := res.LastInsertId()
 	if err != nil {
-		return err
-	}
-	for _, m := range x.DUT {
-		var mbufs any
-		if m.MbufsInUse > 0 {
-			mbufs = m.MbufsInUse
-		}
-		var temp any
-		if m.TempCelsius != 0 {
-			temp = m.TempCelsius
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, formatTime(m.Time), nullable(m.CPUPercent), temp, nullable(m.MemUsedPct), mbufs); err != nil {
-			return fmt.Errorf("record sample %s: DUT metrics: %w", x.Key, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("record sample %s: %w", x.Key, err)
+		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	return nil
 }
@@ -572,7 +709,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 // Completed returns the keys of every sample recorded for a run: what a
 // resume must not repeat.
 func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT point_idx, probe, round, repeat FROM samples WHERE run_id = ?`, run)
+	rows, err := s.query(ctx, `SELECT point_idx, probe, round, repeat FROM samples WHERE run_id = ?`, run)
 	if err != nil {
 		return nil, fmt.Errorf("samples of run %d: %w", run, err)
 	}
@@ -591,7 +728,7 @@ func (s *Store) Completed(ctx context.Context, run int64) (map[Key]bool, error) 
 // Samples returns a run's samples with their DUT metrics, in the order they
 // were recorded.
 func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
+	rows, err := s.query(ctx, `SELECT id, point_idx, probe, round, repeat, direction, started, elapsed_ms,
 		bits_per_second, sent_bps, bidir_bps, retransmits, client_cpu, server_cpu,
 		rtt_ms, jitter_ms, lost_percent, ping_avg_ms, ping_loss_percent, power_watts,
 		endpoint_cpu_bound, failed, reason, warnings, raw
@@ -635,8 +772,8 @@ func (s *Store) Samples(ctx context.Context, run int64) ([]Sample, error) {
 	}
 	rows.Close()
 
-	mrows, err := s.db.QueryContext(ctx, `SELECT m.sample_id, m.time, m.cpu, m.temp, m.mem, m.mbufs
-		FROM dut_metrics m JOIN samples x ON x.id = m.sample_id WHERE x.run_id = ? ORDER BY m.rowid`, run)
+	mrows, err := s.query(ctx, `SELECT m.sample_id, m.time, m.cpu, m.temp, m.mem, m.mbufs
+		FROM dut_metrics m JOIN samples x ON x.id = m.sample_id WHERE x.run_id = ? ORDER BY m.`+s.dialect.dutOrder, run)
 	if err != nil {
 		return nil, fmt.Errorf("DUT metrics of run %d: %w", run, err)
 	}
@@ -680,7 +817,7 @@ func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 	if e.Point >= 0 {
 		point = e.Point
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO events (run_id, time, kind, point_idx, message) VALUES (?, ?, ?, ?, ?)`,
+	if _, err := s.exec(ctx, `INSERT INTO events (run_id, time, kind, point_idx, message) VALUES (?, ?, ?, ?, ?)`,
 		run, formatTime(t), e.Kind, point, e.Message); err != nil {
 		return fmt.Errorf("record event for run %d: %w", run, err)
 	}
@@ -691,7 +828,7 @@ func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 // target that recorded any, in order; none when no run did.
 func (s *Store) LatestEvents(ctx context.Context, target, kind string) ([]Event, error) {
 	var run sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT max(e.run_id) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.target_name = ? AND e.kind = ?`, target, kind).Scan(&run); err != nil {
+	if err := s.queryRow(ctx, `SELECT max(e.run_id) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.target_name = ? AND e.kind = ?`, target, kind).Scan(&run); err != nil {
 		return nil, fmt.Errorf("events of target %s: %w", target, err)
 	}
 	if !run.Valid {
@@ -712,7 +849,7 @@ func (s *Store) LatestEvents(ctx context.Context, target, kind string) ([]Event,
 
 // Events returns a run's events in order.
 func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)
+	rows, err := s.query(ctx, `SELECT time, kind, point_idx, message FROM events WHERE run_id = ? ORDER BY id`, run)
 	if err != nil {
 		return nil, fmt.Errorf("events of run %d: %w", run, err)
 	}
@@ -733,4 +870,111 @@ func (s *Store) Events(ctx context.Context, run int64) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// HistoryRun is one complete run as a history reads it: when and where it
+// ran, its points' knobs, and the throughput of each successful sample.
+type HistoryRun struct {
+	ID       int64
+	Created  time.Time
+	Testbed  string
+	Target   string
+	Firmware string
+	Knobs    map[int]string // point index to its knobs, JSON
+	Measured []Measured
+}
+
+// Measured is the throughput of a run's successful samples of one probe at
+// one point, in no particular order.
+type Measured struct {
+	Point         int
+	Probe         string
+	BitsPerSecond []float64
+}
+
+// History returns every complete run made from the spec with hash
+// specHash that keep accepts (nil: all), oldest first, with the throughput
+// of each successful sample. It reads only what a trend needs, so that
+// years of nightly runs load at once.
+func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool) ([]HistoryRun, error) {
+	const done = ` FROM runs r WHERE r.spec_hash = ? AND r.status = 'done'`
+	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version`+done+` ORDER BY r.id`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var runs []HistoryRun
+	for rows.Next() {
+		var h HistoryRun
+		var c sql.NullString
+		if err := rows.Scan(&h.ID, &c, &h.Testbed, &h.Target, &h.Firmware); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		h.Created, h.Knobs = parseTime(c), map[int]string{}
+		if keep == nil || keep(h) {
+			runs = append(runs, h)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(runs) == 0 {
+		return runs, err
+	}
+	byID := make(map[int64]*HistoryRun, len(runs))
+	for i := range runs {
+		byID[runs[i].ID] = &runs[i]
+	}
+	rows, err = s.query(ctx, `SELECT p.run_id, p.idx, p.knobs FROM points p WHERE p.run_id IN (SELECT r.id`+done+`)`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	for rows.Next() {
+		var run int64
+		var idx int
+		var knobs string
+		if err := rows.Scan(&run, &idx, &knobs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		if h := byID[run]; h != nil {
+			h.Knobs[idx] = knobs
+		}
+	}
+	rows.Close()
+	// One row per run, point and probe, its figures in one text: a sixth
+	// of the rows a row per sample makes, which is most of the time.
+	rows, err = s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, `+s.dialect.bpsList+` FROM samples x
+		WHERE x.run_id IN (SELECT r.id`+done+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL
+		GROUP BY x.run_id, x.point_idx, x.probe`, specHash)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer rows.Close()
+	probes := map[string]string{} // one copy of each probe name
+	for rows.Next() {
+		var run int64
+		var point int
+		var probe, list sql.RawBytes
+		if err := rows.Scan(&run, &point, &probe, &list); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		h := byID[run]
+		if h == nil {
+			continue
+		}
+		name, ok := probes[string(probe)]
+		if !ok {
+			name = string(probe)
+			probes[name] = name
+		}
+		m := Measured{Point: point, Probe: name, BitsPerSecond: make([]float64, 0, bytes.Count(list, []byte(","))+1)}
+		for v := range strings.SplitSeq(string(list), ",") {
+			bps, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, fmt.Errorf("history: run %d point %d probe %s: %w", run, point, name, err)
+			}
+			m.BitsPerSecond = append(m.BitsPerSecond, bps)
+		}
+		h.Measured = append(h.Measured, m)
+	}
+	return runs, rows.Err()
 }

@@ -56,7 +56,7 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 			return runCompare(cmd.Context(), opts, a, b, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	addDBFlag(cmd.Flags(), &opts.db, "results `database`")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the comparison as JSON (the exit status is the same)")
 	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
@@ -102,9 +102,16 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 	}
 	// Exit status 1 means a regression and nothing else, so that CI can
 	// tell a slower firmware from a broken job: every other failure is 2.
-	c, err := compareRuns(ctx, opts.db, a, b, copts)
+	c, testbeds, err := compareRuns(ctx, opts.db, a, b, copts)
 	if err != nil {
 		return usageError{err}
+	}
+	switch {
+	case testbeds == "":
+	case opts.json:
+		c.Warnings = append([]string{testbeds}, c.Warnings...)
+	default:
+		fmt.Fprintln(io.Out, testbeds) // the first line: it changes what the rest means
 	}
 	if opts.json {
 		if err := writeJSON(io.Out, comparisonJSON(c)); err != nil {
@@ -128,25 +135,37 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 	return nil
 }
 
-func compareRuns(ctx context.Context, db string, a, b int64, opts report.CompareOptions) (*report.Comparison, error) {
+// compareRuns compares run a with run b, and says when they are on
+// different testbeds.
+func compareRuns(ctx context.Context, db string, a, b int64, opts report.CompareOptions) (*report.Comparison, string, error) {
 	st, err := openResults(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer st.Close()
 	ra, err := loadRun(ctx, st, db, a)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rb, err := loadRun(ctx, st, db, b)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c, err := report.CompareRuns(ra, rb, opts)
 	if err != nil {
-		return nil, fmt.Errorf("compare: %w", err)
+		return nil, "", fmt.Errorf("compare: %w", err)
 	}
-	return c, nil
+	return c, testbedLine(ra.Info, rb.Info), nil
+}
+
+// testbedLine says when the two runs are on different testbeds: allowed
+// (box A or box B), but then the change is the boxes', not a knob's or a
+// firmware's. "" on one testbed, or when either run predates testbeds.
+func testbedLine(a, b store.Run) string {
+	if a.Testbed == "" || b.Testbed == "" || a.Testbed == b.Testbed {
+		return ""
+	}
+	return fmt.Sprintf("different testbeds: run %d on %s, run %d on %s: this compares two boxes, not one box before and after", a.ID, a.Testbed, b.ID, b.Testbed)
 }
 
 // compareJSON is `fwab compare --json`: every comparison row with both

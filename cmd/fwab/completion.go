@@ -102,7 +102,7 @@ func completeTargets(cmd *cobra.Command, args []string, toComplete string) ([]st
 // completeRuns completes run ids from the database the --db flag names,
 // newest first, with each run's spec and status as the description.
 func completeRuns(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	path := store.DefaultPath()
+	path := defaultDB()
 	if f := cmd.Flag("db"); f != nil && f.Value.String() != "" {
 		path = f.Value.String()
 	}

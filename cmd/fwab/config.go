@@ -554,6 +554,9 @@ func runConfigKnobs(io *streams, opts *configKnobsOptions) error {
 				info.Flavors = append(info.Flavors, string(fl))
 			}
 		}
+		if k.Name == "crypto.hardware" && f != "" {
+			info.Values, info.Syntax = configxml.CryptoValues(f), ""
+		}
 		if k.Name == "ipsec" && opts.version != "" {
 			ciphers, err := configxml.Ciphers(f, opts.version)
 			if err != nil {

@@ -83,6 +83,8 @@ var fileCommands = []contractCase{
 	{[]string{"runs", "list", "--db", "MISSING"}},
 	{[]string{"report", "1", "--db", "MISSING"}},
 	{[]string{"compare", "1", "2", "--db", "MISSING"}},
+	{[]string{"trend", "MISSING", "--testbed", "lab"}},
+	{[]string{"trend", "SPEC", "--testbed", "lab", "--db", "MISSING"}},
 	{[]string{"fw", "info", "--target", "x", "--targets", "MISSING"}},
 	{[]string{"target", "test", "x", "--targets", "MISSING"}},
 	{[]string{"db", "migrate", "--db", "MISSING"}},

@@ -31,6 +31,12 @@ type targetFlags struct {
 
 func addTargetFlags(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().StringVar(&f.target, "target", "", "the firewall, by its name in the targets file (required)")
+	addTargetsFileFlags(cmd, f)
+}
+
+// addTargetsFileFlags are the target flags but --target itself, for a
+// command that takes several targets.
+func addTargetsFileFlags(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().StringVar(&f.targets, "targets", fwapi.DefaultTargetsPath(), "the targets file")
 	cmd.Flags().BoolVar(&f.acceptNewHostKey, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time (a changed key is always refused)")
 }
@@ -110,7 +116,7 @@ func startSession(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Tar
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := fwapi.StateDir(t.Name)
+	dir, err := stateDir(t)
 	if err != nil {
 		closeGuard()
 		return nil, nil, err
@@ -557,7 +563,7 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
 		return err
 	}
 	defer closeGuard()
-	dir, err := fwapi.StateDir(t.Name)
+	dir, err := stateDir(t)
 	if err != nil {
 		return err
 	}

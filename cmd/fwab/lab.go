@@ -88,7 +88,7 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 	cmd.Flags().StringVar(&opts.flavor, "flavor", "pfsense", "firewall flavor to emulate: pfsense, or opnsense (26.x, with its REST API)")
 	cmd.Flags().IntVar(&opts.idsRules, "ids-rules", lab.DefaultIDSRules, "generated rules the lab's IDS/IPS engines load")
 	cmd.Flags().StringVar(&opts.appliance, "profile", "unlimited", "lab profile: "+applianceHelp()+"; --link and --dut-cpu override its parts")
-	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 1g, 2.5g, 10g or unlimited (default: the profile's); /half forces half duplex")
+	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 100m, 1g, 2.5g, 10g or unlimited (default: the profile's); @SPEED names a faster NIC the link negotiated below (1g@10g), /half forces half duplex")
 	cmd.Flags().StringToStringVar(&opts.linkIf, "link-if", nil, "line rate of one DUT interface, overriding --link: lan=1g/half (repeatable)")
 	cmd.Flags().Float64Var(&opts.dutCPU, "dut-cpu", 0, "CPU budget in cores (0.1 to this machine's cores) of the firewall's services: IDS/IPS engine, charon, blocklist loader (default: the profile's)")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")

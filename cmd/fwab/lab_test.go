@@ -18,7 +18,7 @@ func TestLabCommandUsage(t *testing.T) {
 	}{
 		{name: "unknown flavor", args: []string{"lab", "up", "--flavor", "vyos"}, wantCode: exitUsage, wantErr: "emulates pfsense or opnsense"},
 		{name: "unknown profile", args: []string{"lab", "up", "--profile", "10g-big"}, wantCode: exitUsage, wantErr: `lab profile "10g-big": want one of unlimited, 1g-small`},
-		{name: "unknown speed", args: []string{"lab", "up", "--link", "40g"}, wantCode: exitUsage, wantErr: `link speed "40g": want one of 1g, 2.5g, 10g, unlimited`},
+		{name: "unknown speed", args: []string{"lab", "up", "--link", "40g"}, wantCode: exitUsage, wantErr: `link speed "40g": want one of 100m, 1g, 2.5g, 10g, unlimited`},
 		{name: "unknown interface", args: []string{"lab", "up", "--link-if", "opt1=1g"}, wantCode: exitUsage, wantErr: `link of interface "opt1": the lab's DUT interfaces are lan, wan`},
 		{name: "budget too small", args: []string{"lab", "up", "--dut-cpu", "0.01"}, wantCode: exitUsage, wantErr: "dut cpu budget 0.01 cores: want 0.1 to"},
 		{name: "budget above the machine", args: []string{"lab", "up", "--profile", "1g-small", "--dut-cpu", "512"}, wantCode: exitUsage, wantErr: "dut cpu budget 512 cores: want 0.1 to"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/matrix"
-	"github.com/fwab/fwab/store"
 )
 
 func newMatrixCmd(io *streams) *cobra.Command {
@@ -39,20 +37,15 @@ func (o *matrixOptions) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.product, "product", "", "the product version the target runs; default: inferred from the config")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: from the spec's hash, as sweep uses; a spec's own seed wins)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
-	cmd.Flags().StringVar(&o.db, "db", store.DefaultPath(), "results `database` whose latest run on the target gives measured apply costs for the estimate (read-only)")
+	addDBFlag(cmd.Flags(), &o.db, "results `database` whose latest run on the target gives measured apply costs for the estimate (read-only)")
 }
 
 // loadPlan parses the spec and plans it against the config: a file, or the
 // target's own (read, never changed).
 func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan, error) {
-	f, err := os.Open(o.file)
+	spec, err := readSpec(o.file)
 	if err != nil {
-		return nil, usageError{err}
-	}
-	spec, err := matrix.Parse(f)
-	f.Close()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, err
 	}
 	if !o.seedSet {
 		o.seed = spec.DefaultSeed()
@@ -261,7 +254,7 @@ func printPlan(io *streams, plan *matrix.Plan) {
 	}
 	tw.Flush()
 	var counts []string
-	for _, a := range []configxml.Action{configxml.ActionFirmware, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionBlocklistUpdate, configxml.ActionIPsecRestart, configxml.ActionFilterReload, configxml.ActionNone} {
+	for _, a := range []configxml.Action{configxml.ActionFirmware, configxml.ActionReboot, configxml.ActionReloadAll, configxml.ActionInterfaces, configxml.ActionIDSRestart, configxml.ActionBlocklistUpdate, configxml.ActionIPsecRestart, configxml.ActionFilterReload, configxml.ActionNone} {
 		if n := plan.ServiceActions()[a]; n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, a))
 		}

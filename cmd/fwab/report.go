@@ -43,7 +43,7 @@ knob's values. The html format is one self-contained file with charts; without
 			return runReport(cmd.Context(), opts, id, io)
 		},
 	}
-	cmd.Flags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	addDBFlag(cmd.Flags(), &opts.db, "results `database`")
 	cmd.Flags().StringVar(&opts.format, "format", "md", "output format: "+strings.Join(reportFormats(), ", "))
 	cmd.Flags().StringVar(&opts.pivot, "pivot", "", "add a \"% gained / lost\" table by this `knob`'s values")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to `file` instead of standard output")
@@ -65,7 +65,7 @@ func parseRunID(s string) (int64, error) {
 func loadRun(ctx context.Context, st *store.Store, db string, id int64) (*report.Run, error) {
 	r, err := report.Load(ctx, st, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, db)
+		return nil, fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(db))
 	}
 	return r, err
 }

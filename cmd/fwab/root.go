@@ -112,6 +112,7 @@ func newRootCmd(io *streams) *cobra.Command {
 	}
 	root.PersistentFlags().Var(logLevelFlag{&io.LogLevel}, "log-level", "what the logs show: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return checkDBFlag(cmd) }
 	root.AddCommand(
 		newConfigCmd(io),
 		newMatrixCmd(io),
@@ -121,6 +122,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		newVerifyCmd(io),
 		newReportCmd(io),
 		newCompareCmd(io),
+		newTrendCmd(io),
 		newLabCmd(io),
 		newTargetCmd(io),
 		newDBCmd(io),

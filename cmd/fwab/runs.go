@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,8 +23,9 @@ import (
 )
 
 type runsOptions struct {
-	db   string
-	json bool
+	db      string
+	json    bool
+	testbed string // runs list --testbed
 }
 
 func newRunsCmd(io *streams) *cobra.Command {
@@ -31,16 +34,18 @@ func newRunsCmd(io *streams) *cobra.Command {
 		Use:   "runs",
 		Short: "List and show the runs in the results database",
 	}
-	cmd.PersistentFlags().StringVar(&opts.db, "db", store.DefaultPath(), "results database `file`")
+	addDBFlag(cmd.PersistentFlags(), &opts.db, "results `database`")
 	cmd.PersistentFlags().BoolVar(&opts.json, "json", false, "print JSON")
-	cmd.AddCommand(&cobra.Command{
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRunsList(cmd.Context(), opts, io)
 		},
-	})
+	}
+	list.Flags().StringVar(&opts.testbed, "testbed", "", "only the runs on `TESTBED`: a testbed as listed (name@fingerprint), or a target name for all its testbeds")
+	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show RUN",
 		Short: "Show one run: its settings, points, samples and events",
@@ -115,6 +120,7 @@ type runJSON struct {
 	Finished      *time.Time      `json:"finished,omitempty"`
 	Status        string          `json:"status"`
 	Target        string          `json:"target"`
+	Testbed       string          `json:"testbed"`
 	TargetInfo    json.RawMessage `json:"target_info"`
 	Firmware      string          `json:"firmware"`
 	Seed          int64           `json:"seed"`
@@ -128,7 +134,7 @@ type runJSON struct {
 }
 
 func toRunJSON(r store.Run) runJSON {
-	j := runJSON{ID: r.ID, Created: r.Created, Status: string(r.Status), Target: r.Target, TargetInfo: r.TargetInfo,
+	j := runJSON{ID: r.ID, Created: r.Created, Status: string(r.Status), Target: r.Target, Testbed: r.Testbed, TargetInfo: r.TargetInfo,
 		Firmware: r.Firmware, Seed: r.Seed, FwabVersion: r.FwabVersion, SpecHash: r.SpecHash, ConfigHash: r.ConfigHash}
 	if !r.Finished.IsZero() {
 		f := r.Finished
@@ -147,6 +153,9 @@ func runRunsList(ctx context.Context, opts *runsOptions, io *streams) error {
 	if err != nil {
 		return err
 	}
+	if opts.testbed != "" {
+		runs = slices.DeleteFunc(runs, func(r store.RunSummary) bool { return !onTestbed(r.Run, opts.testbed) })
+	}
 	if opts.json {
 		out := make([]runJSON, 0, len(runs))
 		for _, r := range runs {
@@ -157,13 +166,13 @@ func runRunsList(ctx context.Context, opts *runsOptions, io *streams) error {
 		return writeJSON(io.Out, out)
 	}
 	if len(runs) == 0 {
-		fmt.Fprintf(io.ErrOut, "no runs in %s\n", opts.db)
+		fmt.Fprintf(io.ErrOut, "no runs in %s\n", store.Redact(opts.db))
 		return nil
 	}
 	t := newRunsTable(io.Out)
-	t.row("RUN", "CREATED", "STATUS", "TARGET", "FIRMWARE", "POINTS", "SAMPLES", "FAILED", "SPEC")
+	t.row("RUN", "CREATED", "STATUS", "TESTBED", "FIRMWARE", "POINTS", "SAMPLES", "FAILED", "SPEC")
 	for _, r := range runs {
-		t.row(strconv.FormatInt(r.ID, 10), r.Created.UTC().Format(time.RFC3339), string(r.Status), r.Target, cellOrDash(r.Firmware),
+		t.row(strconv.FormatInt(r.ID, 10), r.Created.UTC().Format(time.RFC3339), string(r.Status), testbedCell(r.Run), cellOrDash(r.Firmware),
 			strconv.Itoa(r.Points), strconv.Itoa(r.Samples), strconv.Itoa(r.FailedSamples), shortHash(r.SpecHash))
 	}
 	t.flush()
@@ -224,7 +233,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	defer s.Close()
 	r, err := s.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, opts.db)
+		return fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(opts.db))
 	}
 	if err != nil {
 		return err
@@ -298,6 +307,16 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		t.row("packages", cellOrDash(strings.Join(pkgs, ", ")))
 		for _, n := range inv.NICs {
 			t.row("nic "+n.Name, fmt.Sprintf("%s, %s", n.Driver, cellOrDash(n.Media)))
+		}
+		if inv.AESNI != nil {
+			t.row("aes-ni", map[bool]string{true: "yes (the CPU has it)", false: "no"}[*inv.AESNI])
+		}
+		if len(inv.CryptoModules) > 0 {
+			var mods []string
+			for _, m := range slices.Sorted(maps.Keys(inv.CryptoModules)) {
+				mods = append(mods, fmt.Sprintf("%s %s", m, map[bool]string{true: "loaded", false: "not loaded"}[inv.CryptoModules[m]]))
+			}
+			t.row("crypto modules", strings.Join(mods, ", "))
 		}
 		for _, w := range inv.LinkWarnings() {
 			t.row("warning", w)
@@ -406,4 +425,27 @@ func splitInventory(raw json.RawMessage) (json.RawMessage, *fwapi.Inventory) {
 		return raw, nil
 	}
 	return rest, &inv
+}
+
+// onTestbed says r ran on testbed: that testbed exactly, or, given a bare
+// target name, any testbed of that name (and runs recorded before
+// testbeds, which have only the name).
+func onTestbed(r store.Run, testbed string) bool {
+	if r.Testbed == testbed {
+		return true
+	}
+	if strings.Contains(testbed, "@") {
+		return false
+	}
+	name, _, _ := strings.Cut(r.Testbed, "@")
+	return name == testbed || (r.Testbed == "" && r.Target == testbed)
+}
+
+// testbedCell is a run's testbed, or its target's name for a run recorded
+// before testbeds.
+func testbedCell(r store.Run) string {
+	if r.Testbed == "" {
+		return r.Target
+	}
+	return r.Testbed
 }

@@ -57,7 +57,7 @@ func resultsDB(t *testing.T) string {
 	return path
 }
 
-func runFwab(t *testing.T, args ...string) (stdout, stderr string, code int) {
+func runFwab(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)
@@ -70,7 +70,7 @@ func TestRunsList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("runs list exit %d: %s", code, errOut)
 	}
-	want := "RUN\tCREATED\tSTATUS\tTARGET\tFIRMWARE\tPOINTS\tSAMPLES\tFAILED\tSPEC\n" +
+	want := "RUN\tCREATED\tSTATUS\tTESTBED\tFIRMWARE\tPOINTS\tSAMPLES\tFAILED\tSPEC\n" +
 		"1\t2026-11-30T04:00:00Z\trunning\tlab\t2.7.2-RELEASE\t2\t2\t1\t" + store.HashSpec("spec")[:12] + "\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("runs list mismatch (-want +got):\n%s", diff)

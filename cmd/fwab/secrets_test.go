@@ -16,6 +16,7 @@ import (
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab/labtest"
+	"github.com/fwab/fwab/store/pgtest"
 )
 
 // secrets are credentials a test hands fwab, by name. Each value is
@@ -290,4 +291,51 @@ func TestSecretScanFindsEveryForm(t *testing.T) {
 			t.Errorf("find(%q) = %q, want %d hits", tt.data, got, tt.want)
 		}
 	}
+}
+
+// TestDatabasePasswordStaysOut hands fwab a PostgreSQL URL with a password
+// through FWAB_DB, where a password may be, and on the command line, where
+// it is refused, and searches every output for it, the right password and a
+// wrong one.
+func TestDatabasePasswordStaysOut(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := srv.NewDatabase(t)
+	wrongPW := newSecret("DB")
+	sec := secrets{"database password": srv.Password, "wrong database password": wrongPW}
+	sc := &secretScan{secrets: sec}
+	wrong := strings.Replace(db, srv.Password, wrongPW, 1)
+
+	t.Setenv("FWAB_DB", db)
+	for _, args := range [][]string{
+		{"db", "migrate"},
+		{"runs", "list"},
+		{"runs", "list", "--json"},
+		{"runs", "list", "--help"},
+		{"compare", "--help"},
+	} {
+		if _, errOut, code := sc.fwabScan(t, args...); code != exitOK {
+			t.Errorf("fwab %s = %d: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"report", "1"},
+		{"compare", "1", "2"},
+		{"runs", "show", "1", "--json"},
+	} {
+		if _, _, code := sc.fwabScan(t, args...); code == exitOK {
+			t.Errorf("fwab %s succeeded on an empty database", strings.Join(args, " "))
+		}
+	}
+	// A password on the command line is refused before anything connects.
+	for _, url := range []string{db, wrong} {
+		_, errOut, code := sc.fwabScan(t, "runs", "list", "--db", url)
+		if code != exitUsage || !strings.Contains(errOut, "password on the command line") {
+			t.Errorf("fwab runs list --db URL-with-password = %d, %q; want a usage error", code, errOut)
+		}
+	}
+	t.Setenv("FWAB_DB", wrong)
+	if _, errOut, code := sc.fwabScan(t, "runs", "list"); code == exitOK || !strings.Contains(errOut, "refused the credentials") {
+		t.Errorf("fwab runs list with a wrong password = %d, %q; want the credentials named", code, errOut)
+	}
+	t.Logf("searched %d outputs (%d bytes) for %d secrets", len(sc.outputs), sc.bytes, len(sec))
 }

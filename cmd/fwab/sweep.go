@@ -26,15 +26,16 @@ import (
 
 type sweepOptions struct {
 	targetFlags
-	file     string
-	db       string
-	dryRun   bool
-	config   string // --dry-run against this config.xml: no firewall
-	product  string
-	resume   int64
-	seed     uint64
-	seedSet  bool
-	progress bool
+	targetNames []string // --target, once per firewall
+	file        string
+	db          string
+	dryRun      bool
+	config      string // --dry-run against this config.xml: no firewall
+	product     string
+	resume      int64
+	seed        uint64
+	seedSet     bool
+	progress    bool
 }
 
 func newSweepCmd(io *streams) *cobra.Command {
@@ -57,12 +58,20 @@ func newSweepCmd(io *streams) *cobra.Command {
 			if o.product != "" && o.config == "" {
 				return usageErrorf("--product goes with --dry-run --config FILE (a sweep asks the firewall its version)")
 			}
+			switch len(o.targetNames) {
+			case 0:
+			case 1:
+				o.target = o.targetNames[0]
+			default:
+				return runSweeps(cmd.Context(), io, o)
+			}
 			return runSweep(cmd.Context(), io, o)
 		},
 	}
-	addTargetFlags(cmd, &o.targetFlags)
+	cmd.Flags().StringArrayVar(&o.targetNames, "target", nil, "the firewall, by its name in the targets file (default: the spec's target); repeat it to sweep several at once")
+	addTargetsFileFlags(cmd, &o.targetFlags)
 	addRollbackFlag(cmd, &o.targetFlags)
-	cmd.Flags().StringVar(&o.db, "db", store.DefaultPath(), "the results database")
+	addDBFlag(cmd.Flags(), &o.db, "the results `database`")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, each step's changes and the estimated duration; change nothing")
 	cmd.Flags().Int64Var(&o.resume, "resume", 0, "continue the interrupted run `RUN`")
 	cmd.Flags().StringVar(&o.config, "config", "", "with --dry-run: plan against this config.xml, with no firewall at all")
@@ -157,6 +166,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 		printPlan(w.io, w.plan)
 		return nil
 	}
+	if stubProbe != nil {
+		return nil
+	}
 	client, server, closeEndpoints, err := endpoints(ctx, w.io, &w.o.targetFlags, w.t)
 	if err != nil {
 		return err
@@ -195,7 +207,7 @@ func (w *sweepWiring) run() *matrix.Run {
 	io, o, plan, client, server := w.io, w.o, w.plan, w.client, w.server
 	return &matrix.Run{
 		Store: w.st, Plan: plan, Resume: o.resume,
-		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
+		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, Testbed: testbedOf(w.t, w.fc.info, w.fc.inv), TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
 		Begin: func(ctx context.Context, id int64) (matrix.Session, error) {
 			probes := len(w.spec.ProbeRuns())
 			rounds := strconv.Itoa(w.spec.Repeats)
@@ -203,7 +215,7 @@ func (w *sweepWiring) run() *matrix.Run {
 				rounds += fmt.Sprintf(" (up to %d where an interval is wider than ±%s%%)", w.spec.RepeatsSpec.Max, strconv.FormatFloat(w.spec.RepeatsSpec.Width, 'f', -1, 64))
 			}
 			fmt.Fprintf(io.ErrOut, "run %d: %d points × %s rounds, %d probes each; seed %d; about %s; results in %s\n",
-				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), o.db)
+				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), store.Redact(o.db))
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
@@ -216,18 +228,28 @@ func (w *sweepWiring) run() *matrix.Run {
 		Sweep: matrix.Sweep{
 			Config: w.fc.config, PSK: w.psk, Log: logger(io),
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
-			Settle:   func(ctx context.Context) error { return trafficPasses(ctx, client, server) },
-			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
-				if pr.NDR != nil {
-					return pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
+			Settle: func(ctx context.Context) error {
+				if stubProbe != nil {
+					return nil
 				}
-				return pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				return trafficPasses(ctx, client, server)
 			},
-			// At rest the same figures as under load, latency too where a
-			// probe measures it under load.
-			Idle: func(ctx context.Context, d time.Duration) probe.Sample {
-				return probe.Idle(ctx, d, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: w.spec.Pings(), Power: w.power})
+			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
+				if stubProbe != nil {
+					return stubProbe(ctx, pr)
+				}
+				var s probe.Sample
+				if pr.NDR != nil {
+					s = pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
+				} else {
+					s = pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				}
+				for _, lw := range w.fc.linkWarnings {
+					s.Warnings = append(s.Warnings, "link: "+lw)
+				}
+				return s
 			},
+			Idle: w.idle(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -237,6 +259,18 @@ func (w *sweepWiring) run() *matrix.Run {
 			},
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
+	}
+}
+
+// idle is the sweep's idle phase: at rest the same figures as under load,
+// latency too where a probe measures it under load. Synthetic probes
+// (tests) have none.
+func (w *sweepWiring) idle() func(ctx context.Context, d time.Duration) probe.Sample {
+	if stubProbe != nil {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) probe.Sample {
+		return probe.Idle(ctx, d, w.client, w.server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: w.spec.Pings(), Power: w.power})
 	}
 }
 
@@ -260,16 +294,17 @@ func (w *sweepWiring) finish(ctx context.Context, out matrix.Outcome) error {
 	return out.SweepErr
 }
 
+// stubProbe, which only this package's tests set, stands in for the
+// target's endpoints: none is opened or checked, traffic passes at once,
+// and each probe's sample is what it returns. It lets tests run whole
+// sweeps against the emulator without root (no namespaces, no iperf3).
+var stubProbe func(ctx context.Context, pr matrix.ProbeRun) probe.Sample
+
 // loadSweepSpec reads the matrix file and settles the target it names.
 func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
-	f, err := os.Open(o.file)
+	spec, err := readSpec(o.file)
 	if err != nil {
-		return nil, usageError{err}
-	}
-	spec, err := matrix.Parse(f)
-	f.Close()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		return nil, err
 	}
 	if o.target == "" {
 		o.target = spec.Target
@@ -313,8 +348,10 @@ func openResumed(ctx context.Context, o *sweepOptions, spec *matrix.Spec) (*stor
 // openNewStore opens the results database for a new run, creating its
 // directory.
 func openNewStore(ctx context.Context, path string) (*store.Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, usageErrorf("results database: %w", err)
+	if !store.IsURL(path) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, usageErrorf("results database: %w", err)
+		}
 	}
 	st, err := store.Open(ctx, path)
 	if err != nil {
@@ -326,9 +363,14 @@ func openNewStore(ctx context.Context, path string) (*store.Store, error) {
 // firewallConfig is what a sweep reads from the firewall before planning.
 type firewallConfig struct {
 	info     fwapi.Info
+	inv      *fwapi.Inventory // nil when the driver cannot list it
 	infoJSON []byte
 	raw      []byte // config.xml as read
 	config   *configxml.Config
+	// linkWarnings are the inventory's links that are not full duplex or
+	// below their NIC's best: each sample carries them, so a report of any
+	// point says its throughput may be the link's.
+	linkWarnings []string
 }
 
 func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewallConfig, error) {
@@ -350,8 +392,9 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 		if inv, err := lister.Inventory(ctx); err != nil {
 			fmt.Fprintf(io.ErrOut, "note: no inventory recorded: %v\n", err)
 		} else {
-			recorded.Inventory = &inv
-			for _, w := range inv.LinkWarnings() {
+			recorded.Inventory, fc.inv = &inv, &inv
+			fc.linkWarnings = inv.LinkWarnings()
+			for _, w := range fc.linkWarnings {
 				fmt.Fprintf(io.ErrOut, "warning: %s\n", w)
 			}
 		}

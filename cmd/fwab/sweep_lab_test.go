@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +27,9 @@ const asFwab = "FWAB_TEST_AS_FWAB"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asFwab) == "1" {
+		if os.Getenv(stubProbeEnv) == "1" {
+			stubProbe = syntheticProbe
+		}
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -65,8 +69,9 @@ func newLab(t *testing.T) labEnv {
 	return newLabFlavor(t, "pfsense")
 }
 
-// newLabFlavor is newLab emulating the given flavor (pfsense, opnsense).
-func newLabFlavor(t *testing.T, flavor string) labEnv {
+// newLabFlavor is newLab emulating the given flavor (pfsense, opnsense),
+// with more arguments for lab up.
+func newLabFlavor(t *testing.T, flavor string, up ...string) labEnv {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the lab needs root (network namespaces); skipped")
@@ -80,7 +85,7 @@ func newLabFlavor(t *testing.T, flavor string) labEnv {
 		targets: filepath.Join(root, "targets.yaml"),
 		state:   filepath.Join(root, "state"),
 	}
-	l.mustRun(t, "lab", "up", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets, "--flavor", flavor)
+	l.mustRun(t, append([]string{"lab", "up", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets, "--flavor", flavor}, up...)...)
 	t.Cleanup(func() {
 		cmd := l.fwabChild(context.Background(), "lab", "down", "--prefix", l.prefix, "--dir", l.dir, "--targets", l.targets)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -191,7 +196,9 @@ order: randomized
 // and root's csh over SSH) end to end: every point verified and measured,
 // and the firewall's config.xml the original afterwards.
 func TestOPNsenseLabSweep(t *testing.T) {
-	l := newLabFlavor(t, "opnsense")
+	// The WAN port's link negotiated 1 GbE on a 10 GbE NIC: every sample
+	// says so.
+	l := newLabFlavor(t, "opnsense", "--link-if", "wan=1g@10g")
 	original := l.configHash(t)
 	spec := filepath.Join(t.TempDir(), "spec.yaml")
 	if err := os.WriteFile(spec, []byte(`target: lab
@@ -239,6 +246,10 @@ tunnel:
 			if len(s.DUT) == 0 || s.Elapsed < 2*time.Second || !math.IsNaN(s.BitsPerSecond) {
 				t.Errorf("idle phase of point %d: %d DUT readings over %v, %v bits/s; want readings over 2s and no traffic", s.Point, len(s.DUT), s.Elapsed, s.BitsPerSecond)
 			}
+			continue
+		}
+		if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "below the 10Gbase-T its NIC lists") }) {
+			t.Errorf("point %d: warnings %q name no link below its NIC's best", s.Point, s.Warnings)
 		}
 	}
 	if len(samples) != 16 || len(idle) != 8 {
@@ -267,4 +278,50 @@ func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
 		t.Fatal(err)
 	}
 	return st, samples
+}
+
+// TestConfigSetsLabSweep: a two-file config axis (the lab's own config and
+// a "my services" one with generated rules and another hostname) crossed
+// with outbound NAT: every point is measured on its set, and the firewall
+// ends on its original config.
+func TestConfigSetsLabSweep(t *testing.T) {
+	l := newLab(t)
+	original := l.configHash(t)
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.xml")
+	if err := os.WriteFile(base, []byte(l.mustRun(t, "fw", "pull", "--target", "lab", "--targets", l.targets)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.mustRun(t, "config", "set", base, "rules@lan=300", "xml:system/hostname=services", "-o", filepath.Join(dir, "services.xml"))
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte(`target: lab
+axes:
+  config: [base.xml, services.xml]
+  nat.outbound: [automatic, disabled]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+idle: 0s
+order: cost-aware
+settle: {timeout: 30s, pause: 500ms}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "results.db")
+	report := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
+	}
+	_, samples := runSamples(t, db)
+	if len(samples) != 4 {
+		t.Errorf("%d samples, want 4", len(samples))
+	}
+	for _, s := range samples {
+		if s.Failed {
+			t.Errorf("point %d failed: %s", s.Point, s.Reason)
+		}
+	}
+	if !strings.Contains(report, "services.xml") {
+		t.Errorf("the report does not name the points by their config file:\n%s", report)
+	}
 }

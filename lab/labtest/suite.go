@@ -367,9 +367,15 @@ func (s *Suite) TestInventory(t *testing.T) {
 		t.Fatal("Inventory lists no NIC")
 	}
 	for _, n := range got.NICs {
-		if n.Driver == "" || n.Media == "" || !n.FullDuplex() {
-			t.Errorf("NIC %+v: want a driver and full-duplex media", n)
+		if n.Driver == "" || n.Media == "" || !n.FullDuplex() || n.Best == "" || n.BelowBest() {
+			t.Errorf("NIC %+v: want a driver, full-duplex media and the NIC's best media", n)
 		}
+	}
+	if got.AESNI == nil {
+		t.Error("Inventory does not say whether the CPU has AES-NI (dmesg.boot)")
+	}
+	if len(got.CryptoModules) != len(configxml.CryptoModules(f.Product())) {
+		t.Errorf("Inventory crypto modules %v; want every one crypto.hardware knows on %s", got.CryptoModules, f.Product())
 	}
 }
 
@@ -490,5 +496,115 @@ func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
 	}
 	if !fired || err != nil {
 		t.Errorf("RollbackFired() = %v, %v after the rollback ran, want true", fired, err)
+	}
+}
+
+// TestCryptoAccelerator: crypto.hardware is applied by a reboot, and only
+// then does kldstat show the module; a switch back to none takes a reboot
+// too, after which the module is gone. OPNsense loads only the card
+// drivers whose module file is on the box.
+func (s *Suite) TestCryptoAccelerator(t *testing.T) {
+	f := s.start(t)
+	ctx := t.Context()
+	value, module := "aesni", "aesni"
+	if f.Product() == configxml.OPNsense {
+		value, module = "qat", "qat"
+	}
+	apply := func(to string) []configxml.Finding {
+		t.Helper()
+		c := f.writeKnob(t, "crypto.hardware", to)
+		boots := f.Boots()
+		f.ResetActions()
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "crypto.hardware", To: to, Action: configxml.ActionReboot}}); err != nil {
+			t.Fatalf("Apply(crypto.hardware=%s): %v", to, err)
+		}
+		if f.Boots() != boots+1 {
+			t.Errorf("Apply(crypto.hardware=%s): %d boots; want one reboot", to, f.Boots()-boots)
+		}
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatalf("RuntimeState: %v", err)
+		}
+		if st.CryptoModules == nil {
+			t.Fatal("RuntimeState did not read the kernel's crypto modules")
+		}
+		if got, want := st.CryptoModules[module], to != "none"; got != want {
+			t.Errorf("after crypto.hardware=%s and the reboot, kldstat -m %s = %v; want %v", to, module, got, want)
+		}
+		var found []configxml.Finding
+		for _, x := range fwapi.VerifyRuntime(c, st) {
+			if x.Rule == fwapi.RuleCryptoMismatch {
+				found = append(found, x)
+			}
+		}
+		return found
+	}
+	if f.Product() == configxml.OPNsense {
+		// No module file: the boot's kldload fails, and verify says so.
+		c := f.writeKnob(t, "crypto.hardware", value)
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "crypto.hardware", To: value, Action: configxml.ActionReboot}}); err != nil {
+			t.Fatalf("Apply(crypto.hardware=%s): %v", value, err)
+		}
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(fwapi.VerifyRuntime(c, st), func(x configxml.Finding) bool {
+			return x.Rule == fwapi.RuleCryptoMismatch && strings.Contains(x.Message, "/boot/kernel/qat.ko")
+		}) {
+			t.Errorf("crypto.hardware=qat without /boot/kernel/qat.ko: VerifyRuntime reports no %s naming the file", fwapi.RuleCryptoMismatch)
+		}
+		f.PutFile(t, "/boot/kernel/qat.ko", []byte("\x7fELF"))
+	}
+	if found := apply(value); len(found) > 0 {
+		t.Errorf("after crypto.hardware=%s: %v", value, found)
+	}
+	if found := apply("none"); len(found) > 0 {
+		t.Errorf("after crypto.hardware=none: %v", found)
+	}
+}
+
+// TestRebootRollback: a rollback armed for a reboot-applied change
+// restores the previous config and reboots, so the boot loads what that
+// config names; it is marked fired across the reboot.
+func (s *Suite) TestRebootRollback(t *testing.T) {
+	f := s.start(t)
+	g, ok := f.fw.(fwapi.RebootRollbacker)
+	if !ok {
+		t.Fatalf("%T cannot arm a rollback that reboots", f.fw)
+	}
+	ctx := t.Context()
+	prev, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boots := f.Boots()
+	if err := g.ArmRollbackReboot(ctx, prev, 2*time.Second); err != nil {
+		t.Fatalf("ArmRollbackReboot: %v", err)
+	}
+	f.writeKnob(t, "crypto.hardware", "none")
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for (f.Boots() == boots || !bytes.Equal(f.StoredConfig(t), prev)) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !bytes.Equal(f.StoredConfig(t), prev) || f.Boots() != boots+1 {
+		t.Fatalf("after the rollback: config restored %v, %d boots; want restored and one reboot", bytes.Equal(f.StoredConfig(t), prev), f.Boots()-boots)
+	}
+	if err := f.fw.WaitReady(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if fired, _, err := f.guard(t).RollbackFired(ctx); err != nil || !fired {
+		t.Errorf("RollbackFired() = %v, %v after the rollback rebooted; want true", fired, err)
+	}
+	// The boot hook is gone with the fired rollback: another boot does not
+	// arm it again.
+	for _, hook := range []string{fwapi.RollbackBootHook, fwapi.OPNsenseRollbackBootHook} {
+		if _, _, code := f.Run(t, "test -e "+hook, ""); code == 0 {
+			t.Errorf("%s is left after the rollback fired", hook)
+		}
 	}
 }

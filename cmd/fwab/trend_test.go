@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/store"
+)
+
+// trendDB holds 20 nightly runs of spec on lab@…aa, 8 % slower from run 11
+// on, and 3 runs on another testbed that must not mix in.
+func trendDB(t *testing.T, spec string) string {
+	t.Helper()
+	ctx := t.Context()
+	db := filepath.Join(t.TempDir(), "results.db")
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC)
+	for i := range 23 {
+		testbed, level := "lab@0000000000aa", 940.0
+		if i >= 10 {
+			level *= 0.92
+		}
+		if i >= 20 {
+			testbed, level = "apu2@0000000000bb", 400
+		}
+		id, err := st.CreateRun(ctx, store.Run{Created: t0.Add(time.Duration(i) * 24 * time.Hour), Spec: spec, Target: strings.Split(testbed, "@")[0], Testbed: testbed, FwabVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AddPoints(ctx, id, []store.Point{{Index: 0, Knobs: map[string]string{"ids@lan": "off"}, Status: store.Valid}}); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 3 {
+			noise := 1 + 0.01*float64((i*3+r)%5-2)
+			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: level * noise * 1e6, Retransmits: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.FinishRun(ctx, id, store.Done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+func TestTrendCommand(t *testing.T) {
+	const text = "target: lab\naxes:\n  ids@lan: [\"off\"]\nprobes:\n  - {name: up, direction: up, duration: 1s}\n"
+	spec := filepath.Join(t.TempDir(), "nightly.yaml")
+	os.WriteFile(spec, []byte(text), 0o644)
+	db := trendDB(t, text)
+	html := filepath.Join(t.TempDir(), "trend.html")
+
+	out, errOut, code := runFwab(t, "trend", spec, "--testbed", "lab", "--db", db, "--html", html)
+	if code != exitFailure {
+		t.Errorf("trend with a step = %d, want %d (a change found): %s", code, exitFailure, errOut)
+	}
+	if !strings.Contains(out, "lab@0000000000aa: 20 runs") || !strings.Contains(out, "\t11\t") && !strings.Contains(out, " 11 ") {
+		t.Errorf("trend output:\n%s", out)
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("--html: %v", err)
+	}
+
+	out, _, code = runFwab(t, "trend", spec, "--testbed", "lab", "--db", db, "--json")
+	var got struct {
+		Runs   int `json:"runs"`
+		Series []struct {
+			Runs    []struct{ Run int64 } `json:"runs"`
+			Changes []struct{ Index int } `json:"changes"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitFailure {
+		t.Fatalf("trend --json = %d, %v: %s", code, err, out)
+	}
+	if got.Runs != 20 || len(got.Series) != 1 || len(got.Series[0].Changes) != 1 || got.Series[0].Runs[got.Series[0].Changes[0].Index].Run != 11 {
+		t.Errorf("trend --json = %+v; want 20 runs, one change, at run 11", got)
+	}
+
+	// Too few runs on the other testbed for two windows: no change.
+	if out, errOut, code := runFwab(t, "trend", spec, "--testbed", "apu2@0000000000bb", "--db", db); code != 0 || !strings.Contains(out, "no change") {
+		t.Errorf("trend on apu2 = %d: %s%s", code, out, errOut)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trend", spec, "--db", db}, "--testbed is required"},
+		{[]string{"trend", spec, "--db", db, "--testbed", "nosuch"}, "no complete run"},
+		{[]string{"trend", spec, "--db", db, "--testbed", "lab", "--window", "1"}, "at least 2"},
+		{[]string{"trend", filepath.Join(t.TempDir(), "missing.yaml"), "--db", db, "--testbed", "lab"}, "no such file"},
+	} {
+		if _, errOut, code := runFwab(t, tt.args...); code != exitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("fwab %s = %d, %q; want a usage error with %q", strings.Join(tt.args[2:], " "), code, errOut, tt.want)
+		}
+	}
+}

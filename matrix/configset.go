@@ -1,0 +1,151 @@
+package matrix
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/fwab/fwab/configxml"
+)
+
+// ConfigSet is one value of the config axis: a whole config.xml the sweep
+// switches the firewall to, other knobs applied on top.
+type ConfigSet struct {
+	Name   string // as the spec writes it
+	Path   string // where it was read
+	Data   []byte
+	SHA256 string
+}
+
+// ParseFile reads a spec file and the config sets it names, relative to
+// the file's folder.
+func ParseFile(path string) (*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := Parse(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.LoadConfigSets(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// configNames are the config sets the spec names, in written order.
+func (s *Spec) configNames() []string {
+	var out []string
+	add := func(v string) {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	for _, ax := range s.Axes {
+		if ax.Knob == "config" {
+			for _, v := range ax.Values {
+				add(v)
+			}
+		}
+	}
+	for _, set := range []KnobValues{s.Fixed, s.Baseline} {
+		for _, kv := range set {
+			if kv.Knob == "config" {
+				add(kv.Value)
+			}
+		}
+	}
+	return out
+}
+
+// LoadConfigSets reads every config set the spec names (paths relative to
+// dir) and checks that each parses as a firewall config; a file that does
+// not is named with its line and column, and nothing is applied. The
+// sets' contents join the spec's hash, so a run is resumed only with the
+// same files.
+func (s *Spec) LoadConfigSets(dir string) error {
+	names := s.configNames()
+	if len(names) == 0 {
+		return nil
+	}
+	s.ConfigSets = map[string]*ConfigSet{}
+	h := sha256.New()
+	h.Write(s.raw)
+	for _, name := range names {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return &SpecError{Msg: fmt.Sprintf("config %s: %v; give the path of a config.xml, relative to the spec", name, err)}
+		}
+		if _, err := configxml.LoadBytes(data); err != nil {
+			return &SpecError{Msg: fmt.Sprintf("config %s (%s): %v; nothing is applied", name, p, err)}
+		}
+		sum := sha256.Sum256(data)
+		set := &ConfigSet{Name: name, Path: p, Data: data, SHA256: hex.EncodeToString(sum[:])}
+		s.ConfigSets[name] = set
+		fmt.Fprintf(h, "\x00config %s %s", name, set.SHA256)
+	}
+	s.hash = hex.EncodeToString(h.Sum(nil))
+	return nil
+}
+
+// checkConfigSets holds each config set against the firewall's config:
+// the same product, every interface the firewall assigns, and nothing
+// that changes how fwab reaches the box.
+func (s *Spec) checkConfigSets(cfg *configxml.Config) error {
+	for _, name := range s.configNames() {
+		set := s.ConfigSets[name]
+		if set == nil {
+			return &SpecError{Msg: fmt.Sprintf("config %s: the config sets were not read (matrix.ParseFile reads them with the spec)", name)}
+		}
+		c, err := configxml.LoadBytes(set.Data)
+		if err != nil {
+			return &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
+		}
+		if diff := configxml.ReachDiff(cfg, c); len(diff) > 0 {
+			return &SpecError{Msg: fmt.Sprintf("config %s would change how fwab reaches the firewall, so a sweep could lock itself out: %s; make the set's SSH, web GUI, users and interface addresses the running config's (fwab config diff shows them)", name, strings.Join(diff, "; "))}
+		}
+	}
+	return nil
+}
+
+// pointConfig is the config a point pushes: its config set, or base (the
+// config before the point) when it names none or the running one, with
+// the tunnel the spec creates and the point's other knobs set on top.
+func (s *Spec) pointConfig(base *configxml.Config, pt *Point, psk string) (*configxml.Config, error) {
+	data := base.Bytes()
+	if set := s.ConfigSets[pt.Value("config")]; set != nil {
+		data = set.Data
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		return nil, err
+	}
+	if !base.Product().Inferred {
+		if err := c.SetProduct(base.Product().Version); err != nil {
+			return nil, err
+		}
+	}
+	if s.Tunnel != nil {
+		c.DefineTunnel(s.Tunnel.spec(psk))
+	}
+	var knobs []string
+	for _, kv := range pt.Values {
+		if kv.Knob != "config" {
+			knobs = append(knobs, kv.Knob+"="+kv.Value)
+		}
+	}
+	if err := c.SetAll(knobs); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
