@@ -491,7 +491,13 @@ func (p *Plan) Estimate() time.Duration {
 	for _, pr := range p.Spec.Probes {
 		n := max(1, len(pr.Lengths))
 		// iperf3 runs omit + duration, plus about a second to start and stop
-		probes += time.Duration(n) * (pr.Omit.D() + pr.Duration.D() + time.Second)
+		each := pr.Omit.D() + pr.Duration.D() + time.Second
+		if pr.Kind == "ndr" {
+			// A rate search: about six trials at the final duration's
+			// worth, shorter ones included, per frame size.
+			n, each = len(pr.FrameSizes), 6*(pr.Duration.D()+time.Second)
+		}
+		probes += time.Duration(n) * each
 	}
 	var total time.Duration
 	for _, st := range p.Steps {
@@ -504,7 +510,7 @@ func (p *Plan) Estimate() time.Duration {
 		}
 		total += probes + p.Spec.Settle.Pause.D() + time.Second
 	}
-	return total
+	return total + time.Duration(len(p.Points))*p.Spec.IdleDuration()
 }
 
 // ServiceActions counts the actions the plan runs, by kind.

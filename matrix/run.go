@@ -20,9 +20,13 @@ import (
 // ProbeRun is one probe as the sweep runs it: a spec entry, and for a
 // packet-size sweep one of its lengths.
 type ProbeRun struct {
-	Name   string // unique per spec: "up", "udp-64"
+	Name   string // unique per spec: "up", "udp-64", "ndr-64"
 	Spec   ProbeSpec
 	Iperf3 probe.Iperf3
+	// NDR is a kind: ndr probe's rate search at one frame size; nil for
+	// an iperf3 probe. Iperf3 is then its trials at the highest rate, for
+	// the checks before a sweep.
+	NDR *probe.NDR
 }
 
 // ProbeRuns lists the probes every step runs, in spec order.
@@ -38,6 +42,10 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			Bitrate:     p.Bitrate,
 			CPUAffinity: p.Affinity,
 		}
+		if p.Kind == "ndr" {
+			out = append(out, ndrRuns(p, base)...)
+			continue
+		}
 		if len(p.Lengths) == 0 {
 			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base})
 			continue
@@ -47,6 +55,27 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			ip.Length = l
 			out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(l), Spec: p, Iperf3: ip})
 		}
+	}
+	return out
+}
+
+// ndrRuns are a kind: ndr probe's searches, one per frame size, trials
+// from 1 s to the probe's duration with the final interval 0.5 % wide. The
+// spec was checked: its sizes, rate and tolerance parse.
+func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
+	top, _ := probe.ParseBitrate(p.Bitrate)
+	tol, _ := p.tolerance()
+	var out []ProbeRun
+	for _, f := range p.FrameSizes {
+		frame, _ := probe.ParseFrameSize(f, ndrMTU)
+		// The rates are UDP payload bits/s, as iperf3 -b takes them: the
+		// link's speed in payload terms at this frame size.
+		maxPayload := top * float64(probe.UDPPayload(frame)) / float64(frame+20)
+		trial := base
+		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, probe.UDPPayload(frame), strconv.FormatFloat(maxPayload, 'f', 0, 64)
+		n := &probe.NDR{Frame: frame, Iperf3: base,
+			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
+		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(frame), Spec: p, Iperf3: trial, NDR: n})
 	}
 	return out
 }
@@ -86,7 +115,7 @@ type Progress struct {
 	Step, Steps int // 1-based step, total
 	Point       *Point
 	Round       int
-	Phase       string // apply, settle, probe, skip, failed
+	Phase       string // apply, settle, idle, probe, skip, failed
 	Probe       string
 	Detail      string
 }
@@ -101,9 +130,13 @@ type Sweep struct {
 	Run    int64
 	Config *configxml.Config // the firewall's config as the sweep starts
 
-	Apply    func(ctx context.Context, config []byte, changes []configxml.Change) error
-	Settle   func(ctx context.Context) error
-	Measure  func(ctx context.Context, p ProbeRun) probe.Sample
+	Apply   func(ctx context.Context, config []byte, changes []configxml.Change) error
+	Settle  func(ctx context.Context) error
+	Measure func(ctx context.Context, p ProbeRun) probe.Sample
+	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
+	// phase before each point's first probe, recorded as probe
+	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.
+	Idle     func(ctx context.Context, d time.Duration) probe.Sample
 	Progress func(Progress)
 	Log      *slog.Logger
 	PSK      string // the IPsec tunnel's pre-shared key, when the spec creates one
@@ -122,14 +155,14 @@ type Sweep struct {
 // Stats splits a sweep's wall time into the work it exists for and the
 // rest, which is fwab's own overhead.
 type Stats struct {
-	Wall, Apply, Settle, Probe time.Duration
-	Applies                    int                      // Apply calls that succeeded
-	Actions                    map[configxml.Action]int // service actions those applies ran
-	Samples                    int
+	Wall, Apply, Settle, Probe, Idle time.Duration
+	Applies                          int                      // Apply calls that succeeded
+	Actions                          map[configxml.Action]int // service actions those applies ran
+	Samples                          int
 }
 
 // Overhead is the wall time not spent applying, settling or probing.
-func (s Stats) Overhead() time.Duration { return s.Wall - s.Apply - s.Settle - s.Probe }
+func (s Stats) Overhead() time.Duration { return s.Wall - s.Apply - s.Settle - s.Probe - s.Idle }
 
 // Execute runs every step whose samples are not yet in the store, so a run
 // that was interrupted continues where it stopped. It returns ctx's error
@@ -152,6 +185,12 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	current := s.Config
 	broken := map[int]string{}
 	valid := map[int]bool{}
+	idled := map[int]bool{} // points whose idle phase is recorded
+	for k := range done {
+		if k.Probe == probe.IdleProbe {
+			idled[k.Point] = true
+		}
+	}
 	steps := slices.Clone(s.Plan.Steps)
 	nextRound := s.Plan.Spec.Repeats
 	for i := 0; ; i++ {
@@ -259,6 +298,12 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			}
 			valid[st.Point.Index] = true
 		}
+		if !idled[st.Point.Index] {
+			if err := s.idle(ctx, st, report); err != nil {
+				return err
+			}
+			idled[st.Point.Index] = true
+		}
 		for _, pr := range todo {
 			report("probe", pr.Name, "")
 			t0 := time.Now()
@@ -287,6 +332,29 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				log.Warn("probe failed", "point", st.Point.Key(), "probe", pr.Name, "reason", sample.Reason)
 			}
 		}
+	}
+	return nil
+}
+
+// idle runs and records the point's idle phase, when the sweep has one.
+func (s *Sweep) idle(ctx context.Context, st Step, report func(phase, probe, detail string)) error {
+	d := s.Plan.Spec.IdleDuration()
+	if s.Idle == nil || d <= 0 {
+		return nil
+	}
+	report("idle", "", d.String()+" with no traffic")
+	t0 := time.Now()
+	sample := s.Idle(ctx, d)
+	s.Stats.Idle += time.Since(t0)
+	if ctx.Err() != nil {
+		return ctx.Err() // an idle phase cut short is not a sample
+	}
+	key := store.Key{Run: s.Run, Point: st.Point.Index, Probe: probe.IdleProbe, Round: st.Round}
+	if err := s.Store.RecordSample(ctx, store.FromProbe(key, sample)); err != nil {
+		return fmt.Errorf("record idle phase: %w", err)
+	}
+	if sample.Failed {
+		s.event(ctx, "warning", st.Point.Index, "idle phase not measured: "+sample.Reason)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/probe"
@@ -382,5 +383,67 @@ func TestSweepStopsOnFirewallDiskError(t *testing.T) {
 		if p.Status == store.Broken {
 			t.Errorf("point %d marked broken by the firewall's disk error", p.Index)
 		}
+	}
+}
+
+// TestSweepIdlePhase: each point gets one idle phase, before its first
+// probe, recorded as probe "idle"; a resumed run does not repeat it, and
+// idle: 0s turns it off.
+func TestSweepIdlePhase(t *testing.T) {
+	f := newSweep(t, twoPoints+"idle: 2s\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	var idles []time.Duration
+	f.sweep.Idle = func(_ context.Context, d time.Duration) probe.Sample {
+		idles = append(idles, d)
+		return probe.Sample{Probe: probe.IdleProbe, DUT: []probe.DUTMetrics{{Time: time.Now(), CPUPercent: 2}}, Power: []probe.PowerReading{{Time: time.Now(), Watts: 18}}}
+	}
+	measure := f.sweep.Measure
+	f.sweep.Measure = func(c context.Context, pr ProbeRun) probe.Sample {
+		if f.calls == 3 {
+			cancel() // during the second point's second probe
+		}
+		return measure(c, pr)
+	}
+	if err := f.sweep.Execute(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute = %v; want context.Canceled", err)
+	}
+	f.sweep.Measure = measure
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(idles) != 3 || idles[0] != 2*time.Second {
+		t.Errorf("idle phases %v; want one of 2s per point", idles)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[int]string{} // point → the probe of its first sample
+	n := 0
+	for _, s := range samples {
+		if _, ok := first[s.Point]; !ok {
+			first[s.Point] = s.Probe
+		}
+		if s.Probe == probe.IdleProbe {
+			n++
+			if s.PowerWatts != 18 || len(s.DUT) != 1 || s.Failed {
+				t.Errorf("idle sample %+v; want its power and DUT reading, not failed", s)
+			}
+		}
+	}
+	if n != 3 || first[0] != probe.IdleProbe || first[1] != probe.IdleProbe || first[2] != probe.IdleProbe {
+		t.Errorf("%d idle samples, first samples per point %v; want 3, each point's first", n, first)
+	}
+	if f.sweep.Stats.Idle <= 0 {
+		t.Errorf("Stats.Idle = %v, want the idle phases' time", f.sweep.Stats.Idle)
+	}
+
+	off := newSweep(t, twoPoints+"idle: 0s\n")
+	off.sweep.Idle = func(context.Context, time.Duration) probe.Sample {
+		t.Error("idle: 0s ran an idle phase")
+		return probe.Sample{}
+	}
+	if err := off.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/yamlerr"
+	"github.com/fwab/fwab/probe"
 )
 
 // Spec is a matrix.yaml.
@@ -41,8 +42,11 @@ type Spec struct {
 	Seed        *uint64     `yaml:"seed"`
 	Settle      Settle      `yaml:"settle"`
 	Power       *PowerSpec  `yaml:"power"`
-	Tunnel      *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow       []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	// Idle is how long the idle phase before each point's first probe
+	// samples the DUT with no traffic; nil is DefaultIdle, 0 none.
+	Idle   *Duration   `yaml:"idle"`
+	Tunnel *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow  []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 	// ConfigSets are the files the config axis names, read by
 	// LoadConfigSets (ParseFile), by the name the spec gives them.
 	ConfigSets map[string]*ConfigSet `yaml:"-"`
@@ -120,7 +124,7 @@ type Constraint struct {
 // ProbeSpec is one probe run at every point and repeat.
 type ProbeSpec struct {
 	Name      string   `yaml:"name"`
-	Kind      string   `yaml:"kind"`      // iperf3 (default)
+	Kind      string   `yaml:"kind"`      // iperf3 (default), or ndr: a rate search per frame size
 	Direction string   `yaml:"direction"` // up | down | bidir
 	Parallel  int      `yaml:"parallel"`
 	Duration  Duration `yaml:"duration"`
@@ -130,6 +134,50 @@ type ProbeSpec struct {
 	Bitrate   string   `yaml:"bitrate"`
 	Affinity  string   `yaml:"affinity"`
 	Ping      bool     `yaml:"ping"` // latency under load
+	// FrameSizes are the Ethernet frame sizes of a kind: ndr probe, one
+	// search each (default RFC 2544's seven); LossTolerance the loss a
+	// passing rate may have ("0" for the NDR, "0.5%" for a PDR).
+	FrameSizes    []string `yaml:"frame_sizes"`
+	LossTolerance string   `yaml:"loss_tolerance"`
+}
+
+// ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
+// searched.
+const ndrMTU = 1500
+
+// tolerance is the probe's loss_tolerance in percent.
+func (p ProbeSpec) tolerance() (float64, error) {
+	t := strings.TrimSpace(p.LossTolerance)
+	if t == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err != nil || !(v >= 0 && v < 100) {
+		return 0, fmt.Errorf("probe %s: loss_tolerance %q: give a percentage from 0 to below 100, such as 0.5%%", p.Name, p.LossTolerance)
+	}
+	return v, nil
+}
+
+// DefaultIdle is the idle phase of a spec that does not set one: long
+// enough for several DUT and power readings at one a second.
+const DefaultIdle = 10 * time.Second
+
+// MaxIdle bounds the idle phase.
+const MaxIdle = 10 * time.Minute
+
+// IdleDuration is how long the idle phase before each point's first probe
+// lasts; 0 when the spec turns it off (idle: 0s).
+func (s *Spec) IdleDuration() time.Duration {
+	if s.Idle == nil {
+		return DefaultIdle
+	}
+	return s.Idle.D()
+}
+
+// Pings reports whether some probe measures latency under load (ping:
+// true), so that the idle phase measures it at rest too.
+func (s *Spec) Pings() bool {
+	return slices.ContainsFunc(s.Probes, func(p ProbeSpec) bool { return p.Ping })
 }
 
 // Settle is how fwab decides traffic passes after an apply.
@@ -366,6 +414,11 @@ func (s *Spec) defaults() {
 		if p.Kind == "" {
 			p.Kind = "iperf3"
 		}
+		if p.Kind == "ndr" && len(p.FrameSizes) == 0 {
+			for _, f := range probe.RFC2544FrameSizes {
+				p.FrameSizes = append(p.FrameSizes, strconv.Itoa(f))
+			}
+		}
 		if p.Direction == "" {
 			p.Direction = "up"
 		}
@@ -376,6 +429,12 @@ func (s *Spec) defaults() {
 			p.Name = p.Direction
 			if p.UDP {
 				p.Name += "-udp"
+			}
+			if p.Kind == "ndr" {
+				p.Name = "ndr"
+				if p.LossTolerance != "" {
+					p.Name = "pdr"
+				}
 			}
 		}
 	}
@@ -470,14 +529,23 @@ func (s *Spec) check() error {
 	default:
 		return &SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)}
 	}
+	if d := s.IdleDuration(); d < 0 || d > MaxIdle {
+		return &SpecError{Msg: fmt.Sprintf("idle: %v is outside 0s..%v (0s turns the idle phase off)", d, MaxIdle)}
+	}
 	names := map[string]bool{}
 	for _, p := range s.Probes {
 		if names[p.Name] {
 			return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
 		}
+		if p.Name == probe.IdleProbe {
+			return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
+		}
 		names[p.Name] = true
-		if p.Kind != "iperf3" {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3)", p.Name, p.Kind)}
+		if p.Kind != "iperf3" && p.Kind != "ndr" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr)", p.Name, p.Kind)}
+		}
+		if err := p.checkNDR(); err != nil {
+			return err
 		}
 		if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
@@ -542,6 +610,43 @@ func (s *Spec) check() error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// checkNDR checks what a kind: ndr probe needs, and that other kinds do not
+// use its keys.
+func (p ProbeSpec) checkNDR() error {
+	if p.Kind != "ndr" {
+		if len(p.FrameSizes) > 0 || p.LossTolerance != "" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: frame_sizes and loss_tolerance go with kind: ndr", p.Name)}
+		}
+		return nil
+	}
+	switch {
+	case p.Direction == "bidir":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr searches one direction (up or down); both at once is not built yet", p.Name)}
+	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP || p.Ping:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths, udp and ping", p.Name)}
+	case p.Bitrate == "":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr needs bitrate, the highest rate to offer (the link's speed, such as 1G)", p.Name)}
+	}
+	if _, err := probe.ParseBitrate(p.Bitrate); err != nil {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: bitrate: %v", p.Name, err)}
+	}
+	if _, err := p.tolerance(); err != nil {
+		return &SpecError{Msg: err.Error()}
+	}
+	seen := map[int]bool{}
+	for _, f := range p.FrameSizes {
+		n, err := probe.ParseFrameSize(f, ndrMTU)
+		if err != nil {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", p.Name, err)}
+		}
+		if seen[n] {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: frame size %d is listed twice", p.Name, n)}
+		}
+		seen[n] = true
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,6 +74,8 @@ func TestParseInvalid(t *testing.T) {
 		"invalid-too-many-points.yaml":   "line 5: the axes make more than 10000 points (at axis nat.outbound)",
 		"invalid-same-value.yaml":        `line 3: axis rules@lan lists "0" and "00", which are the same value`,
 		"invalid-too-many-steps.yaml":    "300 points × 1000 repeats is more than 200000 steps",
+		"invalid-idle.yaml":              "idle: 20m0s is outside 0s..10m0s (0s turns the idle phase off)",
+		"invalid-probe-idle.yaml":        `probes: the name "idle" is the idle phase's; name the probe otherwise`,
 	}
 	files, _ := filepath.Glob("testdata/invalid-*.yaml")
 	if len(files) != len(want) {
@@ -400,6 +403,49 @@ func TestCostAwareIsCheaper(t *testing.T) {
 			t.Errorf("%s: cost-aware order costs %v of service actions, as-written %v", f, aware, written)
 		}
 		t.Logf("%s: service actions cost-aware %v, as-written %v", filepath.Base(f), aware, written)
+	}
+}
+
+// TestNDRProbe: kind: ndr makes one search per frame size, its rates in
+// UDP payload bits/s from the link's speed on the wire, and refuses what
+// it cannot do.
+func TestNDRProbe(t *testing.T) {
+	s, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 1G, frame_sizes: [64, 1518], loss_tolerance: 0.5%}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := s.ProbeRuns()
+	if len(runs) != 2 || runs[0].Name != "pdr-64" || runs[1].Name != "pdr-1518" || runs[0].NDR == nil {
+		t.Fatalf("ProbeRuns = %+v; want pdr-64 and pdr-1518 rate searches", runs)
+	}
+	n := runs[0].NDR
+	if n.Frame != 64 || n.Search.Tolerance != 0.5 || n.Search.FinalDuration != 10*time.Second || math.Abs(n.Search.Max-1e9*18/84) > 1 {
+		t.Errorf("search %+v; want 64-byte frames, 0.5 %%, 10 s trials, at most 1 Gbit/s on the wire in payload bits", n)
+	}
+	all, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 1G}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := all.ProbeRuns(); len(runs) != 7 || runs[0].Name != "ndr-64" || runs[6].Name != "ndr-1518" {
+		t.Errorf("default frame sizes: %d runs; want RFC 2544's seven", len(runs))
+	}
+	for spec, want := range map[string]string{
+		"{kind: ndr, bitrate: 1G, frame_sizes: [63]}":    "frame size 63: Ethernet frames are 64 to 1518 bytes",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [9000]}":  "frame size 9000",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [imix]}":  "several UDP streams at once",
+		"{kind: ndr, bitrate: 1G, loss_tolerance: 100%}": `loss_tolerance "100%": give a percentage from 0 to below 100`,
+		"{kind: ndr, bitrate: 1G, loss_tolerance: -1}":   `loss_tolerance "-1"`,
+		"{kind: ndr}": "kind ndr needs bitrate",
+		"{kind: ndr, bitrate: 1G, direction: bidir}":      "both at once is not built yet",
+		"{kind: ndr, bitrate: 1G, parallel: 4}":           "leave out parallel",
+		"{direction: up, frame_sizes: [64]}":              "frame_sizes and loss_tolerance go with kind: ndr",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}": "frame size 64 is listed twice",
+		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr)",
+	} {
+		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("probe %s: Parse = %v, want %q", spec, err, want)
+		}
 	}
 }
 

@@ -53,6 +53,9 @@ type Iperf3 struct {
 	Length      int           // -l: buffer length, the datagram payload size with UDP; 0 is iperf3's default
 	Bitrate     string        // -b, such as "500M" or "0" (unlimited); required with UDP
 	CPUAffinity string        // -A: "N" pins the client to core N, "N,M" also the server to core M
+	// Counters64 asks for 64-bit UDP packet counters (--udp-counters-64bit),
+	// which a long fast test of small datagrams needs.
+	Counters64 bool
 
 	// Port is the server port. Zero (the default) picks a fresh random port
 	// in PortRange for every probe and moves on when one is taken; a fixed
@@ -112,6 +115,7 @@ type Sample struct {
 	EndpointCPUBound bool
 
 	Ping  *PingStats
+	NDR   *NDRResult // a rate search's outcome and trials (NDR.Measure)
 	DUT   []DUTMetrics
 	Power []PowerReading
 
@@ -274,6 +278,9 @@ func (p Iperf3) clientArgv(port int, addr string) []string {
 	}
 	if p.Bitrate != "" {
 		argv = append(argv, "-b", p.Bitrate)
+	}
+	if p.UDP && p.Counters64 {
+		argv = append(argv, "--udp-counters-64bit")
 	}
 	if p.CPUAffinity != "" {
 		argv = append(argv, "-A", p.CPUAffinity)

@@ -75,6 +75,15 @@ type UDPStats struct {
 	LostPercent float64
 }
 
+// PacketsPerSecond is the rate of UDP datagrams the receiver got over the
+// measured seconds; 0 when unknown (a TCP test, or no packet counts).
+func (r Iperf3Result) PacketsPerSecond() float64 {
+	if r.UDP == nil || r.Seconds <= 0 || r.UDP.Packets <= 0 {
+		return 0
+	}
+	return float64(r.UDP.Packets-r.UDP.LostPackets) / r.Seconds
+}
+
 // Interval is one reporting interval (usually a second) of the main flow.
 type Interval struct {
 	Start, End    float64 // seconds from the start of the test

@@ -228,3 +228,22 @@ func FuzzParseIperf3(f *testing.F) {
 		}
 	})
 }
+
+// TestPacketsPerSecond: the datagrams the receiver got (sent minus lost)
+// over the seconds it measured; nothing for TCP.
+func TestPacketsPerSecond(t *testing.T) {
+	udp, err := ParseIperf3(fixture(t, "iperf3/udp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := udp.PacketsPerSecond(), (20832.0-1)/2.000394; math.Abs(got-want) > 1e-6 {
+		t.Errorf("udp.json: PacketsPerSecond() = %v, want %v", got, want)
+	}
+	tcp, err := ParseIperf3(fixture(t, "iperf3/tcp-up.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tcp.PacketsPerSecond(); got != 0 {
+		t.Errorf("tcp-up.json: PacketsPerSecond() = %v, want 0", got)
+	}
+}

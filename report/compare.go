@@ -13,56 +13,6 @@ import (
 	"text/tabwriter"
 )
 
-// Metric is a figure two runs are compared on.
-type Metric string
-
-// Metrics, and which way is worse.
-const (
-	Throughput  Metric = "throughput"  // Mbit/s; lower is worse
-	Retransmits Metric = "retransmits" // per probe; higher is worse
-	DUTCPU      Metric = "dut-cpu"     // the DUT's CPU %; higher is worse
-)
-
-// AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU}
-
-// ParseMetric checks a metric name.
-func ParseMetric(s string) (Metric, error) {
-	for _, m := range AllMetrics {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("metric %q: use throughput, retransmits or dut-cpu", s)
-}
-
-func (m Metric) unit() string {
-	switch m {
-	case Throughput:
-		return "Mbit/s"
-	case DUTCPU:
-		return "DUT CPU %"
-	}
-	return "retransmits"
-}
-
-func (m Metric) lowerIsWorse() bool { return m == Throughput }
-
-func (m Metric) values(ps *ProbeSamples) []float64 {
-	if ps == nil {
-		return nil
-	}
-	switch m {
-	case Throughput:
-		return ps.Mbps
-	case Retransmits:
-		return ps.Retransmits
-	case DUTCPU:
-		return ps.DUTCPU
-	}
-	return nil
-}
-
 // Test is the significance test a comparison uses.
 type Test string
 
@@ -74,7 +24,9 @@ const (
 
 // CompareOptions set the regression gate.
 type CompareOptions struct {
-	Threshold float64  // percent: a change smaller than this is never a regression
+	// Threshold is the smallest change that can be a regression: percent of
+	// A's figure, or percentage points for a metric told in points (loss).
+	Threshold float64
 	Metrics   []Metric // the metrics that can fail the gate; default throughput
 	Test      Test     // default UTest
 	// Ignore lists knobs left out when points are matched: a firmware
@@ -297,9 +249,9 @@ func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
 
 // row is one metric's delta with the test's raw p; judge decides it.
 func (cr *comparer) row(label, probe string, m Metric, d Delta) CompareRow {
-	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: d.Pct, P: d.P, PAdj: math.NaN(), Detectable: math.NaN(), Gated: slices.Contains(cr.opts.Metrics, m)}
+	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: m.change(&d, cr.opts.Test == TTest), P: d.P, PAdj: math.NaN(), Detectable: math.NaN(), Gated: slices.Contains(cr.opts.Metrics, m)}
 	if cr.opts.Test == TTest {
-		row.Change, row.P = d.MeanPct, d.TP
+		row.P = d.TP
 	}
 	return row
 }
@@ -327,7 +279,7 @@ func (cr *comparer) judge() {
 			r.Shown = r.PAdj < r.Delta.Alpha
 			if cr.c.Family > 0 {
 				// One change alone among Family rows: BH flags it at p < α/Family.
-				mde := DetectableChange(cr.samples[i][0], cr.samples[i][1], cr.opts.Test, r.Delta.Alpha/float64(cr.c.Family))
+				mde := detectable(cr.samples[i][0], cr.samples[i][1], cr.opts.Test, r.Delta.Alpha/float64(cr.c.Family), r.Metric.InPoints())
 				r.Detectable = math.Max(mde, cr.opts.Threshold)
 				if math.IsNaN(mde) {
 					r.Detectable = mde
@@ -335,7 +287,7 @@ func (cr *comparer) judge() {
 			}
 		}
 		bad := r.Change > cr.opts.Threshold
-		if r.Metric.lowerIsWorse() {
+		if r.Metric.HigherIsBetter() {
 			bad = r.Change < -cr.opts.Threshold
 		}
 		r.Regression = r.Gated && r.Shown && bad
@@ -413,11 +365,19 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A: %s\nB: %s\n", c.A, c.B)
 	names := make([]string, len(c.Metrics))
+	var points []string
 	for i, m := range c.Metrics {
 		names[i] = string(m)
+		if m.InPoints() {
+			points = append(points, string(m))
+		}
 	}
-	fmt.Fprintf(&b, "regression: %s changed beyond %s%% in the bad direction, shown by the %s at α=0.05 after Benjamini–Hochberg adjustment over the %d gated comparisons (p adj)\n",
-		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), c.testName(), c.Family)
+	inPoints := ""
+	if len(points) > 0 {
+		inPoints = " (percentage points for " + strings.Join(points, ", ") + ")"
+	}
+	fmt.Fprintf(&b, "regression: %s changed beyond %s%%%s in the bad direction, shown by the %s at α=0.05 after Benjamini–Hochberg adjustment over the %d gated comparisons (p adj)\n",
+		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), inPoints, c.testName(), c.Family)
 	fmt.Fprintf(&b, "detectable: the smallest change the gate flags at one point alone with %.0f%% power, at these samples' noise and numbers\n", 100*Power)
 	center := "median"
 	if c.Test == TTest {
@@ -442,7 +402,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			ca, cb := formatCenter(sa, c.Test, m), formatCenter(sb, c.Test, m)
 			vs := "~"
 			if r.Shown && isFinite(r.Change) {
-				vs = fmt.Sprintf("%+.2f%%", r.Change)
+				vs = fmt.Sprintf("%+.2f%s", r.Change, m.changeUnit())
 			} else if r.Shown {
 				vs = "?"
 			}
@@ -450,7 +410,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			if r.Regression {
 				mark = "REGRESSION"
 			}
-			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t%s\t%s\tn=%d+%d\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, formatP(r.P), formatP(r.PAdj), sa.N, sb.N, formatDetectable(r.Detectable), mark)
+			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t%s\t%s\tn=%d+%d\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, formatP(r.P), formatP(r.PAdj), sa.N, sb.N, formatDetectable(r.Detectable, m), mark)
 		}
 		tw.Flush()
 	}
@@ -484,31 +444,25 @@ func (c *Comparison) WriteText(w io.Writer) error {
 
 // formatDetectable is a row's detectable change: "≥ 4.2%", "none" where
 // the test cannot flag the point alone, "-" where unknown.
-func formatDetectable(v float64) string {
+func formatDetectable(v float64, m Metric) string {
 	switch {
 	case math.IsInf(v, 1):
 		return "none"
 	case math.IsNaN(v):
 		return "-"
 	}
-	return fmt.Sprintf("≥ %.1f%%", v)
+	return fmt.Sprintf("≥ %.1f%s", v, m.changeUnit())
 }
 
 func formatCenter(s Summary, test Test, m Metric) string {
-	prec := 1
-	if m == Retransmits {
-		prec = 0
-	}
+	prec := m.info().prec
 	if test == TTest {
 		if !isFinite(s.Mean) {
 			return "-"
 		}
 		return formatNum(s.Mean, prec) + " " + meanSpread(s)
 	}
-	if s.N == 0 {
-		return "-"
-	}
-	return formatNum(s.Median, prec) + " " + medianSpread(s)
+	return m.formatValue(s)
 }
 
 type junitSuites struct {
@@ -578,7 +532,7 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 		}
 		p := "p=" + formatP(r.P)
 		if r.Gated {
-			p += ", adjusted " + formatP(r.PAdj) + ", detectable " + formatDetectable(r.Detectable)
+			p += ", adjusted " + formatP(r.PAdj) + ", detectable " + formatDetectable(r.Detectable, r.Metric)
 		}
 		line := fmt.Sprintf("%s: %s -> %s, %s (%s)", r.Metric, formatCenter(r.Delta.Base, c.Test, r.Metric), formatCenter(r.Delta.New, c.Test, r.Metric), changeText(r), p)
 		jc.SystemOut += line + "\n"
@@ -586,7 +540,7 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 			if jc.Failure == nil {
 				jc.Failure = &junitFailure{Type: "regression"}
 			}
-			msg := fmt.Sprintf("%s %s beyond the %s%% threshold", r.Metric, changeText(r), strconv.FormatFloat(c.Threshold, 'f', -1, 64))
+			msg := fmt.Sprintf("%s %s beyond the %s%s threshold", r.Metric, changeText(r), strconv.FormatFloat(c.Threshold, 'f', -1, 64), r.Metric.changeUnit())
 			if jc.Failure.Message != "" {
 				jc.Failure.Message += "; "
 			}
@@ -625,16 +579,17 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 }
 
 func changeText(r CompareRow) string {
+	u := r.Metric.changeUnit()
 	if !r.Shown {
 		if isFinite(r.Change) {
-			return fmt.Sprintf("~ (%+.2f%%, not shown)", r.Change)
+			return fmt.Sprintf("~ (%+.2f%s, not shown)", r.Change, u)
 		}
 		return "~"
 	}
 	if !isFinite(r.Change) {
 		return "?"
 	}
-	return fmt.Sprintf("%+.2f%%", r.Change)
+	return fmt.Sprintf("%+.2f%s", r.Change, u)
 }
 
 // recordedInventory is the part of a run's target info a sweep records of

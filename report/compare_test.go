@@ -183,3 +183,58 @@ func TestCompareInventoryDiffs(t *testing.T) {
 		t.Errorf("same boxes, warnings %q", c.Warnings)
 	}
 }
+
+// TestCompareLossLatencyPPS gates on the metrics beside throughput, each
+// the way it is better: run B loses 1 % of the datagrams at the baseline
+// (none in A), has 1.5 times the latency under load with inline IPS, and
+// forwards 10 % fewer packets everywhere. Told the other way round (B
+// better than A), nothing is a regression.
+func TestCompareLossLatencyPPS(t *testing.T) {
+	ra, rb := reporttest.LatencyUnderLoad(31), reporttest.LatencyUnderLoad(32)
+	rb.Points[0].Loss = 1
+	rb.Points[1].PingFactor = 4.5
+	rb.Slowdown = 0.10
+	a, b := synthetic(t, ra, 1), synthetic(t, rb, 2)
+	for _, tc := range []struct {
+		metric   Metric
+		want     []string // probe and point of each regression
+		backward int      // regressions with A and B swapped
+	}{
+		{Loss, []string{"udp-64 ids@lan=off", "udp-1400 ids@lan=off"}, 0},
+		{Latency, []string{"up ids@lan=ips-inline"}, 0},
+		{PPS, []string{"udp-64 ids@lan=off", "udp-64 ids@lan=ips-inline", "udp-1400 ids@lan=off", "udp-1400 ids@lan=ips-inline"}, 0},
+	} {
+		t.Run(string(tc.metric), func(t *testing.T) {
+			c, err := CompareRuns(a, b, CompareOptions{Threshold: 0.5, Metrics: []Metric{tc.metric}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range c.Rows {
+				if r.Regression {
+					got = append(got, r.Probe+" "+r.Point)
+				}
+				if r.Regression && r.Metric != tc.metric {
+					t.Errorf("row %+v is a regression of a metric not gated", r)
+				}
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.want))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("regressions (-want +got):\n%s", diff)
+			}
+			back, err := CompareRuns(b, a, CompareOptions{Threshold: 0.5, Metrics: []Metric{tc.metric}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := back.Regressions(); n != tc.backward {
+				t.Errorf("B against A: %d regressions, want %d (an improvement is no regression)", n, tc.backward)
+			}
+			var text bytes.Buffer
+			if err := c.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			golden.File(t, "compare-"+string(tc.metric)+".txt", text.Bytes())
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fwab/fwab/probe"
 )
 
 // Format is an output format of fwab report.
@@ -196,18 +198,33 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
 	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (%s).\n", percent(t.Confidence), familyText(t.Family()))
+	if t.HasExtra() {
+		b.WriteString(extraLegend + "\n")
+	}
+	if t.Idle {
+		b.WriteString(idleLegend + "\n")
+	}
 	if fixed := KnobsKey(t.Fixed); fixed != "" {
 		fmt.Fprintf(&b, "Fixed at every point: %s.\n", mdEscape(fixed))
 	}
 	b.WriteString("\n")
 	head := append([]string{"point"}, t.Knobs...)
-	for _, p := range t.Probes {
+	for pi, p := range t.Probes {
 		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" p adj", p+" retr")
 		if t.StudentT {
 			head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
 		}
+		for _, m := range t.Extra[pi] {
+			head = append(head, p+" "+m.unit(), p+" "+m.unit()+" Δ")
+		}
 	}
 	head = append(head, "DUT CPU %", "temp °C", "power W")
+	if t.Idle {
+		head = append(head, "idle CPU %", "idle temp °C", "idle power W")
+		if t.IdleLatency {
+			head = append(head, "idle ping ms")
+		}
+	}
 	mdRow(&b, head)
 	sep := make([]string, len(head))
 	for i := range sep {
@@ -224,8 +241,17 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			if t.StudentT {
 				cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
 			}
+			for _, mc := range c.Extra {
+				cells = append(cells, mc.Metric.formatValue(mc.Value), mc.Metric.deltaText(mc.Delta))
+			}
 		}
 		cells = append(cells, formatNum(r.DUTCPU, 1), formatNum(r.TempC, 1), formatNum(r.PowerW, 1))
+		if t.Idle {
+			cells = append(cells, formatNum(r.Idle.DUTCPU, 1), formatNum(r.Idle.TempC, 1), formatNum(r.Idle.PowerW, 1))
+			if t.IdleLatency {
+				cells = append(cells, formatNum(r.Idle.LatencyMS, 3))
+			}
+		}
 		for i := range cells {
 			cells[i] = mdEscape(cells[i])
 		}
@@ -336,6 +362,14 @@ func writeCSV(w io.Writer, t *Table) error {
 	head := append([]string{"point"}, t.Knobs...)
 	head = append(head, "baseline", "status", "probe", "n", "failed", "mbps_median", "mbps_lo", "mbps_hi", "mbps_mean", "mbps_mean_lo", "mbps_mean_hi",
 		"delta_pct", "delta_pct_lo", "delta_pct_hi", "p", "p_adjusted", "significant", "delta_mean_pct", "t_test_p", "retransmits", "dut_cpu_percent", "temp_celsius", "power_watts")
+	head = append(head, "idle_n", "idle_dut_cpu_percent", "idle_temp_celsius", "idle_power_watts", "idle_latency_ms")
+	for _, m := range extraMetrics {
+		k, change := m.info().key, "_delta_pct"
+		if m.InPoints() {
+			change = "_delta_pp"
+		}
+		head = append(head, k+"_n", k+"_median", k+"_lo", k+"_hi", k+change, k+"_p_adjusted", k+"_significant")
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -349,7 +383,22 @@ func writeCSV(w io.Writer, t *Table) error {
 			} else {
 				rec = append(rec, "", "", "", "", "", "", "", "")
 			}
-			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW))
+			rec = append(rec, csvNum(c.Retransmits), csvNum(r.DUTCPU), csvNum(r.TempC), csvNum(r.PowerW),
+				strconv.Itoa(r.Idle.N), csvNum(r.Idle.DUTCPU), csvNum(r.Idle.TempC), csvNum(r.Idle.PowerW), csvNum(r.Idle.LatencyMS))
+			for _, m := range extraMetrics {
+				mc := c.extra(m)
+				if mc == nil || mc.Value.N == 0 {
+					rec = append(rec, "", "", "", "", "", "", "")
+					continue
+				}
+				v := mc.Value
+				rec = append(rec, strconv.Itoa(v.N), csvNum(v.Median), csvNum(v.Lo), csvNum(v.Hi))
+				if d := mc.Delta; d != nil {
+					rec = append(rec, csvNum(m.change(d, false)), csvNum(d.PAdj), strconv.FormatBool(d.Significant))
+				} else {
+					rec = append(rec, "", "", "")
+				}
+			}
 			if err := cw.Write(rec); err != nil {
 				return err
 			}
@@ -414,6 +463,16 @@ type jsonPoint struct {
 	DUTCPU   *float64          `json:"dut_cpu_percent"`
 	TempC    *float64          `json:"temp_celsius"`
 	PowerW   *float64          `json:"power_watts"`
+	Idle     *jsonIdle         `json:"idle"` // null when the point had no idle phase
+}
+
+// jsonIdle is a point's figures at rest: the medians over its idle phases.
+type jsonIdle struct {
+	N         int      `json:"n"`
+	DUTCPU    *float64 `json:"dut_cpu_percent"`
+	TempC     *float64 `json:"temp_celsius"`
+	PowerW    *float64 `json:"power_watts"`
+	LatencyMS *float64 `json:"latency_ms"`
 }
 
 type jsonCell struct {
@@ -423,6 +482,19 @@ type jsonCell struct {
 	Mbps        jsonSummary `json:"mbps"`
 	Delta       *jsonDelta  `json:"delta"`
 	Retransmits *float64    `json:"retransmits"`
+	// Metrics are the figures measured beside throughput (UDP loss,
+	// jitter and packet rate; ping latency and loss under load).
+	Metrics []jsonMetric `json:"metrics"`
+}
+
+type jsonMetric struct {
+	Metric         string      `json:"metric"` // as compare --metric names it
+	Unit           string      `json:"unit"`
+	HigherIsBetter bool        `json:"higher_is_better"`
+	Change         string      `json:"change"` // what delta.change is in: "percent" or "points"
+	N              int         `json:"n"`
+	Value          jsonSummary `json:"value"`
+	Delta          *jsonDelta  `json:"delta"`
 }
 
 type jsonSummary struct {
@@ -446,6 +518,12 @@ type jsonDelta struct {
 	Text        string   `json:"text"`
 	MeanPct     *float64 `json:"mean_pct"`
 	TP          *float64 `json:"t_test_p"`
+	Diff        *float64 `json:"diff"` // the median's change in the metric's own unit
+	DiffLo      *float64 `json:"diff_lo"`
+	DiffHi      *float64 `json:"diff_hi"`
+	// Change is the change as the metric tells it: Pct, or Diff for a
+	// metric told in percentage points (loss).
+	Change *float64 `json:"change"`
 }
 
 type jsonPivot struct {
@@ -473,12 +551,24 @@ func toJSONSummary(s Summary) jsonSummary {
 	return jsonSummary{known(s.Median), known(s.Lo), known(s.Hi), known(s.Mean), known(s.MeanLo), known(s.MeanHi)}
 }
 
-func toJSONDelta(d *Delta) *jsonDelta {
+func toJSONDelta(d *Delta) *jsonDelta { return toJSONMetricDelta(Throughput, d) }
+
+func toJSONMetricDelta(m Metric, d *Delta) *jsonDelta {
 	if d == nil {
 		return nil
 	}
 	return &jsonDelta{Pct: known(d.Pct), PctLo: known(d.PctLo), PctHi: known(d.PctHi), P: known(d.P), PAdj: known(d.PAdj), Family: d.Family, Alpha: d.Alpha,
-		Significant: d.Significant, Text: d.String(), MeanPct: known(d.MeanPct), TP: known(d.TP)}
+		Significant: d.Significant, Text: m.deltaText(d), MeanPct: known(d.MeanPct), TP: known(d.TP),
+		Diff: known(d.Diff), DiffLo: known(d.DiffLo), DiffHi: known(d.DiffHi), Change: known(m.change(d, false))}
+}
+
+func toJSONMetric(mc MetricCell) jsonMetric {
+	change := "percent"
+	if mc.Metric.InPoints() {
+		change = "points"
+	}
+	return jsonMetric{Metric: string(mc.Metric), Unit: mc.Metric.unit(), HigherIsBetter: mc.Metric.HigherIsBetter(), Change: change,
+		N: mc.Value.N, Value: toJSONSummary(mc.Value), Delta: toJSONMetricDelta(mc.Metric, mc.Delta)}
 }
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
@@ -487,11 +577,18 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},
 			DUTCPU: known(r.DUTCPU), TempC: known(r.TempC), PowerW: known(r.PowerW)}
+		if i := r.Idle; i.N > 0 {
+			p.Idle = &jsonIdle{N: i.N, DUTCPU: known(i.DUTCPU), TempC: known(i.TempC), PowerW: known(i.PowerW), LatencyMS: known(i.LatencyMS)}
+		}
 		for i, k := range t.Knobs {
 			p.Knobs[k] = r.Values[i]
 		}
 		for _, c := range r.Cells {
-			p.Probes = append(p.Probes, jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits)})
+			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
+			for _, mc := range c.Extra {
+				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
+			}
+			p.Probes = append(p.Probes, jc)
 		}
 		out.Points = append(out.Points, p)
 	}
@@ -546,27 +643,38 @@ func WriteBenchstat(w io.Writer, r *Run) error {
 			if ps == nil {
 				continue
 			}
-			bname := benchName(name, r.Knobs, p.Knobs)
-			for _, f := range ps.Figures {
-				fmt.Fprintf(&b, "%s 1 %s bits/s", bname, strconv.FormatFloat(f.Mbps*1e6, 'f', -1, 64))
-				if isFinite(f.Retransmits) {
-					fmt.Fprintf(&b, " %s retransmits", strconv.FormatFloat(f.Retransmits, 'f', -1, 64))
-				}
-				if isFinite(f.DUTCPU) {
-					fmt.Fprintf(&b, " %s dut-cpu-%%", strconv.FormatFloat(f.DUTCPU, 'f', 2, 64))
-				}
-				if isFinite(f.DUTTemp) {
-					fmt.Fprintf(&b, " %s dut-°C", strconv.FormatFloat(f.DUTTemp, 'f', 2, 64))
-				}
-				if isFinite(f.Power) {
-					fmt.Fprintf(&b, " %s W", strconv.FormatFloat(f.Power, 'f', 2, 64))
-				}
-				b.WriteString("\n")
-			}
+			writeBenchFigures(&b, benchName(name, r.Knobs, p.Knobs), ps.Figures)
+		}
+		if p.Idle != nil {
+			writeBenchFigures(&b, benchName(probe.IdleProbe, r.Knobs, p.Knobs), p.Idle.Figures)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeBenchFigures writes one benchmark result line per sample: every
+// figure it has, each with its unit (an idle phase has no bits/s).
+func writeBenchFigures(b *strings.Builder, name string, figures []Figures) {
+	for _, f := range figures {
+		var line strings.Builder
+		value := func(v float64, prec int, unit string) {
+			if isFinite(v) {
+				fmt.Fprintf(&line, " %s %s", strconv.FormatFloat(v, 'f', prec, 64), unit)
+			}
+		}
+		value(f.Mbps*1e6, -1, "bits/s")
+		value(f.Retransmits, -1, "retransmits")
+		value(f.DUTCPU, 2, "dut-cpu-%")
+		value(f.DUTTemp, 2, "dut-°C")
+		value(f.Power, 2, "W")
+		for _, m := range extraMetrics {
+			value(m.of(f), -1, m.info().bench)
+		}
+		if line.Len() > 0 { // a result needs a value
+			b.WriteString(name + " 1" + line.String() + "\n")
+		}
+	}
 }
 
 var trailingProcs = regexp.MustCompile(`-([0-9]+)$`)

@@ -32,7 +32,24 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 			return "up"
 		}
 	},
-	"rest": func(ds []*Delta) []*Delta { return ds[1:] },
+	"rest":       func(ds []*Delta) []*Delta { return ds[1:] },
+	"label":      func(m Metric) string { return m.unit() },
+	"mval":       func(mc MetricCell) string { return mc.Metric.formatValue(mc.Value) },
+	"mdelta":     func(mc MetricCell) string { return mc.Metric.deltaText(mc.Delta) },
+	"legend":     func() string { return extraLegend },
+	"idlelegend": func() string { return idleLegend },
+	// msig marks a metric's change as better or worse, whichever way the
+	// metric improves.
+	"msig": func(mc MetricCell) string {
+		d := mc.Delta
+		if d == nil || !d.Significant || !isFinite(mc.Metric.change(d, false)) {
+			return ""
+		}
+		if (mc.Metric.change(d, false) > 0) == mc.Metric.HigherIsBetter() {
+			return "up"
+		}
+		return "down"
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -55,10 +72,10 @@ figure svg { max-width: 100%; height: auto; }
 <body>
 <h1>Run {{.T.Run}}{{if .T.Target}} on {{.T.Target}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
 <p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
-{{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}</p>
+{{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}{{if .T.HasExtra}} {{legend}}{{end}}{{if .T.Idle}} {{idlelegend}}{{end}}</p>
 <table id="points">
-<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range .T.Probes}}<th>{{.}} Mbit/s</th><th>{{.}} Δ</th><th>{{.}} p</th><th>{{.}} p adj</th><th>{{.}} retr</th>{{if $.T.StudentT}}<th>{{.}} mean</th><th>{{.}} Δ mean</th><th>{{.}} t-test p</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th></tr>
-{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td></tr>
+<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range $i, $p := .T.Probes}}<th>{{$p}} Mbit/s</th><th>{{$p}} Δ</th><th>{{$p}} p</th><th>{{$p}} p adj</th><th>{{$p}} retr</th>{{if $.T.StudentT}}<th>{{$p}} mean</th><th>{{$p}} Δ mean</th><th>{{$p}} t-test p</th>{{end}}{{range index $.T.Extra $i}}<th>{{$p}} {{label .}}</th><th>{{$p}} {{label .}} Δ</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th>{{if .T.Idle}}<th>idle CPU %</th><th>idle temp °C</th><th>idle power W</th>{{if .T.IdleLatency}}<th>idle ping ms</th>{{end}}{{end}}</tr>
+{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{range .Extra}}<td class="num">{{mval .}}</td><td class="num {{msig .}}">{{mdelta .}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td>{{if $.T.Idle}}<td class="num">{{num .Idle.DUTCPU 1}}</td><td class="num">{{num .Idle.TempC 1}}</td><td class="num">{{num .Idle.PowerW 1}}</td>{{if $.T.IdleLatency}}<td class="num">{{num .Idle.LatencyMS 3}}</td>{{end}}{{end}}</tr>
 {{end}}</table>
 {{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
 <p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown ({{family .Family}}; the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>

@@ -37,23 +37,33 @@ type Point struct {
 	Status store.PointStatus
 	Reason string
 	Probes map[string]*ProbeSamples // by probe name
+	// Idle is the point's idle phase (probe.IdleProbe): the DUT's CPU,
+	// temperature and power, and the latency, with no traffic; nil when
+	// the run had none.
+	Idle *ProbeSamples
 }
 
 // ProbeSamples are one probe's figures at one point, one value per
 // successful sample. Unknown figures are left out, so the slices may differ
 // in length.
 type ProbeSamples struct {
-	Name        string
-	Direction   string
-	Mbps        []float64
-	Retransmits []float64
-	DUTCPU      []float64 // the DUT's mean CPU % during each sample
-	DUTTemp     []float64 // °C
-	Power       []float64 // W
-	Failed      int       // failed samples, not counted above
-	CPUBound    int       // samples limited by an endpoint's CPU
-	Series      []Series  // per-interval throughput, where the raw report has it
-	Figures     []Figures // each successful sample's figures, in recorded order
+	Name         string
+	Direction    string
+	Mbps         []float64
+	Retransmits  []float64
+	DUTCPU       []float64 // the DUT's mean CPU % during each sample
+	DUTTemp      []float64 // °C
+	Power        []float64 // W
+	PPS          []float64 // UDP datagrams received per second
+	Loss         []float64 // UDP datagrams lost, %
+	Jitter       []float64 // UDP jitter, ms
+	Latency      []float64 // ping round trip under load, ms
+	PingLoss     []float64 // pings lost under load, %
+	WattsPerGbps []float64 // the DUT's power per Gbit/s of throughput
+	Failed       int       // failed samples, not counted above
+	CPUBound     int       // samples limited by an endpoint's CPU
+	Series       []Series  // per-interval throughput, where the raw report has it
+	Figures      []Figures // each successful sample's figures, in recorded order
 }
 
 // Figures are one sample's figures; NaN where unknown.
@@ -64,6 +74,38 @@ type Figures struct {
 	DUTCPU        float64
 	DUTTemp       float64
 	Power         float64
+	PPS           float64
+	Loss          float64
+	Jitter        float64
+	Latency       float64
+	PingLoss      float64
+	WattsPerGbps  float64
+}
+
+// slice is where the probe keeps the metric's values; nil for a metric it
+// does not keep per sample.
+func (ps *ProbeSamples) slice(m Metric) *[]float64 {
+	switch m {
+	case Throughput:
+		return &ps.Mbps
+	case Retransmits:
+		return &ps.Retransmits
+	case DUTCPU:
+		return &ps.DUTCPU
+	case PPS:
+		return &ps.PPS
+	case Loss:
+		return &ps.Loss
+	case Jitter:
+		return &ps.Jitter
+	case Latency:
+		return &ps.Latency
+	case PingLoss:
+		return &ps.PingLoss
+	case WattsPerGbps:
+		return &ps.WattsPerGbps
+	}
+	return nil
 }
 
 // Series is one sample's throughput over time.
@@ -139,11 +181,23 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 		byIndex[p.Index] = p
 	}
 	seenProbe := map[string]bool{}
-	var failed, cpuBound int
+	var failed, cpuBound, idleFailed int
 	for _, x := range samples {
 		p, ok := byIndex[x.Point]
 		if !ok {
 			return nil, fmt.Errorf("run %d: a sample names point %d, which the run does not have", info.ID, x.Point)
+		}
+		if x.Probe == probe.IdleProbe {
+			if p.Idle == nil {
+				p.Idle = &ProbeSamples{Name: x.Probe}
+			}
+			if x.Failed {
+				p.Idle.Failed++
+				idleFailed++
+				continue
+			}
+			p.Idle.add(x, nil)
+			continue
 		}
 		if !seenProbe[x.Probe] {
 			seenProbe[x.Probe] = true
@@ -159,31 +213,18 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			failed++
 			continue
 		}
-		f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts}
-		f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
-		ps.Figures = append(ps.Figures, f)
-		ps.Mbps = append(ps.Mbps, f.Mbps)
-		if x.Retransmits >= 0 {
-			f.Retransmits = float64(x.Retransmits)
-			ps.Retransmits = append(ps.Retransmits, f.Retransmits)
-			ps.Figures[len(ps.Figures)-1].Retransmits = f.Retransmits
-		}
-		if isFinite(f.DUTCPU) {
-			ps.DUTCPU = append(ps.DUTCPU, f.DUTCPU)
-		}
-		if isFinite(f.DUTTemp) {
-			ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
-		}
-		if isFinite(x.PowerWatts) {
-			ps.Power = append(ps.Power, x.PowerWatts)
-		}
+		client := clientReport(x)
+		ps.add(x, client)
 		if x.EndpointCPUBound {
 			ps.CPUBound++
 			cpuBound++
 		}
-		if s, ok := seriesOf(x); ok {
+		if s, ok := seriesOf(x, client); ok {
 			ps.Series = append(ps.Series, s)
 		}
+	}
+	if idleFailed > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d idle phases failed and are left out ('fwab runs show %d' lists their reasons)", idleFailed, info.ID))
 	}
 	if failed > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d failed samples are left out of the statistics ('fwab runs show %d' lists their reasons)", failed, info.ID))
@@ -200,6 +241,47 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	r.Knobs, r.Fixed = axes(info.Spec, r.Points)
 	r.Baseline = baseline(info.Spec, r.Points)
 	return r, nil
+}
+
+// add keeps a successful sample's figures; client is its iperf3 client
+// report, nil when it has none.
+func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
+	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
+		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond)}
+	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
+	if x.Retransmits >= 0 {
+		f.Retransmits = float64(x.Retransmits)
+	}
+	if client != nil {
+		if pps := client.PacketsPerSecond(); pps > 0 {
+			f.PPS = pps
+		}
+	}
+	if n := ndrOf(x); n != nil && n.FPS > 0 {
+		f.PPS = n.FPS // a rate search's frames a second at the rate found
+	}
+	ps.Figures = append(ps.Figures, f)
+	for _, m := range AllMetrics {
+		if v := m.of(f); isFinite(v) {
+			*ps.slice(m) = append(*ps.slice(m), v)
+		}
+	}
+	if isFinite(f.DUTTemp) {
+		ps.DUTTemp = append(ps.DUTTemp, f.DUTTemp)
+	}
+	if isFinite(x.PowerWatts) {
+		ps.Power = append(ps.Power, x.PowerWatts)
+	}
+}
+
+// wattsPerGbps is the power drawn per Gbit/s forwarded; NaN when either
+// is unknown or nothing was forwarded.
+func wattsPerGbps(watts, bitsPerSecond float64) float64 {
+	if !isFinite(watts) || !isFinite(bitsPerSecond) || watts < 0 || bitsPerSecond <= 0 {
+		return math.NaN()
+	}
+	return watts / (bitsPerSecond / 1e9)
 }
 
 // dutMeans averages the DUT's CPU and temperature over a sample; NaN when
@@ -224,17 +306,37 @@ func dutMeans(ms []probe.DUTMetrics) (cpu, temp float64) {
 	return cpu, temp
 }
 
-// seriesOf reads the per-interval throughput from the iperf3 client report
-// the sample keeps in Raw.
-func seriesOf(x store.Sample) (Series, bool) {
+// clientReport is the iperf3 client report the sample keeps in Raw; nil
+// when it has none that parses.
+func clientReport(x store.Sample) *probe.Iperf3Result {
 	var raw struct {
 		Client json.RawMessage `json:"client"`
 	}
 	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil || len(raw.Client) == 0 {
-		return Series{}, false
+		return nil
 	}
 	res, err := probe.ParseIperf3(raw.Client)
-	if err != nil || len(res.Intervals) == 0 {
+	if err != nil {
+		return nil
+	}
+	return &res
+}
+
+// ndrOf is the rate search the sample keeps in Raw; nil when it is no
+// search.
+func ndrOf(x store.Sample) *probe.NDRResult {
+	var raw struct {
+		NDR *probe.NDRResult `json:"ndr"`
+	}
+	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil {
+		return nil
+	}
+	return raw.NDR
+}
+
+// seriesOf is the per-interval throughput of the sample's client report.
+func seriesOf(x store.Sample, res *probe.Iperf3Result) (Series, bool) {
+	if res == nil || len(res.Intervals) == 0 {
 		return Series{}, false
 	}
 	s := Series{Round: x.Round, Repeat: x.Repeat, Started: x.Started}

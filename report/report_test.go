@@ -81,6 +81,7 @@ func writeReport(t *testing.T, r *Run, f Format, opts Options) []byte {
 func TestGolden(t *testing.T) {
 	t730 := loadRun(t, t730Run())
 	fact := loadRun(t, factorialRun(5))
+	lul := loadRun(t, reporttest.LatencyUnderLoad(3))
 	for _, tc := range []struct {
 		file string
 		run  *Run
@@ -96,6 +97,11 @@ func TestGolden(t *testing.T) {
 		{"rules-pivot.md", fact, Markdown, Options{Pivot: "rules@lan"}},
 		{"rules-pivot.csv", fact, CSV, Options{Pivot: "rules@lan"}},
 		{"rules-pivot.json", fact, JSON, Options{Pivot: "rules@lan"}},
+		{"latency.md", lul, Markdown, Options{}},
+		{"latency.csv", lul, CSV, Options{}},
+		{"latency.json", lul, JSON, Options{}},
+		{"latency.html", lul, HTML, Options{}},
+		{"latency.benchstat", lul, Benchstat, Options{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			golden.File(t, tc.file, writeReport(t, tc.run, tc.f, tc.opts))
@@ -267,6 +273,16 @@ func TestBenchstatFormat(t *testing.T) {
 		}
 		key := string(bytes.Join(parts, nil))
 		count[key]++
+		if strings.HasPrefix(key, "/probe=idle/") {
+			// The idle phase: the DUT at rest, no traffic.
+			if _, ok := res.Value("bits/s"); ok {
+				t.Errorf("%s: an idle phase has a throughput", key)
+			}
+			if w, ok := res.Value("W"); !ok || w > 13 {
+				t.Errorf("%s: idle power %v, %v; want the power at rest", key, w, ok)
+			}
+			continue
+		}
 		if v, ok := res.Value("bits/s"); !ok || v < 400e6 || v > 1.2e9 {
 			t.Errorf("%s: bits/s = %v, %v", key, v, ok)
 		}
@@ -286,6 +302,9 @@ func TestBenchstatFormat(t *testing.T) {
 			if ps := p.Probes[probe]; ps != nil {
 				want["/probe="+probe+"/blocklist="+p.Knobs["blocklist"]+"/ids@lan="+p.Knobs["ids@lan"]+"/offload.checksum="+p.Knobs["offload.checksum"]] = len(ps.Mbps)
 			}
+		}
+		if p.Idle != nil {
+			want["/probe=idle/blocklist="+p.Knobs["blocklist"]+"/ids@lan="+p.Knobs["ids@lan"]+"/offload.checksum="+p.Knobs["offload.checksum"]] = 1
 		}
 	}
 	if diff := cmp.Diff(want, count); diff != "" {
@@ -367,5 +386,56 @@ func TestRouterModeNote(t *testing.T) {
 	info.TargetInfo = []byte(`{"Flavor":"opnsense"}`)
 	if r, _ := build(info, points, samples); slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "filter=disabled") }) {
 		t.Errorf("OPNsense run warnings %q carry the pfSense note", r.Warnings)
+	}
+}
+
+// TestBenchstatExtraUnits: UDP probes carry their packet rate, loss and
+// jitter, a probe that pinged its latency under load, as benchfmt units.
+func TestBenchstatExtraUnits(t *testing.T) {
+	out := writeReport(t, loadRun(t, reporttest.LatencyUnderLoad(3)), Benchstat, Options{})
+	rd := benchfmt.NewReader(bytes.NewReader(out), "run.txt")
+	units := map[string]map[string]bool{} // probe → units
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			t.Fatalf("not a result: %v", rd.Result())
+		}
+		_, parts := res.Name.Parts()
+		probe := strings.TrimPrefix(string(parts[0]), "/probe=")
+		if units[probe] == nil {
+			units[probe] = map[string]bool{}
+		}
+		for _, v := range res.Values {
+			units[probe][v.Unit] = true
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for probe, want := range map[string][]string{"up": {"ping-ms", "ping-lost-%"}, "udp-64": {"pkts/s", "lost-%", "jitter-ms"}} {
+		for _, u := range want {
+			if !units[probe][u] {
+				t.Errorf("probe %s: no %s values; units %v", probe, u, units[probe])
+			}
+		}
+	}
+	if units["up"]["pkts/s"] {
+		t.Error("a TCP probe has a packet rate")
+	}
+}
+
+// TestNDRSamplePPS: a rate search's sample (kind: ndr) reports its frames
+// a second as the packet rate, from the search it keeps in Raw.
+func TestNDRSamplePPS(t *testing.T) {
+	info := store.Run{ID: 1, Target: "lab", Status: store.Done, TargetInfo: []byte("{}")}
+	x := store.Sample{Key: store.Key{Run: 1, Probe: "ndr-512"}, BitsPerSecond: 100.6e6, Retransmits: -1, LostPercent: 0,
+		JitterMS: math.NaN(), PingAvgMS: math.NaN(), PingLossPercent: math.NaN(), PowerWatts: math.NaN(),
+		Raw: []byte(`{"ndr":{"frame":512,"frames_per_second":23641,"wire_bps":100.6e6,"trials":[]}}`)}
+	r, err := build(info, []store.Point{{Index: 0, Knobs: map[string]string{}, Status: store.Valid}}, []store.Sample{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Points[0].Probes["ndr-512"].PPS; len(got) != 1 || got[0] != 23641 {
+		t.Errorf("PPS = %v, want [23641] from the search", got)
 	}
 }

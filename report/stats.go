@@ -125,7 +125,12 @@ type Delta struct {
 	// Pct is the change of the median in percent; PctLo and PctHi bound it
 	// conservatively from the two medians' intervals.
 	Pct, PctLo, PctHi float64
-	P                 float64 // Mann-Whitney U test
+	// Diff is the change of the median in the metric's own unit (new minus
+	// base), DiffLo and DiffHi bound it from the two medians' intervals;
+	// MeanDiff is the change of the mean. Metrics told in percentage
+	// points (loss) use these.
+	Diff, DiffLo, DiffHi, MeanDiff float64
+	P                              float64 // Mann-Whitney U test
 	// PAdj is P adjusted by Benjamini–Hochberg over the Family comparisons
 	// it was judged with (AdjustDeltas); P itself when Family is 0.
 	PAdj        float64
@@ -161,6 +166,7 @@ func Compare(base, values []float64) Delta { return CompareAt(base, values, Conf
 func CompareAt(base, values []float64, confidence float64) Delta {
 	b, n := finite(base), finite(values)
 	d := Delta{Base: SummarizeAt(b, confidence), New: SummarizeAt(n, confidence), Pct: math.NaN(), PctLo: math.NaN(), PctHi: math.NaN(), P: math.NaN(), PAdj: math.NaN(),
+		Diff: math.NaN(), DiffLo: math.NaN(), DiffHi: math.NaN(), MeanDiff: math.NaN(),
 		Alpha: benchmath.DefaultThresholds.CompareAlpha, MeanPct: math.NaN(), TP: math.NaN()}
 	if len(b) == 0 || len(n) == 0 {
 		d.Warnings = append(d.Warnings, "no valid samples to compare")
@@ -179,6 +185,10 @@ func CompareAt(base, values []float64, confidence float64) Delta {
 	}
 	if d.Base.Mean != 0 {
 		d.MeanPct = (d.New.Mean/d.Base.Mean - 1) * 100
+	}
+	d.Diff, d.MeanDiff = d.New.Median-d.Base.Median, d.New.Mean-d.Base.Mean
+	if isFinite(d.Base.Lo) && isFinite(d.Base.Hi) && isFinite(d.New.Lo) && isFinite(d.New.Hi) {
+		d.DiffLo, d.DiffHi = d.New.Lo-d.Base.Hi, d.New.Hi-d.Base.Lo
 	}
 	switch {
 	case d.Base.Median == 0 && d.New.Median > 0:
@@ -285,6 +295,12 @@ const Power = 0.8
 // the U test cannot reach alpha at all with these sample sizes, NaN when
 // there are fewer than 2 samples on a side.
 func DetectableChange(base, values []float64, test Test, alpha float64) float64 {
+	return detectable(base, values, test, alpha, false)
+}
+
+// detectable is DetectableChange, in the metric's own unit instead of in
+// percent of the baseline's center when points is set.
+func detectable(base, values []float64, test Test, alpha float64, points bool) float64 {
 	b, v := finite(base), finite(values)
 	if len(b) < 2 || len(v) < 2 {
 		return math.NaN()
@@ -296,7 +312,7 @@ func DetectableChange(base, values []float64, test Test, alpha float64) float64 
 	if test != TTest {
 		center = median(b)
 	}
-	if center == 0 {
+	if center == 0 && !points {
 		return math.NaN()
 	}
 	se := math.Sqrt(stat.Variance(b, nil)/float64(len(b)) + stat.Variance(v, nil)/float64(len(v)))
@@ -304,6 +320,9 @@ func DetectableChange(base, values []float64, test Test, alpha float64) float64 
 	k := t.Quantile(1-alpha/2) + t.Quantile(Power)
 	if test != TTest {
 		k /= math.Sqrt(3 / math.Pi)
+	}
+	if points {
+		return k * se
 	}
 	return 100 * k * se / math.Abs(center)
 }

@@ -13,18 +13,26 @@ import (
 // throughput, its change against the baseline, retransmits, and the DUT's
 // CPU, temperature and power.
 type Table struct {
-	Run        int64
-	Target     string
-	Firmware   string
-	Status     string // the run's: running, done, failed, cancelled
-	Knobs      []string
-	Fixed      map[string]string
-	Probes     []string
-	Baseline   string // the baseline's label; empty when the run has none
-	Rows       []Row
-	StudentT   bool    // show the Student's t view next to the medians
-	Confidence float64 // of the intervals
-	Warnings   []string
+	Run      int64
+	Target   string
+	Firmware string
+	Status   string // the run's: running, done, failed, cancelled
+	Knobs    []string
+	Fixed    map[string]string
+	Probes   []string
+	// Extra lists, per probe, the metrics shown beside its throughput
+	// (extraMetrics that it measured at some point): UDP loss, jitter and
+	// packet rate, ping latency and loss under load.
+	Extra    [][]Metric
+	Baseline string // the baseline's label; empty when the run has none
+	Rows     []Row
+	// Idle says some point has an idle phase: the rows' Idle figures are
+	// shown beside the under-load ones; IdleLatency that some idle phase
+	// measured latency too.
+	Idle, IdleLatency bool
+	StudentT          bool    // show the Student's t view next to the medians
+	Confidence        float64 // of the intervals
+	Warnings          []string
 }
 
 // Row is one point.
@@ -39,6 +47,17 @@ type Row struct {
 	DUTCPU   float64 // median over the point's samples; NaN when unknown
 	TempC    float64
 	PowerW   float64
+	Idle     IdleFigures
+}
+
+// IdleFigures are a point's figures at rest, from its idle phases: medians,
+// NaN when unknown.
+type IdleFigures struct {
+	N         int // idle phases measured
+	DUTCPU    float64
+	TempC     float64
+	PowerW    float64
+	LatencyMS float64
 }
 
 // Cell is one probe at one point.
@@ -48,6 +67,15 @@ type Cell struct {
 	Mbps        Summary
 	Delta       *Delta // nil at the baseline and where either side has no samples
 	Retransmits float64
+	Extra       []MetricCell // one per Table.Extra of the probe
+}
+
+// MetricCell is one metric of a probe at one point: its median with the
+// interval, and the change against the baseline.
+type MetricCell struct {
+	Metric Metric
+	Value  Summary
+	Delta  *Delta // nil at the baseline and where either side has no values
 }
 
 // Options choose what a report shows.
@@ -80,6 +108,9 @@ func NewTable(r *Run, opts Options) *Table {
 	} else {
 		t.Warnings = append(t.Warnings, "no point has samples: there is no baseline to compare with")
 	}
+	for _, name := range r.Probes {
+		t.Extra = append(t.Extra, measuredMetrics(r, name))
+	}
 	warned := map[string]bool{}
 	warn := func(ws []string) {
 		for _, w := range ws {
@@ -95,51 +126,146 @@ func NewTable(r *Run, opts Options) *Table {
 			row.Values = append(row.Values, p.Knobs[k])
 		}
 		var cpu, temp, power []float64
-		for _, name := range r.Probes {
+		for pi, name := range r.Probes {
 			c := Cell{Probe: name, Mbps: SummarizeAt(nil, t.Confidence), Retransmits: math.NaN()}
-			if ps := p.Probes[name]; ps != nil {
+			ps := p.Probes[name]
+			var base *ProbeSamples
+			if r.Baseline != nil && p != r.Baseline {
+				base = r.Baseline.Probes[name]
+			}
+			tput := metricCell(Throughput, base, ps, t.Confidence)
+			c.Mbps, c.Delta = tput.Value, tput.Delta
+			for _, m := range t.Extra[pi] {
+				c.Extra = append(c.Extra, metricCell(m, base, ps, t.Confidence))
+			}
+			if ps != nil {
 				c.Failed = ps.Failed
-				if len(ps.Mbps) > 0 {
-					c.Mbps = SummarizeAt(ps.Mbps, t.Confidence)
-					warn(c.Mbps.Warnings)
-				}
 				c.Retransmits = median(ps.Retransmits)
 				cpu, temp, power = append(cpu, ps.DUTCPU...), append(temp, ps.DUTTemp...), append(power, ps.Power...)
-				if r.Baseline != nil && p != r.Baseline && len(ps.Mbps) > 0 {
-					if bs := r.Baseline.Probes[name]; bs != nil && len(bs.Mbps) > 0 {
-						d := CompareAt(bs.Mbps, ps.Mbps, t.Confidence)
-						c.Delta = &d
-						warn(d.Warnings)
-					}
+				if len(ps.Mbps) > 0 {
+					warn(c.Mbps.Warnings)
+				}
+				if c.Delta != nil {
+					warn(c.Delta.Warnings)
 				}
 			}
 			row.Cells = append(row.Cells, c)
 		}
 		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
+		row.Idle = idleFigures(p.Idle)
+		t.Idle = t.Idle || row.Idle.N > 0
+		t.IdleLatency = t.IdleLatency || isFinite(row.Idle.LatencyMS)
 		t.Rows = append(t.Rows, row)
 	}
-	var family []*Delta
+	// One family per metric: a metric's p-values are adjusted over its
+	// comparisons with the baseline, whatever else the table shows.
+	families := map[Metric][]*Delta{}
 	for _, row := range t.Rows {
 		for _, c := range row.Cells {
-			family = append(family, c.Delta)
+			families[Throughput] = append(families[Throughput], c.Delta)
+			for _, mc := range c.Extra {
+				families[mc.Metric] = append(families[mc.Metric], mc.Delta)
+			}
 		}
 	}
-	AdjustDeltas(family)
+	for _, f := range families {
+		AdjustDeltas(f)
+	}
 	return t
 }
 
-// Family is how many comparisons against the baseline the table's p-values
-// are adjusted over.
-func (t *Table) Family() int {
+// idleFigures are the medians of a point's idle phases.
+func idleFigures(ps *ProbeSamples) IdleFigures {
+	if ps == nil {
+		return IdleFigures{DUTCPU: math.NaN(), TempC: math.NaN(), PowerW: math.NaN(), LatencyMS: math.NaN()}
+	}
+	return IdleFigures{N: len(ps.Figures), DUTCPU: median(ps.DUTCPU), TempC: median(ps.DUTTemp), PowerW: median(ps.Power), LatencyMS: median(ps.Latency)}
+}
+
+// metricCell summarizes metric m of a probe at a point (ps, nil when the
+// point has no samples of it) and compares it with the baseline's (base,
+// nil at the baseline itself).
+func metricCell(m Metric, base, ps *ProbeSamples, confidence float64) MetricCell {
+	c := MetricCell{Metric: m, Value: SummarizeAt(nil, confidence)}
+	v := m.values(ps)
+	if len(v) == 0 {
+		return c
+	}
+	c.Value = SummarizeAt(v, confidence)
+	if b := m.values(base); len(b) > 0 {
+		d := CompareAt(b, v, confidence)
+		c.Delta = &d
+	}
+	return c
+}
+
+// measuredMetrics are the extra metrics the probe measured at some point.
+func measuredMetrics(r *Run, probe string) []Metric {
+	var out []Metric
+	for _, m := range extraMetrics {
+		for _, p := range r.Points {
+			if p.Measured() && len(m.values(p.Probes[probe])) > 0 {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// FamilyOf is how many comparisons against the baseline the p-values of
+// metric m are adjusted over.
+func (t *Table) FamilyOf(m Metric) int {
 	for _, r := range t.Rows {
 		for _, c := range r.Cells {
-			if c.Delta != nil && c.Delta.Family > 0 {
-				return c.Delta.Family
+			if d := c.deltaOf(m); d != nil && d.Family > 0 {
+				return d.Family
 			}
 		}
 	}
 	return 0
 }
+
+// extra is the cell's figures of metric m; nil when the probe has none.
+func (c Cell) extra(m Metric) *MetricCell {
+	for i := range c.Extra {
+		if c.Extra[i].Metric == m {
+			return &c.Extra[i]
+		}
+	}
+	return nil
+}
+
+// HasExtra reports whether any probe shows metrics beside throughput.
+func (t *Table) HasExtra() bool {
+	for _, ms := range t.Extra {
+		if len(ms) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// extraLegend says how the metrics beside throughput are shown.
+const extraLegend = "The figures beside a probe's throughput (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency and W per Gbit/s, higher for the packet rate."
+
+// idleLegend says what the idle columns are.
+const idleLegend = "Idle: the DUT's CPU, temperature and power (and ping latency) with no traffic, sampled before each point's first probe (median over the point's idle phases), beside the same figures under load."
+
+// deltaOf is the cell's change of metric m against the baseline.
+func (c Cell) deltaOf(m Metric) *Delta {
+	if m == Throughput {
+		return c.Delta
+	}
+	if mc := c.extra(m); mc != nil {
+		return mc.Delta
+	}
+	return nil
+}
+
+// Family is how many comparisons against the baseline the table's
+// throughput p-values are adjusted over.
+func (t *Table) Family() int { return t.FamilyOf(Throughput) }
 
 // Pivot is the "% gained / lost" table: for each combination of the other
 // knobs, the throughput at the pivot knob's first value and the change at

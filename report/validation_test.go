@@ -283,7 +283,7 @@ func detectableText(ds []float64) string {
 	if none == len(ds) {
 		return "never flagged"
 	}
-	s := "detectable " + formatDetectable(median(ds))
+	s := "detectable " + formatDetectable(median(ds), Throughput)
 	if none > 0 {
 		s += fmt.Sprintf(", never flagged at %d of %d rows", none, len(ds))
 	}

@@ -569,6 +569,9 @@ func FromProbe(k Key, ps probe.Sample) Sample {
 	if len(ps.Power) > 0 {
 		raw["power"] = ps.Power
 	}
+	if ps.NDR != nil {
+		raw["ndr"] = ps.NDR // the rate search's result and every trial
+	}
 	s.Raw, _ = json.Marshal(raw)
 	return s
 }

@@ -34,7 +34,11 @@ Points are matched by their knob values; points in only one run are listed and
 skipped. A regression is a change the significance test shows (p < 0.05 after
 Benjamini-Hochberg adjustment over every gated comparison, so an unchanged
 firmware fails about 1 run in 20 however large the matrix) that is larger than
-the threshold in the bad direction: throughput down, retransmits or DUT CPU up.
+the threshold in the bad direction: throughput or UDP packet rate (pps) down;
+retransmits, DUT CPU, UDP loss or jitter, ping latency (latency) or ping loss
+under load up. Loss and ping-loss changes are in percentage points, so
+--metric loss --fail-on-regression 0.5% fails when loss rose by more than half
+a point; every other change is in percent of run A's figure.
 Each row states its raw and adjusted p and the smallest change the gate would
 have flagged at that point alone; a warning names the repeats needed when none
 could be. The exit status is 1 only when there is a regression, 2 for bad
@@ -58,8 +62,17 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
 	cmd.Flags().StringVar(&opts.test, "test", string(report.UTest), "significance test: utest (Mann-Whitney, on medians) or ttest (Welch, on means; works with fewer repeats)")
 	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
-	cmd.Flags().StringSliceVar(&opts.metrics, "metric", []string{string(report.Throughput)}, "metrics that can fail the gate: throughput, retransmits, dut-cpu")
+	cmd.Flags().StringSliceVar(&opts.metrics, "metric", []string{string(report.Throughput)}, "metrics that can fail the gate: "+metricNames())
 	return cmd
+}
+
+// metricNames lists the metrics --metric takes.
+func metricNames() string {
+	names := make([]string, len(report.AllMetrics))
+	for i, m := range report.AllMetrics {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
 }
 
 // parseThreshold reads "3%", "3" or "0.5%" as a percentage.

@@ -45,6 +45,7 @@ fixed:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 2
+idle: 0s
 order: randomized
 `
 

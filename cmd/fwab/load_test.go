@@ -38,6 +38,7 @@ axes:
 probes:
   - {direction: up, duration: 1s}
 repeats: 1
+idle: 0s
 order: cost-aware
 settle: {timeout: 20s, pause: 0s}
 `, strings.Join(rules, ", "))

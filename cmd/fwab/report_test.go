@@ -158,7 +158,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "1", "2", "--fail-on-regression", "abc"}, `--fail-on-regression "abc": give a percentage`},
 		{[]string{"compare", "1", "2", "--fail-on-regression", "-3%"}, `give a percentage from 0`},
 		{[]string{"compare", "1", "2", "--test", "ztest"}, `--test "ztest": use utest or ttest`},
-		{[]string{"compare", "1", "2", "--metric", "latency"}, `metric "latency": use throughput, retransmits or dut-cpu`},
+		{[]string{"compare", "1", "2", "--metric", "speed"}, `metric "speed": use one of throughput, retransmits, dut-cpu, pps, loss, jitter, latency, ping-loss`},
 		{[]string{"compare", "1", "9"}, "no run 9 in"},
 		{[]string{"compare", "1"}, "accepts 2 arg(s)"},
 		{[]string{"compare", "1", "2", "--junit", "/nonexistent/dir/j.xml"}, "junit:"},

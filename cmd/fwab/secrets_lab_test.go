@@ -71,6 +71,7 @@ axes:
 probes:
   - {direction: up, duration: 1s}
 repeats: 1
+idle: 0s
 `+strings.Replace(tunnel, "%s", "wan", 1)), 0o644)
 	badSpec := filepath.Join(out, "bad-tunnel.yaml")
 	os.WriteFile(badSpec, []byte(`target: lab
@@ -79,6 +80,7 @@ axes:
 probes:
   - {direction: up, duration: 1s}
 repeats: 1
+idle: 0s
 `+strings.Replace(tunnel, "%s", "opt9", 1)), 0o644)
 	db := filepath.Join(out, "results.db")
 

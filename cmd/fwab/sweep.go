@@ -238,12 +238,18 @@ func (w *sweepWiring) run() *matrix.Run {
 				if stubProbe != nil {
 					return stubProbe(ctx, pr)
 				}
-				s := pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				var s probe.Sample
+				if pr.NDR != nil {
+					s = pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
+				} else {
+					s = pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
+				}
 				for _, lw := range w.fc.linkWarnings {
 					s.Warnings = append(s.Warnings, "link: "+lw)
 				}
 				return s
 			},
+			Idle: w.idle(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -253,6 +259,18 @@ func (w *sweepWiring) run() *matrix.Run {
 			},
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
+	}
+}
+
+// idle is the sweep's idle phase: at rest the same figures as under load,
+// latency too where a probe measures it under load. Synthetic probes
+// (tests) have none.
+func (w *sweepWiring) idle() func(ctx context.Context, d time.Duration) probe.Sample {
+	if stubProbe != nil {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) probe.Sample {
+		return probe.Idle(ctx, d, w.client, w.server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: w.spec.Pings(), Power: w.power})
 	}
 }
 
@@ -427,8 +445,8 @@ func printSweepStats(io *streams, s matrix.Stats) {
 		actions = append(actions, fmt.Sprintf("%d %s", n, a))
 	}
 	slices.Sort(actions)
-	fmt.Fprintf(io.ErrOut, "time: %s in all: probes %.1f%%, applies %.1f%%, settling %.1f%%, fwab overhead %.1f%% (%s); %d samples; service actions: %s\n",
-		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
+	fmt.Fprintf(io.ErrOut, "time: %s in all: probes %.1f%%, idle phases %.1f%%, applies %.1f%%, settling %.1f%%, fwab overhead %.1f%% (%s); %d samples; service actions: %s\n",
+		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Idle), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
 }
 
 // tunnelPSK reads the pre-shared key of the tunnel the spec may create.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
 
@@ -114,6 +116,7 @@ axes:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 3
+idle: 0s
 order: randomized
 `), 0o644)
 	db := filepath.Join(t.TempDir(), "results.db")
@@ -206,6 +209,7 @@ axes:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 1
+idle: 2s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
 tunnel:
@@ -231,16 +235,25 @@ tunnel:
 		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
 	}
 	st, samples := runSamples(t, db)
-	if len(samples) != 8 {
-		t.Errorf("%d samples, want 8 (2 × 2 × 2 points, one probe, one repeat)", len(samples))
-	}
+	// Each point: an idle phase of 2 s (the DUT at rest), then the probe.
+	idle := map[int]bool{}
 	for _, s := range samples {
 		if s.Failed {
-			t.Errorf("point %d failed: %s", s.Point, s.Reason)
+			t.Errorf("point %d %s failed: %s", s.Point, s.Probe, s.Reason)
+		}
+		if s.Probe == probe.IdleProbe {
+			idle[s.Point] = true
+			if len(s.DUT) == 0 || s.Elapsed < 2*time.Second || !math.IsNaN(s.BitsPerSecond) {
+				t.Errorf("idle phase of point %d: %d DUT readings over %v, %v bits/s; want readings over 2s and no traffic", s.Point, len(s.DUT), s.Elapsed, s.BitsPerSecond)
+			}
+			continue
 		}
 		if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "below the 10Gbase-T its NIC lists") }) {
 			t.Errorf("point %d: warnings %q name no link below its NIC's best", s.Point, s.Warnings)
 		}
+	}
+	if len(samples) != 16 || len(idle) != 8 {
+		t.Errorf("%d samples, %d points with an idle phase; want 16 (2 × 2 × 2 points, an idle phase and one probe each, one repeat) and 8", len(samples), len(idle))
 	}
 	run, _ := st.Run(t.Context(), 1)
 	if run.Status != store.Done {
@@ -288,6 +301,7 @@ axes:
 probes:
   - {name: up, direction: up, duration: 1s}
 repeats: 1
+idle: 0s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
 `), 0o644); err != nil {

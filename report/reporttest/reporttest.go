@@ -36,6 +36,12 @@ type Run struct {
 type Probe struct {
 	Name, Direction string
 	Mbps            float64 // throughput at a point with Factor 1
+	// UDP probes keep a client report with packet counts (for the packet
+	// rate) and record loss and jitter; Length is the datagram payload.
+	UDP    bool
+	Length int
+	Jitter float64 // ms at a point with Factor 1
+	Ping   float64 // ms of latency under load at a point with PingFactor 1; 0: no ping
 }
 
 // Point is one configuration and its known effect.
@@ -50,6 +56,13 @@ type Point struct {
 	Reason      string
 	FailEvery   int     // every n-th sample fails; 0: none
 	Noise       float64 // this point's noise instead of the run's; 0: the run's
+	Loss        float64 // UDP datagrams lost, %, at this point
+	PingFactor  float64 // latency under load relative to the probe's Ping; 0 means 1
+	PingLoss    float64 // pings lost under load, %
+	// An idle phase before the point's first probe, when IdleCPU or
+	// IdlePower is set: the DUT's CPU %, temperature and power, and the
+	// ping latency (IdlePing, ms), at rest.
+	IdleCPU, IdleTemp, IdlePower, IdlePing float64
 }
 
 // Create writes the run into st and returns its id.
@@ -100,10 +113,19 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	var samples []store.Sample
 	t := r.Created
 	n := 0
+	// Idle phases draw their noise from a generator of their own, so that
+	// adding them leaves every probe's figures as they were.
+	idleRNG := rand.New(rand.NewPCG(r.Seed^0x1d1e, r.Seed))
+	idled := map[int]bool{}
 	for round := range r.Repeats {
 		for i, p := range r.Points {
 			if points[i].Status != store.Valid {
 				continue
+			}
+			if (p.IdleCPU > 0 || p.IdlePower > 0) && !idled[i] {
+				idled[i] = true
+				t = t.Add(10 * time.Second)
+				samples = append(samples, idleSample(idleRNG, store.Key{Point: i, Probe: probe.IdleProbe, Round: round}, t, p))
 			}
 			for _, pr := range r.Probes {
 				n++
@@ -125,7 +147,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 					BitsPerSecond: mbps * 1e6, SentBPS: mbps * 1e6, BidirBPS: store.Unknown, Retransmits: -1,
 					ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
 					PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown, Warnings: []string{}}
-				if p.Retransmits >= 0 {
+				if p.Retransmits >= 0 && !pr.UDP {
 					x.Retransmits = max(int64(math.Round(p.Retransmits*(1+0.2*rng.NormFloat64()))), 0)
 				}
 				if p.Power > 0 {
@@ -139,6 +161,19 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				if r.Series {
 					x.Raw, _ = json.Marshal(map[string]any{"client": json.RawMessage(Iperf3Client(rng, mbps, 5)), "parallel": 1})
 				}
+				if pr.UDP {
+					x.LostPercent = max(p.Loss*(1+0.2*rng.NormFloat64()), 0)
+					x.JitterMS = pr.Jitter / factor * (1 + 0.1*rng.NormFloat64())
+					x.Raw, _ = json.Marshal(map[string]any{"client": json.RawMessage(Iperf3UDPClient(mbps, pr.Length, 5, x.LostPercent, x.JitterMS)), "udp": true, "length": pr.Length})
+				}
+				if pr.Ping > 0 {
+					pf := p.PingFactor
+					if pf == 0 {
+						pf = 1
+					}
+					x.PingAvgMS = pr.Ping * pf * (1 + 0.05*rng.NormFloat64())
+					x.PingLossPercent = max(p.PingLoss*(1+0.3*rng.NormFloat64()), 0)
+				}
 				if p.FailEvery > 0 && n%p.FailEvery == 0 {
 					x.Failed, x.Reason = true, "iperf3 client: connection refused"
 					x.BitsPerSecond, x.SentBPS, x.Retransmits, x.DUT, x.Raw = store.Unknown, store.Unknown, -1, nil, nil
@@ -150,16 +185,42 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	return info, points, samples
 }
 
+// idleSample is a point's idle phase: five DUT readings and the power at
+// rest, no traffic.
+func idleSample(rng *rand.Rand, k store.Key, t time.Time, p Point) store.Sample {
+	x := store.Sample{Key: k, Started: t, Elapsed: 10 * time.Second,
+		BitsPerSecond: store.Unknown, SentBPS: store.Unknown, BidirBPS: store.Unknown, Retransmits: -1,
+		ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
+		PingAvgMS: store.Unknown, PingLossPercent: store.Unknown, PowerWatts: store.Unknown, Warnings: []string{}}
+	if p.IdlePower > 0 {
+		x.PowerWatts = p.IdlePower * (1 + 0.01*rng.NormFloat64())
+	}
+	if p.IdlePing > 0 {
+		x.PingAvgMS, x.PingLossPercent = p.IdlePing*(1+0.05*rng.NormFloat64()), 0
+	}
+	if p.IdleCPU > 0 {
+		for s := range 5 {
+			x.DUT = append(x.DUT, probe.DUTMetrics{Time: t.Add(time.Duration(s) * time.Second), CPUPercent: p.IdleCPU * (1 + 0.1*rng.NormFloat64()), TempCelsius: p.IdleTemp})
+		}
+	}
+	return x
+}
+
+// iperfSum is the part of an iperf3 report's sums that TCP and UDP share.
+type iperfSum struct {
+	Start         float64 `json:"start"`
+	End           float64 `json:"end"`
+	Seconds       float64 `json:"seconds"`
+	Bytes         int64   `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+}
+
 // Iperf3Client is a small iperf3 client report (JSON) with per-second
 // intervals around mbps.
 func Iperf3Client(rng *rand.Rand, mbps float64, seconds int) []byte {
 	type sum struct {
-		Start         float64 `json:"start"`
-		End           float64 `json:"end"`
-		Seconds       float64 `json:"seconds"`
-		Bytes         int64   `json:"bytes"`
-		BitsPerSecond float64 `json:"bits_per_second"`
-		Retransmits   int64   `json:"retransmits"`
+		iperfSum
+		Retransmits int64 `json:"retransmits"`
 	}
 	type interval struct {
 		Sum sum `json:"sum"`
@@ -167,9 +228,9 @@ func Iperf3Client(rng *rand.Rand, mbps float64, seconds int) []byte {
 	var ivs []interval
 	for s := range seconds {
 		bps := math.Round(mbps * (1 + 0.04*rng.NormFloat64()) * 1e6)
-		ivs = append(ivs, interval{sum{Start: float64(s), End: float64(s + 1), Seconds: 1, Bytes: int64(bps / 8), BitsPerSecond: bps}})
+		ivs = append(ivs, interval{sum{iperfSum: iperfSum{Start: float64(s), End: float64(s + 1), Seconds: 1, Bytes: int64(bps / 8), BitsPerSecond: bps}}})
 	}
-	total := sum{Start: 0, End: float64(seconds), Seconds: float64(seconds), Bytes: int64(mbps * 1e6 / 8 * float64(seconds)), BitsPerSecond: mbps * 1e6}
+	total := sum{iperfSum: iperfSum{Start: 0, End: float64(seconds), Seconds: float64(seconds), Bytes: int64(mbps * 1e6 / 8 * float64(seconds)), BitsPerSecond: mbps * 1e6}}
 	rep := map[string]any{
 		"start":     map[string]any{"version": "iperf 3.12", "test_start": map[string]any{"protocol": "TCP", "num_streams": 1, "omit": 0, "reverse": 0}},
 		"intervals": ivs,
@@ -181,6 +242,56 @@ func Iperf3Client(rng *rand.Rand, mbps float64, seconds int) []byte {
 		panic(fmt.Sprintf("reporttest: %v", err))
 	}
 	return client
+}
+
+// Iperf3UDPClient is a small iperf3 UDP client report (JSON, as iperf 3.12
+// writes it) of a test at mbps received with datagrams of length bytes,
+// lossPct of them lost.
+func Iperf3UDPClient(mbps float64, length, seconds int, lossPct, jitterMS float64) []byte {
+	type sum struct {
+		iperfSum
+		JitterMS    float64 `json:"jitter_ms"`
+		LostPackets int64   `json:"lost_packets"`
+		Packets     int64   `json:"packets"`
+		LostPercent float64 `json:"lost_percent"`
+	}
+	received := int64(mbps * 1e6 / 8 * float64(seconds) / float64(length))
+	packets := int64(math.Round(float64(received) / (1 - lossPct/100)))
+	secs := float64(seconds)
+	sent := sum{iperfSum: iperfSum{End: secs, Seconds: secs, Bytes: packets * int64(length), BitsPerSecond: float64(packets*int64(length)*8) / secs}, Packets: packets}
+	recv := sum{iperfSum: iperfSum{End: secs, Seconds: secs, Bytes: received * int64(length), BitsPerSecond: mbps * 1e6}, JitterMS: jitterMS,
+		LostPackets: packets - received, Packets: packets, LostPercent: lossPct}
+	rep := map[string]any{
+		"start": map[string]any{"version": "iperf 3.12", "test_start": map[string]any{"protocol": "UDP", "num_streams": 1, "omit": 0, "reverse": 0, "blksize": length}},
+		"end": map[string]any{"sum": recv, "sum_sent": sent, "sum_received": recv,
+			"cpu_utilization_percent": map[string]float64{"host_total": 40, "host_user": 10, "host_system": 30, "remote_total": 35, "remote_user": 10, "remote_system": 25}},
+	}
+	client, err := json.Marshal(rep)
+	if err != nil {
+		panic(fmt.Sprintf("reporttest: %v", err))
+	}
+	return client
+}
+
+// LatencyUnderLoad is a run of an inline IPS against none, measured with a
+// TCP probe that pings alongside and two UDP probes of 64- and 1400-byte
+// datagrams: inline IPS costs 35 % of the throughput, loses 2 % of the
+// datagrams (none without it) and triples the latency under load.
+func LatencyUnderLoad(seed uint64) Run {
+	return Run{
+		Firmware: "2.7.2-RELEASE",
+		Spec:     "name: latency-under-load\naxes:\n  ids@lan: [off, ips-inline]\n",
+		Seed:     seed, Repeats: 7, Noise: 0.02,
+		Probes: []Probe{
+			{Name: "up", Direction: "up", Mbps: 940, Ping: 0.35},
+			{Name: "udp-64", Direction: "up", Mbps: 120, UDP: true, Length: 64, Jitter: 0.012},
+			{Name: "udp-1400", Direction: "up", Mbps: 900, UDP: true, Length: 1400, Jitter: 0.020},
+		},
+		Points: []Point{
+			{Knobs: map[string]string{"ids@lan": "off"}, CPU: 20, Temp: 47, Power: 14.1, Retransmits: 2, IdleCPU: 2, IdleTemp: 44, IdlePower: 11.7, IdlePing: 0.05},
+			{Knobs: map[string]string{"ids@lan": "ips-inline"}, Factor: 0.65, CPU: 95, Temp: 57, Power: 18.8, Retransmits: 90, Loss: 2, PingFactor: 3, PingLoss: 1, IdleCPU: 5, IdleTemp: 45, IdlePower: 12.4, IdlePing: 0.09},
+		},
+	}
 }
 
 // T730 is a run shaped like the HP T730 review: defaults, +pfBlockerNG,
@@ -198,10 +309,10 @@ baseline: {blocklist: off, ids@lan: off, offload.checksum: on}
 		Seed: seed, Repeats: 5, Noise: 0.03, Slowdown: slowdown,
 		Probes: []Probe{{Name: "up", Direction: "up", Mbps: 940}, {Name: "down", Direction: "down", Mbps: 930}},
 		Points: []Point{
-			{Knobs: map[string]string{"blocklist": "off", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, CPU: 22, Temp: 48, Power: 14.2, Retransmits: 3},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.99, CPU: 24, Temp: 49, Power: 14.5, Retransmits: 3},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.96, CPU: 41, Temp: 52, Power: 16.1, Retransmits: 4},
-			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140},
+			{Knobs: map[string]string{"blocklist": "off", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, CPU: 22, Temp: 48, Power: 14.2, Retransmits: 3, IdleCPU: 2, IdleTemp: 44, IdlePower: 11.8},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "off", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.99, CPU: 24, Temp: 49, Power: 14.5, Retransmits: 3, IdleCPU: 2.5, IdleTemp: 44, IdlePower: 11.9},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ids", "offload.checksum": "on", "offload.tso": "off"}, Factor: 0.96, CPU: 41, Temp: 52, Power: 16.1, Retransmits: 4, IdleCPU: 4, IdleTemp: 45, IdlePower: 12.3},
+			{Knobs: map[string]string{"blocklist": "on", "ids@lan": "ips-inline", "offload.checksum": "off", "offload.tso": "off"}, Factor: 0.65, CPU: 97, Temp: 58, Power: 18.9, Retransmits: 140, IdleCPU: 6, IdleTemp: 46, IdlePower: 12.6},
 		},
 	}
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# ndr-tbf.sh (root): the NDR/PDR search (kind: ndr) on a lab of its own
+# whose DUT's WAN egress is capped with tc tbf at RATE: one sweep, its
+# report, and per frame size and probe the found rate against the cap (tbf
+# counts frames without FCS, preamble or gap), the final width, the trials
+# and their time. Run it under the lab lock:
+#
+#   flock -o /tmp/fwab-lab.lock bench/ndr-tbf.sh [RATE_MBIT] [BURST] [SIZES] [DURATION]
+#   e.g. bench/ndr-tbf.sh 100 256k "512, 1518" 4s
+#
+# Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s}
+W=$(mktemp -d)
+export XDG_STATE_HOME=$W/state XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data
+go build -o "$W/fwab" ./cmd/fwab
+fwab=$W/fwab
+lab=(--prefix fwnb --dir "$W/lab" --targets "$W/targets.yaml")
+$fwab lab up "${lab[@]}" >/dev/null
+trap '$fwab lab down "${lab[@]}" >/dev/null; rm -rf "$W"' EXIT
+ip netns exec fwnb-dut tc qdisc add dev fwnbd1 root tbf rate "${RATE}mbit" burst "$BURST" limit "$((2 * ${BURST%k}))k"
+cat >"$W/spec.yaml" <<YAML
+name: ndr-tbf
+target: lab
+axes:
+  offload.tso: ["off"]
+probes:
+  - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION}
+  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, loss_tolerance: 0.5%}
+repeats: 1
+idle: 2s
+YAML
+$fwab sweep "$W/spec.yaml" --targets "$W/targets.yaml" --db "$W/results.db" --progress=false >/dev/null
+ip netns exec fwnb-dut tc -s qdisc show dev fwnbd1 | head -2
+python3 - "$W/results.db" "$RATE" <<'PY'
+import json, sqlite3, sys
+db, cap = sqlite3.connect(sys.argv[1]), float(sys.argv[2]) * 1e6
+print("probe     frame  found fps  tbf cap fps  found/cap  Mbit/s wire  width   trials  time  generator-limited")
+for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
+    n = json.loads(raw).get("ndr")
+    if not n:
+        continue
+    capfps = cap / (8 * (n["frame"] - 4))
+    print(f"{probe:9} {n['frame']:5}  {n['frames_per_second']:9.0f}  {capfps:11.0f}  {n['frames_per_second'] / capfps:9.3f}  "
+          f"{n['wire_bps'] / 1e6:11.1f}  {n['width'] * 100:5.2f}%  {len(n['trials']):6}  {n['trials_time']:>5}  {n['generator_limited']}")
+PY

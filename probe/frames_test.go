@@ -1,0 +1,144 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFrameSizes(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    int
+		payload int
+		err     string
+	}{
+		{"64", 64, 18, ""},
+		{"1518", 1518, 1472, ""},
+		{"63", 0, 0, "frame size 63: Ethernet frames are 64 to 1518 bytes at an MTU of 1500"},
+		{"1519", 0, 0, "64 to 1518 bytes"},
+		{"imix", 0, 0, "several UDP streams at once"},
+		{"big", 0, 0, `frame size "big": give a whole number`},
+	} {
+		got, err := ParseFrameSize(tc.in, 1500)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseFrameSize(%q) = %d, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want || UDPPayload(got) != tc.payload {
+			t.Errorf("ParseFrameSize(%q) = %d (payload %d), %v; want %d (payload %d)", tc.in, got, UDPPayload(got), err, tc.want, tc.payload)
+		}
+	}
+	// 64-byte frames at 1 Gbit/s line rate: 1,488,095 frames a second.
+	fps := 1e9 / float64(8*(64+20))
+	if got := WireBPS(fps, 64); math.Abs(got-1e9) > 1 {
+		t.Errorf("WireBPS(%v, 64) = %v, want 1e9", fps, got)
+	}
+	if got := FramesPerSecond(fps*18*8, 64); math.Abs(got-fps) > 1e-6 {
+		t.Errorf("FramesPerSecond = %v, want %v", got, fps)
+	}
+}
+
+// TestIperf3Trial: a trial runs iperf3 UDP with the frame's payload, the
+// asked rate, whole seconds and 64-bit counters, and reads the loss and the
+// rate really sent from the report.
+func TestIperf3Trial(t *testing.T) {
+	r := newScripted(t, "iperf3/server-udp.json", "iperf3/udp.json")
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	trial := Iperf3Trial(Iperf3{StartGrace: time.Millisecond}, client, server, 1246)
+	got, err := trial(t.Context(), 100e6, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Loss != 0.004800307219662059 || got.Offered != 99983451.67965452 {
+		t.Errorf("trial = %+v; want the fixture's loss and sent rate", got)
+	}
+	var argv []string
+	for _, c := range r.calls {
+		if slices.Contains(c, "-c") {
+			argv = c
+		}
+	}
+	for _, want := range [][]string{{"-u"}, {"-l", "1200"}, {"-b", "100000000"}, {"-t", "2"}, {"--udp-counters-64bit"}} {
+		if i := slices.Index(argv, want[0]); i < 0 || (len(want) == 2 && (i+1 >= len(argv) || argv[i+1] != want[1])) {
+			t.Errorf("client argv %q lacks %q", argv, want)
+		}
+	}
+}
+
+// policed is a Runner whose iperf3 client reports what a policer at
+// capacity bits/s of payload would let through of the rate asked (-b).
+type policed struct {
+	*scripted
+	capacity float64
+}
+
+// Start starts a server that is done a moment later, after the client.
+func (p policed) Start(_ context.Context, argv []string) (Process, error) {
+	p.scripted.record(argv)
+	proc := &fakeProcess{done: make(chan struct{}), out: p.serverOut}
+	time.AfterFunc(20*time.Millisecond, func() { close(proc.done) })
+	return proc, nil
+}
+
+func (p policed) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if !slices.Contains(argv, "-c") {
+		return p.scripted.Run(ctx, argv)
+	}
+	p.scripted.record(argv)
+	rate, _ := strconv.ParseFloat(argv[slices.Index(argv, "-b")+1], 64)
+	length, _ := strconv.Atoi(argv[slices.Index(argv, "-l")+1])
+	secs, _ := strconv.ParseFloat(argv[slices.Index(argv, "-t")+1], 64)
+	packets := int64(rate * secs / float64(8*length))
+	got := min(rate, p.capacity)
+	lost := packets - int64(got*secs/float64(8*length))
+	sum := func(bps float64, lost int64) map[string]any {
+		return map[string]any{"seconds": secs, "bytes": bps * secs / 8, "bits_per_second": bps, "jitter_ms": 0.01, "lost_packets": lost, "packets": packets,
+			"lost_percent": 100 * float64(lost) / float64(packets)}
+	}
+	rep := map[string]any{"start": map[string]any{"version": "iperf 3.12", "test_start": map[string]any{"protocol": "UDP", "num_streams": 1}},
+		"end": map[string]any{"sum_sent": sum(rate, 0), "sum_received": sum(got, lost), "cpu_utilization_percent": map[string]float64{"host_total": 30, "remote_total": 20}}}
+	return json.Marshal(rep)
+}
+
+// TestNDRMeasure: a search at 64-byte frames against a policer of 100
+// Mbit/s of payload is one sample: the rate on the wire (84/18 of the
+// payload rate), every trial in the record.
+func TestNDRMeasure(t *testing.T) {
+	r := policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	n := NDR{Frame: 64, Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
+	s := n.Measure(t.Context(), client, server, Watch{})
+	if s.Failed || s.NDR == nil {
+		t.Fatalf("Measure = %+v", s)
+	}
+	if got := s.NDR.PayloadBPS; got > 100e6 || got < 99.5e6 || s.NDR.Width > 0.005 {
+		t.Errorf("NDR %.4g bit/s of payload, width %v; want within 0.5 %% below 100 Mbit/s", got, s.NDR.Width)
+	}
+	if want := s.NDR.PayloadBPS * 84 / 18; math.Abs(s.BitsPerSecond()-want) > 1 || s.Result.UDP.LostPercent != 0 {
+		t.Errorf("sample %v bit/s, loss %v; want the wire rate %v and no loss", s.BitsPerSecond(), s.Result.UDP.LostPercent, want)
+	}
+	if len(s.NDR.Trials) < 5 || s.NDR.Trials[0].PayloadBPS != 400e6 || s.EndpointCPUBound {
+		t.Errorf("trials %+v; want several, the first at the maximum, none generator-limited", s.NDR.Trials)
+	}
+}
+
+func TestParseBitrate(t *testing.T) {
+	for in, want := range map[string]float64{"10G": 10e9, "500M": 500e6, "1.5g": 1.5e9, "64000": 64000} {
+		if got, err := ParseBitrate(in); err != nil || got != want {
+			t.Errorf("ParseBitrate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "fast", "1G/10"} {
+		if got, err := ParseBitrate(in); err == nil {
+			t.Errorf("ParseBitrate(%q) = %v, want an error", in, got)
+		}
+	}
+}
