@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/internal/freeport"
 	"github.com/fwab/fwab/probe/smartplug"
 )
 
@@ -356,17 +357,6 @@ func TestIperf3CPUBoundFlag(t *testing.T) {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // busyPort holds a TCP port on 127.0.0.1 until the test ends.
 func busyPort(t *testing.T) int {
 	t.Helper()
@@ -390,7 +380,7 @@ func TestIperf3PortInUse(t *testing.T) {
 		}
 	})
 	t.Run("fresh port moves on", func(t *testing.T) {
-		free := freePort(t)
+		free := freeport.TCP(t)
 		ports := []int{busy, free}
 		var n atomic.Int32
 		orig := nextPort

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/internal/freeport"
 	"github.com/fwab/fwab/store/pgtest"
 )
 
@@ -51,7 +52,7 @@ func TestPostgresCredentials(t *testing.T) {
 	})
 
 	wrong := strings.Replace(db, srv.Password, "Wr0ngFwabPassword", 1)
-	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(pgtest.FreePort(t)))
+	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.TCP(t)))
 	unreachable := strings.Replace(db, "127.0.0.1:"+strconv.Itoa(srv.Port), dead, 1)
 	missingDB := strings.Replace(db, "/fwab_", "/nosuch_", 1)
 	noTLS := strings.Replace(db, "sslmode=disable", "", 1)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/internal/freeport"
 	"github.com/fwab/fwab/lab/labtest"
 	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
@@ -247,7 +248,7 @@ func emulatorTargets(t *testing.T, dir string, n, dead int) (targetsFile, spec s
 		ssh := em.Target.SSH
 		port := ssh.Port
 		if i == dead {
-			port = pgtest.FreePort(t)
+			port = freeport.TCP(t)
 		}
 		fmt.Fprintf(&targets, "  fw%d:\n    flavor: pfsense\n    host: %s\n    ssh:\n      port: %d\n      user: admin\n      key_file: %s\n      known_hosts: %s\n      connect_timeout_ms: 2000\n"+
 			"    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n",

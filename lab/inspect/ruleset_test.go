@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/internal/freeport"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -163,7 +164,7 @@ func recordIperf3(t *testing.T) []byte {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
-	port := freePort(t)
+	port := freeport.TCP(t)
 	srv := exec.CommandContext(ctx, "iperf3", "-s", "-B", "127.0.0.1", "-p", strconv.Itoa(port))
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -235,14 +236,4 @@ func recordIperf3(t *testing.T) []byte {
 	mu.Lock()
 	defer mu.Unlock()
 	return bytes.Clone(sample.Bytes())
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fwab/fwab/internal/freeport"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -115,7 +116,7 @@ func Start(t testing.TB) *Server {
 	// A free port can be taken between asking and binding: try a few.
 	var lastErr error
 	for range 5 {
-		s.Port = FreePort(t)
+		s.Port = freeport.TCP(t)
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(func() {
 				if s.stopped.Load() {
@@ -158,18 +159,6 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.dir
 	return cmd
-}
-
-// FreePort is a port of 127.0.0.1 where nothing listens (at the moment
-// it is asked).
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // URL is the URL of database db on the server, with the password in it
