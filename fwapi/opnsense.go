@@ -795,6 +795,8 @@ func firstWord(cmd string) string {
 }
 
 // Reboot asks the firewall to reboot through the firmware API.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:429 — a POST runs `configdRun('firmware reboot', true)`
 func (o *OPNsense) Reboot(ctx context.Context) error {
 	if err := o.post(ctx, "/api/core/firmware/reboot", nil); err != nil {
 		return fmt.Errorf("opnsense: reboot: %w", err)
@@ -805,21 +807,22 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 	return nil
 }
 
-// opnRebootMarker tells the rebooted system from the old one: the boot
-// deletes every file below /var/run.
+// rebootMarker tells a rebooted system from the old one on both
+// products: pfSense mounts a fresh /var/run at boot (pfSense-rc:267), and
+// OPNsense's boot deletes every file below it.
 // upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc.subr.d/var:74 — `find ${RUNDIR} ! -type d -exec rm {} \;`
-const opnRebootMarker = "/var/run/fwab.reboot-pending"
+const rebootMarker = "/var/run/fwab.reboot-pending"
 
 // rebootAndWait reboots through the API and waits, within RebootTimeout,
 // until a shell shows the marker it left gone (the box booted, however
 // short the time it was down) and the API answers again.
 func (o *OPNsense) rebootAndWait(ctx context.Context) error {
-	if _, err := o.shell(ctx, "date +%s > "+opnRebootMarker, nil); err != nil {
+	if _, err := o.shell(ctx, "date +%s > "+rebootMarker, nil); err != nil {
 		return err
 	}
-	if err := o.post(ctx, "/api/core/firmware/reboot", nil); err != nil {
-		_, _ = o.shell(ctx, "rm -f "+opnRebootMarker, nil)
-		return fmt.Errorf("reboot: %w", err)
+	if err := o.Reboot(ctx); err != nil {
+		_, _ = o.shell(ctx, "rm -f "+rebootMarker, nil)
+		return err
 	}
 	o.log.InfoContext(ctx, "rebooting")
 	ctx, cancel := context.WithTimeout(ctx, o.opts.RebootTimeout)
@@ -827,14 +830,17 @@ func (o *OPNsense) rebootAndWait(ctx context.Context) error {
 	poll := min(o.opts.PollInterval, time.Second)
 	var last error
 	for {
-		_, _, code, err := o.ssh.Run(ctx, "test -e "+opnRebootMarker, nil)
+		_, _, code, err := o.ssh.Run(ctx, "test -e "+rebootMarker, nil)
 		switch {
 		case err != nil:
 			last = err
 		case code == 0:
-			last = fmt.Errorf("the reboot has not started (%s is still there)", opnRebootMarker)
+			last = fmt.Errorf("the reboot has not started (%s is still there)", rebootMarker)
 		default:
 			if _, last = o.detectVersion(ctx); last == nil {
+				o.mu.Lock()
+				o.rebooting = false // the marker already told the new boot
+				o.mu.Unlock()
 				return nil
 			}
 		}

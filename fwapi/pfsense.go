@@ -23,7 +23,6 @@ const (
 	pfConfigCache   = "/tmp/config.cache"
 	pfBackupDir     = "/conf/backup"
 	pfVersionFile   = "/etc/version"
-	pfRebootMarker  = "/var/run/fwab.reboot-pending"
 	pfFilterReload  = "/etc/rc.filter_configure_sync"
 	pfIfaceReload   = "/etc/rc.reload_interfaces"
 	pfReloadAll     = "/etc/rc.reload_all"
@@ -567,7 +566,7 @@ func (p *PfSense) Metrics(ctx context.Context) (probe.DUTMetrics, error) {
 // empty after a boot) and reboots. WaitReady uses the marker to tell the
 // rebooted system from the one still shutting down.
 func (p *PfSense) Reboot(ctx context.Context) error {
-	if _, err := p.output(ctx, "date +%s > "+pfRebootMarker); err != nil {
+	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
 		return fmt.Errorf("pfsense reboot: %w", err)
 	}
 	_, errOut, code, err := p.sh.Run(ctx, "shutdown -r now", nil)
@@ -608,7 +607,7 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	defer cancel()
 	// In router mode (<system><disablefilter>) the boot's filter_configure
 	// leaves pf disabled, so Disabled is the ready state there.
-	out, err := p.output(ctx, "if [ -e "+pfRebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; pfctl -si | head -n 1")
+	out, err := p.output(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; pfctl -si | head -n 1")
 	if err != nil {
 		return err
 	}
@@ -744,7 +743,7 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	if version == "" {
 		want = offered
 	}
-	if _, err := p.output(ctx, "date +%s > "+pfRebootMarker); err != nil {
+	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
 	lw := &lineWriter{fn: progress}
@@ -761,7 +760,7 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 		return fmt.Errorf("pfsense upgrade: %w", &CommandError{Cmd: pfUpgrade, Exit: code, Stderr: string(errOut)})
 	}
 	if err == nil && !p.awaitReboot(ctx) {
-		if _, err := p.output(ctx, "rm -f "+pfRebootMarker); err != nil {
+		if _, err := p.output(ctx, "rm -f "+rebootMarker); err != nil {
 			return fmt.Errorf("pfsense upgrade: %w", err)
 		}
 		return fmt.Errorf("pfsense upgrade: pfSense-upgrade exited without rebooting, although the check offered %s", offered)
@@ -819,7 +818,7 @@ func deadlineOf(ctx context.Context) time.Time {
 func (p *PfSense) clearRebootMarker(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	p.sh.Run(ctx, "rm -f "+pfRebootMarker, nil)
+	p.sh.Run(ctx, "rm -f "+rebootMarker, nil)
 }
 
 // awaitReboot reports whether the box goes down (or has gone down: the
@@ -827,7 +826,7 @@ func (p *PfSense) clearRebootMarker(ctx context.Context) {
 func (p *PfSense) awaitReboot(ctx context.Context) bool {
 	deadline := time.Now().Add(p.opts.RebootGrace)
 	for {
-		out, _, _, err := p.sh.Run(ctx, "if [ -e "+pfRebootMarker+" ]; then echo pending; fi", nil)
+		out, _, _, err := p.sh.Run(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi", nil)
 		if err != nil || !strings.Contains(string(out), "pending") {
 			return true
 		}
