@@ -54,6 +54,11 @@ func ReloadActions(from, to *Config) []Action {
 // reachPaths are the parts of a config that decide how fwab reaches the
 // box: SSH, the web GUI (and OPNsense's API behind it), and the users with
 // their passwords, keys and API keys.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3845 — the SSH port from `config_get_path('system/ssh/port')`
+// upstream: pfsense 2.7.2 src/etc/inc/auth.inc:293 — the users from `config_get_path('system/user', [])`
+// upstream: pfsense 2.7.2 src/etc/inc/auth.inc:77 — GUI settings under `config_path_enabled('system/webgui'`
+// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/config.xml.sample:20 — `<user>` (line 30 `<webgui>`, line 45 `<ssh>`) below `<system>`
 var reachPaths = []string{"system/ssh", "system/webgui", "system/user"}
 
 // ReachDiff names what differs between two configs in how fwab reaches the

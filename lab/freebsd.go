@@ -108,6 +108,7 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface, media
 	} else {
 		fmt.Fprintln(c.stdout, "\tstatus: no carrier")
 	}
+	// upstream: not settled — `ifconfig -m`'s "supported media:" block is FreeBSD's ifconfig(8), not in the upstream copy; checked at run time by fwapi.ParseIfconfig, which compares only subtypes that name a rate
 	if media {
 		fmt.Fprintln(c.stdout, "\tsupported media:")
 		fmt.Fprintln(c.stdout, "\t\tmedia autoselect")
