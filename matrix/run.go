@@ -27,6 +27,29 @@ type ProbeRun struct {
 	// an iperf3 probe. Iperf3 is then its trials at the highest rate, for
 	// the checks before a sweep.
 	NDR *probe.NDR
+	// Connect is a kind: connect probe; nil for the other kinds.
+	Connect *probe.Connect
+}
+
+// Validate reports what the probe's tool would refuse.
+func (pr ProbeRun) Validate() error {
+	if pr.Connect != nil {
+		return pr.Connect.Validate()
+	}
+	return pr.Iperf3.Validate()
+}
+
+// Measure runs the probe once from client to server.
+func (pr ProbeRun) Measure(ctx context.Context, client, server probe.Endpoint, w probe.Watch) probe.Sample {
+	switch {
+	case pr.NDR != nil:
+		return pr.NDR.Measure(ctx, client, server, w) // it leaves out ping
+	case pr.Connect != nil:
+		w.Ping = pr.Spec.Ping
+		return pr.Connect.Measure(ctx, client, server, w)
+	}
+	w.Ping = pr.Spec.Ping
+	return pr.Iperf3.Measure(ctx, client, server, w)
 }
 
 // ProbeRuns lists the probes every step runs, in spec order.
@@ -42,8 +65,13 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			Bitrate:     p.Bitrate,
 			CPUAffinity: p.Affinity,
 		}
-		if p.Kind == "ndr" {
+		switch p.Kind {
+		case "ndr":
 			out = append(out, ndrRuns(p, base)...)
+			continue
+		case "connect":
+			c := &probe.Connect{Duration: p.Duration.D(), Parallel: p.Parallel}
+			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base, Connect: c})
 			continue
 		}
 		if len(p.Lengths) == 0 {

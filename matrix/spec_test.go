@@ -440,7 +440,7 @@ func TestNDRProbe(t *testing.T) {
 		"{kind: ndr, bitrate: 1G, parallel: 4}":           "leave out parallel",
 		"{direction: up, frame_sizes: [64]}":              "frame_sizes and loss_tolerance go with kind: ndr",
 		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}": "frame size 64 is listed twice",
-		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr)",
+		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr, connect)",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

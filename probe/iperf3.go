@@ -114,10 +114,12 @@ type Sample struct {
 	// throughput: the figure says little about the firewall.
 	EndpointCPUBound bool
 
-	Ping  *PingStats
-	NDR   *NDRResult // a rate search's outcome and trials (NDR.Measure)
-	DUT   []DUTMetrics
-	Power []PowerReading
+	Ping *PingStats
+	NDR  *NDRResult // a rate search's outcome and trials (NDR.Measure)
+	// Connect is a connection-rate probe's report (Connect.Measure).
+	Connect *ConnectResult
+	DUT     []DUTMetrics
+	Power   []PowerReading
 
 	Failed   bool
 	Reason   string

@@ -62,11 +62,20 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
 	cmd.Flags().StringVar(&opts.test, "test", string(report.UTest), "significance test: utest (Mann-Whitney, on medians) or ttest (Welch, on means; works with fewer repeats)")
 	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
-	cmd.Flags().StringSliceVar(&opts.metrics, "metric", []string{string(report.Throughput)}, "metrics that can fail the gate: "+metricNames())
+	cmd.Flags().StringSliceVar(&opts.metrics, "metric", gateNames(report.DefaultGate), "metrics that can fail the gate: "+metricNames())
 	return cmd
 }
 
 // metricNames lists the metrics --metric takes.
+// gateNames are the names of metrics, for a flag's default.
+func gateNames(ms []report.Metric) []string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = string(m)
+	}
+	return names
+}
+
 func metricNames() string {
 	names := make([]string, len(report.AllMetrics))
 	for i, m := range report.AllMetrics {

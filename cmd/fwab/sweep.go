@@ -238,12 +238,7 @@ func (w *sweepWiring) run() *matrix.Run {
 				if stubProbe != nil {
 					return stubProbe(ctx, pr)
 				}
-				var s probe.Sample
-				if pr.NDR != nil {
-					s = pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
-				} else {
-					s = pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
-				}
+				s := pr.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
 				for _, lw := range w.fc.linkWarnings {
 					s.Warnings = append(s.Warnings, "link: "+lw)
 				}
@@ -417,7 +412,7 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, server probe.Endpoint) (probe.PowerMeter, error) {
 	probes := spec.ProbeRuns()
 	for _, pr := range probes {
-		if err := pr.Iperf3.Validate(); err != nil {
+		if err := pr.Validate(); err != nil {
 			return nil, usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
 		}
 	}
@@ -425,10 +420,24 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
-	check := probes[0].Iperf3
-	check.Duration = time.Second
-	if err := check.Check(ctx, client, server); err != nil {
-		return nil, fmt.Errorf("before touching the firewall: %w", err)
+	// One check per tool the probes use: iperf3 for iperf3 and ndr, fwab's
+	// agent for connect.
+	iperf3Checked, connectChecked := false, false
+	for _, pr := range probes {
+		var err error
+		switch {
+		case pr.Connect != nil && !connectChecked:
+			connectChecked = true
+			err = pr.Connect.Check(ctx, client, server)
+		case pr.Connect == nil && !iperf3Checked:
+			iperf3Checked = true
+			check := pr.Iperf3
+			check.Duration = time.Second
+			err = check.Check(ctx, client, server)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("before touching the firewall: %w", err)
+		}
 	}
 	return power, nil
 }
