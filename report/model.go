@@ -336,8 +336,6 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 	return &res
 }
 
-// ndrOf is the rate search the sample keeps in Raw; nil when it is no
-// search.
 // rawReports are the reports of fwab's own probes in a sample's raw record.
 type rawReports struct {
 	NDR     *probe.NDRResult     `json:"ndr"`
