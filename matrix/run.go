@@ -557,5 +557,9 @@ func describe(changes []configxml.Change) string {
 			out = append(out, a) // a config switch is one change per action
 		}
 	}
-	return strings.Join(out, " ")
+	line := strings.Join(out, " ")
+	if slices.ContainsFunc(changes, func(c configxml.Change) bool { return c.Action == configxml.ActionReboot }) {
+		line += " (the firewall reboots)"
+	}
+	return line
 }

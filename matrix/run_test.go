@@ -447,3 +447,15 @@ func TestSweepIdlePhase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDescribeReboot: a step whose change needs a reboot says so in its
+// progress line, before the firewall goes away.
+func TestDescribeReboot(t *testing.T) {
+	got := describe([]configxml.Change{{Knob: "crypto.hardware", To: "aesni", Action: configxml.ActionReboot}})
+	if got != "crypto.hardware=aesni (the firewall reboots)" {
+		t.Errorf("describe = %q", got)
+	}
+	if got := describe([]configxml.Change{{Knob: "rules@lan", To: "10", Action: configxml.ActionFilterReload}}); strings.Contains(got, "reboot") {
+		t.Errorf("describe = %q: no reboot for a filter reload", got)
+	}
+}

@@ -51,6 +51,27 @@ order: randomized
 
 const faultSamples = 2 * 2
 
+// rebootSpec: the same shape, on the crypto accelerator, whose change the
+// firewall applies only by rebooting (configxml.ActionReboot): a step is
+// the reboot, the wait for the box to come back, relocking and verifying
+// the loaded modules. OPNsense loads an accelerator only where its module
+// file exists; the trial puts qat.ko in place.
+func rebootSpec(flavor string) string {
+	accel := "aesni"
+	if flavor == "opnsense" {
+		accel = "qat"
+	}
+	return fmt.Sprintf(`target: lab
+axes:
+  crypto.hardware: [none, %s]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 2
+idle: 0s
+order: randomized
+`, accel)
+}
+
 // progressLine is one line of a sweep's stderr and when it came.
 type progressLine struct {
 	at   time.Time
@@ -680,6 +701,45 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 			tr.lost = append(tr.lost, "the sweep did not stop naming the read-only disk and the way on:\n"+sw.output())
 		}
 		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// 6. kill -9 across a reboot: after the step asked the firewall to
+	// reboot for a new accelerator, while it is away, and after it came
+	// back but before fwab verified it. The rollback armed before the
+	// reboot restores the original config and reboots again; fw recover
+	// finds the firewall either way, and the kernel must end with the
+	// original's modules (fwab verify: no FWAB111).
+	if flavor == "opnsense" {
+		if err := os.WriteFile(filepath.Join(l.dir, "root", "boot", "kernel", "qat.ko"), []byte("\x7fELF"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rf := *f
+	rf.spec = filepath.Join(t.TempDir(), "reboot.yaml")
+	if err := os.WriteFile(rf.spec, []byte(rebootSpec(flavor)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{500 * time.Millisecond, 3 * time.Second, 7 * time.Second} {
+		db := dbFor("reboot-kill" + after.String())
+		sw := rf.startSweep(t, t.Context(), rf.sweepArgs(db)...)
+		hit := sw.waitLine(func(l string) bool { return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)") }, 3*time.Minute)
+		select {
+		case <-time.After(after):
+		case <-sw.done:
+		}
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		tr := trial{fault: "kill -9 across a reboot", detail: fmt.Sprintf("%s after the reboot was asked", after)}
+		if !hit || ended {
+			tr.lost = append(tr.lost, "the kill did not land in a rebooting step:\n"+sw.output())
+		}
+		rf.finish(&tr, db)
+		if out, err := rf.fwabChild(t.Context(), "verify", "--target", "lab", "--targets", rf.targets).CombinedOutput(); strings.Contains(string(out), "FWAB111") {
+			tr.lost = append(tr.lost, fmt.Sprintf("the kernel's modules are not the original config's (verify %v):\n%s", err, out))
+			tr.resumed = false
+		}
 		report(tr)
 	}
 
