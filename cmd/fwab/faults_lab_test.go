@@ -723,7 +723,9 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	for _, after := range []time.Duration{500 * time.Millisecond, 3 * time.Second, 7 * time.Second} {
 		db := dbFor("reboot-kill" + after.String())
 		sw := rf.startSweep(t, t.Context(), rf.sweepArgs(db)...)
-		hit := sw.waitLine(func(l string) bool { return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)") }, 3*time.Minute)
+		hit := sw.waitLine(func(l string) bool {
+			return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)")
+		}, 3*time.Minute)
 		select {
 		case <-time.After(after):
 		case <-sw.done:
