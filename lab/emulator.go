@@ -731,6 +731,9 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	case <-time.After(e.RebootDelay):
 	case <-ctx.Done():
 	}
+	if err := e.switchBootEnv(); err != nil {
+		e.logger().Error("reboot: boot environment", "err", err)
+	}
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
