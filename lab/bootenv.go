@@ -32,9 +32,10 @@ import (
 // in both firmwares.
 //
 // upstream: freebsd/freebsd-src@b1ea63e2e3c92d1346af067f5cf609e3e062f8b9 sbin/bectl/bectl.c:76 — usage `bectl activate [-t] beName`, `bectl create [-r] [-e {nonActiveBe | beName@snapshot}] beName`, `bectl check`
-// upstream: opnsense 26.7 src/opnsense/scripts/system/bectl.py:89 — `bectl list -H` read as `parts = line.split("\t")`, five columns: name, active, mountpoint, size, created (`%Y-%m-%d %H:%M`)
-// upstream: opnsense 26.7 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/SnapshotsController.php:274 — `if ($be['active'] != '-')`: the Active column is `-` for an environment neither booted (N) nor booted next (R)
-// upstream: not settled — which folders pfSense's ZFS install keeps outside its boot environments (/var/db, /var/log, /tmp, /var/tmp here) is not in the sources read; fwab reads each environment's version and config.xml from the environment itself (bectl mount) rather than trusting this list
+// upstream: opnsense-core 26.7 src/opnsense/scripts/system/bectl.py:58 — `['bectl', 'list', '-H']`
+// upstream: opnsense-core 26.7 src/opnsense/scripts/system/bectl.py:89 — `parts = line.split("\t")`: five columns, name, active, mountpoint, size, created
+// upstream: opnsense-core 26.7 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/SnapshotsController.php:274 — `$be['active'] != '-'`: the Active column is `-` for an environment neither booted (N) nor booted next (R)
+// upstream: not settled — which folders pfSense's ZFS install keeps outside its boot environments (/var/db, /var/log, /tmp, /var/tmp here) is not in the sources read; checked at run time by fwapi's BootEnvs, which reads each environment's version from the environment itself (bectl mount) rather than trusting this list
 
 // sharedDirs are the root's folders outside every boot environment.
 var sharedDirs = []string{"tmp", "var/run", "var/log", "var/db", "var/tmp"}

@@ -608,3 +608,71 @@ func (s *Suite) TestRebootRollback(t *testing.T) {
 		}
 	}
 }
+
+// TestBootEnvs: the box's boot environments with the version each holds,
+// a new one of the running system, a boot into it once and back.
+func (s *Suite) TestBootEnvs(t *testing.T) {
+	f := s.start(t)
+	b, ok := f.fw.(fwapi.BootEnvironments)
+	if !ok {
+		t.Fatalf("%T does not manage boot environments", f.fw)
+	}
+	ctx := t.Context()
+	info, err := f.fw.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := b.BootEnvs(ctx)
+	if err != nil {
+		t.Fatalf("BootEnvs: %v", err)
+	}
+	if len(envs) != 1 || !envs[0].Booted || !envs[0].NextBoot || envs[0].Version != info.Version {
+		t.Fatalf("a fresh box: %+v, want one environment, booted and next, holding %s", envs, info.Version)
+	}
+	if err := b.CreateBootEnv(ctx, "keep"); err != nil {
+		t.Fatalf("CreateBootEnv: %v", err)
+	}
+	if err := b.CreateBootEnv(ctx, "keep"); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("a second CreateBootEnv of the same name: %v, want it refused", err)
+	}
+	if err := b.ActivateBootEnvOnce(ctx, "nosuch"); err == nil || !strings.Contains(err.Error(), "default, keep") {
+		t.Errorf("ActivateBootEnvOnce(nosuch): %v, want the environments listed", err)
+	}
+	if err := b.ActivateBootEnvOnce(ctx, "keep"); err != nil {
+		t.Fatalf("ActivateBootEnvOnce: %v", err)
+	}
+	envs, err = b.BootEnvs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]fwapi.BootEnv{}
+	for _, e := range envs {
+		byName[e.Name] = e
+	}
+	if k := byName["keep"]; !k.NextBoot || k.Booted || k.Version != info.Version {
+		t.Errorf("keep after activate -t: %+v, want next boot, not booted, holding %s (read through bectl mount)", k, info.Version)
+	}
+	if d := byName["default"]; !d.Booted || d.NextBoot {
+		t.Errorf("default after activate -t: %+v, want booted and not next", d)
+	}
+	if err := f.fw.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if envs, err = b.BootEnvs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		if (e.Name == "keep") != e.Booted || (e.Name == "default") != e.NextBoot {
+			t.Errorf("booted once into keep: %+v, want keep booted and default next", e)
+		}
+	}
+	if err := f.SetUFS(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.BootEnvs(ctx); !errors.Is(err, fwapi.ErrNoBootEnvs) {
+		t.Errorf("BootEnvs on a UFS root: %v, want ErrNoBootEnvs", err)
+	}
+}
