@@ -446,6 +446,49 @@ func (s *Suite) TestLockRefusesSecondWriter(t *testing.T) {
 	}
 }
 
+// TestLockAfterReboot: a reboot voids the lock on both products (pfSense
+// mounts a fresh /var/run; OPNsense deletes its files and keeps the lock's
+// folder, empty): the holder's Unlock finds nothing to release, and a new
+// writer (fw recover, a resumed sweep) takes the lock.
+func (s *Suite) TestLockAfterReboot(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	a := fwapi.LockOwner{Owner: "alice@ws1", PID: 4242, Time: time.Now(), Token: "a1"}
+	b := fwapi.LockOwner{Owner: "bob@ws2", PID: 777, Time: time.Now(), Token: "b2"}
+	if err := g.Lock(ctx, a); err != nil {
+		t.Fatalf("Lock(alice): %v", err)
+	}
+	if err := f.fw.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lock(ctx, b); err != nil {
+		t.Fatalf("Lock(bob) after the reboot voided alice's lock: %v", err)
+	}
+	if err := g.Unlock(ctx, a); err == nil || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Errorf("Unlock(alice) with bob holding the lock: %v, want it refused naming bob", err)
+	}
+	if err := g.Unlock(ctx, b); err != nil {
+		t.Fatalf("Unlock(bob): %v", err)
+	}
+	// The holder whose lock the reboot voided unlocks without an error.
+	if err := g.Lock(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Unlock(ctx, a); err != nil {
+		t.Errorf("Unlock(alice) after a reboot voided her lock: %v, want nothing to release", err)
+	}
+}
+
 // TestRollbackFiresUnlessDisarmed: a disarmed rollback leaves the change;
 // an armed one restores the previous config by itself.
 func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
