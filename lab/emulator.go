@@ -700,6 +700,9 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 	}
 }
 
+// Rebooting reports whether the emulator is down for a reboot.
+func (e *Emulator) Rebooting() bool { return e.rebooting() }
+
 func (e *Emulator) rebooting() bool {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()

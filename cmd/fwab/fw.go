@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -636,20 +638,60 @@ func yesNo(b bool) string {
 
 func newFwRecoverCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "recover --target NAME",
 		Short: "After a crash, restore the original config from the local backup and journal",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFwRecover(cmd.Context(), io, f)
+			return runFwRecover(cmd.Context(), io, f, wait)
 		},
 	}
 	addTargetFlags(cmd, f)
+	cmd.Flags().DurationVar(&wait, "wait", 15*time.Minute, "how long to wait for a firewall that does not answer (fwab may have died while it rebooted)")
 	return cmd
 }
 
-func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
-	t, fw, err := f.open(ctx, io)
+// openWaiting opens the target, waiting up to wait while the firewall
+// does not answer (refused, unreachable, timed out: a reboot), and then
+// until it is ready.
+func openWaiting(ctx context.Context, io *streams, f *targetFlags, wait time.Duration) (*fwapi.Target, fwapi.Firewall, error) {
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		t, fw, err := f.open(ctx, io)
+		if err == nil {
+			if err := fw.WaitReady(ctx, max(time.Until(deadline), 30*time.Second)); err != nil {
+				fw.Close()
+				return nil, nil, err
+			}
+			return t, fw, nil
+		}
+		if !unreachable(err) || time.Now().After(deadline) {
+			return nil, nil, err
+		}
+		if !said {
+			fmt.Fprintf(io.ErrOut, "the firewall does not answer (%v); it may be rebooting: waiting up to %v\n", err, wait)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// unreachable tells a firewall that does not answer from one that refuses
+// fwab (credentials, host key), which waiting cannot mend.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, fwapi.ErrConnectionLost) || errors.As(err, &ne) && ne.Timeout()
+}
+
+func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Duration) error {
+	t, fw, err := openWaiting(ctx, io, f, wait)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,13 @@ func fwabRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // to a temporary folder.
 func labTarget(t *testing.T, config []byte, trustHost bool) (*labtest.Firewall, string) {
 	t.Helper()
-	em := labtest.Start(t, labtest.Options{Config: config})
+	return labTargetWith(t, labtest.Options{Config: config}, trustHost)
+}
+
+// labTargetWith is labTarget with the emulator's options.
+func labTargetWith(t *testing.T, o labtest.Options, trustHost bool) (*labtest.Firewall, string) {
+	t.Helper()
+	em := labtest.Start(t, o)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	ssh := em.Target.SSH
 	kh := filepath.Join(t.TempDir(), "known_hosts")
@@ -369,5 +375,31 @@ func TestFwUpgradeKeep(t *testing.T) {
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
 		t.Errorf("the refused upgrade left the lock")
+	}
+}
+
+// TestFwRecoverWaitsForReboot: fwab killed across a reboot leaves a box
+// that does not answer for a while; fw recover waits for it (--wait)
+// instead of failing on the refused connection.
+func TestFwRecoverWaitsForReboot(t *testing.T) {
+	fake, targets := labTargetWith(t, labtest.Options{RebootDelay: 8 * time.Second}, true)
+	go fake.Reboot(context.Background())
+	deadline := time.Now().Add(2 * time.Second)
+	for !fake.Rebooting() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// No session crashed here: once the firewall answers, recover says
+	// there is nothing to do (exit 1), not that the connection was refused.
+	_, errOut, _ := fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets, "--wait", "30s")
+	if !strings.Contains(errOut, "waiting up to 30s") || !strings.Contains(errOut, "nothing to recover") {
+		t.Fatalf("fw recover during a reboot: %s\nwant it to wait for the firewall, then find nothing to recover", errOut)
+	}
+	go fake.Reboot(context.Background())
+	for !fake.Rebooting() && time.Now().Before(deadline.Add(2*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, errOut, _ = fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets, "--wait", "0s")
+	if !strings.Contains(errOut, "connection refused") {
+		t.Errorf("fw recover --wait 0s during a reboot: %s\nwant the refused connection", errOut)
 	}
 }
