@@ -267,6 +267,23 @@ tunnel:
 
 // runSamples opens the results in db and reads run 1's samples; the store
 // closes with the test.
+// sweepRestored writes spec into dir, sweeps it on the lab (seed 5) into a
+// fresh database, and checks that the firewall ends on the config whose
+// hash is original. It returns the sweep's report and the database.
+func (l labEnv) sweepRestored(t *testing.T, dir, original, spec string) (report, db string) {
+	t.Helper()
+	path := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = filepath.Join(t.TempDir(), "results.db")
+	report = l.mustRun(t, "sweep", path, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
+	}
+	return report, db
+}
+
 func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
 	t.Helper()
 	st, err := store.Open(t.Context(), db)
@@ -294,8 +311,7 @@ func TestConfigSetsLabSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.mustRun(t, "config", "set", base, "rules@lan=300", "xml:system/hostname=services", "-o", filepath.Join(dir, "services.xml"))
-	spec := filepath.Join(dir, "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`target: lab
+	report, db := l.sweepRestored(t, dir, original, `target: lab
 axes:
   config: [base.xml, services.xml]
   nat.outbound: [automatic, disabled]
@@ -305,14 +321,7 @@ repeats: 1
 idle: 0s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "results.db")
-	report := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
-	if got := l.configHash(t); got != original {
-		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
-	}
+`)
 	_, samples := runSamples(t, db)
 	if len(samples) != 4 {
 		t.Errorf("%d samples, want 4", len(samples))
@@ -334,8 +343,7 @@ settle: {timeout: 30s, pause: 500ms}
 func TestRouterModeConnectLab(t *testing.T) {
 	l := newLab(t)
 	original := l.configHash(t)
-	spec := filepath.Join(t.TempDir(), "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`target: lab
+	out, db := l.sweepRestored(t, t.TempDir(), original, `target: lab
 axes:
   filter: [enabled, disabled]
   rules@lan: [0, 10000]
@@ -348,14 +356,7 @@ repeats: 1
 idle: 0s
 order: as-written
 settle: {timeout: 30s, pause: 500ms}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "results.db")
-	out := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
-	if got := l.configHash(t); got != original {
-		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
-	}
+`)
 	st, samples := runSamples(t, db)
 	points, err := st.Points(t.Context(), 1)
 	if err != nil {

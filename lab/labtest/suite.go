@@ -459,12 +459,7 @@ func (s *Suite) TestLockAfterReboot(t *testing.T) {
 	if err := g.Lock(ctx, a); err != nil {
 		t.Fatalf("Lock(alice): %v", err)
 	}
-	if err := f.fw.Reboot(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	f.reboot(t)
 	if err := g.Lock(ctx, b); err != nil {
 		t.Fatalf("Lock(bob) after the reboot voided alice's lock: %v", err)
 	}
@@ -478,12 +473,7 @@ func (s *Suite) TestLockAfterReboot(t *testing.T) {
 	if err := g.Lock(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.fw.Reboot(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	f.reboot(t)
 	if err := g.Unlock(ctx, a); err != nil {
 		t.Errorf("Unlock(alice) after a reboot voided her lock: %v, want nothing to release", err)
 	}
@@ -652,6 +642,17 @@ func (s *Suite) TestRebootRollback(t *testing.T) {
 	}
 }
 
+// reboot reboots the firewall through the driver and waits for it.
+func (f fixture) reboot(t *testing.T) {
+	t.Helper()
+	if err := f.fw.Reboot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WaitReady(t.Context(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBootEnvs: the box's boot environments with the version each holds,
 // a new one of the running system, a boot into it once and back.
 func (s *Suite) TestBootEnvs(t *testing.T) {
@@ -698,12 +699,7 @@ func (s *Suite) TestBootEnvs(t *testing.T) {
 	if d := byName["default"]; !d.Booted || d.NextBoot {
 		t.Errorf("default after activate -t: %+v, want booted and not next", d)
 	}
-	if err := f.fw.Reboot(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.fw.WaitReady(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	f.reboot(t)
 	if envs, err = b.BootEnvs(ctx); err != nil {
 		t.Fatal(err)
 	}
