@@ -103,6 +103,9 @@ func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
 		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, probe.UDPPayload(frame), strconv.FormatFloat(maxPayload, 'f', 0, 64)
 		n := &probe.NDR{Frame: frame, Iperf3: base,
 			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
+		if p.Ping {
+			n.LatencyAt = probe.LatencyFractions
+		}
 		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(frame), Spec: p, Iperf3: trial, NDR: n})
 	}
 	return out

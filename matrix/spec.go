@@ -644,8 +644,8 @@ func (p ProbeSpec) checkNDR() error {
 	switch {
 	case p.Direction == "bidir":
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr searches one direction (up or down); both at once is not built yet", p.Name)}
-	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP || p.Ping:
-		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths, udp and ping", p.Name)}
+	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths and udp", p.Name)}
 	case p.Bitrate == "":
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr needs bitrate, the highest rate to offer (the link's speed, such as 1G)", p.Name)}
 	}
