@@ -706,22 +706,35 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Du
 		return err
 	}
 	rep, err := fwapi.Recover(ctx, fw, g, dir)
-	if err != nil {
+	nothing := err != nil && strings.Contains(err.Error(), "nothing to recover")
+	if err != nil && !nothing {
 		return err
 	}
-	if rep.NotStarted {
+	switch {
+	case nothing:
+	case rep.NotStarted:
 		fmt.Fprintln(io.Out, "the crashed session had not started (it was taking the lock): nothing was changed; its lock, if left, removed")
-		return nil
-	}
-	if !rep.Restored {
+	case !rep.Restored:
 		fmt.Fprintf(io.Out, "the firewall already had the original config (sha256 %s); lock removed\n", rep.SHA256)
-		return nil
+	default:
+		acts := make([]string, len(rep.Actions))
+		for i, a := range rep.Actions {
+			acts[i] = string(a)
+		}
+		fmt.Fprintf(io.Out, "restored the config from the session started %s (sha256 %s verified); ran %s; lock removed\n",
+			rep.Started.Format(time.RFC3339), rep.SHA256, strings.Join(acts, ", "))
 	}
-	acts := make([]string, len(rep.Actions))
-	for i, a := range rep.Actions {
-		acts[i] = string(a)
+	// A sweep with a firmware axis that died on another boot environment
+	// left a boot journal: the box goes back to where it started.
+	booted, berr := recoverBootEnv(ctx, io, t, fw)
+	if berr != nil {
+		return fmt.Errorf("booting back into the environment the sweep started on: %w", berr)
 	}
-	fmt.Fprintf(io.Out, "restored the config from the session started %s (sha256 %s verified); ran %s; lock removed\n",
-		rep.Started.Format(time.RFC3339), rep.SHA256, strings.Join(acts, ", "))
+	if booted {
+		fmt.Fprintln(io.Out, "the firewall runs the boot environment the sweep started on again")
+	}
+	if nothing && !booted {
+		return err
+	}
 	return nil
 }

@@ -110,8 +110,9 @@ type sweepWiring struct {
 	plan           *matrix.Plan
 	client, server probe.Endpoint
 	power          probe.PowerMeter
-	session        *fwapi.Session // once begun
-	bars           *sweepProgress // once begun
+	session        interface{ OriginalSHA256() string } // once begun
+	envs           *envSessions                         // a firmware axis's boot environments; nil without one
+	bars           *sweepProgress                       // once begun
 
 	closers []func()
 }
@@ -155,6 +156,11 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.psk, err = tunnelPSK(w.spec); err != nil {
 		return err
+	}
+	if versions := firmwareValues(w.spec); versions != nil && w.fw != nil {
+		if w.envs, err = newEnvSessions(ctx, w.io, &w.o.targetFlags, w.t, w.fw, w.fc.info.Version, versions); err != nil {
+			return err
+		}
 	}
 	if w.plan, err = matrix.NewPlan(w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
@@ -216,17 +222,24 @@ func (w *sweepWiring) run() *matrix.Run {
 			}
 			fmt.Fprintf(io.ErrOut, "run %d: %d points × %s rounds, %d probes each; seed %d; about %s; results in %s\n",
 				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), store.Redact(o.db))
+			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
+			if w.envs != nil {
+				if err := w.envs.begin(ctx); err != nil {
+					return nil, err
+				}
+				w.session = w.envs
+				return w.envs, nil
+			}
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
 			}
 			w.session = s
 			w.closers = append(w.closers, release)
-			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
 			return s, nil
 		},
 		Sweep: matrix.Sweep{
-			Config: w.fc.config, PSK: w.psk, Log: logger(io),
+			Config: w.fc.config, Firmware: w.fc.info.Version, SwitchFirmware: w.switchFirmware(), PSK: w.psk, Log: logger(io),
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle: func(ctx context.Context) error {
 				if stubProbe != nil {
@@ -255,6 +268,15 @@ func (w *sweepWiring) run() *matrix.Run {
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
 	}
+}
+
+// switchFirmware is the sweep's way between boot environments; nil
+// without a firmware axis.
+func (w *sweepWiring) switchFirmware() func(context.Context, string) (*configxml.Config, error) {
+	if w.envs == nil {
+		return nil
+	}
+	return w.envs.Switch
 }
 
 // idle is the sweep's idle phase: at rest the same figures as under load,
