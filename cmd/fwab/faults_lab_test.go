@@ -745,6 +745,57 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		report(tr)
 	}
 
+	// 7. kill -9 across a switch of boot environments (a firmware axis):
+	// just after the sweep set the other environment for the next boot,
+	// while the box boots it, and once it is back. fw recover restores the
+	// environment the box runs and boots it back where the sweep started;
+	// nothing is left pending for the next boot.
+	oldVersion := strings.TrimSpace(string(must(f.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", f.targets).Output())))
+	oldVersion = strings.Fields(strings.SplitN(oldVersion, "\n", 3)[1])[1]
+	if out, err := f.fwabChild(t.Context(), "fw", "upgrade", "--keep", "--target", "lab", "--targets", f.targets).CombinedOutput(); err != nil {
+		t.Fatalf("fw upgrade --keep: %v\n%s", err, out)
+	}
+	ff := *f
+	if ff.original, err = ff.configNow(); err != nil {
+		t.Fatal(err)
+	}
+	newInfo := string(must(ff.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", ff.targets).Output()))
+	newVersion := strings.Fields(strings.SplitN(newInfo, "\n", 3)[1])[1]
+	ff.spec = filepath.Join(t.TempDir(), "firmware.yaml")
+	if err := os.WriteFile(ff.spec, []byte(fmt.Sprintf("target: lab\naxes:\n  firmware: [%s, %s]\nprobes:\n  - {name: up, direction: up, duration: 1s}\nrepeats: 2\nidle: 0s\norder: cost-aware\n", newVersion, oldVersion)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 8 * time.Second} {
+		db := dbFor("bootenv-kill" + after.String())
+		sw := ff.startSweep(t, t.Context(), ff.sweepArgs(db)...)
+		hit := sw.waitLine(func(l string) bool { return strings.HasPrefix(l, "booting boot environment ") }, 3*time.Minute)
+		select {
+		case <-time.After(after):
+		case <-sw.done:
+		}
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		tr := trial{fault: "kill -9 across a boot environment switch", detail: fmt.Sprintf("%s after it began (%s → %s)", after, newVersion, oldVersion)}
+		if !hit || ended {
+			tr.lost = append(tr.lost, "the kill did not land in a switch:\n"+sw.output())
+		}
+		ff.finish(&tr, db)
+		info := string(must(ff.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", ff.targets).Output()))
+		if !strings.Contains(info, newVersion) {
+			tr.lost = append(tr.lost, "the box does not run the firmware the sweep started on:\n"+info)
+			tr.resumed = false
+		}
+		envs := string(must(ff.fwabChild(t.Context(), "fw", "firmwares", "--target", "lab", "--targets", ff.targets).Output()))
+		for _, l := range strings.Split(envs, "\n")[1:] {
+			if f := strings.Fields(l); len(f) >= 4 && f[1] != newVersion && f[3] == "yes" {
+				tr.lost = append(tr.lost, "another environment boots next:\n"+envs)
+				tr.resumed = false
+			}
+		}
+		report(tr)
+	}
+
 	// The table.
 	type row struct{ trials, restored, resumed, lost int }
 	var order []string
@@ -785,6 +836,14 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	if total.lost > 0 {
 		t.Errorf("%d of %d trials lost something (see above)", total.lost, total.trials)
 	}
+}
+
+// must is the output of a command that must not fail.
+func must(out []byte, err error) []byte {
+	if err != nil {
+		panic(fmt.Sprintf("%v: %s", err, out))
+	}
+	return out
 }
 
 func exitOf(err error) string {

@@ -263,8 +263,16 @@ func recoverBootEnv(ctx context.Context, io *streams, t *fwapi.Target, fw fwapi.
 		return false, err
 	}
 	i := slices.IndexFunc(list, func(e fwapi.BootEnv) bool { return e.Booted })
-	if i < 0 || list[i].Name != j.Start {
+	pending := slices.ContainsFunc(list, func(e fwapi.BootEnv) bool { return e.NextBoot && e.Name != j.Start })
+	switch {
+	case i < 0 || list[i].Name != j.Start:
 		if err := bootEnvOnce(ctx, io, fw, b, j.Start, j.Version); err != nil {
+			return false, err
+		}
+	case pending:
+		// Killed between activate -t and the reboot: the next boot would
+		// go to the other environment.
+		if err := b.ActivateBootEnvOnce(ctx, j.Start); err != nil {
 			return false, err
 		}
 	}
