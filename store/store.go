@@ -20,9 +20,11 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,9 +32,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fwab/fwab/probe"
 
@@ -940,41 +946,103 @@ func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryR
 		}
 	}
 	rows.Close()
-	// One row per run, point and probe, its figures in one text: a sixth
-	// of the rows a row per sample makes, which is most of the time.
-	rows, err = s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, `+s.dialect.bpsList+` FROM samples x
-		WHERE x.run_id IN (SELECT r.id`+done+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL
-		GROUP BY x.run_id, x.point_idx, x.probe`, specHash)
-	if err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
+	}
+	// The figures of the kept runs only (another testbed's runs of the
+	// spec are not read), in parts of consecutive runs read at once, one
+	// a core: the database and the parsing of its answer both run on
+	// every core.
+	part := min(historyPart, (len(runs)+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for first := 0; first < len(runs); first += part {
+		chunk := runs[first:min(first+part, len(runs))]
+		g.Go(func() error { return s.historyFigures(gctx, chunk) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// historyPart is the most runs one query of History's figures names.
+const historyPart = 500
+
+// historyFigures reads the throughput of every successful sample of runs
+// (consecutive runs of a History, oldest first) into their Measured.
+func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun) error {
+	args := make([]any, len(runs))
+	for i, r := range runs {
+		args[i] = r.ID
+	}
+	// One row per run, point and probe, its figures in one value: a
+	// sixth of the rows a row per sample makes, which is most of the
+	// time. The covering index samples_history (schema version 3)
+	// answers it alone.
+	rows, err := s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, `+s.dialect.bpsList+` FROM samples x
+		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runs)-1)+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL
+		GROUP BY x.run_id, x.point_idx, x.probe`, args...)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
 	defer rows.Close()
 	probes := map[string]string{} // one copy of each probe name
+	var slab []float64            // the figures' backing, allocated in blocks
+	next := 0                     // the run of runs the rows are at
 	for rows.Next() {
 		var run int64
 		var point int
 		var probe, list sql.RawBytes
 		if err := rows.Scan(&run, &point, &probe, &list); err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return fmt.Errorf("history: %w", err)
 		}
-		h := byID[run]
-		if h == nil {
-			continue
+		// The rows come in any order; a run is found from where the
+		// last one was.
+		if next >= len(runs) || runs[next].ID != run {
+			i, found := slices.BinarySearchFunc(runs, run, func(h HistoryRun, id int64) int { return cmp.Compare(h.ID, id) })
+			if !found {
+				continue
+			}
+			next = i
 		}
+		h := &runs[next]
 		name, ok := probes[string(probe)]
 		if !ok {
 			name = string(probe)
 			probes[name] = name
 		}
-		m := Measured{Point: point, Probe: name, BitsPerSecond: make([]float64, 0, bytes.Count(list, []byte(","))+1)}
-		for v := range strings.SplitSeq(string(list), ",") {
-			bps, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return nil, fmt.Errorf("history: run %d point %d probe %s: %w", run, point, name, err)
+		var n int
+		if s.dialect.bpsBinary {
+			if len(list)%8 != 0 {
+				return fmt.Errorf("history: run %d point %d probe %s: %d bytes of figures, not a multiple of 8", run, point, name, len(list))
 			}
-			m.BitsPerSecond = append(m.BitsPerSecond, bps)
+			n = len(list) / 8
+		} else {
+			n = bytes.Count(list, []byte(",")) + 1
+		}
+		if cap(slab)-len(slab) < n {
+			slab = make([]float64, 0, max(n, 4096))
+		}
+		m := Measured{Point: point, Probe: name, BitsPerSecond: slab[len(slab) : len(slab) : len(slab)+n]}
+		slab = slab[:len(slab)+n]
+		if s.dialect.bpsBinary {
+			for i := 0; i < len(list); i += 8 {
+				m.BitsPerSecond = append(m.BitsPerSecond, math.Float64frombits(binary.BigEndian.Uint64(list[i:])))
+			}
+		} else {
+			for v := range bytes.SplitSeq(list, []byte(",")) {
+				bps, err := strconv.ParseFloat(string(v), 64)
+				if err != nil {
+					return fmt.Errorf("history: run %d point %d probe %s: %w", run, point, name, err)
+				}
+				m.BitsPerSecond = append(m.BitsPerSecond, bps)
+			}
 		}
 		h.Measured = append(h.Measured, m)
 	}
-	return runs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
 }
