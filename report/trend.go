@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/perf/benchmath"
+	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -66,14 +68,16 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 	w := o.Window
 	th := benchmath.Thresholds{CompareAlpha: o.Alpha}
 	// The window after run j-w is the window before run j: the median of
-	// each window of w runs is taken once.
-	var buf []float64
+	// each window of w runs is taken once, by merging its runs' values,
+	// each run sorted once.
+	sorted := sortedRuns(runs)
 	windows := make([]float64, max(0, len(runs)-w+1))
+	heads := make([]int, w)
 	for j := range windows {
-		buf = pool(buf[:0], runs[j:j+w])
-		windows[j] = middleInPlace(buf)
+		windows[j] = mergedMiddle(sorted[j:j+w], heads)
 	}
 	var candidates []Change
+	var before, after []float64
 	for i := w; i+w <= len(runs); i++ {
 		mb, ma := windows[i-w], windows[i]
 		if math.IsNaN(mb) || math.IsNaN(ma) || mb == 0 {
@@ -83,7 +87,7 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		if math.Abs(delta) < o.Threshold {
 			continue
 		}
-		before, after := pool(nil, runs[i-w:i]), pool(nil, runs[i:i+w])
+		before, after = pool(before[:0], sorted[i-w:i]), pool(after[:0], sorted[i:i+w])
 		c := benchmath.AssumeNothing.Compare(benchmath.NewSample(before, &th), benchmath.NewSample(after, &th))
 		if c.P > o.Alpha {
 			continue
@@ -106,6 +110,52 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		}
 	}
 	return out
+}
+
+// sortedRuns is a sorted copy of each run's values, all in one block.
+func sortedRuns(runs [][]float64) [][]float64 {
+	n := 0
+	for _, r := range runs {
+		n += len(r)
+	}
+	block := make([]float64, 0, n)
+	out := make([][]float64, len(runs))
+	for i, r := range runs {
+		block = append(block, r...)
+		out[i] = block[len(block)-len(r):]
+		slices.Sort(out[i])
+	}
+	return out
+}
+
+// mergedMiddle is the median of the values of runs, each sorted: the
+// median of them pooled, as middle gives it. heads is scratch space, one
+// per run.
+func mergedMiddle(runs [][]float64, heads []int) float64 {
+	n := 0
+	for i, r := range runs {
+		n += len(r)
+		heads[i] = 0
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	// Take the values in order up to the middle one (or two).
+	var prev, cur float64
+	for k := 0; k <= n/2; k++ {
+		best := -1
+		for i, r := range runs {
+			if h := heads[i]; h < len(r) && (best < 0 || cmp.Less(r[h], runs[best][heads[best]])) {
+				best = i
+			}
+		}
+		prev, cur = cur, runs[best][heads[best]]
+		heads[best]++
+	}
+	if n%2 == 1 {
+		return cur
+	}
+	return (prev + cur) / 2
 }
 
 // pool appends the values of runs to out.
@@ -172,25 +222,36 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
 			}
 			last := &s.Runs[len(s.Runs)-1]
+			last.Mbps = slices.Grow(last.Mbps, len(m.BitsPerSecond))
 			for _, bps := range m.BitsPerSecond {
 				last.Mbps = append(last.Mbps, bps/1e6)
 			}
 		}
 	}
 	slices.SortFunc(order, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	for _, k := range order {
-		s := byKey[k]
-		values := make([][]float64, len(s.Runs))
-		for i := range s.Runs {
-			s.Runs[i].Median = middle(s.Runs[i].Mbps)
-			values[i] = s.Runs[i].Mbps
-		}
-		s.Changes = ChangePoints(values, o)
-		if s.Changes == nil {
-			s.Changes = []Change{}
-		}
-		t.Series = append(t.Series, *s)
+	t.Series = make([]TrendSeries, len(order))
+	for i, k := range order {
+		t.Series[i] = *byKey[k]
 	}
+	// The series are independent: one at a time on each core.
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range t.Series {
+		g.Go(func() error {
+			s := &t.Series[i]
+			values := make([][]float64, len(s.Runs))
+			for i := range s.Runs {
+				s.Runs[i].Median = middle(s.Runs[i].Mbps)
+				values[i] = s.Runs[i].Mbps
+			}
+			s.Changes = ChangePoints(values, o)
+			if s.Changes == nil {
+				s.Changes = []Change{}
+			}
+			return nil
+		})
+	}
+	g.Wait()
 	return t, nil
 }
 
