@@ -630,8 +630,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 		nullable(x.BitsPerSecond), nullable(x.SentBPS), nullable(x.BidirBPS), retr, nullable(x.ClientCPU), nullable(x.ServerCPU),
 		nullable(x.RTTms), nullable(x.JitterMS), nullable(x.LostPercent), nullable(x.PingAvgMS), nullable(x.PingLossPercent), nullable(x.PowerWatts),
 		x.EndpointCPUBound, x.Failed, x.Reason, string(w), string(raw)}
-	const perInsert = 500 // DUT metric rows per statement
-	if s.dialect.numbered && len(x.DUT) <= perInsert {
+	if s.dialect.numbered {
 		return s.recordSampleOnce(ctx, x, sampleArgs)
 	}
 	tx, err := s.begin(ctx)
@@ -648,6 +647,7 @@ func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
 	}
 	// The DUT's metrics in as few statements as can be.
+	const perInsert = 500 // DUT metric rows per statement
 	for dut := x.DUT; len(dut) > 0; {
 		chunk := dut[:min(len(dut), perInsert)]
 		dut = dut[len(chunk):]
@@ -689,25 +689,42 @@ func dutArgs(m probe.DUTMetrics) []any {
 
 // recordSampleOnce is RecordSample on PostgreSQL: the sample and its DUT
 // metrics in one statement, which is one transaction and one round trip
-// to the server instead of four.
+// to the server instead of four. The metrics go as one array a column,
+// so that the statement is the same text for any number of them: prepared
+// once per connection, and its parameters are 30 rather than 25 + 5 a row.
 func (s *Store) recordSampleOnce(ctx context.Context, x Sample, sampleArgs []any) error {
-	query := `WITH s AS (` + insertSample + ` RETURNING id)`
-	args := sampleArgs
-	if len(x.DUT) > 0 {
-		rows := strings.Repeat(", (?::text, ?::float8, ?::float8, ?::float8, ?::bigint)", len(x.DUT))[2:]
-		query += `, d AS (INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs)
-			SELECT s.id, v.time, v.cpu, v.temp, v.mem, v.mbufs FROM s, (VALUES ` + rows + `) AS v (time, cpu, temp, mem, mbufs))`
-		for _, m := range x.DUT {
-			args = append(args, dutArgs(m)...)
+	times := make([]string, len(x.DUT))
+	cpu, temp, mem := make([]*float64, len(x.DUT)), make([]*float64, len(x.DUT)), make([]*float64, len(x.DUT))
+	mbufs := make([]*int64, len(x.DUT))
+	for i, m := range x.DUT {
+		v := dutArgs(m)
+		times[i] = v[0].(string)
+		cpu[i], temp[i], mem[i] = floatOrNil(v[1]), floatOrNil(v[2]), floatOrNil(v[3])
+		if n, ok := v[4].(int64); ok {
+			mbufs[i] = &n
 		}
 	}
+	args := append(sampleArgs, times, cpu, temp, mem, mbufs)
 	var id int64
-	err := s.queryRow(ctx, query+` SELECT id FROM s`, args...).Scan(&id)
+	err := s.queryRow(ctx, `WITH s AS (`+insertSample+` RETURNING id),
+		d AS (INSERT INTO dut_metrics (sample_id, time, cpu, temp, mem, mbufs)
+			SELECT s.id, v.time, v.cpu, v.temp, v.mem, v.mbufs
+			FROM s, unnest(?::text[], ?::float8[], ?::float8[], ?::float8[], ?::bigint[]) WITH ORDINALITY AS v (time, cpu, temp, mem, mbufs, n)
+			ORDER BY v.n)
+		SELECT id FROM s`, args...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("record sample %s: %w", x.Key, ErrDuplicate)
 	}
 	if err != nil {
 		return fmt.Errorf("record sample %s: %w", x.Key, s.unreachable(err))
+	}
+	return nil
+}
+
+// floatOrNil is a dutArgs value as a nullable float8 array element.
+func floatOrNil(v any) *float64 {
+	if f, ok := v.(float64); ok {
+		return &f
 	}
 	return nil
 }
