@@ -94,6 +94,12 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		}
 		candidates = append(candidates, Change{Index: i, Before: mb, After: ma, DeltaPct: delta, P: c.P})
 	}
+	return pickChanges(candidates, w)
+}
+
+// pickChanges keeps, of candidate runs in order, the change of each run of
+// adjacent ones, and looks for the next a window of w runs later.
+func pickChanges(candidates []Change, w int) []Change {
 	var out []Change
 	for k := 0; k < len(candidates); {
 		// A step shows in several windows in a row: keep the one that

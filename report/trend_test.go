@@ -122,19 +122,7 @@ func changePointsByPooling(runs [][]float64, o TrendOptions) []Change {
 		}
 		candidates = append(candidates, Change{Index: i, Before: mb, After: ma, DeltaPct: delta, P: c.P})
 	}
-	var out []Change
-	for k := 0; k < len(candidates); {
-		best, j := candidates[k], k+1
-		for ; j < len(candidates) && candidates[j].Index == candidates[j-1].Index+1; j++ {
-			if c := candidates[j]; c.P < best.P || c.P == best.P && math.Abs(c.DeltaPct) > math.Abs(best.DeltaPct) {
-				best = c
-			}
-		}
-		out = append(out, best)
-		for k = j; k < len(candidates) && candidates[k].Index < best.Index+w; k++ {
-		}
-	}
-	return out
+	return pickChanges(candidates, w)
 }
 
 // ChangePoints takes each window's median by merging its runs' sorted
