@@ -64,17 +64,20 @@ type Change struct {
 // largest change) is reported, and the next change is looked for a window later. The first
 // and last Window runs cannot be changes: there is too little on one side.
 func ChangePoints(runs [][]float64, o TrendOptions) []Change {
+	return changePoints(sortedRuns(runs), o)
+}
+
+// changePoints is ChangePoints of runs whose values are each sorted.
+func changePoints(runs [][]float64, o TrendOptions) []Change {
 	o = o.withDefaults()
 	w := o.Window
 	th := benchmath.Thresholds{CompareAlpha: o.Alpha}
 	// The window after run j-w is the window before run j: the median of
-	// each window of w runs is taken once, by merging its runs' values,
-	// each run sorted once.
-	sorted := sortedRuns(runs)
+	// each window of w runs is taken once, by merging its runs' values.
 	windows := make([]float64, max(0, len(runs)-w+1))
 	heads := make([]int, w)
 	for j := range windows {
-		windows[j] = mergedMiddle(sorted[j:j+w], heads)
+		windows[j] = mergedMiddle(runs[j:j+w], heads)
 	}
 	var candidates []Change
 	var before, after []float64
@@ -87,7 +90,7 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		if math.Abs(delta) < o.Threshold {
 			continue
 		}
-		before, after = pool(before[:0], sorted[i-w:i]), pool(after[:0], sorted[i:i+w])
+		before, after = pool(before[:0], runs[i-w:i]), pool(after[:0], runs[i:i+w])
 		c := benchmath.AssumeNothing.Compare(benchmath.NewSample(before, &th), benchmath.NewSample(after, &th))
 		if c.P > o.Alpha {
 			continue
@@ -205,6 +208,7 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 	byKey := map[[2]string]*TrendSeries{}
 	var order [][2]string
 	keys := map[string]string{} // knobs JSON to the point's key, parsed once
+	var slab []float64          // the runs' figures' backing
 	for _, r := range runs {
 		for _, m := range r.Measured {
 			raw := r.Knobs[m.Point]
@@ -228,7 +232,13 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
 			}
 			last := &s.Runs[len(s.Runs)-1]
-			last.Mbps = slices.Grow(last.Mbps, len(m.BitsPerSecond))
+			if last.Mbps == nil { // carved from one block: a history has 100,000s
+				if cap(slab)-len(slab) < len(m.BitsPerSecond) {
+					slab = make([]float64, 0, max(len(m.BitsPerSecond), 4096))
+				}
+				n := len(slab)
+				last.Mbps, slab = slab[n:n:n+len(m.BitsPerSecond)], slab[:n+len(m.BitsPerSecond)]
+			}
 			for _, bps := range m.BitsPerSecond {
 				last.Mbps = append(last.Mbps, bps/1e6)
 			}
@@ -247,10 +257,13 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 			s := &t.Series[i]
 			values := make([][]float64, len(s.Runs))
 			for i := range s.Runs {
-				s.Runs[i].Median = middle(s.Runs[i].Mbps)
 				values[i] = s.Runs[i].Mbps
 			}
-			s.Changes = ChangePoints(values, o)
+			sorted := sortedRuns(values)
+			for i, v := range sorted {
+				s.Runs[i].Median = middleInPlace(v) // sorted already
+			}
+			s.Changes = changePoints(sorted, o)
 			if s.Changes == nil {
 				s.Changes = []Change{}
 			}
