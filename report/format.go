@@ -187,8 +187,8 @@ func mdEscape(s string) string {
 func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Run %d", t.Run)
-	if t.Target != "" {
-		fmt.Fprintf(&b, " on %s", mdEscape(t.Target))
+	if where := t.Where(); where != "" {
+		fmt.Fprintf(&b, " on %s", mdEscape(where))
 	}
 	if t.Firmware != "" {
 		fmt.Fprintf(&b, " (%s)", mdEscape(t.Firmware))
@@ -440,6 +440,7 @@ func writePivotCSV(w io.Writer, pv *Pivot) error {
 type jsonReport struct {
 	Run        int64             `json:"run"`
 	Target     string            `json:"target"`
+	Testbed    string            `json:"testbed"` // name@fingerprint; "" for runs from before testbeds
 	Firmware   string            `json:"firmware"`
 	Status     string            `json:"status"`
 	Confidence float64           `json:"confidence"`
@@ -572,7 +573,7 @@ func toJSONMetric(mc MetricCell) jsonMetric {
 }
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
-	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Testbed: t.Testbed, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
 		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},

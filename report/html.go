@@ -70,7 +70,7 @@ figure svg { max-width: 100%; height: auto; }
 </style>
 </head>
 <body>
-<h1>Run {{.T.Run}}{{if .T.Target}} on {{.T.Target}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
+<h1>Run {{.T.Run}}{{with .T.Where}} on {{.}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
 <p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}Throughput in Mbit/s: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}{{if .T.HasExtra}} {{legend}}{{end}}{{if .T.Idle}} {{idlelegend}}{{end}}</p>
 <table id="points">

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 // intervals), a point refused before it was applied and some failed samples.
 func t730Run() reporttest.Run {
 	r := reporttest.T730(1, 0)
+	r.Testbed = "lab@3f2a9c1b0d4e" // its target is lab
 	r.Repeats = 7
 	r.Series = true
 	r.Points[2].FailEvery = 9
@@ -437,5 +439,34 @@ func TestNDRSamplePPS(t *testing.T) {
 	}
 	if got := r.Points[0].Probes["ndr-512"].PPS; len(got) != 1 || got[0] != 23641 {
 		t.Errorf("PPS = %v, want [23641] from the search", got)
+	}
+}
+
+// A report says which box it measured: the testbed (the target's name and
+// its hardware's fingerprint) in the title of the text and HTML reports and
+// a field of the JSON one; the target alone for a run from before
+// testbeds; both where the testbed is not named after the target.
+func TestReportTestbed(t *testing.T) {
+	r := loadRun(t, t730Run())
+	md, html, js := string(writeReport(t, r, Markdown, Options{})), string(writeReport(t, r, HTML, Options{})), writeReport(t, r, JSON, Options{})
+	if first, _, _ := strings.Cut(md, "\n"); first != "# Run 1 on lab@3f2a9c1b0d4e (2.7.2-RELEASE)" {
+		t.Errorf("text report's title = %q; want the testbed in it", first)
+	}
+	if !strings.Contains(html, "<h1>Run 1 on lab@3f2a9c1b0d4e (2.7.2-RELEASE)</h1>") {
+		t.Errorf("HTML report has no testbed in its title:\n%.600s", html)
+	}
+	var got struct{ Target, Testbed string }
+	if err := json.Unmarshal(js, &got); err != nil || got.Target != "lab" || got.Testbed != "lab@3f2a9c1b0d4e" {
+		t.Errorf("JSON report: target %q, testbed %q, %v; want lab, lab@3f2a9c1b0d4e", got.Target, got.Testbed, err)
+	}
+	for _, tc := range []struct{ target, testbed, want string }{
+		{"lab", "", "lab"},
+		{"lab", "lab@0123456789ab", "lab@0123456789ab"},
+		{"lab", "apu2@0123456789ab", "lab, testbed apu2@0123456789ab"},
+		{"", "", ""},
+	} {
+		if got := (&Table{Target: tc.target, Testbed: tc.testbed}).Where(); got != tc.want {
+			t.Errorf("Where(target %q, testbed %q) = %q, want %q", tc.target, tc.testbed, got, tc.want)
+		}
 	}
 }

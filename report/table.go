@@ -13,8 +13,12 @@ import (
 // throughput, its change against the baseline, retransmits, and the DUT's
 // CPU, temperature and power.
 type Table struct {
-	Run      int64
-	Target   string
+	Run    int64
+	Target string
+	// Testbed is the box measured, as 'fwab runs list' shows it: the
+	// target's name and its hardware's fingerprint ("" for runs from
+	// before testbeds were recorded).
+	Testbed  string
 	Firmware string
 	Status   string // the run's: running, done, failed, cancelled
 	Knobs    []string
@@ -95,7 +99,7 @@ func (o Options) confidence() float64 {
 
 // NewTable computes the run's table.
 func NewTable(r *Run, opts Options) *Table {
-	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT, Confidence: opts.confidence()}
+	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Testbed: r.Info.Testbed, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT, Confidence: opts.confidence()}
 	if r.Info.Status != store.Done {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
 	}
@@ -383,4 +387,18 @@ func (pv *Pivot) Family() int {
 		}
 	}
 	return 0
+}
+
+// Where is where the run measured, for a report's title: its testbed
+// (the target's name and hardware fingerprint), with the target's name
+// beside it where the testbed does not start with it; the target alone
+// for runs without a testbed.
+func (t *Table) Where() string {
+	switch {
+	case t.Testbed == "":
+		return t.Target
+	case t.Target == "" || strings.HasPrefix(t.Testbed, t.Target+"@"):
+		return t.Testbed
+	}
+	return t.Target + ", testbed " + t.Testbed
 }

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/perf/benchmath"
+	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -62,18 +64,23 @@ type Change struct {
 // largest change) is reported, and the next change is looked for a window later. The first
 // and last Window runs cannot be changes: there is too little on one side.
 func ChangePoints(runs [][]float64, o TrendOptions) []Change {
+	return changePoints(sortedRuns(runs), o)
+}
+
+// changePoints is ChangePoints of runs whose values are each sorted.
+func changePoints(runs [][]float64, o TrendOptions) []Change {
 	o = o.withDefaults()
 	w := o.Window
 	th := benchmath.Thresholds{CompareAlpha: o.Alpha}
 	// The window after run j-w is the window before run j: the median of
-	// each window of w runs is taken once.
-	var buf []float64
+	// each window of w runs is taken once, by merging its runs' values.
 	windows := make([]float64, max(0, len(runs)-w+1))
+	heads := make([]int, w)
 	for j := range windows {
-		buf = pool(buf[:0], runs[j:j+w])
-		windows[j] = middleInPlace(buf)
+		windows[j] = mergedMiddle(runs[j:j+w], heads)
 	}
 	var candidates []Change
+	var before, after []float64
 	for i := w; i+w <= len(runs); i++ {
 		mb, ma := windows[i-w], windows[i]
 		if math.IsNaN(mb) || math.IsNaN(ma) || mb == 0 {
@@ -83,13 +90,19 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		if math.Abs(delta) < o.Threshold {
 			continue
 		}
-		before, after := pool(nil, runs[i-w:i]), pool(nil, runs[i:i+w])
+		before, after = pool(before[:0], runs[i-w:i]), pool(after[:0], runs[i:i+w])
 		c := benchmath.AssumeNothing.Compare(benchmath.NewSample(before, &th), benchmath.NewSample(after, &th))
 		if c.P > o.Alpha {
 			continue
 		}
 		candidates = append(candidates, Change{Index: i, Before: mb, After: ma, DeltaPct: delta, P: c.P})
 	}
+	return pickChanges(candidates, w)
+}
+
+// pickChanges keeps, of candidate runs in order, the change of each run of
+// adjacent ones, and looks for the next a window of w runs later.
+func pickChanges(candidates []Change, w int) []Change {
 	var out []Change
 	for k := 0; k < len(candidates); {
 		// A step shows in several windows in a row: keep the one that
@@ -106,6 +119,52 @@ func ChangePoints(runs [][]float64, o TrendOptions) []Change {
 		}
 	}
 	return out
+}
+
+// sortedRuns is a sorted copy of each run's values, all in one block.
+func sortedRuns(runs [][]float64) [][]float64 {
+	n := 0
+	for _, r := range runs {
+		n += len(r)
+	}
+	block := make([]float64, 0, n)
+	out := make([][]float64, len(runs))
+	for i, r := range runs {
+		block = append(block, r...)
+		out[i] = block[len(block)-len(r):]
+		slices.Sort(out[i])
+	}
+	return out
+}
+
+// mergedMiddle is the median of the values of runs, each sorted: the
+// median of them pooled, as middle gives it. heads is scratch space, one
+// per run.
+func mergedMiddle(runs [][]float64, heads []int) float64 {
+	n := 0
+	for i, r := range runs {
+		n += len(r)
+		heads[i] = 0
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	// Take the values in order up to the middle one (or two).
+	var prev, cur float64
+	for k := 0; k <= n/2; k++ {
+		best := -1
+		for i, r := range runs {
+			if h := heads[i]; h < len(r) && (best < 0 || cmp.Less(r[h], runs[best][heads[best]])) {
+				best = i
+			}
+		}
+		prev, cur = cur, runs[best][heads[best]]
+		heads[best]++
+	}
+	if n%2 == 1 {
+		return cur
+	}
+	return (prev + cur) / 2
 }
 
 // pool appends the values of runs to out.
@@ -149,6 +208,7 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 	byKey := map[[2]string]*TrendSeries{}
 	var order [][2]string
 	keys := map[string]string{} // knobs JSON to the point's key, parsed once
+	var slab []float64          // the runs' figures' backing
 	for _, r := range runs {
 		for _, m := range r.Measured {
 			raw := r.Knobs[m.Point]
@@ -172,25 +232,45 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
 			}
 			last := &s.Runs[len(s.Runs)-1]
+			if last.Mbps == nil { // carved from one block: a history has 100,000s
+				if cap(slab)-len(slab) < len(m.BitsPerSecond) {
+					slab = make([]float64, 0, max(len(m.BitsPerSecond), 4096))
+				}
+				n := len(slab)
+				last.Mbps, slab = slab[n:n:n+len(m.BitsPerSecond)], slab[:n+len(m.BitsPerSecond)]
+			}
 			for _, bps := range m.BitsPerSecond {
 				last.Mbps = append(last.Mbps, bps/1e6)
 			}
 		}
 	}
 	slices.SortFunc(order, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	for _, k := range order {
-		s := byKey[k]
-		values := make([][]float64, len(s.Runs))
-		for i := range s.Runs {
-			s.Runs[i].Median = middle(s.Runs[i].Mbps)
-			values[i] = s.Runs[i].Mbps
-		}
-		s.Changes = ChangePoints(values, o)
-		if s.Changes == nil {
-			s.Changes = []Change{}
-		}
-		t.Series = append(t.Series, *s)
+	t.Series = make([]TrendSeries, len(order))
+	for i, k := range order {
+		t.Series[i] = *byKey[k]
 	}
+	// The series are independent: one at a time on each core.
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range t.Series {
+		g.Go(func() error {
+			s := &t.Series[i]
+			values := make([][]float64, len(s.Runs))
+			for i := range s.Runs {
+				values[i] = s.Runs[i].Mbps
+			}
+			sorted := sortedRuns(values)
+			for i, v := range sorted {
+				s.Runs[i].Median = middleInPlace(v) // sorted already
+			}
+			s.Changes = changePoints(sorted, o)
+			if s.Changes == nil {
+				s.Changes = []Change{}
+			}
+			return nil
+		})
+	}
+	g.Wait()
 	return t, nil
 }
 

@@ -1,10 +1,15 @@
 package report
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/perf/benchmath"
 
 	"github.com/fwab/fwab/store"
 )
@@ -91,5 +96,69 @@ func TestTrendTextAndHTML(t *testing.T) {
 	}
 	if n := strings.Count(html.String(), "<svg"); n != 2 {
 		t.Errorf("WriteHTML has %d charts, want 2", n)
+	}
+}
+
+// changePointsByPooling is ChangePoints as first written: each window's
+// values pooled and sorted. ChangePoints must find exactly what it finds.
+func changePointsByPooling(runs [][]float64, o TrendOptions) []Change {
+	o = o.withDefaults()
+	w := o.Window
+	th := benchmath.Thresholds{CompareAlpha: o.Alpha}
+	var candidates []Change
+	for i := w; i+w <= len(runs); i++ {
+		before, after := pool(nil, runs[i-w:i]), pool(nil, runs[i:i+w])
+		mb, ma := middle(before), middle(after)
+		if math.IsNaN(mb) || math.IsNaN(ma) || mb == 0 {
+			continue
+		}
+		delta := 100 * (ma - mb) / mb
+		if math.Abs(delta) < o.Threshold {
+			continue
+		}
+		c := benchmath.AssumeNothing.Compare(benchmath.NewSample(before, &th), benchmath.NewSample(after, &th))
+		if c.P > o.Alpha {
+			continue
+		}
+		candidates = append(candidates, Change{Index: i, Before: mb, After: ma, DeltaPct: delta, P: c.P})
+	}
+	return pickChanges(candidates, w)
+}
+
+// ChangePoints takes each window's median by merging its runs' sorted
+// values; that must give the changes, medians and p-values of pooling and
+// sorting every window, on histories with several values a run (some
+// runs with none, repeated values, odd and even windows), and leave the
+// runs as they were.
+func TestChangePointsSameAsPooling(t *testing.T) {
+	found := 0
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		runs := make([][]float64, 5+rng.IntN(40))
+		step := 5 + rng.IntN(len(runs))
+		for i := range runs {
+			level := 940.0
+			if i >= step {
+				level *= 0.9 + 0.2*rng.Float64()
+			}
+			runs[i] = make([]float64, rng.IntN(5))
+			for k := range runs[i] {
+				runs[i][k] = math.Round(level*(1+0.02*(2*rng.Float64()-1))*4) / 4 // ties
+			}
+		}
+		o := TrendOptions{Window: 2 + rng.IntN(6), Threshold: 1 + 4*rng.Float64()}
+		before := fmt.Sprint(runs)
+		got, want := ChangePoints(runs, o), changePointsByPooling(runs, o)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d, %+v: ChangePoints = %+v; pooling finds %+v", seed, o, got, want)
+		}
+		if after := fmt.Sprint(runs); after != before {
+			t.Fatalf("seed %d: ChangePoints changed its runs", seed)
+		}
+		found += len(got)
+	}
+	t.Logf("%d changes in 100 histories", found)
+	if found < 30 {
+		t.Fatalf("only %d changes in 100 histories: the comparison shows little", found)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -386,6 +388,69 @@ func TestHistory(t *testing.T) {
 		var mbps float64
 		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 3 || mbps != 900 {
 			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 3 rows (one without a figure), 900", n, mbps, err)
+		}
+	})
+}
+
+// History reads the figures of many runs in parts at once: each kept run
+// gets exactly its own figures, on both backends alike, with another
+// testbed's runs of the spec between them.
+func TestHistoryInParts(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // four parts
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := b.open(t)
+		ctx := t.Context()
+		want := map[int64][]Measured{}
+		var hash string
+		for i := range 9 {
+			id := newRun(t, s)
+			if i%3 == 2 { // another box's run of the same spec
+				if _, err := s.DB().ExecContext(ctx, s.Rebind(`UPDATE runs SET testbed = ? WHERE id = ?`), "apu2@0123456789ab", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for point := range 2 {
+				for _, probe := range []string{"tcp-down", "tcp-up"} {
+					m := Measured{Point: point, Probe: probe}
+					for repeat := range 3 {
+						bps := float64(1e8*(i+1)) + float64(point*1000+repeat) + 0.125
+						if err := s.RecordSample(ctx, Sample{Key: Key{Run: id, Point: point, Probe: probe, Repeat: repeat}, BitsPerSecond: bps, Retransmits: -1}); err != nil {
+							t.Fatal(err)
+						}
+						m.BitsPerSecond = append(m.BitsPerSecond, bps)
+					}
+					if i%3 != 2 {
+						want[id] = append(want[id], m)
+					}
+				}
+			}
+			if err := s.FinishRun(ctx, id, Done); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := s.Run(ctx, id)
+			hash = r.SpecHash
+		}
+		got, err := s.History(ctx, hash, func(h HistoryRun) bool { return h.Testbed == "lab@0123456789ab" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("History() = %d runs, want %d", len(got), len(want))
+		}
+		for _, h := range got {
+			m := h.Measured
+			slices.SortFunc(m, func(a, b Measured) int {
+				if a.Point != b.Point {
+					return a.Point - b.Point
+				}
+				return strings.Compare(a.Probe, b.Probe)
+			})
+			for _, x := range m {
+				slices.Sort(x.BitsPerSecond)
+			}
+			if !reflect.DeepEqual(m, want[h.ID]) {
+				t.Errorf("History() run %d = %+v; want %+v", h.ID, m, want[h.ID])
+			}
 		}
 	})
 }

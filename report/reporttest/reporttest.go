@@ -19,6 +19,7 @@ import (
 // Run describes a synthetic run.
 type Run struct {
 	Target   string
+	Testbed  string // name@fingerprint; "" leaves it out
 	Firmware string
 	Spec     string // matrix spec text stored with the run (axes order, baseline)
 	Seed     uint64
@@ -103,7 +104,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 		r.Repeats = 5
 	}
 	rng := rand.New(rand.NewPCG(r.Seed, r.Seed^0x9e3779b97f4a7c15))
-	info := store.Run{Created: r.Created, Spec: r.Spec, SpecHash: store.HashSpec(r.Spec), Seed: int64(r.Seed), FwabVersion: "test", Target: r.Target,
+	info := store.Run{Created: r.Created, Spec: r.Spec, SpecHash: store.HashSpec(r.Spec), Seed: int64(r.Seed), FwabVersion: "test", Target: r.Target, Testbed: r.Testbed,
 		TargetInfo: json.RawMessage(`{"flavor":"pfsense"}`), Firmware: r.Firmware, Status: store.Done}
 	points := make([]store.Point, len(r.Points))
 	for i, p := range r.Points {
