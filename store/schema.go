@@ -111,6 +111,29 @@ JOIN samples x ON x.run_id = r.id
 JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
 WHERE r.status = 'done' AND NOT x.failed;
 `,
+	// 3: the drift check. A run may re-measure its baseline point at its
+	// end, as round -1 (DriftRound); the samples view keeps to the regular
+	// rounds, and fwab_drift_by_run holds the re-measurements.
+	`
+DROP VIEW fwab_samples_by_run;
+CREATE VIEW fwab_samples_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.round, x.repeat, x.bits_per_second / 1000000.0 AS mbps, x.retransmits
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE r.status = 'done' AND NOT x.failed AND x.round >= 0;
+
+CREATE VIEW fwab_drift_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.started, x.bits_per_second / 1000000.0 AS mbps
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE NOT x.failed AND x.round = -1;
+`,
 }
 
 // dialect is what differs between the two databases fwab writes.
