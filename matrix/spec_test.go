@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/store"
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/store"
 )
 
 func parseFile(t *testing.T, path string) (*Spec, error) {
