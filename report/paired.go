@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -72,7 +73,11 @@ func SignedRank(d []float64) PairedTest {
 	}
 	t.Stat = float64(w2) / 2
 	if t.N <= ExactSignedRankMax {
-		t.P, t.Exact = exactSignedRankP(ranks2, w2), true
+		dist := untiedDist(t.N)
+		if t.Ties {
+			dist = signedRankDist(ranks2)
+		}
+		t.P, t.Exact = exactSignedRankP(dist, w2), true
 		return t
 	}
 	n := float64(t.N)
@@ -133,11 +138,27 @@ func signedRankDist(ranks2 []int) []float64 {
 	return dist
 }
 
-// exactSignedRankP is the two-sided p of 2·W+ = w2: twice the smaller
-// tail, at most 1. The distribution is symmetric about half the ranks'
-// sum, so the smaller tail is the one w2 lies in.
-func exactSignedRankP(ranks2 []int, w2 int) float64 {
-	dist := signedRankDist(ranks2)
+var untiedCache sync.Map // n → []float64
+
+// untiedDist is signedRankDist of the ranks 1 … n without ties, computed
+// once per n.
+func untiedDist(n int) []float64 {
+	if d, ok := untiedCache.Load(n); ok {
+		return d.([]float64)
+	}
+	ranks2 := make([]int, n)
+	for i := range ranks2 {
+		ranks2[i] = 2 * (i + 1)
+	}
+	d := signedRankDist(ranks2)
+	untiedCache.Store(n, d)
+	return d
+}
+
+// exactSignedRankP is the two-sided p of 2·W+ = w2 under dist: twice the
+// smaller tail, at most 1. The distribution is symmetric about half the
+// ranks' sum, so the smaller tail is the one w2 lies in.
+func exactSignedRankP(dist []float64, w2 int) float64 {
 	total := len(dist) - 1
 	lo := min(w2, total-w2)
 	var tail float64

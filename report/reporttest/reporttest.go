@@ -34,11 +34,18 @@ type Run struct {
 	// every point of a round shares: drift over the run, which two runs
 	// cannot tell from an effect and pairing by round cancels.
 	RoundNoise float64
+	// Trend is a slow drift: throughput changes by Trend (0.01: 1 %) of
+	// its level per round, counted from round TrendFrom (a run measured
+	// after another continues its trend). The drift check is the round
+	// after the last.
+	Trend     float64
+	TrendFrom int
 	// EndBaseline adds the run's re-measurement of point 0 at its end
 	// (store.DriftRound), EndDrift slower than point 0's regular rounds
-	// (0.06 is 6 % slower).
+	// (0.06 is 6 % slower), without noise unless EndNoisy.
 	EndBaseline bool
 	EndDrift    float64
+	EndNoisy    bool
 }
 
 // Probe is a probe run at every point.
@@ -131,10 +138,10 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	rounds := make([]int, r.Repeats)
 	roundFactor := make([]float64, r.Repeats)
 	for i := range rounds {
-		rounds[i], roundFactor[i] = i, 1+r.RoundNoise*roundRNG.NormFloat64()
+		rounds[i], roundFactor[i] = i, (1+r.RoundNoise*roundRNG.NormFloat64())*(1+r.Trend*float64(r.TrendFrom+i))
 	}
 	if r.EndBaseline && len(r.Points) > 0 {
-		rounds, roundFactor = append(rounds, store.DriftRound), append(roundFactor, 1-r.EndDrift)
+		rounds, roundFactor = append(rounds, store.DriftRound), append(roundFactor, (1-r.EndDrift)*(1+r.Trend*float64(r.TrendFrom+r.Repeats)))
 	}
 	for ri, round := range rounds {
 		for i, p := range r.Points {
@@ -165,7 +172,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 					noise = p.Noise
 				}
 				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + noise*e) * roundFactor[ri]
-				if round == store.DriftRound {
+				if round == store.DriftRound && !r.EndNoisy {
 					mbps = pr.Mbps * factor * (1 - r.Slowdown) * roundFactor[ri] // the drift exactly, no noise
 				}
 				x := store.Sample{Key: store.Key{Point: i, Probe: pr.Name, Round: round}, Direction: pr.Direction, Started: t, Elapsed: 5 * time.Second,
