@@ -36,18 +36,10 @@ type designSetup struct {
 	seed     uint64
 }
 
-// designResult counts, per design, the runs whose gate failed and the
-// comparisons flagged.
-type designResult struct {
-	failed, flagged, total, allFlagged int
-}
-
-func (r designResult) rate() float64 { return float64(r.flagged) / float64(r.total) }
-
 // sequentialTrials: run A, then run B continuing the same trend; with
 // drift is the same pair judged with each run's drift check (noisy, one
 // sample at the end of each run).
-func sequentialTrials(t testing.TB, g designSetup) (plain, withDrift designResult) {
+func sequentialTrials(t testing.TB, g designSetup) (plain, withDrift gateResult) {
 	rng := rand.New(rand.NewPCG(g.seed, 19))
 	for i := range g.trials {
 		trend := g.trend * (2*rng.Float64() - 1)
@@ -76,9 +68,9 @@ func sequentialTrials(t testing.TB, g designSetup) (plain, withDrift designResul
 }
 
 // pairedTrials: one run over a firmware axis, A and B in every round.
-func pairedTrials(t testing.TB, g designSetup) designResult {
+func pairedTrials(t testing.TB, g designSetup) gateResult {
 	rng := rand.New(rand.NewPCG(g.seed, 23))
-	var res designResult
+	var res gateResult
 	for i := range g.trials {
 		r := gateShape(g.seed+uint64(i), 0)
 		r.Spec = "name: firmware-gate\naxes:\n  firmware: [A, B]\n  rules@lan: [0, 1000]\n"
@@ -104,27 +96,6 @@ func pairedTrials(t testing.TB, g designSetup) designResult {
 		res.count(c)
 	}
 	return res
-}
-
-func (r *designResult) count(c *Comparison) {
-	all := true
-	for _, row := range c.Rows {
-		if row.Metric != Throughput {
-			continue
-		}
-		r.total++
-		if row.Regression {
-			r.flagged++
-		} else {
-			all = false
-		}
-	}
-	if all {
-		r.allFlagged++
-	}
-	if c.Regressions() > 0 {
-		r.failed++
-	}
 }
 
 // TestDesignsUnderDrift: a box drifting by up to ±1 % a round, sd 3 %
@@ -154,22 +125,22 @@ func TestDesignsUnderDrift(t *testing.T) {
 	paired5 := pairedTrials(t, par)
 	for _, row := range []struct {
 		name         string
-		aa, ten, five designResult
+		aa, ten, five gateResult
 	}{
 		{"sequential, 6 rounds", plainAA, plain10, plain5},
 		{"sequential, 6 rounds, drift check", driftAA, drift10, drift5},
 		{"paired by round, 8 rounds", pairedAA, paired10, paired5},
 	} {
 		t.Logf("%-36s A/A runs failed %3d/%d | 10%%: comparisons flagged %5.1f%%, trials all flagged %3d/%d | 5%%: flagged %5.1f%%, all %3d/%d",
-			row.name, row.aa.failed, trials, 100*row.ten.rate(), row.ten.allFlagged, trials, 100*row.five.rate(), row.five.allFlagged, trials)
+			row.name, row.aa.failedRuns, trials, 100*rate(row.ten.flagged, row.ten.total), row.ten.allFlagged, trials, 100*rate(row.five.flagged, row.five.total), row.five.allFlagged, trials)
 	}
-	if pairedAA.failed > trials/20 {
-		t.Errorf("paired A/A: %d of %d runs failed; want at most 5 %%", pairedAA.failed, trials)
+	if pairedAA.failedRuns > trials/20 {
+		t.Errorf("paired A/A: %d of %d runs failed; want at most 5 %%", pairedAA.failedRuns, trials)
 	}
 	if paired10.allFlagged != trials {
 		t.Errorf("paired, 10 %% slower: every comparison flagged in %d of %d trials; want all", paired10.allFlagged, trials)
 	}
-	if plainAA.failed <= pairedAA.failed || driftAA.failed > plainAA.failed {
-		t.Errorf("A/A runs failed: sequential %d, with the drift check %d, paired %d; want paired < sequential and the check no worse", plainAA.failed, driftAA.failed, pairedAA.failed)
+	if plainAA.failedRuns <= pairedAA.failedRuns || driftAA.failedRuns > plainAA.failedRuns {
+		t.Errorf("A/A runs failed: sequential %d, with the drift check %d, paired %d; want paired < sequential and the check no worse", plainAA.failedRuns, driftAA.failedRuns, pairedAA.failedRuns)
 	}
 }

@@ -16,18 +16,24 @@ import (
 // baseline, 2 the same firmware again (A/A), 3 a firmware 10 % slower.
 func sweepDB(t *testing.T) string {
 	t.Helper()
+	runs := []reporttest.Run{reporttest.T730(31, 0), reporttest.T730(32, 0), reporttest.T730(33, 0.10)}
+	for i := range runs {
+		runs[i].Uniform, runs[i].Series = true, true
+	}
+	runs[2].Firmware = "2.8.0-RELEASE"
+	return syntheticDB(t, runs...)
+}
+
+// syntheticDB is a results database holding the runs, numbered from 1.
+func syntheticDB(t *testing.T, runs ...reporttest.Run) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "results.db")
 	st, err := store.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for i, r := range []reporttest.Run{reporttest.T730(31, 0), reporttest.T730(32, 0), reporttest.T730(33, 0.10)} {
-		r.Uniform = true
-		r.Series = true
-		if i == 2 {
-			r.Firmware = "2.8.0-RELEASE"
-		}
+	for _, r := range runs {
 		if _, err := reporttest.Create(t.Context(), st, r); err != nil {
 			t.Fatal(err)
 		}
@@ -175,14 +181,9 @@ func TestCompareErrors(t *testing.T) {
 // 8 %, in which rules@lan=1000 costs 5 %; run 2 is the same with 6 rounds.
 func pairedDB(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "results.db")
-	st, err := store.Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	var runs []reporttest.Run
 	for _, repeats := range []int{8, 6} {
-		r := reporttest.Run{
+		runs = append(runs, reporttest.Run{
 			Firmware: "2.7.2-RELEASE",
 			Spec:     "name: rules\naxes:\n  ids@lan: [off, ips-inline]\n  rules@lan: [0, 1000]\n",
 			Seed:     3, Repeats: repeats, Noise: 0.01, RoundNoise: 0.08,
@@ -193,12 +194,9 @@ func pairedDB(t *testing.T) string {
 				{Knobs: map[string]string{"ids@lan": "ips-inline", "rules@lan": "0"}, Factor: 0.65, Retransmits: -1},
 				{Knobs: map[string]string{"ids@lan": "ips-inline", "rules@lan": "1000"}, Factor: 0.65 * 0.95, Retransmits: -1},
 			},
-		}
-		if _, err := reporttest.Create(t.Context(), st, r); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
-	return path
+	return syntheticDB(t, runs...)
 }
 
 // TestCompareAxisCommand: one run's points across an axis, paired by
