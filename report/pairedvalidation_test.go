@@ -124,7 +124,7 @@ func TestDesignsUnderDrift(t *testing.T) {
 	par.slowdown = 0.05
 	paired5 := pairedTrials(t, par)
 	for _, row := range []struct {
-		name         string
+		name          string
 		aa, ten, five gateResult
 	}{
 		{"sequential, 6 rounds", plainAA, plain10, plain5},
