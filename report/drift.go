@@ -88,18 +88,28 @@ func newDriftJudge(a, b *Run) (*driftJudge, []string) {
 			lines = append(lines, fmt.Sprintf("run %d has no drift check (it did not re-measure its baseline at its end): only run %d's drift bounds the changes", run.r.Info.ID, other(a, b, run.r).Info.ID))
 			continue
 		}
-		var parts []string
-		for _, d := range run.ds {
-			if d.Metric != Throughput {
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("%s %s (%s → %s %s)", d.Probe, formatChange(d.Change, d.Metric), formatNum(d.Regular, d.Metric.info().prec), formatNum(d.End, d.Metric.info().prec), d.Metric.unit()))
-		}
-		if len(parts) > 0 {
-			lines = append(lines, fmt.Sprintf("run %d drifted %s at its baseline %s between its regular rounds and its end", run.r.Info.ID, strings.Join(parts, ", "), run.ds[0].Point))
+		if note := driftNote(run.r, run.ds); note != "" {
+			lines = append(lines, note)
 		}
 	}
 	return j, lines
+}
+
+// DriftNote says how far the run drifted by its drift check, for
+// throughput: "" when it has none.
+func (r *Run) DriftNote() string { return driftNote(r, r.Drifts()) }
+
+func driftNote(r *Run, ds []Drift) string {
+	var parts []string
+	for _, d := range ds {
+		if d.Metric == Throughput {
+			parts = append(parts, fmt.Sprintf("%s %s (%s → %s %s)", d.Probe, formatChange(d.Change, d.Metric), formatNum(d.Regular, d.Metric.info().prec), formatNum(d.End, d.Metric.info().prec), d.Metric.unit()))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("run %d drifted %s at its baseline %s between its regular rounds and its end", r.Info.ID, strings.Join(parts, ", "), ds[0].Point)
 }
 
 func other(a, b, r *Run) *Run {

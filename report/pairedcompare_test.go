@@ -169,6 +169,9 @@ func TestCompareDrift(t *testing.T) {
 	if n := a.Points[0].Probes["up"].Mbps; len(n) != 8 {
 		t.Fatalf("the drift check counted among the baseline's samples: %d", len(n))
 	}
+	if w := NewTable(a, Options{}).Warnings; !slices.ContainsFunc(w, func(s string) bool { return strings.HasPrefix(s, "run 1 drifted up -6.15% (941.5 → 883.6 Mbit/s)") }) {
+		t.Errorf("the report of run 1 does not state its drift: %q", w)
+	}
 	c, err := CompareRuns(a, synthetic(t, mk(10, 0.05, 0.01), 2), CompareOptions{Threshold: 3})
 	if err != nil {
 		t.Fatal(err)
