@@ -441,7 +441,7 @@ func (p *Plan) DriftCheck() bool {
 		return false
 	}
 	for _, ax := range p.Spec.Axes {
-		if ref, err := configxml.ParseRef(ax.Knob); err == nil && ref.String() == "firmware" && len(ax.Values) > 1 {
+		if strings.TrimSpace(ax.Knob) == "firmware" && len(ax.Values) > 1 {
 			return false
 		}
 	}
