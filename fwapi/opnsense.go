@@ -69,6 +69,7 @@ type OPNsense struct {
 	version   opnVersion
 	savepoint string // filter savepoint revision while a rollback is armed (≤26.1)
 	rebooting bool
+	marked    bool   // Reboot left rebootMarker: WaitReady waits for it to go
 	adopted   []byte // config.xml as the last Apply's IDS reconfigure saved it (AdoptedConfig)
 }
 
@@ -798,12 +799,26 @@ func firstWord(cmd string) string {
 //
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:429 — a POST runs `configdRun('firmware reboot', true)`
 func (o *OPNsense) Reboot(ctx context.Context) error {
+	// With a shell, a marker in /var/run tells the new boot from the old
+	// system however short the time it was down (WaitReady); without one,
+	// WaitReady must see the API go away.
+	marked := false
+	if o.ssh != nil {
+		if _, err := o.shell(ctx, "date +%s > "+rebootMarker, nil); err != nil {
+			return fmt.Errorf("opnsense: reboot: %w", err)
+		}
+		marked = true
+	}
 	if err := o.post(ctx, "/api/core/firmware/reboot", nil); err != nil {
+		if marked {
+			_, _ = o.shell(ctx, "rm -f "+rebootMarker, nil)
+		}
 		return fmt.Errorf("opnsense: reboot: %w", err)
 	}
 	o.mu.Lock()
-	o.rebooting = true
+	o.rebooting, o.marked = true, marked
 	o.mu.Unlock()
+	o.log.InfoContext(ctx, "rebooting")
 	return nil
 }
 
@@ -814,19 +829,20 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 const rebootMarker = "/var/run/fwab.reboot-pending"
 
 // rebootAndWait reboots through the API and waits, within RebootTimeout,
-// until a shell shows the marker it left gone (the box booted, however
-// short the time it was down) and the API answers again.
+// until the box is back.
 func (o *OPNsense) rebootAndWait(ctx context.Context) error {
-	if _, err := o.shell(ctx, "date +%s > "+rebootMarker, nil); err != nil {
-		return err
+	if o.ssh == nil {
+		return errors.New("opnsense: a reboot action needs a shell to tell the new boot from the old system: add an ssh section to the target")
 	}
 	if err := o.Reboot(ctx); err != nil {
-		_, _ = o.shell(ctx, "rm -f "+rebootMarker, nil)
 		return err
 	}
-	o.log.InfoContext(ctx, "rebooting")
-	ctx, cancel := context.WithTimeout(ctx, o.opts.RebootTimeout)
-	defer cancel()
+	return o.WaitReady(ctx, o.opts.RebootTimeout)
+}
+
+// waitMarker waits until a shell shows the reboot marker gone (the box
+// booted) and the API answers again.
+func (o *OPNsense) waitMarker(ctx context.Context, timeout time.Duration) error {
 	poll := min(o.opts.PollInterval, time.Second)
 	var last error
 	for {
@@ -839,13 +855,13 @@ func (o *OPNsense) rebootAndWait(ctx context.Context) error {
 		default:
 			if _, last = o.detectVersion(ctx); last == nil {
 				o.mu.Lock()
-				o.rebooting = false // the marker already told the new boot
+				o.rebooting, o.marked = false, false
 				o.mu.Unlock()
 				return nil
 			}
 		}
 		if err := sleepCtx(ctx, poll); err != nil {
-			return fmt.Errorf("not back within %v after the reboot: %w", o.opts.RebootTimeout, last)
+			return fmt.Errorf("opnsense: not back within %v after the reboot: %w", timeout, last)
 		}
 	}
 }
@@ -857,8 +873,11 @@ func (o *OPNsense) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	o.mu.Lock()
-	rebooting := o.rebooting
+	rebooting, marked := o.rebooting, o.marked
 	o.mu.Unlock()
+	if rebooting && marked {
+		return o.waitMarker(ctx, timeout)
+	}
 	if rebooting {
 		within := o.opts.RebootDownWithin
 		if within == 0 {

@@ -33,11 +33,11 @@ const relocked = "fwab-relocked"
 // mounted on /var/run at every boot, so a reboot takes the lock away.
 // OPNsense deletes every file below /var/run at boot but keeps the
 // directories, and writes /var/run/dmesg.boot after that: an empty lock
-// directory older than dmesg.boot was emptied by the boot, and Relock (run
-// only by the session that held the lock before the reboot) removes it and
-// takes the lock again. An empty one made after the boot is another writer
-// between its mkdir and its owner file, and stays refused. Lock itself never
-// removes a directory.
+// directory older than dmesg.boot was emptied by the boot, and Relock
+// removes it and takes the lock again (Lock and Unlock treat it alike:
+// voidedLock, since the holder's lock ended with the boot). An empty
+// one made after the boot is another writer between its mkdir and its owner
+// file, and stays refused.
 //
 // upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc.subr.d/var:74 — `find ${RUNDIR} ! -type d -exec rm {} \;` keeps the directory tree
 // upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/etc/rc:194 — `/etc/rc.d/dmesg onestart` (writes /var/run/dmesg.boot) runs after rc.subr.d/var
@@ -45,10 +45,10 @@ func (g ShellGuard) Relock(ctx context.Context, owner LockOwner) (bool, error) {
 	if strings.ContainsAny(owner.Owner, "\n") {
 		return false, errors.New("relock: owner name has a newline")
 	}
-	d, f, boot := ShellQuote(LockDir), ShellQuote(lockOwnerFile), ShellQuote(bootMarker)
+	d, f := ShellQuote(LockDir), ShellQuote(lockOwnerFile)
 	take := "mkdir " + d + " && printf '%s' " + ShellQuote(owner.file()) + " > " + f + " && echo " + relocked
 	cmd := "if [ -f " + f + " ]; then cat " + f +
-		"; elif [ -d " + d + " ] && [ " + d + " -ot " + boot + " ]; then rmdir " + d + " && " + take +
+		"; elif " + voidedLock + "; then rmdir " + d + " && " + take +
 		"; else " + take + "; fi"
 	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {

@@ -160,7 +160,10 @@ func (g ShellGuard) Lock(ctx context.Context, owner LockOwner) error {
 	if strings.ContainsAny(owner.Owner, "\n") {
 		return errors.New("lock: owner name has a newline")
 	}
-	cmd := "mkdir " + ShellQuote(LockDir) + " && printf '%s' " + ShellQuote(owner.file()) + " > " + ShellQuote(lockOwnerFile)
+	// A lock the boot voided (OPNsense keeps the emptied folder; see
+	// Relock) is removed first: its holder's lock ended with the boot.
+	cmd := "if " + voidedLock + "; then rmdir " + ShellQuote(LockDir) + "; fi; " +
+		"mkdir " + ShellQuote(LockDir) + " && printf '%s' " + ShellQuote(owner.file()) + " > " + ShellQuote(lockOwnerFile)
 	_, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
@@ -191,7 +194,10 @@ func oneLine(b []byte) string {
 
 // Unlock releases the lock if owner still holds it.
 func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
-	out, err := g.run(ctx, "if [ -d "+ShellQuote(LockDir)+" ]; then cat "+ShellQuote(lockOwnerFile)+"; else echo "+lockGone+"; fi")
+	out, err := g.run(ctx, "if [ -f "+ShellQuote(lockOwnerFile)+" ]; then cat "+ShellQuote(lockOwnerFile)+
+		"; elif "+voidedLock+"; then rmdir "+ShellQuote(LockDir)+" && echo "+lockGone+
+		"; elif [ -d "+ShellQuote(LockDir)+" ]; then echo "+ShellQuote("unknown holder (an empty "+LockDir+")")+
+		"; else echo "+lockGone+"; fi")
 	if err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
@@ -208,6 +214,11 @@ func (g ShellGuard) Unlock(ctx context.Context, owner LockOwner) error {
 	}
 	return nil
 }
+
+// voidedLock is a shell test: the lock folder is there, empty, and older
+// than the boot (its owner file went with /var/run's files at the boot, as
+// OPNsense's boot deletes them and keeps the folders; see Relock).
+var voidedLock = "[ -d " + ShellQuote(LockDir) + " ] && [ ! -f " + ShellQuote(lockOwnerFile) + " ] && [ " + ShellQuote(LockDir) + " -ot " + ShellQuote(bootMarker) + " ]"
 
 // lockGone is what Unlock's command prints when there is no lock.
 const lockGone = "fwab-no-lock"

@@ -700,6 +700,9 @@ func (e *Emulator) Serve(ctx context.Context, addr string, ready func(net.Addr))
 	}
 }
 
+// Rebooting reports whether the emulator is down for a reboot.
+func (e *Emulator) Rebooting() bool { return e.rebooting() }
+
 func (e *Emulator) rebooting() bool {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()
@@ -730,6 +733,9 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	select {
 	case <-time.After(e.RebootDelay):
 	case <-ctx.Done():
+	}
+	if err := e.switchBootEnv(); err != nil {
+		e.logger().Error("reboot: boot environment", "err", err)
 	}
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)

@@ -98,6 +98,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/usr/bin/netstat":        e.cmdNetstat,
 		"/sbin/shutdown":          e.cmdShutdown,
 		"/sbin/kldstat":           e.cmdKldstat,
+		"/sbin/bectl":             e.cmdBectl,
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
 		"/usr/bin/b64decode":      e.cmdB64decode,

@@ -140,7 +140,7 @@ func (s *Spec) pointConfig(base *configxml.Config, pt *Point, psk string) (*conf
 	}
 	var knobs []string
 	for _, kv := range pt.Values {
-		if kv.Knob != "config" {
+		if kv.Knob != "config" && kv.Knob != FirmwareKnob {
 			knobs = append(knobs, kv.Knob+"="+kv.Value)
 		}
 	}

@@ -222,6 +222,14 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 		if knob == "config" {
 			return nil // checkConfigSets
 		}
+		if knob == FirmwareKnob {
+			// A version the box's boot environments hold: the sweep
+			// checks it against them before anything changes.
+			if value == "" || strings.ContainsAny(value, " \t\n'\"`$;&|<>\\/") {
+				return &SpecError{Line: line, Msg: fmt.Sprintf("firmware %q: give a product version, such as 2.8.0-RELEASE or 26.1.2", value)}
+			}
+			return nil
+		}
 		if err := cfg.Check(knob, value); err != nil {
 			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
 		}

@@ -27,6 +27,29 @@ type ProbeRun struct {
 	// an iperf3 probe. Iperf3 is then its trials at the highest rate, for
 	// the checks before a sweep.
 	NDR *probe.NDR
+	// Connect is a kind: connect probe; nil for the other kinds.
+	Connect *probe.Connect
+}
+
+// Validate reports what the probe's tool would refuse.
+func (pr ProbeRun) Validate() error {
+	if pr.Connect != nil {
+		return pr.Connect.Validate()
+	}
+	return pr.Iperf3.Validate()
+}
+
+// Measure runs the probe once from client to server.
+func (pr ProbeRun) Measure(ctx context.Context, client, server probe.Endpoint, w probe.Watch) probe.Sample {
+	switch {
+	case pr.NDR != nil:
+		return pr.NDR.Measure(ctx, client, server, w) // it leaves out ping
+	case pr.Connect != nil:
+		w.Ping = pr.Spec.Ping
+		return pr.Connect.Measure(ctx, client, server, w)
+	}
+	w.Ping = pr.Spec.Ping
+	return pr.Iperf3.Measure(ctx, client, server, w)
 }
 
 // ProbeRuns lists the probes every step runs, in spec order.
@@ -42,8 +65,13 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 			Bitrate:     p.Bitrate,
 			CPUAffinity: p.Affinity,
 		}
-		if p.Kind == "ndr" {
+		switch p.Kind {
+		case "ndr":
 			out = append(out, ndrRuns(p, base)...)
+			continue
+		case "connect":
+			c := &probe.Connect{Duration: p.Duration.D(), Parallel: p.Parallel}
+			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base, Connect: c})
 			continue
 		}
 		if len(p.Lengths) == 0 {
@@ -75,6 +103,9 @@ func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
 		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, probe.UDPPayload(frame), strconv.FormatFloat(maxPayload, 'f', 0, 64)
 		n := &probe.NDR{Frame: frame, Iperf3: base,
 			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
+		if p.Ping {
+			n.LatencyAt = probe.LatencyFractions
+		}
 		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(frame), Spec: p, Iperf3: trial, NDR: n})
 	}
 	return out
@@ -129,6 +160,10 @@ type Sweep struct {
 	Store  *store.Store
 	Run    int64
 	Config *configxml.Config // the firewall's config as the sweep starts
+	// Firmware is the version the firewall runs as the sweep starts, as
+	// it reports it (a firmware axis's values are compared with it);
+	// empty means Config's product version.
+	Firmware string
 
 	Apply   func(ctx context.Context, config []byte, changes []configxml.Change) error
 	Settle  func(ctx context.Context) error
@@ -145,12 +180,53 @@ type Sweep struct {
 	// the sweep asks after the planned rounds and after each extra one.
 	// Nil measures no extra round.
 	Wider func(ctx context.Context, run int64, width float64) ([]int, error)
+	// SwitchFirmware, for a spec with a firmware axis, puts the firewall
+	// on the boot environment that holds version (the session of the one
+	// it leaves restored and closed, a reboot, the version checked, a
+	// session of the new one begun) and returns that environment's own
+	// config, on which the point's other knobs are applied. Nil refuses a
+	// point whose firmware is not the running one.
+	SwitchFirmware func(ctx context.Context, version string) (*configxml.Config, error)
 
 	// Stats accounts for where Execute's time went.
 	Stats Stats
 
-	set string // the config set the firewall runs (config axis); "" the running one
+	set      string                       // the config set the firewall runs (config axis); "" the running one
+	firmware string                       // the firmware the firewall runs (firmware axis); "" the one it started on
+	bases    map[string]*configxml.Config // each firmware's own config as its environment booted
 }
+
+// runningFirmware is the version the firewall runs now.
+func (s *Sweep) runningFirmware() string {
+	switch {
+	case s.firmware != "":
+		return s.firmware
+	case s.Firmware != "":
+		return s.Firmware
+	}
+	return s.Config.Product().Version
+}
+
+// switchFirmware boots the environment that holds version and keeps its
+// config as that firmware's base.
+func (s *Sweep) switchFirmware(ctx context.Context, version string) (*configxml.Config, error) {
+	if s.SwitchFirmware == nil {
+		return nil, fmt.Errorf("this sweep cannot switch firmware (it runs %s)", s.runningFirmware())
+	}
+	base, err := s.SwitchFirmware(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	if s.bases == nil {
+		s.bases = map[string]*configxml.Config{}
+	}
+	s.bases[version], s.firmware = base, version
+	return base, nil
+}
+
+// FirmwareKnob is the axis that switches firmware through boot
+// environments.
+const FirmwareKnob = "firmware"
 
 // Stats splits a sweep's wall time into the work it exists for and the
 // rest, which is fwab's own overhead.
@@ -229,6 +305,22 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			continue
 		}
 
+		if fw := st.Point.Value(FirmwareKnob); fw != "" && fw != s.runningFirmware() {
+			report("apply", "", "firmware="+fw+" (the firewall boots that environment)")
+			t0 := time.Now()
+			base, err := s.switchFirmware(ctx, fw)
+			s.Stats.Apply += time.Since(t0)
+			if err != nil {
+				// The box is in a state the sweep cannot build on: stop,
+				// and let the session's close restore what it can.
+				s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
+				return fmt.Errorf("sweep stopped at point %d: switching to firmware %s: %w", st.Point.Index, fw, err)
+			}
+			s.recordApplyCost(ctx, st.Point.Index, []configxml.Action{configxml.ActionFirmware}, time.Since(t0))
+			s.event(ctx, "firmware", st.Point.Index, "booted the environment holding "+fw)
+			s.Stats.Actions[configxml.ActionFirmware]++
+			current, s.set = base, ""
+		}
 		next, changes, err := s.target(current, st.Point)
 		if err != nil {
 			return err // the plan was checked: this is a bug, not the firewall
@@ -414,6 +506,9 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 	}
 	switchTo := ""
 	for _, kv := range pt.Values {
+		if kv.Knob == FirmwareKnob {
+			continue // Execute switched to it
+		}
 		if kv.Knob == "config" {
 			if kv.Value != set {
 				switchTo = kv.Value
@@ -433,7 +528,12 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 	}
 	base := current
 	if switchTo != "" {
-		base = s.Config // a set replaces the whole config; the running one is where the sweep began
+		// A set replaces the whole config; the running one is the one
+		// this firmware's environment began with.
+		base = s.Config
+		if b := s.bases[s.firmware]; b != nil {
+			base = b
+		}
 	}
 	next, err := s.Plan.Spec.pointConfig(base, pt, s.PSK)
 	if err != nil {
@@ -529,5 +629,9 @@ func describe(changes []configxml.Change) string {
 			out = append(out, a) // a config switch is one change per action
 		}
 	}
-	return strings.Join(out, " ")
+	line := strings.Join(out, " ")
+	if slices.ContainsFunc(changes, func(c configxml.Change) bool { return c.Action == configxml.ActionReboot }) {
+		line += " (the firewall reboots)"
+	}
+	return line
 }

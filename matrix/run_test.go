@@ -454,3 +454,109 @@ func TestSweepIdlePhase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDescribeReboot: a step whose change needs a reboot says so in its
+// progress line, before the firewall goes away.
+func TestDescribeReboot(t *testing.T) {
+	got := describe([]configxml.Change{{Knob: "crypto.hardware", To: "aesni", Action: configxml.ActionReboot}})
+	if got != "crypto.hardware=aesni (the firewall reboots)" {
+		t.Errorf("describe = %q", got)
+	}
+	if got := describe([]configxml.Change{{Knob: "rules@lan", To: "10", Action: configxml.ActionFilterReload}}); strings.Contains(got, "reboot") {
+		t.Errorf("describe = %q: no reboot for a filter reload", got)
+	}
+}
+
+// TestSweepFirmwareAxis: a firmware axis switches boot environments: a
+// point of another firmware first boots its environment (SwitchFirmware),
+// and the point's other knobs are applied to that environment's own
+// config, never to the other one's.
+func TestSweepFirmwareAxis(t *testing.T) {
+	s, err := Parse(strings.NewReader(`
+axes:
+  firmware: [2.7.2-RELEASE, 2.8.0-RELEASE]
+  rules@lan: [0, 100]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 2
+order: cost-aware
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pfSense(t)
+	if err := cfg.SetProduct("2.7.2-RELEASE"); err != nil {
+		t.Fatal(err)
+	}
+	// Each environment's config has a hostname of its own.
+	envs := map[string]*configxml.Config{}
+	for _, v := range []string{"2.7.2-RELEASE", "2.8.0-RELEASE"} {
+		c, err := configxml.LoadBytes(cfg.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetProduct(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set("xml:system/hostname", "env-"+v); err != nil {
+			t.Fatal(err)
+		}
+		envs[v] = c
+	}
+	f := newSweepSpec(t, s)
+	f.sweep.Config, f.sweep.Firmware = envs["2.7.2-RELEASE"], "2.7.2-RELEASE"
+	f.fw.config = envs["2.7.2-RELEASE"].Bytes()
+	var switches []string
+	f.sweep.SwitchFirmware = func(_ context.Context, v string) (*configxml.Config, error) {
+		switches = append(switches, v)
+		f.fw.mu.Lock()
+		f.fw.config = envs[v].Bytes()
+		f.fw.mu.Unlock()
+		c, err := configxml.LoadBytes(envs[v].Bytes())
+		if err == nil {
+			err = c.SetProduct(v)
+		}
+		return c, err
+	}
+	running := "2.7.2-RELEASE"
+	measure := f.sweep.Measure
+	f.sweep.Measure = func(ctx context.Context, pr ProbeRun) probe.Sample {
+		f.fw.mu.Lock()
+		c, _ := configxml.LoadBytes(f.fw.config)
+		f.fw.mu.Unlock()
+		if len(switches) > 0 {
+			running = switches[len(switches)-1]
+		}
+		if h, _ := c.Get("xml:system/hostname"); h != "env-"+running {
+			t.Errorf("measured on %s with the config of %s", running, h)
+		}
+		return measure(ctx, pr)
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 4*2 {
+		t.Fatalf("%d samples, want 8", len(samples))
+	}
+	// The cost-aware order switches firmware once a round at most: the
+	// first round ends on 2.8.0, the second starts there and goes back.
+	if len(switches) < 1 || len(switches) > 3 || switches[0] != "2.8.0-RELEASE" {
+		t.Errorf("switches %v: want 2.8.0 first, at most one a round", switches)
+	}
+	if f.sweep.Stats.Actions[configxml.ActionFirmware] != len(switches) {
+		t.Errorf("stats count %d firmware switches, made %d", f.sweep.Stats.Actions[configxml.ActionFirmware], len(switches))
+	}
+
+	t.Run("without SwitchFirmware the sweep stops at the first other firmware", func(t *testing.T) {
+		g := newSweepSpec(t, s)
+		g.sweep.Config, g.sweep.Firmware = envs["2.7.2-RELEASE"], "2.7.2-RELEASE"
+		err := g.sweep.Execute(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "cannot switch firmware") {
+			t.Errorf("Execute = %v", err)
+		}
+	})
+}

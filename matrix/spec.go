@@ -127,7 +127,7 @@ type Constraint struct {
 // ProbeSpec is one probe run at every point and repeat.
 type ProbeSpec struct {
 	Name      string   `yaml:"name"`
-	Kind      string   `yaml:"kind"`      // iperf3 (default), or ndr: a rate search per frame size
+	Kind      string   `yaml:"kind"`      // iperf3 (default); ndr: a rate search per frame size; connect: new TCP connections a second
 	Direction string   `yaml:"direction"` // up | down | bidir
 	Parallel  int      `yaml:"parallel"`
 	Duration  Duration `yaml:"duration"`
@@ -544,10 +544,13 @@ func (s *Spec) check() error {
 			return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
 		}
 		names[p.Name] = true
-		if p.Kind != "iperf3" && p.Kind != "ndr" {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr)", p.Name, p.Kind)}
+		if !slices.Contains([]string{"iperf3", "ndr", "connect"}, p.Kind) {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr, connect)", p.Name, p.Kind)}
 		}
 		if err := p.checkNDR(); err != nil {
+			return err
+		}
+		if err := p.checkConnect(); err != nil {
 			return err
 		}
 		if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
@@ -582,7 +585,7 @@ func (s *Spec) check() error {
 	// What iperf3 and the power meter would refuse is refused here, so that
 	// check, plan and --dry-run accept no spec the sweep then refuses.
 	for _, pr := range s.ProbeRuns() {
-		if err := pr.Iperf3.Validate(); err != nil {
+		if err := pr.Validate(); err != nil {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", pr.Name, err)}
 		}
 	}
@@ -617,6 +620,21 @@ func (s *Spec) check() error {
 	return nil
 }
 
+// checkConnect checks that a kind: connect probe uses only the keys that
+// mean something to it.
+func (p ProbeSpec) checkConnect() error {
+	if p.Kind != "connect" {
+		return nil
+	}
+	switch {
+	case p.Direction != "up":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind connect opens connections from the LAN client to the WAN server (direction up); down is not built yet", p.Name)}
+	case p.UDP || len(p.Lengths) > 0 || p.Bitrate != "" || p.Omit > 0 || p.Affinity != "":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind connect takes duration, parallel (workers) and ping: leave out udp, lengths, bitrate, omit and affinity", p.Name)}
+	}
+	return nil
+}
+
 // checkNDR checks what a kind: ndr probe needs, and that other kinds do not
 // use its keys.
 func (p ProbeSpec) checkNDR() error {
@@ -629,8 +647,8 @@ func (p ProbeSpec) checkNDR() error {
 	switch {
 	case p.Direction == "bidir":
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr searches one direction (up or down); both at once is not built yet", p.Name)}
-	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP || p.Ping:
-		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths, udp and ping", p.Name)}
+	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths and udp", p.Name)}
 	case p.Bitrate == "":
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr needs bitrate, the highest rate to offer (the link's speed, such as 1G)", p.Name)}
 	}

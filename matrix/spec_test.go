@@ -432,6 +432,15 @@ func TestNDRProbe(t *testing.T) {
 	}
 	if runs := all.ProbeRuns(); len(runs) != 7 || runs[0].Name != "ndr-64" || runs[6].Name != "ndr-1518" {
 		t.Errorf("default frame sizes: %d runs; want RFC 2544's seven", len(runs))
+	} else if runs[0].NDR.LatencyAt != nil {
+		t.Errorf("a search without ping measures latency at %v", runs[0].NDR.LatencyAt)
+	}
+	withPing, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 1G, frame_sizes: [64], ping: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := withPing.ProbeRuns()[0].NDR; !slices.Equal(n.LatencyAt, []float64{0.1, 0.5, 0.9}) {
+		t.Errorf("ping: true on a search: latency at %v, want CSIT's 10, 50 and 90 %% of the rate found", n.LatencyAt)
 	}
 	for spec, want := range map[string]string{
 		"{kind: ndr, bitrate: 1G, frame_sizes: [63]}":    "frame size 63: Ethernet frames are 64 to 1518 bytes",
@@ -444,7 +453,7 @@ func TestNDRProbe(t *testing.T) {
 		"{kind: ndr, bitrate: 1G, parallel: 4}":           "leave out parallel",
 		"{direction: up, frame_sizes: [64]}":              "frame_sizes and loss_tolerance go with kind: ndr",
 		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}": "frame size 64 is listed twice",
-		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr)",
+		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr, connect)",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -80,6 +80,26 @@ type NDR struct {
 	Frame  int        // Ethernet frame size, bytes
 	Search RateSearch // its rates in bits/s of UDP payload, as iperf3 -b takes them
 	Iperf3 Iperf3     // the trials' settings besides rate, length and duration
+	// LatencyAt are fractions of the found rate (0.1, 0.5, 0.9) at which,
+	// once the search is done, a trial of the final duration runs with a
+	// ping beside it, as FD.io CSIT measures latency at fractions of the
+	// PDR; none: no latency.
+	LatencyAt []float64
+}
+
+// LatencyFractions are the fractions of the found rate latency is
+// measured at when a search asks for it: CSIT's 10, 50 and 90 %.
+var LatencyFractions = []float64{0.1, 0.5, 0.9}
+
+// LatencyJSON is the latency at one fraction of a search's rate.
+type LatencyJSON struct {
+	Fraction    float64 `json:"fraction"`
+	PayloadBPS  float64 `json:"payload_bps"`
+	UDPLossPct  float64 `json:"udp_loss_percent"`
+	PingAvgMS   float64 `json:"ping_avg_ms"`
+	PingMinMS   float64 `json:"ping_min_ms"`
+	PingMaxMS   float64 `json:"ping_max_ms"`
+	PingLossPct float64 `json:"ping_loss_percent"`
 }
 
 // NDRResult is a search's outcome at one frame size, with every trial.
@@ -96,6 +116,8 @@ type NDRResult struct {
 	Incomplete  string      `json:"incomplete,omitempty"`
 	TrialsTotal string      `json:"trials_time"`
 	Trials      []TrialJSON `json:"trials"`
+	// Latency is the latency at fractions of the found rate (NDR.LatencyAt).
+	Latency []LatencyJSON `json:"latency,omitempty"`
 }
 
 // TrialJSON is one trial as a sample records it.
@@ -116,7 +138,7 @@ type TrialJSON struct {
 func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Sample {
 	s := Sample{Probe: "ndr", Direction: n.Iperf3.Direction, UDP: true, Length: UDPPayload(n.Frame), Parallel: 1, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
 	defer func() { s.Elapsed = time.Since(s.Started) }()
-	w.Ping = false // one UDP stream is the load; latency at fractions of the rate is not built yet
+	w.Ping = false // latency is measured after the search, at fractions of its rate (LatencyAt)
 	stop := startWatch(ctx, client, server, Iperf3{Duration: n.Search.FinalDuration}, w)
 	res, err := n.Search.Run(ctx, Iperf3Trial(n.Iperf3, client, server, n.Frame))
 	stop(&s)
@@ -151,7 +173,34 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frame, res.Rate))
 	}
 	s.Result = &Iperf3Result{Protocol: "UDP", Flow: Flow{ReceivedBPS: r.WireBPS, SentBPS: r.WireBPS, Retransmits: -1}, UDP: &UDPStats{LostPercent: loss}}
+	n.measureLatency(ctx, client, server, res.Rate, &s)
 	return s
+}
+
+// measureLatency runs a trial at each fraction of rate with a ping beside
+// it and keeps what it measured in the sample's search; the highest
+// fraction's ping is the sample's latency under load.
+func (n NDR) measureLatency(ctx context.Context, client, server Endpoint, rate float64, s *Sample) {
+	for _, f := range n.LatencyAt {
+		q := n.Iperf3
+		q.UDP, q.Counters64 = true, true
+		q.Length = UDPPayload(n.Frame)
+		q.Bitrate = strconv.FormatFloat(rate*f, 'f', 0, 64)
+		q.Duration = max(time.Second, n.Search.FinalDuration.Round(time.Second))
+		t := q.Measure(ctx, client, server, Watch{Ping: true, PingInterval: 100 * time.Millisecond})
+		if t.Failed || t.Ping == nil || t.Result == nil || t.Result.UDP == nil {
+			reason := t.Reason
+			if reason == "" {
+				reason = "no ping or loss figures"
+			}
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: latency at %.0f%% of the rate not measured: %s", n.Frame, 100*f, reason))
+			continue
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		s.NDR.Latency = append(s.NDR.Latency, LatencyJSON{Fraction: f, PayloadBPS: rate * f, UDPLossPct: t.Result.UDP.LostPercent,
+			PingAvgMS: ms(t.Ping.Avg), PingMinMS: ms(t.Ping.Min), PingMaxMS: ms(t.Ping.Max), PingLossPct: t.Ping.LossPercent})
+		s.Ping = t.Ping
+	}
 }
 
 // ParseBitrate reads a rate as iperf3 -b takes it, "500M" or "1.5G" (K, M,

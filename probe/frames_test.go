@@ -142,3 +142,52 @@ func TestParseBitrate(t *testing.T) {
 		}
 	}
 }
+
+// pingPoliced is policed with a ping that answers from a fixture.
+type pingPoliced struct {
+	policed
+	ping []byte
+}
+
+func (p pingPoliced) Start(ctx context.Context, argv []string) (Process, error) {
+	if argv[0] != "ping" {
+		return p.policed.Start(ctx, argv)
+	}
+	p.scripted.record(argv)
+	proc := &fakeProcess{done: make(chan struct{}), out: p.ping}
+	close(proc.done)
+	return proc, nil
+}
+
+// TestNDRLatencyAtFractions: with ping, a search is followed by a trial at
+// 10, 50 and 90 % of its rate, each with a ping beside it, as CSIT
+// measures latency; the highest fraction's ping is the sample's latency.
+func TestNDRLatencyAtFractions(t *testing.T) {
+	r := pingPoliced{policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}, fixture(t, "ping/iputils-loopback.txt")}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	n := NDR{Frame: 64, Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}, LatencyAt: LatencyFractions}
+	s := n.Measure(t.Context(), client, server, Watch{})
+	if s.Failed || s.NDR == nil {
+		t.Fatalf("Measure = %+v", s)
+	}
+	if len(s.NDR.Latency) != 3 {
+		t.Fatalf("latency %+v (warnings %q): want three fractions", s.NDR.Latency, s.Warnings)
+	}
+	for i, l := range s.NDR.Latency {
+		if l.Fraction != LatencyFractions[i] || math.Abs(l.PayloadBPS-s.NDR.PayloadBPS*l.Fraction) > 1 || l.PingAvgMS <= 0 || l.UDPLossPct != 0 {
+			t.Errorf("latency %d = %+v: want %.0f%% of %.4g bit/s, a ping average and no loss below the policer", i, l, 100*LatencyFractions[i], s.NDR.PayloadBPS)
+		}
+	}
+	if s.Ping == nil || s.Ping.Avg <= 0 {
+		t.Errorf("the sample's ping = %+v, want the 90 %% trial's", s.Ping)
+	}
+	var rates []string
+	for _, c := range r.calls {
+		if slices.Contains(c, "-c") {
+			rates = append(rates, c[slices.Index(c, "-b")+1])
+		}
+	}
+	if last := rates[len(rates)-1]; last != strconv.FormatFloat(0.9*s.NDR.PayloadBPS, 'f', 0, 64) {
+		t.Errorf("the last client ran at -b %s, want 90 %% of the rate found", last)
+	}
+}

@@ -114,10 +114,12 @@ type Sample struct {
 	// throughput: the figure says little about the firewall.
 	EndpointCPUBound bool
 
-	Ping  *PingStats
-	NDR   *NDRResult // a rate search's outcome and trials (NDR.Measure)
-	DUT   []DUTMetrics
-	Power []PowerReading
+	Ping *PingStats
+	NDR  *NDRResult // a rate search's outcome and trials (NDR.Measure)
+	// Connect is a connection-rate probe's report (Connect.Measure).
+	Connect *ConnectResult
+	DUT     []DUTMetrics
+	Power   []PowerReading
 
 	Failed   bool
 	Reason   string
@@ -463,6 +465,10 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 	case srvRes != nil && srvRes.HostCPU != nil:
 		s.ServerCPU = srvRes.HostCPU.Total
 	}
+	if p.Parallel > 1 && res.Version != "" && !iperfAtLeast(res.Version, 3, 16) {
+		// upstream: esnet/iperf@c9b74229d0d9bfec6d2307b66b43c29a7665ad0b RELNOTES.md:311 — 3.16: each stream "serviced by different threads"
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s runs its %d streams in one thread (3.16 gave each its own): one endpoint core, not the firewall, may bound this figure", res.Version, p.Parallel))
+	}
 	limit := cpuLimit(res.Version, p.Parallel, p.CPUBoundPercent)
 	if s.ClientCPU > limit {
 		s.EndpointCPUBound = true
@@ -598,15 +604,19 @@ func (p Iperf3) Check(ctx context.Context, client, server Endpoint) error {
 		return err
 	}
 	p = p.withDefaults()
-	for _, e := range []Endpoint{client, server} {
+	for i, e := range []Endpoint{client, server} {
 		if e.Runner == nil {
 			return fmt.Errorf("%s: no way to run commands there (set netns or ssh)", e)
 		}
-		if _, err := e.Runner.Run(ctx, []string{p.Binary, "--version"}); err != nil {
+		out, err := e.Runner.Run(ctx, []string{p.Binary, "--version"})
+		if err != nil {
 			if errors.Is(err, ErrNotFound) {
 				return errors.New(endpointError(e, "iperf3", err))
 			}
 			return fmt.Errorf("%s: iperf3 --version: %w", e, err)
+		}
+		if err := p.checkVersion(strings.TrimSpace(firstLine(string(out))), i == 0, e); err != nil {
+			return err
 		}
 	}
 	short := p
@@ -615,6 +625,50 @@ func (p Iperf3) Check(ctx context.Context, client, server Endpoint) error {
 		return fmt.Errorf("trial probe failed: %s", s.Reason)
 	}
 	return nil
+}
+
+// iperf3Option is an option fwab passes and the release that added it.
+type iperf3Option struct {
+	flag         string
+	major, minor int
+	client       bool // passed to the client; else to the server
+	used         func(Iperf3) bool
+}
+
+// iperf3Options are the options whose release is later than what Debian
+// oldstable or FreeBSD's quarterly packages may have.
+//
+// upstream: esnet/iperf@c9b74229d0d9bfec6d2307b66b43c29a7665ad0b RELNOTES.md:663 — "Support for simultaneous bidirectional tests with the --bidir flag" under iperf 3.7
+// upstream: esnet/iperf@c9b74229d0d9bfec6d2307b66b43c29a7665ad0b RELNOTES.md:856 — "A new --connect-timeout option on the client" under iperf 3.2
+// upstream: esnet/iperf@c9b74229d0d9bfec6d2307b66b43c29a7665ad0b RELNOTES.md:1109 — "A --udp-counters-64bit flag has been added" under iperf 3.1
+// upstream: esnet/iperf@be66b575446eda10564428da1eb86cd75f3232c0 src/iperf_api.c:969 — the server's `{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT}` (#1101), first in tag 3.10
+var iperf3Options = []iperf3Option{
+	{flag: "--idle-timeout", major: 3, minor: 10, used: func(Iperf3) bool { return true }},
+	{flag: "--connect-timeout", major: 3, minor: 2, client: true, used: func(Iperf3) bool { return true }},
+	{flag: "--bidir", major: 3, minor: 7, client: true, used: func(p Iperf3) bool { return p.Direction == Bidir }},
+	{flag: "--udp-counters-64bit", major: 3, minor: 1, client: true, used: func(p Iperf3) bool { return p.Counters64 }},
+}
+
+// checkVersion refuses an iperf3 too old for an option the probe passes
+// on that side, naming the version found and the one needed.
+func (p Iperf3) checkVersion(version string, client bool, e Endpoint) error {
+	if !strings.HasPrefix(version, "iperf 3.") {
+		return nil // not settled what it is: the trial probe will tell
+	}
+	if f := strings.Fields(version); len(f) > 2 {
+		version = f[0] + " " + f[1] // "iperf 3.12 (cJSON 1.7.15)"
+	}
+	for _, o := range iperf3Options {
+		if o.client == client && o.used(p) && !iperfAtLeast(version, o.major, o.minor) {
+			return fmt.Errorf("%s has %s, too old for %s, which this probe needs (iperf3 %d.%d or later): upgrade iperf3 there", e, version, o.flag, o.major, o.minor)
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // cpuLimit is the CPU use above which an endpoint counts as the bottleneck.
@@ -631,6 +685,7 @@ func cpuLimit(version string, parallel int, threshold float64) float64 {
 // iperfAtLeast reads a version such as "iperf 3.12" or "iperf 3.17.1+".
 func iperfAtLeast(version string, major, minor int) bool {
 	v := strings.TrimPrefix(strings.TrimSpace(version), "iperf ")
+	v, _, _ = strings.Cut(v, " ") // --version says "iperf 3.12 (cJSON 1.7.15)"
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 {
 		return false

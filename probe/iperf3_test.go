@@ -546,3 +546,59 @@ func TestSenderReceiverCPU(t *testing.T) {
 		}
 	}
 }
+
+// versioned answers iperf3 --version with its version and runs the rest
+// like scripted.
+type versioned struct {
+	*scripted
+	version string
+}
+
+func (v versioned) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if slices.Contains(argv, "--version") {
+		return []byte(v.version + " (cJSON 1.7.15)\nLinux lab 6.1.0 #1 SMP x86_64\n"), nil
+	}
+	return v.scripted.Run(ctx, argv)
+}
+
+// TestIperf3VersionChecks: an iperf3 too old for an option the probe
+// passes is refused before the sweep, naming the version found and the one
+// needed; several streams on an iperf3 before 3.16 are flagged on the
+// sample.
+func TestIperf3VersionChecks(t *testing.T) {
+	for _, tc := range []struct {
+		probe          Iperf3
+		client, server string
+		want           string // "" for accepted
+	}{
+		{Iperf3{}, "iperf 3.12", "iperf 3.12", ""},
+		{Iperf3{}, "iperf 3.12", "iperf 3.9", "iperf 3.9, too old for --idle-timeout"},
+		{Iperf3{Direction: Bidir}, "iperf 3.6", "iperf 3.12", "iperf 3.6, too old for --bidir"},
+		{Iperf3{Direction: Bidir}, "iperf 3.7", "iperf 3.12", ""},
+		{Iperf3{Direction: Down}, "iperf 3.6", "iperf 3.10", ""},
+		{Iperf3{UDP: true, Bitrate: "1G", Counters64: true}, "iperf 3.0.11", "iperf 3.12", "iperf 3.0.11, too old for --connect-timeout"},
+	} {
+		sc := newScripted(t, "iperf3/server-tcp-up.json", "iperf3/tcp-up.json")
+		client := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: versioned{sc, tc.client}}
+		server := Endpoint{Name: "server", Addr: "198.19.1.10", Runner: versioned{sc, tc.server}}
+		err := tc.probe.Check(t.Context(), client, server)
+		switch {
+		case tc.want == "" && err != nil && strings.Contains(err.Error(), "too old"):
+			t.Errorf("%+v with client %s, server %s: %v, want accepted", tc.probe, tc.client, tc.server, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "or later")):
+			t.Errorf("%+v with client %s, server %s: %v, want refused with %q and the version needed", tc.probe, tc.client, tc.server, err, tc.want)
+		}
+	}
+
+	sc := newScripted(t, "iperf3/server-tcp-up.json", "iperf3/tcp-up.json")
+	s := Iperf3{Parallel: 4, Duration: 2 * time.Second}.Run(t.Context(), Endpoint{Name: "client", Addr: "198.18.1.10", Runner: sc}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: sc})
+	if s.Failed {
+		t.Fatal(s.Reason)
+	}
+	if s.Result.Version == "" || iperfAtLeast(s.Result.Version, 3, 16) {
+		t.Fatalf("fixture iperf3 %q: want one before 3.16", s.Result.Version)
+	}
+	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "one thread") }) {
+		t.Errorf("4 streams on %s: warnings %q, want the single thread flagged", s.Result.Version, s.Warnings)
+	}
+}

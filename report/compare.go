@@ -185,6 +185,7 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	if len(cr.c.Rows) == 0 {
 		return nil, fmt.Errorf("runs %d and %d share no measured point with the same knob values and probe: nothing to compare", a.Info.ID, b.Info.ID)
 	}
+	cr.c.Metrics = gatedPresent(cr.c.Metrics, cr.c.Rows)
 	cr.judge()
 	dj, lines := newDriftJudge(a, b)
 	cr.c.DriftA, cr.c.DriftB = a.Drifts(), b.Drifts()
@@ -195,13 +196,29 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	return cr.c, nil
 }
 
+// gatedPresent are the gated metrics some row has, so that the default gate
+// (throughput and the connection rate) names only what the probes measured;
+// all of them when no row has any.
+func gatedPresent(gated []Metric, rows []CompareRow) []Metric {
+	var out []Metric
+	for _, m := range gated {
+		if slices.ContainsFunc(rows, func(r CompareRow) bool { return r.Metric == m }) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return gated
+	}
+	return out
+}
+
 // withDefaults checks the options and fills in the defaults.
 func (opts CompareOptions) withDefaults() (CompareOptions, error) {
 	if opts.Threshold < 0 || math.IsNaN(opts.Threshold) {
 		return opts, fmt.Errorf("threshold %v%%: give a percentage of 0 or more", opts.Threshold)
 	}
 	if len(opts.Metrics) == 0 {
-		opts.Metrics = []Metric{Throughput}
+		opts.Metrics = DefaultGate
 	}
 	if opts.Test == "" {
 		opts.Test = UTest
@@ -248,8 +265,8 @@ type comparer struct {
 func (cr *comparer) comparePoint(label string, probes []string, pa, pb *Point) {
 	for _, probe := range probes {
 		sa, sb := pa.Probes[probe], pb.Probes[probe]
-		if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
-			if sa != nil && len(sa.Mbps) > 0 && !cr.missingProbe[probe] {
+		if len(sa.Headline()) == 0 || len(sb.Headline()) == 0 {
+			if len(sa.Headline()) > 0 && !cr.missingProbe[probe] {
 				cr.missingProbe[probe] = true
 				cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("probe %s has no samples in run %d at some points; those are not compared", probe, cr.c.B.ID))
 			}

@@ -238,3 +238,42 @@ func TestCompareLossLatencyPPS(t *testing.T) {
 		})
 	}
 }
+
+// TestCompareConnectRate: a connect probe has no throughput; its headline
+// is the connection rate, which the default gate judges, and the report's
+// table shows it.
+func TestCompareConnectRate(t *testing.T) {
+	run := func(seed uint64, slowdown float64, id int64) *Run {
+		return synthetic(t, reporttest.Run{Seed: seed, Repeats: 6, Noise: 0.02, Slowdown: slowdown,
+			Spec:   "axes:\n  filter: [on, off]\n",
+			Probes: []reporttest.Probe{{Name: "cps", Direction: "up", Connects: 5000}},
+			Points: []reporttest.Point{{Knobs: map[string]string{"filter": "on"}, Factor: 0.2}, {Knobs: map[string]string{"filter": "off"}}}}, id)
+	}
+	a := run(31, 0, 1)
+	for _, tc := range []struct {
+		slowdown float64
+		want     int
+	}{{0, 0}, {0.15, 2}} {
+		b := run(32, tc.slowdown, 2)
+		c, err := CompareRuns(a, b, CompareOptions{Threshold: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Regressions(); got != tc.want {
+			t.Errorf("slowdown %.0f%%: %d regressions, want %d", 100*tc.slowdown, got, tc.want)
+		}
+		if !slices.Equal(c.Metrics, []Metric{ConnectRate}) {
+			t.Errorf("gated metrics %v, want the connection rate alone (the probes measured no throughput)", c.Metrics)
+		}
+	}
+	var text bytes.Buffer
+	if err := Write(&text, a, Markdown, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "conn/s") {
+		t.Errorf("the report of a connect probe has no conn/s column:\n%s", text.String())
+	}
+	if ps := a.Points[0].Probes["cps"]; len(ps.ConnectRate) != 6 || len(ps.Mbps) != 0 || ps.ConnectRate[0] < 500 || ps.ConnectRate[0] > 1500 {
+		t.Errorf("filter on: connect rates %v, throughput %v: want six rates near 1000/s and no throughput", ps.ConnectRate, ps.Mbps)
+	}
+}

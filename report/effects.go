@@ -112,7 +112,7 @@ func changed(knobs []string, from, to *Point) []string {
 // the one farthest from the baseline, then the latest in point order).
 func steps(r *Run, pts []*Point, confidence float64) *Effects {
 	e := &Effects{Kind: Steps, Probes: r.Probes,
-		Note: "Each step is the change of throughput, in %, from the point before it; a step that changes several knobs at once credits none of them alone."}
+		Note: "Each step is the change of throughput (of the connection rate for a connect probe), in %, from the point before it; a step that changes several knobs at once credits none of them alone."}
 	dist := func(a, b *Point) int { return len(changed(r.Knobs, a, b)) }
 	var family []*Delta
 	for _, p := range pts {
@@ -172,7 +172,7 @@ func deltaOr(d *Delta, f func(*Delta) float64) float64 {
 // other axes.
 func mainEffects(r *Run, pts []*Point) *Effects {
 	e := &Effects{Kind: MainEffects, Probes: r.Probes,
-		Note: "Full factorial: every other axis is balanced, so each value's main effect is the median change of throughput, in %, against the axis's first value over every combination of the other axes; the range is the smallest and largest of those changes."}
+		Note: "Full factorial: every other axis is balanced, so each value's main effect is the median change of throughput (of the connection rate for a connect probe), in %, against the axis's first value over every combination of the other axes; the range is the smallest and largest of those changes."}
 	for _, k := range r.Knobs {
 		values := slices.DeleteFunc(r.AxisValues(k), func(v string) bool {
 			return !slices.ContainsFunc(pts, func(p *Point) bool { return p.Knobs[k] == v })

@@ -25,14 +25,22 @@ const (
 	// WattsPerGbps is the DUT's power draw per Gbit/s of the probe's
 	// throughput, where a power meter is read.
 	WattsPerGbps Metric = "watts-per-gbps"
+	// ConnectRate is a connect probe's new TCP connections a second;
+	// ConnectTime their median handshake time.
+	ConnectRate Metric = "connect-rate"
+	ConnectTime Metric = "connect-ms"
 )
 
+// DefaultGate are the metrics that fail compare's gate unless told
+// otherwise: each probe's headline, throughput or the connection rate.
+var DefaultGate = []Metric{Throughput, ConnectRate}
+
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
-var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps}
+var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime}
 
 // metricInfo is what tables, comparisons and exports need to know of a
 // metric.
@@ -58,6 +66,8 @@ var metricInfos = map[Metric]metricInfo{
 	Latency:      {label: "ping ms", key: "latency_ms", bench: "ping-ms", prec: 3},
 	PingLoss:     {label: "ping loss %", key: "ping_loss_percent", bench: "ping-lost-%", prec: 1, points: true},
 	WattsPerGbps: {label: "W per Gbit/s", key: "watts_per_gbps", bench: "W/Gbit/s", prec: 2},
+	ConnectRate:  {label: "conn/s", key: "connects_per_second", bench: "conns/s", prec: 0, higher: true},
+	ConnectTime:  {label: "connect ms", key: "connect_ms", bench: "connect-ms", prec: 3},
 }
 
 func (m Metric) info() metricInfo { return metricInfos[m] }
@@ -117,6 +127,10 @@ func (m Metric) of(f Figures) float64 {
 		return f.PingLoss
 	case WattsPerGbps:
 		return f.WattsPerGbps
+	case ConnectRate:
+		return f.ConnectRate
+	case ConnectTime:
+		return f.ConnectMS
 	}
 	return math.NaN()
 }

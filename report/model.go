@@ -64,6 +64,8 @@ type ProbeSamples struct {
 	Latency      []float64 // ping round trip under load, ms
 	PingLoss     []float64 // pings lost under load, %
 	WattsPerGbps []float64 // the DUT's power per Gbit/s of throughput
+	ConnectRate  []float64 // a connect probe's connections a second
+	ConnectMS    []float64 // its median handshake time, ms
 	Failed       int       // failed samples, not counted above
 	CPUBound     int       // samples limited by an endpoint's CPU
 	Series       []Series  // per-interval throughput, where the raw report has it
@@ -84,6 +86,8 @@ type Figures struct {
 	Latency       float64
 	PingLoss      float64
 	WattsPerGbps  float64
+	ConnectRate   float64
+	ConnectMS     float64
 }
 
 // slice is where the probe keeps the metric's values; nil for a metric it
@@ -92,6 +96,10 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 	switch m {
 	case Throughput:
 		return &ps.Mbps
+	case ConnectRate:
+		return &ps.ConnectRate
+	case ConnectTime:
+		return &ps.ConnectMS
 	case Retransmits:
 		return &ps.Retransmits
 	case DUTCPU:
@@ -225,7 +233,9 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			ps = &ProbeSamples{Name: x.Probe, Direction: x.Direction}
 			p.Probes[x.Probe] = ps
 		}
-		if x.Failed || !isFinite(x.BitsPerSecond) {
+		// A sample without throughput failed, unless it is a connect
+		// probe's, whose figure is the connection rate.
+		if x.Failed || !isFinite(x.BitsPerSecond) && rawOf(x).Connect == nil {
 			ps.Failed++
 			failed++
 			continue
@@ -265,7 +275,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
 		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
-		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond)}
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN()}
 	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
 	if x.Retransmits >= 0 {
 		f.Retransmits = float64(x.Retransmits)
@@ -275,8 +285,12 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 			f.PPS = pps
 		}
 	}
-	if n := ndrOf(x); n != nil && n.FPS > 0 {
+	raw := rawOf(x)
+	if n := raw.NDR; n != nil && n.FPS > 0 {
 		f.PPS = n.FPS // a rate search's frames a second at the rate found
+	}
+	if c := raw.Connect; c != nil {
+		f.ConnectRate, f.ConnectMS = c.PerSecond, c.ConnectMS.Median
 	}
 	ps.Figures = append(ps.Figures, f)
 	for _, m := range AllMetrics {
@@ -339,16 +353,18 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 	return &res
 }
 
-// ndrOf is the rate search the sample keeps in Raw; nil when it is no
-// search.
-func ndrOf(x store.Sample) *probe.NDRResult {
-	var raw struct {
-		NDR *probe.NDRResult `json:"ndr"`
+// rawReports are the reports of fwab's own probes in a sample's raw record.
+type rawReports struct {
+	NDR     *probe.NDRResult     `json:"ndr"`
+	Connect *probe.ConnectResult `json:"connect"`
+}
+
+func rawOf(x store.Sample) rawReports {
+	var raw rawReports
+	if len(x.Raw) > 0 {
+		_ = json.Unmarshal(x.Raw, &raw) // a raw record without them is an iperf3 sample
 	}
-	if len(x.Raw) == 0 || json.Unmarshal(x.Raw, &raw) != nil {
-		return nil
-	}
-	return raw.NDR
+	return raw
 }
 
 // seriesOf is the per-interval throughput of the sample's client report.
@@ -476,12 +492,24 @@ func matchesAll(knobs, want map[string]string) bool {
 
 func hasSamples(p *Point) bool {
 	for _, ps := range p.Probes {
-		if len(ps.Mbps) > 0 {
+		if len(ps.Headline()) > 0 {
 			return true
 		}
 	}
 	return false
 }
+
+// HeadlineMetric is the metric that sums up the probe: the connection rate of a
+// connect probe, the throughput of every other.
+func (ps *ProbeSamples) HeadlineMetric() Metric {
+	if ps != nil && len(ps.Mbps) == 0 && len(ps.ConnectRate) > 0 {
+		return ConnectRate
+	}
+	return Throughput
+}
+
+// Headline are the values of the probe's headline metric.
+func (ps *ProbeSamples) Headline() []float64 { return ps.HeadlineMetric().values(ps) }
 
 // AxisValues lists the values a knob takes, in point order.
 func (r *Run) AxisValues(knob string) []string {

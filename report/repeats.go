@@ -44,10 +44,10 @@ func widestProbe(r *Run, p *Point) float64 {
 	widest := 0.0
 	for _, name := range r.Probes {
 		ps := p.Probes[name]
-		if ps == nil || len(ps.Mbps) == 0 {
+		if ps == nil || len(ps.Headline()) == 0 {
 			return math.Inf(1)
 		}
-		s := Summarize(ps.Mbps)
+		s := Summarize(ps.Headline())
 		widest = math.Max(widest, halfWidthPct(s.Median, s.Lo, s.Hi))
 	}
 	return widest

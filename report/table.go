@@ -373,7 +373,7 @@ func samplesAt(p *Point, probe string) []float64 {
 	if p == nil || p.Probes[probe] == nil {
 		return nil
 	}
-	return p.Probes[probe].Mbps
+	return p.Probes[probe].Headline()
 }
 
 // Family is how many comparisons the pivot's p-values are adjusted over.

@@ -585,6 +585,9 @@ func FromProbe(k Key, ps probe.Sample) Sample {
 	if ps.NDR != nil {
 		raw["ndr"] = ps.NDR // the rate search's result and every trial
 	}
+	if ps.Connect != nil {
+		raw["connect"] = ps.Connect // a connection-rate probe's report
+	}
 	s.Raw, _ = json.Marshal(raw)
 	return s
 }

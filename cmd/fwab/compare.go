@@ -103,11 +103,20 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 	cmd.Flags().StringVar(&opts.axis, "axis", "", "compare the points of one run that differ in this `knob` alone, paired by round")
 	cmd.Flags().StringVar(&opts.base, "base", "", "with --axis, the `value` the others are compared against (default: the axis's first value)")
 	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
-	cmd.Flags().StringSliceVar(&opts.metrics, "metric", []string{string(report.Throughput)}, "metrics that can fail the gate: "+metricNames())
+	cmd.Flags().StringSliceVar(&opts.metrics, "metric", gateNames(report.DefaultGate), "metrics that can fail the gate: "+metricNames())
 	return cmd
 }
 
 // metricNames lists the metrics --metric takes.
+// gateNames are the names of metrics, for a flag's default.
+func gateNames(ms []report.Metric) []string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = string(m)
+	}
+	return names
+}
+
 func metricNames() string {
 	names := make([]string, len(report.AllMetrics))
 	for i, m := range report.AllMetrics {

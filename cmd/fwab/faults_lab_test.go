@@ -51,6 +51,27 @@ order: randomized
 
 const faultSamples = 2 * 2
 
+// rebootSpec: the same shape, on the crypto accelerator, whose change the
+// firewall applies only by rebooting (configxml.ActionReboot): a step is
+// the reboot, the wait for the box to come back, relocking and verifying
+// the loaded modules. OPNsense loads an accelerator only where its module
+// file exists; the trial puts qat.ko in place.
+func rebootSpec(flavor string) string {
+	accel := "aesni"
+	if flavor == "opnsense" {
+		accel = "qat"
+	}
+	return fmt.Sprintf(`target: lab
+axes:
+  crypto.hardware: [none, %s]
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 2
+idle: 0s
+order: randomized
+`, accel)
+}
+
 // progressLine is one line of a sweep's stderr and when it came.
 type progressLine struct {
 	at   time.Time
@@ -683,6 +704,98 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		report(tr)
 	}
 
+	// 6. kill -9 across a reboot: after the step asked the firewall to
+	// reboot for a new accelerator, while it is away, and after it came
+	// back but before fwab verified it. The rollback armed before the
+	// reboot restores the original config and reboots again; fw recover
+	// finds the firewall either way, and the kernel must end with the
+	// original's modules (fwab verify: no FWAB111).
+	if flavor == "opnsense" {
+		if err := os.WriteFile(filepath.Join(l.dir, "root", "boot", "kernel", "qat.ko"), []byte("\x7fELF"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rf := *f
+	rf.spec = filepath.Join(t.TempDir(), "reboot.yaml")
+	if err := os.WriteFile(rf.spec, []byte(rebootSpec(flavor)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{500 * time.Millisecond, 3 * time.Second, 7 * time.Second} {
+		db := dbFor("reboot-kill" + after.String())
+		sw := rf.startSweep(t, t.Context(), rf.sweepArgs(db)...)
+		hit := sw.waitLine(func(l string) bool {
+			return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)")
+		}, 3*time.Minute)
+		select {
+		case <-time.After(after):
+		case <-sw.done:
+		}
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		tr := trial{fault: "kill -9 across a reboot", detail: fmt.Sprintf("%s after the reboot was asked", after)}
+		if !hit || ended {
+			tr.lost = append(tr.lost, "the kill did not land in a rebooting step:\n"+sw.output())
+		}
+		rf.finish(&tr, db)
+		if out, err := rf.fwabChild(t.Context(), "verify", "--target", "lab", "--targets", rf.targets).CombinedOutput(); strings.Contains(string(out), "FWAB111") {
+			tr.lost = append(tr.lost, fmt.Sprintf("the kernel's modules are not the original config's (verify %v):\n%s", err, out))
+			tr.resumed = false
+		}
+		report(tr)
+	}
+
+	// 7. kill -9 across a switch of boot environments (a firmware axis):
+	// just after the sweep set the other environment for the next boot,
+	// while the box boots it, and once it is back. fw recover restores the
+	// environment the box runs and boots it back where the sweep started;
+	// nothing is left pending for the next boot.
+	oldVersion := strings.TrimSpace(string(must(f.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", f.targets).Output())))
+	oldVersion = strings.Fields(strings.SplitN(oldVersion, "\n", 3)[1])[1]
+	if out, err := f.fwabChild(t.Context(), "fw", "upgrade", "--keep", "--target", "lab", "--targets", f.targets).CombinedOutput(); err != nil {
+		t.Fatalf("fw upgrade --keep: %v\n%s", err, out)
+	}
+	ff := *f
+	if ff.original, err = ff.configNow(); err != nil {
+		t.Fatal(err)
+	}
+	newInfo := string(must(ff.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", ff.targets).Output()))
+	newVersion := strings.Fields(strings.SplitN(newInfo, "\n", 3)[1])[1]
+	ff.spec = filepath.Join(t.TempDir(), "firmware.yaml")
+	if err := os.WriteFile(ff.spec, []byte(fmt.Sprintf("target: lab\naxes:\n  firmware: [%s, %s]\nprobes:\n  - {name: up, direction: up, duration: 1s}\nrepeats: 2\nidle: 0s\norder: cost-aware\n", newVersion, oldVersion)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 8 * time.Second} {
+		db := dbFor("bootenv-kill" + after.String())
+		sw := ff.startSweep(t, t.Context(), ff.sweepArgs(db)...)
+		hit := sw.waitLine(func(l string) bool { return strings.HasPrefix(l, "booting boot environment ") }, 3*time.Minute)
+		select {
+		case <-time.After(after):
+		case <-sw.done:
+		}
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		tr := trial{fault: "kill -9 across a boot environment switch", detail: fmt.Sprintf("%s after it began (%s → %s)", after, newVersion, oldVersion)}
+		if !hit || ended {
+			tr.lost = append(tr.lost, "the kill did not land in a switch:\n"+sw.output())
+		}
+		ff.finish(&tr, db)
+		info := string(must(ff.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", ff.targets).Output()))
+		if !strings.Contains(info, newVersion) {
+			tr.lost = append(tr.lost, "the box does not run the firmware the sweep started on:\n"+info)
+			tr.resumed = false
+		}
+		envs := string(must(ff.fwabChild(t.Context(), "fw", "firmwares", "--target", "lab", "--targets", ff.targets).Output()))
+		for _, l := range strings.Split(envs, "\n")[1:] {
+			if f := strings.Fields(l); len(f) >= 4 && f[1] != newVersion && f[3] == "yes" {
+				tr.lost = append(tr.lost, "another environment boots next:\n"+envs)
+				tr.resumed = false
+			}
+		}
+		report(tr)
+	}
+
 	// The table.
 	type row struct{ trials, restored, resumed, lost int }
 	var order []string
@@ -723,6 +836,14 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	if total.lost > 0 {
 		t.Errorf("%d of %d trials lost something (see above)", total.lost, total.trials)
 	}
+}
+
+// must is the output of a command that must not fail.
+func must(out []byte, err error) []byte {
+	if err != nil {
+		panic(fmt.Sprintf("%v: %s", err, out))
+	}
+	return out
 }
 
 func exitOf(err error) string {

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -145,7 +147,7 @@ func lockOwner() fwapi.LockOwner {
 func newFwCmd(io *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fw",
-		Short: "Talk to a firewall: info, pull, push, apply, verify, metrics, upgrade, recover",
+		Short: "Talk to a firewall: info, pull, push, apply, verify, metrics, upgrade, firmwares, recover",
 	}
 	cmd.AddCommand(
 		newFwInfoCmd(io),
@@ -155,6 +157,7 @@ func newFwCmd(io *streams) *cobra.Command {
 		newFwVerifyCmd(io),
 		newFwMetricsCmd(io),
 		newFwUpgradeCmd(io),
+		newFwFirmwaresCmd(io),
 		newFwRecoverCmd(io),
 	)
 	return cmd
@@ -489,24 +492,63 @@ func runFwMetrics(ctx context.Context, io *streams, f *targetFlags, count int, a
 func newFwUpgradeCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
 	var timeout time.Duration
+	var keep bool
 	cmd := &cobra.Command{
-		Use:   "upgrade [VERSION] --target NAME",
+		Use:   "upgrade [VERSION] --target NAME [--keep]",
 		Short: "Upgrade the firewall through its own mechanism, wait for it and check the version",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Upgrade the firewall through its own mechanism, wait for it and check the version.
+
+--keep first makes a boot environment of the running system, named after
+its version (bectl create -r; neither bectl nor OPNsense's API records an
+environment's version), so that the old firmware stays on the box beside
+the new one: 'fwab fw firmwares' lists them. It needs a ZFS root and the
+target's ssh section, and is refused before anything changes when an
+environment of that name holds another version.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			version := ""
 			if len(args) == 1 {
 				version = args[0]
 			}
-			return runFwUpgrade(cmd.Context(), io, f, version, timeout)
+			return runFwUpgrade(cmd.Context(), io, f, version, timeout, keep)
 		},
 	}
 	addTargetFlags(cmd, f)
 	cmd.Flags().DurationVar(&timeout, "timeout", 45*time.Minute, "give up after this long")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the running firmware in a boot environment named after its version")
 	return cmd
 }
 
-func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration) error {
+// keepFirmware makes a boot environment of the running firmware, named
+// after its version; one of that name that holds the same version already
+// is kept as it is.
+func keepFirmware(ctx context.Context, io *streams, fw fwapi.Firewall) error {
+	b, ok := fw.(fwapi.BootEnvironments)
+	if !ok {
+		return fmt.Errorf("--keep: %T manages no boot environments", fw)
+	}
+	info, err := fw.Info(ctx)
+	if err != nil {
+		return err
+	}
+	envs, err := b.BootEnvs(ctx)
+	if err != nil {
+		return fmt.Errorf("--keep: %w", err)
+	}
+	for _, e := range envs {
+		if e.Name == info.Version && e.Version == info.Version {
+			fmt.Fprintf(io.ErrOut, "boot environment %s already holds %s: kept as it is\n", e.Name, info.Version)
+			return nil
+		}
+	}
+	if err := b.CreateBootEnv(ctx, info.Version); err != nil {
+		return fmt.Errorf("--keep: %w", err)
+	}
+	fmt.Fprintf(io.ErrOut, "kept %s in boot environment %s\n", info.Version, info.Version)
+	return nil
+}
+
+func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration, keep bool) error {
 	if err := fwapi.CheckUpgradeVersion(version); err != nil {
 		return usageError{err}
 	}
@@ -526,6 +568,12 @@ func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if keep {
+		if err := keepFirmware(ctx, io, fw); err != nil {
+			g.Unlock(context.WithoutCancel(ctx), owner)
+			return err
+		}
+	}
 	err = fw.Upgrade(ctx, version, func(line string) { fmt.Fprintln(io.ErrOut, line) })
 	// A reboot empties /var/run and so the lock; release it if it is still there.
 	unlockCtx, cancelUnlock := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -536,24 +584,114 @@ func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version stri
 	return err
 }
 
+// --- firmwares
+
+func newFwFirmwaresCmd(io *streams) *cobra.Command {
+	f := &targetFlags{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "firmwares --target NAME",
+		Short: "List the firewall's boot environments: the firmware each holds, which runs, which boots next",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, fw, err := f.open(cmd.Context(), io)
+			if err != nil {
+				return err
+			}
+			defer fw.Close()
+			b, ok := fw.(fwapi.BootEnvironments)
+			if !ok {
+				return fmt.Errorf("%T manages no boot environments", fw)
+			}
+			envs, err := b.BootEnvs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(io.Out, envs)
+			}
+			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BOOT ENVIRONMENT\tFIRMWARE\tRUNS\tBOOTS NEXT\tCREATED")
+			for _, e := range envs {
+				v := e.Version
+				if v == "" {
+					v = "? (" + e.Reason + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, v, yesNo(e.Booted), yesNo(e.NextBoot), e.Created)
+			}
+			return tw.Flush()
+		},
+	}
+	addTargetFlags(cmd, f)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "-"
+}
+
 // --- recover
 
 func newFwRecoverCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "recover --target NAME",
 		Short: "After a crash, restore the original config from the local backup and journal",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFwRecover(cmd.Context(), io, f)
+			return runFwRecover(cmd.Context(), io, f, wait)
 		},
 	}
 	addTargetFlags(cmd, f)
+	cmd.Flags().DurationVar(&wait, "wait", 15*time.Minute, "how long to wait for a firewall that does not answer (fwab may have died while it rebooted)")
 	return cmd
 }
 
-func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
-	t, fw, err := f.open(ctx, io)
+// openWaiting opens the target, waiting up to wait while the firewall
+// does not answer (refused, unreachable, timed out: a reboot), and then
+// until it is ready.
+func openWaiting(ctx context.Context, io *streams, f *targetFlags, wait time.Duration) (*fwapi.Target, fwapi.Firewall, error) {
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		t, fw, err := f.open(ctx, io)
+		if err == nil {
+			if err := fw.WaitReady(ctx, max(time.Until(deadline), 30*time.Second)); err != nil {
+				fw.Close()
+				return nil, nil, err
+			}
+			return t, fw, nil
+		}
+		if !unreachable(err) || time.Now().After(deadline) {
+			return nil, nil, err
+		}
+		if !said {
+			fmt.Fprintf(io.ErrOut, "the firewall does not answer (%v); it may be rebooting: waiting up to %v\n", err, wait)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// unreachable tells a firewall that does not answer from one that refuses
+// fwab (credentials, host key), which waiting cannot mend.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, fwapi.ErrConnectionLost) || errors.As(err, &ne) && ne.Timeout()
+}
+
+func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Duration) error {
+	t, fw, err := openWaiting(ctx, io, f, wait)
 	if err != nil {
 		return err
 	}
@@ -568,22 +706,35 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags) error {
 		return err
 	}
 	rep, err := fwapi.Recover(ctx, fw, g, dir)
-	if err != nil {
+	nothing := err != nil && strings.Contains(err.Error(), "nothing to recover")
+	if err != nil && !nothing {
 		return err
 	}
-	if rep.NotStarted {
+	switch {
+	case nothing:
+	case rep.NotStarted:
 		fmt.Fprintln(io.Out, "the crashed session had not started (it was taking the lock): nothing was changed; its lock, if left, removed")
-		return nil
-	}
-	if !rep.Restored {
+	case !rep.Restored:
 		fmt.Fprintf(io.Out, "the firewall already had the original config (sha256 %s); lock removed\n", rep.SHA256)
-		return nil
+	default:
+		acts := make([]string, len(rep.Actions))
+		for i, a := range rep.Actions {
+			acts[i] = string(a)
+		}
+		fmt.Fprintf(io.Out, "restored the config from the session started %s (sha256 %s verified); ran %s; lock removed\n",
+			rep.Started.Format(time.RFC3339), rep.SHA256, strings.Join(acts, ", "))
 	}
-	acts := make([]string, len(rep.Actions))
-	for i, a := range rep.Actions {
-		acts[i] = string(a)
+	// A sweep with a firmware axis that died on another boot environment
+	// left a boot journal: the box goes back to where it started.
+	booted, berr := recoverBootEnv(ctx, io, t, fw)
+	if berr != nil {
+		return fmt.Errorf("booting back into the environment the sweep started on: %w", berr)
 	}
-	fmt.Fprintf(io.Out, "restored the config from the session started %s (sha256 %s verified); ran %s; lock removed\n",
-		rep.Started.Format(time.RFC3339), rep.SHA256, strings.Join(acts, ", "))
+	if booted {
+		fmt.Fprintln(io.Out, "the firewall runs the boot environment the sweep started on again")
+	}
+	if nothing && !booted {
+		return err
+	}
 	return nil
 }

@@ -31,7 +31,13 @@ func fwabRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // to a temporary folder.
 func labTarget(t *testing.T, config []byte, trustHost bool) (*labtest.Firewall, string) {
 	t.Helper()
-	em := labtest.Start(t, labtest.Options{Config: config})
+	return labTargetWith(t, labtest.Options{Config: config}, trustHost)
+}
+
+// labTargetWith is labTarget with the emulator's options.
+func labTargetWith(t *testing.T, o labtest.Options, trustHost bool) (*labtest.Firewall, string) {
+	t.Helper()
+	em := labtest.Start(t, o)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	ssh := em.Target.SSH
 	kh := filepath.Join(t.TempDir(), "known_hosts")
@@ -325,5 +331,75 @@ func TestFwApplyRefusesUnsafeChange(t *testing.T) {
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
 		t.Errorf("a refused change left the lock")
+	}
+}
+
+// TestFwUpgradeKeep: --keep leaves the old firmware in a boot environment
+// named after it, which fw firmwares lists beside the running one; a box
+// without boot environments refuses --keep before anything changes.
+func TestFwUpgradeKeep(t *testing.T) {
+	fake, targets := labTarget(t, nil, true)
+	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--keep", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code != 0 || !strings.Contains(errOut, "kept 2.7.2-RELEASE in boot environment 2.7.2-RELEASE") {
+		t.Fatalf("fw upgrade --keep = %d: %s", code, errOut)
+	}
+	out, errOut, code := fwabRun(t, "fw", "firmwares", "--target", "fw1", "--targets", targets)
+	if code != 0 {
+		t.Fatalf("fw firmwares = %d: %s", code, errOut)
+	}
+	var kept, running bool
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 4 && f[0] == "2.7.2-RELEASE":
+			kept = f[1] == "2.7.2-RELEASE" && f[2] == "-" && f[3] == "-"
+		case len(f) >= 4 && f[0] == "default":
+			running = f[1] == "2.8.0-RELEASE" && f[2] == "yes" && f[3] == "yes"
+		}
+	}
+	if !kept || !running {
+		t.Errorf("fw firmwares:\n%s\nwant 2.7.2-RELEASE kept (not running, not next) and default running 2.8.0-RELEASE", out)
+	}
+
+	if err := fake.SetUFS(true); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.StoredConfig(t)
+	version := string(fake.File(t, "/etc/version"))
+	_, errOut, code = fwabRun(t, "fw", "upgrade", "2.8.1-RELEASE", "--keep", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code == 0 || !strings.Contains(errOut, "no boot environments") || !strings.Contains(errOut, "sequential runs") {
+		t.Errorf("fw upgrade --keep on UFS = %d: %s; want it refused, naming why and the way on", code, errOut)
+	}
+	if got := string(fake.File(t, "/etc/version")); got != version || !bytes.Equal(fake.StoredConfig(t), before) {
+		t.Errorf("the refused upgrade changed the box: /etc/version %q (was %q)", got, version)
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("the refused upgrade left the lock")
+	}
+}
+
+// TestFwRecoverWaitsForReboot: fwab killed across a reboot leaves a box
+// that does not answer for a while; fw recover waits for it (--wait)
+// instead of failing on the refused connection.
+func TestFwRecoverWaitsForReboot(t *testing.T) {
+	fake, targets := labTargetWith(t, labtest.Options{RebootDelay: 8 * time.Second}, true)
+	go fake.Reboot(context.Background())
+	deadline := time.Now().Add(2 * time.Second)
+	for !fake.Rebooting() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// No session crashed here: once the firewall answers, recover says
+	// there is nothing to do (exit 1), not that the connection was refused.
+	_, errOut, _ := fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets, "--wait", "30s")
+	if !strings.Contains(errOut, "waiting up to 30s") || !strings.Contains(errOut, "nothing to recover") {
+		t.Fatalf("fw recover during a reboot: %s\nwant it to wait for the firewall, then find nothing to recover", errOut)
+	}
+	go fake.Reboot(context.Background())
+	for !fake.Rebooting() && time.Now().Before(deadline.Add(2*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, errOut, _ = fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets, "--wait", "0s")
+	if !strings.Contains(errOut, "connection refused") {
+		t.Errorf("fw recover --wait 0s during a reboot: %s\nwant the refused connection", errOut)
 	}
 }

@@ -128,6 +128,7 @@ func newRootCmd(io *streams) *cobra.Command {
 		newDBCmd(io),
 		newVersionCmd(io),
 		newManCmd(io),
+		newAgentCmd(io),
 	)
 	root.Version = fwabVersion()
 	root.SetVersionTemplate("fwab {{.Version}}\n")

@@ -110,8 +110,9 @@ type sweepWiring struct {
 	plan           *matrix.Plan
 	client, server probe.Endpoint
 	power          probe.PowerMeter
-	session        *fwapi.Session // once begun
-	bars           *sweepProgress // once begun
+	session        interface{ OriginalSHA256() string } // once begun
+	envs           *envSessions                         // a firmware axis's boot environments; nil without one
+	bars           *sweepProgress                       // once begun
 
 	closers []func()
 }
@@ -155,6 +156,11 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.psk, err = tunnelPSK(w.spec); err != nil {
 		return err
+	}
+	if versions := firmwareValues(w.spec); versions != nil && w.fw != nil {
+		if w.envs, err = newEnvSessions(ctx, w.io, &w.o.targetFlags, w.t, w.fw, w.fc.info.Version, versions); err != nil {
+			return err
+		}
 	}
 	if w.plan, err = matrix.NewPlan(w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
@@ -216,17 +222,24 @@ func (w *sweepWiring) run() *matrix.Run {
 			}
 			fmt.Fprintf(io.ErrOut, "run %d: %d points × %s rounds, %d probes each; seed %d; about %s; results in %s\n",
 				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), store.Redact(o.db))
+			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
+			if w.envs != nil {
+				if err := w.envs.begin(ctx); err != nil {
+					return nil, err
+				}
+				w.session = w.envs
+				return w.envs, nil
+			}
 			s, release, err := startSession(ctx, io, &o.targetFlags, w.t, w.fw)
 			if err != nil {
 				return nil, err
 			}
 			w.session = s
 			w.closers = append(w.closers, release)
-			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
 			return s, nil
 		},
 		Sweep: matrix.Sweep{
-			Config: w.fc.config, PSK: w.psk, Log: logger(io),
+			Config: w.fc.config, Firmware: w.fc.info.Version, SwitchFirmware: w.switchFirmware(), PSK: w.psk, Log: logger(io),
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle: func(ctx context.Context) error {
 				if stubProbe != nil {
@@ -238,12 +251,7 @@ func (w *sweepWiring) run() *matrix.Run {
 				if stubProbe != nil {
 					return stubProbe(ctx, pr)
 				}
-				var s probe.Sample
-				if pr.NDR != nil {
-					s = pr.NDR.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
-				} else {
-					s = pr.Iperf3.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Ping: pr.Spec.Ping, Power: w.power})
-				}
+				s := pr.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
 				for _, lw := range w.fc.linkWarnings {
 					s.Warnings = append(s.Warnings, "link: "+lw)
 				}
@@ -260,6 +268,15 @@ func (w *sweepWiring) run() *matrix.Run {
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
 	}
+}
+
+// switchFirmware is the sweep's way between boot environments; nil
+// without a firmware axis.
+func (w *sweepWiring) switchFirmware() func(context.Context, string) (*configxml.Config, error) {
+	if w.envs == nil {
+		return nil
+	}
+	return w.envs.Switch
 }
 
 // idle is the sweep's idle phase: at rest the same figures as under load,
@@ -417,7 +434,7 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, server probe.Endpoint) (probe.PowerMeter, error) {
 	probes := spec.ProbeRuns()
 	for _, pr := range probes {
-		if err := pr.Iperf3.Validate(); err != nil {
+		if err := pr.Validate(); err != nil {
 			return nil, usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
 		}
 	}
@@ -425,10 +442,24 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
-	check := probes[0].Iperf3
-	check.Duration = time.Second
-	if err := check.Check(ctx, client, server); err != nil {
-		return nil, fmt.Errorf("before touching the firewall: %w", err)
+	// One check per tool the probes use: iperf3 for iperf3 and ndr, fwab's
+	// agent for connect.
+	iperf3Checked, connectChecked := false, false
+	for _, pr := range probes {
+		var err error
+		switch {
+		case pr.Connect != nil && !connectChecked:
+			connectChecked = true
+			err = pr.Connect.Check(ctx, client, server)
+		case pr.Connect == nil && !iperf3Checked:
+			iperf3Checked = true
+			check := pr.Iperf3
+			check.Duration = time.Second
+			err = check.Check(ctx, client, server)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("before touching the firewall: %w", err)
+		}
 	}
 	return power, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -266,6 +267,23 @@ tunnel:
 
 // runSamples opens the results in db and reads run 1's samples; the store
 // closes with the test.
+// sweepRestored writes spec into dir, sweeps it on the lab (seed 5) into a
+// fresh database, and checks that the firewall ends on the config whose
+// hash is original. It returns the sweep's report and the database.
+func (l labEnv) sweepRestored(t *testing.T, dir, original, spec string) (report, db string) {
+	t.Helper()
+	path := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = filepath.Join(t.TempDir(), "results.db")
+	report = l.mustRun(t, "sweep", path, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
+	if got := l.configHash(t); got != original {
+		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
+	}
+	return report, db
+}
+
 func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
 	t.Helper()
 	st, err := store.Open(t.Context(), db)
@@ -293,8 +311,7 @@ func TestConfigSetsLabSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.mustRun(t, "config", "set", base, "rules@lan=300", "xml:system/hostname=services", "-o", filepath.Join(dir, "services.xml"))
-	spec := filepath.Join(dir, "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`target: lab
+	report, db := l.sweepRestored(t, dir, original, `target: lab
 axes:
   config: [base.xml, services.xml]
   nat.outbound: [automatic, disabled]
@@ -304,14 +321,7 @@ repeats: 1
 idle: 0s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "results.db")
-	report := l.mustRun(t, "sweep", spec, "--targets", l.targets, "--db", db, "--seed", "5", "--progress=false")
-	if got := l.configHash(t); got != original {
-		t.Errorf("after the sweep the config hash is %s, want the original %s", got, original)
-	}
+`)
 	_, samples := runSamples(t, db)
 	if len(samples) != 4+1 { // and the drift check
 		t.Errorf("%d samples, want 5", len(samples))
@@ -323,5 +333,55 @@ settle: {timeout: 30s, pause: 500ms}
 	}
 	if !strings.Contains(report, "services.xml") {
 		t.Errorf("the report does not name the points by their config file:\n%s", report)
+	}
+}
+
+// TestRouterModeConnectLab: the connect probe through the lab, router mode
+// against pf with 10,000 rules before the LAN pass rule: every new
+// connection walks them (one long stream would walk them once), so the
+// connection rate drops, while router mode loads no pf at all.
+func TestRouterModeConnectLab(t *testing.T) {
+	l := newLab(t)
+	original := l.configHash(t)
+	out, db := l.sweepRestored(t, t.TempDir(), original, `target: lab
+axes:
+  filter: [enabled, disabled]
+  rules@lan: [0, 10000]
+constraints:
+  - if: {filter: disabled}
+    requires: {rules@lan: 0}
+probes:
+  - {name: cps, kind: connect, parallel: 4, duration: 2s}
+repeats: 1
+idle: 0s
+order: as-written
+settle: {timeout: 30s, pause: 500ms}
+`)
+	st, samples := runSamples(t, db)
+	points, err := st.Points(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := map[string]float64{}
+	for _, s := range samples {
+		if s.Failed {
+			t.Fatalf("point %d failed: %s", s.Point, s.Reason)
+		}
+		var raw struct{ Connect *probe.ConnectResult }
+		if err := json.Unmarshal(s.Raw, &raw); err != nil || raw.Connect == nil || raw.Connect.Connects == 0 {
+			t.Fatalf("point %d: no connect report in %s", s.Point, s.Raw)
+		}
+		k := points[s.Point].Knobs
+		rate[k["filter"]+"/"+k["rules@lan"]] = raw.Connect.PerSecond
+	}
+	t.Logf("connections a second: %v", rate)
+	if len(rate) != 3 {
+		t.Fatalf("rates %v: want the three points", rate)
+	}
+	if rate["enabled/10000"] > 0.7*rate["disabled/0"] {
+		t.Errorf("10,000 rules: %.0f conn/s, router mode %.0f: want the rules to cost new connections at least 30 %%", rate["enabled/10000"], rate["disabled/0"])
+	}
+	if !strings.Contains(out, "conn/s") {
+		t.Errorf("the sweep's report has no conn/s column:\n%s", out)
 	}
 }

@@ -446,6 +446,39 @@ func (s *Suite) TestLockRefusesSecondWriter(t *testing.T) {
 	}
 }
 
+// TestLockAfterReboot: a reboot voids the lock on both products (pfSense
+// mounts a fresh /var/run; OPNsense deletes its files and keeps the lock's
+// folder, empty): the holder's Unlock finds nothing to release, and a new
+// writer (fw recover, a resumed sweep) takes the lock.
+func (s *Suite) TestLockAfterReboot(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	a := fwapi.LockOwner{Owner: "alice@ws1", PID: 4242, Time: time.Now(), Token: "a1"}
+	b := fwapi.LockOwner{Owner: "bob@ws2", PID: 777, Time: time.Now(), Token: "b2"}
+	if err := g.Lock(ctx, a); err != nil {
+		t.Fatalf("Lock(alice): %v", err)
+	}
+	f.reboot(t)
+	if err := g.Lock(ctx, b); err != nil {
+		t.Fatalf("Lock(bob) after the reboot voided alice's lock: %v", err)
+	}
+	if err := g.Unlock(ctx, a); err == nil || !strings.Contains(err.Error(), "bob@ws2") {
+		t.Errorf("Unlock(alice) with bob holding the lock: %v, want it refused naming bob", err)
+	}
+	if err := g.Unlock(ctx, b); err != nil {
+		t.Fatalf("Unlock(bob): %v", err)
+	}
+	// The holder whose lock the reboot voided unlocks without an error.
+	if err := g.Lock(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	f.reboot(t)
+	if err := g.Unlock(ctx, a); err != nil {
+		t.Errorf("Unlock(alice) after a reboot voided her lock: %v, want nothing to release", err)
+	}
+}
+
 // TestRollbackFiresUnlessDisarmed: a disarmed rollback leaves the change;
 // an armed one restores the previous config by itself.
 func (s *Suite) TestRollbackFiresUnlessDisarmed(t *testing.T) {
@@ -606,5 +639,79 @@ func (s *Suite) TestRebootRollback(t *testing.T) {
 		if _, _, code := f.Run(t, "test -e "+hook, ""); code == 0 {
 			t.Errorf("%s is left after the rollback fired", hook)
 		}
+	}
+}
+
+// reboot reboots the firewall through the driver and waits for it.
+func (f fixture) reboot(t *testing.T) {
+	t.Helper()
+	if err := f.fw.Reboot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WaitReady(t.Context(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBootEnvs: the box's boot environments with the version each holds,
+// a new one of the running system, a boot into it once and back.
+func (s *Suite) TestBootEnvs(t *testing.T) {
+	f := s.start(t)
+	b, ok := f.fw.(fwapi.BootEnvironments)
+	if !ok {
+		t.Fatalf("%T does not manage boot environments", f.fw)
+	}
+	ctx := t.Context()
+	info, err := f.fw.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := b.BootEnvs(ctx)
+	if err != nil {
+		t.Fatalf("BootEnvs: %v", err)
+	}
+	if len(envs) != 1 || !envs[0].Booted || !envs[0].NextBoot || envs[0].Version != info.Version {
+		t.Fatalf("a fresh box: %+v, want one environment, booted and next, holding %s", envs, info.Version)
+	}
+	if err := b.CreateBootEnv(ctx, "keep"); err != nil {
+		t.Fatalf("CreateBootEnv: %v", err)
+	}
+	if err := b.CreateBootEnv(ctx, "keep"); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("a second CreateBootEnv of the same name: %v, want it refused", err)
+	}
+	if err := b.ActivateBootEnvOnce(ctx, "nosuch"); err == nil || !strings.Contains(err.Error(), "default, keep") {
+		t.Errorf("ActivateBootEnvOnce(nosuch): %v, want the environments listed", err)
+	}
+	if err := b.ActivateBootEnvOnce(ctx, "keep"); err != nil {
+		t.Fatalf("ActivateBootEnvOnce: %v", err)
+	}
+	envs, err = b.BootEnvs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]fwapi.BootEnv{}
+	for _, e := range envs {
+		byName[e.Name] = e
+	}
+	if k := byName["keep"]; !k.NextBoot || k.Booted || k.Version != info.Version {
+		t.Errorf("keep after activate -t: %+v, want next boot, not booted, holding %s (read through bectl mount)", k, info.Version)
+	}
+	if d := byName["default"]; !d.Booted || d.NextBoot {
+		t.Errorf("default after activate -t: %+v, want booted and not next", d)
+	}
+	f.reboot(t)
+	if envs, err = b.BootEnvs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		if (e.Name == "keep") != e.Booted || (e.Name == "default") != e.NextBoot {
+			t.Errorf("booted once into keep: %+v, want keep booted and default next", e)
+		}
+	}
+	if err := f.SetUFS(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.BootEnvs(ctx); !errors.Is(err, fwapi.ErrNoBootEnvs) {
+		t.Errorf("BootEnvs on a UFS root: %v, want ErrNoBootEnvs", err)
 	}
 }

@@ -58,6 +58,9 @@ type Probe struct {
 	Length int
 	Jitter float64 // ms at a point with Factor 1
 	Ping   float64 // ms of latency under load at a point with PingFactor 1; 0: no ping
+	// Connects makes it a connect probe: new connections a second at a
+	// point with Factor 1, Mbps unused.
+	Connects float64
 }
 
 // Point is one configuration and its known effect.
@@ -192,6 +195,12 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				}
 				if r.Series {
 					x.Raw, _ = json.Marshal(map[string]any{"client": json.RawMessage(Iperf3Client(rng, mbps, 5)), "parallel": 1})
+				}
+				if pr.Connects > 0 {
+					rate := pr.Connects * factor * (1 - r.Slowdown) * (1 + noise*e)
+					x.BitsPerSecond, x.SentBPS = store.Unknown, store.Unknown
+					x.Raw, _ = json.Marshal(map[string]any{"connect": probe.ConnectResult{Seconds: 5, Parallel: 4, Connects: int64(rate * 5), PerSecond: rate,
+						ConnectMS: probe.ConnectTimes{Min: 0.1, Median: 4000 / rate, P99: 3 * 4000 / rate, Max: 1000}}})
 				}
 				if pr.UDP {
 					x.LostPercent = max(p.Loss*(1+0.2*rng.NormFloat64()), 0)

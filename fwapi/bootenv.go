@@ -1,0 +1,249 @@
+package fwapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Boot environments: two firmwares on one box, on a ZFS root, through
+// FreeBSD's bectl(8). pfSense CE installed on ZFS has bectl (its upgrade
+// does not manage environments); OPNsense 24.7 and later wrap the same
+// bectl in its Snapshots API, whose activate is permanent — fwab needs
+// activate -t (the next boot only, so that a hung boot returns the box to
+// where it started), which only the shell offers, so both products take
+// the ssh section of the target for this.
+//
+// upstream: opnsense-core 26.7 src/opnsense/scripts/system/bectl.py:65 — the API's activate runs `['bectl', 'activate', '--', inputargs.beName]`, no -t
+// upstream: freebsd/freebsd-src@b1ea63e2e3c92d1346af067f5cf609e3e062f8b9 sbin/bectl/bectl.c:76 — `bectl activate [-t] beName`: -t activates for the next boot only
+
+// BootEnv is one boot environment.
+type BootEnv struct {
+	Name     string `json:"name"`
+	Booted   bool   `json:"booted"`    // bectl's N: running now
+	NextBoot bool   `json:"next_boot"` // R: the next boot's
+	Created  string `json:"created"`
+	// Version is the firmware the environment holds, read from its own
+	// version file; "" when it could not be read (Reason says why).
+	Version string `json:"version"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// BootEnvironments is what a driver offers where the box keeps boot
+// environments.
+type BootEnvironments interface {
+	BootEnvs(ctx context.Context) ([]BootEnv, error)
+	CreateBootEnv(ctx context.Context, name string) error
+	// ActivateBootEnvOnce makes the next boot, and only that one, boot name.
+	ActivateBootEnvOnce(ctx context.Context, name string) error
+}
+
+var (
+	_ BootEnvironments = (*PfSense)(nil)
+	_ BootEnvironments = (*OPNsense)(nil)
+)
+
+// ErrNoBootEnvs is returned where the box has no boot environments.
+var ErrNoBootEnvs = errors.New("the firewall keeps no boot environments (bectl check failed: its root is not on ZFS); two firmwares cannot live on it, so compare them with two sequential runs (fwab fw upgrade between them)")
+
+// bootEnvShell runs bectl through a driver's shell.
+type bootEnvShell struct {
+	run func(ctx context.Context, cmd string) ([]byte, error)
+	// versionFile is where an environment keeps its firmware version;
+	// parse reads it.
+	versionFile string
+	parse       func([]byte) string
+}
+
+func (b bootEnvShell) check(ctx context.Context) error {
+	if _, err := b.run(ctx, "bectl check"); err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) || strings.Contains(err.Error(), "exit status") {
+			return ErrNoBootEnvs
+		}
+		return fmt.Errorf("bectl check: %w", err)
+	}
+	return nil
+}
+
+// list reads `bectl list -H` and each environment's version: the booted
+// one's from the root, every other one's through bectl mount.
+func (b bootEnvShell) list(ctx context.Context) ([]BootEnv, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	out, err := b.run(ctx, "bectl list -H")
+	if err != nil {
+		return nil, fmt.Errorf("bectl list: %w", err)
+	}
+	envs, err := parseBectlList(string(out))
+	if err != nil {
+		return nil, err
+	}
+	for i := range envs {
+		envs[i].Version, envs[i].Reason = b.version(ctx, envs[i])
+	}
+	return envs, nil
+}
+
+func (b bootEnvShell) version(ctx context.Context, e BootEnv) (string, string) {
+	dir := ""
+	if !e.Booted {
+		out, err := b.run(ctx, "bectl mount "+ShellQuote(e.Name))
+		if err != nil {
+			return "", fmt.Sprintf("bectl mount %s: %v", e.Name, err)
+		}
+		// bectl prints "Successfully mounted NAME at PATH".
+		_, at, ok := strings.Cut(strings.TrimSpace(string(out)), " at ")
+		if !ok || !strings.HasPrefix(at, "/") {
+			b.run(ctx, "bectl umount "+ShellQuote(e.Name))
+			return "", fmt.Sprintf("bectl mount %s said %q: no mount point", e.Name, strings.TrimSpace(string(out)))
+		}
+		dir = at
+		defer b.run(ctx, "bectl umount "+ShellQuote(e.Name))
+	}
+	data, err := b.run(ctx, "cat "+ShellQuote(dir+b.versionFile))
+	if err != nil {
+		return "", fmt.Sprintf("%s in %s: %v", b.versionFile, e.Name, err)
+	}
+	if v := b.parse(data); v != "" {
+		return v, ""
+	}
+	return "", fmt.Sprintf("%s in %s says no version", b.versionFile, e.Name)
+}
+
+// parseBectlList reads `bectl list -H`: name, active (N, R, NR or -),
+// mountpoint, space and creation, one tab between each.
+func parseBectlList(out string) ([]BootEnv, error) {
+	var envs []BootEnv
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) < 5 {
+			return nil, fmt.Errorf("bectl list -H: line %q has %d columns, want 5 (name, active, mountpoint, space, created)", line, len(f))
+		}
+		envs = append(envs, BootEnv{Name: f[0], Booted: strings.Contains(f[1], "N"), NextBoot: strings.Contains(f[1], "R"), Created: f[4]})
+	}
+	if len(envs) == 0 {
+		return nil, errors.New("bectl list -H listed no boot environment")
+	}
+	return envs, nil
+}
+
+func (b bootEnvShell) create(ctx context.Context, name string) error {
+	if err := checkBootEnvName(name); err != nil {
+		return err
+	}
+	envs, err := b.list(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range envs {
+		if e.Name == name {
+			return fmt.Errorf("a boot environment named %s exists already (it holds %s): destroy it on the box (bectl destroy %s) or keep it", name, orUnknown(e.Version), name)
+		}
+	}
+	if _, err := b.run(ctx, "bectl create -r "+ShellQuote(name)); err != nil {
+		return fmt.Errorf("bectl create %s: %w", name, err)
+	}
+	return nil
+}
+
+func (b bootEnvShell) activateOnce(ctx context.Context, name string) error {
+	envs, err := b.list(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range envs {
+		if e.Name == name {
+			if _, err := b.run(ctx, "bectl activate -t "+ShellQuote(name)); err != nil {
+				return fmt.Errorf("bectl activate -t %s: %w", name, err)
+			}
+			return nil
+		}
+		names = append(names, e.Name)
+	}
+	return fmt.Errorf("no boot environment named %s on the firewall (it has %s)", name, strings.Join(names, ", "))
+}
+
+func orUnknown(v string) string {
+	if v == "" {
+		return "an unknown version"
+	}
+	return v
+}
+
+// checkBootEnvName refuses what bectl would not take as a name, or what
+// the shell would read otherwise.
+func checkBootEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, " \t\n/@'\"`$;&|<>\\") || strings.HasPrefix(name, "-") {
+		return fmt.Errorf("boot environment name %q: use letters, digits, '.', '-', '_' and '+'", name)
+	}
+	return nil
+}
+
+func (p *PfSense) bootEnvShell() bootEnvShell {
+	return bootEnvShell{
+		run: func(ctx context.Context, cmd string) ([]byte, error) { return p.sh.Output(ctx, cmd) },
+		// /etc/version, trimmed, as Info reads it.
+		versionFile: pfVersionFile,
+		parse:       func(b []byte) string { return strings.TrimSpace(string(b)) },
+	}
+}
+
+// BootEnvs lists the box's boot environments with their versions.
+func (p *PfSense) BootEnvs(ctx context.Context) ([]BootEnv, error) {
+	return p.bootEnvShell().list(ctx)
+}
+
+// CreateBootEnv makes a boot environment of the running system.
+func (p *PfSense) CreateBootEnv(ctx context.Context, name string) error {
+	return p.bootEnvShell().create(ctx, name)
+}
+
+// ActivateBootEnvOnce makes the next boot boot name, once.
+func (p *PfSense) ActivateBootEnvOnce(ctx context.Context, name string) error {
+	return p.bootEnvShell().activateOnce(ctx, name)
+}
+
+// opnVersionFile is where OPNsense keeps its product metadata.
+//
+// upstream: not settled — the path of the core package's metadata, /usr/local/opnsense/version/core, is in the package's build, not in the sources read; checked at run time: an environment whose file is missing or has no product_version is listed with its version unknown and the reason
+const opnVersionFile = "/usr/local/opnsense/version/core"
+
+func (o *OPNsense) bootEnvShell() bootEnvShell {
+	return bootEnvShell{
+		run:         func(ctx context.Context, cmd string) ([]byte, error) { return o.shell(ctx, cmd, nil) },
+		versionFile: opnVersionFile,
+		parse: func(b []byte) string {
+			var meta struct {
+				Version string `json:"product_version"`
+			}
+			if json.Unmarshal(b, &meta) != nil {
+				return ""
+			}
+			return meta.Version
+		},
+	}
+}
+
+// BootEnvs lists the box's boot environments with their versions.
+func (o *OPNsense) BootEnvs(ctx context.Context) ([]BootEnv, error) {
+	return o.bootEnvShell().list(ctx)
+}
+
+// CreateBootEnv makes a boot environment of the running system.
+func (o *OPNsense) CreateBootEnv(ctx context.Context, name string) error {
+	return o.bootEnvShell().create(ctx, name)
+}
+
+// ActivateBootEnvOnce makes the next boot boot name, once.
+func (o *OPNsense) ActivateBootEnvOnce(ctx context.Context, name string) error {
+	return o.bootEnvShell().activateOnce(ctx, name)
+}

@@ -1,0 +1,65 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Agent runs the endpoint side of fwab's own probes, as `fwab agent ARGS`
+// does on an endpoint host: "connect-server --listen ADDR:PORT [--for D]"
+// accepts connections until D has passed, "connect-client --to ADDR:PORT
+// [--time D] [--parallel N] [--timeout D]" opens them and writes its
+// ConnectResult to w as JSON.
+func Agent(ctx context.Context, args []string, w io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("agent: name connect-server or connect-client")
+	}
+	fs := flag.NewFlagSet("agent "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	switch args[0] {
+	case "connect-server":
+		listen := fs.String("listen", "", "address:port to listen on")
+		life := fs.Duration("for", 10*time.Minute, "stop after this long")
+		if err := parseAgent(fs, args[1:]); err != nil {
+			return err
+		}
+		if *listen == "" {
+			return fmt.Errorf("agent connect-server: --listen ADDR:PORT is required")
+		}
+		ctx, cancel := context.WithTimeout(ctx, *life)
+		defer cancel()
+		return ServeConnect(ctx, *listen)
+	case "connect-client":
+		var c Connect
+		to := fs.String("to", "", "address:port of the connect-server")
+		fs.DurationVar(&c.Duration, "time", 10*time.Second, "how long to open connections")
+		fs.IntVar(&c.Parallel, "parallel", 4, "workers, one connection each at a time")
+		fs.DurationVar(&c.Timeout, "timeout", time.Second, "longest handshake that counts")
+		if err := parseAgent(fs, args[1:]); err != nil {
+			return err
+		}
+		if *to == "" {
+			return fmt.Errorf("agent connect-client: --to ADDR:PORT is required")
+		}
+		r, err := RunConnect(ctx, *to, c)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(w).Encode(r)
+	}
+	return fmt.Errorf("agent: %q is not connect-server or connect-client", args[0])
+}
+
+func parseAgent(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s: %w", fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
