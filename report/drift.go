@@ -18,6 +18,8 @@ type Drift struct {
 	// Change is End against Regular: percent of Regular, or for a metric
 	// told in points the difference in its unit.
 	Change float64
+
+	headline Metric // the probe's headline metric, the one its note tells
 }
 
 // Drifts are the run's drift figures, one per probe and metric its drift
@@ -38,7 +40,7 @@ func (r *Run) Drifts() []Drift {
 				if len(ve) == 0 || len(vr) == 0 {
 					continue
 				}
-				d := Drift{Point: r.Label(p), Probe: probe, Metric: m, Regular: median(vr), End: median(ve)}
+				d := Drift{Point: r.Label(p), Probe: probe, Metric: m, Regular: median(vr), End: median(ve), headline: regular.HeadlineMetric()}
 				switch {
 				case m.InPoints():
 					d.Change = d.End - d.Regular
@@ -95,14 +97,15 @@ func newDriftJudge(a, b *Run) (*driftJudge, []string) {
 	return j, lines
 }
 
-// DriftNote says how far the run drifted by its drift check, for
-// throughput: "" when it has none.
+// DriftNote says how far the run drifted by its drift check, in each
+// probe's headline metric (throughput, or a connect probe's rate): "" when
+// it has none.
 func (r *Run) DriftNote() string { return driftNote(r, r.Drifts()) }
 
 func driftNote(r *Run, ds []Drift) string {
 	var parts []string
 	for _, d := range ds {
-		if d.Metric == Throughput {
+		if d.Metric == d.headline {
 			parts = append(parts, fmt.Sprintf("%s %s (%s → %s %s)", d.Probe, formatChange(d.Change, d.Metric), formatNum(d.Regular, d.Metric.info().prec), formatNum(d.End, d.Metric.info().prec), d.Metric.unit()))
 		}
 	}

@@ -200,7 +200,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			return nil, fmt.Errorf("run %d: a sample names point %d, which the run does not have", info.ID, x.Point)
 		}
 		if x.Drift() {
-			if x.Failed || !isFinite(x.BitsPerSecond) || x.Probe == probe.IdleProbe {
+			if x.Failed || !isFinite(x.BitsPerSecond) && rawOf(x).Connect == nil || x.Probe == probe.IdleProbe {
 				continue
 			}
 			if p.End == nil {

@@ -107,7 +107,7 @@ func CompareAxis(r *Run, axis, base string, opts CompareOptions) (*Comparison, e
 			label := groupLabel(p, others)
 			for _, probe := range r.Probes {
 				sa, sb := pb.Probes[probe], p.Probes[probe]
-				if sa == nil || sb == nil || len(sa.Mbps) == 0 || len(sb.Mbps) == 0 {
+				if len(sa.Headline()) == 0 || len(sb.Headline()) == 0 {
 					continue
 				}
 				dropped += cr.comparePaired(label, v, probe, sa, sb)
@@ -120,6 +120,7 @@ func CompareAxis(r *Run, axis, base string, opts CompareOptions) (*Comparison, e
 	if len(cr.c.Rows) == 0 {
 		return nil, fmt.Errorf("run %d has no two measured points that differ only in %s: nothing to compare", r.Info.ID, axis)
 	}
+	cr.c.Metrics = gatedPresent(cr.c.Metrics, cr.c.Rows)
 	if dropped > 0 {
 		cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("%d rounds measured on one side only were dropped from the pairs ('fwab runs show %d' lists the samples)", dropped, r.Info.ID))
 	}
@@ -148,7 +149,7 @@ func (cr *comparer) comparePaired(label, value, probe string, sa, sb *ProbeSampl
 		}
 		slices.SortFunc(rounds, func(x, y roundKey) int { return cmp.Or(cmp.Compare(x.round, y.round), cmp.Compare(x.repeat, y.repeat)) })
 		lost := len(va) + len(vb) - 2*len(rounds)
-		if m == Throughput {
+		if m == sa.HeadlineMetric() {
 			dropped += lost
 		}
 		a, b := make([]float64, len(rounds)), make([]float64, len(rounds))

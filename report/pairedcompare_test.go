@@ -203,3 +203,19 @@ func TestCompareDrift(t *testing.T) {
 		t.Errorf("10 %% slower beyond 6 %% drift: %d regressions, want 8", c.Regressions())
 	}
 }
+
+// TestCompareAxisConnectRate: a connect probe has no throughput; paired by
+// round, its connection rate is what the gate judges.
+func TestCompareAxisConnectRate(t *testing.T) {
+	r := synthetic(t, reporttest.Run{Seed: 5, Repeats: 8, Noise: 0.02, RoundNoise: 0.05,
+		Spec:   "axes:\n  filter: [on, off]\n",
+		Probes: []reporttest.Probe{{Name: "cps", Direction: "up", Connects: 5000}},
+		Points: []reporttest.Point{{Knobs: map[string]string{"filter": "on"}, Factor: 0.2}, {Knobs: map[string]string{"filter": "off"}}}}, 1)
+	c, err := CompareAxis(r, "filter", "off", CompareOptions{Threshold: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Metrics, []Metric{ConnectRate}) || c.Regressions() != 1 || c.Family != 1 {
+		t.Errorf("gated %v, %d regressions over %d; want the connection rate, 1 of 1", c.Metrics, c.Regressions(), c.Family)
+	}
+}
