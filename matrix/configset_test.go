@@ -70,8 +70,8 @@ func TestConfigSetsSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(samples) != 4*2 {
-		t.Fatalf("%d samples; want 8", len(samples))
+	if len(samples) != 4*2+1 { // and the drift check's
+		t.Fatalf("%d samples; want 9", len(samples))
 	}
 	for _, smp := range samples {
 		pt := f.sweep.Plan.Points[smp.Point]

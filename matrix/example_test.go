@@ -78,6 +78,7 @@ repeats: 2
 	if err != nil {
 		log.Fatal(err) // the run did not begin
 	}
+	// 2 points × 2 rounds, and the baseline once more at the end (the drift check).
 	fmt.Printf("run %d %s: %d samples, %d applies, err %v\n", out.Run, out.Status, out.Stats.Samples, fw.applies, out.Err())
-	// Output: run 1 done: 4 samples, 3 applies, err <nil>
+	// Output: run 1 done: 5 samples, 4 applies, err <nil>
 }

@@ -127,8 +127,8 @@ func TestRunNew(t *testing.T) {
 	if len(points) != 3 {
 		t.Errorf("%d points recorded; want 3", len(points))
 	}
-	if n := f.samples(t, out.Run); n != 18 || out.Stats.Samples != 18 {
-		t.Errorf("%d samples, stats say %d; want 18", n, out.Stats.Samples)
+	if n := f.samples(t, out.Run); n != 20 || out.Stats.Samples != 20 { // 3 points × 2 probes × 3 rounds + the drift check
+		t.Errorf("%d samples, stats say %d; want 20", n, out.Stats.Samples)
 	}
 	if got := strings.Join(f.log, " "); got != "begin swept restore" {
 		t.Errorf("steps %q; want begin swept restore", got)
@@ -250,8 +250,8 @@ func TestRunResume(t *testing.T) {
 	if out2.Run != out.Run || again.beganID != out.Run || out2.Status != store.Done || again.status(t, out.Run) != store.Done {
 		t.Errorf("resumed run %d (Begin told %d), %q; want run %d done", out2.Run, again.beganID, out2.Status, out.Run)
 	}
-	if n := again.samples(t, out.Run); n != 18 || again.calls != 18-7 {
-		t.Errorf("%d samples after %d new probes; want 18 after 11", n, again.calls)
+	if n := again.samples(t, out.Run); n != 20 || again.calls != 20-7 {
+		t.Errorf("%d samples after %d new probes; want 20 after 13", n, again.calls)
 	}
 	if runs, _ := again.st.Runs(t.Context()); len(runs) != 1 {
 		t.Errorf("%d runs in the database; want the one resumed", len(runs))
@@ -312,7 +312,7 @@ func TestRunResumeAddsMissingPoints(t *testing.T) {
 		t.Fatalf("Execute = %+v, %v", out, err)
 	}
 	points, _ := f.st.Points(t.Context(), id)
-	if len(points) != 3 || f.samples(t, id) != 18 || out.Status != store.Done {
-		t.Errorf("%d points, %d samples, %q; want 3, 18, done", len(points), f.samples(t, id), out.Status)
+	if len(points) != 3 || f.samples(t, id) != 20 || out.Status != store.Done {
+		t.Errorf("%d points, %d samples, %q; want 3, 20, done", len(points), f.samples(t, id), out.Status)
 	}
 }

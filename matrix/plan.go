@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/store"
 )
 
 // Point is one combination of knob values the sweep measures.
@@ -46,7 +47,7 @@ func (p *Point) Assignments() []string {
 
 // Step is one visit of a point: apply the changes, verify, settle, probe.
 type Step struct {
-	Round   int // 0-based; the repeat
+	Round   int // 0-based; the repeat; store.DriftRound for the drift check
 	Point   *Point
 	Changes []configxml.Change // knob changes from the previous step's state
 	Actions []configxml.Action // the service actions the changes need, once each
@@ -314,6 +315,9 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	if err := p.lintPoints(cfg); err != nil {
 		return nil, err
 	}
+	if s.Adaptive() && s.DriftCheck != nil && *s.DriftCheck {
+		return nil, &SpecError{Msg: "drift_check: true with adaptive repeats: their extra rounds come after the planned ones, so the check would not measure the run's end; use a fixed repeats: N, or drop drift_check"}
+	}
 	p.order()
 	return p, nil
 }
@@ -398,24 +402,58 @@ func (p *Plan) order() {
 			p.shuffleCheap(order, rng)
 		}
 		for _, pt := range order {
-			st := Step{Round: round, Point: pt}
-			for _, kv := range pt.Values {
-				if state[kv.Knob] != kv.Value {
-					a := p.Spec.ActionFor(kv.Knob)
-					st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
-					if !slices.Contains(st.Actions, a) {
-						st.Actions = append(st.Actions, a)
-					}
-					state[kv.Knob] = kv.Value
-				}
-			}
-			st.Actions = configxml.Effective(st.Actions)
-			for _, a := range st.Actions {
-				st.Cost += actionCost[a]
-			}
-			p.Steps = append(p.Steps, st)
+			p.Steps = append(p.Steps, p.step(round, pt, state))
 		}
 	}
+	if p.DriftCheck() {
+		p.Steps = append(p.Steps, p.step(store.DriftRound, p.Baseline, state))
+	}
+}
+
+// step is a visit of pt from state, which it updates.
+func (p *Plan) step(round int, pt *Point, state map[string]string) Step {
+	st := Step{Round: round, Point: pt}
+	for _, kv := range pt.Values {
+		if state[kv.Knob] != kv.Value {
+			a := p.Spec.ActionFor(kv.Knob)
+			st.Changes = append(st.Changes, configxml.Change{Knob: kv.Knob, From: state[kv.Knob], To: kv.Value, Action: a})
+			if !slices.Contains(st.Actions, a) {
+				st.Actions = append(st.Actions, a)
+			}
+			state[kv.Knob] = kv.Value
+		}
+	}
+	st.Actions = configxml.Effective(st.Actions)
+	for _, a := range st.Actions {
+		st.Cost += actionCost[a]
+	}
+	return st
+}
+
+// DriftCheck reports whether the plan measures its baseline once more
+// after every regular round (store.DriftRound), so that a comparison with
+// another run can tell a change from what drifted while the run ran. It is
+// the spec's drift_check where given. By default it is on, unless a
+// firmware axis interleaves firmwares in the run: two runs cannot be
+// paired by round, and the drift check costs one visit of one point, a
+// step among points × repeats; where the firmwares alternate within the
+// run, the comparison pairs them by round instead, and the check would
+// cost a reboot. Adaptive repeats have it off: their extra rounds come
+// after the planned steps, so the check would not be the run's end
+// (NewPlan refuses drift_check: true with them).
+func (p *Plan) DriftCheck() bool {
+	if p.Spec.DriftCheck != nil {
+		return *p.Spec.DriftCheck
+	}
+	if p.Spec.Adaptive() {
+		return false
+	}
+	for _, ax := range p.Spec.Axes {
+		if strings.TrimSpace(ax.Knob) == "firmware" && len(ax.Values) > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // baseOrder is the points' order within a round before any shuffling. For

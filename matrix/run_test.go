@@ -119,8 +119,14 @@ func TestSweepRecordsEverySample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(samples) != 3*2*3 || f.calls != 18 {
-		t.Fatalf("%d samples from %d probes; want 18", len(samples), f.calls)
+	// 3 points × 2 probes × 3 rounds, then the drift check: point 0 again.
+	if len(samples) != 3*2*3+2 || f.calls != 20 {
+		t.Fatalf("%d samples from %d probes; want 20", len(samples), f.calls)
+	}
+	for _, s := range samples[18:] {
+		if !s.Drift() || s.Point != 0 {
+			t.Errorf("the last samples are %s; want the drift check of point 0", s.Key)
+		}
 	}
 	// Each sample was measured with its own point's config on the firewall.
 	for _, s := range samples {
@@ -129,9 +135,10 @@ func TestSweepRecordsEverySample(t *testing.T) {
 			t.Errorf("point %d %s round %d: %v bit/s; want %v (measured on the wrong config?)", s.Point, s.Probe, s.Round, s.BitsPerSecond, want)
 		}
 	}
-	// as-written over 3 rounds: 0→100→200, 200→0 …: the first point needs no apply.
-	if f.fw.applies != 2+3+3 {
-		t.Errorf("%d applies; want 8 (only when the config changes)", f.fw.applies)
+	// as-written over 3 rounds: 0→100→200, 200→0 …: the first point needs
+	// no apply; the drift check goes back from 200 to 0.
+	if f.fw.applies != 2+3+3+1 {
+		t.Errorf("%d applies; want 9 (only when the config changes)", f.fw.applies)
 	}
 }
 
@@ -159,8 +166,8 @@ func TestSweepResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples, _ = f.st.Samples(t.Context(), f.sweep.Run)
-	if len(samples) != 18 || f.calls-before != 18-stopAfter {
-		t.Errorf("after resume: %d samples, %d new probes; want 18 and %d", len(samples), f.calls-before, 18-stopAfter)
+	if len(samples) != 20 || f.calls-before != 20-stopAfter {
+		t.Errorf("after resume: %d samples, %d new probes; want 20 and %d", len(samples), f.calls-before, 20-stopAfter)
 	}
 }
 
@@ -253,8 +260,8 @@ func TestSweepStats(t *testing.T) {
 			t.Errorf("%s ran %d times; the plan has %d", a, st.Actions[a], n)
 		}
 	}
-	if st.Samples != 18 || st.Applies != f.fw.applies {
-		t.Errorf("stats %+v; want 18 samples and %d applies", st, f.fw.applies)
+	if st.Samples != 20 || st.Applies != f.fw.applies {
+		t.Errorf("stats %+v; want 20 samples and %d applies", st, f.fw.applies)
 	}
 	if st.Wall <= 0 || st.Overhead() < 0 || st.Overhead() > st.Wall {
 		t.Errorf("wall %v, overhead %v", st.Wall, st.Overhead())
@@ -294,9 +301,9 @@ func TestSweepRetriesFailedProbeOnce(t *testing.T) {
 		wantFailed int
 		wantCalls  int
 	}{
-		{name: "no failure", failures: 0, wantFailed: 0, wantCalls: 18},
-		{name: "one failure, retried", failures: 1, wantFailed: 0, wantCalls: 19},
-		{name: "two failures in a row", failures: 2, wantFailed: 1, wantCalls: 19},
+		{name: "no failure", failures: 0, wantFailed: 0, wantCalls: 20},
+		{name: "one failure, retried", failures: 1, wantFailed: 0, wantCalls: 21},
+		{name: "two failures in a row", failures: 2, wantFailed: 1, wantCalls: 21},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,8 +329,8 @@ func TestSweepRetriesFailedProbeOnce(t *testing.T) {
 					failed++
 				}
 			}
-			if len(samples) != 18 || failed != tt.wantFailed || f.calls != tt.wantCalls {
-				t.Errorf("%d samples, %d failed, %d probe calls; want 18, %d, %d", len(samples), failed, f.calls, tt.wantFailed, tt.wantCalls)
+			if len(samples) != 20 || failed != tt.wantFailed || f.calls != tt.wantCalls {
+				t.Errorf("%d samples, %d failed, %d probe calls; want 20, %d, %d", len(samples), failed, f.calls, tt.wantFailed, tt.wantCalls)
 			}
 		})
 	}

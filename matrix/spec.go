@@ -44,9 +44,12 @@ type Spec struct {
 	Power       *PowerSpec  `yaml:"power"`
 	// Idle is how long the idle phase before each point's first probe
 	// samples the DUT with no traffic; nil is DefaultIdle, 0 none.
-	Idle   *Duration   `yaml:"idle"`
-	Tunnel *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow  []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	Idle *Duration `yaml:"idle"`
+	// DriftCheck re-measures the baseline at the run's end; nil is the
+	// default (Plan.DriftCheck).
+	DriftCheck *bool       `yaml:"drift_check"`
+	Tunnel     *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow      []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 	// ConfigSets are the files the config axis names, read by
 	// LoadConfigSets (ParseFile), by the name the spec gives them.
 	ConfigSets map[string]*ConfigSet `yaml:"-"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/store"
 )
 
 func parseFile(t *testing.T, path string) (*Spec, error) {
@@ -163,8 +164,11 @@ seed: 11
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Steps) != 12*4 {
-		t.Fatalf("%d steps; want 48", len(p.Steps))
+	if len(p.Steps) != 12*4+1 {
+		t.Fatalf("%d steps; want 48 and the drift check", len(p.Steps))
+	}
+	if last := p.Steps[48]; last.Round != store.DriftRound || last.Point != p.Baseline {
+		t.Errorf("last step: round %d point %d; want the drift check of the baseline", last.Round, last.Point.Index)
 	}
 	// Every point once per round.
 	for r := 0; r < 4; r++ {
@@ -183,11 +187,11 @@ seed: 11
 	// often as the snake order needs: ids twice per round trip... at most
 	// once between rounds' halves.
 	actions := p.ServiceActions()
-	if actions[configxml.ActionIDSRestart] > 4 {
+	if actions[configxml.ActionIDSRestart] > 4+1 { // +1: back to the baseline for the drift check
 		t.Errorf("ids changes %d times in 4 rounds; the cost-aware order should change it at most once per round", actions[configxml.ActionIDSRestart])
 	}
-	if actions[configxml.ActionInterfaces] > 4*2+1 {
-		t.Errorf("offload changes %d times; want at most %d", actions[configxml.ActionInterfaces], 4*2+1)
+	if actions[configxml.ActionInterfaces] > 4*2+2 {
+		t.Errorf("offload changes %d times; want at most %d", actions[configxml.ActionInterfaces], 4*2+2)
 	}
 	// Consecutive steps never change an expensive knob and ... the number of
 	// changes per step equals the knobs that differ.
@@ -233,7 +237,7 @@ func TestPlanOrders(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := make([][]string, 3)
-		for _, st := range p.Steps {
+		for _, st := range p.Steps[:len(p.Steps)-1] { // without the drift check
 			out[st.Round] = append(out[st.Round], st.Point.Value("rules@lan"))
 		}
 		return out
@@ -481,5 +485,49 @@ seed: 3
 	}
 	if p.Estimate() < time.Duration(reboots)*3*time.Minute {
 		t.Errorf("estimate %v is below %d reboots of 3 min", p.Estimate(), reboots)
+	}
+}
+
+// TestPlanDriftCheck: a plan re-measures its baseline at its end by
+// default, not with drift_check: false, not when a firmware axis
+// interleaves the firmwares, and not with adaptive repeats, with which
+// asking for it is refused.
+func TestPlanDriftCheck(t *testing.T) {
+	const spec = "axes:\n  rules@lan: [0, 100]\nbaseline: {rules@lan: 100}\nrepeats: 3\n"
+	for _, tc := range []struct {
+		extra string
+		want  bool
+	}{{"", true}, {"drift_check: true\n", true}, {"drift_check: false\n", false}} {
+		s, err := Parse(strings.NewReader(spec + tc.extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(s, pfSense(t), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := p.Steps[len(p.Steps)-1]
+		if got := last.Round == store.DriftRound; got != tc.want || p.DriftCheck() != tc.want || len(p.Steps) != 6+map[bool]int{true: 1}[tc.want] {
+			t.Errorf("%q: %d steps, the last round %d; want drift check %v", tc.extra, len(p.Steps), last.Round, tc.want)
+		}
+		if tc.want && last.Point.Value("rules@lan") != "100" {
+			t.Errorf("the drift check measures %s, not the baseline", last.Point.Key())
+		}
+	}
+	fw := &Plan{Spec: &Spec{Axes: Axes{{Knob: "firmware", Values: []string{"2.7.2-RELEASE", "2.8.0-RELEASE"}}}}}
+	if fw.DriftCheck() {
+		t.Error("a firmware axis interleaves the firmwares, yet the plan has a drift check")
+	}
+	adaptive := "axes:\n  rules@lan: [0, 100]\nrepeats: {min: 3, max: 6, width: 5%}\n"
+	s, err := Parse(strings.NewReader(adaptive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := NewPlan(s, pfSense(t), 1); err != nil || p.DriftCheck() {
+		t.Errorf("adaptive repeats: %v, drift check %v; want none", err, p != nil && p.DriftCheck())
+	}
+	s, _ = Parse(strings.NewReader(adaptive + "drift_check: true\n"))
+	if _, err := NewPlan(s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "drift_check: true with adaptive repeats") {
+		t.Errorf("drift_check: true with adaptive repeats: %v", err)
 	}
 }

@@ -20,6 +20,10 @@ type Test string
 const (
 	UTest Test = "utest" // Mann-Whitney U on the medians (benchstat's): assumes nothing
 	TTest Test = "ttest" // Welch's t-test on the means: assumes normal noise, works with fewer repeats
+	// SignRank is the Wilcoxon signed-rank test of per-round differences,
+	// for two points of one run paired by round (CompareAxis).
+	SignRank Test = "signrank"
+	Sign     Test = "sign" // the exact sign test of per-round differences
 )
 
 // CompareOptions set the regression gate.
@@ -28,7 +32,7 @@ type CompareOptions struct {
 	// A's figure, or percentage points for a metric told in points (loss).
 	Threshold float64
 	Metrics   []Metric // the metrics that can fail the gate; default throughput
-	Test      Test     // default UTest
+	Test      Test     // default UTest for two runs, SignRank paired by round
 	// Ignore lists knobs left out when points are matched: a firmware
 	// knob differs between a baseline and a rerun by design. Nil means
 	// DefaultIgnore; an empty, non-nil slice ignores nothing.
@@ -55,11 +59,15 @@ type Comparison struct {
 	Threshold float64
 	Test      Test
 	Metrics   []Metric // gated metrics
-	Rows      []CompareRow
-	Family    int      // gated rows with a test: what the p-values are adjusted over
-	OnlyA     []string // points measured only in A, by key
-	OnlyB     []string
-	Warnings  []string
+	Design    Design   // independent runs, or paired by round within one run
+	// DriftA and DriftB are what each run's drift check saw (Run.Drifts),
+	// for independent runs.
+	DriftA, DriftB []Drift
+	Rows           []CompareRow
+	Family         int      // gated rows with a test: what the p-values are adjusted over
+	OnlyA          []string // points measured only in A, by key
+	OnlyB          []string
+	Warnings       []string
 }
 
 // RunInfo names a compared run.
@@ -82,7 +90,10 @@ func (r RunInfo) String() string {
 
 // CompareRow is one metric of one probe at one point.
 type CompareRow struct {
-	Point  string // the point's knob values: "blocklist=on ids@lan=off"
+	Point string // the point's knob values: "blocklist=on ids@lan=off"
+	// Value is, paired by round, the axis value compared against the base
+	// (Design.Base) at Point; "" for independent runs.
+	Value  string
 	Probe  string
 	Metric Metric
 	Delta  Delta
@@ -99,6 +110,16 @@ type CompareRow struct {
 	// when the test cannot flag this point alone at all, NaN when unknown.
 	Detectable float64
 	Regression bool
+	// Pairs are, paired by round, the rounds both sides have; Dropped
+	// the samples whose round the other side lacks.
+	Pairs, Dropped int
+	// Drift is, for independent runs, the larger of the two runs' drift
+	// for this probe and metric (RunDrift), in the change's unit; NaN
+	// where neither run measured one. WithinDrift marks a change the
+	// test shows beyond the threshold in the bad direction that is not
+	// beyond the drift: not called a regression.
+	Drift       float64
+	WithinDrift bool
 }
 
 // Regressions counts the regressions.
@@ -123,6 +144,9 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Test == SignRank || opts.Test == Sign {
+		return nil, fmt.Errorf("test %s pairs rounds within one run; runs %d and %d are independent: use utest or ttest, or compare the points of one run across an axis", opts.Test, a.Info.ID, b.Info.ID)
 	}
 	bByKey, err := pointsByMatchKey(b, a.Info.ID, opts.Ignore)
 	if err != nil {
@@ -163,6 +187,10 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 	}
 	cr.c.Metrics = gatedPresent(cr.c.Metrics, cr.c.Rows)
 	cr.judge()
+	dj, lines := newDriftJudge(a, b)
+	cr.c.DriftA, cr.c.DriftB = a.Drifts(), b.Drifts()
+	cr.c.Warnings = append(cr.c.Warnings, lines...)
+	dj.apply(cr.c)
 	cr.warnTooFewSamples()
 	cr.warnFamily()
 	return cr.c, nil
@@ -195,8 +223,8 @@ func (opts CompareOptions) withDefaults() (CompareOptions, error) {
 	if opts.Test == "" {
 		opts.Test = UTest
 	}
-	if opts.Test != UTest && opts.Test != TTest {
-		return opts, fmt.Errorf("test %q: use utest or ttest", opts.Test)
+	if !slices.Contains([]Test{UTest, TTest, SignRank, Sign}, opts.Test) {
+		return opts, fmt.Errorf("test %q: use utest or ttest for two runs, signrank or sign paired by round", opts.Test)
 	}
 	if opts.Ignore == nil {
 		opts.Ignore = DefaultIgnore
@@ -266,7 +294,7 @@ func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
 
 // row is one metric's delta with the test's raw p; judge decides it.
 func (cr *comparer) row(label, probe string, m Metric, d Delta) CompareRow {
-	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: m.change(&d, cr.opts.Test == TTest), P: d.P, PAdj: math.NaN(), Detectable: math.NaN(), Gated: slices.Contains(cr.opts.Metrics, m)}
+	row := CompareRow{Point: label, Probe: probe, Metric: m, Delta: d, Change: m.change(&d, cr.opts.Test == TTest), P: d.P, PAdj: math.NaN(), Detectable: math.NaN(), Drift: math.NaN(), Gated: slices.Contains(cr.opts.Metrics, m)}
 	if cr.opts.Test == TTest {
 		row.P = d.TP
 	}
@@ -297,6 +325,9 @@ func (cr *comparer) judge() {
 			if cr.c.Family > 0 {
 				// One change alone among Family rows: BH flags it at p < α/Family.
 				mde := detectable(cr.samples[i][0], cr.samples[i][1], cr.opts.Test, r.Delta.Alpha/float64(cr.c.Family), r.Metric.InPoints())
+				if cr.c.Design.Paired {
+					mde = pairedDetectable(cr.samples[i][0], cr.opts.Test, r.Delta.Alpha/float64(cr.c.Family))
+				}
 				r.Detectable = math.Max(mde, cr.opts.Threshold)
 				if math.IsNaN(mde) {
 					r.Detectable = mde
@@ -369,6 +400,9 @@ func runInfo(r *Run) RunInfo {
 }
 
 func (c *Comparison) testName() string {
+	if c.Design.Paired {
+		return pairedTestName(c.Test, c.Design.Rounds)
+	}
 	if c.Test == TTest {
 		return "Welch's t-test on the means"
 	}
@@ -380,7 +414,12 @@ func (c *Comparison) testName() string {
 // "~" where the test shows no difference; regressions are marked.
 func (c *Comparison) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "A: %s\nB: %s\n", c.A, c.B)
+	if c.Design.Paired {
+		fmt.Fprintf(&b, "A: %s, %s=%s\nB: %s, %s=%s\n", c.A, c.Design.Axis, c.Design.Base, c.B, c.Design.Axis, strings.Join(c.values(), ", "))
+	} else {
+		fmt.Fprintf(&b, "A: %s\nB: %s\n", c.A, c.B)
+	}
+	fmt.Fprintf(&b, "design: %s\n", c.Design)
 	names := make([]string, len(c.Metrics))
 	var points []string
 	for i, m := range c.Metrics {
@@ -401,42 +440,32 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		center = "mean"
 	}
 	for _, m := range AllMetrics {
-		var rows []CompareRow
-		for _, r := range c.Rows {
-			if r.Metric == m {
-				rows = append(rows, r)
+		for _, value := range c.values() {
+			var rows []CompareRow
+			for _, r := range c.Rows {
+				if r.Metric == m && r.Value == value {
+					rows = append(rows, r)
+				}
+			}
+			if len(rows) > 0 {
+				c.writeTable(&b, m, value, center, rows)
 			}
 		}
-		if len(rows) == 0 {
-			continue
-		}
-		b.WriteString("\n")
-		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "\t│ run %d\t│ run %d\t\t\t\t\t\t│\n", c.A.ID, c.B.ID)
-		fmt.Fprintf(tw, "%s\t│ %s\t│ %s\tvs base\tp\tp adj\tn\tdetectable\t│\n", m.unit(), center, center)
-		for _, r := range rows {
-			sa, sb := r.Delta.Base, r.Delta.New
-			ca, cb := formatCenter(sa, c.Test, m), formatCenter(sb, c.Test, m)
-			vs := "~"
-			if r.Shown && isFinite(r.Change) {
-				vs = fmt.Sprintf("%+.2f%s", r.Change, m.changeUnit())
-			} else if r.Shown {
-				vs = "?"
-			}
-			mark := ""
-			if r.Regression {
-				mark = "REGRESSION"
-			}
-			fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t%s\t%s\tn=%d+%d\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, formatP(r.P), formatP(r.PAdj), sa.N, sb.N, formatDetectable(r.Detectable, m), mark)
-		}
-		tw.Flush()
 	}
 	if len(c.OnlyA) > 0 || len(c.OnlyB) > 0 {
 		b.WriteString("\n")
 		for _, k := range c.OnlyA {
+			if c.Design.Paired {
+				fmt.Fprintf(&b, "no other %s value measured beside it, not compared: %s\n", c.Design.Axis, k)
+				continue
+			}
 			fmt.Fprintf(&b, "only in run %d, not compared: %s\n", c.A.ID, k)
 		}
 		for _, k := range c.OnlyB {
+			if c.Design.Paired {
+				fmt.Fprintf(&b, "no %s=%s point beside it, not compared: %s\n", c.Design.Axis, c.Design.Base, k)
+				continue
+			}
 			fmt.Fprintf(&b, "only in run %d, not compared: %s\n", c.B.ID, k)
 		}
 	}
@@ -457,6 +486,56 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// values are the compared axis values in row order; one "" for
+// independent runs.
+func (c *Comparison) values() []string {
+	if !c.Design.Paired {
+		return []string{""}
+	}
+	var out []string
+	for _, r := range c.Rows {
+		if !slices.Contains(out, r.Value) {
+			out = append(out, r.Value)
+		}
+	}
+	return out
+}
+
+// writeTable writes one metric's rows (paired: of one axis value).
+func (c *Comparison) writeTable(b *strings.Builder, m Metric, value, center string, rows []CompareRow) {
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	colA, colB := fmt.Sprintf("run %d", c.A.ID), fmt.Sprintf("run %d", c.B.ID)
+	if c.Design.Paired {
+		colA, colB = c.Design.Axis+"="+c.Design.Base, c.Design.Axis+"="+value
+	}
+	fmt.Fprintf(tw, "\t│ %s\t│ %s\t\t\t\t\t\t│\n", colA, colB)
+	fmt.Fprintf(tw, "%s\t│ %s\t│ %s\tvs base\tp\tp adj\tn\tdetectable\t│\n", m.unit(), center, center)
+	for _, r := range rows {
+		sa, sb := r.Delta.Base, r.Delta.New
+		ca, cb := formatCenter(sa, c.Test, m), formatCenter(sb, c.Test, m)
+		vs := "~"
+		if r.Shown && isFinite(r.Change) {
+			vs = fmt.Sprintf("%+.2f%s", r.Change, m.changeUnit())
+		} else if r.Shown {
+			vs = "?"
+		}
+		mark := ""
+		if r.Regression {
+			mark = "REGRESSION"
+		}
+		n := fmt.Sprintf("n=%d+%d", sa.N, sb.N)
+		if c.Design.Paired {
+			n = fmt.Sprintf("%d pairs", r.Pairs)
+		}
+		if r.WithinDrift {
+			mark = fmt.Sprintf("within drift %.1f%%", r.Drift)
+		}
+		fmt.Fprintf(tw, "%s %s\t  %s\t  %s\t%s\t%s\t%s\t%s\t%s\t  %s\n", r.Probe, r.Point, ca, cb, vs, formatP(r.P), formatP(r.PAdj), n, formatDetectable(r.Detectable, m), mark)
+	}
+	tw.Flush()
 }
 
 // formatDetectable is a row's detectable change: "≥ 4.2%", "none" where
@@ -529,21 +608,25 @@ type junitSkipped struct {
 // in only one run are skipped cases.
 func (c *Comparison) WriteJUnit(w io.Writer) error {
 	suite := junitSuite{
-		Name: fmt.Sprintf("fwab compare run %d vs run %d", c.A.ID, c.B.ID),
+		Name: c.suiteName(),
 		Properties: []junitProperty{
 			{"run_a", c.A.String()}, {"run_b", c.B.String()},
 			{"threshold_percent", strconv.FormatFloat(c.Threshold, 'f', -1, 64)}, {"test", string(c.Test)},
-			{"adjustment", "benjamini-hochberg"}, {"family", strconv.Itoa(c.Family)},
+			{"adjustment", "benjamini-hochberg"}, {"family", strconv.Itoa(c.Family)}, {"design", c.Design.String()},
 		},
 	}
-	type caseKey struct{ point, probe string }
+	type caseKey struct{ point, value, probe string }
 	var order []caseKey
 	cases := map[caseKey]*junitCase{}
 	for _, r := range c.Rows {
-		k := caseKey{r.Point, r.Probe}
+		k := caseKey{r.Point, r.Value, r.Probe}
 		jc := cases[k]
 		if jc == nil {
-			jc = &junitCase{Classname: "fwab.compare." + r.Probe, Name: r.Point, Time: "0"}
+			name := r.Point
+			if c.Design.Paired {
+				name += " " + c.Design.Axis + "=" + r.Value
+			}
+			jc = &junitCase{Classname: "fwab.compare." + r.Probe, Name: name, Time: "0"}
 			cases[k] = jc
 			order = append(order, k)
 		}
@@ -593,6 +676,13 @@ func (c *Comparison) WriteJUnit(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+func (c *Comparison) suiteName() string {
+	if c.Design.Paired {
+		return fmt.Sprintf("fwab compare run %d: %s=%s vs %s", c.A.ID, c.Design.Axis, c.Design.Base, strings.Join(c.values(), ", "))
+	}
+	return fmt.Sprintf("fwab compare run %d vs run %d", c.A.ID, c.B.ID)
 }
 
 func changeText(r CompareRow) string {

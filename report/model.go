@@ -41,6 +41,10 @@ type Point struct {
 	// temperature and power, and the latency, with no traffic; nil when
 	// the run had none.
 	Idle *ProbeSamples
+	// End is the run's drift check at this point (its baseline): the
+	// re-measurement after every regular round, by probe; nil elsewhere.
+	// Its samples are in no statistic of the point.
+	End map[string]*ProbeSamples
 }
 
 // ProbeSamples are one probe's figures at one point, one value per
@@ -194,6 +198,19 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 		p, ok := byIndex[x.Point]
 		if !ok {
 			return nil, fmt.Errorf("run %d: a sample names point %d, which the run does not have", info.ID, x.Point)
+		}
+		if x.Drift() {
+			if x.Failed || !isFinite(x.BitsPerSecond) && rawOf(x).Connect == nil || x.Probe == probe.IdleProbe {
+				continue
+			}
+			if p.End == nil {
+				p.End = map[string]*ProbeSamples{}
+			}
+			if p.End[x.Probe] == nil {
+				p.End[x.Probe] = &ProbeSamples{Name: x.Probe, Direction: x.Direction}
+			}
+			p.End[x.Probe].add(x, clientReport(x))
+			continue
 		}
 		if x.Probe == probe.IdleProbe {
 			if p.Idle == nil {

@@ -107,6 +107,9 @@ func NewTable(r *Run, opts Options) *Table {
 	if w := widthWarning(r); w != "" {
 		t.Warnings = append(t.Warnings, w)
 	}
+	if n := r.DriftNote(); n != "" {
+		t.Warnings = append(t.Warnings, n)
+	}
 	if r.Baseline != nil {
 		t.Baseline = r.Label(r.Baseline)
 	} else {

@@ -63,6 +63,28 @@ type gateResult struct {
 	detectable             []float64
 }
 
+// count adds a comparison's throughput rows to the counts.
+func (res *gateResult) count(c *Comparison) {
+	all := true
+	for _, r := range c.Rows {
+		if r.Metric != Throughput {
+			continue
+		}
+		res.total++
+		if r.Regression {
+			res.flagged++
+		} else {
+			all = false
+		}
+	}
+	if all {
+		res.allFlagged++
+	}
+	if c.Regressions() > 0 {
+		res.failedRuns++
+	}
+}
+
 func t730Shape(seed uint64, slowdown float64) reporttest.Run { return reporttest.T730(seed, slowdown) }
 
 // e302Shape is an E302-shaped full factorial with rules values: 4·rules
@@ -89,24 +111,11 @@ func gateTrialsOf(t testing.TB, g gateSetup) gateResult {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := true
+		res.count(c)
 		for _, r := range c.Rows {
-			if r.Metric != Throughput {
-				continue
+			if r.Metric == Throughput {
+				res.detectable = append(res.detectable, r.Detectable)
 			}
-			res.total++
-			res.detectable = append(res.detectable, r.Detectable)
-			if r.Regression {
-				res.flagged++
-			} else {
-				all = false
-			}
-		}
-		if all {
-			res.allFlagged++
-		}
-		if c.Regressions() > 0 {
-			res.failedRuns++
 		}
 		if slicesContainsPrefix(c.Warnings, "with ") && slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "at one point alone cannot be flagged") }) {
 			res.warned++

@@ -111,12 +111,35 @@ JOIN samples x ON x.run_id = r.id
 JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
 WHERE r.status = 'done' AND NOT x.failed;
 `,
-	// 3: an index that holds everything a history reads of the samples
+	// 3: the drift check. A run may re-measure its baseline point at its
+	// end, as round -1 (DriftRound); the samples view keeps to the regular
+	// rounds, and fwab_drift_by_run holds the re-measurements.
+	`
+DROP VIEW fwab_samples_by_run;
+CREATE VIEW fwab_samples_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.round, x.repeat, x.bits_per_second / 1000000.0 AS mbps, x.retransmits
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE r.status = 'done' AND NOT x.failed AND x.round >= 0;
+
+CREATE VIEW fwab_drift_by_run AS
+SELECT r.id AS run_id, r.created AS run_created, r.testbed, r.target_name,
+       r.firmware_version, r.spec_hash, p.knobs AS point, x.probe,
+       x.started, x.bits_per_second / 1000000.0 AS mbps
+FROM runs r
+JOIN samples x ON x.run_id = r.id
+JOIN points p ON p.run_id = x.run_id AND p.idx = x.point_idx
+WHERE NOT x.failed AND x.round = -1;
+`,
+	// 4: an index that holds everything a history reads of the samples
 	// (fwab trend), so that the database answers from it without the
 	// samples' rows.
 	`
 CREATE INDEX samples_history ON samples (run_id, point_idx, probe, bits_per_second)
-	WHERE NOT failed AND bits_per_second IS NOT NULL;
+	WHERE NOT failed AND bits_per_second IS NOT NULL AND round >= 0;
 `,
 }
 

@@ -473,12 +473,25 @@ func (s *Store) Points(ctx context.Context, run int64) ([]Point, error) {
 
 // Key names one sample of a run: the unit a resume skips.
 type Key struct {
-	Run    int64
-	Point  int
-	Probe  string // a probe name from the spec, such as "tcp-up" or "udp-64"
+	Run   int64
+	Point int
+	Probe string // a probe name from the spec, such as "tcp-up" or "udp-64"
+	// Round is the 0-based round the sample was measured in, or
+	// DriftRound.
 	Round  int
 	Repeat int
 }
+
+// DriftRound is the Round of a run's re-measurement of its baseline point
+// after every regular round (the drift check): kept apart from the
+// point's regular rounds so that no statistic counts it as one of them
+// and a report can say how far the run drifted between its start and its
+// end.
+const DriftRound = -1
+
+// Drift reports whether the key is the run's end-of-run re-measurement of
+// its baseline.
+func (k Key) Drift() bool { return k.Round == DriftRound }
 
 func (k Key) String() string {
 	return fmt.Sprintf("run %d point %d probe %s round %d repeat %d", k.Run, k.Point, k.Probe, k.Round, k.Repeat)
@@ -605,6 +618,9 @@ func fromNull(v sql.NullFloat64) float64 {
 func (s *Store) RecordSample(ctx context.Context, x Sample) error {
 	if x.Probe == "" {
 		return fmt.Errorf("record sample %s: probe name is empty", x.Key)
+	}
+	if x.Round < DriftRound {
+		return fmt.Errorf("record sample %s: round %d: rounds count from 0 (%d is the drift check)", x.Key, x.Round, DriftRound)
 	}
 	warnings := x.Warnings
 	if warnings == nil {
@@ -998,10 +1014,10 @@ func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun) error {
 	}
 	// One row per run, point and probe, its figures in one value: a
 	// sixth of the rows a row per sample makes, which is most of the
-	// time. The covering index samples_history (schema version 3)
+	// time. The covering index samples_history (schema version 4)
 	// answers it alone.
 	rows, err := s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, `+s.dialect.bpsList+` FROM samples x
-		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runs)-1)+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL
+		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runs)-1)+`) AND NOT x.failed AND x.bits_per_second IS NOT NULL AND x.round >= 0
 		GROUP BY x.run_id, x.point_idx, x.probe`, args...)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)

@@ -454,3 +454,50 @@ func TestHistoryInParts(t *testing.T) {
 		}
 	})
 }
+
+// The drift check's re-measurement (round DriftRound) is kept with the
+// run's samples, stays out of History and the samples view, and is what
+// the drift view holds; rounds below it are refused.
+func TestDriftRound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := b.open(t)
+		ctx := t.Context()
+		run := newRun(t, s)
+		for _, k := range []Key{{Run: run, Probe: "tcp-up", Round: 0}, {Run: run, Probe: "tcp-up", Round: 1}, {Run: run, Probe: "tcp-up", Round: DriftRound}} {
+			bps := 9e8
+			if k.Drift() {
+				bps = 8.4e8
+			}
+			if err := s.RecordSample(ctx, Sample{Key: k, BitsPerSecond: bps, Retransmits: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RecordSample(ctx, Sample{Key: Key{Run: run, Probe: "tcp-up", Round: -2}, Retransmits: -1}); err == nil || !strings.Contains(err.Error(), "rounds count from 0") {
+			t.Errorf("round -2 recorded: %v", err)
+		}
+		if err := s.FinishRun(ctx, run, Done); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Samples(ctx, run)
+		if err != nil || len(all) != 3 || !all[2].Drift() || all[2].BitsPerSecond != 8.4e8 {
+			t.Fatalf("Samples() = %d samples, %v; want 3, the last the drift check", len(all), err)
+		}
+		done, err := s.Completed(ctx, run)
+		if err != nil || !done[Key{Run: run, Probe: "tcp-up", Round: DriftRound}] {
+			t.Errorf("Completed() = %v, %v: a resume would measure the drift check again", done, err)
+		}
+		r, _ := s.Run(ctx, run)
+		h, err := s.History(ctx, r.SpecHash, nil)
+		if err != nil || len(h) != 1 || len(h[0].Measured) != 1 || len(h[0].Measured[0].BitsPerSecond) != 2 {
+			t.Errorf("History() = %+v, %v; want the two regular samples only", h, err)
+		}
+		var n int
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM fwab_samples_by_run`).Scan(&n); err != nil || n != 2 {
+			t.Errorf("fwab_samples_by_run: %d rows, %v; want the 2 regular ones", n, err)
+		}
+		var mbps float64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_drift_by_run`).Scan(&n, &mbps); err != nil || n != 1 || mbps != 840 {
+			t.Errorf("fwab_drift_by_run: %d rows, %v Mbit/s, %v; want 1 row of 840", n, mbps, err)
+		}
+	})
+}

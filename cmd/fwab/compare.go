@@ -22,16 +22,38 @@ type compareOptions struct {
 	test      string
 	metrics   []string
 	ignore    []string
+	axis      string
+	base      string
 }
 
 func newCompareCmd(io *streams) *cobra.Command {
 	opts := &compareOptions{}
 	cmd := &cobra.Command{
-		Use:   "compare RUN_A RUN_B",
-		Short: "Compare two runs point by point; exit 1 on a regression",
-		Long: `Compare run B against run A (the baseline: before a firmware upgrade, or box A).
-Points are matched by their knob values; points in only one run are listed and
-skipped. A regression is a change the significance test shows (p < 0.05 after
+		Use:   "compare RUN_A RUN_B | compare RUN --axis KNOB [--base VALUE]",
+		Short: "Compare two runs point by point, or one run across an axis; exit 1 on a regression",
+		Long: `Compare run B against run A (the baseline: before a firmware upgrade, or box A),
+or, with --axis, the points of one run that differ in that knob alone.
+
+Two designs, and the output names the one used:
+  independent runs (compare A B): points are matched by their knob values;
+    points in only one run are listed and skipped. The runs were measured at
+    different times, so whatever drifted between them (temperature, other
+    traffic, the endpoints' state) is confounded with the change; --test
+    utest (default) or ttest. Where a run re-measured its baseline at its
+    end (the spec's drift_check, on by default), compare states the drift each
+    run saw, and a change no larger than the larger of the two drifts is not
+    called a regression (the row says "within drift" with the figure).
+  paired by round (compare RUN --axis KNOB): a sweep measures every point once
+    per round, close in time, so two points that differ in KNOB alone are
+    paired by round and their per-round differences tested, which cancels the
+    drift; points are matched by every knob but KNOB, --base (default: the
+    axis's first value) is compared with every other value; a round missing on
+    either side is dropped and counted. --test signrank (Wilcoxon signed-rank,
+    default) or sign. The smallest p with n rounds is 2/2^n (0.031 at 6, 0.0078
+    at 8), so a gate over m comparisons needs 2/2^n·m < 0.05: compare refuses,
+    naming the rounds needed, when no comparison could be flagged.
+
+A regression is a change the significance test shows (p < 0.05 after
 Benjamini-Hochberg adjustment over every gated comparison, so an unchanged
 firmware fails about 1 run in 20 however large the matrix) that is larger than
 the threshold in the bad direction: throughput or UDP packet rate (pps) down;
@@ -43,11 +65,28 @@ Each row states its raw and adjusted p and the smallest change the gate would
 have flagged at that point alone; a warning names the repeats needed when none
 could be. The exit status is 1 only when there is a regression, 2 for bad
 arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
-		Args: exactArgs(2),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if opts.axis != "" {
+				if len(args) != 1 {
+					return usageErrorf("compare --axis takes one run, the one whose points it pairs by round; got %d arguments", len(args))
+				}
+				return nil
+			}
+			return exactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := parseRunID(args[0])
 			if err != nil {
 				return err
+			}
+			if opts.axis != "" {
+				if cmd.Flags().Changed("ignore-knob") {
+					return usageErrorf("--ignore-knob matches two runs' points; with --axis the points differ in %s alone", opts.axis)
+				}
+				return runCompare(cmd.Context(), opts, a, a, io)
+			}
+			if opts.base != "" {
+				return usageErrorf("--base %s names the value of --axis compared against; give --axis KNOB too", opts.base)
 			}
 			b, err := parseRunID(args[1])
 			if err != nil {
@@ -60,7 +99,9 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the comparison as JSON (the exit status is the same)")
 	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
-	cmd.Flags().StringVar(&opts.test, "test", string(report.UTest), "significance test: utest (Mann-Whitney, on medians) or ttest (Welch, on means; works with fewer repeats)")
+	cmd.Flags().StringVar(&opts.test, "test", "", "significance test: for two runs utest (Mann-Whitney, on medians; the default) or ttest (Welch, on means; works with fewer repeats); with --axis signrank (Wilcoxon signed-rank of the per-round differences; the default) or sign (the exact sign test)")
+	cmd.Flags().StringVar(&opts.axis, "axis", "", "compare the points of one run that differ in this `knob` alone, paired by round")
+	cmd.Flags().StringVar(&opts.base, "base", "", "with --axis, the `value` the others are compared against (default: the axis's first value)")
 	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
 	cmd.Flags().StringSliceVar(&opts.metrics, "metric", gateNames(report.DefaultGate), "metrics that can fail the gate: "+metricNames())
 	return cmd
@@ -99,8 +140,15 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 		return err
 	}
 	copts := report.CompareOptions{Threshold: threshold, Test: report.Test(opts.test), Ignore: append([]string{}, opts.ignore...)}
-	if copts.Test != report.UTest && copts.Test != report.TTest {
-		return usageErrorf("--test %q: use utest or ttest", opts.test)
+	switch {
+	case opts.axis == "" && copts.Test != "" && copts.Test != report.UTest && copts.Test != report.TTest:
+		hint := ""
+		if copts.Test == report.SignRank || copts.Test == report.Sign {
+			hint = " (signrank and sign pair the rounds of one run: compare RUN --axis KNOB)"
+		}
+		return usageErrorf("--test %q: two runs are independent: use utest or ttest%s", opts.test, hint)
+	case opts.axis != "" && copts.Test != "" && copts.Test != report.SignRank && copts.Test != report.Sign:
+		return usageErrorf("--test %q: --axis pairs rounds within one run: use signrank or sign", opts.test)
 	}
 	for _, m := range opts.metrics {
 		metric, err := report.ParseMetric(strings.TrimSpace(m))
@@ -111,7 +159,13 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 	}
 	// Exit status 1 means a regression and nothing else, so that CI can
 	// tell a slower firmware from a broken job: every other failure is 2.
-	c, testbeds, err := compareRuns(ctx, opts.db, a, b, copts)
+	var c *report.Comparison
+	var testbeds string
+	if opts.axis != "" {
+		c, err = compareAxis(ctx, opts.db, a, opts.axis, opts.base, copts)
+	} else {
+		c, testbeds, err = compareRuns(ctx, opts.db, a, b, copts)
+	}
 	if err != nil {
 		return usageError{err}
 	}
@@ -167,6 +221,25 @@ func compareRuns(ctx context.Context, db string, a, b int64, opts report.Compare
 	return c, testbedLine(ra.Info, rb.Info), nil
 }
 
+// compareAxis compares the points of run id that differ in axis alone,
+// paired by round.
+func compareAxis(ctx context.Context, db string, id int64, axis, base string, opts report.CompareOptions) (*report.Comparison, error) {
+	st, err := openResults(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	r, err := loadRun(ctx, st, db, id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := report.CompareAxis(r, axis, base, opts)
+	if err != nil {
+		return nil, fmt.Errorf("compare --axis: %w", err)
+	}
+	return c, nil
+}
+
 // testbedLine says when the two runs are on different testbeds: allowed
 // (box A or box B), but then the change is the boxes', not a knob's or a
 // firmware's. "" on one testbed, or when either run predates testbeds.
@@ -185,6 +258,9 @@ type compareJSON struct {
 	B           report.RunInfo `json:"b"`
 	Threshold   float64        `json:"threshold_pct"`
 	Test        string         `json:"test"`
+	Design      designJSON     `json:"design"`
+	DriftA      []driftJSON    `json:"drift_a,omitempty"` // what run A's drift check saw
+	DriftB      []driftJSON    `json:"drift_b,omitempty"`
 	Adjustment  string         `json:"adjustment"` // of the gated rows' p
 	Family      int            `json:"family"`     // gated rows adjusted over
 	Regressions int            `json:"regressions"`
@@ -194,20 +270,54 @@ type compareJSON struct {
 	Warnings    []string       `json:"warnings"`
 }
 
+// designJSON is how the two sides were measured: "independent" runs, or
+// "paired" by round within one run across an axis.
+type designJSON struct {
+	Kind   string `json:"kind"`
+	Text   string `json:"text"`
+	Run    int64  `json:"run,omitempty"`
+	Axis   string `json:"axis,omitempty"`
+	Base   string `json:"base,omitempty"`
+	Rounds int    `json:"rounds,omitempty"`
+}
+
+// driftJSON is one probe's and metric's drift check of a run.
+type driftJSON struct {
+	Point   string  `json:"point"`
+	Probe   string  `json:"probe"`
+	Metric  string  `json:"metric"`
+	Regular float64 `json:"regular"` // the baseline's median over its regular rounds
+	End     float64 `json:"end"`     // its re-measurement at the run's end
+	Change  float64 `json:"change"`  // percent, or percentage points for a metric told in points
+}
+
+func driftsJSON(ds []report.Drift) []driftJSON {
+	var out []driftJSON
+	for _, d := range ds {
+		out = append(out, driftJSON{Point: d.Point, Probe: d.Probe, Metric: string(d.Metric), Regular: d.Regular, End: d.End, Change: d.Change})
+	}
+	return out
+}
+
 type compareRow struct {
-	Point      string   `json:"point"`
-	Probe      string   `json:"probe"`
-	Metric     string   `json:"metric"`
-	A          median   `json:"a"`
-	B          median   `json:"b"`
-	ChangePct  float64  `json:"change_pct"`
-	P          float64  `json:"p"`
-	PAdj       *float64 `json:"p_adjusted"`     // null for a row the gate does not judge
-	Detectable *float64 `json:"detectable_pct"` // null where unknown or where the point alone cannot be flagged
-	Shown      bool     `json:"shown"`
-	Gated      bool     `json:"gated"`
-	Regression bool     `json:"regression"`
-	Warnings   []string `json:"warnings,omitempty"`
+	Point       string   `json:"point"`
+	Value       string   `json:"value,omitempty"` // paired: the axis value compared against the base
+	Probe       string   `json:"probe"`
+	Metric      string   `json:"metric"`
+	A           median   `json:"a"`
+	B           median   `json:"b"`
+	ChangePct   float64  `json:"change_pct"`
+	P           float64  `json:"p"`
+	PAdj        *float64 `json:"p_adjusted"`     // null for a row the gate does not judge
+	Detectable  *float64 `json:"detectable_pct"` // null where unknown or where the point alone cannot be flagged
+	Shown       bool     `json:"shown"`
+	Gated       bool     `json:"gated"`
+	Regression  bool     `json:"regression"`
+	Pairs       int      `json:"pairs,omitempty"`          // paired: the rounds both sides have
+	Dropped     int      `json:"dropped_rounds,omitempty"` // paired: samples whose round the other side lacks
+	Drift       *float64 `json:"drift,omitempty"`          // independent: the larger drift of the two runs
+	WithinDrift bool     `json:"within_drift,omitempty"`   // shown beyond the threshold but not beyond the drift
+	Warnings    []string `json:"warnings,omitempty"`
 }
 
 type median struct {
@@ -233,10 +343,15 @@ func finite(v float64) float64 {
 }
 
 func comparisonJSON(c *report.Comparison) compareJSON {
-	out := compareJSON{A: c.A, B: c.B, Threshold: c.Threshold, Test: string(c.Test), Adjustment: "benjamini-hochberg", Family: c.Family, Regressions: c.Regressions(),
+	d := designJSON{Kind: "independent", Text: c.Design.String()}
+	if c.Design.Paired {
+		d = designJSON{Kind: "paired", Text: c.Design.String(), Run: c.Design.Run, Axis: c.Design.Axis, Base: c.Design.Base, Rounds: c.Design.Rounds}
+	}
+	out := compareJSON{A: c.A, B: c.B, Threshold: c.Threshold, Test: string(c.Test), Design: d, DriftA: driftsJSON(c.DriftA), DriftB: driftsJSON(c.DriftB),
+		Adjustment: "benjamini-hochberg", Family: c.Family, Regressions: c.Regressions(),
 		Rows: []compareRow{}, OnlyA: append([]string{}, c.OnlyA...), OnlyB: append([]string{}, c.OnlyB...), Warnings: append([]string{}, c.Warnings...)}
 	for _, r := range c.Rows {
-		out.Rows = append(out.Rows, compareRow{Point: r.Point, Probe: r.Probe, Metric: string(r.Metric),
+		out.Rows = append(out.Rows, compareRow{Point: r.Point, Value: r.Value, Probe: r.Probe, Metric: string(r.Metric), Pairs: r.Pairs, Dropped: r.Dropped, Drift: knownFigure(r.Drift), WithinDrift: r.WithinDrift,
 			A: medianOf(r.Delta.Base), B: medianOf(r.Delta.New), ChangePct: finite(r.Change), P: finite(r.P), PAdj: knownFigure(r.PAdj), Detectable: knownFigure(r.Detectable),
 			Shown: r.Shown, Gated: r.Gated, Regression: r.Regression, Warnings: r.Delta.Warnings})
 	}

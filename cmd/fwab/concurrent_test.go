@@ -43,7 +43,8 @@ func syntheticProbe(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
 		Result: &probe.Iperf3Result{Flow: probe.Flow{ReceivedBPS: bps, SentBPS: bps}}, ClientCPU: -1, ServerCPU: -1}
 }
 
-// concurrentSpec: 3 points, 2 rounds, 2 probes: 12 samples a run.
+// concurrentSpec: 3 points, 2 rounds, 2 probes, and the drift check's 2:
+// 14 samples a run.
 const concurrentSpec = `axes:
   rules@lan: [0, 20, 40]
 probes:
@@ -52,7 +53,7 @@ probes:
 repeats: 2
 `
 
-const concurrentSamples = 3 * 2 * 2
+const concurrentSamples = 3*2*2 + 2
 
 // TestConcurrentSweeps runs 8 sweeps at once, each on an emulated pfSense
 // of its own, into one results database, kills 2 of them with SIGKILL at

@@ -17,8 +17,11 @@ func TestMatrixJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("matrix plan --json is not JSON: %v\n%s", err, out)
 	}
-	if len(plan.Points) != 7 || len(plan.Steps) != 7*plan.Repeats || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
+	if len(plan.Points) != 7 || len(plan.Steps) != 7*plan.Repeats+1 || plan.EstimateSeconds <= 0 || plan.ServiceActions["filter-reload"] == 0 {
 		t.Errorf("matrix plan --json = %+v", plan)
+	}
+	if last := plan.Steps[len(plan.Steps)-1]; !last.DriftCheck || last.Round != 0 || last.Point != 0 {
+		t.Errorf("the last step %+v is not the drift check of the baseline", last)
 	}
 	baselines := 0
 	for _, p := range plan.Points {

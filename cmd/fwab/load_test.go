@@ -39,6 +39,7 @@ probes:
   - {direction: up, duration: 1s}
 repeats: 1
 idle: 0s
+drift_check: false
 order: cost-aware
 settle: {timeout: 20s, pause: 0s}
 `, strings.Join(rules, ", "))

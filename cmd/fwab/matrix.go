@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/matrix"
+	"github.com/fwab/fwab/store"
 )
 
 func newMatrixCmd(io *streams) *cobra.Command {
@@ -125,8 +127,12 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 					o.file, len(plan.Points), r.Min, r.Max, r.Width, len(plan.Steps), est.Round(time.Minute), most.Round(time.Minute))
 				return nil
 			}
-			fmt.Fprintf(io.Out, "%s: ok: %d points × %d repeats = %d steps, about %s\n",
-				o.file, len(plan.Points), plan.Spec.Repeats, len(plan.Steps), est.Round(time.Minute))
+			drift := ""
+			if plan.DriftCheck() {
+				drift = " + the drift check"
+			}
+			fmt.Fprintf(io.Out, "%s: ok: %d points × %d repeats%s = %d steps, about %s\n",
+				o.file, len(plan.Points), plan.Spec.Repeats, drift, len(plan.Steps), est.Round(time.Minute))
 			return nil
 		},
 	}
@@ -184,10 +190,11 @@ type planPoint struct {
 }
 
 type planStep struct {
-	Round   int      `json:"round"`
-	Point   int      `json:"point"`
-	Changes []string `json:"changes"`
-	Actions []string `json:"actions"`
+	Round      int      `json:"round"`                 // 1-based; 0 for the drift check
+	DriftCheck bool     `json:"drift_check,omitempty"` // the baseline again at the run's end
+	Point      int      `json:"point"`
+	Changes    []string `json:"changes"`
+	Actions    []string `json:"actions"`
 }
 
 func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
@@ -212,6 +219,9 @@ func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
 	if withSteps {
 		for _, st := range plan.Steps {
 			ps := planStep{Round: st.Round + 1, Point: st.Point.Index, Changes: []string{}, Actions: []string{}}
+			if st.Round == store.DriftRound {
+				ps.Round, ps.DriftCheck = 0, true
+			}
 			for _, c := range st.Changes {
 				ps.Changes = append(ps.Changes, c.Knob+"="+c.To)
 			}
@@ -239,7 +249,11 @@ func printPlan(io *streams, plan *matrix.Plan) {
 			changes = []string{"-"}
 			actions = []string{"-"}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", i+1, st.Round+1, st.Point.Index, strings.Join(changes, " "), strings.Join(actions, ","))
+		round := strconv.Itoa(st.Round + 1)
+		if st.Round == store.DriftRound {
+			round = "drift"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", i+1, round, st.Point.Index, strings.Join(changes, " "), strings.Join(actions, ","))
 	}
 	tw.Flush()
 	fmt.Fprintln(io.Out)

@@ -352,6 +352,9 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 		if x.EndpointCPUBound {
 			flags = append(flags, "endpoint-cpu")
 		}
+		if x.Drift() {
+			flags = append(flags, "drift-check") // the baseline again at the run's end, round -1
+		}
 		if len(x.Warnings) > 0 {
 			flags = append(flags, fmt.Sprintf("%d-warnings", len(x.Warnings)))
 		}

@@ -134,8 +134,8 @@ idle: 0s
 	}
 	samples, err := st.Samples(t.Context(), 1)
 	st.Close()
-	if err != nil || len(samples) != 4 {
-		t.Fatalf("%d samples (%v), want 4", len(samples), err)
+	if err != nil || len(samples) != 4+1 { // and the drift check
+		t.Fatalf("%d samples (%v), want 5", len(samples), err)
 	}
 	for _, s := range samples {
 		if s.Failed {

@@ -548,6 +548,9 @@ func newSweepProgress(io *streams, enabled bool, steps, probes int) *sweepProgre
 
 func (sp *sweepProgress) update(p matrix.Progress) {
 	label := fmt.Sprintf("point %d round %d %s", p.Point.Index, p.Round+1, p.Phase)
+	if p.Round == store.DriftRound {
+		label = fmt.Sprintf("point %d drift check %s", p.Point.Index, p.Phase)
+	}
 	if p.Probe != "" {
 		label += " " + p.Probe
 	}

@@ -150,10 +150,10 @@ order: randomized
 	sweep.Process.Signal(syscall.SIGKILL)
 	sweep.Wait()
 	killedAt := samplesIn()
-	if killedAt >= 12 {
+	if killedAt >= 13 {
 		t.Fatalf("the sweep finished (%d samples) before it was killed", killedAt)
 	}
-	t.Logf("killed after %d of 12 samples; config changed by the dead sweep: %v", killedAt, l.configHash(t) != original)
+	t.Logf("killed after %d of 13 samples; config changed by the dead sweep: %v", killedAt, l.configHash(t) != original)
 
 	// The firewall is locked by the dead sweep: a new one is refused.
 	second := l.fwabChild(t.Context(), args...)
@@ -183,8 +183,8 @@ order: randomized
 			t.Errorf("sample %s failed: %s", k, s.Reason)
 		}
 	}
-	if len(samples) != 4*3 {
-		t.Errorf("%d samples after the resume (%d before the kill); want 12", len(samples), killedAt)
+	if len(samples) != 4*3+1 { // and the drift check
+		t.Errorf("%d samples after the resume (%d before the kill); want 13", len(samples), killedAt)
 	}
 	run, _ := st.Run(t.Context(), 1)
 	if run.Status != store.Done {
@@ -253,8 +253,8 @@ tunnel:
 			t.Errorf("point %d: warnings %q name no link below its NIC's best", s.Point, s.Warnings)
 		}
 	}
-	if len(samples) != 16 || len(idle) != 8 {
-		t.Errorf("%d samples, %d points with an idle phase; want 16 (2 × 2 × 2 points, an idle phase and one probe each, one repeat) and 8", len(samples), len(idle))
+	if len(samples) != 17 || len(idle) != 8 {
+		t.Errorf("%d samples, %d points with an idle phase; want 17 (2 × 2 × 2 points, an idle phase and one probe each, one repeat, and the drift check) and 8", len(samples), len(idle))
 	}
 	run, _ := st.Run(t.Context(), 1)
 	if run.Status != store.Done {
@@ -323,8 +323,8 @@ order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
 `)
 	_, samples := runSamples(t, db)
-	if len(samples) != 4 {
-		t.Errorf("%d samples, want 4", len(samples))
+	if len(samples) != 4+1 { // and the drift check
+		t.Errorf("%d samples, want 5", len(samples))
 	}
 	for _, s := range samples {
 		if s.Failed {

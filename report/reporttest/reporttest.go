@@ -31,6 +31,22 @@ type Run struct {
 	Probes   []Probe
 	Points   []Point
 	Series   bool // keep an iperf3 client report with per-second intervals in Raw
+	// RoundNoise is the relative standard deviation of a throughput factor
+	// every point of a round shares: drift over the run, which two runs
+	// cannot tell from an effect and pairing by round cancels.
+	RoundNoise float64
+	// Trend is a slow drift: throughput changes by Trend (0.01: 1 %) of
+	// its level per round, counted from round TrendFrom (a run measured
+	// after another continues its trend). The drift check is the round
+	// after the last.
+	Trend     float64
+	TrendFrom int
+	// EndBaseline adds the run's re-measurement of point 0 at its end
+	// (store.DriftRound), EndDrift slower than point 0's regular rounds
+	// (0.06 is 6 % slower), without noise unless EndNoisy.
+	EndBaseline bool
+	EndDrift    float64
+	EndNoisy    bool
 }
 
 // Probe is a probe run at every point.
@@ -121,8 +137,21 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	// adding them leaves every probe's figures as they were.
 	idleRNG := rand.New(rand.NewPCG(r.Seed^0x1d1e, r.Seed))
 	idled := map[int]bool{}
-	for round := range r.Repeats {
+	// The rounds' shared factors, from a generator of their own too.
+	roundRNG := rand.New(rand.NewPCG(r.Seed^0x20d, r.Seed))
+	rounds := make([]int, r.Repeats)
+	roundFactor := make([]float64, r.Repeats)
+	for i := range rounds {
+		rounds[i], roundFactor[i] = i, (1+r.RoundNoise*roundRNG.NormFloat64())*(1+r.Trend*float64(r.TrendFrom+i))
+	}
+	if r.EndBaseline && len(r.Points) > 0 {
+		rounds, roundFactor = append(rounds, store.DriftRound), append(roundFactor, (1-r.EndDrift)*(1+r.Trend*float64(r.TrendFrom+r.Repeats)))
+	}
+	for ri, round := range rounds {
 		for i, p := range r.Points {
+			if round == store.DriftRound && i > 0 {
+				break
+			}
 			if points[i].Status != store.Valid {
 				continue
 			}
@@ -146,7 +175,10 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 				if p.Noise > 0 {
 					noise = p.Noise
 				}
-				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + noise*e)
+				mbps := pr.Mbps * factor * (1 - r.Slowdown) * (1 + noise*e) * roundFactor[ri]
+				if round == store.DriftRound && !r.EndNoisy {
+					mbps = pr.Mbps * factor * (1 - r.Slowdown) * roundFactor[ri] // the drift exactly, no noise
+				}
 				x := store.Sample{Key: store.Key{Point: i, Probe: pr.Name, Round: round}, Direction: pr.Direction, Started: t, Elapsed: 5 * time.Second,
 					BitsPerSecond: mbps * 1e6, SentBPS: mbps * 1e6, BidirBPS: store.Unknown, Retransmits: -1,
 					ClientCPU: store.Unknown, ServerCPU: store.Unknown, RTTms: store.Unknown, JitterMS: store.Unknown, LostPercent: store.Unknown,
