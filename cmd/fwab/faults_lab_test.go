@@ -47,8 +47,11 @@ probes:
 repeats: 2
 idle: 0s
 order: randomized
+drift_check: false
 `
 
+// faultSamples are a fault sweep's samples (no drift check: the trials
+// test safety, not statistics).
 const faultSamples = 2 * 2
 
 // rebootSpec: the same shape, on the crypto accelerator, whose change the
@@ -69,6 +72,7 @@ probes:
 repeats: 2
 idle: 0s
 order: randomized
+drift_check: false
 `, accel)
 }
 
