@@ -76,15 +76,7 @@ done
 compare() {
 	local out=$work/compare-$1-$2.txt
 	$fwab compare "$1" "$2" --db "$db" --fail-on-regression "$threshold%" >"$out" || true
-	awk -v label="$3" -v trial="$4" '
-		/^Mbit\/s/ { inside = 1; next }
-		inside && NF == 0 { inside = 0 }
-		inside && ($1 == "up" || $1 == "down") {
-			change = "~"
-			for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) change = $i
-			gate = ($NF == "REGRESSION") ? "REGRESSION" : "ok"
-			print label "\t" trial "\t" $1 " " $2 "\t" change "\t" gate
-		}' "$out" >>"$work/rows.tsv"
+	gaterows "$3"$'\t'"$4" "$out" >>"$work/rows.tsv"
 }
 # row LABEL TRIAL prints one comparison's rows on a line.
 row() { awk -F'\t' -v l="$1" -v t="$2" '$1 == l && $2 == t {printf "%s %s%s   ", $3, $4, ($5 == "REGRESSION" ? " REGRESSION" : "")}' "$work/rows.tsv"; }

@@ -76,15 +76,7 @@ for ((i = 0; i < trials; i++)); do
 	run=$(lastrun)
 	out=$work/compare-$i.txt
 	$fwab compare "$run" --axis firmware --base 2.8.0-RELEASE --db "$db" --fail-on-regression "$threshold%" >"$out" || true
-	awk -v trial="$i" '
-		/^Mbit\/s/ { inside = 1; next }
-		inside && NF == 0 { inside = 0 }
-		inside && ($1 == "up" || $1 == "down") {
-			change = "~"
-			for (k = 1; k <= NF; k++) if ($k ~ /^[-+][0-9.]+%$/) change = $k
-			gate = ($NF == "REGRESSION") ? "REGRESSION" : "ok"
-			print trial "\t" $1 " " $2 "\t" change "\t" gate
-		}' "$out" >>"$work/rows.tsv"
+	gaterows "$i" "$out" >>"$work/rows.tsv"
 	echo "trial $i: run $run, $((SECONDS - t0)) s; $start at the start, $(load) at the end: $(awk -F'\t' -v t="$i" '$1 == t {printf "%s %s%s   ", $2, $3, ($4 == "REGRESSION" ? " REGRESSION" : "")}' "$work/rows.tsv")"
 done
 

@@ -20,3 +20,17 @@ fi
 lastrun() { $fwab runs list --db "$db" | awk -F'\t' 'NR > 1 && $1 ~ /^[0-9]+$/ && $1 + 0 > id + 0 {id = $1} END {print id}'; }
 # load prints the machine's load averages (other jobs share the 2 cores).
 load() { uptime | sed 's/.*load average: /load /'; }
+# gaterows PREFIX FILE prints one line per throughput row of a fwab compare
+# output: PREFIX, the probe and point, the change (~ when not shown), and
+# the gate (REGRESSION or ok), separated by tabs.
+gaterows() {
+	awk -v prefix="$1" '
+		/^Mbit\/s/ { inside = 1; next }
+		inside && NF == 0 { inside = 0 }
+		inside && ($1 == "up" || $1 == "down") {
+			change = "~"
+			for (i = 1; i <= NF; i++) if ($i ~ /^[-+][0-9.]+%$/) change = $i
+			gate = ($NF == "REGRESSION") ? "REGRESSION" : "ok"
+			print prefix "\t" $1 " " $2 "\t" change "\t" gate
+		}' "$2"
+}
