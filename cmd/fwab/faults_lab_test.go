@@ -726,21 +726,10 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	}
 	for _, after := range []time.Duration{500 * time.Millisecond, 3 * time.Second, 7 * time.Second} {
 		db := dbFor("reboot-kill" + after.String())
-		sw := rf.startSweep(t, t.Context(), rf.sweepArgs(db)...)
-		hit := sw.waitLine(func(l string) bool {
-			return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)")
-		}, 3*time.Minute)
-		select {
-		case <-time.After(after):
-		case <-sw.done:
-		}
-		ended := !sw.running()
-		sw.cmd.Process.Signal(syscall.SIGKILL)
-		sw.wait()
 		tr := trial{fault: "kill -9 across a reboot", detail: fmt.Sprintf("%s after the reboot was asked", after)}
-		if !hit || ended {
-			tr.lost = append(tr.lost, "the kill did not land in a rebooting step:\n"+sw.output())
-		}
+		rf.killAfterLine(t, db, &tr, after, "a rebooting step", func(l string) bool {
+			return strings.Contains(l, "apply: ") && strings.Contains(l, "(the firewall reboots)")
+		})
 		rf.finish(&tr, db)
 		if out, err := rf.fwabChild(t.Context(), "verify", "--target", "lab", "--targets", rf.targets).CombinedOutput(); strings.Contains(string(out), "FWAB111") {
 			tr.lost = append(tr.lost, fmt.Sprintf("the kernel's modules are not the original config's (verify %v):\n%s", err, out))
@@ -771,19 +760,8 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	}
 	for _, after := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 8 * time.Second} {
 		db := dbFor("bootenv-kill" + after.String())
-		sw := ff.startSweep(t, t.Context(), ff.sweepArgs(db)...)
-		hit := sw.waitLine(func(l string) bool { return strings.HasPrefix(l, "booting boot environment ") }, 3*time.Minute)
-		select {
-		case <-time.After(after):
-		case <-sw.done:
-		}
-		ended := !sw.running()
-		sw.cmd.Process.Signal(syscall.SIGKILL)
-		sw.wait()
 		tr := trial{fault: "kill -9 across a boot environment switch", detail: fmt.Sprintf("%s after it began (%s → %s)", after, newVersion, oldVersion)}
-		if !hit || ended {
-			tr.lost = append(tr.lost, "the kill did not land in a switch:\n"+sw.output())
-		}
+		ff.killAfterLine(t, db, &tr, after, "a switch", func(l string) bool { return strings.HasPrefix(l, "booting boot environment ") })
 		ff.finish(&tr, db)
 		info := string(must(ff.fwabChild(t.Context(), "fw", "info", "--target", "lab", "--targets", ff.targets).Output()))
 		if !strings.Contains(info, newVersion) {
@@ -839,6 +817,24 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	fmt.Print(b.String())
 	if total.lost > 0 {
 		t.Errorf("%d of %d trials lost something (see above)", total.lost, total.trials)
+	}
+}
+
+// killAfterLine starts a sweep into db, waits for the first line that
+// match accepts, kills the sweep with SIGKILL after, and notes in tr when
+// the kill did not land in what (no such line, or the sweep had ended).
+func (f *faultLab) killAfterLine(t *testing.T, db string, tr *trial, after time.Duration, what string, match func(string) bool) {
+	sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
+	hit := sw.waitLine(match, 3*time.Minute)
+	select {
+	case <-time.After(after):
+	case <-sw.done:
+	}
+	ended := !sw.running()
+	sw.cmd.Process.Signal(syscall.SIGKILL)
+	sw.wait()
+	if !hit || ended {
+		tr.lost = append(tr.lost, "the kill did not land in "+what+":\n"+sw.output())
 	}
 }
 
