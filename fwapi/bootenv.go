@@ -25,6 +25,9 @@ type BootEnv struct {
 	Booted   bool   `json:"booted"`    // bectl's N: running now
 	NextBoot bool   `json:"next_boot"` // R: the next boot's
 	Created  string `json:"created"`
+	// Mountpoint is where the environment is mounted: "/" for the booted
+	// one, "-" for one that is not mounted.
+	Mountpoint string `json:"mountpoint"`
 	// Version is the firmware the environment holds, read from its own
 	// version file; "" when it could not be read (Reason says why).
 	Version string `json:"version"`
@@ -90,7 +93,13 @@ func (b bootEnvShell) list(ctx context.Context) ([]BootEnv, error) {
 
 func (b bootEnvShell) version(ctx context.Context, e BootEnv) (string, string) {
 	dir := ""
-	if !e.Booted {
+	switch {
+	case e.Booted:
+	case strings.HasPrefix(e.Mountpoint, "/"):
+		// Mounted already (a fwab killed between its mount and umount):
+		// bectl refuses a second mount; read it where it is.
+		dir = e.Mountpoint
+	default:
 		out, err := b.run(ctx, "bectl mount "+ShellQuote(e.Name))
 		if err != nil {
 			return "", fmt.Sprintf("bectl mount %s: %v", e.Name, err)
@@ -127,7 +136,7 @@ func parseBectlList(out string) ([]BootEnv, error) {
 		if len(f) < 5 {
 			return nil, fmt.Errorf("bectl list -H: line %q has %d columns, want 5 (name, active, mountpoint, space, created)", line, len(f))
 		}
-		envs = append(envs, BootEnv{Name: f[0], Booted: strings.Contains(f[1], "N"), NextBoot: strings.Contains(f[1], "R"), Created: f[4]})
+		envs = append(envs, BootEnv{Name: f[0], Booted: strings.Contains(f[1], "N"), NextBoot: strings.Contains(f[1], "R"), Mountpoint: f[2], Created: f[4]})
 	}
 	if len(envs) == 0 {
 		return nil, errors.New("bectl list -H listed no boot environment")

@@ -679,6 +679,17 @@ func (s *Suite) TestBootEnvs(t *testing.T) {
 	if err := b.CreateBootEnv(ctx, "keep"); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("a second CreateBootEnv of the same name: %v, want it refused", err)
 	}
+	// Left mounted (a fwab killed between its mount and umount): bectl
+	// refuses a second mount, the version is read where it is.
+	if _, errOut, code := f.Run(t, "bectl mount keep", ""); code != 0 {
+		t.Fatalf("bectl mount keep: %s", errOut)
+	}
+	if envs, err := b.BootEnvs(ctx); err != nil || len(envs) != 2 || envs[1].Version != info.Version {
+		t.Errorf("BootEnvs with keep left mounted: %+v, %v; want keep's version %s", envs, err, info.Version)
+	}
+	if _, errOut, code := f.Run(t, "bectl umount keep", ""); code != 0 {
+		t.Fatalf("bectl umount keep: %s", errOut)
+	}
 	if err := b.ActivateBootEnvOnce(ctx, "nosuch"); err == nil || !strings.Contains(err.Error(), "default, keep") {
 		t.Errorf("ActivateBootEnvOnce(nosuch): %v, want the environments listed", err)
 	}
