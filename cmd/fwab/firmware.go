@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,12 +86,12 @@ func newEnvSessions(ctx context.Context, io *streams, f *targetFlags, t *fwapi.T
 	e := &envSessions{io: io, f: f, t: t, fw: fw, b: b, dir: dir, envs: map[string]string{}, startVersion: running}
 	var have []string
 	for _, env := range list {
-		have = append(have, fmt.Sprintf("%s (%s)", env.Name, cmpOr(env.Version, "version unknown: "+env.Reason)))
+		have = append(have, fmt.Sprintf("%s (%s)", env.Name, cmp.Or(env.Version, "version unknown: "+env.Reason)))
 		if env.Booted {
 			e.start, e.booted = env.Name, env.Name
 		}
 		if env.NextBoot && !env.Booted {
-			return nil, fmt.Errorf("firmware axis: boot environment %s boots next, not the running %s: fwab changes only the next boot; make the running one the next (bectl activate %s, or bectl activate -T) first", env.Name, cmpOr(e.start, "one"), cmpOr(e.start, "NAME"))
+			return nil, fmt.Errorf("firmware axis: boot environment %s boots next, not the running %s: fwab changes only the next boot; make the running one the next (bectl activate %s, or bectl activate -T) first", env.Name, cmp.Or(e.start, "one"), cmp.Or(e.start, "NAME"))
 		}
 	}
 	for _, v := range versions {
@@ -113,13 +114,6 @@ func newEnvSessions(ctx context.Context, io *streams, f *targetFlags, t *fwapi.T
 		return nil, errors.New("firmware axis: bectl lists no booted environment")
 	}
 	return e, nil
-}
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 // begin starts the session of the environment the box runs.
