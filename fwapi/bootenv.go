@@ -41,6 +41,15 @@ type BootEnvironments interface {
 	CreateBootEnv(ctx context.Context, name string) error
 	// ActivateBootEnvOnce makes the next boot, and only that one, boot name.
 	ActivateBootEnvOnce(ctx context.Context, name string) error
+	// BootEnvSpace is the room the running system's dataset has.
+	BootEnvSpace(ctx context.Context) (PoolSpace, error)
+}
+
+// PoolSpace is what zfs reports of the dataset mounted at /: the bytes
+// still available to it (the pool's free space, less quotas and
+// reservations) and the bytes it refers to (the running system's size).
+type PoolSpace struct {
+	Available, Referenced int64
 }
 
 var (
@@ -181,6 +190,25 @@ func (b bootEnvShell) activateOnce(ctx context.Context, name string) error {
 	return fmt.Errorf("no boot environment named %s on the firewall (it has %s)", name, strings.Join(names, ", "))
 }
 
+// space reads the running system's dataset's room through zfs list.
+//
+// upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname": / names the booted environment's dataset whatever the pool is called; -H tabs, -p exact bytes
+func (b bootEnvShell) space(ctx context.Context) (PoolSpace, error) {
+	out, err := b.run(ctx, "zfs list -Hp -o available,referenced /")
+	if err != nil {
+		return PoolSpace{}, fmt.Errorf("zfs list /: %w", err)
+	}
+	f := strings.Fields(string(out))
+	var ps PoolSpace
+	if len(f) != 2 {
+		return PoolSpace{}, fmt.Errorf("zfs list -Hp -o available,referenced / said %q: want two numbers", strings.TrimSpace(string(out)))
+	}
+	if _, err := fmt.Sscan(f[0]+" "+f[1], &ps.Available, &ps.Referenced); err != nil {
+		return PoolSpace{}, fmt.Errorf("zfs list -Hp -o available,referenced / said %q: %v", strings.TrimSpace(string(out)), err)
+	}
+	return ps, nil
+}
+
 func orUnknown(v string) string {
 	if v == "" {
 		return "an unknown version"
@@ -221,6 +249,11 @@ func (p *PfSense) ActivateBootEnvOnce(ctx context.Context, name string) error {
 	return p.bootEnvShell().activateOnce(ctx, name)
 }
 
+// BootEnvSpace is the room the running system's dataset has.
+func (p *PfSense) BootEnvSpace(ctx context.Context) (PoolSpace, error) {
+	return p.bootEnvShell().space(ctx)
+}
+
 // opnVersionFile is where OPNsense keeps its product metadata.
 //
 // upstream: not settled — the path of the core package's metadata, /usr/local/opnsense/version/core, is in the package's build, not in the sources read; checked at run time: an environment whose file is missing or has no product_version is listed with its version unknown and the reason
@@ -255,4 +288,9 @@ func (o *OPNsense) CreateBootEnv(ctx context.Context, name string) error {
 // ActivateBootEnvOnce makes the next boot boot name, once.
 func (o *OPNsense) ActivateBootEnvOnce(ctx context.Context, name string) error {
 	return o.bootEnvShell().activateOnce(ctx, name)
+}
+
+// BootEnvSpace is the room the running system's dataset has.
+func (o *OPNsense) BootEnvSpace(ctx context.Context) (PoolSpace, error) {
+	return o.bootEnvShell().space(ctx)
 }

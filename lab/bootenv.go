@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +52,17 @@ type bootEnvState struct {
 	BootOnce string               `json:"bootonce,omitempty"` // the next boot's only, then cleared
 	Envs     map[string]time.Time `json:"envs"`               // name: creation
 	Mounts   map[string]string    `json:"mounts,omitempty"`   // name: where bectl mount put it
+	// PoolFree is the pool's free space in bytes; 0 is defaultPoolFree.
+	PoolFree int64 `json:"pool_free,omitempty"`
 }
+
+// The emulated pool: every environment refers to bootEnvSize bytes (the
+// Space column of bectl list), and the pool has defaultPoolFree bytes free
+// unless a test sets another figure (SetPoolFree).
+const (
+	bootEnvSize     int64 = 1299227607 // 1.21 GiB, a pfSense root's size
+	defaultPoolFree int64 = 12 << 30
+)
 
 func (e *Emulator) bootEnvDir(name string) string {
 	return filepath.Join(filepath.Dir(e.Root), "bootenvs", name)
@@ -96,6 +108,18 @@ func (e *Emulator) SetUFS(ufs bool) error {
 		return err
 	}
 	s.UFS = ufs
+	return e.saveBootEnvs(s)
+}
+
+// SetPoolFree sets the pool's free space, in bytes.
+func (e *Emulator) SetPoolFree(bytes int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, err := e.loadBootEnvs()
+	if err != nil {
+		return err
+	}
+	s.PoolFree = bytes
 	return e.saveBootEnvs(s)
 }
 
@@ -185,9 +209,9 @@ func (e *Emulator) cmdBectl(_ context.Context, c *call) error {
 			}
 			created := s.Envs[n].Format("2006-01-02 15:04")
 			if tab {
-				fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\n", n, active, mnt, "1.21G", created)
+				fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\n", n, active, mnt, zfsSize(bootEnvSize), created)
 			} else {
-				fmt.Fprintf(c.stdout, "%-15s %-6s %-10s %-5s %s\n", n, active, mnt, "1.21G", created)
+				fmt.Fprintf(c.stdout, "%-15s %-6s %-10s %-5s %s\n", n, active, mnt, zfsSize(bootEnvSize), created)
 			}
 		}
 		return nil
@@ -456,4 +480,135 @@ func clearEntries(root, prefix string, entries []fs.DirEntry, keep func(string) 
 		}
 	}
 	return nil
+}
+
+// cmdZfs is zfs(8)'s list, as far as fwab asks it: zfs list [-Hp]
+// [-o property,...] [dataset|path ...], over the pool's datasets zroot,
+// zroot/ROOT and zroot/ROOT/NAME for each environment; a path names the
+// dataset mounted there (/ the booted environment's).
+//
+// upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname"; -H tabs, -p exact numbers
+func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, err := e.loadBootEnvs()
+	if err != nil {
+		return c.errorf(1, "zfs: %v", err)
+	}
+	if s.UFS {
+		return c.errorf(1, "internal error: failed to initialize ZFS library")
+	}
+	args := c.args[1:]
+	if len(args) == 0 || args[0] != "list" {
+		return c.errorf(2, "usage: zfs list [-Hp] [-o property[,property]...] [filesystem|volume|snapshot|path] ...")
+	}
+	scripted, exact, props := false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
+	var targets []string
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o" && i+1 < len(args):
+			i++
+			props = strings.Split(args[i], ",")
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			for _, f := range a[1:] {
+				switch f {
+				case 'H':
+					scripted = true
+				case 'p':
+					exact = true
+				default:
+					return c.errorf(2, "invalid option '%c'", f)
+				}
+			}
+		default:
+			targets = append(targets, a)
+		}
+	}
+	free := cmp.Or(s.PoolFree, defaultPoolFree)
+	used := bootEnvSize * int64(len(s.Envs))
+	type dataset struct {
+		name, mountpoint string
+		used, refer      int64
+	}
+	all := []dataset{{"zroot", "/zroot", used, 96 << 10}, {"zroot/ROOT", "none", used, 96 << 10}}
+	for _, n := range slices.Sorted(maps.Keys(s.Envs)) {
+		mnt := "-"
+		if n == s.Booted {
+			mnt = "/"
+		}
+		all = append(all, dataset{"zroot/ROOT/" + n, mnt, bootEnvSize, bootEnvSize})
+	}
+	var rows []dataset
+	if len(targets) == 0 {
+		rows = all
+	}
+	for _, t := range targets {
+		i := slices.IndexFunc(all, func(d dataset) bool { return d.name == t || strings.HasPrefix(t, "/") && d.mountpoint == t })
+		if i < 0 {
+			return c.errorf(1, "cannot open '%s': dataset does not exist", t)
+		}
+		rows = append(rows, all[i])
+	}
+	size := func(n int64) string {
+		if exact {
+			return strconv.FormatInt(n, 10)
+		}
+		return zfsSize(n)
+	}
+	var lines [][]string
+	if !scripted {
+		var head []string
+		for _, p := range props {
+			head = append(head, strings.ToUpper(p))
+		}
+		lines = append(lines, head)
+	}
+	for _, d := range rows {
+		var line []string
+		for _, p := range props {
+			switch p {
+			case "name":
+				line = append(line, d.name)
+			case "used":
+				line = append(line, size(d.used))
+			case "available", "avail":
+				line = append(line, size(free))
+			case "referenced", "refer":
+				line = append(line, size(d.refer))
+			case "mountpoint":
+				line = append(line, d.mountpoint)
+			default:
+				return c.errorf(2, "bad property list: invalid property '%s'", p)
+			}
+		}
+		lines = append(lines, line)
+	}
+	for _, l := range lines {
+		sep := "\t"
+		if !scripted {
+			sep = "  "
+		}
+		fmt.Fprintln(c.stdout, strings.Join(l, sep))
+	}
+	return nil
+}
+
+// zfsSize is a size as zfs prints it without -p: three digits and a
+// binary unit (1.21G, 12.0G, 96K).
+func zfsSize(n int64) string {
+	units := "BKMGTPE"
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	switch {
+	case u == 0:
+		return fmt.Sprintf("%dB", n)
+	case v < 10:
+		return fmt.Sprintf("%.2f%c", v, units[u])
+	case v < 100:
+		return fmt.Sprintf("%.1f%c", v, units[u])
+	}
+	return fmt.Sprintf("%.0f%c", v, units[u])
 }

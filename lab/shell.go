@@ -99,6 +99,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/sbin/shutdown":          e.cmdShutdown,
 		"/sbin/kldstat":           e.cmdKldstat,
 		"/sbin/bectl":             e.cmdBectl,
+		"/sbin/zfs":               e.cmdZfs,
 		"/sbin/reboot":            e.cmdReboot,
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
 		"/usr/bin/b64decode":      e.cmdB64decode,

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/fwab/fwab/configxml"
@@ -503,7 +504,9 @@ its version (bectl create -r; neither bectl nor OPNsense's API records an
 environment's version), so that the old firmware stays on the box beside
 the new one: 'fwab fw firmwares' lists them. It needs a ZFS root and the
 target's ssh section, and is refused before anything changes when an
-environment of that name holds another version.`,
+environment of that name holds another version, or when the pool has less
+room than the running system's size (zfs list): the kept environment holds
+every block the upgrade replaces.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			version := ""
@@ -534,6 +537,17 @@ func keepFirmware(ctx context.Context, io *streams, fw fwapi.Firewall) error {
 	envs, err := b.BootEnvs(ctx)
 	if err != nil {
 		return fmt.Errorf("--keep: %w", err)
+	}
+	// The kept environment holds on to every block the upgrade replaces,
+	// and an upgrade may replace the whole system: room for a second copy
+	// of it is what keeping it can cost.
+	space, err := b.BootEnvSpace(ctx)
+	if err != nil {
+		return fmt.Errorf("--keep: %w", err)
+	}
+	if space.Available < space.Referenced {
+		return fmt.Errorf("--keep: the pool has %s free, and keeping %s beside its upgrade can take up to %s (the running system's size: the kept environment holds every block the upgrade replaces); make room (bectl destroy an environment no longer needed, 'fwab fw firmwares' lists them) and try again; nothing was changed",
+			humanize.IBytes(uint64(space.Available)), info.Version, humanize.IBytes(uint64(space.Referenced)))
 	}
 	for _, e := range envs {
 		if e.Name == info.Version && e.Version == info.Version {

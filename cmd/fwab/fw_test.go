@@ -378,6 +378,35 @@ func TestFwUpgradeKeep(t *testing.T) {
 	}
 }
 
+// TestFwUpgradeKeepPoolSpace: --keep on a pool without room for the
+// running system beside its upgrade is refused before anything changes,
+// naming both figures and the way out.
+func TestFwUpgradeKeepPoolSpace(t *testing.T) {
+	fake, targets := labTarget(t, nil, true)
+	if err := fake.SetPoolFree(300 << 20); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.StoredConfig(t)
+	version := string(fake.File(t, "/etc/version"))
+	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--keep", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code == 0 || !strings.Contains(errOut, "300 MiB free") || !strings.Contains(errOut, "1.2 GiB") || !strings.Contains(errOut, "bectl destroy") || !strings.Contains(errOut, "nothing was changed") {
+		t.Errorf("fw upgrade --keep on a full pool = %d: %s; want it refused, naming the free space, the need and the way out", code, errOut)
+	}
+	if got := string(fake.File(t, "/etc/version")); got != version || !bytes.Equal(fake.StoredConfig(t), before) {
+		t.Errorf("the refused upgrade changed the box: /etc/version %q (was %q)", got, version)
+	}
+	envs, err := fake.BootEnvs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(envs) != 1 {
+		t.Errorf("the refused upgrade left boot environments %v; want only the one it had", envs)
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 {
+		t.Errorf("the refused upgrade left the lock")
+	}
+}
+
 // TestFwRecoverWaitsForReboot: fwab killed across a reboot leaves a box
 // that does not answer for a while; fw recover waits for it (--wait)
 // instead of failing on the refused connection.

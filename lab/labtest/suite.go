@@ -673,6 +673,12 @@ func (s *Suite) TestBootEnvs(t *testing.T) {
 	if len(envs) != 1 || !envs[0].Booted || !envs[0].NextBoot || envs[0].Version != info.Version {
 		t.Fatalf("a fresh box: %+v, want one environment, booted and next, holding %s", envs, info.Version)
 	}
+	if err := f.SetPoolFree(5 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := b.BootEnvSpace(ctx); err != nil || sp.Available != 5<<30 || sp.Referenced < 1<<30 {
+		t.Errorf("BootEnvSpace: %+v, %v; want 5 GiB available and the root's size (over 1 GiB) referenced", sp, err)
+	}
 	if err := b.CreateBootEnv(ctx, "keep"); err != nil {
 		t.Fatalf("CreateBootEnv: %v", err)
 	}
