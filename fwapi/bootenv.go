@@ -43,6 +43,8 @@ type BootEnvironments interface {
 	ActivateBootEnvOnce(ctx context.Context, name string) error
 	// BootEnvSpace is the room the running system's dataset has.
 	BootEnvSpace(ctx context.Context) (PoolSpace, error)
+	// BootEnvConfig reads the config.xml environment name boots with.
+	BootEnvConfig(ctx context.Context, name string) ([]byte, error)
 }
 
 // PoolSpace is what zfs reports of the dataset mounted at /: the bytes
@@ -67,6 +69,9 @@ type bootEnvShell struct {
 	// parse reads it.
 	versionFile string
 	parse       func([]byte) string
+	// configFile is config.xml's real path in an environment (not
+	// through a link that leads out of it).
+	configFile string
 }
 
 func (b bootEnvShell) check(ctx context.Context) error {
@@ -101,6 +106,19 @@ func (b bootEnvShell) list(ctx context.Context) ([]BootEnv, error) {
 }
 
 func (b bootEnvShell) version(ctx context.Context, e BootEnv) (string, string) {
+	data, err := b.readFile(ctx, e, b.versionFile)
+	if err != nil {
+		return "", err.Error()
+	}
+	if v := b.parse(data); v != "" {
+		return v, ""
+	}
+	return "", fmt.Sprintf("%s in %s says no version", b.versionFile, e.Name)
+}
+
+// readFile reads path in environment e: the booted one's from the root,
+// any other one's through bectl mount (and umount after).
+func (b bootEnvShell) readFile(ctx context.Context, e BootEnv, path string) ([]byte, error) {
 	dir := ""
 	switch {
 	case e.Booted:
@@ -111,25 +129,36 @@ func (b bootEnvShell) version(ctx context.Context, e BootEnv) (string, string) {
 	default:
 		out, err := b.run(ctx, "bectl mount "+ShellQuote(e.Name))
 		if err != nil {
-			return "", fmt.Sprintf("bectl mount %s: %v", e.Name, err)
+			return nil, fmt.Errorf("bectl mount %s: %v", e.Name, err)
 		}
 		// bectl prints "Successfully mounted NAME at PATH".
 		_, at, ok := strings.Cut(strings.TrimSpace(string(out)), " at ")
 		if !ok || !strings.HasPrefix(at, "/") {
 			b.run(ctx, "bectl umount "+ShellQuote(e.Name))
-			return "", fmt.Sprintf("bectl mount %s said %q: no mount point", e.Name, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("bectl mount %s said %q: no mount point", e.Name, strings.TrimSpace(string(out)))
 		}
 		dir = at
-		defer b.run(ctx, "bectl umount "+ShellQuote(e.Name))
+		defer b.run(context.WithoutCancel(ctx), "bectl umount "+ShellQuote(e.Name))
 	}
-	data, err := b.run(ctx, "cat "+ShellQuote(dir+b.versionFile))
+	data, err := b.run(ctx, "cat "+ShellQuote(dir+path))
 	if err != nil {
-		return "", fmt.Sprintf("%s in %s: %v", b.versionFile, e.Name, err)
+		return nil, fmt.Errorf("%s in %s: %v", path, e.Name, err)
 	}
-	if v := b.parse(data); v != "" {
-		return v, ""
+	return data, nil
+}
+
+// config reads environment name's own config.xml.
+func (b bootEnvShell) config(ctx context.Context, name string) ([]byte, error) {
+	envs, err := b.list(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return "", fmt.Sprintf("%s in %s says no version", b.versionFile, e.Name)
+	for _, e := range envs {
+		if e.Name == name {
+			return b.readFile(ctx, e, b.configFile)
+		}
+	}
+	return nil, fmt.Errorf("no boot environment named %s on the firewall", name)
 }
 
 // parseBectlList reads `bectl list -H`: name, active (N, R, NR or -),
@@ -231,6 +260,8 @@ func (p *PfSense) bootEnvShell() bootEnvShell {
 		// /etc/version, trimmed, as Info reads it.
 		versionFile: pfVersionFile,
 		parse:       func(b []byte) string { return strings.TrimSpace(string(b)) },
+		// upstream: pfsense master src/etc/pfSense-rc:286 — `/bin/ln -s /cf/conf /conf`: an absolute link, so in a mounted environment MOUNT/conf is the running system's folder and MOUNT/cf/conf the environment's own
+		configFile: "/cf/conf/config.xml",
 	}
 }
 
@@ -249,6 +280,11 @@ func (p *PfSense) ActivateBootEnvOnce(ctx context.Context, name string) error {
 	return p.bootEnvShell().activateOnce(ctx, name)
 }
 
+// BootEnvConfig reads the config.xml environment name boots with.
+func (p *PfSense) BootEnvConfig(ctx context.Context, name string) ([]byte, error) {
+	return p.bootEnvShell().config(ctx, name)
+}
+
 // BootEnvSpace is the room the running system's dataset has.
 func (p *PfSense) BootEnvSpace(ctx context.Context) (PoolSpace, error) {
 	return p.bootEnvShell().space(ctx)
@@ -263,6 +299,7 @@ func (o *OPNsense) bootEnvShell() bootEnvShell {
 	return bootEnvShell{
 		run:         func(ctx context.Context, cmd string) ([]byte, error) { return o.shell(ctx, cmd, nil) },
 		versionFile: opnVersionFile,
+		configFile:  opnConfigPath,
 		parse: func(b []byte) string {
 			var meta struct {
 				Version string `json:"product_version"`
@@ -293,4 +330,9 @@ func (o *OPNsense) ActivateBootEnvOnce(ctx context.Context, name string) error {
 // BootEnvSpace is the room the running system's dataset has.
 func (o *OPNsense) BootEnvSpace(ctx context.Context) (PoolSpace, error) {
 	return o.bootEnvShell().space(ctx)
+}
+
+// BootEnvConfig reads the config.xml environment name boots with.
+func (o *OPNsense) BootEnvConfig(ctx context.Context, name string) ([]byte, error) {
+	return o.bootEnvShell().config(ctx, name)
 }

@@ -294,14 +294,7 @@ func (e *Emulator) cmdBectl(_ context.Context, c *call) error {
 		if _, ok := s.Envs[name]; !ok || name == s.Booted || s.Mounts[name] != "" {
 			return c.errorf(1, "Failed to mount bootenv %s at %s", name, at)
 		}
-		// The mount point shows the environment's files: a link to its
-		// folder (shared folders are not mounted, as with bectl's
-		// shallow view of a clone).
-		if err := os.MkdirAll(filepath.Dir(e.path(at)), 0o755); err != nil {
-			return c.errorf(1, "Failed to mount bootenv %s at %s", name, at)
-		}
-		os.Remove(e.path(at))
-		if err := os.Symlink(e.bootEnvDir(name), e.path(at)); err != nil {
+		if err := e.mountBootEnv(name, at); err != nil {
 			return c.errorf(1, "Failed to mount bootenv %s at %s", name, at)
 		}
 		if s.Mounts == nil {
@@ -314,12 +307,49 @@ func (e *Emulator) cmdBectl(_ context.Context, c *call) error {
 		if len(args) != 1 || s.Mounts[args[0]] == "" {
 			return c.errorf(1, "Failed to unmount bootenv %s", strings.Join(args, " "))
 		}
-		os.Remove(e.path(s.Mounts[args[0]]))
+		// The mount point holds links only: RemoveAll follows none.
+		os.RemoveAll(e.path(s.Mounts[args[0]]))
 		delete(s.Mounts, args[0])
 		return save()
 	}
 	fmt.Fprintf(c.stderr, "Unknown command: %s\n%s", cmd, bectlUsage)
 	return status(64)
+}
+
+// mountBootEnv shows environment name's files at the folder at (shared
+// folders are not mounted, as with bectl's shallow view of a clone). On
+// OPNsense that is a link to the environment's folder. On pfSense /conf is
+// an absolute link to /cf/conf, so at/conf is the running system's config
+// folder and at/cf/conf the environment's own: the mount point holds a
+// link per entry, with conf pointing where the absolute link leads.
+//
+// upstream: pfsense master src/etc/pfSense-rc:286 — `/bin/ln -s /cf/conf /conf`
+func (e *Emulator) mountBootEnv(name, at string) error {
+	dir, src := e.path(at), e.bootEnvDir(name)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	os.RemoveAll(dir)
+	if e.opnsense() {
+		return os.Symlink(src, dir)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "cf"), 0o755); err != nil {
+		return err
+	}
+	for _, ent := range entries {
+		link, to := filepath.Join(dir, ent.Name()), filepath.Join(src, ent.Name())
+		if ent.Name() == "conf" {
+			link, to = filepath.Join(dir, "cf", "conf"), filepath.Join(src, "conf")
+		}
+		if err := os.Symlink(to, link); err != nil {
+			return err
+		}
+	}
+	return os.Symlink(e.path("/conf"), filepath.Join(dir, "conf"))
 }
 
 const bectlUsage = "Usage:\tbectl {-h | -? | subcommand [args...]}\n" +

@@ -87,8 +87,24 @@ func TestBectl(t *testing.T) {
 			if v, err := e.ReadFile(at + e.versionFile()); err != nil || !strings.Contains(string(v), newVersion) {
 				t.Errorf("default's version file through its mount: %q, %v; want %s", v, err, newVersion)
 			}
+			// Its config: on pfSense /conf is an absolute link to
+			// /cf/conf, so through a mount conf/ is the running system's
+			// and cf/conf/ the environment's own.
+			ownCfg := at + "/conf/config.xml"
+			if flavor == configxml.PfSense {
+				ownCfg = at + "/cf/conf/config.xml"
+				if cfg, err := e.ReadFile(at + "/conf/config.xml"); err != nil || !bytes.Equal(cfg, before) {
+					t.Errorf("pfSense: MOUNT/conf/config.xml is not the running system's config (the link /conf → /cf/conf is absolute): %v", err)
+				}
+			}
+			if cfg, err := e.ReadFile(ownCfg); err != nil || !bytes.Contains(cfg, []byte("<hostname>new")) {
+				t.Errorf("%s: not default's own config.xml: %v", ownCfg, err)
+			}
 			if _, code := bectl(t, e, "bectl umount default"); code != 0 {
 				t.Error("bectl umount failed")
+			}
+			if _, err := e.ReadFile(at + e.versionFile()); err == nil {
+				t.Errorf("%s still shows the environment after bectl umount", at)
 			}
 			if _, code := bectl(t, e, "bectl destroy default"); code == 0 {
 				t.Error("the pool's bootfs was destroyed")

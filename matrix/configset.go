@@ -149,3 +149,34 @@ func (s *Spec) pointConfig(base *configxml.Config, pt *Point, psk string) (*conf
 	}
 	return c, nil
 }
+
+// ConfigBeyondKnobs lists where config b differs from config a once the
+// knobs of the plan's first point (and its tunnel) are set alike on both:
+// what the sweep would not control. A firmware axis compares the configs
+// its boot environments boot with, since each firmware is measured on its
+// own. Each config's <version> and <revision> are left out: every
+// firmware writes its own config version, every save its revision.
+func (p *Plan) ConfigBeyondKnobs(a, b *configxml.Config) ([]configxml.PathChange, error) {
+	if len(p.Points) == 0 {
+		return nil, nil
+	}
+	pt := p.Points[0]
+	ca, err := p.Spec.pointConfig(a, pt, "")
+	if err != nil {
+		return nil, err
+	}
+	cb, err := p.Spec.pointConfig(b, pt, "")
+	if err != nil {
+		return nil, err
+	}
+	_, paths := configxml.Diff(ca, cb)
+	var out []configxml.PathChange
+	for _, pc := range paths {
+		f := strings.Split(strings.Trim(pc.Path, "/"), "/")
+		if len(f) >= 2 && (f[1] == "version" && len(f) == 2 || strings.HasPrefix(f[1], "revision")) {
+			continue
+		}
+		out = append(out, pc)
+	}
+	return out, nil
+}

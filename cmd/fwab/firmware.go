@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,6 +115,50 @@ func newEnvSessions(ctx context.Context, io *streams, f *targetFlags, t *fwapi.T
 		return nil, errors.New("firmware axis: bectl lists no booted environment")
 	}
 	return e, nil
+}
+
+// checkConfigs refuses, before anything changes, environments that boot
+// with a config.xml differing from the running one's beyond the sweep's
+// knobs: the comparison would measure those differences with the
+// firmware. allow lets it run (an upgrade's config migration, say),
+// naming them.
+func (e *envSessions) checkConfigs(ctx context.Context, plan *matrix.Plan, running *configxml.Config, allow bool) error {
+	for _, v := range slices.Sorted(maps.Keys(e.envs)) {
+		name := e.envs[v]
+		if name == e.start {
+			continue
+		}
+		raw, err := e.b.BootEnvConfig(ctx, name)
+		if err != nil {
+			return fmt.Errorf("firmware axis: %w", err)
+		}
+		c, err := configxml.LoadBytes(raw)
+		if err != nil {
+			return fmt.Errorf("firmware axis: boot environment %s's config.xml: %w", name, err)
+		}
+		diffs, err := plan.ConfigBeyondKnobs(running, c)
+		if err != nil {
+			return fmt.Errorf("firmware axis: boot environment %s's config.xml: %w", name, err)
+		}
+		if len(diffs) == 0 {
+			continue
+		}
+		const show = 5
+		var lines []string
+		for _, d := range diffs[:min(show, len(diffs))] {
+			lines = append(lines, "  "+d.String())
+		}
+		if len(diffs) > show {
+			lines = append(lines, fmt.Sprintf("  … and %d more", len(diffs)-show))
+		}
+		what := fmt.Sprintf("boot environment %s (%s) boots with a config.xml that differs from the running %s's beyond the spec's knobs in %d places:\n%s", name, v, e.start, len(diffs), strings.Join(lines, "\n"))
+		if allow {
+			fmt.Fprintf(e.io.ErrOut, "warning: %s\n(--allow-config-differences: measured with the firmware)\n", what)
+			continue
+		}
+		return usageErrorf("firmware axis: %s\nits results would measure these with the firmware: make them agree on that environment (boot it, set what differs, boot back), or pass --allow-config-differences to measure them as they are (an upgrade's config migration, say); nothing was changed", what)
+	}
+	return nil
 }
 
 // begin starts the session of the environment the box runs.

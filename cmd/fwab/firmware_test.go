@@ -108,6 +108,23 @@ func TestSweepFirmwareAxis(t *testing.T) {
 		t.Error("the boot journal is left")
 	}
 
+	t.Run("an environment whose config differs beyond the knobs is named", func(t *testing.T) {
+		os.WriteFile(keptPath, []byte(strings.Replace(string(kept), "<hostname>", "<hostname>other", 1)), 0o644)
+		t.Cleanup(func() { os.WriteFile(keptPath, kept, 0o644) })
+		versionBefore, actionsBefore := fake.Version(), len(fake.Actions())
+		_, errOut, code := fwabRun(t, "sweep", spec, "--targets", targets, "--db", filepath.Join(t.TempDir(), "r.db"), "--progress=false")
+		if code != 2 || !strings.Contains(errOut, "boot environment 2.7.2-RELEASE") || !strings.Contains(errOut, "hostname") || !strings.Contains(errOut, "--allow-config-differences") || !strings.Contains(errOut, "nothing was changed") {
+			t.Errorf("sweep = %d: %s; want exit 2 naming the environment, the difference and the way on", code, errOut)
+		}
+		if fake.Version() != versionBefore || len(fake.Actions()) != actionsBefore || fwapi.SHA256Hex(fake.StoredConfig(t)) != running || len(fake.Glob(fwapi.LockDir)) != 0 {
+			t.Errorf("the refused sweep changed the box: %s, actions %v", fake.Version(), fake.Actions()[actionsBefore:])
+		}
+		_, errOut, code = fwabRun(t, "sweep", spec, "--targets", targets, "--db", filepath.Join(t.TempDir(), "r.db"), "--progress=false", "--allow-config-differences")
+		if code != 0 || !strings.Contains(errOut, "warning: boot environment 2.7.2-RELEASE") {
+			t.Errorf("sweep --allow-config-differences = %d: %s; want it run, warning of the difference", code, errOut)
+		}
+	})
+
 	t.Run("a version no environment holds names those it has", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.yaml")
 		os.WriteFile(bad, []byte("target: fw1\n"+strings.Replace(firmwareSpec, "2.7.2-RELEASE]", "2.8.1-RELEASE]", 1)), 0o644)

@@ -36,6 +36,9 @@ type sweepOptions struct {
 	seed        uint64
 	seedSet     bool
 	progress    bool
+	// allowConfigDiff runs a firmware axis whose environments' configs
+	// differ beyond the knobs.
+	allowConfigDiff bool
 }
 
 func newSweepCmd(io *streams) *cobra.Command {
@@ -78,6 +81,7 @@ func newSweepCmd(io *streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.product, "product", "", "with --dry-run --config: the product version the firewall runs (default: inferred from the config)")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed for the randomized order (default: from the spec's hash, so a dry run shows the order that runs; recorded with the run)")
 	cmd.Flags().BoolVar(&o.progress, "progress", true, "show progress bars on a terminal")
+	cmd.Flags().BoolVar(&o.allowConfigDiff, "allow-config-differences", false, "with a firmware axis: run although the boot environments' config.xml files differ beyond the spec's knobs (an upgrade's config migration, say), measuring those differences with the firmware")
 	return cmd
 }
 
@@ -167,6 +171,11 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.t != nil {
 		w.plan.Measured = measuredCosts(ctx, w.o.db, w.t.Name)
+	}
+	if w.envs != nil {
+		if err := w.envs.checkConfigs(ctx, w.plan, w.fc.config, w.o.allowConfigDiff); err != nil {
+			return err
+		}
 	}
 	if w.o.dryRun {
 		printPlan(w.io, w.plan)

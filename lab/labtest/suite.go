@@ -685,6 +685,18 @@ func (s *Suite) TestBootEnvs(t *testing.T) {
 	if err := b.CreateBootEnv(ctx, "keep"); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("a second CreateBootEnv of the same name: %v, want it refused", err)
 	}
+	// Each environment boots with its own config.xml: the running one
+	// moves on, keep's stays as it was made (on pfSense read from
+	// MOUNT/cf/conf, not through the absolute link /conf).
+	kept := f.StoredConfig(t)
+	f.PutFile(t, "/conf/config.xml", bytes.Replace(kept, []byte("<hostname>"), []byte("<hostname>moved"), 1))
+	if cfg, err := b.BootEnvConfig(ctx, "keep"); err != nil || !bytes.Equal(cfg, kept) {
+		t.Errorf("BootEnvConfig(keep): %d bytes, %v; want the config it was made with", len(cfg), err)
+	}
+	if cfg, err := b.BootEnvConfig(ctx, "default"); err != nil || !bytes.Contains(cfg, []byte("<hostname>moved")) {
+		t.Errorf("BootEnvConfig(default): %v; want the running config", err)
+	}
+	f.PutFile(t, "/conf/config.xml", kept)
 	// Left mounted (a fwab killed between its mount and umount): bectl
 	// refuses a second mount, the version is read where it is.
 	if _, errOut, code := f.Run(t, "bectl mount keep", ""); code != 0 {
