@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,26 +88,33 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 	return out
 }
 
-// ndrRuns are a kind: ndr probe's searches, one per frame size, trials
-// from 1 s to the probe's duration with the final interval 0.5 % wide. The
-// spec was checked: its sizes, rate and tolerance parse.
+// ndrRuns are a kind: ndr probe's searches, one per frame size (or mix),
+// trials from 1 s to the probe's duration with the final interval 0.5 %
+// wide. The spec was checked: its sizes, rate and tolerance parse.
 func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
 	top, _ := probe.ParseBitrate(p.Bitrate)
 	tol, _ := p.tolerance()
+	bidir := p.Direction == string(probe.Bidir)
+	if bidir {
+		base.Direction = probe.Up
+	}
 	var out []ProbeRun
 	for _, f := range p.FrameSizes {
-		frame, _ := probe.ParseFrameSize(f, ndrMTU)
+		frames, _ := probe.ParseFrames(f, ndrMTU)
 		// The rates are UDP payload bits/s, as iperf3 -b takes them: the
-		// link's speed in payload terms at this frame size.
-		maxPayload := top * float64(probe.UDPPayload(frame)) / float64(frame+20)
+		// link's speed in payload terms at these frames, each way.
+		maxPayload := top * frames.MeanPayload() / (frames.MeanFrame() + 20)
+		if bidir {
+			maxPayload *= 2
+		}
 		trial := base
-		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, probe.UDPPayload(frame), strconv.FormatFloat(maxPayload, 'f', 0, 64)
-		n := &probe.NDR{Frame: frame, Iperf3: base,
+		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, int(math.Round(frames.MeanPayload())), strconv.FormatFloat(maxPayload, 'f', 0, 64)
+		n := &probe.NDR{Frames: frames, Bidir: bidir, Iperf3: base,
 			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
 		if p.Ping {
 			n.LatencyAt = probe.LatencyFractions
 		}
-		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(frame), Spec: p, Iperf3: trial, NDR: n})
+		out = append(out, ProbeRun{Name: p.Name + "-" + frames.Name, Spec: p, Iperf3: trial, NDR: n})
 	}
 	return out
 }

@@ -645,8 +645,6 @@ func (p ProbeSpec) checkNDR() error {
 		return nil
 	}
 	switch {
-	case p.Direction == "bidir":
-		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr searches one direction (up or down); both at once is not built yet", p.Name)}
 	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP:
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths and udp", p.Name)}
 	case p.Bitrate == "":
@@ -658,16 +656,16 @@ func (p ProbeSpec) checkNDR() error {
 	if _, err := p.tolerance(); err != nil {
 		return &SpecError{Msg: err.Error()}
 	}
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, f := range p.FrameSizes {
-		n, err := probe.ParseFrameSize(f, ndrMTU)
+		frames, err := probe.ParseFrames(f, ndrMTU)
 		if err != nil {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", p.Name, err)}
 		}
-		if seen[n] {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: frame size %d is listed twice", p.Name, n)}
+		if seen[frames.Name] {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: frame size %s is listed twice", p.Name, frames.Name)}
 		}
-		seen[n] = true
+		seen[frames.Name] = true
 	}
 	return nil
 }

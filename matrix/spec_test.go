@@ -423,7 +423,7 @@ func TestNDRProbe(t *testing.T) {
 		t.Fatalf("ProbeRuns = %+v; want pdr-64 and pdr-1518 rate searches", runs)
 	}
 	n := runs[0].NDR
-	if n.Frame != 64 || n.Search.Tolerance != 0.5 || n.Search.FinalDuration != 10*time.Second || math.Abs(n.Search.Max-1e9*18/84) > 1 {
+	if n.Frames.Name != "64" || n.Search.Tolerance != 0.5 || n.Search.FinalDuration != 10*time.Second || math.Abs(n.Search.Max-1e9*18/84) > 1 {
 		t.Errorf("search %+v; want 64-byte frames, 0.5 %%, 10 s trials, at most 1 Gbit/s on the wire in payload bits", n)
 	}
 	all, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 1G}\n"))
@@ -442,18 +442,29 @@ func TestNDRProbe(t *testing.T) {
 	if n := withPing.ProbeRuns()[0].NDR; !slices.Equal(n.LatencyAt, []float64{0.1, 0.5, 0.9}) {
 		t.Errorf("ping: true on a search: latency at %v, want CSIT's 10, 50 and 90 %% of the rate found", n.LatencyAt)
 	}
+	// IMIX (CSIT's 64/570/1518 at 7:4:1, 340.3 bytes a frame) both ways
+	// at once: the search's maximum is the link's speed each way, in
+	// payload bits, twice.
+	mix, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: rfc, kind: ndr, bitrate: 1G, frame_sizes: [imix], direction: bidir}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := mix.ProbeRuns(); len(runs) != 1 || runs[0].Name != "rfc-imix" || !runs[0].NDR.Bidir || len(runs[0].NDR.Frames.Sizes) != 3 {
+		t.Errorf("imix both ways: %+v; want one bidirectional search named rfc-imix over three sizes", runs)
+	} else if n := runs[0].NDR; math.Abs(n.Search.Max-2*1e9*n.Frames.MeanPayload()/(n.Frames.MeanFrame()+20)) > 1 || math.Abs(n.Frames.MeanFrame()-(7*64+4*570+1518)/12.0) > 1e-9 {
+		t.Errorf("imix both ways: max %v, mean frame %v; want twice 1 Gbit/s in payload bits, 340.3 bytes", n.Search.Max, n.Frames.MeanFrame())
+	}
 	for spec, want := range map[string]string{
 		"{kind: ndr, bitrate: 1G, frame_sizes: [63]}":    "frame size 63: Ethernet frames are 64 to 1518 bytes",
 		"{kind: ndr, bitrate: 1G, frame_sizes: [9000]}":  "frame size 9000",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [imix]}":  "several UDP streams at once",
 		"{kind: ndr, bitrate: 1G, loss_tolerance: 100%}": `loss_tolerance "100%": give a percentage from 0 to below 100`,
 		"{kind: ndr, bitrate: 1G, loss_tolerance: -1}":   `loss_tolerance "-1"`,
 		"{kind: ndr}": "kind ndr needs bitrate",
-		"{kind: ndr, bitrate: 1G, direction: bidir}":      "both at once is not built yet",
-		"{kind: ndr, bitrate: 1G, parallel: 4}":           "leave out parallel",
-		"{direction: up, frame_sizes: [64]}":              "frame_sizes and loss_tolerance go with kind: ndr",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}": "frame size 64 is listed twice",
-		"{kind: rfc2544, bitrate: 1G}":                    "is not known (iperf3, ndr, connect)",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [imix, IMIX]}": "frame size imix is listed twice",
+		"{kind: ndr, bitrate: 1G, parallel: 4}":               "leave out parallel",
+		"{direction: up, frame_sizes: [64]}":                  "frame_sizes and loss_tolerance go with kind: ndr",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}":     "frame size 64 is listed twice",
+		"{kind: rfc2544, bitrate: 1G}":                        "is not known (iperf3, ndr, connect)",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

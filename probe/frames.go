@@ -3,8 +3,10 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,20 +23,106 @@ const (
 )
 
 // ParseFrameSize reads an Ethernet frame size in bytes, 64 up to the
-// largest frame an MTU of mtu bytes carries (1518 at 1500). IMIX, a mix of
-// sizes sent as several streams at once, is refused: it is not built yet.
+// largest frame an MTU of mtu bytes carries (1518 at 1500).
 func ParseFrameSize(s string, mtu int) (int, error) {
-	if strings.EqualFold(strings.TrimSpace(s), "imix") {
-		return 0, fmt.Errorf("frame size imix: a mix of sizes needs several UDP streams at once, which fwab does not send yet; list the sizes (such as 64, 576, 1518)")
-	}
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("frame size %q: give a whole number of bytes, such as 64 or 1518", s)
+		return 0, fmt.Errorf("frame size %q: give a whole number of bytes, such as 64 or 1518, or imix", s)
 	}
 	if top := mtu + ethernetOverhead; n < 64 || n > top {
 		return 0, fmt.Errorf("frame size %d: Ethernet frames are 64 to %d bytes at an MTU of %d", n, top, mtu)
 	}
 	return n, nil
+}
+
+// Frames is what a rate search's trials send: frames of one size, or a mix
+// of sizes, one UDP stream per size, all at once, in shares of packets.
+type Frames struct {
+	Name  string // "64", or "imix"
+	Sizes []FrameShare
+}
+
+// FrameShare is one size of a mix and its weight in packets.
+type FrameShare struct{ Frame, Weight int }
+
+// IMIX is the simple Internet mix of 64-, 570- and 1518-byte Ethernet
+// frames, 7:4:1 by packets (FD.io CSIT's IMIX_v4_1; 340.3 bytes a frame
+// on average).
+var IMIX = Frames{Name: "imix", Sizes: []FrameShare{{64, 7}, {570, 4}, {1518, 1}}}
+
+// OneFrameSize is frames of n bytes only.
+func OneFrameSize(n int) Frames {
+	return Frames{Name: strconv.Itoa(n), Sizes: []FrameShare{{n, 1}}}
+}
+
+// ParseFrames reads a frame size (ParseFrameSize) or imix.
+func ParseFrames(s string, mtu int) (Frames, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "imix") {
+		for _, sz := range IMIX.Sizes {
+			if sz.Frame > mtu+ethernetOverhead {
+				return Frames{}, fmt.Errorf("frame size imix: its %d-byte frames need an MTU of %d, not %d", sz.Frame, sz.Frame-ethernetOverhead, mtu)
+			}
+		}
+		return IMIX, nil
+	}
+	n, err := ParseFrameSize(s, mtu)
+	if err != nil {
+		return Frames{}, err
+	}
+	return OneFrameSize(n), nil
+}
+
+// String names the frames in a sentence: "64-byte frames", "IMIX frames
+// (64, 570 and 1518 bytes, 7:4:1)".
+func (f Frames) String() string {
+	if len(f.Sizes) == 1 {
+		return fmt.Sprintf("%d-byte frames", f.Sizes[0].Frame)
+	}
+	var sizes, weights []string
+	for _, s := range f.Sizes {
+		sizes, weights = append(sizes, strconv.Itoa(s.Frame)), append(weights, strconv.Itoa(s.Weight))
+	}
+	return fmt.Sprintf("%s frames (%s bytes, %s)", strings.ToUpper(f.Name), strings.Join(sizes, ", "), strings.Join(weights, ":"))
+}
+
+// mean is g's mean over the frames, weighted by packets.
+func (f Frames) mean(g func(frame int) float64) float64 {
+	var sum, w float64
+	for _, s := range f.Sizes {
+		sum += float64(s.Weight) * g(s.Frame)
+		w += float64(s.Weight)
+	}
+	return sum / w
+}
+
+// MeanFrame is the frames' mean size in bytes.
+func (f Frames) MeanFrame() float64 { return f.mean(func(n int) float64 { return float64(n) }) }
+
+// MeanPayload is the frames' mean UDP payload in bytes.
+func (f Frames) MeanPayload() float64 {
+	return f.mean(func(n int) float64 { return float64(UDPPayload(n)) })
+}
+
+// FramesPerSecond is the frame rate that carries payloadBPS bits/s of UDP
+// payload in these frames.
+func (f Frames) FramesPerSecond(payloadBPS float64) float64 {
+	return payloadBPS / (8 * f.MeanPayload())
+}
+
+// WireBPS is the bits/s these frames take on the wire at fps frames a
+// second, preamble and gap included.
+func (f Frames) WireBPS(fps float64) float64 {
+	return fps * 8 * f.mean(func(n int) float64 { return float64(n + ethernetGap) })
+}
+
+// payloadShare is the share of the payload rate the frames of size i
+// carry: its packets' share times their payload, over the mean.
+func (f Frames) payloadShare(i int) float64 {
+	var w float64
+	for _, s := range f.Sizes {
+		w += float64(s.Weight)
+	}
+	return float64(f.Sizes[i].Weight) / w * float64(UDPPayload(f.Sizes[i].Frame)) / f.MeanPayload()
 }
 
 // UDPPayload is the UDP payload (iperf3 -l) that makes an IPv4 datagram
@@ -51,33 +139,74 @@ func FramesPerSecond(payloadBPS float64, frame int) float64 {
 // frames a second, preamble and gap included: what a link's speed counts.
 func WireBPS(fps float64, frame int) float64 { return fps * float64(8*(frame+ethernetGap)) }
 
-// Iperf3Trial is a rate search's trial with iperf3 UDP: datagrams that fill
-// frames of frame bytes, sent at the asked rate of UDP payload bits/s for
-// the trial's duration (whole seconds, at least one), with 64-bit packet
-// counters. The sender's CPU at its limit makes the trial
-// generator-bound; a probe that fails is an error.
-func Iperf3Trial(p Iperf3, client, server Endpoint, frame int) Trial {
+// Iperf3Trial is a rate search's trial with iperf3 UDP: for each size of
+// frames (and, with bidir, each direction) a stream of datagrams that fill
+// those frames, all started together, whose payload rates add up to the
+// asked rate in the mix's shares (half of it each way with bidir, as RFC
+// 2544's bidirectional test offers the same rate both ways), for the
+// trial's duration (whole seconds, at least one), with 64-bit packet
+// counters. The loss is the streams' lost packets over their packets; a
+// sender's CPU at its limit makes the trial generator-bound; a stream
+// that fails is an error.
+func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) Trial {
+	dirs := []Direction{p.Direction}
+	if bidir {
+		dirs = []Direction{Up, Down}
+	}
 	return func(ctx context.Context, rate float64, d time.Duration) (TrialResult, error) {
-		q := p
-		q.UDP, q.Counters64 = true, true
-		q.Length = UDPPayload(frame)
-		q.Bitrate = strconv.FormatFloat(rate, 'f', 0, 64)
-		q.Duration = max(time.Second, d.Round(time.Second))
-		s := q.Run(ctx, client, server)
-		if s.Failed {
-			return TrialResult{}, fmt.Errorf("trial at %.4g bit/s of %d-byte frames: %s", rate, frame, s.Reason)
+		type stream struct {
+			q Iperf3
+			s Sample
 		}
-		if s.Result.UDP == nil {
-			return TrialResult{}, fmt.Errorf("trial at %.4g bit/s of %d-byte frames: the iperf3 report has no loss figures", rate, frame)
+		var streams []*stream
+		for _, dir := range dirs {
+			for i, sz := range frames.Sizes {
+				q := p
+				q.Direction, q.UDP, q.Counters64 = dir, true, true
+				q.Length = UDPPayload(sz.Frame)
+				q.Bitrate = strconv.FormatFloat(rate*frames.payloadShare(i)/float64(len(dirs)), 'f', 0, 64)
+				q.Duration = max(time.Second, d.Round(time.Second))
+				streams = append(streams, &stream{q: q})
+			}
 		}
-		return TrialResult{Offered: s.Result.Flow.SentBPS, Loss: s.Result.UDP.LostPercent, GeneratorBound: s.EndpointCPUBound}, nil
+		var wg sync.WaitGroup
+		for _, st := range streams {
+			wg.Go(func() { st.s = st.q.Run(ctx, client, server) })
+		}
+		wg.Wait()
+		var res TrialResult
+		var lost, packets int64
+		var lossPct float64
+		for _, st := range streams {
+			what := fmt.Sprintf("trial at %.4g bit/s of %s", rate, frames)
+			if len(streams) > 1 {
+				what += fmt.Sprintf(", its %s stream of %d-byte datagrams", st.q.Direction, st.q.Length)
+			}
+			if st.s.Failed {
+				return TrialResult{}, fmt.Errorf("%s: %s", what, st.s.Reason)
+			}
+			if st.s.Result.UDP == nil {
+				return TrialResult{}, fmt.Errorf("%s: the iperf3 report has no loss figures", what)
+			}
+			u := st.s.Result.UDP
+			res.Offered += st.s.Result.Flow.SentBPS
+			res.GeneratorBound = res.GeneratorBound || st.s.EndpointCPUBound
+			lost, packets = lost+u.LostPackets, packets+u.Packets
+			lossPct = max(lossPct, u.LostPercent)
+		}
+		res.Loss = lossPct
+		if packets > 0 {
+			res.Loss = 100 * float64(lost) / float64(packets)
+		}
+		return res, nil
 	}
 }
 
 // NDR is a rate search at one frame size with iperf3 UDP, one direction:
 // the highest rate whose loss is at most the search's tolerance.
 type NDR struct {
-	Frame  int        // Ethernet frame size, bytes
+	Frames Frames     // Ethernet frame sizes
+	Bidir  bool       // both directions at once, half the rate each (RFC 2544's bidirectional test)
 	Search RateSearch // its rates in bits/s of UDP payload, as iperf3 -b takes them
 	Iperf3 Iperf3     // the trials' settings besides rate, length and duration
 	// LatencyAt are fractions of the found rate (0.1, 0.5, 0.9) at which,
@@ -104,7 +233,10 @@ type LatencyJSON struct {
 
 // NDRResult is a search's outcome at one frame size, with every trial.
 type NDRResult struct {
-	Frame       int         `json:"frame"`
+	Frame       int         `json:"frame"`           // the size; 0 for a mix
+	Mix         string      `json:"mix,omitempty"`   // a mix: "imix 64:7 570:4 1518:1"
+	MeanFrame   float64     `json:"mean_frame"`      // bytes, weighted by packets
+	Bidir       bool        `json:"bidir,omitempty"` // rates are both directions' sum
 	Tolerance   float64     `json:"loss_tolerance_percent"`
 	FPS         float64     `json:"frames_per_second"` // at the found rate
 	WireBPS     float64     `json:"wire_bps"`          // the same on the wire, preamble and gap included
@@ -136,16 +268,29 @@ type TrialJSON struct {
 // generator may have bounded is flagged EndpointCPUBound with a warning
 // that says so; one that cannot run is a failed Sample.
 func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Sample {
-	s := Sample{Probe: "ndr", Direction: n.Iperf3.Direction, UDP: true, Length: UDPPayload(n.Frame), Parallel: 1, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
+	dir := n.Iperf3.Direction
+	if n.Bidir {
+		dir = Bidir
+	}
+	s := Sample{Probe: "ndr", Direction: dir, UDP: true, Length: int(math.Round(n.Frames.MeanPayload())), Parallel: 1, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
 	defer func() { s.Elapsed = time.Since(s.Started) }()
 	w.Ping = false // latency is measured after the search, at fractions of its rate (LatencyAt)
+	trial := Iperf3Trial(n.Iperf3, client, server, n.Frames, n.Bidir)
 	stop := startWatch(ctx, client, server, Iperf3{Duration: n.Search.FinalDuration}, w)
-	res, err := n.Search.Run(ctx, Iperf3Trial(n.Iperf3, client, server, n.Frame))
+	res, err := n.Search.Run(ctx, trial)
 	stop(&s)
-	r := NDRResult{Frame: n.Frame, Tolerance: res.Tolerance, PayloadBPS: res.Rate, UpperBPS: res.Upper, Width: res.Width, AtMax: res.AtMax,
+	r := NDRResult{MeanFrame: n.Frames.MeanFrame(), Bidir: n.Bidir, Tolerance: res.Tolerance, PayloadBPS: res.Rate, UpperBPS: res.Upper, Width: res.Width, AtMax: res.AtMax,
 		Limited: res.Limited, Incomplete: res.Incomplete, TrialsTotal: res.Elapsed.String(), Trials: []TrialJSON{}}
-	r.FPS = FramesPerSecond(res.Rate, n.Frame)
-	r.WireBPS = WireBPS(r.FPS, n.Frame)
+	if len(n.Frames.Sizes) == 1 {
+		r.Frame = n.Frames.Sizes[0].Frame
+	} else {
+		r.Mix = n.Frames.Name
+		for _, sz := range n.Frames.Sizes {
+			r.Mix += fmt.Sprintf(" %d:%d", sz.Frame, sz.Weight)
+		}
+	}
+	r.FPS = n.Frames.FramesPerSecond(res.Rate)
+	r.WireBPS = n.Frames.WireBPS(r.FPS)
 	loss := 0.0
 	for _, t := range res.Trials {
 		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited})
@@ -167,37 +312,35 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	}
 	if res.Limited {
 		s.EndpointCPUBound = true
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: the generator did not offer some rates asked near the result, or its CPU was saturated: the figure may measure the generator, not the firewall", n.Frame))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: the generator did not offer some rates asked near the result, or its CPU was saturated: the figure may measure the generator, not the firewall", n.Frames))
 	}
 	if res.AtMax {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frame, res.Rate))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frames, res.Rate))
 	}
 	s.Result = &Iperf3Result{Protocol: "UDP", Flow: Flow{ReceivedBPS: r.WireBPS, SentBPS: r.WireBPS, Retransmits: -1}, UDP: &UDPStats{LostPercent: loss}}
-	n.measureLatency(ctx, client, server, res.Rate, &s)
+	n.measureLatency(ctx, client, server, trial, res.Rate, &s)
 	return s
 }
 
 // measureLatency runs a trial at each fraction of rate with a ping beside
 // it and keeps what it measured in the sample's search; the highest
 // fraction's ping is the sample's latency under load.
-func (n NDR) measureLatency(ctx context.Context, client, server Endpoint, rate float64, s *Sample) {
+func (n NDR) measureLatency(ctx context.Context, client, server Endpoint, trial Trial, rate float64, s *Sample) {
+	d := max(time.Second, n.Search.FinalDuration.Round(time.Second))
 	for _, f := range n.LatencyAt {
-		q := n.Iperf3
-		q.UDP, q.Counters64 = true, true
-		q.Length = UDPPayload(n.Frame)
-		q.Bitrate = strconv.FormatFloat(rate*f, 'f', 0, 64)
-		q.Duration = max(time.Second, n.Search.FinalDuration.Round(time.Second))
-		t := q.Measure(ctx, client, server, Watch{Ping: true, PingInterval: 100 * time.Millisecond})
-		if t.Failed || t.Ping == nil || t.Result == nil || t.Result.UDP == nil {
-			reason := t.Reason
-			if reason == "" {
-				reason = "no ping or loss figures"
-			}
-			s.Warnings = append(s.Warnings, fmt.Sprintf("%d-byte frames: latency at %.0f%% of the rate not measured: %s", n.Frame, 100*f, reason))
+		var t Sample
+		stop := startWatch(ctx, client, server, Iperf3{Duration: d}, Watch{Ping: true, PingInterval: 100 * time.Millisecond})
+		res, err := trial(ctx, rate*f, d)
+		stop(&t)
+		if err == nil && t.Ping == nil {
+			err = fmt.Errorf("no ping figures (%s)", strings.Join(t.Warnings, "; "))
+		}
+		if err != nil {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: latency at %.0f%% of the rate not measured: %v", n.Frames, 100*f, err))
 			continue
 		}
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-		s.NDR.Latency = append(s.NDR.Latency, LatencyJSON{Fraction: f, PayloadBPS: rate * f, UDPLossPct: t.Result.UDP.LostPercent,
+		s.NDR.Latency = append(s.NDR.Latency, LatencyJSON{Fraction: f, PayloadBPS: rate * f, UDPLossPct: res.Loss,
 			PingAvgMS: ms(t.Ping.Avg), PingMinMS: ms(t.Ping.Min), PingMaxMS: ms(t.Ping.Max), PingLossPct: t.Ping.LossPercent})
 		s.Ping = t.Ping
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,7 +23,7 @@ func TestFrameSizes(t *testing.T) {
 		{"1518", 1518, 1472, ""},
 		{"63", 0, 0, "frame size 63: Ethernet frames are 64 to 1518 bytes at an MTU of 1500"},
 		{"1519", 0, 0, "64 to 1518 bytes"},
-		{"imix", 0, 0, "several UDP streams at once"},
+		{"imix", 0, 0, "or imix"}, // ParseFrames takes it
 		{"big", 0, 0, `frame size "big": give a whole number`},
 	} {
 		got, err := ParseFrameSize(tc.in, 1500)
@@ -52,7 +53,7 @@ func TestFrameSizes(t *testing.T) {
 func TestIperf3Trial(t *testing.T) {
 	r := newScripted(t, "iperf3/server-udp.json", "iperf3/udp.json")
 	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
-	trial := Iperf3Trial(Iperf3{StartGrace: time.Millisecond}, client, server, 1246)
+	trial := Iperf3Trial(Iperf3{StartGrace: time.Millisecond}, client, server, OneFrameSize(1246), false)
 	got, err := trial(t.Context(), 100e6, 1500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +94,17 @@ func (p policed) Run(ctx context.Context, argv []string) ([]byte, error) {
 		return p.scripted.Run(ctx, argv)
 	}
 	p.scripted.record(argv)
+	return policedReport(argv, func(rate float64) float64 { return min(rate, p.capacity) })
+}
+
+// policedReport is the iperf3 UDP client report of argv's stream when the
+// policer lets pass(rate) of the rate it asks.
+func policedReport(argv []string, pass func(rate float64) float64) ([]byte, error) {
 	rate, _ := strconv.ParseFloat(argv[slices.Index(argv, "-b")+1], 64)
 	length, _ := strconv.Atoi(argv[slices.Index(argv, "-l")+1])
 	secs, _ := strconv.ParseFloat(argv[slices.Index(argv, "-t")+1], 64)
 	packets := int64(rate * secs / float64(8*length))
-	got := min(rate, p.capacity)
+	got := pass(rate)
 	lost := packets - int64(got*secs/float64(8*length))
 	sum := func(bps float64, lost int64) map[string]any {
 		return map[string]any{"seconds": secs, "bytes": bps * secs / 8, "bits_per_second": bps, "jitter_ms": 0.01, "lost_packets": lost, "packets": packets,
@@ -114,7 +121,7 @@ func (p policed) Run(ctx context.Context, argv []string) ([]byte, error) {
 func TestNDRMeasure(t *testing.T) {
 	r := policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}
 	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
-	n := NDR{Frame: 64, Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
+	n := NDR{Frames: OneFrameSize(64), Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
 	s := n.Measure(t.Context(), client, server, Watch{})
 	if s.Failed || s.NDR == nil {
 		t.Fatalf("Measure = %+v", s)
@@ -165,7 +172,7 @@ func (p pingPoliced) Start(ctx context.Context, argv []string) (Process, error) 
 func TestNDRLatencyAtFractions(t *testing.T) {
 	r := pingPoliced{policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}, fixture(t, "ping/iputils-loopback.txt")}
 	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
-	n := NDR{Frame: 64, Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}, LatencyAt: LatencyFractions}
+	n := NDR{Frames: OneFrameSize(64), Search: RateSearch{Max: 400e6, FinalDuration: 2 * time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}, LatencyAt: LatencyFractions}
 	s := n.Measure(t.Context(), client, server, Watch{})
 	if s.Failed || s.NDR == nil {
 		t.Fatalf("Measure = %+v", s)
@@ -189,5 +196,89 @@ func TestNDRLatencyAtFractions(t *testing.T) {
 	}
 	if last := rates[len(rates)-1]; last != strconv.FormatFloat(0.9*s.NDR.PayloadBPS, 'f', 0, 64) {
 		t.Errorf("the last client ran at -b %s, want 90 %% of the rate found", last)
+	}
+}
+
+// sharedPolicer polices all the streams that run at once to capacity
+// bits/s of payload in all, each losing the same share: a client waits
+// until the trial's other streams have started before it reports.
+type sharedPolicer struct {
+	policed
+	mu     sync.Mutex
+	active map[*[]string]float64
+}
+
+func (p *sharedPolicer) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if !slices.Contains(argv, "-c") {
+		return p.scripted.Run(ctx, argv)
+	}
+	p.scripted.record(argv)
+	rate, _ := strconv.ParseFloat(argv[slices.Index(argv, "-b")+1], 64)
+	p.mu.Lock()
+	p.active[&argv] = rate
+	p.mu.Unlock()
+	time.Sleep(60 * time.Millisecond)
+	p.mu.Lock()
+	total := 0.0
+	for _, r := range p.active {
+		total += r
+	}
+	p.mu.Unlock()
+	time.Sleep(60 * time.Millisecond)
+	p.mu.Lock()
+	delete(p.active, &argv)
+	p.mu.Unlock()
+	return policedReport(argv, func(rate float64) float64 { return rate * min(1, p.capacity/total) })
+}
+
+// TestNDRMixAndBidir: an IMIX search both ways at once sends six streams
+// together (three sizes, each way), in CSIT's 7:4:1 packet shares, half
+// the rate each way; against a policer of 100 Mbit/s of payload in all,
+// the rate found is that, in frames of IMIX's mean size.
+func TestNDRMixAndBidir(t *testing.T) {
+	r := &sharedPolicer{policed: policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}, active: map[*[]string]float64{}}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	n := NDR{Frames: IMIX, Bidir: true, Search: RateSearch{Max: 400e6, FinalDuration: time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
+	s := n.Measure(t.Context(), client, server, Watch{})
+	if s.Failed || s.NDR == nil {
+		t.Fatalf("Measure = %+v", s)
+	}
+	if got := s.NDR.PayloadBPS; got > 100e6 || got < 99.5e6 || !s.NDR.Bidir || s.NDR.Mix != "imix 64:7 570:4 1518:1" || s.Direction != Bidir {
+		t.Errorf("NDR %.4g bit/s of payload, bidir %v, mix %q, direction %s; want within 0.5 %% below 100 Mbit/s, both ways, IMIX", got, s.NDR.Bidir, s.NDR.Mix, s.Direction)
+	}
+	if want := s.NDR.PayloadBPS / (8 * IMIX.MeanPayload()); math.Abs(s.NDR.FPS-want) > 1e-6 {
+		t.Errorf("%v frames/s, want %v at IMIX's mean payload", s.NDR.FPS, want)
+	}
+	// The last trial's six streams: per size and way, packets 7:4:1.
+	var last [][]string
+	for _, c := range r.calls {
+		if slices.Contains(c, "-c") {
+			last = append(last, c)
+		}
+	}
+	last = last[len(last)-6:]
+	pps := map[string]float64{}
+	reverse := 0
+	for _, c := range last {
+		rate, _ := strconv.ParseFloat(c[slices.Index(c, "-b")+1], 64)
+		length, _ := strconv.Atoi(c[slices.Index(c, "-l")+1])
+		way := "up"
+		if slices.Contains(c, "-R") {
+			way = "down"
+			reverse++
+		}
+		pps[way+strconv.Itoa(length)] = rate / float64(8*length)
+	}
+	if reverse != 3 || len(pps) != 6 {
+		t.Fatalf("the last trial's streams %q: want three sizes each way", last)
+	}
+	for _, way := range []string{"up", "down"} {
+		a, b, c := pps[way+"18"], pps[way+"524"], pps[way+"1472"]
+		if math.Abs(a/c-7) > 0.01 || math.Abs(b/c-4) > 0.01 {
+			t.Errorf("%s: packets a second %v, %v, %v; want 7:4:1", way, a, b, c)
+		}
+	}
+	if math.Abs(pps["up18"]-pps["down18"]) > 1 {
+		t.Errorf("up %v and down %v packets a second of 64-byte frames: want the same each way", pps["up18"], pps["down18"])
 	}
 }
