@@ -9,12 +9,14 @@
 #   e.g. bench/ndr-tbf.sh 100 256k "512, 1518" 4s
 #
 # PING=true adds ping: true to the PDR probe: latency at 10, 50 and 90 %
-# of each rate found, printed after the table.
+# of each rate found, printed after the table. DIRECTION=bidir searches
+# both ways at once (the LAN egress capped too, the cap counted twice);
+# SIZES may name imix.
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false}
+RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up}
 W=$(mktemp -d)
 export XDG_STATE_HOME=$W/state XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data
 go build -o "$W/fwab" ./cmd/fwab
@@ -22,34 +24,38 @@ fwab=$W/fwab
 lab=(--prefix fwnb --dir "$W/lab" --targets "$W/targets.yaml")
 $fwab lab up "${lab[@]}" >/dev/null
 trap '$fwab lab down "${lab[@]}" >/dev/null; rm -rf "$W"' EXIT
-ip netns exec fwnb-dut tc qdisc add dev fwnbd1 root tbf rate "${RATE}mbit" burst "$BURST" limit "$((2 * ${BURST%k}))k"
+ports=(fwnbd1)
+if [[ $DIRECTION == bidir ]]; then ports+=(fwnbd0); fi
+for dev in "${ports[@]}"; do
+	ip netns exec fwnb-dut tc qdisc add dev "$dev" root tbf rate "${RATE}mbit" burst "$BURST" limit "$((2 * ${BURST%k}))k"
+done
 cat >"$W/spec.yaml" <<YAML
 name: ndr-tbf
 target: lab
 axes:
   offload.tso: ["off"]
 probes:
-  - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION}
-  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, loss_tolerance: 0.5%, ping: $PING}
+  - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION}
+  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION, loss_tolerance: 0.5%, ping: $PING}
 repeats: 1
 idle: 2s
 YAML
 $fwab sweep "$W/spec.yaml" --targets "$W/targets.yaml" --db "$W/results.db" --progress=false >/dev/null
 ip netns exec fwnb-dut tc -s qdisc show dev fwnbd1 | head -2
-python3 - "$W/results.db" "$RATE" <<'PY'
+python3 - "$W/results.db" "$RATE" "${#ports[@]}" <<'PY'
 import json, sqlite3, sys
-db, cap = sqlite3.connect(sys.argv[1]), float(sys.argv[2]) * 1e6
+db, cap = sqlite3.connect(sys.argv[1]), float(sys.argv[2]) * 1e6 * int(sys.argv[3])
 print("probe     frame  found fps  tbf cap fps  found/cap  Mbit/s wire  width   trials  time  generator-limited")
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
     n = json.loads(raw).get("ndr")
     if not n:
         continue
-    capfps = cap / (8 * (n["frame"] - 4))
-    print(f"{probe:9} {n['frame']:5}  {n['frames_per_second']:9.0f}  {capfps:11.0f}  {n['frames_per_second'] / capfps:9.3f}  "
+    capfps = cap / (8 * (n["mean_frame"] - 4))
+    print(f"{probe:9} {n['frame'] or 'imix':5}  {n['frames_per_second']:9.0f}  {capfps:11.0f}  {n['frames_per_second'] / capfps:9.3f}  "
           f"{n['wire_bps'] / 1e6:11.1f}  {n['width'] * 100:5.2f}%  {len(n['trials']):6}  {n['trials_time']:>5}  {n['generator_limited']}")
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
     n = json.loads(raw).get("ndr") or {}
     for l in n.get("latency", []):
-        print(f"latency {probe:9} {n['frame']:5}  at {l['fraction'] * 100:3.0f}% ({l['payload_bps'] / 1e6:7.2f} Mbit/s payload): "
+        print(f"latency {probe:9} {n['frame'] or 'imix':5}  at {l['fraction'] * 100:3.0f}% ({l['payload_bps'] / 1e6:7.2f} Mbit/s payload): "
               f"ping avg {l['ping_avg_ms']:.3f} ms, min {l['ping_min_ms']:.3f}, max {l['ping_max_ms']:.3f}, ping loss {l['ping_loss_percent']:.1f}%, UDP loss {l['udp_loss_percent']:.3f}%")
 PY
