@@ -8,11 +8,23 @@ import (
 	"github.com/fwab/fwab/probe"
 )
 
-// OpenEndpoints opens the target's traffic hosts for probing: a local
-// network namespace, an SSH host (dialled with opts), or, with neither,
-// this machine. closeAll closes the SSH connections it opened; on error
-// nothing is left open.
+// OpenEndpoints opens the target's first link's traffic hosts for
+// probing (OpenLinks). closeAll closes the SSH connections it opened; on
+// error nothing is left open.
 func (t *Target) OpenEndpoints(ctx context.Context, opts OpenOptions) (client, server probe.Endpoint, closeAll func(), err error) {
+	first := t.Endpoints.FirstLink()
+	links, closeAll, err := t.OpenLinks(ctx, opts, []string{first})
+	if err != nil {
+		return client, server, nil, err
+	}
+	return links[first].Client, links[first].Server, closeAll, nil
+}
+
+// OpenLinks opens the named links' traffic hosts: each a local network
+// namespace, an SSH host (dialled with opts), or, with neither, this
+// machine. closeAll closes the SSH connections it opened; on error
+// nothing is left open.
+func (t *Target) OpenLinks(ctx context.Context, opts OpenOptions, names []string) (links map[string]probe.Link, closeAll func(), err error) {
 	var conns []*SSHClient
 	closeAll = func() {
 		for _, c := range conns {
@@ -27,15 +39,31 @@ func (t *Target) OpenEndpoints(ctx context.Context, opts OpenOptions) (client, s
 		conns = append(conns, c)
 		return probe.StreamShell(c.Stream), nil
 	}
-	if client, err = t.Endpoints.Client.Open("client", dial); err != nil {
-		closeAll()
-		return client, server, nil, err
+	links = map[string]probe.Link{}
+	for _, name := range names {
+		pair, err := t.Endpoints.Pair(name)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		side := func(s string) string {
+			if name == t.Endpoints.FirstLink() {
+				return s
+			}
+			return s + "@" + name
+		}
+		l := probe.Link{Name: name}
+		if l.Client, err = pair.Client.Open(side("client"), dial); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		if l.Server, err = pair.Server.Open(side("server"), dial); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		links[name] = l
 	}
-	if server, err = t.Endpoints.Server.Open("server", dial); err != nil {
-		closeAll()
-		return client, server, nil, err
-	}
-	return client, server, closeAll, nil
+	return links, closeAll, nil
 }
 
 // Open builds the probe endpoint called name: a local network namespace,

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,10 +54,49 @@ type APISpec struct {
 	Insecure    bool   `yaml:"insecure,omitempty"`    // skip TLS verification: explicit only
 }
 
-// Endpoints are the hosts that send traffic through the firewall.
+// Endpoints are the hosts that send traffic through the firewall: a
+// client and a server, the target's first link, and optionally further
+// links, each a client and a server on ports of their own (as the E302
+// review's two 10G sets), which a probe names in its links.
 type Endpoints struct {
 	Client Endpoint `yaml:"client"` // LAN side
 	Server Endpoint `yaml:"server"` // WAN side
+	// Name is the first link's name; DefaultLinkName when empty.
+	Name  string                  `yaml:"name,omitempty"`
+	Links map[string]EndpointPair `yaml:"links,omitempty"`
+}
+
+// EndpointPair is one further link's client and server.
+type EndpointPair struct {
+	Client Endpoint `yaml:"client"`
+	Server Endpoint `yaml:"server"`
+}
+
+// DefaultLinkName names a target's first link when its endpoints do not.
+const DefaultLinkName = "main"
+
+// FirstLink is the name of the target's first link.
+func (e Endpoints) FirstLink() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	return DefaultLinkName
+}
+
+// LinkNames are the target's links: the first, then the others by name.
+func (e Endpoints) LinkNames() []string {
+	return append([]string{e.FirstLink()}, slices.Sorted(maps.Keys(e.Links))...)
+}
+
+// Pair is the link called name, or an error that lists the known ones.
+func (e Endpoints) Pair(name string) (EndpointPair, error) {
+	if name == e.FirstLink() {
+		return EndpointPair{Client: e.Client, Server: e.Server}, nil
+	}
+	if p, ok := e.Links[name]; ok {
+		return p, nil
+	}
+	return EndpointPair{}, fmt.Errorf("no link %q among the target's endpoints; it has %s (add one under endpoints: links:)", name, strings.Join(e.LinkNames(), ", "))
 }
 
 // Endpoint is a traffic host: a local network namespace or an SSH host.
@@ -110,6 +151,9 @@ func LoadTargets(path string) (*TargetsFile, error) {
 		t.Name = name
 		if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
 			return nil, fmt.Errorf("targets file %s: target %q: flavor %q is not one of pfsense, opnsense", path, name, t.Flavor)
+		}
+		if _, ok := t.Endpoints.Links[t.Endpoints.FirstLink()]; ok {
+			return nil, fmt.Errorf("targets file %s: target %q: endpoints: links: %s is the first link's name (endpoints: name); name it otherwise", path, name, t.Endpoints.FirstLink())
 		}
 	}
 	return &tf, nil

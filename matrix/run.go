@@ -30,6 +30,9 @@ type ProbeRun struct {
 	NDR *probe.NDR
 	// Connect is a kind: connect probe; nil for the other kinds.
 	Connect *probe.Connect
+	// Links are the target's endpoint pairs it runs on: none, the first;
+	// one, that one; several, all at once (the spec's concurrent).
+	Links []string
 }
 
 // Validate reports what the probe's tool would refuse.
@@ -53,37 +56,82 @@ func (pr ProbeRun) Measure(ctx context.Context, client, server probe.Endpoint, w
 	return pr.Iperf3.Measure(ctx, client, server, w)
 }
 
-// ProbeRuns lists the probes every step runs, in spec order.
+// MeasureLinks runs the probe on its links (ProbeRun.Links), the
+// target's endpoint pairs by name; with none, on the first.
+func (pr ProbeRun) MeasureLinks(ctx context.Context, links map[string]probe.Link, first string, w probe.Watch) probe.Sample {
+	names := pr.Links
+	if len(names) == 0 {
+		names = []string{first}
+	}
+	var ls []probe.Link
+	for _, n := range names {
+		l, ok := links[n]
+		if !ok {
+			return probe.Sample{Failed: true, Reason: fmt.Sprintf("link %s is not open", n)} // the sweep opened every link its probes name
+		}
+		ls = append(ls, l)
+	}
+	if len(ls) == 1 {
+		return pr.Measure(ctx, ls[0].Client, ls[0].Server, w)
+	}
+	w.Ping = pr.Spec.Ping
+	return pr.Iperf3.MeasureLinks(ctx, ls, w)
+}
+
+// ProbeRuns lists the probes every step runs, in spec order: a probe on
+// several links one after another is one run per link ("up@b"), on
+// several at once one run for them all ("up@a+b").
 func (s *Spec) ProbeRuns() []ProbeRun {
 	var out []ProbeRun
 	for _, p := range s.Probes {
-		base := probe.Iperf3{
-			Direction:   probe.Direction(p.Direction),
-			Parallel:    p.Parallel,
-			Duration:    p.Duration.D(),
-			Omit:        p.Omit.D(),
-			UDP:         p.UDP,
-			Bitrate:     p.Bitrate,
-			CPUAffinity: p.Affinity,
+		runs := s.probeRuns(p)
+		switch {
+		case len(p.Links) == 0:
+			out = append(out, runs...)
+		case p.Concurrent:
+			for _, r := range runs {
+				r.Name, r.Links = r.Name+"@"+strings.Join(p.Links, "+"), p.Links
+				out = append(out, r)
+			}
+		default:
+			for _, r := range runs {
+				for _, l := range p.Links {
+					q := r
+					q.Name, q.Links = r.Name+"@"+l, []string{l}
+					out = append(out, q)
+				}
+			}
 		}
-		switch p.Kind {
-		case "ndr":
-			out = append(out, ndrRuns(p, base)...)
-			continue
-		case "connect":
-			c := &probe.Connect{Duration: p.Duration.D(), Parallel: p.Parallel}
-			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base, Connect: c})
-			continue
-		}
-		if len(p.Lengths) == 0 {
-			out = append(out, ProbeRun{Name: p.Name, Spec: p, Iperf3: base})
-			continue
-		}
-		for _, l := range p.Lengths {
-			ip := base
-			ip.Length = l
-			out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(l), Spec: p, Iperf3: ip})
-		}
+	}
+	return out
+}
+
+// probeRuns are one probe's runs on one link.
+func (s *Spec) probeRuns(p ProbeSpec) []ProbeRun {
+	base := probe.Iperf3{
+		Direction:   probe.Direction(p.Direction),
+		Parallel:    p.Parallel,
+		Duration:    p.Duration.D(),
+		Omit:        p.Omit.D(),
+		UDP:         p.UDP,
+		Bitrate:     p.Bitrate,
+		CPUAffinity: p.Affinity,
+	}
+	switch p.Kind {
+	case "ndr":
+		return ndrRuns(p, base)
+	case "connect":
+		c := &probe.Connect{Duration: p.Duration.D(), Parallel: p.Parallel}
+		return []ProbeRun{{Name: p.Name, Spec: p, Iperf3: base, Connect: c}}
+	}
+	if len(p.Lengths) == 0 {
+		return []ProbeRun{{Name: p.Name, Spec: p, Iperf3: base}}
+	}
+	var out []ProbeRun
+	for _, l := range p.Lengths {
+		ip := base
+		ip.Length = l
+		out = append(out, ProbeRun{Name: p.Name + "-" + strconv.Itoa(l), Spec: p, Iperf3: ip})
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +143,11 @@ type ProbeSpec struct {
 	// passing rate may have ("0" for the NDR, "0.5%" for a PDR).
 	FrameSizes    []string `yaml:"frame_sizes"`
 	LossTolerance string   `yaml:"loss_tolerance"`
+	// Links names the target's endpoint pairs the probe runs on (default:
+	// its first); Concurrent runs them all at once, summed, instead of
+	// one after another.
+	Links      []string `yaml:"links"`
+	Concurrent bool     `yaml:"concurrent"`
 }
 
 // ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
@@ -553,6 +559,9 @@ func (s *Spec) check() error {
 		if err := p.checkConnect(); err != nil {
 			return err
 		}
+		if err := p.checkLinks(); err != nil {
+			return err
+		}
 		if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
 		}
@@ -618,6 +627,44 @@ func (s *Spec) check() error {
 		}
 	}
 	return nil
+}
+
+// checkLinks checks a probe's links: names, each once, and concurrent
+// only over two or more, with an iperf3 probe. Whether the target has
+// them is checked when the sweep opens it.
+func (p ProbeSpec) checkLinks() error {
+	seen := map[string]bool{}
+	for _, l := range p.Links {
+		if !linkNameRE.MatchString(l) {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: link %q: name a link of the target's endpoints (letters, digits, '-' and '_')", p.Name, l)}
+		}
+		if seen[l] {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: link %s is listed twice", p.Name, l)}
+		}
+		seen[l] = true
+	}
+	switch {
+	case p.Concurrent && len(p.Links) < 2:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: concurrent runs two or more links at once: list them in links (it has %d)", p.Name, len(p.Links))}
+	case len(p.Links) > 1 && p.Kind != "iperf3":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind %s runs on one link; several links are built for iperf3 probes", p.Name, p.Kind)}
+	}
+	return nil
+}
+
+var linkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+
+// LinkNames are the links the spec's probes name, each once, in order.
+func (s *Spec) LinkNames() []string {
+	var out []string
+	for _, p := range s.Probes {
+		for _, l := range p.Links {
+			if !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // checkConnect checks that a kind: connect probe uses only the keys that

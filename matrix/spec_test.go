@@ -542,3 +542,36 @@ func TestPlanDriftCheck(t *testing.T) {
 		t.Errorf("drift_check: true with adaptive repeats: %v", err)
 	}
 }
+
+// TestProbeLinks: a probe on several links one after another is a run per
+// link, on several at once one run for them all; what cannot be done is
+// refused by name.
+func TestProbeLinks(t *testing.T) {
+	s, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: up, links: [a, b]}\n  - {name: both, links: [a, b], concurrent: true}\n  - {name: plain}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range s.ProbeRuns() {
+		got = append(got, r.Name+"="+strings.Join(r.Links, "+"))
+	}
+	if want := []string{"up@a=a", "up@b=b", "both@a+b=a+b", "plain="}; !slices.Equal(got, want) {
+		t.Errorf("runs %q, want %q", got, want)
+	}
+	if got := s.LinkNames(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("LinkNames = %q, want a, b", got)
+	}
+	for spec, want := range map[string]string{
+		"{links: [a], concurrent: true}":                   "concurrent runs two or more links at once",
+		"{concurrent: true}":                               "concurrent runs two or more links at once",
+		"{links: [a, a]}":                                  "link a is listed twice",
+		"{links: ['a b']}":                                 `link "a b": name a link`,
+		"{kind: ndr, bitrate: 1G, links: [a, b]}":          "kind ndr runs on one link",
+		"{kind: connect, links: [a, b], concurrent: true}": "kind connect runs on one link",
+	} {
+		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("probe %s: Parse = %v, want %q", spec, err, want)
+		}
+	}
+}

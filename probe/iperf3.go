@@ -75,6 +75,9 @@ type Iperf3 struct {
 	StartGrace time.Duration
 	// Binary is the iperf3 command; default "iperf3".
 	Binary string
+	// arm, when several links run together (MeasureLinks), holds the
+	// client back until every link's server listens.
+	arm *seat
 }
 
 // Watch is what is observed while a probe runs, besides the probe itself.
@@ -113,6 +116,15 @@ type Sample struct {
 	// EndpointCPUBound says an endpoint's CPU, not the DUT, limited the
 	// throughput: the figure says little about the firewall.
 	EndpointCPUBound bool
+
+	// ClientStarted is when the client was launched (after its server
+	// listened).
+	ClientStarted time.Time
+	// Links are each link's own figures when the sample sums several run
+	// at once (MeasureLinks); StartSkew is how far apart their clients
+	// were launched.
+	Links     []LinkSample
+	StartSkew time.Duration
 
 	Ping *PingStats
 	NDR  *NDRResult // a rate search's outcome and trials (NDR.Measure)
@@ -381,6 +393,10 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 		return fail("iperf3: %v", ctx.Err())
 	}
 
+	if p.arm != nil {
+		p.arm.arrive(ctx)
+	}
+	s.ClientStarted = time.Now()
 	stop := startWatch(ctx, client, server, p, w)
 	var out []byte
 	var res Iperf3Result

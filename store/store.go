@@ -594,6 +594,10 @@ func FromProbe(k Key, ps probe.Sample) Sample {
 	if ps.Connect != nil {
 		raw["connect"] = ps.Connect // a connection-rate probe's report
 	}
+	if len(ps.Links) > 0 {
+		raw["links"] = ps.Links // each link's figures, where the sample sums several run at once
+		raw["start_skew_ms"] = float64(ps.StartSkew) / float64(time.Millisecond)
+	}
 	s.Raw, _ = json.Marshal(raw)
 	return s
 }

@@ -273,6 +273,11 @@ func printPlan(io *streams, plan *matrix.Plan) {
 			counts = append(counts, fmt.Sprintf("%d %s", n, a))
 		}
 	}
-	fmt.Fprintf(io.Out, "\n%d steps, seed %d, order %s; service actions: %s; estimated duration %s\n",
+	var probes []string
+	for _, pr := range plan.Spec.ProbeRuns() {
+		probes = append(probes, pr.Name)
+	}
+	fmt.Fprintf(io.Out, "\nprobes at every step: %s\n", strings.Join(probes, ", "))
+	fmt.Fprintf(io.Out, "%d steps, seed %d, order %s; service actions: %s; estimated duration %s\n",
 		len(plan.Steps), plan.Seed, plan.Spec.Order, strings.Join(counts, ", "), plan.Estimate().Round(time.Second))
 }

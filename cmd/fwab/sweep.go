@@ -113,6 +113,7 @@ type sweepWiring struct {
 	psk            string
 	plan           *matrix.Plan
 	client, server probe.Endpoint
+	links          map[string]probe.Link // every link the probes name, and the first
 	power          probe.PowerMeter
 	session        interface{ OriginalSHA256() string } // once begun
 	envs           *envSessions                         // a firmware axis's boot environments; nil without one
@@ -171,6 +172,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.t != nil {
 		w.plan.Measured = measuredCosts(ctx, w.o.db, w.t.Name)
+		if _, err := linkNames(w.t, w.spec); err != nil {
+			return err
+		}
 	}
 	if w.envs != nil {
 		if err := w.envs.checkConfigs(ctx, w.plan, w.fc.config, w.o.allowConfigDiff); err != nil {
@@ -184,14 +188,59 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if stubProbe != nil {
 		return nil
 	}
-	client, server, closeEndpoints, err := endpoints(ctx, w.io, &w.o.targetFlags, w.t)
+	links, closeEndpoints, err := openLinks(ctx, w.io, &w.o.targetFlags, w.t, w.spec)
 	if err != nil {
 		return err
 	}
-	w.client, w.server = client, server
+	first := links[w.t.Endpoints.FirstLink()]
+	w.links, w.client, w.server = links, first.Client, first.Server
 	w.closers = append(w.closers, closeEndpoints)
-	if w.power, err = preflight(ctx, w.o, w.spec, client, server); err != nil {
+	if w.power, err = preflight(ctx, w.o, w.spec, w.client, w.server); err != nil {
 		return err
+	}
+	return checkLinks(ctx, w.spec, w.t, links)
+}
+
+// linkNames are the target's first link and every other one the spec's
+// probes name; a name the target lacks is refused, the known ones listed.
+func linkNames(t *fwapi.Target, spec *matrix.Spec) ([]string, error) {
+	names := []string{t.Endpoints.FirstLink()}
+	for _, n := range spec.LinkNames() {
+		if _, err := t.Endpoints.Pair(n); err != nil {
+			return nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// openLinks opens the links linkNames lists.
+func openLinks(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target, spec *matrix.Spec) (map[string]probe.Link, func(), error) {
+	names, err := linkNames(t, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	links, closeAll, err := t.OpenLinks(ctx, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)}, names)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
+	}
+	return links, closeAll, nil
+}
+
+// checkLinks checks, before anything touches the firewall, that iperf3
+// runs on every further link the probes name and that its traffic passes.
+func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links map[string]probe.Link) error {
+	for _, n := range spec.LinkNames() {
+		if n == t.Endpoints.FirstLink() {
+			continue // preflight checked it
+		}
+		l := links[n]
+		check := probe.Iperf3{Duration: time.Second}
+		if err := check.Check(ctx, l.Client, l.Server); err != nil {
+			return fmt.Errorf("before touching the firewall: link %s: %w", n, err)
+		}
 	}
 	return nil
 }
@@ -219,7 +268,7 @@ func (w *sweepWiring) openStore(ctx context.Context) error {
 // run is the sweep as matrix runs it, with the terminal output between
 // its steps.
 func (w *sweepWiring) run() *matrix.Run {
-	io, o, plan, client, server := w.io, w.o, w.plan, w.client, w.server
+	io, o, plan := w.io, w.o, w.plan
 	return &matrix.Run{
 		Store: w.st, Plan: plan, Resume: o.resume,
 		New: store.Run{FwabVersion: fwabVersion(), Target: w.t.Name, Testbed: testbedOf(w.t, w.fc.info, w.fc.inv), TargetInfo: w.fc.infoJSON, Firmware: w.fc.info.Version, ConfigHash: fwapi.SHA256Hex(w.fc.raw)},
@@ -254,13 +303,18 @@ func (w *sweepWiring) run() *matrix.Run {
 				if stubProbe != nil {
 					return nil
 				}
-				return trafficPasses(ctx, client, server)
+				for _, l := range w.links {
+					if err := trafficPasses(ctx, l.Client, l.Server); err != nil {
+						return err
+					}
+				}
+				return nil
 			},
 			Measure: func(ctx context.Context, pr matrix.ProbeRun) probe.Sample {
 				if stubProbe != nil {
 					return stubProbe(ctx, pr)
 				}
-				s := pr.Measure(ctx, client, server, probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
+				s := pr.MeasureLinks(ctx, w.links, w.t.Endpoints.FirstLink(), probe.Watch{DUT: w.fw.Metrics, DUTEvery: time.Second, Power: w.power})
 				for _, lw := range w.fc.linkWarnings {
 					s.Warnings = append(s.Warnings, "link: "+lw)
 				}
@@ -504,15 +558,6 @@ func tunnelPSK(spec *matrix.Spec) (string, error) {
 // A sweep stops, instead of marking a point broken, when the firewall's
 // disk refuses writes: matrix learns that from fwapi's command error.
 var _ matrix.DiskError = (*fwapi.CommandError)(nil)
-
-// endpoints opens the target's traffic hosts.
-func endpoints(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target) (client, server probe.Endpoint, closeAll func(), err error) {
-	client, server, closeAll, err = t.OpenEndpoints(ctx, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
-	if err != nil {
-		return client, server, nil, usageError{fmt.Errorf("target %s: %w", t.Name, err)}
-	}
-	return client, server, closeAll, nil
-}
 
 // trafficPasses waits until the client reaches the server through the
 // firewall.

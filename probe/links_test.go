@@ -1,0 +1,99 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock logs when servers start and clients run, across links.
+type clock struct {
+	mu      sync.Mutex
+	servers []time.Time
+	clients []time.Time
+}
+
+// timed is a link's policed runner whose server takes delay to start
+// listening, logging to a shared clock.
+type timed struct {
+	policed
+	c     *clock
+	delay time.Duration
+	fail  bool
+}
+
+func (r timed) Start(ctx context.Context, argv []string) (Process, error) {
+	if r.fail {
+		return nil, errors.New("iperf3: not found")
+	}
+	time.Sleep(r.delay)
+	r.c.mu.Lock()
+	r.c.servers = append(r.c.servers, time.Now())
+	r.c.mu.Unlock()
+	return r.policed.Start(ctx, argv)
+}
+
+func (r timed) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if slices.Contains(argv, "-c") {
+		r.c.mu.Lock()
+		r.c.clients = append(r.c.clients, time.Now())
+		r.c.mu.Unlock()
+	}
+	return r.policed.Run(ctx, argv)
+}
+
+// TestMeasureLinks: two links run together are armed first (both servers
+// listening, the slower one's 150 ms late) and then fired together; the
+// sample is their sum, each link's figures beside it, with the clients'
+// start skew. A link that cannot start fails the sample, naming it,
+// without holding the other.
+func TestMeasureLinks(t *testing.T) {
+	c := &clock{}
+	link := func(name string, capacity float64, delay time.Duration) Link {
+		r := timed{policed: policed{newScripted(t, "iperf3/server-udp.json", ""), capacity}, c: c, delay: delay}
+		return Link{Name: name, Client: Endpoint{Name: "client@" + name, Addr: "198.18.1.10", Runner: r}, Server: Endpoint{Name: "server@" + name, Addr: "198.19.1.10", Runner: r}}
+	}
+	p := Iperf3{UDP: true, Bitrate: "100000000", Length: 1400, Duration: time.Second, StartGrace: time.Millisecond}
+	s := p.MeasureLinks(t.Context(), []Link{link("a", 60e6, 0), link("b", 30e6, 150*time.Millisecond)}, Watch{})
+	if s.Failed {
+		t.Fatalf("MeasureLinks: %s", s.Reason)
+	}
+	if got := s.BitsPerSecond(); math.Abs(got-90e6) > 1e6 {
+		t.Errorf("sum %.4g bit/s, want the links' 60 + 30 Mbit/s", got)
+	}
+	if len(s.Links) != 2 || s.Links[0].Name != "a" || math.Abs(s.Links[0].BitsPerSecond-60e6) > 1e6 || math.Abs(s.Links[1].BitsPerSecond-30e6) > 1e6 {
+		t.Errorf("links %+v, want a at 60 and b at 30 Mbit/s", s.Links)
+	}
+	if want := 100 * (40.0 + 70.0) / 200.0; math.Abs(s.Result.UDP.LostPercent-want) > 0.5 {
+		t.Errorf("loss %.2f %%, want the links' lost packets over all their packets, %.2f %%", s.Result.UDP.LostPercent, want)
+	}
+	last := slices.MaxFunc(c.servers, func(a, b time.Time) int { return a.Compare(b) })
+	for _, cl := range c.clients {
+		if cl.Before(last) {
+			t.Errorf("a client ran %v before the last server listened: not armed first", last.Sub(cl))
+		}
+	}
+	if s.StartSkew > MaxStartSkew || s.StartSkew < 0 || slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "apart") }) {
+		t.Errorf("start skew %v (warnings %q): want the clients fired together", s.StartSkew, s.Warnings)
+	}
+
+	broken := link("b", 30e6, 0)
+	r := broken.Client.Runner.(timed)
+	r.fail = true
+	broken.Client.Runner, broken.Server.Runner = r, r
+	done := make(chan Sample)
+	go func() { done <- p.MeasureLinks(t.Context(), []Link{link("a", 60e6, 0), broken}, Watch{}) }()
+	select {
+	case s = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a link that cannot start held the other")
+	}
+	if !s.Failed || !strings.Contains(s.Reason, "link b:") || strings.Contains(s.Reason, "link a:") {
+		t.Errorf("with link b broken: failed %v, %q; want it failed, naming b only", s.Failed, s.Reason)
+	}
+}
