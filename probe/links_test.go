@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -96,4 +97,41 @@ func TestMeasureLinks(t *testing.T) {
 	if !s.Failed || !strings.Contains(s.Reason, "link b:") || strings.Contains(s.Reason, "link a:") {
 		t.Errorf("with link b broken: failed %v, %q; want it failed, naming b only", s.Failed, s.Reason)
 	}
+}
+
+// TestMeasureLinksNetns: two links of network namespaces, each capped at
+// 200 Mbit/s on its client's egress with tc tbf, run together: each link
+// carries the cap's TCP goodput (1448 of every 1514 bytes tbf counts) and
+// the sample their sum, the clients launched within MaxStartSkew.
+func TestMeasureLinksNetns(t *testing.T) {
+	var links []Link
+	for _, name := range []string{"a", "b"} {
+		client, server, _ := netnsPair(t)
+		if _, err := client.Runner.Run(t.Context(), []string{"iperf3", "--version"}); err != nil {
+			t.Skipf("skipping: iperf3 not runnable in a namespace: %v", err)
+		}
+		ns := client.Runner.(Local).Netns
+		dev := strings.TrimSuffix(ns, "-a") + "a"
+		if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "200mbit", "burst", "64k", "latency", "50ms").CombinedOutput(); err != nil {
+			t.Skipf("skipping: tc tbf: %v %s", err, out)
+		}
+		links = append(links, Link{Name: name, Client: client, Server: server})
+	}
+	s := Iperf3{Duration: 3 * time.Second, Omit: time.Second}.MeasureLinks(t.Context(), links, Watch{})
+	if s.Failed {
+		t.Fatalf("MeasureLinks: %s", s.Reason)
+	}
+	want := 200e6 * 1448 / 1514
+	for _, l := range s.Links {
+		if math.Abs(l.BitsPerSecond-want) > 0.1*want {
+			t.Errorf("link %s: %.1f Mbit/s, want the cap's goodput %.1f ± 10 %%", l.Name, l.BitsPerSecond/1e6, want/1e6)
+		}
+	}
+	if math.Abs(s.BitsPerSecond()-2*want) > 0.1*2*want {
+		t.Errorf("sum %.1f Mbit/s, want %.1f", s.BitsPerSecond()/1e6, 2*want/1e6)
+	}
+	if s.StartSkew > MaxStartSkew {
+		t.Errorf("clients launched %v apart, want within %v", s.StartSkew, MaxStartSkew)
+	}
+	t.Logf("links %.1f and %.1f Mbit/s, sum %.1f, start skew %v", s.Links[0].BitsPerSecond/1e6, s.Links[1].BitsPerSecond/1e6, s.BitsPerSecond()/1e6, s.StartSkew)
 }
