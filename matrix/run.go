@@ -116,6 +116,8 @@ func (s *Spec) probeRuns(p ProbeSpec) []ProbeRun {
 		UDP:         p.UDP,
 		Bitrate:     p.Bitrate,
 		CPUAffinity: p.Affinity,
+		ClientCPUs:  p.CPUSet.Client,
+		ServerCPUs:  p.CPUSet.Server,
 	}
 	switch p.Kind {
 	case "ndr":

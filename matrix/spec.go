@@ -148,6 +148,14 @@ type ProbeSpec struct {
 	// one after another.
 	Links      []string `yaml:"links"`
 	Concurrent bool     `yaml:"concurrent"`
+	// CPUSet pins each side's iperf3 to cores of its endpoint.
+	CPUSet CPUSet `yaml:"cpuset"`
+}
+
+// CPUSet is a probe's cores per side, as cpuset lists ("2", "0-1,4").
+type CPUSet struct {
+	Client string `yaml:"client"`
+	Server string `yaml:"server"`
 }
 
 // ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
@@ -642,6 +650,17 @@ func (p ProbeSpec) checkLinks() error {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: link %s is listed twice", p.Name, l)}
 		}
 		seen[l] = true
+	}
+	for side, l := range map[string]string{"client": p.CPUSet.Client, "server": p.CPUSet.Server} {
+		if l == "" {
+			continue
+		}
+		if _, err := probe.ParseCPUList(l); err != nil {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset %s: %v", p.Name, side, err)}
+		}
+		if p.Kind == "connect" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset pins iperf3; kind connect runs fwab's agent (leave cpuset out)", p.Name)}
+		}
 	}
 	switch {
 	case p.Concurrent && len(p.Links) < 2:

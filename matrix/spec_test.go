@@ -558,6 +558,13 @@ func TestProbeLinks(t *testing.T) {
 	if want := []string{"up@a=a", "up@b=b", "both@a+b=a+b", "plain="}; !slices.Equal(got, want) {
 		t.Errorf("runs %q, want %q", got, want)
 	}
+	pinned, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: up, cpuset: {client: '2', server: 0-1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pinned.ProbeRuns()[0]; r.Iperf3.ClientCPUs != "2" || r.Iperf3.ServerCPUs != "0-1" {
+		t.Errorf("cpuset: client %q, server %q; want 2 and 0-1", r.Iperf3.ClientCPUs, r.Iperf3.ServerCPUs)
+	}
 	if got := s.LinkNames(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("LinkNames = %q, want a, b", got)
 	}
@@ -568,6 +575,9 @@ func TestProbeLinks(t *testing.T) {
 		"{links: ['a b']}":                                 `link "a b": name a link`,
 		"{kind: ndr, bitrate: 1G, links: [a, b]}":          "kind ndr runs on one link",
 		"{kind: connect, links: [a, b], concurrent: true}": "kind connect runs on one link",
+		"{cpuset: {client: x}}":                            `cpuset client: "x": list cores`,
+		"{cpuset: {server: 3-1}}":                          "runs backwards",
+		"{kind: connect, cpuset: {client: '1'}}":           "kind connect runs fwab's agent",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

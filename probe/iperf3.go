@@ -56,6 +56,10 @@ type Iperf3 struct {
 	// Counters64 asks for 64-bit UDP packet counters (--udp-counters-64bit),
 	// which a long fast test of small datagrams needs.
 	Counters64 bool
+	// ClientCPUs and ServerCPUs pin each side's iperf3 process to cores, a
+	// cpuset list such as "2" or "0-1,4" (taskset -c on Linux, cpuset -l
+	// on FreeBSD); "" leaves it to the scheduler.
+	ClientCPUs, ServerCPUs string
 
 	// Port is the server port. Zero (the default) picks a fresh random port
 	// in PortRange for every probe and moves on when one is taken; a fixed
@@ -218,6 +222,11 @@ func (p Iperf3) Validate() error {
 	if p.CPUAffinity != "" && !affinityRE.MatchString(p.CPUAffinity) {
 		return fmt.Errorf("iperf3 CPU affinity %q: write a core number N, or N,M for client core N and server core M", p.CPUAffinity)
 	}
+	for side, l := range map[string]string{"client": p.ClientCPUs, "server": p.ServerCPUs} {
+		if _, err := ParseCPUList(l); l != "" && err != nil {
+			return fmt.Errorf("iperf3 %s cpuset: %w", side, err)
+		}
+	}
 	if p.Port < 0 || p.Port > 65535 {
 		return fmt.Errorf("iperf3 port %d: use 1 to 65535, or 0 for a fresh port per probe", p.Port)
 	}
@@ -371,7 +380,7 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 	}
 	srvCtx, cancelSrv := context.WithCancel(ctx)
 	defer cancelSrv()
-	srv, err := server.Runner.Start(srvCtx, p.serverArgv(port, server.Addr))
+	srv, err := server.Runner.Start(srvCtx, pinned(p.ServerCPUs, p.serverArgv(port, server.Addr)))
 	if err != nil {
 		return fail("%s", endpointError(server, "iperf3 server", err))
 	}
@@ -405,7 +414,7 @@ func (p Iperf3) runOnce(ctx context.Context, client, server Endpoint, port int, 
 	for {
 		limit := p.Duration + p.Omit + p.ConnectTimeout + clientGrace
 		cctx, cancel := context.WithTimeout(ctx, limit)
-		out, err = client.Runner.Run(cctx, p.clientArgv(port, server.Addr))
+		out, err = client.Runner.Run(cctx, pinned(p.ClientCPUs, p.clientArgv(port, server.Addr)))
 		timedOut := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 		cancel()
 		if errors.Is(err, ErrNotFound) {

@@ -100,7 +100,8 @@ func TestMeasureLinks(t *testing.T) {
 }
 
 // TestMeasureLinksNetns: two links of network namespaces, each capped at
-// 200 Mbit/s on its client's egress with tc tbf, run together: each link
+// 200 Mbit/s on its client's egress with tc tbf, run together with their
+// iperf3s pinned to cores: each link
 // carries the cap's TCP goodput (1448 of every 1514 bytes tbf counts) and
 // the sample their sum, the clients launched within MaxStartSkew.
 func TestMeasureLinksNetns(t *testing.T) {
@@ -117,7 +118,15 @@ func TestMeasureLinksNetns(t *testing.T) {
 		}
 		links = append(links, Link{Name: name, Client: client, Server: server})
 	}
-	s := Iperf3{Duration: 3 * time.Second, Omit: time.Second}.MeasureLinks(t.Context(), links, Watch{})
+	// Pinned (cpuset) as the E302 review pinned its iperf3s: clients on
+	// core 0, servers on core 1, through taskset.
+	p := Iperf3{Duration: 3 * time.Second, Omit: time.Second, ClientCPUs: "0", ServerCPUs: "1"}
+	for _, l := range links {
+		if err := CheckCPUs(t.Context(), l.Client, "0-1"); err != nil {
+			t.Skipf("skipping: %v", err)
+		}
+	}
+	s := p.MeasureLinks(t.Context(), links, Watch{})
 	if s.Failed {
 		t.Fatalf("MeasureLinks: %s", s.Reason)
 	}
@@ -134,4 +143,48 @@ func TestMeasureLinksNetns(t *testing.T) {
 		t.Errorf("clients launched %v apart, want within %v", s.StartSkew, MaxStartSkew)
 	}
 	t.Logf("links %.1f and %.1f Mbit/s, sum %.1f, start skew %v", s.Links[0].BitsPerSecond/1e6, s.Links[1].BitsPerSecond/1e6, s.BitsPerSecond()/1e6, s.StartSkew)
+}
+
+// answer is a Runner that answers every command with out.
+type answer string
+
+func (a answer) Run(context.Context, []string) ([]byte, error) { return []byte(a), nil }
+func (a answer) Start(context.Context, []string) (Process, error) {
+	return nil, errors.New("not a server")
+}
+
+// TestCPUSet: a cpuset runs each side's iperf3 through taskset -c (or
+// cpuset -l, where there is no taskset) on its cores, and an endpoint that
+// lacks a core is refused by name before anything runs.
+func TestCPUSet(t *testing.T) {
+	r := newScripted(t, "iperf3/server-udp.json", "iperf3/udp.json")
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	s := Iperf3{UDP: true, Bitrate: "100M", ClientCPUs: "1", ServerCPUs: "0-1,3", StartGrace: time.Millisecond}.Run(t.Context(), client, server)
+	if s.Failed {
+		t.Fatalf("Run: %s", s.Reason)
+	}
+	for _, c := range r.calls {
+		want := "1"
+		if slices.Contains(c, "-s") {
+			want = "0-1,3"
+		}
+		if len(c) < 5 || c[0] != "sh" || !strings.Contains(c[2], "taskset -c") || !strings.Contains(c[2], "cpuset -l") || c[3] != want || c[4] != "iperf3" {
+			t.Errorf("argv %q: want iperf3 run on cores %s through sh, taskset or cpuset", c, want)
+		}
+	}
+	four := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: answer("4\n")}
+	if err := CheckCPUs(t.Context(), four, "2-3"); err != nil {
+		t.Errorf("CheckCPUs(2-3) on 4 cores: %v", err)
+	}
+	if err := CheckCPUs(t.Context(), four, "0,4"); err == nil || !strings.Contains(err.Error(), "core 4 does not exist, the endpoint has 4 (0-3)") {
+		t.Errorf("CheckCPUs(0,4) on 4 cores = %v, want core 4 named", err)
+	}
+	for _, bad := range []string{"a", "3-1", "1,,2", ""} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("ParseCPUList(%q) took it", bad)
+		}
+	}
+	if err := (Iperf3{ServerCPUs: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "server cpuset") {
+		t.Errorf("Validate with cpuset x = %v", err)
+	}
 }

@@ -230,7 +230,8 @@ func openLinks(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target
 }
 
 // checkLinks checks, before anything touches the firewall, that iperf3
-// runs on every further link the probes name and that its traffic passes.
+// runs on every further link the probes name, and that each endpoint has
+// the cores a probe's cpuset pins iperf3 to.
 func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links map[string]probe.Link) error {
 	for _, n := range spec.LinkNames() {
 		if n == t.Endpoints.FirstLink() {
@@ -240,6 +241,26 @@ func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links m
 		check := probe.Iperf3{Duration: time.Second}
 		if err := check.Check(ctx, l.Client, l.Server); err != nil {
 			return fmt.Errorf("before touching the firewall: link %s: %w", n, err)
+		}
+	}
+	checked := map[string]bool{}
+	for _, pr := range spec.ProbeRuns() {
+		names := pr.Links
+		if len(names) == 0 {
+			names = []string{t.Endpoints.FirstLink()}
+		}
+		for _, n := range names {
+			for _, side := range []struct {
+				ep   probe.Endpoint
+				list string
+			}{{links[n].Client, pr.Iperf3.ClientCPUs}, {links[n].Server, pr.Iperf3.ServerCPUs}} {
+				if key := side.ep.Name + " " + side.list; side.list != "" && !checked[key] {
+					checked[key] = true
+					if err := probe.CheckCPUs(ctx, side.ep, side.list); err != nil {
+						return usageError{fmt.Errorf("probe %s: %w", pr.Name, err)}
+					}
+				}
+			}
 		}
 	}
 	return nil
