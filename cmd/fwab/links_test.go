@@ -29,6 +29,9 @@ func TestSweepLinks(t *testing.T) {
 		t.Fatalf("could not add link b to %s", data)
 	}
 	os.WriteFile(targets, []byte(withB), 0o600)
+	if out, errOut, code := fwabRun(t, "target", "list", "--targets", targets); code != 0 || !strings.Contains(out, "main,b") {
+		t.Errorf("target list = %d:\n%s%s\nwant the links main,b", code, out, errOut)
+	}
 	out, errOut, code := fwabRun(t, "sweep", spec, "--targets", targets, "--dry-run")
 	if code != 0 || !strings.Contains(out+errOut, "up@b") || !strings.Contains(out+errOut, "both@main+b") {
 		t.Errorf("dry run with link b = %d:\n%s%s\nwant runs up@main, up@b and both@main+b", code, out, errOut)

@@ -217,6 +217,9 @@ type targetRow struct {
 	API    string `json:"api,omitempty"`
 	Client string `json:"client"`
 	Server string `json:"server"`
+	// Links are the target's links by name, the first (Client, Server)
+	// among them.
+	Links []string `json:"links"`
 }
 
 func newTargetListCmd(io *streams, path *string) *cobra.Command {
@@ -247,9 +250,9 @@ func newTargetListCmd(io *streams, path *string) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tFLAVOR\tHOST\tSSH\tAPI\tCLIENT\tSERVER")
+			fmt.Fprintln(tw, "NAME\tFLAVOR\tHOST\tSSH\tAPI\tCLIENT\tSERVER\tLINKS")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Flavor, r.Host, dash(r.SSH), dash(r.API), r.Client, r.Server)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Flavor, r.Host, dash(r.SSH), dash(r.API), r.Client, r.Server, strings.Join(r.Links, ","))
 			}
 			return tw.Flush()
 		},
@@ -266,7 +269,7 @@ func dash(s string) string {
 }
 
 func rowOf(t *fwapi.Target) targetRow {
-	r := targetRow{Name: t.Name, Flavor: t.Flavor, Host: t.Host, Client: endpointText(t.Endpoints.Client), Server: endpointText(t.Endpoints.Server)}
+	r := targetRow{Name: t.Name, Flavor: t.Flavor, Host: t.Host, Client: endpointText(t.Endpoints.Client), Server: endpointText(t.Endpoints.Server), Links: t.Endpoints.LinkNames()}
 	if t.SSH != nil {
 		r.SSH = t.SSH.User + "@" + t.Host
 		if t.SSH.Port != 0 && t.SSH.Port != 22 {
