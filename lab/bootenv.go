@@ -101,26 +101,24 @@ func (e *Emulator) saveBootEnvs(s bootEnvState) error {
 // SetUFS makes the emulated root a UFS one (no boot environments) or a
 // ZFS one again.
 func (e *Emulator) SetUFS(ufs bool) error {
+	return e.updateBootEnvs(func(s *bootEnvState) { s.UFS = ufs })
+}
+
+// updateBootEnvs changes the state with f, under the emulator's lock.
+func (e *Emulator) updateBootEnvs(f func(*bootEnvState)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, err := e.loadBootEnvs()
 	if err != nil {
 		return err
 	}
-	s.UFS = ufs
+	f(&s)
 	return e.saveBootEnvs(s)
 }
 
 // SetPoolFree sets the pool's free space, in bytes.
 func (e *Emulator) SetPoolFree(bytes int64) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, err := e.loadBootEnvs()
-	if err != nil {
-		return err
-	}
-	s.PoolFree = bytes
-	return e.saveBootEnvs(s)
+	return e.updateBootEnvs(func(s *bootEnvState) { s.PoolFree = bytes })
 }
 
 // BootEnv is what a test can see of an emulated boot environment.
