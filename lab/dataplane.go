@@ -39,11 +39,21 @@ type Offloads struct {
 type Ports struct {
 	WanDev, LanDev   string // FreeBSD names in config.xml, igb0 and igb1
 	WanVeth, LanVeth string
+	// Extra are the second link's ports, opt1 and opt2 (Topology.Pairs 2).
+	Extra []Port
 }
 
-// Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's veths.
+// Port is one more DUT port: its FreeBSD name, veth and description.
+type Port struct{ Dev, Veth, Descr string }
+
+// Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's
+// veths, and with a second link igb2 (opt1) and igb3 (opt2).
 func (t Topology) Ports() Ports {
-	return Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}
+	p := Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}
+	if t.second() {
+		p.Extra = []Port{{"igb2", t.DUTLan2If(), "LAN2"}, {"igb3", t.DUTWan2If(), "WAN2"}}
+	}
+	return p
 }
 
 // Veth returns the veth behind a FreeBSD device name.
@@ -53,6 +63,11 @@ func (p Ports) Veth(dev string) (string, bool) {
 		return p.WanVeth, true
 	case p.LanDev:
 		return p.LanVeth, true
+	}
+	for _, x := range p.Extra {
+		if x.Dev == dev {
+			return x.Veth, true
+		}
 	}
 	return "", false
 }

@@ -66,7 +66,7 @@ func LiveDataPlane(ctx context.Context, dir string) (DataPlaneState, error) {
 	if err != nil {
 		return DataPlaneState{}, fmt.Errorf("no lab in %s: %w", dir, err)
 	}
-	topo := Topology{Prefix: st.Prefix}
+	topo := st.topology()
 	ports := topo.Ports()
 	dp := &LinuxDataPlane{Topo: topo}
 	listing, err := dp.Listing(ctx)
@@ -140,7 +140,7 @@ func CheckDataPlane(ctx context.Context, dir string, config []byte) error {
 	if err != nil {
 		return fmt.Errorf("no lab in %s: %w", dir, err)
 	}
-	want, err := ExpectedDataPlane(config, Topology{Prefix: st.Prefix}.Ports())
+	want, err := ExpectedDataPlane(config, st.topology().Ports())
 	if err != nil {
 		return err
 	}

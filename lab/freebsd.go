@@ -55,6 +55,9 @@ type fbIface struct{ dev, veth, descr string }
 
 func (e *Emulator) fbIfaces() []fbIface {
 	ifs := []fbIface{{e.Ports.WanDev, e.Ports.WanVeth, "WAN"}, {e.Ports.LanDev, e.Ports.LanVeth, "LAN"}}
+	for _, x := range e.Ports.Extra {
+		ifs = append(ifs, fbIface{x.Dev, x.Veth, x.Descr})
+	}
 	if e.SpareNIC != "" {
 		ifs = append(ifs, fbIface{dev: e.SpareNIC, descr: "spare"})
 	}

@@ -77,12 +77,15 @@ type Options struct {
 	// DUTCPU is the CPU budget, in cores, of the emulated firewall's
 	// userspace services (CPUGroup); 0 means the profile's.
 	DUTCPU float64
+	// Pairs is how many client/server pairs cross the DUT (Topology.Pairs):
+	// 1 (0 too), or 2 for a second link on ports of its own.
+	Pairs int
 }
 
 // CheckAppliance checks the lab profile, links and CPU budget asked for
 // (not whether this machine can hold the budget: Up checks that).
 func (o Options) CheckAppliance() error {
-	_, _, _, err := o.resolveAppliance(Topology{Prefix: DefaultPrefix})
+	_, _, _, err := o.resolveAppliance(Topology{Prefix: DefaultPrefix, Pairs: o.Pairs})
 	return err
 }
 
@@ -184,7 +187,12 @@ type State struct {
 	Links map[string]LinkSpec `json:"links,omitempty"`
 	// DUTCPU is the services' CPU budget in cores; 0: none.
 	DUTCPU float64 `json:"dut_cpu,omitempty"`
+	// Pairs is the client/server pairs crossing the DUT; 0 is 1.
+	Pairs int `json:"pairs,omitempty"`
 }
+
+// topology is the running lab's namespaces and ports.
+func (s *State) topology() Topology { return Topology{Prefix: s.Prefix, Pairs: s.Pairs} }
 
 // sameAppliance reports whether a running lab has the links asked for.
 func (s *State) sameAppliance(links map[string]LinkSpec, dutCPU float64) bool {
@@ -271,7 +279,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	topo := Topology{Prefix: o.Prefix}
+	topo := Topology{Prefix: o.Prefix, Pairs: o.Pairs}
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
@@ -291,7 +299,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, dutCPU) {
+	if st, err := readState(o.Dir); err == nil && st.Prefix == o.Prefix && st.Flavor == o.Flavor && st.sameAppliance(links, dutCPU) && st.topology().second() == topo.second() {
 		if healthy(ctx, o.Dir, topo, st) == nil {
 			o.Logger.Info("lab already up", "ssh", st.SSHAddr)
 			return st, writeTarget(o, st)
@@ -338,7 +346,12 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU}
+	if topo.second() {
+		if err := em.addSecondLink(); err != nil {
+			return nil, err
+		}
+	}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU, Pairs: topo.Pairs}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
@@ -656,7 +669,7 @@ func writeTarget(o Options, st *State) error {
 	if err != nil {
 		return err
 	}
-	topo := Topology{Prefix: st.Prefix}
+	topo := st.topology()
 	var api *fwapi.APISpec
 	if st.Flavor == string(configxml.OPNsense) {
 		// The secret stays in its 0600 file: the targets file only names it.
@@ -682,6 +695,13 @@ func writeTarget(o Options, st *State) error {
 			Client: fwapi.Endpoint{Addr: ClientAddr, Netns: topo.Namespace("lan")},
 			Server: fwapi.Endpoint{Addr: ServerAddr, Netns: topo.Namespace("wan")},
 		},
+	}
+	if topo.second() {
+		tf.Targets[TargetName].Endpoints.Name = "link1"
+		tf.Targets[TargetName].Endpoints.Links = map[string]fwapi.EndpointPair{"link2": {
+			Client: fwapi.Endpoint{Addr: Client2Addr, Netns: topo.Namespace("lan2")},
+			Server: fwapi.Endpoint{Addr: Server2Addr, Netns: topo.Namespace("wan2")},
+		}}
 	}
 	return tf.Save(o.TargetsPath)
 }
@@ -727,7 +747,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	topo := Topology{Prefix: st.Prefix}
+	topo := st.topology()
 	tmp := filepath.Join(dir, "run")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return err

@@ -158,7 +158,7 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		SpareNIC:       o.NICs.spare(),
 		SSHVia:         o.SSHVia,
 	}
-	if e.Ports == (Ports{}) {
+	if e.Ports.WanDev == "" && e.Ports.LanDev == "" {
 		e.Ports = localPorts(o.NICs)
 	}
 	if e.RebootDelay == 0 {

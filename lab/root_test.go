@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 )
 
 var figures = flag.Bool("lab.figures", false, "measure every knob with 5 runs of iperf3 -t 3 and print the table (slow)")
@@ -783,4 +784,47 @@ func TestFirmwareSlowdownOnALink(t *testing.T) {
 		t.Errorf("upload runs %.0f Mbit/s, want none above %.0f (the slowdown's cap as goodput)", runs, limit)
 	}
 	t.Logf("1 GbE with a 10 %% slowdown: measured %.0f, runs %.0f (90 %% of the line-rate goodput is %.0f)", st.UpMbit, runs, 0.9*goodput)
+}
+
+// TestSecondLinkLab: a lab with two client/server pairs (--pairs 2), each
+// on DUT ports of its own at 100 Mbit/s: each link alone and both at once
+// carry the link's TCP goodput, as the E302 review's two 10G sets did, the
+// clients fired within probe.MaxStartSkew; lab down removes the second
+// link's namespaces too.
+func TestSecondLinkLab(t *testing.T) {
+	o, st, tg := upLab(t, Options{Pairs: 2, Link: "100m"})
+	if st.Pairs != 2 || !slices.Equal(tg.Endpoints.LinkNames(), []string{"link1", "link2"}) {
+		t.Fatalf("lab with two pairs: state %+v, target links %q", st, tg.Endpoints.LinkNames())
+	}
+	links, closeAll, err := tg.OpenLinks(t.Context(), fwapi.OpenOptions{}, []string{"link1", "link2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	want := 100 * 1448.0 / 1538 // TCP goodput of a 100 Mbit/s link: 1448 bytes of every 1538 on the wire
+	p := probe.Iperf3{Duration: 3 * time.Second, Omit: time.Second}
+	alone := p.Measure(t.Context(), links["link2"].Client, links["link2"].Server, probe.Watch{})
+	if alone.Failed || math.Abs(alone.BitsPerSecond()/1e6-want) > 0.05*want {
+		t.Errorf("link2 alone: %.1f Mbit/s (%s), want %.1f ± 5 %%", alone.BitsPerSecond()/1e6, alone.Reason, want)
+	}
+	both := p.MeasureLinks(t.Context(), []probe.Link{links["link1"], links["link2"]}, probe.Watch{})
+	if both.Failed {
+		t.Fatalf("both links at once: %s", both.Reason)
+	}
+	for _, l := range both.Links {
+		if math.Abs(l.BitsPerSecond/1e6-want) > 0.05*want {
+			t.Errorf("%s with the other beside it: %.1f Mbit/s, want %.1f ± 5 %%: the links are not independent", l.Name, l.BitsPerSecond/1e6, want)
+		}
+	}
+	if both.StartSkew > probe.MaxStartSkew {
+		t.Errorf("clients launched %v apart", both.StartSkew)
+	}
+	t.Logf("link2 alone %.1f Mbit/s; at once link1 %.1f, link2 %.1f, sum %.1f Mbit/s, skew %v", alone.BitsPerSecond()/1e6,
+		both.Links[0].BitsPerSecond/1e6, both.Links[1].BitsPerSecond/1e6, both.BitsPerSecond()/1e6, both.StartSkew)
+	if err := Down(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, o.Prefix); len(left) > 0 {
+		t.Errorf("lab down left %v", left)
+	}
 }

@@ -32,6 +32,16 @@ const (
 	LanNet    = "198.18.1.0/24"
 	WanNet    = "198.19.0.0/24"
 	ServerNet = "198.19.1.0/24"
+
+	// The second link (Topology.Pairs 2): its own client and server on
+	// two more DUT ports, opt1 and opt2, routed by the DUT alone.
+	Client2Addr  = "198.18.2.10" // in <prefix>-lan2
+	DUTLan2Addr  = "198.18.2.1"  // DUT, opt1
+	DUTWan2Addr  = "198.19.2.1"  // DUT, opt2
+	Server2Addr  = "198.19.2.10" // in <prefix>-wan2
+	Lan2Net      = "198.18.2.0/24"
+	Server2Net   = "198.19.2.0/24"
+	subnetLength = "/24"
 )
 
 // DefaultPrefix names the lab's namespaces fwab-lan, fwab-dut, fwab-peer and
@@ -44,10 +54,18 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
 // prefix so that runs never collide.
 type Topology struct {
 	Prefix string
+	// Pairs is how many client/server pairs cross the DUT: 1 (0 too), or
+	// 2 with a second link, lan2 → opt1, opt2 → wan2, independent of the
+	// first as the E302 review's two 10G sets were.
+	Pairs int
 }
 
-// Roles of the four namespaces, in the order traffic crosses them.
-var roles = []string{"lan", "dut", "peer", "wan"}
+// Roles of the four namespaces, in the order traffic crosses them, and of
+// the second link's two.
+var (
+	roles      = []string{"lan", "dut", "peer", "wan"}
+	pair2Roles = []string{"lan2", "wan2"}
+)
 
 // Validate checks that the prefix makes legal namespace and interface names
 // (interface names are limited to 15 bytes).
@@ -55,17 +73,29 @@ func (t Topology) Validate() error {
 	if !prefixRE.MatchString(t.Prefix) {
 		return fmt.Errorf("lab prefix %q: use 1 to 12 lower-case letters and digits, starting with a letter", t.Prefix)
 	}
+	if t.Pairs < 0 || t.Pairs > 2 {
+		return fmt.Errorf("lab links %d: the lab has 1 or 2 client/server pairs", t.Pairs)
+	}
 	return nil
 }
+
+// second reports whether the topology has the second link.
+func (t Topology) second() bool { return t.Pairs == 2 }
 
 // Namespace returns the namespace of a role: lan, dut, peer or wan.
 func (t Topology) Namespace(role string) string { return t.Prefix + "-" + role }
 
-// Namespaces returns all four namespace names.
+// Namespaces returns the lab's namespace names: four, and the second
+// link's two.
 func (t Topology) Namespaces() []string {
-	out := make([]string, len(roles))
-	for i, r := range roles {
-		out[i] = t.Namespace(r)
+	var out []string
+	for _, r := range roles {
+		out = append(out, t.Namespace(r))
+	}
+	if t.second() {
+		for _, r := range pair2Roles {
+			out = append(out, t.Namespace(r))
+		}
 	}
 	return out
 }
@@ -78,9 +108,16 @@ func (t Topology) PeerDUTIf() string { return t.Prefix + "p0" }
 func (t Topology) PeerWanIf() string { return t.Prefix + "p1" }
 func (t Topology) ServerIf() string  { return t.Prefix + "w0" }
 
+// The second link's veths: client2 <prefix>l1 to the DUT's <prefix>d2
+// (opt1), the DUT's <prefix>d3 (opt2) to server2 <prefix>w1.
+func (t Topology) Client2If() string { return t.Prefix + "l1" }
+func (t Topology) DUTLan2If() string { return t.Prefix + "d2" }
+func (t Topology) DUTWan2If() string { return t.Prefix + "d3" }
+func (t Topology) Server2If() string { return t.Prefix + "w1" }
+
 // Veths lists every veth end with its namespace.
 func (t Topology) Veths() [][2]string {
-	return [][2]string{
+	v := [][2]string{
 		{t.Namespace("lan"), t.ClientIf()},
 		{t.Namespace("dut"), t.DUTLanIf()},
 		{t.Namespace("dut"), t.DUTWanIf()},
@@ -88,6 +125,11 @@ func (t Topology) Veths() [][2]string {
 		{t.Namespace("peer"), t.PeerWanIf()},
 		{t.Namespace("wan"), t.ServerIf()},
 	}
+	if t.second() {
+		v = append(v, [2]string{t.Namespace("lan2"), t.Client2If()}, [2]string{t.Namespace("dut"), t.DUTLan2If()},
+			[2]string{t.Namespace("dut"), t.DUTWan2If()}, [2]string{t.Namespace("wan2"), t.Server2If()})
+	}
+	return v
 }
 
 // Create builds the namespaces, veths, addresses and routes. It fails if any
@@ -119,8 +161,27 @@ func (t Topology) Create(ctx context.Context) error {
 		[]string{"ip", "-n", peer, "addr", "add", PeerWanGW + "/24", "dev", t.PeerWanIf()},
 		[]string{"ip", "-n", wan, "addr", "add", ServerAddr + "/24", "dev", t.ServerIf()},
 	)
+	if t.second() {
+		lan2, wan2 := t.Namespace("lan2"), t.Namespace("wan2")
+		steps = append(steps,
+			[]string{"ip", "link", "add", t.Client2If(), "netns", lan2, "type", "veth", "peer", "name", t.DUTLan2If(), "netns", dut},
+			[]string{"ip", "link", "add", t.DUTWan2If(), "netns", dut, "type", "veth", "peer", "name", t.Server2If(), "netns", wan2},
+			[]string{"ip", "-n", lan2, "addr", "add", Client2Addr + subnetLength, "dev", t.Client2If()},
+			[]string{"ip", "-n", dut, "addr", "add", DUTLan2Addr + subnetLength, "dev", t.DUTLan2If()},
+			[]string{"ip", "-n", dut, "addr", "add", DUTWan2Addr + subnetLength, "dev", t.DUTWan2If()},
+			[]string{"ip", "-n", wan2, "addr", "add", Server2Addr + subnetLength, "dev", t.Server2If()},
+		)
+	}
 	for _, v := range t.Veths() {
 		steps = append(steps, []string{"ip", "-n", v[0], "link", "set", v[1], "up"})
+	}
+	if t.second() {
+		// Both ends of the second link are the DUT's own subnets: it
+		// routes between them with no peer, and no NAT (opt2 is no WAN).
+		steps = append(steps,
+			[]string{"ip", "-n", t.Namespace("lan2"), "route", "add", "default", "via", DUTLan2Addr},
+			[]string{"ip", "-n", t.Namespace("wan2"), "route", "add", "default", "via", DUTWan2Addr},
+		)
 	}
 	steps = append(steps,
 		[]string{"ip", "-n", lan, "route", "add", "default", "via", DUTLanAddr},
@@ -155,7 +216,10 @@ func (t Topology) ExistingNamespaces(ctx context.Context) ([]string, error) {
 		}
 	}
 	var found []string
-	for _, ns := range t.Namespaces() {
+	// The second link's namespaces are looked for whatever Pairs says, so
+	// that Destroy removes them after any lab.
+	all := Topology{Prefix: t.Prefix, Pairs: 2}
+	for _, ns := range all.Namespaces() {
 		if have[ns] {
 			found = append(found, ns)
 		}
@@ -255,7 +319,11 @@ func shortArgs(args []string) []string {
 // DUTVeths maps the DUT's interfaces, by the lab's name for them (lan,
 // wan), onto their veths. A link speed applies to every one of them.
 func (t Topology) DUTVeths() map[string]string {
-	return map[string]string{"lan": t.DUTLanIf(), "wan": t.DUTWanIf()}
+	v := map[string]string{"lan": t.DUTLanIf(), "wan": t.DUTWanIf()}
+	if t.second() {
+		v["opt1"], v["opt2"] = t.DUTLan2If(), t.DUTWan2If()
+	}
+	return v
 }
 
 // A LinkSpeed is a line rate an emulated NIC of the DUT can have, and the

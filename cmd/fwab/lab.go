@@ -23,6 +23,7 @@ type labOptions struct {
 	link         string
 	linkIf       map[string]string
 	dutCPU       float64
+	pairs        int
 }
 
 func newLabCmd(io *streams) *cobra.Command {
@@ -55,6 +56,7 @@ func (o *labOptions) lab(io *streams) lab.Options {
 		Link:           o.link,
 		InterfaceLinks: o.linkIf,
 		DUTCPU:         o.dutCPU,
+		Pairs:          o.pairs,
 		Logger:         slog.New(slog.NewTextHandler(io.ErrOut, nil)),
 	}
 }
@@ -67,6 +69,9 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.flavor != "pfsense" && opts.flavor != "opnsense" {
 				return usageErrorf("--flavor %q: the lab emulates pfsense or opnsense", opts.flavor)
+			}
+			if opts.pairs < 1 || opts.pairs > 2 {
+				return usageErrorf("--pairs %d: the lab has 1 or 2 client/server pairs", opts.pairs)
 			}
 			if err := opts.lab(io).CheckAppliance(); err != nil {
 				return usageErrorf("%v", err)
@@ -82,6 +87,10 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 			}
 			fmt.Fprintf(io.Out, "client %s (netns %s-lan) -> server %s (netns %s-wan); target %q written\n",
 				lab.ClientAddr, st.Prefix, lab.ServerAddr, st.Prefix, lab.TargetName)
+			if st.Pairs == 2 {
+				fmt.Fprintf(io.Out, "link2: client %s (netns %s-lan2, DUT opt1) -> server %s (netns %s-wan2, DUT opt2); the target's links: link1, link2\n",
+					lab.Client2Addr, st.Prefix, lab.Server2Addr, st.Prefix)
+			}
 			return nil
 		},
 	}
@@ -90,6 +99,7 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 	cmd.Flags().StringVar(&opts.appliance, "profile", "unlimited", "lab profile: "+applianceHelp()+"; --link and --dut-cpu override its parts")
 	cmd.Flags().StringVar(&opts.link, "link", "", "line rate of every DUT interface: 100m, 1g, 2.5g, 10g or unlimited (default: the profile's); @SPEED names a faster NIC the link negotiated below (1g@10g), /half forces half duplex")
 	cmd.Flags().StringToStringVar(&opts.linkIf, "link-if", nil, "line rate of one DUT interface, overriding --link: lan=1g/half (repeatable)")
+	cmd.Flags().IntVar(&opts.pairs, "pairs", 1, "client/server pairs crossing the firewall: 2 adds a second link on ports of its own (opt1, opt2; namespaces <prefix>-lan2 and -wan2), the target's link2")
 	cmd.Flags().Float64Var(&opts.dutCPU, "dut-cpu", 0, "CPU budget in cores (0.1 to this machine's cores) of the firewall's services: IDS/IPS engine, charon, blocklist loader (default: the profile's)")
 	cmd.Flags().StringVar(&opts.profilesFile, "firmware-profiles", "", "firmware profiles YAML (default pfsense: 2.7.2, 2.8.0, 2.8.1 with a 10% slowdown; opnsense: 26.1.2, 26.1.5, 26.7.1 with a 10% slowdown)")
 	return cmd
