@@ -792,7 +792,13 @@ func TestFirmwareSlowdownOnALink(t *testing.T) {
 // clients fired within probe.MaxStartSkew; lab down removes the second
 // link's namespaces too.
 func TestSecondLinkLab(t *testing.T) {
-	o, st, tg := upLab(t, Options{Pairs: 2, Link: "100m"})
+	for _, flavor := range []string{"pfsense", "opnsense"} {
+		t.Run(flavor, func(t *testing.T) { testSecondLink(t, flavor) })
+	}
+}
+
+func testSecondLink(t *testing.T, flavor string) {
+	o, st, tg := upLab(t, Options{Pairs: 2, Link: "100m", Flavor: flavor})
 	if st.Pairs != 2 || !slices.Equal(tg.Endpoints.LinkNames(), []string{"link1", "link2"}) {
 		t.Fatalf("lab with two pairs: state %+v, target links %q", st, tg.Endpoints.LinkNames())
 	}
