@@ -94,14 +94,17 @@ func (s *Sample) sumLinks(links []Link, each []Sample) {
 				last = x.ClientStarted
 			}
 		}
-		f := x.Result.Flow
-		ls.BitsPerSecond = f.ReceivedBPS
-		sum.Flow.ReceivedBPS += f.ReceivedBPS
-		sum.Flow.SentBPS += f.SentBPS
-		if f.Retransmits >= 0 && sum.Flow.Retransmits >= 0 {
-			sum.Flow.Retransmits += f.Retransmits
-		} else {
-			sum.Flow.Retransmits = -1
+		r := x.Result
+		ls.BitsPerSecond = r.Flow.ReceivedBPS
+		sum.Reverse, sum.Bidir, sum.Omit = r.Reverse, r.Bidir, r.Omit
+		sum.Seconds = max(sum.Seconds, r.Seconds)
+		sum.Streams += r.Streams
+		addFlow(&sum.Flow, r.Flow)
+		if r.BidirFlow != nil {
+			if sum.BidirFlow == nil {
+				sum.BidirFlow = &Flow{}
+			}
+			addFlow(sum.BidirFlow, *r.BidirFlow)
 		}
 		if u := x.Result.UDP; u != nil && sum.UDP != nil {
 			ls.LostPercent = u.LostPercent
@@ -129,6 +132,19 @@ func (s *Sample) sumLinks(links []Link, each []Sample) {
 	s.StartSkew = last.Sub(first)
 	if s.StartSkew > MaxStartSkew {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("the links' clients started %v apart (more than %v): they ran together for less than the probe's duration", s.StartSkew.Round(time.Millisecond), MaxStartSkew))
+	}
+}
+
+// addFlow adds f's rates, bytes and retransmits to sum (-1: unknown in either).
+func addFlow(sum *Flow, f Flow) {
+	sum.ReceivedBPS += f.ReceivedBPS
+	sum.SentBPS += f.SentBPS
+	sum.SentBytes += f.SentBytes
+	sum.ReceivedBytes += f.ReceivedBytes
+	if f.Retransmits >= 0 && sum.Retransmits >= 0 {
+		sum.Retransmits += f.Retransmits
+	} else {
+		sum.Retransmits = -1
 	}
 }
 
