@@ -188,3 +188,19 @@ func TestCPUSet(t *testing.T) {
 		t.Errorf("Validate with cpuset x = %v", err)
 	}
 }
+
+// TestSumLinksBidir: both flows of bidir links are summed, retransmits
+// unknown on one link leave the sum's unknown.
+func TestSumLinksBidir(t *testing.T) {
+	now := time.Now()
+	one := func(up, down float64, retr int64) Sample {
+		return Sample{ClientStarted: now, Result: &Iperf3Result{Bidir: true, Streams: 1, Seconds: 3,
+			Flow: Flow{ReceivedBPS: up, SentBPS: up, Retransmits: retr}, BidirFlow: &Flow{ReceivedBPS: down, SentBPS: down, Retransmits: 2}}}
+	}
+	s := Sample{Direction: Bidir, ClientCPU: -1, ServerCPU: -1}
+	s.sumLinks([]Link{{Name: "a"}, {Name: "b"}}, []Sample{one(100, 80, 3), one(50, 40, -1)})
+	r := s.Result
+	if s.Failed || r.Flow.ReceivedBPS != 150 || r.BidirFlow == nil || r.BidirFlow.ReceivedBPS != 120 || r.Flow.Retransmits != -1 || r.BidirFlow.Retransmits != 4 || r.Streams != 2 || !r.Bidir {
+		t.Errorf("sum %+v (reverse %+v), want 150 up and 120 down, retransmits unknown up and 4 down, 2 streams", r, r.BidirFlow)
+	}
+}
