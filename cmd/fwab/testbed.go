@@ -41,10 +41,16 @@ func testbedOf(t *fwapi.Target, info fwapi.Info, inv *fwapi.Inventory) string {
 	return t.Name + "@" + hex.EncodeToString(sum[:6])
 }
 
-// endpointHosts are where the target's traffic runs from and to.
+// endpointHosts are where the target's traffic runs from and to: its
+// first link's client and server, then each further link's by name.
 func endpointHosts(t *fwapi.Target) []string {
 	var out []string
-	for _, e := range []fwapi.Endpoint{t.Endpoints.Client, t.Endpoints.Server} {
+	eps := []fwapi.Endpoint{t.Endpoints.Client, t.Endpoints.Server}
+	for _, n := range t.Endpoints.LinkNames()[1:] {
+		l := t.Endpoints.Links[n]
+		eps = append(eps, l.Client, l.Server)
+	}
+	for _, e := range eps {
 		h := e.Addr
 		switch {
 		case e.SSH != nil:
