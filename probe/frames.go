@@ -146,8 +146,9 @@ func WireBPS(fps float64, frame int) float64 { return fps * float64(8*(frame+eth
 // 2544's bidirectional test offers the same rate both ways), for the
 // trial's duration (whole seconds, at least one), with 64-bit packet
 // counters. The loss is the streams' lost packets over their packets; a
-// sender's CPU at its limit makes the trial generator-bound; a stream
-// that fails is an error.
+// sender's CPU at its limit, or datagrams the receiving host dropped for
+// a full socket buffer, make the trial generator-bound (the endpoints,
+// not the firewall, lost them); a stream that fails is an error.
 func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) Trial {
 	dirs := []Direction{p.Direction}
 	if bidir {
@@ -169,12 +170,32 @@ func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) T
 				streams = append(streams, &stream{q: q})
 			}
 		}
+		receivers := map[string]Endpoint{}
+		for _, dir := range dirs {
+			if dir == Down {
+				receivers["client"] = client
+			} else {
+				receivers["server"] = server
+			}
+		}
+		before := map[string]int64{}
+		for side, e := range receivers {
+			if n, ok := rcvbufErrors(ctx, e); ok {
+				before[side] = n
+			}
+		}
 		var wg sync.WaitGroup
 		for _, st := range streams {
 			wg.Go(func() { st.s = st.q.Run(ctx, client, server) })
 		}
 		wg.Wait()
 		var res TrialResult
+		for side, n := range before {
+			if after, ok := rcvbufErrors(ctx, receivers[side]); ok && after > n {
+				res.ReceiverDrops += after - n
+			}
+		}
+		res.GeneratorBound = res.ReceiverDrops > 0
 		var lost, packets int64
 		var lossPct float64
 		for _, st := range streams {
@@ -260,6 +281,9 @@ type TrialJSON struct {
 	Seconds    float64 `json:"seconds"`
 	Pass       bool    `json:"pass"`
 	Limited    bool    `json:"generator_limited"`
+	// ReceiverDrops are datagrams the receiving host dropped for a full
+	// socket buffer during the trial.
+	ReceiverDrops int64 `json:"receiver_drops,omitempty"`
 }
 
 // Measure runs the search between client and server, watching the DUT as w
@@ -293,7 +317,7 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	r.WireBPS = n.Frames.WireBPS(r.FPS)
 	loss := 0.0
 	for _, t := range res.Trials {
-		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited})
+		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited, ReceiverDrops: t.ReceiverDrops})
 		if t.Pass && t.Rate == res.Rate {
 			loss = t.Loss
 		}
@@ -312,7 +336,7 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	}
 	if res.Limited {
 		s.EndpointCPUBound = true
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: the generator did not offer some rates asked near the result, or its CPU was saturated: the figure may measure the generator, not the firewall", n.Frames))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: the generator did not offer some rates asked near the result, its CPU was saturated, or the receiving host dropped datagrams its socket buffer could not hold: the figure may measure the endpoints, not the firewall", n.Frames))
 	}
 	if res.AtMax {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frames, res.Rate))

@@ -282,3 +282,56 @@ func TestNDRMixAndBidir(t *testing.T) {
 		t.Errorf("up %v and down %v packets a second of 64-byte frames: want the same each way", pps["up18"], pps["down18"])
 	}
 }
+
+// dropping is policed with a receiver that drops datagrams for a full
+// socket buffer whenever a client asked more than drops bits/s: its
+// /proc/net/snmp counts them.
+type dropping struct {
+	policed
+	drops float64
+	mu    sync.Mutex
+	last  float64 // the rate the last client asked; 0 once counted
+	count int64
+}
+
+func (d *dropping) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if len(argv) == 2 && argv[0] == "cat" && argv[1] == "/proc/net/snmp" {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.last > d.drops {
+			d.count += 25
+		}
+		d.last = 0
+		return []byte("Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 100 0 " + strconv.FormatInt(d.count, 10) + " 100 " + strconv.FormatInt(d.count, 10) + " 0\n"), nil
+	}
+	if slices.Contains(argv, "-c") {
+		rate, _ := strconv.ParseFloat(argv[slices.Index(argv, "-b")+1], 64)
+		d.mu.Lock()
+		d.last = rate
+		d.mu.Unlock()
+	}
+	return d.policed.Run(ctx, argv)
+}
+
+// TestNDRReceiverDrops: a receiver that drops datagrams for a full socket
+// buffer above 60 Mbit/s, below a 100 Mbit/s policer, makes those trials
+// the endpoints' limit, not the firewall's: the search is flagged, its
+// warning names the socket buffer, the trials keep the drops.
+func TestNDRReceiverDrops(t *testing.T) {
+	r := &dropping{policed: policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}, drops: 60e6}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	n := NDR{Frames: OneFrameSize(512), Search: RateSearch{Max: 400e6, FinalDuration: time.Second, Phases: 1}, Iperf3: Iperf3{StartGrace: time.Millisecond}}
+	s := n.Measure(t.Context(), client, server, Watch{})
+	if s.Failed || s.NDR == nil {
+		t.Fatalf("Measure = %+v", s)
+	}
+	if got := s.NDR.PayloadBPS; got > 60e6 || got < 59e6 || !s.NDR.Limited || !s.EndpointCPUBound {
+		t.Errorf("NDR %.4g bit/s, limited %v; want just below the receiver's 60 Mbit/s, flagged", got, s.NDR.Limited)
+	}
+	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "socket buffer") }) {
+		t.Errorf("warnings %q: want the receiver's socket buffer named", s.Warnings)
+	}
+	if !slices.ContainsFunc(s.NDR.Trials, func(tr TrialJSON) bool { return tr.ReceiverDrops == 25 && tr.Limited }) {
+		t.Errorf("trials %+v: want those above 60 Mbit/s limited with their 25 drops", s.NDR.Trials)
+	}
+}

@@ -42,11 +42,13 @@ type TrialResult struct {
 	Offered  float64       // bits/s the generator really sent
 	Loss     float64       // percent of the sent packets lost
 	Duration time.Duration // as asked
-	// GeneratorBound says the sending endpoint, not the firewall, bounded
-	// the trial (its CPU was saturated), whatever the rates say.
+	// GeneratorBound says an endpoint, not the firewall, bounded the
+	// trial (the sender's CPU was saturated, or the receiver dropped
+	// datagrams for a full socket buffer), whatever the rates say.
 	GeneratorBound bool
-	Pass           bool // loss within the tolerance and the rate reached
-	Limited        bool // the generator did not offer the rate asked (or was CPU-bound)
+	ReceiverDrops  int64 // datagrams the receiving host dropped for a full socket buffer
+	Pass           bool  // loss within the tolerance and the rate reached
+	Limited        bool  // the generator did not offer the rate asked (or was CPU-bound)
 }
 
 // RateResult is a finished search.
