@@ -257,6 +257,18 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		}
 		mdRow(&b, cells)
 	}
+	if t.HasLinks() {
+		b.WriteString("\n" + linksLegend + "\n\n")
+		mdRow(&b, []string{"point", "probe", "sum Mbit/s", "each link's Mbit/s"})
+		mdRow(&b, []string{"---", "---", "---:", "---"})
+		for _, r := range t.Rows {
+			for _, c := range r.Cells {
+				if len(c.Links) > 0 {
+					mdRow(&b, []string{mdEscape(pointCell(r)), mdEscape(c.Probe), mdEscape(formatMbps(c.Mbps)), mdEscape(linksText(c))})
+				}
+			}
+		}
+	}
 	if ef != nil && len(ef.Rows) > 0 {
 		b.WriteString("\n")
 		writeEffectsMarkdown(&b, ef)
@@ -274,6 +286,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// linksLegend introduces the links-at-once table in every format.
+const linksLegend = "Links at once: a probe that ran several links together shows their sum in the table above; here each link's own median Mbit/s ± its confidence interval within it."
 
 // pointCell is the point's number, marked when it is the baseline or was
 // not measured.
@@ -486,6 +501,14 @@ type jsonCell struct {
 	// Metrics are the figures measured beside throughput (UDP loss,
 	// jitter and packet rate; ping latency and loss under load).
 	Metrics []jsonMetric `json:"metrics"`
+	// Links are each link's throughput where the probe ran several at
+	// once (Mbps is their sum).
+	Links []jsonLink `json:"links,omitempty"`
+}
+
+type jsonLink struct {
+	Link string      `json:"link"`
+	Mbps jsonSummary `json:"mbps"`
 }
 
 type jsonMetric struct {
@@ -588,6 +611,9 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
 			for _, mc := range c.Extra {
 				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
+			}
+			for _, l := range c.Links {
+				jc.Links = append(jc.Links, jsonLink{Link: l.Name, Mbps: toJSONSummary(l.Mbps)})
 			}
 			p.Probes = append(p.Probes, jc)
 		}

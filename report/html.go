@@ -8,20 +8,22 @@ import (
 // The HTML report is one file that fetches nothing: inline CSS, inline SVG
 // charts, no scripts, fonts or links.
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"mbps":    formatMbps,
-	"mean":    formatMean,
-	"delta":   deltaCell,
-	"tdelta":  tDeltaCell,
-	"p":       func(d *Delta) string { return formatP(pOf(d)) },
-	"padj":    func(d *Delta) string { return formatP(pAdjOf(d)) },
-	"family":  familyText,
-	"tp":      formatTP,
-	"num":     formatNum,
-	"pivot":   pivotCell,
-	"fixed":   KnobsKey,
-	"point":   pointCell,
-	"percent": percent,
-	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
+	"mbps":        formatMbps,
+	"mean":        formatMean,
+	"delta":       deltaCell,
+	"tdelta":      tDeltaCell,
+	"p":           func(d *Delta) string { return formatP(pOf(d)) },
+	"padj":        func(d *Delta) string { return formatP(pAdjOf(d)) },
+	"family":      familyText,
+	"links":       linksText,
+	"linksLegend": func() string { return linksLegend },
+	"tp":          formatTP,
+	"num":         formatNum,
+	"pivot":       pivotCell,
+	"fixed":       KnobsKey,
+	"point":       pointCell,
+	"percent":     percent,
+	"svg":         func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
 	"sig": func(d *Delta) string {
 		switch {
 		case d == nil || !d.Significant:
@@ -77,7 +79,12 @@ figure svg { max-width: 100%; height: auto; }
 <tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range $i, $p := .T.Probes}}<th>{{$p}} Mbit/s</th><th>{{$p}} Δ</th><th>{{$p}} p</th><th>{{$p}} p adj</th><th>{{$p}} retr</th>{{if $.T.StudentT}}<th>{{$p}} mean</th><th>{{$p}} Δ mean</th><th>{{$p}} t-test p</th>{{end}}{{range index $.T.Extra $i}}<th>{{$p}} {{label .}}</th><th>{{$p}} {{label .}} Δ</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th>{{if .T.Idle}}<th>idle CPU %</th><th>idle temp °C</th><th>idle power W</th>{{if .T.IdleLatency}}<th>idle ping ms</th>{{end}}{{end}}</tr>
 {{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range .Cells}}<td class="num">{{mbps .Mbps}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{range .Extra}}<td class="num">{{mval .}}</td><td class="num {{msig .}}">{{mdelta .}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td>{{if $.T.Idle}}<td class="num">{{num .Idle.DUTCPU 1}}</td><td class="num">{{num .Idle.TempC 1}}</td><td class="num">{{num .Idle.PowerW 1}}</td>{{if $.T.IdleLatency}}<td class="num">{{num .Idle.LatencyMS 3}}</td>{{end}}{{end}}</tr>
 {{end}}</table>
-{{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
+{{if .T.HasLinks}}<p>{{linksLegend}}</p>
+<table id="links">
+<tr><th>point</th><th>probe</th><th>sum Mbit/s</th><th>each link's Mbit/s</th></tr>
+{{range $r := .T.Rows}}{{range .Cells}}{{if .Links}}<tr><td>{{point $r}}</td><td>{{.Probe}}</td><td class="num">{{mbps .Mbps}}</td><td>{{links .}}</td></tr>
+{{end}}{{end}}{{end}}</table>
+{{end}}{{with .P}}<h2>% gained / lost by {{.Knob}}</h2>
 <p>The first column is Mbit/s at {{.Knob}}={{index .Values 0}}; the others the change against it, <code>~</code> where no difference is shown ({{family .Family}}; the point estimate in parentheses).{{if .Skipped}} {{.Skipped}} combinations of the other knobs measured at one value of {{.Knob}} only are left out.{{end}}</p>
 <table id="pivot">
 <tr>{{range .Others}}<th>{{.}}</th>{{end}}<th>probe</th>{{range $i, $v := .Values}}<th>{{$.P.Knob}}={{$v}}{{if eq $i 0}} Mbit/s{{end}}</th>{{end}}</tr>

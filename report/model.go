@@ -70,6 +70,16 @@ type ProbeSamples struct {
 	CPUBound     int       // samples limited by an endpoint's CPU
 	Series       []Series  // per-interval throughput, where the raw report has it
 	Figures      []Figures // each successful sample's figures, in recorded order
+	// Links are, for a probe of several links at once, each link's own
+	// Mbit/s, by link in the order first recorded.
+	Links []LinkValues
+}
+
+// LinkValues are one link's Mbit/s within the samples of a probe that
+// ran several links at once.
+type LinkValues struct {
+	Name string
+	Mbps []float64
 }
 
 // Figures are one sample's figures; NaN where unknown.
@@ -292,6 +302,16 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	if c := raw.Connect; c != nil {
 		f.ConnectRate, f.ConnectMS = c.PerSecond, c.ConnectMS.Median
 	}
+	for _, l := range raw.Links {
+		if l.Failed {
+			continue
+		}
+		i := slices.IndexFunc(ps.Links, func(v LinkValues) bool { return v.Name == l.Name })
+		if i < 0 {
+			ps.Links, i = append(ps.Links, LinkValues{Name: l.Name}), len(ps.Links)
+		}
+		ps.Links[i].Mbps = append(ps.Links[i].Mbps, l.BitsPerSecond/1e6)
+	}
 	ps.Figures = append(ps.Figures, f)
 	for _, m := range AllMetrics {
 		if v := m.of(f); isFinite(v) {
@@ -357,6 +377,7 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 type rawReports struct {
 	NDR     *probe.NDRResult     `json:"ndr"`
 	Connect *probe.ConnectResult `json:"connect"`
+	Links   []probe.LinkSample   `json:"links"` // a sample of several links at once
 }
 
 func rawOf(x store.Sample) rawReports {

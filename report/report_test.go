@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -468,5 +469,42 @@ func TestReportTestbed(t *testing.T) {
 		if got := (&Table{Target: tc.target, Testbed: tc.testbed}).Where(); got != tc.want {
 			t.Errorf("Where(target %q, testbed %q) = %q, want %q", tc.target, tc.testbed, got, tc.want)
 		}
+	}
+}
+
+// TestReportLinks: a probe that ran two links at once shows their sum in
+// the main table and each link's median beside it, in text, HTML and JSON.
+func TestReportLinks(t *testing.T) {
+	info := store.Run{ID: 1, Target: "lab", Status: store.Done, TargetInfo: []byte("{}")}
+	var xs []store.Sample
+	for i, a := range []float64{940e6, 938e6, 941e6} {
+		b := a - 2e6
+		xs = append(xs, store.Sample{Key: store.Key{Run: 1, Probe: "both@link1+link2", Round: i}, BitsPerSecond: a + b, Retransmits: 0, LostPercent: math.NaN(),
+			JitterMS: math.NaN(), PingAvgMS: math.NaN(), PingLossPercent: math.NaN(), PowerWatts: math.NaN(),
+			Raw: []byte(fmt.Sprintf(`{"links":[{"name":"link1","bits_per_second":%g},{"name":"link2","bits_per_second":%g}],"start_skew_ms":0.2}`, a, b))})
+	}
+	r, err := build(info, []store.Point{{Index: 0, Knobs: map[string]string{}, Status: store.Valid}}, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, html, js := string(writeReport(t, r, Markdown, Options{})), string(writeReport(t, r, HTML, Options{})), writeReport(t, r, JSON, Options{})
+	if !strings.Contains(md, "Links at once") || !strings.Contains(md, "| 0 (baseline) | both@link1+link2 | 1878.0") || !strings.Contains(md, "link1 940.0") || !strings.Contains(md, "link2 938.0") {
+		t.Errorf("text report:\n%s\nwant the sum 1878.0 and link1 940.0, link2 938.0 in a links table", md)
+	}
+	if !strings.Contains(html, `<table id="links">`) || !strings.Contains(html, "link2 938.0") {
+		t.Errorf("HTML report lacks the links table")
+	}
+	var got struct {
+		Points []struct {
+			Probes []struct {
+				Links []struct {
+					Link string
+					Mbps struct{ Median float64 }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(js, &got); err != nil || len(got.Points) != 1 || len(got.Points[0].Probes[0].Links) != 2 || got.Points[0].Probes[0].Links[1].Mbps.Median != 938 {
+		t.Errorf("JSON report links %+v, %v; want link1 and link2, link2's median 938", got, err)
 	}
 }

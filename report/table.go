@@ -39,6 +39,27 @@ type Table struct {
 	Warnings          []string
 }
 
+// HasLinks says some cell has links run at once.
+func (t *Table) HasLinks() bool {
+	for _, r := range t.Rows {
+		for _, c := range r.Cells {
+			if len(c.Links) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// linksText is a cell's links as one line: "link1 940.2 ± 0.3%, link2 …".
+func linksText(c Cell) string {
+	var parts []string
+	for _, l := range c.Links {
+		parts = append(parts, l.Name+" "+formatMbps(l.Mbps))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Row is one point.
 type Row struct {
 	Point    int
@@ -72,6 +93,15 @@ type Cell struct {
 	Delta       *Delta // nil at the baseline and where either side has no samples
 	Retransmits float64
 	Extra       []MetricCell // one per Table.Extra of the probe
+	// Links are each link's Mbit/s where the probe ran several at once
+	// (Mbps is then their sum).
+	Links []LinkCell
+}
+
+// LinkCell is one link's throughput within a probe of several links.
+type LinkCell struct {
+	Name string
+	Mbps Summary
 }
 
 // MetricCell is one metric of a probe at one point: its median with the
@@ -148,6 +178,9 @@ func NewTable(r *Run, opts Options) *Table {
 			if ps != nil {
 				c.Failed = ps.Failed
 				c.Retransmits = median(ps.Retransmits)
+				for _, l := range ps.Links {
+					c.Links = append(c.Links, LinkCell{Name: l.Name, Mbps: SummarizeAt(l.Mbps, t.Confidence)})
+				}
 				cpu, temp, power = append(cpu, ps.DUTCPU...), append(temp, ps.DUTTemp...), append(power, ps.Power...)
 				if len(ps.Mbps) > 0 {
 					warn(c.Mbps.Warnings)
