@@ -172,8 +172,9 @@ func (p *Plan) ConfigBeyondKnobs(a, b *configxml.Config) ([]configxml.PathChange
 	_, paths := configxml.Diff(ca, cb)
 	var out []configxml.PathChange
 	for _, pc := range paths {
+		// Paths start below the root element: "version", "revision/time".
 		f := strings.Split(strings.Trim(pc.Path, "/"), "/")
-		if len(f) >= 2 && (f[1] == "version" && len(f) == 2 || strings.HasPrefix(f[1], "revision")) {
+		if f[0] == "version" && len(f) == 1 || f[0] == "revision" || strings.HasPrefix(f[0], "revision[") {
 			continue
 		}
 		out = append(out, pc)

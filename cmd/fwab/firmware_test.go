@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -107,6 +108,19 @@ func TestSweepFirmwareAxis(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, bootJournalFile)); err == nil {
 		t.Error("the boot journal is left")
 	}
+
+	t.Run("an environment whose config differs only in version and revision runs", func(t *testing.T) {
+		other := strings.Replace(string(kept), "<revision>", "<revision><description>saved by another firmware</description>", 1)
+		other = regexp.MustCompile(`<version>[^<]*</version>`).ReplaceAllString(other, "<version>99.9</version>")
+		if other == string(kept) || !strings.Contains(other, "<version>99.9</version>") {
+			t.Fatalf("could not change the kept config's version and revision")
+		}
+		os.WriteFile(keptPath, []byte(other), 0o644)
+		t.Cleanup(func() { os.WriteFile(keptPath, kept, 0o644) })
+		if out, errOut, code := fwabRun(t, "sweep", spec, "--targets", targets, "--dry-run"); code != 0 || strings.Contains(errOut, "differs") {
+			t.Errorf("dry run = %d:\n%s%s\nwant it planned: a config version and revision are every firmware's own", code, out, errOut)
+		}
+	})
 
 	t.Run("an environment whose config differs beyond the knobs is named", func(t *testing.T) {
 		os.WriteFile(keptPath, []byte(strings.Replace(string(kept), "<hostname>", "<hostname>other", 1)), 0o644)
