@@ -45,16 +45,21 @@ func pinned(list string, argv []string) []string {
 	return append([]string{"sh", "-c", script, list}, argv...)
 }
 
-// CheckCPUs checks, before a sweep, that the endpoint has every core of
-// list: nproc (Linux) or sysctl hw.ncpu (FreeBSD) counts them.
+// CheckCPUs checks, before a sweep, that the endpoint has a tool to pin
+// with and every core of list: nproc --all (Linux) or sysctl hw.ncpu
+// (FreeBSD) counts them.
 func CheckCPUs(ctx context.Context, e Endpoint, list string) error {
 	cores, err := ParseCPUList(list)
 	if err != nil {
 		return fmt.Errorf("%s cpuset: %w", e.Name, err)
 	}
-	out, err := e.Runner.Run(ctx, []string{"sh", "-c", "nproc 2>/dev/null || sysctl -n hw.ncpu"})
+	// nproc --all: the cores the host has, not only those this shell may use.
+	out, err := e.Runner.Run(ctx, []string{"sh", "-c", "command -v taskset >/dev/null 2>&1 || command -v cpuset >/dev/null 2>&1 || { echo no-tool; exit 0; }; nproc --all 2>/dev/null || sysctl -n hw.ncpu"})
 	if err != nil {
 		return fmt.Errorf("%s cpuset %s: counting its cores: %w", e, list, err)
+	}
+	if strings.TrimSpace(string(out)) == "no-tool" {
+		return fmt.Errorf("%s cpuset %s: the endpoint has neither taskset (Linux: util-linux) nor cpuset (FreeBSD) to pin iperf3 with; install one or leave cpuset out", e, list)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil || n < 1 {

@@ -50,8 +50,19 @@ func (p Iperf3) MeasureLinks(ctx context.Context, links []Link, w Watch) Sample 
 	}
 	p = p.withDefaults()
 	s.Direction, s.Parallel = p.Direction, p.Parallel
-	stop := startWatch(ctx, links[0].Client, links[0].Server, p, w)
 	arm := newBarrier(len(links))
+	// The watch starts as the clients are fired, as a single link's does
+	// once its server listens, so that ping and DUT figures cover the load.
+	var stop func(*Sample)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-arm.all:
+		case <-ctx.Done():
+		}
+		stop = startWatch(ctx, links[0].Client, links[0].Server, p, w)
+	}()
 	each := make([]Sample, len(links))
 	var wg sync.WaitGroup
 	for i, l := range links {
@@ -63,6 +74,7 @@ func (p Iperf3) MeasureLinks(ctx context.Context, links []Link, w Watch) Sample 
 		})
 	}
 	wg.Wait()
+	<-watching
 	stop(&s)
 	s.sumLinks(links, each)
 	return s

@@ -60,7 +60,17 @@ func TestMeasureLinks(t *testing.T) {
 		return Link{Name: name, Client: Endpoint{Name: "client@" + name, Addr: "198.18.1.10", Runner: r}, Server: Endpoint{Name: "server@" + name, Addr: "198.19.1.10", Runner: r}}
 	}
 	p := Iperf3{UDP: true, Bitrate: "100000000", Length: 1400, Duration: time.Second, StartGrace: time.Millisecond}
-	s := p.MeasureLinks(t.Context(), []Link{link("a", 60e6, 0), link("b", 30e6, 150*time.Millisecond)}, Watch{})
+	var firstWatch time.Time
+	var wmu sync.Mutex
+	dut := func(context.Context) (DUTMetrics, error) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		if firstWatch.IsZero() {
+			firstWatch = time.Now()
+		}
+		return DUTMetrics{}, nil
+	}
+	s := p.MeasureLinks(t.Context(), []Link{link("a", 60e6, 0), link("b", 30e6, 150*time.Millisecond)}, Watch{DUT: dut, DUTEvery: 10 * time.Millisecond})
 	if s.Failed {
 		t.Fatalf("MeasureLinks: %s", s.Reason)
 	}
@@ -79,6 +89,10 @@ func TestMeasureLinks(t *testing.T) {
 			t.Errorf("a client ran %v before the last server listened: not armed first", last.Sub(cl))
 		}
 	}
+	if wmu.Lock(); firstWatch.IsZero() || firstWatch.Before(last) {
+		t.Errorf("the DUT was first read %v, before the last server listened (%v): the watch must cover the load only", firstWatch, last)
+	}
+	wmu.Unlock()
 	if s.StartSkew > MaxStartSkew || s.StartSkew < 0 || slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "apart") }) {
 		t.Errorf("start skew %v (warnings %q): want the clients fired together", s.StartSkew, s.Warnings)
 	}
@@ -171,6 +185,9 @@ func TestCPUSet(t *testing.T) {
 		if len(c) < 5 || c[0] != "sh" || !strings.Contains(c[2], "taskset -c") || !strings.Contains(c[2], "cpuset -l") || c[3] != want || c[4] != "iperf3" {
 			t.Errorf("argv %q: want iperf3 run on cores %s through sh, taskset or cpuset", c, want)
 		}
+	}
+	if err := CheckCPUs(t.Context(), Endpoint{Name: "client", Addr: "198.18.1.10", Runner: answer("no-tool\n")}, "1"); err == nil || !strings.Contains(err.Error(), "neither taskset") {
+		t.Errorf("CheckCPUs on an endpoint without taskset or cpuset = %v, want them named", err)
 	}
 	four := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: answer("4\n")}
 	if err := CheckCPUs(t.Context(), four, "2-3"); err != nil {
