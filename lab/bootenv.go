@@ -327,7 +327,11 @@ func (e *Emulator) mountBootEnv(name, at string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	os.RemoveAll(dir)
+	// The mount point takes the place of an empty folder (or an old link)
+	// only: a folder with files in it is refused, never emptied.
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if e.opnsense() {
 		return os.Symlink(src, dir)
 	}

@@ -554,6 +554,9 @@ func (s *Spec) check() error {
 		if names[p.Name] {
 			return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
 		}
+		if strings.ContainsAny(p.Name, "@+") {
+			return &SpecError{Msg: fmt.Sprintf("probes: the name %q: '@' and '+' name a probe's links (up@link1, up@link1+link2); name it without them", p.Name)}
+		}
 		if p.Name == probe.IdleProbe {
 			return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
 		}

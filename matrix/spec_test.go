@@ -578,6 +578,7 @@ func TestProbeLinks(t *testing.T) {
 		"{cpuset: {client: x}}":                            `cpuset client: "x": list cores`,
 		"{cpuset: {server: 3-1}}":                          "runs backwards",
 		"{kind: connect, cpuset: {client: '1'}}":           "kind connect runs fwab's agent",
+		"{name: up@a}":                                     "'@' and '+' name a probe's links",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {
