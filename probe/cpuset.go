@@ -34,6 +34,8 @@ func ParseCPUList(l string) ([]int, error) {
 	return cores, nil
 }
 
+// upstream: not settled — the endpoints' tools (util-linux's taskset -c and nproc --all, FreeBSD's cpuset -l and sysctl hw.ncpu) are not in the sources read; checked at run time by CheckCPUs, which names a missing tool and counts the cores before the sweep
+
 // pinned is argv run on the cores of list: through taskset -c where the
 // endpoint has it (Linux), else FreeBSD's cpuset -l; argv itself when the
 // list is empty. The shell execs the tool, so the process is iperf3's own.
