@@ -88,14 +88,7 @@ func (b bootEnvShell) check(ctx context.Context) error {
 // list reads `bectl list -H` and each environment's version: the booted
 // one's from the root, every other one's through bectl mount.
 func (b bootEnvShell) list(ctx context.Context) ([]BootEnv, error) {
-	if err := b.check(ctx); err != nil {
-		return nil, err
-	}
-	out, err := b.run(ctx, "bectl list -H")
-	if err != nil {
-		return nil, fmt.Errorf("bectl list: %w", err)
-	}
-	envs, err := parseBectlList(string(out))
+	envs, err := b.envs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +96,18 @@ func (b bootEnvShell) list(ctx context.Context) ([]BootEnv, error) {
 		envs[i].Version, envs[i].Reason = b.version(ctx, envs[i])
 	}
 	return envs, nil
+}
+
+// envs reads `bectl list -H` alone, without the versions.
+func (b bootEnvShell) envs(ctx context.Context) ([]BootEnv, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	out, err := b.run(ctx, "bectl list -H")
+	if err != nil {
+		return nil, fmt.Errorf("bectl list: %w", err)
+	}
+	return parseBectlList(string(out))
 }
 
 func (b bootEnvShell) version(ctx context.Context, e BootEnv) (string, string) {
@@ -147,9 +152,10 @@ func (b bootEnvShell) readFile(ctx context.Context, e BootEnv, path string) ([]b
 	return data, nil
 }
 
-// config reads environment name's own config.xml.
+// config reads environment name's own config.xml; the list it finds
+// the environment in needs no versions (no mount of the others).
 func (b bootEnvShell) config(ctx context.Context, name string) ([]byte, error) {
-	envs, err := b.list(ctx)
+	envs, err := b.envs(ctx)
 	if err != nil {
 		return nil, err
 	}
