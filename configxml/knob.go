@@ -30,7 +30,7 @@ const (
 	ActionIPsecRestart    Action = "ipsec-restart"          // ipsec@TUNNEL
 	ActionBlocklistUpdate Action = "blocklist-update"       // blocklist
 	ActionReboot          Action = "reboot"                 // crypto.hardware: what only a boot applies
-	ActionFirmware        Action = "firmware-upgrade"       // firmware
+	ActionFirmware        Action = "firmware-switch"        // firmware: boot the environment that holds the version
 	ActionNone            Action = "none"                   // xml escape hatch: the caller names the action
 )
 

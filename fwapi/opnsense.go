@@ -398,7 +398,7 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 		case configxml.ActionBlocklistUpdate:
 			return fmt.Errorf("opnsense: apply %s: pfBlockerNG is pfSense-only; OPNsense has no blocklist knob", c.Knob)
 		case configxml.ActionFirmware:
-			return fmt.Errorf("opnsense: apply %s: firmware changes go through Upgrade, not Apply", c.Knob)
+			return fmt.Errorf("opnsense: apply %s: firmware changes go through Upgrade or a boot environment (ActivateBootEnvOnce), not Apply", c.Knob)
 		default:
 			return fmt.Errorf("opnsense: apply %s: unknown action %q", c.Knob, c.Action)
 		}

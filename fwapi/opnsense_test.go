@@ -128,7 +128,7 @@ func TestOPNsenseApplyRefusals(t *testing.T) {
 		wantErr string
 	}{
 		{name: "blocklist", version: "26.1.2", actions: []string{"filter-reload", "blocklist-update"}, wantErr: "pfBlockerNG is pfSense-only"},
-		{name: "firmware", version: "26.1.2", actions: []string{"firmware-upgrade"}, wantErr: "go through Upgrade"},
+		{name: "firmware", version: "26.1.2", actions: []string{"firmware-switch"}, wantErr: "go through Upgrade"},
 		{name: "unknown", version: "26.1.2", actions: []string{"reboot-everything"}, wantErr: `unknown action "reboot-everything"`},
 		{name: "25.7 interfaces without ssh", version: "25.7.11", actions: []string{"filter-reload", "interfaces-reconfigure"}, wantErr: "OPNsense 25.7.11 reconfigures interfaces only from a shell (configctl): add an ssh section"},
 	}

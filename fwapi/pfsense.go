@@ -205,7 +205,7 @@ func PlanActions(changes []configxml.Change) ([]configxml.Action, error) {
 	for _, c := range changes {
 		switch c.Action {
 		case configxml.ActionFirmware:
-			return nil, fmt.Errorf("change %s: firmware is changed with Upgrade, not Apply", c.Knob)
+			return nil, fmt.Errorf("change %s: firmware is changed with Upgrade or a boot environment (ActivateBootEnvOnce), not Apply", c.Knob)
 		case configxml.ActionNone:
 			continue
 		case "":

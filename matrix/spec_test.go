@@ -346,7 +346,7 @@ func TestXMLActions(t *testing.T) {
 	}
 	for _, tt := range []struct{ yaml, want string }{
 		{axis + "actions:\n  xml:system/maximumstates: restart-everything\n", "known actions: filter-reload, interfaces-reconfigure, ids-restart, ipsec-restart, blocklist-update, reboot, none"},
-		{axis + "actions:\n  xml:system/maximumstates: firmware-upgrade\n", "known actions:"},
+		{axis + "actions:\n  xml:system/maximumstates: firmware-switch\n", "known actions:"},
 		{axis + "actions:\n  rules@lan: filter-reload\n", "actions: rules@lan has its own action (filter-reload)"},
 		{axis + "actions:\n  xml:system/hostname: filter-reload\n", "actions: xml:system/hostname is neither an axis nor fixed"},
 	} {
