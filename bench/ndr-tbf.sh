@@ -11,12 +11,14 @@
 # PING=true adds ping: true to the PDR probe: latency at 10, 50 and 90 %
 # of each rate found, printed after the table. DIRECTION=bidir searches
 # both ways at once (the LAN egress capped too, the cap counted twice);
-# SIZES may name imix.
+# SIZES may name imix. WINDOW=4M asks iperf3 for that socket buffer
+# (window:), the receiver's room; REPEATS=5 measures each search five
+# times and prints each one's coefficient of variation.
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up}
+RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up} WINDOW=${WINDOW:-} REPEATS=${REPEATS:-1}
 W=$(mktemp -d)
 export XDG_STATE_HOME=$W/state XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data
 go build -o "$W/fwab" ./cmd/fwab
@@ -29,21 +31,23 @@ if [[ $DIRECTION == bidir ]]; then ports+=(fwnbd0); fi
 for dev in "${ports[@]}"; do
 	ip netns exec fwnb-dut tc qdisc add dev "$dev" root tbf rate "${RATE}mbit" burst "$BURST" limit "$((2 * ${BURST%k}))k"
 done
+extra=
+if [[ -n $WINDOW ]]; then extra=", window: $WINDOW"; fi
 cat >"$W/spec.yaml" <<YAML
 name: ndr-tbf
 target: lab
 axes:
   offload.tso: ["off"]
 probes:
-  - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION}
-  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION, loss_tolerance: 0.5%, ping: $PING}
-repeats: 1
+  - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION$extra}
+  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION, loss_tolerance: 0.5%, ping: $PING$extra}
+repeats: $REPEATS
 idle: 2s
 YAML
 $fwab sweep "$W/spec.yaml" --targets "$W/targets.yaml" --db "$W/results.db" --progress=false >/dev/null
 ip netns exec fwnb-dut tc -s qdisc show dev fwnbd1 | head -2
 python3 - "$W/results.db" "$RATE" "${#ports[@]}" <<'PY'
-import json, sqlite3, sys
+import json, sqlite3, statistics, sys
 db, cap = sqlite3.connect(sys.argv[1]), float(sys.argv[2]) * 1e6 * int(sys.argv[3])
 print("probe     frame  found fps  tbf cap fps  found/cap  Mbit/s wire  width   trials  time  generator-limited")
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
@@ -53,6 +57,14 @@ for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idl
     capfps = cap / (8 * (n["mean_frame"] - 4))
     print(f"{probe:9} {n['frame'] or 'imix':5}  {n['frames_per_second']:9.0f}  {capfps:11.0f}  {n['frames_per_second'] / capfps:9.3f}  "
           f"{n['wire_bps'] / 1e6:11.1f}  {n['width'] * 100:5.2f}%  {len(n['trials']):6}  {n['trials_time']:>5}  {n['generator_limited']}")
+runs = {}
+for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
+    n = json.loads(raw).get("ndr")
+    if n:
+        runs.setdefault(probe, []).append(n["frames_per_second"] / (cap / (8 * (n["mean_frame"] - 4))))
+for probe, r in runs.items():
+    if len(r) > 1:
+        print(f"{probe:15} {len(r)} searches: found/cap mean {statistics.mean(r):.3f}, min {min(r):.3f}, max {max(r):.3f}, CV {100 * statistics.stdev(r) / statistics.mean(r):.2f}%")
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
     n = json.loads(raw).get("ndr") or {}
     for l in n.get("latency", []):

@@ -116,6 +116,7 @@ func (s *Spec) probeRuns(p ProbeSpec) []ProbeRun {
 		UDP:         p.UDP,
 		Bitrate:     p.Bitrate,
 		CPUAffinity: p.Affinity,
+		Window:      p.Window,
 		ClientCPUs:  p.CPUSet.Client,
 		ServerCPUs:  p.CPUSet.Server,
 	}

@@ -137,7 +137,8 @@ type ProbeSpec struct {
 	Lengths   []int    `yaml:"lengths"` // a packet-size sweep: one probe per length
 	Bitrate   string   `yaml:"bitrate"`
 	Affinity  string   `yaml:"affinity"`
-	Ping      bool     `yaml:"ping"` // latency under load
+	Window    string   `yaml:"window"` // socket buffer size (iperf3 -w)
+	Ping      bool     `yaml:"ping"`   // latency under load
 	// FrameSizes are the Ethernet frame sizes of a kind: ndr probe, one
 	// search each (default RFC 2544's seven); LossTolerance the loss a
 	// passing rate may have ("0" for the NDR, "0.5%" for a PDR).
@@ -698,8 +699,8 @@ func (p ProbeSpec) checkConnect() error {
 	switch {
 	case p.Direction != "up":
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind connect opens connections from the LAN client to the WAN server (direction up); down is not built yet", p.Name)}
-	case p.UDP || len(p.Lengths) > 0 || p.Bitrate != "" || p.Omit > 0 || p.Affinity != "":
-		return &SpecError{Msg: fmt.Sprintf("probe %s: kind connect takes duration, parallel (workers) and ping: leave out udp, lengths, bitrate, omit and affinity", p.Name)}
+	case p.UDP || len(p.Lengths) > 0 || p.Bitrate != "" || p.Omit > 0 || p.Affinity != "" || p.Window != "":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind connect takes duration, parallel (workers) and ping: leave out udp, lengths, bitrate, omit, affinity and window", p.Name)}
 	}
 	return nil
 }

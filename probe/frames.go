@@ -322,7 +322,11 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	r.FPS = n.Frames.FramesPerSecond(res.Rate)
 	r.WireBPS = n.Frames.WireBPS(r.FPS)
 	loss := 0.0
+	var drops int64
 	for _, t := range res.Trials {
+		if t.Limited {
+			drops += t.ReceiverDrops
+		}
 		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited, ReceiverDrops: t.ReceiverDrops})
 		if t.Pass && t.Rate == res.Rate {
 			loss = t.Loss
@@ -342,7 +346,11 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	}
 	if res.Limited {
 		s.EndpointCPUBound = true
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: the generator did not offer some rates asked near the result, its CPU was saturated, or the receiving host dropped datagrams its socket buffer could not hold: the figure may measure the endpoints, not the firewall", n.Frames))
+		why := "the generator did not offer some rates asked near the result, or its CPU was saturated"
+		if drops > 0 {
+			why = fmt.Sprintf("the receiving host dropped %d datagrams its socket buffer could not hold in the trials flagged (a larger window, such as window: 4M, gives it room), or the generator fell short", drops)
+		}
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: the figure may measure the endpoints, not the firewall", n.Frames, why))
 	}
 	if res.AtMax {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: nothing beyond the tolerance was lost at the highest rate offered (%.4g bit/s): the firewall's limit is above it", n.Frames, res.Rate))
@@ -376,6 +384,34 @@ func (n NDR) measureLatency(ctx context.Context, client, server Endpoint, trial 
 	}
 }
 
+// ParseBytes parses a size as iperf3's -w takes it: a number with an
+// optional K, M or G of 1024, 1024² or 1024³ bytes.
+//
+// upstream: esnet/iperf@e61aaf8c95df956cefbc54fab7b3d78914664180 src/units.c:72 — unit_atof's `KILO_UNIT = 1024.0` (sizes; rates use 1000)
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if !windowRE.MatchString(t) {
+		return 0, fmt.Errorf("size %q: write a number with an optional K, M or G, such as 4M", s)
+	}
+	t, mult := unitSuffix(t, 1024)
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %v", s, err)
+	}
+	return int64(v * mult), nil
+}
+
+// unitSuffix splits a number's K, M, G or T suffix off, as powers of k.
+func unitSuffix(t string, k float64) (string, float64) {
+	if t == "" {
+		return t, 1
+	}
+	if i := strings.IndexByte("kmgt", t[len(t)-1]|0x20); i >= 0 {
+		return t[:len(t)-1], math.Pow(k, float64(i+1))
+	}
+	return t, 1
+}
+
 // ParseBitrate reads a rate as iperf3 -b takes it, "500M" or "1.5G" (K, M,
 // G and T are powers of 1000, as iperf3 counts rates), in bits/s.
 func ParseBitrate(s string) (float64, error) {
@@ -383,20 +419,7 @@ func ParseBitrate(s string) (float64, error) {
 	if !bitrateRE.MatchString(t) || strings.Contains(t, "/") {
 		return 0, fmt.Errorf("rate %q: write a number with an optional K, M, G or T suffix, such as 10G", s)
 	}
-	mult := 1.0
-	switch t[len(t)-1] {
-	case 'k', 'K':
-		mult = 1e3
-	case 'm', 'M':
-		mult = 1e6
-	case 'g', 'G':
-		mult = 1e9
-	case 't', 'T':
-		mult = 1e12
-	}
-	if mult != 1 {
-		t = t[:len(t)-1]
-	}
+	t, mult := unitSuffix(t, 1000)
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || !(v > 0) {
 		return 0, fmt.Errorf("rate %q: give a rate above zero, such as 10G", s)

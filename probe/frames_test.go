@@ -150,6 +150,19 @@ func TestParseBitrate(t *testing.T) {
 	}
 }
 
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"4M": 4 << 20, "1.5K": 1536, "2g": 2 << 30, "65536": 65536, "512k": 512 << 10} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "4 MB", "4T", "-1M", "M"} {
+		if got, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
 // pingPoliced is policed with a ping that answers from a fixture.
 type pingPoliced struct {
 	policed
@@ -335,7 +348,7 @@ func TestNDRReceiverDrops(t *testing.T) {
 	if got := s.NDR.PayloadBPS; got > 60e6 || got < 59e6 || !s.NDR.Limited || !s.EndpointCPUBound {
 		t.Errorf("NDR %.4g bit/s, limited %v; want just below the receiver's 60 Mbit/s, flagged", got, s.NDR.Limited)
 	}
-	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "socket buffer") }) {
+	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "socket buffer") && strings.Contains(w, "window: 4M") }) {
 		t.Errorf("warnings %q: want the receiver's socket buffer named", s.Warnings)
 	}
 	if !slices.ContainsFunc(s.NDR.Trials, func(tr TrialJSON) bool { return tr.ReceiverDrops > 0 && tr.Limited }) {

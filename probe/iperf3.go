@@ -53,6 +53,14 @@ type Iperf3 struct {
 	Length      int           // -l: buffer length, the datagram payload size with UDP; 0 is iperf3's default
 	Bitrate     string        // -b, such as "500M" or "0" (unlimited); required with UDP
 	CPUAffinity string        // -A: "N" pins the client to core N, "N,M" also the server to core M
+	// Window is the socket buffer size (-w, such as "4M"), which iperf3
+	// sets on both ends' sockets (the client passes it to the server); ""
+	// is the system's default. For UDP it is the receiver's buffer: a
+	// small one drops datagrams the firewall passed.
+	//
+	// upstream: esnet/iperf@e61aaf8c95df956cefbc54fab7b3d78914664180 src/iperf_udp.c:295 — 3.12 sets `SO_RCVBUF` and `SO_SNDBUF` to `socket_bufsize` on a UDP stream's socket, on both sides
+	// upstream: esnet/iperf@e61aaf8c95df956cefbc54fab7b3d78914664180 src/iperf_udp.c:337 — and fails the test when the kernel grants less (`socket_bufsize > rcvbuf_actual`: "socket buffer size not set correctly")
+	Window string
 	// Counters64 asks for 64-bit UDP packet counters (--udp-counters-64bit),
 	// which a long fast test of small datagrams needs.
 	Counters64 bool
@@ -181,7 +189,13 @@ func (s Sample) ReceiverCPU() float64 {
 var (
 	bitrateRE  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[KMGTkmgt]?(/[0-9]+)?$`)
 	affinityRE = regexp.MustCompile(`^[0-9]{1,4}(,[0-9]{1,4})?$`)
+	windowRE   = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[KMGkmg]?$`)
 )
+
+// maxWindow is the largest socket buffer iperf3 takes.
+//
+// upstream: esnet/iperf@e61aaf8c95df956cefbc54fab7b3d78914664180 src/iperf.h:415 — `MAX_TCP_BUFFER (512 * MB)`, the bound -w is checked against (src/iperf_api.c:1293)
+const maxWindow = 512 << 20
 
 // Validate reports the first setting that iperf3 would refuse or that makes
 // the probe meaningless.
@@ -221,6 +235,11 @@ func (p Iperf3) Validate() error {
 	}
 	if p.CPUAffinity != "" && !affinityRE.MatchString(p.CPUAffinity) {
 		return fmt.Errorf("iperf3 CPU affinity %q: write a core number N, or N,M for client core N and server core M", p.CPUAffinity)
+	}
+	if p.Window != "" {
+		if w, err := ParseBytes(p.Window); err != nil || w < 1024 || w > maxWindow {
+			return fmt.Errorf("iperf3 window %q: write a socket buffer size from 1K to 512M, such as 4M", p.Window)
+		}
 	}
 	for side, l := range map[string]string{"client": p.ClientCPUs, "server": p.ServerCPUs} {
 		if _, err := ParseCPUList(l); l != "" && err != nil {
@@ -307,6 +326,9 @@ func (p Iperf3) clientArgv(port int, addr string) []string {
 	}
 	if p.CPUAffinity != "" {
 		argv = append(argv, "-A", p.CPUAffinity)
+	}
+	if p.Window != "" {
+		argv = append(argv, "-w", p.Window)
 	}
 	return argv
 }
@@ -535,7 +557,7 @@ func serverFailure(out []byte, err error, server Endpoint) string {
 			if strings.Contains(reason, "Cannot assign requested address") {
 				return fmt.Sprintf("iperf3 server on %s cannot listen on %s: that address is not on the host (%s)", server, server.Addr, reason)
 			}
-			return fmt.Sprintf("iperf3 server on %s failed: %s", server, reason)
+			return fmt.Sprintf("iperf3 server on %s failed: %s%s", server, reason, windowHint(reason))
 		}
 	}
 	if err != nil {
@@ -552,9 +574,18 @@ func clientFailure(err error, client, server Endpoint, port int) string {
 		case strings.Contains(r, "unable to connect"), strings.Contains(r, "No route to host"), strings.Contains(r, "timed out"), strings.Contains(r, "Network is unreachable"):
 			return fmt.Sprintf("%s cannot reach %s port %d: %s (check routes and firewall rules between the endpoints)", client, server.Addr, port, r)
 		}
-		return fmt.Sprintf("iperf3 client on %s: %s", client, r)
+		return fmt.Sprintf("iperf3 client on %s: %s%s", client, r, windowHint(r))
 	}
 	return fmt.Sprintf("iperf3 client on %s: %v", client, err)
+}
+
+// windowHint names the way out of iperf3's refusal of a window the kernel
+// would not grant.
+func windowHint(reason string) string {
+	if !strings.Contains(reason, "socket buffer size not set correctly") {
+		return ""
+	}
+	return " (the window, -w, is more than an endpoint's kernel grants: raise its limit — Linux: sysctl net.core.rmem_max and net.core.wmem_max to at least half the window, which Linux doubles; FreeBSD: kern.ipc.maxsockbuf — or ask for a smaller window)"
 }
 
 func endpointError(e Endpoint, what string, err error) string {

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,10 +132,10 @@ func TestIperf3FromFixtures(t *testing.T) {
 		},
 		{
 			name:   "udp",
-			probe:  Iperf3{UDP: true, Bitrate: "100M", Length: 1200, Duration: 2 * time.Second},
+			probe:  Iperf3{UDP: true, Bitrate: "100M", Length: 1200, Duration: 2 * time.Second, Window: "4M"},
 			server: "iperf3/server-udp.json", client: "iperf3/udp.json",
 			wantBPS:        99969106.08610104,
-			wantClientArgs: []string{"-u", "-b", "100M", "-l", "1200"},
+			wantClientArgs: []string{"-u", "-b", "100M", "-l", "1200", "-w", "4M"},
 		},
 		{
 			name:   "client report truncated",
@@ -258,6 +260,10 @@ func TestIperf3Validate(t *testing.T) {
 		{Iperf3{Bitrate: "fast"}, `bitrate "fast"`},
 		{Iperf3{Bitrate: "1G; reboot"}, `bitrate "1G; reboot"`},
 		{Iperf3{CPUAffinity: "0-3"}, `affinity "0-3"`},
+		{Iperf3{UDP: true, Bitrate: "1G", Window: "4M"}, ""},
+		{Iperf3{Window: "4 MB"}, `window "4 MB"`},
+		{Iperf3{Window: "600M"}, `window "600M"`},
+		{Iperf3{Window: "512"}, `window "512"`},
 		{Iperf3{Port: 70000}, "port 70000"},
 		{Iperf3{PortRange: [2]int{30000, 20000}}, "port range"},
 	}
@@ -279,6 +285,25 @@ func loopback(t *testing.T) (client, server Endpoint) {
 		t.Skipf("iperf3 is not installed here (%v): apt-get install iperf3", err)
 	}
 	return Endpoint{Name: "client", Addr: "127.0.0.1", Runner: Local{}}, Endpoint{Name: "server", Addr: "127.0.0.1", Runner: Local{}}
+}
+
+// A window above what the kernel grants fails the probe with the limit to
+// raise named, on a real iperf3.
+func TestIperf3WindowRefused(t *testing.T) {
+	client, server := loopback(t)
+	raw, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		t.Skipf("no net.core.rmem_max to exceed here: %v", err)
+	}
+	max, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil || 4*max > maxWindow {
+		t.Skipf("net.core.rmem_max is %q: no window iperf3 takes exceeds it", raw)
+	}
+	p := Iperf3{UDP: true, Bitrate: "10M", Duration: time.Second, Window: strconv.FormatInt(4*max/1024, 10) + "K"}
+	s := p.Run(t.Context(), client, server)
+	if !s.Failed || !strings.Contains(s.Reason, "net.core.rmem_max") {
+		t.Fatalf("window %s over rmem_max %d: failed=%v reason %q, want a failure naming net.core.rmem_max", p.Window, max, s.Failed, s.Reason)
+	}
 }
 
 func TestIperf3Loopback(t *testing.T) {
