@@ -2,15 +2,18 @@ package fwapi
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fwab/fwab/internal/atomicfile"
@@ -104,6 +107,16 @@ type Endpoint struct {
 	Addr  string   `yaml:"addr"`            // address traffic is sent to or from
 	Netns string   `yaml:"netns,omitempty"` // local network namespace
 	SSH   *SSHHost `yaml:"ssh,omitempty"`   // or a remote host
+}
+
+// Host names the machine the endpoint's processes run on: its SSH host,
+// or this machine for a network namespace or none (every namespace shares
+// this machine's cores).
+func (e Endpoint) Host() string {
+	if e.SSH == nil {
+		return "this machine"
+	}
+	return net.JoinHostPort(e.SSH.Host, strconv.Itoa(cmp.Or(e.SSH.Port, 22)))
 }
 
 // SSHHost is an endpoint host reached over SSH.

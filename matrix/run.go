@@ -91,6 +91,7 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 		case p.Concurrent:
 			for _, r := range runs {
 				r.Name, r.Links = r.Name+"@"+strings.Join(p.Links, "+"), p.Links
+				r.Iperf3.LinkCPUs = p.CPUSet.Links
 				out = append(out, r)
 			}
 		default:
@@ -98,6 +99,12 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 				for _, l := range p.Links {
 					q := r
 					q.Name, q.Links = r.Name+"@"+l, []string{l}
+					q.Iperf3.ClientCPUs, q.Iperf3.ServerCPUs = p.CPUSet.For(l)
+					if q.NDR != nil {
+						n := *q.NDR
+						n.Iperf3.ClientCPUs, n.Iperf3.ServerCPUs = q.Iperf3.ClientCPUs, q.Iperf3.ServerCPUs
+						q.NDR = &n
+					}
 					out = append(out, q)
 				}
 			}

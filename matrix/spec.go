@@ -5,11 +5,13 @@ package matrix
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -153,10 +155,22 @@ type ProbeSpec struct {
 	CPUSet CPUSet `yaml:"cpuset"`
 }
 
-// CPUSet is a probe's cores per side, as cpuset lists ("2", "0-1,4").
+// CPUSet is a probe's cores per side, as cpuset lists ("2", "0-1,4"):
+// Client and Server on every link, save those Links gives cores of their
+// own (links run at once on one host compete for the cores they share).
 type CPUSet struct {
-	Client string `yaml:"client"`
-	Server string `yaml:"server"`
+	Client string                    `yaml:"client"`
+	Server string                    `yaml:"server"`
+	Links  map[string]probe.CPUSides `yaml:"links"`
+}
+
+// For is the cores of the link's sides: its own where Links gives them,
+// else the probe's.
+func (c CPUSet) For(link string) (client, server string) {
+	if l, ok := c.Links[link]; ok {
+		return l.Client, l.Server
+	}
+	return c.Client, c.Server
 }
 
 // ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
@@ -655,7 +669,16 @@ func (p ProbeSpec) checkLinks() error {
 		}
 		seen[l] = true
 	}
-	for side, l := range map[string]string{"client": p.CPUSet.Client, "server": p.CPUSet.Server} {
+	lists := map[string]string{"client": p.CPUSet.Client, "server": p.CPUSet.Server}
+	for _, l := range slices.Sorted(maps.Keys(p.CPUSet.Links)) {
+		if !slices.Contains(p.Links, l) {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset links: %s is not one of the probe's links (%s)", p.Name, l, cmp.Or(strings.Join(p.Links, ", "), "none: list them under links"))}
+		}
+		sides := p.CPUSet.Links[l]
+		lists["links: "+l+": client"], lists["links: "+l+": server"] = sides.Client, sides.Server
+	}
+	for _, side := range slices.Sorted(maps.Keys(lists)) {
+		l := lists[side]
 		if l == "" {
 			continue
 		}

@@ -565,20 +565,37 @@ func TestProbeLinks(t *testing.T) {
 	if r := pinned.ProbeRuns()[0]; r.Iperf3.ClientCPUs != "2" || r.Iperf3.ServerCPUs != "0-1" {
 		t.Errorf("cpuset: client %q, server %q; want 2 and 0-1", r.Iperf3.ClientCPUs, r.Iperf3.ServerCPUs)
 	}
+	own, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: up, links: [a, b], cpuset: {client: '0', server: '1', links: {b: {client: '2', server: '3'}}}}\n  - {name: both, links: [a, b], concurrent: true, cpuset: {client: '0', links: {b: {client: '2'}}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cores []string
+	for _, r := range own.ProbeRuns() {
+		for _, l := range r.Links {
+			c, sv := r.Iperf3.CPUsFor(l)
+			cores = append(cores, r.Name+":"+l+"="+c+"/"+sv)
+		}
+	}
+	if want := []string{"up@a:a=0/1", "up@b:b=2/3", "both@a+b:a=0/", "both@a+b:b=2/"}; !slices.Equal(cores, want) {
+		t.Errorf("cores per link %q, want %q", cores, want)
+	}
 	if got := s.LinkNames(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("LinkNames = %q, want a, b", got)
 	}
 	for spec, want := range map[string]string{
-		"{links: [a], concurrent: true}":                   "concurrent runs two or more links at once",
-		"{concurrent: true}":                               "concurrent runs two or more links at once",
-		"{links: [a, a]}":                                  "link a is listed twice",
-		"{links: ['a b']}":                                 `link "a b": name a link`,
-		"{kind: ndr, bitrate: 1G, links: [a, b]}":          "kind ndr runs on one link",
-		"{kind: connect, links: [a, b], concurrent: true}": "kind connect runs on one link",
-		"{cpuset: {client: x}}":                            `cpuset client: "x": list cores`,
-		"{cpuset: {server: 3-1}}":                          "runs backwards",
-		"{kind: connect, cpuset: {client: '1'}}":           "kind connect runs fwab's agent",
-		"{name: up@a}":                                     "'@' and '+' name a probe's links",
+		"{links: [a], concurrent: true}":                       "concurrent runs two or more links at once",
+		"{concurrent: true}":                                   "concurrent runs two or more links at once",
+		"{links: [a, a]}":                                      "link a is listed twice",
+		"{links: ['a b']}":                                     `link "a b": name a link`,
+		"{kind: ndr, bitrate: 1G, links: [a, b]}":              "kind ndr runs on one link",
+		"{kind: connect, links: [a, b], concurrent: true}":     "kind connect runs on one link",
+		"{cpuset: {client: x}}":                                `cpuset client: "x": list cores`,
+		"{cpuset: {server: 3-1}}":                              "runs backwards",
+		"{kind: connect, cpuset: {client: '1'}}":               "kind connect runs fwab's agent",
+		"{links: [a, b], cpuset: {links: {c: {client: '1'}}}}": "cpuset links: c is not one of the probe's links (a, b)",
+		"{cpuset: {links: {a: {server: '1'}}}}":                "cpuset links: a is not one of the probe's links (none",
+		"{links: [a], cpuset: {links: {a: {server: 'z'}}}}":    `cpuset links: a: server: "z"`,
+		"{name: up@a}":                                         "'@' and '+' name a probe's links",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

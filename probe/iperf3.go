@@ -68,6 +68,9 @@ type Iperf3 struct {
 	// cpuset list such as "2" or "0-1,4" (taskset -c on Linux, cpuset -l
 	// on FreeBSD); "" leaves it to the scheduler.
 	ClientCPUs, ServerCPUs string
+	// LinkCPUs gives links run at once (MeasureLinks) cores of their own,
+	// by link name, over ClientCPUs and ServerCPUs.
+	LinkCPUs map[string]CPUSides
 
 	// Port is the server port. Zero (the default) picks a fresh random port
 	// in PortRange for every probe and moves on when one is taken; a fixed

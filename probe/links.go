@@ -15,6 +15,21 @@ type Link struct {
 	Client, Server Endpoint
 }
 
+// CPUSides are one link's cores per side, as cpuset lists.
+type CPUSides struct {
+	Client string `yaml:"client"`
+	Server string `yaml:"server"`
+}
+
+// CPUsFor is the cores the probe pins each side's iperf3 to on the named
+// link: the link's own (LinkCPUs), else ClientCPUs and ServerCPUs.
+func (p Iperf3) CPUsFor(link string) (client, server string) {
+	if c, ok := p.LinkCPUs[link]; ok {
+		return c.Client, c.Server
+	}
+	return p.ClientCPUs, p.ServerCPUs
+}
+
 // LinkSample is one link's figures in a sample that sums several.
 type LinkSample struct {
 	Name          string  `json:"name"`
@@ -67,6 +82,7 @@ func (p Iperf3) MeasureLinks(ctx context.Context, links []Link, w Watch) Sample 
 	var wg sync.WaitGroup
 	for i, l := range links {
 		q := p
+		q.ClientCPUs, q.ServerCPUs = p.CPUsFor(l.Name)
 		q.arm = arm.seat()
 		wg.Go(func() {
 			defer q.arm.arrive(ctx) // a link that fails before its client lets the others go

@@ -113,6 +113,37 @@ func TestMeasureLinks(t *testing.T) {
 	}
 }
 
+// TestMeasureLinksOwnCores: a link given cores of its own (LinkCPUs) runs
+// its iperf3s on them, the others on the probe's.
+func TestMeasureLinksOwnCores(t *testing.T) {
+	var links []Link
+	runners := map[string]*scripted{}
+	for _, name := range []string{"a", "b"} {
+		r := newScripted(t, "iperf3/server-udp.json", "iperf3/udp.json")
+		runners[name] = r
+		links = append(links, Link{Name: name, Client: Endpoint{Name: "client@" + name, Addr: "198.18.1.10", Runner: r}, Server: Endpoint{Name: "server@" + name, Addr: "198.19.1.10", Runner: r}})
+	}
+	p := Iperf3{UDP: true, Bitrate: "100M", ClientCPUs: "0", ServerCPUs: "1", LinkCPUs: map[string]CPUSides{"b": {Client: "2", Server: "3"}}, StartGrace: time.Millisecond}
+	if s := p.MeasureLinks(t.Context(), links, Watch{}); s.Failed {
+		t.Fatalf("MeasureLinks: %s", s.Reason)
+	}
+	want := map[string][2]string{"a": {"0", "1"}, "b": {"2", "3"}}
+	for name, r := range runners {
+		if len(r.calls) == 0 {
+			t.Fatalf("link %s ran nothing", name)
+		}
+		for _, c := range r.calls {
+			cores := want[name][0]
+			if slices.Contains(c, "-s") {
+				cores = want[name][1]
+			}
+			if len(c) < 4 || c[0] != "sh" || c[3] != cores {
+				t.Errorf("link %s: argv %q, want iperf3 on cores %s", name, c, cores)
+			}
+		}
+	}
+}
+
 // TestMeasureLinksNetns: two links of network namespaces, each capped at
 // 200 Mbit/s on its client's egress with tc tbf, run together with their
 // iperf3s pinned to cores: each link

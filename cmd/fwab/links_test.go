@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/matrix"
 )
 
 // TestSweepLinks: a probe that names a link the target lacks is refused
@@ -35,5 +39,46 @@ func TestSweepLinks(t *testing.T) {
 	out, errOut, code := fwabRun(t, "sweep", spec, "--targets", targets, "--dry-run")
 	if code != 0 || !strings.Contains(out+errOut, "up@b") || !strings.Contains(out+errOut, "both@main+b") {
 		t.Errorf("dry run with link b = %d:\n%s%s\nwant runs up@main, up@b and both@main+b", code, out, errOut)
+	}
+}
+
+// TestSharedCores: links run at once with iperf3s pinned to the same cores
+// of one host are named; cores of their own, or other hosts, are not.
+func TestSharedCores(t *testing.T) {
+	ns := func(n string) fwapi.Endpoint { return fwapi.Endpoint{Addr: "198.18.1.10", Netns: n} }
+	ssh := func(h string) fwapi.Endpoint {
+		return fwapi.Endpoint{Addr: "198.18.1.10", SSH: &fwapi.SSHHost{Host: h}}
+	}
+	target := func(a, b fwapi.EndpointPair) *fwapi.Target {
+		return &fwapi.Target{Name: "fw", Endpoints: fwapi.Endpoints{Client: a.Client, Server: a.Server, Links: map[string]fwapi.EndpointPair{"b": b}}}
+	}
+	namespaces := target(fwapi.EndpointPair{Client: ns("lan"), Server: ns("wan")}, fwapi.EndpointPair{Client: ns("lan2"), Server: ns("wan2")})
+	hosts := target(fwapi.EndpointPair{Client: ssh("c1"), Server: ssh("s1")}, fwapi.EndpointPair{Client: ssh("c2"), Server: ssh("s2")})
+	probes := "  - {name: both, links: [main, b], concurrent: true, cpuset: %s}\n"
+	for _, tt := range []struct {
+		name   string
+		cpuset string
+		target *fwapi.Target
+		want   []string // substrings of the one warning; none: no warning
+	}{
+		{"one cpuset, namespaces", "{client: '0', server: '1'}", namespaces, []string{"client@main and client@b run at once on this machine pinned to the same cores ([0])", "server@main and server@b"}},
+		{"own cores, namespaces", "{client: '0', server: '1', links: {b: {client: '2', server: '3'}}}", namespaces, nil},
+		{"one cpuset, four hosts", "{client: '0', server: '1'}", hosts, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := matrix.Parse(strings.NewReader("axes:\n  rules@lan: [0]\nprobes:\n" + fmt.Sprintf(probes, tt.cpuset)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(sharedCores(spec, tt.target), "\n")
+			if len(tt.want) == 0 && got != "" {
+				t.Errorf("warnings %q, want none", got)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("warnings %q, want %q", got, w)
+				}
+			}
+		})
 	}
 }

@@ -198,6 +198,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if w.power, err = preflight(ctx, w.o, w.spec, w.client, w.server); err != nil {
 		return err
 	}
+	for _, warn := range sharedCores(w.spec, w.t) {
+		fmt.Fprintf(w.io.ErrOut, "warning: %s\n", warn)
+	}
 	return checkLinks(ctx, w.spec, w.t, links)
 }
 
@@ -250,10 +253,11 @@ func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links m
 			names = []string{t.Endpoints.FirstLink()}
 		}
 		for _, n := range names {
+			clientCPUs, serverCPUs := pr.Iperf3.CPUsFor(n)
 			for _, side := range []struct {
 				ep   probe.Endpoint
 				list string
-			}{{links[n].Client, pr.Iperf3.ClientCPUs}, {links[n].Server, pr.Iperf3.ServerCPUs}} {
+			}{{links[n].Client, clientCPUs}, {links[n].Server, serverCPUs}} {
 				if key := side.ep.Name + " " + side.list; side.list != "" && !checked[key] {
 					checked[key] = true
 					if err := probe.CheckCPUs(ctx, side.ep, side.list); err != nil {
@@ -264,6 +268,50 @@ func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links m
 		}
 	}
 	return nil
+}
+
+// sharedCores warns of a probe whose links run at once with two of their
+// iperf3 processes pinned to the same cores of one host: they take turns on
+// those cores, each reads about half of one, and neither is flagged as
+// bound by its CPU, so the sum can measure the endpoints.
+func sharedCores(spec *matrix.Spec, t *fwapi.Target) []string {
+	type side struct {
+		name, host string
+		cores      []int
+	}
+	var warns []string
+	for _, pr := range spec.ProbeRuns() {
+		if len(pr.Links) < 2 {
+			continue
+		}
+		var sides []side
+		for _, n := range pr.Links {
+			pair, err := t.Endpoints.Pair(n)
+			if err != nil {
+				continue // openLinks named it
+			}
+			c, s := pr.Iperf3.CPUsFor(n)
+			for _, x := range []struct {
+				role, list string
+				ep         fwapi.Endpoint
+			}{{"client", c, pair.Client}, {"server", s, pair.Server}} {
+				if cores, err := probe.ParseCPUList(x.list); err == nil && x.list != "" {
+					sides = append(sides, side{x.role + "@" + n, x.ep.Host(), cores})
+				}
+			}
+		}
+		for i, a := range sides {
+			for _, b := range sides[i+1:] {
+				if a.host != b.host {
+					continue
+				}
+				if shared := slices.DeleteFunc(slices.Clone(a.cores), func(c int) bool { return !slices.Contains(b.cores, c) }); len(shared) > 0 {
+					warns = append(warns, fmt.Sprintf("probe %s: %s and %s run at once on %s pinned to the same cores (%v): they compete for them and neither shows as CPU-bound; give each link cores of its own (cpuset: {links: {LINK: {client: ..., server: ...}}})", pr.Name, a.name, b.name, a.host, shared))
+				}
+			}
+		}
+	}
+	return warns
 }
 
 // openStore opens the results database: the run to resume (read-only for
