@@ -49,7 +49,8 @@ type BootEnvironments interface {
 
 // PoolSpace is what zfs reports of the dataset mounted at /: the bytes
 // still available to it (the pool's free space, less quotas and
-// reservations) and the bytes it refers to (the running system's size).
+// reservations) and the bytes it and its children refer to (the running
+// system's size).
 type PoolSpace struct {
 	Available, Referenced int64
 }
@@ -225,21 +226,30 @@ func (b bootEnvShell) activateOnce(ctx context.Context, name string) error {
 	return fmt.Errorf("no boot environment named %s on the firewall (it has %s)", name, strings.Join(names, ", "))
 }
 
-// space reads the running system's dataset's room through zfs list.
+// space reads the running system's room through zfs list: the bytes
+// available to its dataset, and the bytes that dataset and its children
+// refer to (bectl create -r copies them all).
 //
 // upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname": / names the booted environment's dataset whatever the pool is called; -H tabs, -p exact bytes
+// upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:104 — `-r`: "Recursively display any children of the dataset on the command line" (pfSense keeps /cf and /var/db/pkg in children of its environment)
 func (b bootEnvShell) space(ctx context.Context) (PoolSpace, error) {
-	out, err := b.run(ctx, "zfs list -Hp -o available,referenced /")
+	const cmd = "zfs list -Hp -r -o available,referenced /"
+	out, err := b.run(ctx, cmd)
 	if err != nil {
 		return PoolSpace{}, fmt.Errorf("zfs list /: %w", err)
 	}
-	f := strings.Fields(string(out))
 	var ps PoolSpace
-	if len(f) != 2 {
-		return PoolSpace{}, fmt.Errorf("zfs list -Hp -o available,referenced / said %q: want two numbers", strings.TrimSpace(string(out)))
-	}
-	if _, err := fmt.Sscan(f[0]+" "+f[1], &ps.Available, &ps.Referenced); err != nil {
-		return PoolSpace{}, fmt.Errorf("zfs list -Hp -o available,referenced / said %q: %v", strings.TrimSpace(string(out)), err)
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var avail, refer int64
+		if f := strings.Fields(line); len(f) != 2 {
+			return PoolSpace{}, fmt.Errorf("%s said %q: want two numbers a line", cmd, strings.TrimSpace(string(out)))
+		} else if _, err := fmt.Sscan(f[0]+" "+f[1], &avail, &refer); err != nil {
+			return PoolSpace{}, fmt.Errorf("%s said %q: %v", cmd, strings.TrimSpace(string(out)), err)
+		}
+		if i == 0 {
+			ps.Available = avail
+		}
+		ps.Referenced += refer
 	}
 	return ps, nil
 }

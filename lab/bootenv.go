@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/atomicfile"
 )
 
@@ -63,6 +64,16 @@ const (
 	bootEnvSize     int64 = 1299227607 // 1.21 GiB, a pfSense root's size
 	defaultPoolFree int64 = 12 << 30
 )
+
+// pfSenseBootEnvChildren are the datasets pfSense's ZFS layout keeps under
+// each environment, with the bytes each refers to: bectl create -r copies
+// them with it, so keeping an environment can cost their size too.
+//
+// upstream: not settled — pfSense's installer layout (its ROOT/default/cf and ROOT/default/var_db_pkg datasets) is not in the sources read; fwab reads whatever children the box has at run time (zfs list -r)
+var pfSenseBootEnvChildren = []struct {
+	name string
+	size int64
+}{{"cf", 3 << 20}, {"var_db_pkg", 41 << 20}}
 
 func (e *Emulator) bootEnvDir(name string) string {
 	return filepath.Join(filepath.Dir(e.Root), "bootenvs", name)
@@ -514,12 +525,14 @@ func clearEntries(root, prefix string, entries []fs.DirEntry, keep func(string) 
 	return nil
 }
 
-// cmdZfs is zfs(8)'s list, as far as fwab asks it: zfs list [-Hp]
+// cmdZfs is zfs(8)'s list, as far as fwab asks it: zfs list [-Hpr]
 // [-o property,...] [dataset|path ...], over the pool's datasets zroot,
-// zroot/ROOT and zroot/ROOT/NAME for each environment; a path names the
-// dataset mounted there (/ the booted environment's).
+// zroot/ROOT and zroot/ROOT/NAME for each environment (with pfSense's
+// children of it); a path names the dataset mounted there (/ the booted
+// environment's), -r adds its descendants.
 //
 // upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname"; -H tabs, -p exact numbers
+// upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:104 — `-r`: "Recursively display any children of the dataset on the command line"
 func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -532,9 +545,9 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 	}
 	args := c.args[1:]
 	if len(args) == 0 || args[0] != "list" {
-		return c.errorf(2, "usage: zfs list [-Hp] [-o property[,property]...] [filesystem|volume|snapshot|path] ...")
+		return c.errorf(2, "usage: zfs list [-r] [-Hp] [-o property[,property]...] [filesystem|volume|snapshot|path] ...")
 	}
-	scripted, exact, props := false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
+	scripted, exact, recursive, props := false, false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
 	var targets []string
 	for i := 1; i < len(args); i++ {
 		switch a := args[i]; {
@@ -548,6 +561,8 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 					scripted = true
 				case 'p':
 					exact = true
+				case 'r':
+					recursive = true
 				default:
 					return c.errorf(2, "invalid option '%c'", f)
 				}
@@ -569,6 +584,11 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 			mnt = "/"
 		}
 		all = append(all, dataset{"zroot/ROOT/" + n, mnt, bootEnvSize, bootEnvSize})
+		if e.flavor() == configxml.PfSense {
+			for _, ch := range pfSenseBootEnvChildren {
+				all = append(all, dataset{"zroot/ROOT/" + n + "/" + ch.name, "-", ch.size, ch.size})
+			}
+		}
 	}
 	var rows []dataset
 	if len(targets) == 0 {
@@ -580,6 +600,13 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 			return c.errorf(1, "cannot open '%s': dataset does not exist", t)
 		}
 		rows = append(rows, all[i])
+		if recursive {
+			for _, d := range all {
+				if strings.HasPrefix(d.name, all[i].name+"/") {
+					rows = append(rows, d)
+				}
+			}
+		}
 	}
 	size := func(n int64) string {
 		if exact {

@@ -127,3 +127,32 @@ func TestBectl(t *testing.T) {
 		})
 	}
 }
+
+// TestZfsList: zfs list names a path's dataset, -r adds its children
+// (pfSense's cf and var_db_pkg under each environment; none on OPNsense),
+// and an unknown dataset or option is refused as zfs refuses it.
+func TestZfsList(t *testing.T) {
+	for flavor, want := range map[configxml.Flavor]string{
+		configxml.PfSense:  "zroot/ROOT/default\t1299227607\nzroot/ROOT/default/cf\t3145728\nzroot/ROOT/default/var_db_pkg\t42991616\n",
+		configxml.OPNsense: "zroot/ROOT/default\t1299227607\n",
+	} {
+		t.Run(string(flavor), func(t *testing.T) {
+			e, err := NewEmulator(t.Context(), t.TempDir(), EmulatorOptions{Product: flavor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, code := bectl(t, e, "zfs list -Hp -r -o name,referenced /"); code != 0 || out != want {
+				t.Errorf("zfs list -r / = %d %q, want %q", code, out, want)
+			}
+			if out, code := bectl(t, e, "zfs list -Hp -o name /"); code != 0 || out != "zroot/ROOT/default\n" {
+				t.Errorf("zfs list / = %d %q, want the booted environment alone", code, out)
+			}
+			if out, code := bectl(t, e, "zfs list zroot/nothing"); code != 1 || !strings.Contains(out, "dataset does not exist") {
+				t.Errorf("zfs list of an unknown dataset = %d %q", code, out)
+			}
+			if out, code := bectl(t, e, "zfs list -x"); code != 2 || !strings.Contains(out, "invalid option 'x'") {
+				t.Errorf("zfs list -x = %d %q", code, out)
+			}
+		})
+	}
+}

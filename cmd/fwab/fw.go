@@ -546,7 +546,7 @@ func keepFirmware(ctx context.Context, io *streams, fw fwapi.Firewall) error {
 		return fmt.Errorf("--keep: %w", err)
 	}
 	if space.Available < space.Referenced {
-		return fmt.Errorf("--keep: the pool has %s free, and keeping %s beside its upgrade can take up to %s (the running system's size: the kept environment holds every block the upgrade replaces); make room (bectl destroy an environment no longer needed, 'fwab fw firmwares' lists them) and try again; nothing was changed",
+		return fmt.Errorf("--keep: the pool has %s free, and keeping %s beside its upgrade can take up to %s (the running system's size, its child datasets counted: the kept environment holds every block the upgrade replaces); make room (bectl destroy an environment no longer needed, 'fwab fw firmwares' lists them) and try again; nothing was changed",
 			humanize.IBytes(uint64(space.Available)), info.Version, humanize.IBytes(uint64(space.Referenced)))
 	}
 	for _, e := range envs {

@@ -389,7 +389,7 @@ func TestFwUpgradeKeepPoolSpace(t *testing.T) {
 	before := fake.StoredConfig(t)
 	version := string(fake.File(t, "/etc/version"))
 	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--keep", "--target", "fw1", "--targets", targets, "--timeout", "30s")
-	if code == 0 || !strings.Contains(errOut, "300 MiB free") || !strings.Contains(errOut, "1.2 GiB") || !strings.Contains(errOut, "bectl destroy") || !strings.Contains(errOut, "nothing was changed") {
+	if code == 0 || !strings.Contains(errOut, "300 MiB free") || !strings.Contains(errOut, "1.3 GiB") || !strings.Contains(errOut, "bectl destroy") || !strings.Contains(errOut, "nothing was changed") {
 		t.Errorf("fw upgrade --keep on a full pool = %d: %s; want it refused, naming the free space, the need and the way out", code, errOut)
 	}
 	if got := string(fake.File(t, "/etc/version")); got != version || !bytes.Equal(fake.StoredConfig(t), before) {
@@ -404,6 +404,24 @@ func TestFwUpgradeKeepPoolSpace(t *testing.T) {
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
 		t.Errorf("the refused upgrade left the lock")
+	}
+}
+
+// TestFwUpgradeKeepChildDatasets: the room --keep asks for counts the
+// running environment's child datasets (pfSense keeps /cf and /var/db/pkg
+// in datasets of their own under it, which bectl create -r copies too),
+// not the root dataset alone.
+func TestFwUpgradeKeepChildDatasets(t *testing.T) {
+	fake, targets := labTarget(t, nil, true)
+	if err := fake.SetPoolFree(1299227607 + 1<<20); err != nil { // the root dataset and a MiB
+		t.Fatal(err)
+	}
+	_, errOut, code := fwabRun(t, "fw", "upgrade", "2.8.0-RELEASE", "--keep", "--target", "fw1", "--targets", targets, "--timeout", "30s")
+	if code == 0 || !strings.Contains(errOut, "1.2 GiB free") || !strings.Contains(errOut, "nothing was changed") {
+		t.Errorf("fw upgrade --keep with room for / but not its children = %d: %s; want it refused", code, errOut)
+	}
+	if envs, err := fake.BootEnvs(); err != nil || len(envs) != 1 {
+		t.Errorf("the refused upgrade left boot environments %v (%v); want only the one it had", envs, err)
 	}
 }
 
