@@ -2,18 +2,15 @@ package fwapi
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/fwab/fwab/internal/atomicfile"
@@ -116,7 +113,7 @@ func (e Endpoint) Host() string {
 	if e.SSH == nil {
 		return "this machine"
 	}
-	return net.JoinHostPort(e.SSH.Host, strconv.Itoa(cmp.Or(e.SSH.Port, 22)))
+	return SSHSpecConfig(e.SSH.Host, &e.SSH.SSHSpec).Addr
 }
 
 // SSHHost is an endpoint host reached over SSH.

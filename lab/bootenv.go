@@ -526,7 +526,7 @@ func clearEntries(root, prefix string, entries []fs.DirEntry, keep func(string) 
 }
 
 // cmdZfs is zfs(8)'s list, as far as fwab asks it: zfs list [-Hpr]
-// [-o property,...] [dataset|path ...], over the pool's datasets zroot,
+// [-t type,...] [-o property,...] [dataset|path ...], over the pool's datasets zroot,
 // zroot/ROOT and zroot/ROOT/NAME for each environment (with pfSense's
 // children of it); a path names the dataset mounted there (/ the booted
 // environment's), -r adds its descendants.
@@ -547,13 +547,27 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 	if len(args) == 0 || args[0] != "list" {
 		return c.errorf(2, "usage: zfs list [-r] [-Hp] [-o property[,property]...] [filesystem|volume|snapshot|path] ...")
 	}
-	scripted, exact, recursive, props := false, false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
+	scripted, exact, recursive, noFilesystems, props := false, false, false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
 	var targets []string
 	for i := 1; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "-o" && i+1 < len(args):
 			i++
 			props = strings.Split(args[i], ",")
+		case a == "-t" && i+1 < len(args):
+			// The emulated pool keeps filesystems only: another type lists
+			// nothing.
+			i++
+			noFilesystems = true
+			for _, ty := range strings.Split(args[i], ",") {
+				switch ty {
+				case "filesystem", "fs", "all":
+					noFilesystems = false
+				case "snapshot", "snap", "volume", "vol", "bookmark":
+				default:
+					return c.errorf(2, "invalid type '%s'", ty)
+				}
+			}
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			for _, f := range a[1:] {
 				switch f {
@@ -607,6 +621,9 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 				}
 			}
 		}
+	}
+	if noFilesystems {
+		rows = nil
 	}
 	size := func(n int64) string {
 		if exact {

@@ -141,8 +141,14 @@ func TestZfsList(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out, code := bectl(t, e, "zfs list -Hp -r -o name,referenced /"); code != 0 || out != want {
-				t.Errorf("zfs list -r / = %d %q, want %q", code, out, want)
+			if out, code := bectl(t, e, "zfs list -Hp -r -t filesystem -o name,referenced /"); code != 0 || out != want {
+				t.Errorf("zfs list -r -t filesystem / = %d %q, want %q", code, out, want)
+			}
+			if out, code := bectl(t, e, "zfs list -H -t snapshot -o name /"); code != 0 || out != "" {
+				t.Errorf("zfs list -t snapshot / = %d %q, want no snapshots", code, out)
+			}
+			if out, code := bectl(t, e, "zfs list -t pool /"); code != 2 || !strings.Contains(out, "invalid type 'pool'") {
+				t.Errorf("zfs list -t pool = %d %q, want the type refused", code, out)
 			}
 			if out, code := bectl(t, e, "zfs list -Hp -o name /"); code != 0 || out != "zroot/ROOT/default\n" {
 				t.Errorf("zfs list / = %d %q, want the booted environment alone", code, out)

@@ -91,7 +91,6 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 		case p.Concurrent:
 			for _, r := range runs {
 				r.Name, r.Links = r.Name+"@"+strings.Join(p.Links, "+"), p.Links
-				r.Iperf3.LinkCPUs = p.CPUSet.Links
 				out = append(out, r)
 			}
 		default:
@@ -99,7 +98,7 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 				for _, l := range p.Links {
 					q := r
 					q.Name, q.Links = r.Name+"@"+l, []string{l}
-					q.Iperf3.ClientCPUs, q.Iperf3.ServerCPUs = p.CPUSet.For(l)
+					q.Iperf3.ClientCPUs, q.Iperf3.ServerCPUs = q.Iperf3.CPUsFor(l)
 					if q.NDR != nil {
 						n := *q.NDR
 						n.Iperf3.ClientCPUs, n.Iperf3.ServerCPUs = q.Iperf3.ClientCPUs, q.Iperf3.ServerCPUs
@@ -126,6 +125,7 @@ func (s *Spec) probeRuns(p ProbeSpec) []ProbeRun {
 		Window:      p.Window,
 		ClientCPUs:  p.CPUSet.Client,
 		ServerCPUs:  p.CPUSet.Server,
+		LinkCPUs:    p.CPUSet.Links,
 	}
 	switch p.Kind {
 	case "ndr":
@@ -666,7 +666,11 @@ func MeasuredCosts(events []store.Event) map[configxml.Action]time.Duration {
 		if e.Kind != EventApplyCost || json.Unmarshal([]byte(e.Message), &c) != nil || len(c.Actions) != 1 || c.Seconds < 0 {
 			continue
 		}
-		by[c.Actions[0]] = append(by[c.Actions[0]], c.Seconds)
+		a := c.Actions[0]
+		if a == "firmware-upgrade" { // the firmware switch's name before it was firmware-switch
+			a = configxml.ActionFirmware
+		}
+		by[a] = append(by[a], c.Seconds)
 	}
 	out := map[configxml.Action]time.Duration{}
 	for a, xs := range by {

@@ -156,22 +156,15 @@ type ProbeSpec struct {
 }
 
 // CPUSet is a probe's cores per side, as cpuset lists ("2", "0-1,4"):
-// Client and Server on every link, save those Links gives cores of their
-// own (links run at once on one host compete for the cores they share).
+// Client and Server on every link, save the sides Links gives cores of
+// their own (links run at once on one host compete for the cores they
+// share).
 type CPUSet struct {
 	Client string                    `yaml:"client"`
 	Server string                    `yaml:"server"`
 	Links  map[string]probe.CPUSides `yaml:"links"`
 }
 
-// For is the cores of the link's sides: its own where Links gives them,
-// else the probe's.
-func (c CPUSet) For(link string) (client, server string) {
-	if l, ok := c.Links[link]; ok {
-		return l.Client, l.Server
-	}
-	return c.Client, c.Server
-}
 
 // ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
 // searched.

@@ -565,7 +565,7 @@ func TestProbeLinks(t *testing.T) {
 	if r := pinned.ProbeRuns()[0]; r.Iperf3.ClientCPUs != "2" || r.Iperf3.ServerCPUs != "0-1" {
 		t.Errorf("cpuset: client %q, server %q; want 2 and 0-1", r.Iperf3.ClientCPUs, r.Iperf3.ServerCPUs)
 	}
-	own, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: up, links: [a, b], cpuset: {client: '0', server: '1', links: {b: {client: '2', server: '3'}}}}\n  - {name: both, links: [a, b], concurrent: true, cpuset: {client: '0', links: {b: {client: '2'}}}}\n"))
+	own, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {name: up, links: [a, b], cpuset: {client: '0', server: '1', links: {b: {client: '2', server: '3'}}}}\n  - {name: both, links: [a, b], concurrent: true, cpuset: {client: '0', server: '1', links: {b: {client: '2'}}}}\n  - {name: rate, kind: ndr, bitrate: 1G, frame_sizes: [1518], links: [b], cpuset: {client: '0', links: {b: {server: '3'}}}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,8 +576,13 @@ func TestProbeLinks(t *testing.T) {
 			cores = append(cores, r.Name+":"+l+"="+c+"/"+sv)
 		}
 	}
-	if want := []string{"up@a:a=0/1", "up@b:b=2/3", "both@a+b:a=0/", "both@a+b:b=2/"}; !slices.Equal(cores, want) {
+	if want := []string{"up@a:a=0/1", "up@b:b=2/3", "both@a+b:a=0/1", "both@a+b:b=2/1", "rate-1518@b:b=0/3"}; !slices.Equal(cores, want) {
 		t.Errorf("cores per link %q, want %q", cores, want)
+	}
+	// A rate search's trials run on the NDR's own settings: the link's
+	// cores must reach them too.
+	if r := own.ProbeRuns()[3]; r.NDR == nil || r.NDR.Iperf3.ClientCPUs != "0" || r.NDR.Iperf3.ServerCPUs != "3" {
+		t.Errorf("rate search on link b: %+v, want its trials on client 0, server 3", r.NDR)
 	}
 	if got := s.LinkNames(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("LinkNames = %q, want a, b", got)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -348,7 +349,7 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 		s.EndpointCPUBound = true
 		why := "the generator did not offer some rates asked near the result, or its CPU was saturated"
 		if drops > 0 {
-			why = fmt.Sprintf("the receiving host dropped %d datagrams its socket buffer could not hold in the trials flagged (a larger window, such as window: 4M, gives it room), or the generator fell short", drops)
+			why = fmt.Sprintf("the receiving host dropped %d datagrams its socket buffer (%s) could not hold in the trials flagged, or the generator fell short: a larger window gives it room (window: 4M, say, where the receiver's net.core.rmem_max grants at least half of it)", drops, cmp.Or(n.Iperf3.Window, "the system's default; no window set"))
 		}
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: the figure may measure the endpoints, not the firewall", n.Frames, why))
 	}

@@ -585,7 +585,10 @@ func clientFailure(err error, client, server Endpoint, port int) string {
 // windowHint names the way out of iperf3's refusal of a window the kernel
 // would not grant.
 func windowHint(reason string) string {
-	if !strings.Contains(reason, "socket buffer size not set correctly") {
+	// Linux grants less than asked ("not set correctly"); FreeBSD refuses
+	// a buffer over kern.ipc.maxsockbuf's share with ENOBUFS ("unable to
+	// set socket buffer size").
+	if !strings.Contains(reason, "socket buffer size not set correctly") && !strings.Contains(reason, "unable to set socket buffer size") {
 		return ""
 	}
 	return " (the window, -w, is more than an endpoint's kernel grants: raise its limit — Linux: sysctl net.core.rmem_max and net.core.wmem_max to at least half the window, which Linux doubles; FreeBSD: kern.ipc.maxsockbuf — or ask for a smaller window)"

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -22,12 +23,11 @@ type CPUSides struct {
 }
 
 // CPUsFor is the cores the probe pins each side's iperf3 to on the named
-// link: the link's own (LinkCPUs), else ClientCPUs and ServerCPUs.
+// link: the link's own (LinkCPUs), else, side by side, ClientCPUs and
+// ServerCPUs.
 func (p Iperf3) CPUsFor(link string) (client, server string) {
-	if c, ok := p.LinkCPUs[link]; ok {
-		return c.Client, c.Server
-	}
-	return p.ClientCPUs, p.ServerCPUs
+	c := p.LinkCPUs[link]
+	return cmp.Or(c.Client, p.ClientCPUs), cmp.Or(c.Server, p.ServerCPUs)
 }
 
 // LinkSample is one link's figures in a sample that sums several.

@@ -54,7 +54,7 @@ func TestSharedCores(t *testing.T) {
 	}
 	namespaces := target(fwapi.EndpointPair{Client: ns("lan"), Server: ns("wan")}, fwapi.EndpointPair{Client: ns("lan2"), Server: ns("wan2")})
 	hosts := target(fwapi.EndpointPair{Client: ssh("c1"), Server: ssh("s1")}, fwapi.EndpointPair{Client: ssh("c2"), Server: ssh("s2")})
-	probes := "  - {name: both, links: [main, b], concurrent: true, cpuset: %s}\n"
+	probes := "  - {name: both, links: [main, b], concurrent: true, udp: true, bitrate: 100M, lengths: [64, 512], cpuset: %s}\n" // two runs, one warning each pair
 	for _, tt := range []struct {
 		name   string
 		cpuset string
@@ -64,13 +64,19 @@ func TestSharedCores(t *testing.T) {
 		{"one cpuset, namespaces", "{client: '0', server: '1'}", namespaces, []string{"client@main and client@b run at once on this machine pinned to the same cores ([0])", "server@main and server@b"}},
 		{"own cores, namespaces", "{client: '0', server: '1', links: {b: {client: '2', server: '3'}}}", namespaces, nil},
 		{"one cpuset, four hosts", "{client: '0', server: '1'}", hosts, nil},
+		{"one cpuset, one SSH host", "{client: '0', server: '1'}", target(fwapi.EndpointPair{Client: ssh("h"), Server: ssh("s1")}, fwapi.EndpointPair{Client: ssh("h"), Server: ssh("s2")}), []string{"client@main and client@b run at once on h:22"}},
+		{"one link's two ends", "{client: '0', server: '0', links: {b: {client: '1', server: '2'}}}", namespaces, []string{"client@main and server@main", "give the link's client and server different cores"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			spec, err := matrix.Parse(strings.NewReader("axes:\n  rules@lan: [0]\nprobes:\n" + fmt.Sprintf(probes, tt.cpuset)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := strings.Join(sharedCores(spec, tt.target), "\n")
+			warns := sharedCores(spec, tt.target)
+			got := strings.Join(warns, "\n")
+			if len(tt.want) > 0 && len(warns) != 2 && tt.name == "one cpuset, namespaces" {
+				t.Errorf("warnings %q: want one per pair of sides sharing cores (clients, servers)", warns)
+			}
 			if len(tt.want) == 0 && got != "" {
 				t.Errorf("warnings %q, want none", got)
 			}

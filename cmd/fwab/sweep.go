@@ -276,14 +276,16 @@ func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links m
 // bound by its CPU, so the sum can measure the endpoints.
 func sharedCores(spec *matrix.Spec, t *fwapi.Target) []string {
 	type side struct {
-		name, host string
-		cores      []int
+		name, link, host string
+		cores            []int
 	}
 	var warns []string
+	seen := map[string]bool{}
 	for _, pr := range spec.ProbeRuns() {
-		if len(pr.Links) < 2 {
-			continue
+		if len(pr.Links) < 2 || seen[pr.Spec.Name] {
+			continue // a probe's runs (one per length) share its cores
 		}
+		seen[pr.Spec.Name] = true
 		var sides []side
 		for _, n := range pr.Links {
 			pair, err := t.Endpoints.Pair(n)
@@ -296,7 +298,7 @@ func sharedCores(spec *matrix.Spec, t *fwapi.Target) []string {
 				ep         fwapi.Endpoint
 			}{{"client", c, pair.Client}, {"server", s, pair.Server}} {
 				if cores, err := probe.ParseCPUList(x.list); err == nil && x.list != "" {
-					sides = append(sides, side{x.role + "@" + n, x.ep.Host(), cores})
+					sides = append(sides, side{x.role + "@" + n, n, x.ep.Host(), cores})
 				}
 			}
 		}
@@ -305,9 +307,15 @@ func sharedCores(spec *matrix.Spec, t *fwapi.Target) []string {
 				if a.host != b.host {
 					continue
 				}
-				if shared := slices.DeleteFunc(slices.Clone(a.cores), func(c int) bool { return !slices.Contains(b.cores, c) }); len(shared) > 0 {
-					warns = append(warns, fmt.Sprintf("probe %s: %s and %s run at once on %s pinned to the same cores (%v): they compete for them and neither shows as CPU-bound; give each link cores of its own (cpuset: {links: {LINK: {client: ..., server: ...}}})", pr.Name, a.name, b.name, a.host, shared))
+				shared := slices.DeleteFunc(slices.Clone(a.cores), func(c int) bool { return !slices.Contains(b.cores, c) })
+				if len(shared) == 0 {
+					continue
 				}
+				fix := "give each link cores of its own (cpuset: {links: {LINK: {client: ..., server: ...}}})"
+				if a.link == b.link {
+					fix = "give the link's client and server different cores"
+				}
+				warns = append(warns, fmt.Sprintf("probe %s: %s and %s run at once on %s pinned to the same cores (%v): they compete for them and neither shows as CPU-bound; %s", pr.Spec.Name, a.name, b.name, a.host, shared, fix))
 			}
 		}
 	}
