@@ -582,17 +582,18 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
-	// One check per tool the probes use: iperf3 for iperf3 and ndr, fwab's
-	// agent for connect.
-	iperf3Checked, connectChecked := false, false
+	// One check per tool the probes use: iperf3 for iperf3 and ndr (once
+	// per window asked for, which a kernel may refuse), fwab's agent for
+	// connect.
+	iperf3Checked, connectChecked := map[string]bool{}, false
 	for _, pr := range probes {
 		var err error
 		switch {
 		case pr.Connect != nil && !connectChecked:
 			connectChecked = true
 			err = pr.Connect.Check(ctx, client, server)
-		case pr.Connect == nil && !iperf3Checked:
-			iperf3Checked = true
+		case pr.Connect == nil && !iperf3Checked[pr.Iperf3.Window]:
+			iperf3Checked[pr.Iperf3.Window] = true
 			check := pr.Iperf3
 			check.Duration = time.Second
 			err = check.Check(ctx, client, server)
