@@ -14,7 +14,8 @@
 # SIZES may name imix. WINDOW=4M asks iperf3 for that socket buffer
 # (window:), the receiver's room; REPEATS=5 measures each search five
 # times and prints each one's coefficient of variation; PDR=false leaves
-# the PDR probe out (the NDR's reruns alone).
+# the PDR probe out (the NDR's reruns alone). KEEP=FILE keeps the results
+# database. A flagged search prints its generator-limited trials.
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
@@ -26,7 +27,7 @@ go build -o "$W/fwab" ./cmd/fwab
 fwab=$W/fwab
 lab=(--prefix fwnb --dir "$W/lab" --targets "$W/targets.yaml")
 $fwab lab up "${lab[@]}" >/dev/null
-trap '$fwab lab down "${lab[@]}" >/dev/null; rm -rf "$W"' EXIT
+trap '$fwab lab down "${lab[@]}" >/dev/null; if [[ -n ${KEEP:-} ]]; then cp "$W/results.db" "$KEEP"; fi; rm -rf "$W"' EXIT
 ports=(fwnbd1)
 if [[ $DIRECTION == bidir ]]; then ports+=(fwnbd0); fi
 for dev in "${ports[@]}"; do
@@ -62,6 +63,10 @@ for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idl
     capfps = cap / (8 * (n["mean_frame"] - 4))
     print(f"{probe:9} {n['frame'] or 'imix':5}  {n['frames_per_second']:9.0f}  {capfps:11.0f}  {n['frames_per_second'] / capfps:9.3f}  "
           f"{n['wire_bps'] / 1e6:11.1f}  {n['width'] * 100:5.2f}%  {len(n['trials']):6}  {n['trials_time']:>5}  {n['generator_limited']}")
+    if n["generator_limited"]:
+        for t in n["trials"]:
+            if t.get("generator_limited"):
+                print(f"          limited trial: {t['payload_bps'] / 1e6:.2f} Mbit/s payload asked, {t['offered_payload_bps'] / 1e6:.2f} offered, loss {t['loss_percent']:.3f}%, receiver drops {t.get('receiver_drops', 0)}")
 runs = {}
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
     n = json.loads(raw).get("ndr")
