@@ -998,6 +998,7 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		return strings.Contains(log, "***GOT REQUEST TO ") && log != pre.Log
 	}
 	var seen int
+	sawRun := false // this run's header was read
 	for {
 		var st struct {
 			Status string `json:"status"`
@@ -1036,6 +1037,15 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		lastStatus, lastLog = status, st.Log
 		if (status == "done" || status == "reboot") && !newRun(st.Log) {
 			status = "running" // an earlier action's marker
+		}
+		sawRun = sawRun || newRun(st.Log)
+		// A run's progress file is truncated only when a run starts: read
+		// empty after this run's header, it went with a reboot that fell
+		// between two polls (a quick one: a VM, a small install).
+		// upstream: not settled — whether /tmp/pkg_upgrade.progress (opnsense-core 26.1 src/opnsense/scripts/firmware/config.sh:30) survives the reboot; checked at run time: the version the box reports after it decides
+		if sawRun && strings.TrimSpace(st.Log) == "" {
+			progress("the progress log is gone: the firewall rebooted between two polls")
+			return o.checkUpgraded(ctx, cur, version, progress)
 		}
 		switch status {
 		case "done":

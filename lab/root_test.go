@@ -707,6 +707,21 @@ func TestApplianceLinkAndBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
+	// What a sweep warns of, from the box's own ifconfig: the half-duplex
+	// WAN port, and nothing of the full-duplex LAN one.
+	lister, ok := fw.(interface {
+		Inventory(context.Context) (fwapi.Inventory, error)
+	})
+	if !ok {
+		t.Fatalf("%T lists no inventory", fw)
+	}
+	inv, err := lister.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(inv.LinkWarnings(), "\n"); !strings.Contains(w, `igb0 (igb) negotiated "1000baseT <half-duplex>", not full duplex`) || strings.Contains(w, "igb1") {
+		t.Errorf("link warnings %q: want igb0's half duplex named, igb1 not", w)
+	}
 	idle, err := fw.Metrics(ctx)
 	if err != nil {
 		t.Fatal(err)

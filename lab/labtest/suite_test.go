@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/lab"
@@ -52,4 +53,23 @@ func TestDriverSuiteOnNamespaces(t *testing.T) {
 		},
 	}
 	s.Run(t)
+}
+
+// TestOPNsenseUpgradeFastReboot: an OPNsense that reboots into its upgrade
+// between two of the driver's polls (the in-process emulator's reboot
+// takes 300 ms, the poll comes every 5 s) comes back without the progress
+// file; the upgrade must still end, on the new version, not wait until its
+// timeout for a status that no longer comes.
+func TestOPNsenseUpgradeFastReboot(t *testing.T) {
+	f := Start(t, Options{Product: configxml.OPNsense, Version: "26.1.2"})
+	fw := f.Open(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var lines []string
+	if err := fw.Upgrade(ctx, "26.7.1", func(l string) { lines = append(lines, l) }); err != nil {
+		t.Fatalf("Upgrade: %v (progress %q)", err, lines)
+	}
+	if info, err := fw.Info(t.Context()); err != nil || info.Version != "26.7.1" {
+		t.Errorf("after the upgrade: %+v, %v; want 26.7.1", info, err)
+	}
 }
