@@ -40,6 +40,12 @@ func TestSweepLinks(t *testing.T) {
 	if code != 0 || !strings.Contains(out+errOut, "up@b") || !strings.Contains(out+errOut, "both@main+b") {
 		t.Errorf("dry run with link b = %d:\n%s%s\nwant runs up@main, up@b and both@main+b", code, out, errOut)
 	}
+	// Pinned alike on one host (this machine: the endpoints have neither
+	// netns nor ssh), the links at once are warned of in the dry run.
+	os.WriteFile(spec, []byte("target: fw1\naxes:\n  rules@lan: [0, 10]\nprobes:\n  - {name: both, duration: 1s, links: [main, b], concurrent: true, cpuset: {client: '0', server: '1'}}\nrepeats: 2\nidle: 0s\n"), 0o644)
+	if _, errOut, code := fwabRun(t, "sweep", spec, "--targets", targets, "--dry-run"); code != 0 || !strings.Contains(errOut, "warning: probe both: client@main and client@b run at once on this machine pinned to the same cores ([0])") {
+		t.Errorf("dry run of links pinned alike = %d: %s; want the shared cores warned of", code, errOut)
+	}
 }
 
 // TestSharedCores: links run at once with iperf3s pinned to the same cores

@@ -175,6 +175,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 		if _, err := linkNames(w.t, w.spec); err != nil {
 			return err
 		}
+		for _, warn := range sharedCores(w.spec, w.t) {
+			fmt.Fprintf(w.io.ErrOut, "warning: %s\n", warn)
+		}
 	}
 	if w.envs != nil {
 		if err := w.envs.checkConfigs(ctx, w.plan, w.fc.config, w.o.allowConfigDiff); err != nil {
@@ -197,9 +200,6 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	w.closers = append(w.closers, closeEndpoints)
 	if w.power, err = preflight(ctx, w.o, w.spec, w.client, w.server); err != nil {
 		return err
-	}
-	for _, warn := range sharedCores(w.spec, w.t) {
-		fmt.Fprintf(w.io.ErrOut, "warning: %s\n", warn)
 	}
 	return checkLinks(ctx, w.spec, w.t, links)
 }
