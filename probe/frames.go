@@ -186,9 +186,17 @@ func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) T
 				before[side] = n
 			}
 		}
+		// Every stream's server listens before any client sends, as links
+		// run at once do (MeasureLinks): the streams overlap for the whole
+		// trial, not from the slowest server's start.
+		arm := newBarrier(len(streams))
 		var wg sync.WaitGroup
 		for _, st := range streams {
-			wg.Go(func() { st.s = st.q.Run(ctx, client, server) })
+			st.q.arm = arm.seat()
+			wg.Go(func() {
+				defer st.q.arm.arrive(ctx) // a stream that fails early lets the others go
+				st.s = st.q.Run(ctx, client, server)
+			})
 		}
 		wg.Wait()
 		var res TrialResult
@@ -199,7 +207,16 @@ func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) T
 		}
 		var lost, packets int64
 		var lossPct float64
+		var first, last time.Time
 		for _, st := range streams {
+			if c := st.s.ClientStarted; !c.IsZero() {
+				if first.IsZero() || c.Before(first) {
+					first = c
+				}
+				if c.After(last) {
+					last = c
+				}
+			}
 			what := fmt.Sprintf("trial at %.4g bit/s of %s", rate, frames)
 			if len(streams) > 1 {
 				what += fmt.Sprintf(", its %s stream of %d-byte datagrams", st.q.Direction, st.q.Length)
@@ -216,6 +233,7 @@ func Iperf3Trial(p Iperf3, client, server Endpoint, frames Frames, bidir bool) T
 			lost, packets = lost+u.LostPackets, packets+u.Packets
 			lossPct = max(lossPct, u.LostPercent)
 		}
+		res.StartSkew = last.Sub(first)
 		res.Loss = lossPct
 		if packets > 0 {
 			res.Loss = 100 * float64(lost) / float64(packets)
@@ -291,6 +309,9 @@ type TrialJSON struct {
 	// ReceiverDrops are datagrams the receiving host dropped for a full
 	// socket buffer during the trial.
 	ReceiverDrops int64 `json:"receiver_drops,omitempty"`
+	// StartSkewMS is how far apart the trial's streams (an IMIX's sizes,
+	// both ways) were launched, in milliseconds.
+	StartSkewMS float64 `json:"start_skew_ms,omitempty"`
 }
 
 // Measure runs the search between client and server, watching the DUT as w
@@ -328,7 +349,8 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 		if t.Limited {
 			drops += t.ReceiverDrops
 		}
-		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited, ReceiverDrops: t.ReceiverDrops})
+		r.Trials = append(r.Trials, TrialJSON{PayloadBPS: t.Rate, OfferedBPS: t.Offered, LossPct: t.Loss, Seconds: t.Duration.Seconds(), Pass: t.Pass, Limited: t.Limited, ReceiverDrops: t.ReceiverDrops,
+			StartSkewMS: float64(t.StartSkew) / float64(time.Millisecond)})
 		if t.Pass && t.Rate == res.Rate {
 			loss = t.Loss
 		}

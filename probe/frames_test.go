@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -293,6 +294,44 @@ func TestNDRMixAndBidir(t *testing.T) {
 	}
 	if math.Abs(pps["up18"]-pps["down18"]) > 1 {
 		t.Errorf("up %v and down %v packets a second of 64-byte frames: want the same each way", pps["up18"], pps["down18"])
+	}
+}
+
+// lateServer is timed with its third server 150 ms late to listen.
+type lateServer struct {
+	timed
+	n atomic.Int32
+}
+
+func (r *lateServer) Start(ctx context.Context, argv []string) (Process, error) {
+	if r.n.Add(1) == 3 {
+		time.Sleep(150 * time.Millisecond)
+	}
+	return r.timed.Start(ctx, argv)
+}
+
+// TestIperf3TrialArmed: an IMIX trial's streams are armed first, every
+// server listening (one 150 ms late), then fired together, and the trial
+// keeps how far apart their clients launched.
+func TestIperf3TrialArmed(t *testing.T) {
+	c := &clock{}
+	r := &lateServer{timed: timed{policed: policed{newScripted(t, "iperf3/server-udp.json", ""), 100e6}, c: c}}
+	client, server := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: r}, Endpoint{Name: "server", Addr: "198.19.1.10", Runner: r}
+	res, err := Iperf3Trial(Iperf3{StartGrace: time.Millisecond}, client, server, IMIX, false)(t.Context(), 50e6, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.servers) != 3 || len(c.clients) != 3 {
+		t.Fatalf("servers %v, clients %v: want IMIX's three streams", c.servers, c.clients)
+	}
+	last := slices.MaxFunc(c.servers, func(a, b time.Time) int { return a.Compare(b) })
+	for _, cl := range c.clients {
+		if cl.Before(last) {
+			t.Errorf("a stream's client ran %v before the last server listened: not armed first", last.Sub(cl))
+		}
+	}
+	if res.StartSkew < 0 || res.StartSkew > MaxStartSkew {
+		t.Errorf("start skew %v: want the streams fired together", res.StartSkew)
 	}
 }
 

@@ -46,9 +46,10 @@ type TrialResult struct {
 	// trial (the sender's CPU was saturated, or the receiver dropped
 	// datagrams for a full socket buffer), whatever the rates say.
 	GeneratorBound bool
-	ReceiverDrops  int64 // datagrams the receiving host dropped for a full socket buffer
-	Pass           bool  // loss within the tolerance and the rate reached
-	Limited        bool  // the generator did not offer the rate asked (or was CPU-bound)
+	ReceiverDrops  int64         // datagrams the receiving host dropped for a full socket buffer
+	StartSkew      time.Duration // how far apart a trial of several streams launched them
+	Pass           bool          // loss within the tolerance and the rate reached
+	Limited        bool          // the generator did not offer the rate asked (or was CPU-bound)
 }
 
 // RateResult is a finished search.
