@@ -236,14 +236,23 @@ func openLinks(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Target
 // runs on every further link the probes name, and that each endpoint has
 // the cores a probe's cpuset pins iperf3 to.
 func checkLinks(ctx context.Context, spec *matrix.Spec, t *fwapi.Target, links map[string]probe.Link) error {
-	for _, n := range spec.LinkNames() {
-		if n == t.Endpoints.FirstLink() {
-			continue // preflight checked it
+	// Once per further link and window its probes ask for (a kernel may
+	// refuse one); preflight checked the first link.
+	windows := map[string][]string{}
+	for _, pr := range spec.ProbeRuns() {
+		for _, n := range pr.Links {
+			if n != t.Endpoints.FirstLink() && !slices.Contains(windows[n], pr.Iperf3.Window) {
+				windows[n] = append(windows[n], pr.Iperf3.Window)
+			}
 		}
+	}
+	for _, n := range spec.LinkNames() {
 		l := links[n]
-		check := probe.Iperf3{Duration: time.Second}
-		if err := check.Check(ctx, l.Client, l.Server); err != nil {
-			return fmt.Errorf("before touching the firewall: link %s: %w", n, err)
+		for _, w := range windows[n] {
+			check := probe.Iperf3{Duration: time.Second, Window: w}
+			if err := check.Check(ctx, l.Client, l.Server); err != nil {
+				return fmt.Errorf("before touching the firewall: link %s: %w", n, err)
+			}
 		}
 	}
 	checked := map[string]bool{}
