@@ -232,6 +232,7 @@ func (b bootEnvShell) activateOnce(ctx context.Context, name string) error {
 //
 // upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname": / names the booted environment's dataset whatever the pool is called; -H tabs, -p exact bytes
 // upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:104 — `-r`: "Recursively display any children of the dataset on the command line" (pfSense keeps /cf and /var/db/pkg in children of its environment)
+// upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:151 — `-t filesystem`: filesystems only, not the snapshots a pool with listsnapshots=on would list beside them
 func (b bootEnvShell) space(ctx context.Context) (PoolSpace, error) {
 	const cmd = "zfs list -Hp -r -t filesystem -o available,referenced /" // -t: not the snapshots bectl clones from, where the pool lists them
 	out, err := b.run(ctx, cmd)

@@ -533,6 +533,7 @@ func clearEntries(root, prefix string, entries []fs.DirEntry, keep func(string) 
 //
 // upstream: openzfs/zfs@e73402e031a02f0801176501a469435399ce51f6 man/man8/zfs-list.8:53 — "If specified, you can list property information by the absolute pathname or the relative pathname"; -H tabs, -p exact numbers
 // upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:104 — `-r`: "Recursively display any children of the dataset on the command line"
+// upstream: openzfs/zfs@be7657e3f2788c4e5edb635d0bc5c24eff9eb2db man/man8/zfs-list.8:151 — `-t type`: filesystem, snapshot, volume, bookmark or all (fs, snap, vol as aliases)
 func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -545,7 +546,7 @@ func (e *Emulator) cmdZfs(_ context.Context, c *call) error {
 	}
 	args := c.args[1:]
 	if len(args) == 0 || args[0] != "list" {
-		return c.errorf(2, "usage: zfs list [-r] [-Hp] [-o property[,property]...] [filesystem|volume|snapshot|path] ...")
+		return c.errorf(2, "usage: zfs list [-r] [-Hp] [-o property[,property]...] [-t type[,type]...] [filesystem|volume|snapshot|path] ...")
 	}
 	scripted, exact, recursive, noFilesystems, props := false, false, false, false, []string{"name", "used", "available", "referenced", "mountpoint"}
 	var targets []string

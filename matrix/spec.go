@@ -165,7 +165,6 @@ type CPUSet struct {
 	Links  map[string]probe.CPUSides `yaml:"links"`
 }
 
-
 // ndrMTU is the MTU frame sizes are checked against: jumbo frames are not
 // searched.
 const ndrMTU = 1500
