@@ -273,6 +273,18 @@ func TestCompareConnectRate(t *testing.T) {
 	if !strings.Contains(text.String(), "conn/s") {
 		t.Errorf("the report of a connect probe has no conn/s column:\n%s", text.String())
 	}
+	// Nor does it keep throughput columns the probe cannot fill.
+	var page bytes.Buffer
+	if err := Write(&page, a, HTML, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"markdown": text.String(), "html": page.String()} {
+		for _, col := range []string{"cps Mbit/s", "cps retr", "cps p adj"} {
+			if strings.Contains(out, col) {
+				t.Errorf("%s report of a connect probe has a %q column it cannot fill", name, col)
+			}
+		}
+	}
 	if ps := a.Points[0].Probes["cps"]; len(ps.ConnectRate) != 6 || len(ps.Mbps) != 0 || ps.ConnectRate[0] < 500 || ps.ConnectRate[0] > 1500 {
 		t.Errorf("filter on: connect rates %v, throughput %v: want six rates near 1000/s and no throughput", ps.ConnectRate, ps.Mbps)
 	}

@@ -197,7 +197,11 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	if t.Baseline != "" {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
-	fmt.Fprintf(&b, "Throughput in Mbit/s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (%s).\n", percent(t.Confidence), familyText(t.Family()))
+	what := "Throughput in Mbit/s"
+	if !t.AnyThroughput() {
+		what = "Connection rate in conn/s"
+	}
+	fmt.Fprintf(&b, "%s: median ± its %s %% confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (%s).\n", what, percent(t.Confidence), familyText(t.Family()))
 	if t.HasExtra() {
 		b.WriteString(extraLegend + "\n")
 	}
@@ -210,9 +214,11 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	b.WriteString("\n")
 	head := append([]string{"point"}, t.Knobs...)
 	for pi, p := range t.Probes {
-		head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" p adj", p+" retr")
-		if t.StudentT {
-			head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
+		if t.Throughput[pi] {
+			head = append(head, p+" Mbit/s", p+" Δ", p+" p", p+" p adj", p+" retr")
+			if t.StudentT {
+				head = append(head, p+" mean", p+" Δ mean", p+" t-test p")
+			}
 		}
 		for _, m := range t.Extra[pi] {
 			head = append(head, p+" "+m.unit(), p+" "+m.unit()+" Δ")
@@ -236,10 +242,12 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	mdRow(&b, sep)
 	for _, r := range t.Rows {
 		cells := append([]string{pointCell(r)}, r.Values...)
-		for _, c := range r.Cells {
-			cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
-			if t.StudentT {
-				cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
+		for pi, c := range r.Cells {
+			if t.Throughput[pi] {
+				cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
+				if t.StudentT {
+					cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
+				}
 			}
 			for _, mc := range c.Extra {
 				cells = append(cells, mc.Metric.formatValue(mc.Value), mc.Metric.deltaText(mc.Delta))

@@ -27,8 +27,12 @@ type Table struct {
 	// Extra lists, per probe, the metrics shown beside its throughput
 	// (extraMetrics that it measured at some point): UDP loss, jitter and
 	// packet rate, ping latency and loss under load.
-	Extra    [][]Metric
-	Baseline string // the baseline's label; empty when the run has none
+	Extra [][]Metric
+	// Throughput says, per probe, whether its columns include throughput:
+	// a connect probe measures the connection rate alone (in Extra), so
+	// its Mbit/s, Δ, p and retransmit columns are left out.
+	Throughput []bool
+	Baseline   string // the baseline's label; empty when the run has none
 	Rows     []Row
 	// Idle says some point has an idle phase: the rows' Idle figures are
 	// shown beside the under-load ones; IdleLatency that some idle phase
@@ -197,6 +201,9 @@ func NewTable(r *Run, opts Options) *Table {
 		t.IdleLatency = t.IdleLatency || isFinite(row.Idle.LatencyMS)
 		t.Rows = append(t.Rows, row)
 	}
+	for pi := range r.Probes {
+		t.Throughput = append(t.Throughput, measuresThroughput(t, pi))
+	}
 	// One family per metric: a metric's p-values are adjusted over its
 	// comparisons with the baseline, whatever else the table shows.
 	families := map[Metric][]*Delta{}
@@ -253,6 +260,25 @@ func measuredMetrics(r *Run, probe string) []Metric {
 	return out
 }
 
+// measuresThroughput says whether probe pi of the table measures
+// throughput: every probe but one that measured a connection rate and no
+// throughput at any point (a throughput probe that failed everywhere keeps
+// its columns, which show the failure).
+func measuresThroughput(t *Table, pi int) bool {
+	if !slices.Contains(t.Extra[pi], ConnectRate) {
+		return true
+	}
+	for _, r := range t.Rows {
+		if r.Cells[pi].Mbps.N > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// AnyThroughput says some probe of the table measures throughput.
+func (t *Table) AnyThroughput() bool { return slices.Contains(t.Throughput, true) }
+
 // FamilyOf is how many comparisons against the baseline the p-values of
 // metric m are adjusted over.
 func (t *Table) FamilyOf(m Metric) int {
@@ -287,7 +313,7 @@ func (t *Table) HasExtra() bool {
 }
 
 // extraLegend says how the metrics beside throughput are shown.
-const extraLegend = "The figures beside a probe's throughput (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency and W per Gbit/s, higher for the packet rate."
+const extraLegend = "The figures beside a probe's throughput (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s; a connect probe's connections a second and connect time), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency, connect time and W per Gbit/s, higher for the packet and connection rates."
 
 // idleLegend says what the idle columns are.
 const idleLegend = "Idle: the DUT's CPU, temperature and power (and ping latency) with no traffic, sampled before each point's first probe (median over the point's idle phases), beside the same figures under load."
