@@ -653,7 +653,7 @@ func (s *Spec) check() error {
 func (p ProbeSpec) checkLinks() error {
 	seen := map[string]bool{}
 	for _, l := range p.Links {
-		if !linkNameRE.MatchString(l) {
+		if !ValidLinkName(l) {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: link %q: name a link of the target's endpoints (letters, digits, '-' and '_')", p.Name, l)}
 		}
 		if seen[l] {
@@ -691,6 +691,10 @@ func (p ProbeSpec) checkLinks() error {
 }
 
 var linkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+
+// ValidLinkName says whether name can name a link of a target's endpoints:
+// letters, digits, '-' and '_', at most 32, starting with a letter or digit.
+func ValidLinkName(name string) bool { return linkNameRE.MatchString(name) }
 
 // LinkNames are the links the spec's probes name, each once, in order.
 func (s *Spec) LinkNames() []string {

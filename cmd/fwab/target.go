@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/matrix"
 )
 
 func newTargetCmd(io *streams) *cobra.Command {
@@ -38,9 +40,46 @@ type targetAddOptions struct {
 	server  endpointFlags
 	replace bool
 	noSSH   bool
+	// linkName names the first link; links are the further ones, each
+	// a --link's KEY=VALUE list.
+	linkName string
+	links    []string
 }
 
 type endpointFlags struct{ addr, netns, sshHost, sshUser, sshKey string }
+
+// linkKeys are the keys of a --link: the first link's flag names.
+var linkKeys = []string{"name",
+	"client-addr", "client-netns", "client-ssh-host", "client-ssh-user", "client-ssh-key-file",
+	"server-addr", "server-netns", "server-ssh-host", "server-ssh-user", "server-ssh-key-file"}
+
+// parseLink reads one --link: a comma-separated KEY=VALUE list with the
+// first link's flag names as keys (name=NAME, client-addr=…, server-netns=…).
+func parseLink(arg string) (string, fwapi.EndpointPair, error) {
+	var name string
+	var client, server endpointFlags
+	fields := map[string]*string{"name": &name,
+		"client-addr": &client.addr, "client-netns": &client.netns, "client-ssh-host": &client.sshHost, "client-ssh-user": &client.sshUser, "client-ssh-key-file": &client.sshKey,
+		"server-addr": &server.addr, "server-netns": &server.netns, "server-ssh-host": &server.sshHost, "server-ssh-user": &server.sshUser, "server-ssh-key-file": &server.sshKey}
+	for kv := range strings.SplitSeq(arg, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: %q is not KEY=VALUE", arg, kv)
+		}
+		f := fields[k]
+		if f == nil {
+			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: unknown key %q; the keys are %s", arg, k, strings.Join(linkKeys, ", "))
+		}
+		*f = v
+	}
+	switch {
+	case name == "":
+		return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: give the link a name= (its name in a probe's links:)", arg)
+	case !matrix.ValidLinkName(name):
+		return "", fwapi.EndpointPair{}, fmt.Errorf("--link name %q: use letters, digits, '-' and '_' (at most 32)", name)
+	}
+	return name, fwapi.EndpointPair{Client: client.endpoint(), Server: server.endpoint()}, nil
+}
 
 func (e endpointFlags) endpoint() fwapi.Endpoint {
 	ep := fwapi.Endpoint{Addr: e.addr, Netns: e.netns}
@@ -58,7 +97,10 @@ func newTargetAddCmd(io *streams, path *string) *cobra.Command {
 		Example: "  fwab target add edge1 --flavor pfsense --host 192.0.2.1 --ssh-user admin --ssh-key-file ~/.ssh/fwab \\\n" +
 			"      --client-ssh-host lan-box --client-addr 198.18.1.10 --server-ssh-host wan-box --server-addr 198.19.1.10\n" +
 			"  fwab target add opn1 --flavor opnsense --host 192.0.2.2 --ssh-user root --ssh-key-file ~/.ssh/fwab \\\n" +
-			"      --api-url https://192.0.2.2 --api-key-file ~/.config/fwab/opn1.key --api-secret-file ~/.config/fwab/opn1.secret --api-ca-file opn1-ca.pem",
+			"      --api-url https://192.0.2.2 --api-key-file ~/.config/fwab/opn1.key --api-secret-file ~/.config/fwab/opn1.secret --api-ca-file opn1-ca.pem\n" +
+			"  fwab target add edge2 --flavor pfsense --host 192.0.2.3 --ssh-user admin --ssh-key-file ~/.ssh/fwab \\\n" +
+			"      --client-ssh-host lan-box --client-addr 198.18.1.10 --server-ssh-host wan-box --server-addr 198.19.1.10 \\\n" +
+			"      --link name=link2,client-ssh-host=lan2-box,client-addr=198.18.2.10,server-ssh-host=wan2-box,server-addr=198.19.2.10",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTargetAdd(io, *path, args[0], o)
@@ -92,6 +134,8 @@ func newTargetAddCmd(io *streams, path *string) *cobra.Command {
 		f.StringVar(&e.ep.sshUser, e.side+"-ssh-user", "", "SSH user on the "+where+"-side host")
 		f.StringVar(&e.ep.sshKey, e.side+"-ssh-key-file", "", "SSH key `file` for the "+where+"-side host")
 	}
+	f.StringVar(&o.linkName, "link-name", "", "name the first link, the --client-*/--server-* pair (default "+fwapi.DefaultLinkName+")")
+	f.StringArrayVar(&o.links, "link", nil, "add a further link: `KEYS` is name=NAME,client-addr=…,server-addr=…, keyed by the names of the --client-*/--server-* flags (repeatable)")
 	f.BoolVar(&o.replace, "replace", false, "replace a target of the same name")
 	return cmd
 }
@@ -107,7 +151,26 @@ func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
 		api := o.api
 		t.API = &api
 	}
-	t.Endpoints = fwapi.Endpoints{Client: o.client.endpoint(), Server: o.server.endpoint()}
+	t.Endpoints = fwapi.Endpoints{Client: o.client.endpoint(), Server: o.server.endpoint(), Name: o.linkName}
+	if o.linkName != "" && !matrix.ValidLinkName(o.linkName) {
+		return usageErrorf("target %s: --link-name %q: use letters, digits, '-' and '_' (at most 32)", name, o.linkName)
+	}
+	for _, arg := range o.links {
+		ln, pair, err := parseLink(arg)
+		if err != nil {
+			return usageErrorf("target %s: %w", name, err)
+		}
+		if _, dup := t.Endpoints.Links[ln]; dup {
+			return usageErrorf("target %s: --link %s is given twice", name, ln)
+		}
+		if ln == t.Endpoints.FirstLink() {
+			return usageErrorf("target %s: --link %s: %s is the first link's name (--link-name); name it otherwise", name, ln, ln)
+		}
+		if t.Endpoints.Links == nil {
+			t.Endpoints.Links = map[string]fwapi.EndpointPair{}
+		}
+		t.Endpoints.Links[ln] = pair
+	}
 	if err := checkNewTarget(&t); err != nil {
 		return usageError{fmt.Errorf("target %s: %w", name, err)}
 	}
@@ -157,17 +220,10 @@ func checkNewTarget(t *fwapi.Target) error {
 			problems = append(problems, "name the API key and secret each by one file (--api-key-file, --api-secret-file) or one environment variable (--api-key-env, --api-secret-env)")
 		}
 	}
-	for _, side := range []struct {
-		name string
-		ep   fwapi.Endpoint
-	}{{"client", t.Endpoints.Client}, {"server", t.Endpoints.Server}} {
-		switch {
-		case side.ep.Addr == "":
-			problems = append(problems, fmt.Sprintf("--%s-addr is required: the address traffic is sent to or from", side.name))
-		case side.ep.Netns == "" && side.ep.SSH == nil:
-			problems = append(problems, fmt.Sprintf("say where the %s runs: --%s-netns or --%s-ssh-host", side.name, side.name, side.name))
-		case side.ep.Netns != "" && side.ep.SSH != nil:
-			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both", side.name))
+	problems = append(problems, pairProblems("--", fwapi.EndpointPair{Client: t.Endpoints.Client, Server: t.Endpoints.Server})...)
+	for _, ln := range slices.Sorted(maps.Keys(t.Endpoints.Links)) {
+		for _, p := range pairProblems("", t.Endpoints.Links[ln]) {
+			problems = append(problems, "--link "+ln+": "+p)
 		}
 	}
 	for _, f := range targetFiles(t) {
@@ -179,6 +235,27 @@ func checkNewTarget(t *fwapi.Target) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// pairProblems names what a link's client and server lack, their keys
+// written with prefix ("--" for the first link's flags, "" for a --link's
+// keys).
+func pairProblems(prefix string, p fwapi.EndpointPair) []string {
+	var problems []string
+	for _, side := range []struct {
+		name string
+		ep   fwapi.Endpoint
+	}{{"client", p.Client}, {"server", p.Server}} {
+		switch {
+		case side.ep.Addr == "":
+			problems = append(problems, fmt.Sprintf("%s%s-addr is required: the address traffic is sent to or from", prefix, side.name))
+		case side.ep.Netns == "" && side.ep.SSH == nil:
+			problems = append(problems, fmt.Sprintf("say where the %s runs: %s%s-netns or %s%s-ssh-host", side.name, prefix, side.name, prefix, side.name))
+		case side.ep.Netns != "" && side.ep.SSH != nil:
+			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both", side.name))
+		}
+	}
+	return problems
 }
 
 type namedFile struct{ flag, path string }
@@ -202,6 +279,13 @@ func targetFiles(t *fwapi.Target) []namedFile {
 	for side, ep := range map[string]fwapi.Endpoint{"client": t.Endpoints.Client, "server": t.Endpoints.Server} {
 		if ep.SSH != nil {
 			add("--"+side+"-ssh-key-file", ep.SSH.KeyFile)
+		}
+	}
+	for ln, p := range t.Endpoints.Links {
+		for side, ep := range map[string]fwapi.Endpoint{"client": p.Client, "server": p.Server} {
+			if ep.SSH != nil {
+				add("--link "+ln+": "+side+"-ssh-key-file", ep.SSH.KeyFile)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b namedFile) int { return strings.Compare(a.flag, b.flag) })

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +80,66 @@ func TestTargetTest(t *testing.T) {
 	os.WriteFile(targets, []byte(strings.Replace(string(b), "flavor: pfsense", "flavor: opnsense", 1)), 0o600)
 	if _, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets); code == exitOK {
 		t.Errorf("target test of a pfSense written as opnsense: exit 0, %q", stderr)
+	}
+}
+
+// TestTargetAddLinks: --link adds a further endpoint pair with the first
+// link's flag names as its keys, --link-name names the first; a bad link
+// is refused with the key or the rule it breaks, and nothing is written.
+func TestTargetAddLinks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "targets.yaml")
+	key := filepath.Join(dir, "id_fwab")
+	os.WriteFile(key, []byte("not really a key\n"), 0o600)
+	base := []string{"target", "add", "edge1", "--targets", path, "--flavor", "pfsense", "--host", "198.18.0.1", "--ssh-user", "admin", "--ssh-key-file", key,
+		"--client-addr", "198.18.1.10", "--client-netns", "lan", "--server-addr", "198.19.1.10", "--server-netns", "wan"}
+
+	for _, tc := range []struct {
+		link []string
+		want []string
+	}{
+		{[]string{"--link", "client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"--link", "name="}},
+		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,server-netns=wan2"}, []string{"--link link2", "server-addr is required"}},
+		{[]string{"--link", "name=link2,client-adr=198.18.2.10"}, []string{"client-adr", "client-addr", "server-ssh-key-file"}},
+		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,client-ssh-host=b,server-addr=198.19.2.10,server-netns=wan2"}, []string{"--link link2", "namespace or an SSH host, not both"}},
+		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-ssh-host=b,client-ssh-key-file=" + filepath.Join(dir, "nokey") + ",server-addr=198.19.2.10,server-netns=wan2"}, []string{"client-ssh-key-file " + filepath.Join(dir, "nokey") + " does not exist"}},
+		{[]string{"--link", "name=main,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"main", "first link"}},
+		{[]string{"--link", "name=l2,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2", "--link", "name=l2,client-addr=198.18.3.10,client-netns=lan3,server-addr=198.19.3.10,server-netns=wan3"}, []string{"l2", "twice"}},
+		{[]string{"--link", "name=a b,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"\"a b\"", "letters"}},
+		{[]string{"--link", "name=l2,client-addr"}, []string{"client-addr", "KEY=VALUE"}},
+	} {
+		_, stderr, code := fwab(t, "", append(base, tc.link...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want 2: %s", tc.link, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v: the error does not say %q: %s", tc.link, w, stderr)
+			}
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Fatalf("%v: a refused target add wrote %s", tc.link, path)
+		}
+	}
+
+	add := append(base, "--link-name", "link1",
+		"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-ssh-host=wan2-box,server-ssh-user=fwab,server-ssh-key-file="+key)
+	if _, stderr, code := fwab(t, "", add...); code != exitOK {
+		t.Fatalf("target add with a link: exit %d: %s", code, stderr)
+	}
+	tf, err := fwapi.LoadTargets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := tf.Targets["edge1"].Endpoints
+	l2, ok := e.Links["link2"]
+	if e.Name != "link1" || !ok || l2.Client.Addr != "198.18.2.10" || l2.Client.Netns != "lan2" || l2.Server.SSH == nil ||
+		l2.Server.SSH.Host != "wan2-box" || l2.Server.SSH.User != "fwab" || l2.Server.SSH.KeyFile != key || l2.Server.Addr != "198.19.2.10" {
+		t.Errorf("the targets file holds endpoints %+v", e)
+	}
+	out, _, _ := fwab(t, "", "target", "list", "--targets", path, "--json")
+	var rows []targetRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || !slices.Equal(rows[0].Links, []string{"link1", "link2"}) {
+		t.Errorf("target list --json = %s (%v): want links link1, link2", out, err)
 	}
 }
