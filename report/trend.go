@@ -177,17 +177,51 @@ func pool(out []float64, runs [][]float64) []float64 {
 
 // TrendRun is one run in a series.
 type TrendRun struct {
-	ID       int64     `json:"run"`
-	Created  time.Time `json:"created"`
-	Firmware string    `json:"firmware"`
-	Mbps     []float64 `json:"mbps"`
-	Median   float64   `json:"median_mbps"`
+	ID       int64
+	Created  time.Time
+	Firmware string
+	// Values are the run's figures of the series' metric (Mbit/s, or a
+	// connect probe's conn/s), Median their median.
+	Values []float64
+	Median float64
+	metric Metric
+}
+
+// MarshalJSON names the figures by the series' metric, as the report's
+// CSV does: "mbps" and "median_mbps" for throughput, "connects_per_second"
+// and "median_connects_per_second" for a connect probe's rate.
+func (r TrendRun) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(struct {
+		ID       int64     `json:"run"`
+		Created  time.Time `json:"created"`
+		Firmware string    `json:"firmware"`
+	}{r.ID, r.Created, r.Firmware})
+	if err != nil {
+		return nil, err
+	}
+	values, err := json.Marshal(r.Values)
+	if err != nil {
+		return nil, err
+	}
+	median, err := json.Marshal(r.Median)
+	if err != nil {
+		return nil, err
+	}
+	key := cmp.Or(r.metric, Throughput).info().key
+	b = append(b[:len(b)-1], `,"`+key+`":`...)
+	b = append(b, values...)
+	b = append(b, `,"median_`+key+`":`...)
+	b = append(b, median...)
+	return append(b, '}'), nil
 }
 
 // TrendSeries is one point and probe over the runs of a testbed.
 type TrendSeries struct {
-	Point   string     `json:"point"` // knob=value pairs
-	Probe   string     `json:"probe"`
+	Point string `json:"point"` // knob=value pairs
+	Probe string `json:"probe"`
+	// Metric is what the series follows: throughput, or a connect
+	// probe's connection rate.
+	Metric  Metric     `json:"metric"`
 	Runs    []TrendRun `json:"runs"`
 	Changes []Change   `json:"changes"`
 }
@@ -221,26 +255,33 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				point = KnobsKey(knobs)
 				keys[raw] = point
 			}
+			metric, figures, scale := Throughput, m.BitsPerSecond, 1e6
+			if len(m.BitsPerSecond) == 0 && len(m.ConnectsPerSecond) > 0 {
+				metric, figures, scale = ConnectRate, m.ConnectsPerSecond, 1
+			}
 			k := [2]string{point, m.Probe}
 			s := byKey[k]
 			if s == nil {
-				s = &TrendSeries{Point: k[0], Probe: k[1]}
+				s = &TrendSeries{Point: k[0], Probe: k[1], Metric: metric}
 				byKey[k] = s
 				order = append(order, k)
 			}
+			if s.Metric != metric {
+				return nil, fmt.Errorf("trend: run %d point %s probe %s measured %s where earlier runs measured %s; a series follows one", r.ID, point, m.Probe, metric, s.Metric)
+			}
 			if n := len(s.Runs); n == 0 || s.Runs[n-1].ID != r.ID {
-				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
+				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware, metric: metric})
 			}
 			last := &s.Runs[len(s.Runs)-1]
-			if last.Mbps == nil { // carved from one block: a history has 100,000s
-				if cap(slab)-len(slab) < len(m.BitsPerSecond) {
-					slab = make([]float64, 0, max(len(m.BitsPerSecond), 4096))
+			if last.Values == nil { // carved from one block: a history has 100,000s
+				if cap(slab)-len(slab) < len(figures) {
+					slab = make([]float64, 0, max(len(figures), 4096))
 				}
 				n := len(slab)
-				last.Mbps, slab = slab[n:n:n+len(m.BitsPerSecond)], slab[:n+len(m.BitsPerSecond)]
+				last.Values, slab = slab[n:n:n+len(figures)], slab[:n+len(figures)]
 			}
-			for _, bps := range m.BitsPerSecond {
-				last.Mbps = append(last.Mbps, bps/1e6)
+			for _, v := range figures {
+				last.Values = append(last.Values, v/scale)
 			}
 		}
 	}
@@ -257,7 +298,7 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 			s := &t.Series[i]
 			values := make([][]float64, len(s.Runs))
 			for i := range s.Runs {
-				values[i] = s.Runs[i].Mbps
+				values[i] = s.Runs[i].Values
 			}
 			sorted := sortedRuns(values)
 			for i, v := range sorted {
@@ -314,8 +355,9 @@ func (t *Trend) WriteText(w io.Writer) error {
 	for _, s := range t.Series {
 		for _, c := range s.Changes {
 			r := s.Runs[c.Index]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f Mbit/s\t%.1f Mbit/s\t%+.1f%%\t%.3g\n", s.Point, s.Probe, r.ID,
-				r.Created.UTC().Format(time.RFC3339), cmp.Or(r.Firmware, "-"), c.Before, c.After, c.DeltaPct, c.P)
+			unit, prec := s.Metric.unit(), s.Metric.info().prec
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.*f %s\t%.*f %s\t%+.1f%%\t%.3g\n", s.Point, s.Probe, r.ID,
+				r.Created.UTC().Format(time.RFC3339), cmp.Or(r.Firmware, "-"), prec, c.Before, unit, prec, c.After, unit, c.DeltaPct, c.P)
 		}
 	}
 	return tw.Flush()
@@ -328,7 +370,7 @@ func TrendCharts(t *Trend) ([]Chart, error) {
 	for _, s := range t.Series {
 		p := newPlot()
 		p.X.Label.Text = "run (oldest first)"
-		p.Y.Label.Text = "median Mbit/s"
+		p.Y.Label.Text = "median " + s.Metric.unit()
 		pts := make(plotter.XYs, len(s.Runs))
 		for i, r := range s.Runs {
 			pts[i] = plotter.XY{X: float64(i + 1), Y: r.Median}
@@ -357,7 +399,11 @@ func TrendCharts(t *Trend) ([]Chart, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Caption = fmt.Sprintf("median throughput of each run; triangles mark the %d change(s) found", len(s.Changes))
+		what := "throughput"
+		if s.Metric == ConnectRate {
+			what = "connection rate"
+		}
+		c.Caption = fmt.Sprintf("median %s of each run; triangles mark the %d change(s) found", what, len(s.Changes))
 		out = append(out, *c)
 	}
 	return out, nil

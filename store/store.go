@@ -930,19 +930,25 @@ type HistoryRun struct {
 	Measured []Measured
 }
 
-// Measured is the throughput of a run's successful samples of one probe at
-// one point, in no particular order.
+// Measured is the headline figure of a run's successful samples of one
+// probe at one point, in no particular order: their throughput, or for a
+// connect probe (which measures none) their connection rate.
 type Measured struct {
 	Point         int
 	Probe         string
 	BitsPerSecond []float64
+	// ConnectsPerSecond are a connect probe's rates, from each sample's
+	// report; BitsPerSecond is then empty.
+	ConnectsPerSecond []float64
 }
 
 // History returns every complete run made from the spec with hash
 // specHash that keep accepts (nil: all), oldest first, with the throughput
-// of each successful sample. It reads only what a trend needs, so that
-// years of nightly runs load at once.
-func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool) ([]HistoryRun, error) {
+// of each successful sample, and the connection rate of those of the
+// connect probes named (the spec's kind: connect probes, which measure no
+// throughput). It reads only what a trend needs, so that years of nightly
+// runs load at once.
+func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool, connectProbes []string) ([]HistoryRun, error) {
 	const done = ` FROM runs r WHERE r.spec_hash = ? AND r.status = 'done'`
 	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version`+done+` ORDER BY r.id`, specHash)
 	if err != nil {
@@ -998,7 +1004,7 @@ func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryR
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for first := 0; first < len(runs); first += part {
 		chunk := runs[first:min(first+part, len(runs))]
-		g.Go(func() error { return s.historyFigures(gctx, chunk) })
+		g.Go(func() error { return s.historyFigures(gctx, chunk, connectProbes) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -1010,8 +1016,9 @@ func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryR
 const historyPart = 500
 
 // historyFigures reads the throughput of every successful sample of runs
-// (consecutive runs of a History, oldest first) into their Measured.
-func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun) error {
+// (consecutive runs of a History, oldest first) into their Measured, and
+// the connection rates of those of connectProbes.
+func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun, connectProbes []string) error {
 	args := make([]any, len(runs))
 	for i, r := range runs {
 		args[i] = r.ID
@@ -1037,16 +1044,10 @@ func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun) error {
 		if err := rows.Scan(&run, &point, &probe, &list); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
-		// The rows come in any order; a run is found from where the
-		// last one was.
-		if next >= len(runs) || runs[next].ID != run {
-			i, found := slices.BinarySearchFunc(runs, run, func(h HistoryRun, id int64) int { return cmp.Compare(h.ID, id) })
-			if !found {
-				continue
-			}
-			next = i
+		h := runAt(runs, run, &next)
+		if h == nil {
+			continue
 		}
-		h := &runs[next]
 		name, ok := probes[string(probe)]
 		if !ok {
 			name = string(probe)
@@ -1084,5 +1085,73 @@ func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	return nil
+	rows.Close()
+	if len(connectProbes) == 0 {
+		return nil
+	}
+	return s.historyConnects(ctx, runs, args, connectProbes)
+}
+
+// runAt is the run of runs (sorted by ID) with that id, looked for from
+// *next, where the last one was (rows come in any order, mostly a run's
+// together); nil when runs has none.
+func runAt(runs []HistoryRun, id int64, next *int) *HistoryRun {
+	if *next >= len(runs) || runs[*next].ID != id {
+		i, found := slices.BinarySearchFunc(runs, id, func(h HistoryRun, id int64) int { return cmp.Compare(h.ID, id) })
+		if !found {
+			return nil
+		}
+		*next = i
+	}
+	return &runs[*next]
+}
+
+// historyConnects reads the connection rates of connectProbes' successful
+// samples of runs from their reports (a connect probe's sample has no
+// throughput). The samples' unique index (run, point, probe, …) finds
+// them; only theirs are read whole.
+func (s *Store) historyConnects(ctx context.Context, runs []HistoryRun, runIDs []any, connectProbes []string) error {
+	args := slices.Clone(runIDs)
+	for _, p := range connectProbes {
+		args = append(args, p)
+	}
+	rows, err := s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, x.raw FROM samples x
+		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runIDs)-1)+`) AND x.probe IN (?`+strings.Repeat(", ?", len(connectProbes)-1)+`)
+		AND NOT x.failed AND x.bits_per_second IS NULL AND x.round >= 0
+		ORDER BY x.run_id, x.point_idx, x.probe, x.id`, args...)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	defer rows.Close()
+	next := 0
+	for rows.Next() {
+		var run int64
+		var point int
+		var probe string
+		var raw []byte
+		if err := rows.Scan(&run, &point, &probe, &raw); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		var r struct {
+			Connect *struct {
+				PerSecond float64 `json:"per_second"`
+			} `json:"connect"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("history: run %d point %d probe %s: its report: %w", run, point, probe, err)
+		}
+		if r.Connect == nil {
+			continue // neither throughput nor a connection rate: nothing to follow
+		}
+		h := runAt(runs, run, &next)
+		if h == nil {
+			continue
+		}
+		if n := len(h.Measured); n == 0 || h.Measured[n-1].Point != point || h.Measured[n-1].Probe != probe || h.Measured[n-1].ConnectsPerSecond == nil {
+			h.Measured = append(h.Measured, Measured{Point: point, Probe: probe, ConnectsPerSecond: []float64{}})
+		}
+		m := &h.Measured[len(h.Measured)-1]
+		m.ConnectsPerSecond = append(m.ConnectsPerSecond, r.Connect.PerSecond)
+	}
+	return rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -369,25 +370,37 @@ func TestHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A connect probe's samples: no throughput, the rate in the report.
+		for i, rate := range []float64{1234.5, 1200} {
+			raw := json.RawMessage(fmt.Sprintf(`{"connect": {"per_second": %g}}`, rate))
+			if err := s.RecordSample(ctx, Sample{Key: Key{Run: done, Point: 1, Probe: "cps", Round: i}, BitsPerSecond: Unknown, Retransmits: -1, Raw: raw}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := s.FinishRun(ctx, done, Done); err != nil {
 			t.Fatal(err)
 		}
 		r, _ := s.Run(ctx, done)
-		got, err := s.History(ctx, r.SpecHash, nil)
+		got, err := s.History(ctx, r.SpecHash, nil, []string{"cps"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].ID != done || got[0].Testbed != r.Testbed || got[0].Created.IsZero() || got[0].Knobs[1] != `{"offload.tso":"off"}` ||
-			len(got[0].Measured) != 2 || !reflect.DeepEqual(got[0].Measured[0], Measured{Point: 0, Probe: "tcp-up", BitsPerSecond: []float64{9e8}}) {
-			t.Errorf("History() = %+v; want the done run with its two measured samples", got)
+			len(got[0].Measured) != 3 || !reflect.DeepEqual(got[0].Measured[0], Measured{Point: 0, Probe: "tcp-up", BitsPerSecond: []float64{9e8}}) {
+			t.Errorf("History() = %+v; want the done run with its two measured samples and its connect probe's", got)
 		}
-		if none, err := s.History(ctx, r.SpecHash, func(HistoryRun) bool { return false }); err != nil || len(none) != 0 {
+		if len(got) == 1 && !slices.ContainsFunc(got[0].Measured, func(m Measured) bool {
+			return reflect.DeepEqual(m, Measured{Point: 1, Probe: "cps", ConnectsPerSecond: []float64{1234.5, 1200}})
+		}) {
+			t.Errorf("History() measured %+v; want the connect probe's two rates at point 1", got[0].Measured)
+		}
+		if none, err := s.History(ctx, r.SpecHash, func(HistoryRun) bool { return false }, nil); err != nil || len(none) != 0 {
 			t.Errorf("History(keep none) = %v, %v", none, err)
 		}
 		var n int
 		var mbps float64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 3 || mbps != 900 {
-			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 3 rows (one without a figure), 900", n, mbps, err)
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 5 || mbps != 900 {
+			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 5 rows (three without a throughput figure), 900", n, mbps, err)
 		}
 	})
 }
@@ -430,7 +443,7 @@ func TestHistoryInParts(t *testing.T) {
 			r, _ := s.Run(ctx, id)
 			hash = r.SpecHash
 		}
-		got, err := s.History(ctx, hash, func(h HistoryRun) bool { return h.Testbed == "lab@0123456789ab" })
+		got, err := s.History(ctx, hash, func(h HistoryRun) bool { return h.Testbed == "lab@0123456789ab" }, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +500,7 @@ func TestDriftRound(t *testing.T) {
 			t.Errorf("Completed() = %v, %v: a resume would measure the drift check again", done, err)
 		}
 		r, _ := s.Run(ctx, run)
-		h, err := s.History(ctx, r.SpecHash, nil)
+		h, err := s.History(ctx, r.SpecHash, nil, nil)
 		if err != nil || len(h) != 1 || len(h[0].Measured) != 1 || len(h[0].Measured[0].BitsPerSecond) != 2 {
 			t.Errorf("History() = %+v, %v; want the two regular samples only", h, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,76 @@ func TestTrendCommand(t *testing.T) {
 		if _, errOut, code := runFwab(t, tt.args...); code != exitUsage || !strings.Contains(errOut, tt.want) {
 			t.Errorf("fwab %s = %d, %q; want a usage error with %q", strings.Join(tt.args[2:], " "), code, errOut, tt.want)
 		}
+	}
+}
+
+// TestTrendConnectRate: a connect probe has no throughput; its series is
+// the connection rate, a step in it is found, and the output names conn/s.
+func TestTrendConnectRate(t *testing.T) {
+	const text = "target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: cps, kind: connect, duration: 1s}\n  - {name: up, direction: up, duration: 1s}\n"
+	spec := filepath.Join(t.TempDir(), "nightly.yaml")
+	os.WriteFile(spec, []byte(text), 0o644)
+	ctx := t.Context()
+	db := filepath.Join(t.TempDir(), "results.db")
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		rate := 5000.0
+		if i >= 10 {
+			rate *= 0.8
+		}
+		id, err := st.CreateRun(ctx, store.Run{Created: t0.Add(time.Duration(i) * 24 * time.Hour), Spec: text, Target: "lab", Testbed: "lab@0000000000aa", FwabVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AddPoints(ctx, id, []store.Point{{Index: 0, Knobs: map[string]string{"filter": "on"}, Status: store.Valid}}); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 3 {
+			noise := 1 + 0.01*float64((i*3+r)%5-2)
+			raw := fmt.Sprintf(`{"connect": {"seconds": 1, "parallel": 1, "connects": %d, "failures": 0, "per_second": %g, "connect_ms": {"min": 0.1, "median": 0.2, "p99": 0.5}}}`, int(rate*noise), rate*noise)
+			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "cps", Round: r}, BitsPerSecond: store.Unknown, Retransmits: -1, Raw: json.RawMessage(raw)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: 940e6 * noise, Retransmits: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.FinishRun(ctx, id, store.Done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	out, errOut, code := runFwab(t, "trend", spec, "--testbed", "lab", "--db", db)
+	if code != exitFailure || !strings.Contains(out, "2 series") || !strings.Contains(out, "conn/s") || !strings.Contains(out, "cps") {
+		t.Errorf("trend of a connect probe = %d, want the step in its conn/s series found (exit 1):\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "\tup\t") || strings.Count(out, "\n") != 3 {
+		t.Errorf("trend found a change in the steady throughput series, or more than one row:\n%s", out)
+	}
+	out, _, _ = runFwab(t, "trend", spec, "--testbed", "lab", "--db", db, "--json")
+	var got struct {
+		Series []struct {
+			Probe  string `json:"probe"`
+			Metric string `json:"metric"`
+			Runs   []struct {
+				Mbps   []float64 `json:"mbps"`
+				Conns  []float64 `json:"connects_per_second"`
+				Median float64   `json:"median_connects_per_second"`
+			} `json:"runs"`
+			Changes []struct{ Index int } `json:"changes"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Series) != 2 {
+		t.Fatalf("trend --json: %v: %s", err, out)
+	}
+	s := got.Series[0]
+	if s.Probe != "cps" || s.Metric != "connect-rate" || len(s.Changes) != 1 || s.Changes[0].Index != 10 ||
+		len(s.Runs[0].Conns) != 3 || s.Runs[0].Mbps != nil || s.Runs[0].Median < 4900 || s.Runs[0].Median > 5100 {
+		t.Errorf("trend --json's connect series = %+v; want metric connect-rate, 3 rates a run near 5000/s and no mbps, one change at index 10", s)
 	}
 }
