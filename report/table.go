@@ -33,7 +33,7 @@ type Table struct {
 	// its Mbit/s, Δ, p and retransmit columns are left out.
 	Throughput []bool
 	Baseline   string // the baseline's label; empty when the run has none
-	Rows     []Row
+	Rows       []Row
 	// Idle says some point has an idle phase: the rows' Idle figures are
 	// shown beside the under-load ones; IdleLatency that some idle phase
 	// measured latency too.
