@@ -273,6 +273,19 @@ func TestCompareConnectRate(t *testing.T) {
 	if !strings.Contains(text.String(), "conn/s") {
 		t.Errorf("the report of a connect probe has no conn/s column:\n%s", text.String())
 	}
+	// Its legend's family is the connection rate's: three points, two
+	// comparisons with the baseline.
+	three := synthetic(t, reporttest.Run{Seed: 33, Repeats: 6, Noise: 0.02,
+		Spec:   "axes:\n  filter: [on, off, x]\n",
+		Probes: []reporttest.Probe{{Name: "cps", Direction: "up", Connects: 5000}},
+		Points: []reporttest.Point{{Knobs: map[string]string{"filter": "on"}, Factor: 0.2}, {Knobs: map[string]string{"filter": "off"}}, {Knobs: map[string]string{"filter": "x"}}}}, 3)
+	var legend bytes.Buffer
+	if err := Write(&legend, three, Markdown, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Connection rate in conn/s: median ± its 95 % confidence interval; Δ is the change of the median against the baseline, `~` where the Mann-Whitney U test shows no difference (p adj ≥ 0.05: p adjusted by Benjamini–Hochberg over the 2 comparisons)"; !strings.Contains(legend.String(), want) {
+		t.Errorf("a connect probe's report over three points does not say %q:\n%s", want, legend.String())
+	}
 	// Nor does it keep throughput columns the probe cannot fill.
 	var page bytes.Buffer
 	if err := Write(&page, a, HTML, Options{}); err != nil {

@@ -313,7 +313,7 @@ func (t *Table) HasExtra() bool {
 }
 
 // extraLegend says how the metrics beside throughput are shown.
-const extraLegend = "The figures beside a probe's throughput (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s; a connect probe's connections a second and connect time), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency, connect time and W per Gbit/s, higher for the packet and connection rates."
+const extraLegend = "The figures beside a probe's throughput, or in its place (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s; a connect probe's connections a second and connect time), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency, connect time and W per Gbit/s, higher for the packet and connection rates."
 
 // idleLegend says what the idle columns are.
 const idleLegend = "Idle: the DUT's CPU, temperature and power (and ping latency) with no traffic, sampled before each point's first probe (median over the point's idle phases), beside the same figures under load."
@@ -329,9 +329,15 @@ func (c Cell) deltaOf(m Metric) *Delta {
 	return nil
 }
 
-// Family is how many comparisons against the baseline the table's
-// throughput p-values are adjusted over.
-func (t *Table) Family() int { return t.FamilyOf(Throughput) }
+// Family is how many comparisons against the baseline the p-values of
+// the table's main figures are adjusted over: throughput's, or where no
+// probe measures throughput the connection rate's.
+func (t *Table) Family() int {
+	if !t.AnyThroughput() {
+		return t.FamilyOf(ConnectRate) // the main figures are the connection rates
+	}
+	return t.FamilyOf(Throughput)
+}
 
 // Pivot is the "% gained / lost" table: for each combination of the other
 // knobs, the throughput at the pivot knob's first value and the change at
