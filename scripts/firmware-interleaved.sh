@@ -48,8 +48,8 @@ db=$work/results.db
 # The 1 GbE appliance profile unless FWAB_LAB_PROFILE names another: there
 # the link sets each point's rate and a 10 % slowdown is gated on every
 # point; on unlimited every sample measures this machine's free CPU and
-# moves 12-25 % between probes (BENCHMARKS.md, "The firmware gate's two
-# designs, 10 trials each").
+# moves 12-25 % between probes (lab/README.md, "Firmware gate on the lab";
+# BENCHMARKS.md, "The firmware gate's two designs, 10 trials each").
 export FWAB_LAB_PROFILE=${FWAB_LAB_PROFILE:-1g-small}
 . scripts/lab-env.sh
 
