@@ -184,46 +184,49 @@ type TrendRun struct {
 	// connect probe's conn/s), Median their median.
 	Values []float64
 	Median float64
-	metric Metric
-}
-
-// MarshalJSON names the figures by the series' metric, as the report's
-// CSV does: "mbps" and "median_mbps" for throughput, "connects_per_second"
-// and "median_connects_per_second" for a connect probe's rate.
-func (r TrendRun) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(struct {
-		ID       int64     `json:"run"`
-		Created  time.Time `json:"created"`
-		Firmware string    `json:"firmware"`
-	}{r.ID, r.Created, r.Firmware})
-	if err != nil {
-		return nil, err
-	}
-	values, err := json.Marshal(r.Values)
-	if err != nil {
-		return nil, err
-	}
-	median, err := json.Marshal(r.Median)
-	if err != nil {
-		return nil, err
-	}
-	key := cmp.Or(r.metric, Throughput).info().key
-	b = append(b[:len(b)-1], `,"`+key+`":`...)
-	b = append(b, values...)
-	b = append(b, `,"median_`+key+`":`...)
-	b = append(b, median...)
-	return append(b, '}'), nil
 }
 
 // TrendSeries is one point and probe over the runs of a testbed.
 type TrendSeries struct {
-	Point string `json:"point"` // knob=value pairs
-	Probe string `json:"probe"`
+	Point string // knob=value pairs
+	Probe string
 	// Metric is what the series follows: throughput, or a connect
 	// probe's connection rate.
-	Metric  Metric     `json:"metric"`
-	Runs    []TrendRun `json:"runs"`
-	Changes []Change   `json:"changes"`
+	Metric  Metric
+	Runs    []TrendRun
+	Changes []Change
+}
+
+// MarshalJSON names each run's figures by the series' metric, as the
+// report's CSV does: "mbps" and "median_mbps" for throughput,
+// "connects_per_second" and "median_connects_per_second" for a connect
+// probe's rate.
+func (s TrendSeries) MarshalJSON() ([]byte, error) {
+	key := cmp.Or(s.Metric, Throughput).info().key
+	runs := make([]json.RawMessage, len(s.Runs))
+	for i, r := range s.Runs {
+		b, err := json.Marshal(struct {
+			ID       int64     `json:"run"`
+			Created  time.Time `json:"created"`
+			Firmware string    `json:"firmware"`
+		}{r.ID, r.Created, r.Firmware})
+		if err != nil {
+			return nil, err
+		}
+		figures, err := json.Marshal(map[string]any{key: r.Values, "median_" + key: r.Median})
+		if err != nil {
+			return nil, err
+		}
+		// The run's fields, then its figures, in one object.
+		runs[i] = append(append(b[:len(b)-1], ','), figures[1:]...)
+	}
+	return json.Marshal(struct {
+		Point   string            `json:"point"`
+		Probe   string            `json:"probe"`
+		Metric  Metric            `json:"metric"`
+		Runs    []json.RawMessage `json:"runs"`
+		Changes []Change          `json:"changes"`
+	}{s.Point, s.Probe, cmp.Or(s.Metric, Throughput), runs, s.Changes})
 }
 
 // Trend is the history of one spec on one testbed.
@@ -270,7 +273,7 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				return nil, fmt.Errorf("trend: run %d point %s probe %s measured %s where earlier runs measured %s; a series follows one", r.ID, point, m.Probe, metric, s.Metric)
 			}
 			if n := len(s.Runs); n == 0 || s.Runs[n-1].ID != r.ID {
-				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware, metric: metric})
+				s.Runs = append(s.Runs, TrendRun{ID: r.ID, Created: r.Created, Firmware: r.Firmware})
 			}
 			last := &s.Runs[len(s.Runs)-1]
 			if last.Values == nil { // carved from one block: a history has 100,000s

@@ -1127,28 +1127,23 @@ func (s *Store) historyConnects(ctx context.Context, runs []HistoryRun, runIDs [
 	for rows.Next() {
 		var run int64
 		var point int
-		var probe string
+		var name string
 		var raw []byte
-		if err := rows.Scan(&run, &point, &probe, &raw); err != nil {
+		if err := rows.Scan(&run, &point, &name, &raw); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
 		var r struct {
-			Connect *struct {
-				PerSecond float64 `json:"per_second"`
-			} `json:"connect"`
+			Connect *probe.ConnectResult `json:"connect"`
 		}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("history: run %d point %d probe %s: its report: %w", run, point, probe, err)
-		}
-		if r.Connect == nil {
-			continue // neither throughput nor a connection rate: nothing to follow
+		if json.Unmarshal(raw, &r) != nil || r.Connect == nil {
+			continue // no rate to follow (a report does not parse: the report command skips it too)
 		}
 		h := runAt(runs, run, &next)
 		if h == nil {
 			continue
 		}
-		if n := len(h.Measured); n == 0 || h.Measured[n-1].Point != point || h.Measured[n-1].Probe != probe || h.Measured[n-1].ConnectsPerSecond == nil {
-			h.Measured = append(h.Measured, Measured{Point: point, Probe: probe, ConnectsPerSecond: []float64{}})
+		if n := len(h.Measured); n == 0 || h.Measured[n-1].Point != point || h.Measured[n-1].Probe != name || h.Measured[n-1].ConnectsPerSecond == nil {
+			h.Measured = append(h.Measured, Measured{Point: point, Probe: name, ConnectsPerSecond: []float64{}})
 		}
 		m := &h.Measured[len(h.Measured)-1]
 		m.ConnectsPerSecond = append(m.ConnectsPerSecond, r.Connect.PerSecond)

@@ -370,10 +370,20 @@ func TestHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A connect probe's samples: no throughput, the rate in the report.
-		for i, rate := range []float64{1234.5, 1200} {
-			raw := json.RawMessage(fmt.Sprintf(`{"connect": {"per_second": %g}}`, rate))
-			if err := s.RecordSample(ctx, Sample{Key: Key{Run: done, Point: 1, Probe: "cps", Round: i}, BitsPerSecond: Unknown, Retransmits: -1, Raw: raw}); err != nil {
+		// A connect probe's samples: no throughput, the rate in the report;
+		// a failed one, a drift check's (round -1) and one whose report
+		// has no rate are left out.
+		for i, x := range []struct {
+			rate   float64
+			round  int
+			failed bool
+			raw    string
+		}{{1234.5, 0, false, ""}, {1200, 1, false, ""}, {9999, 2, true, ""}, {8888, DriftRound, false, ""}, {0, 3, false, `{"port": 5201}`}} {
+			raw := x.raw
+			if raw == "" {
+				raw = fmt.Sprintf(`{"connect": {"per_second": %g}}`, x.rate)
+			}
+			if err := s.RecordSample(ctx, Sample{Key: Key{Run: done, Point: 1, Probe: "cps", Round: x.round, Repeat: i}, BitsPerSecond: Unknown, Retransmits: -1, Failed: x.failed, Raw: json.RawMessage(raw)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -399,8 +409,8 @@ func TestHistory(t *testing.T) {
 		}
 		var n int
 		var mbps float64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 5 || mbps != 900 {
-			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 5 rows (three without a throughput figure), 900", n, mbps, err)
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(mbps) FROM fwab_samples_by_run`).Scan(&n, &mbps); err != nil || n != 6 || mbps != 900 {
+			t.Errorf("fwab_samples_by_run: %d rows, max %v Mbit/s, %v; want 6 rows (four without a throughput figure), 900", n, mbps, err)
 		}
 	})
 }

@@ -48,37 +48,58 @@ type targetAddOptions struct {
 
 type endpointFlags struct{ addr, netns, sshHost, sshUser, sshKey string }
 
-// linkKeys are the keys of a --link: the first link's flag names.
-var linkKeys = []string{"name",
-	"client-addr", "client-netns", "client-ssh-host", "client-ssh-user", "client-ssh-key-file",
-	"server-addr", "server-netns", "server-ssh-host", "server-ssh-user", "server-ssh-key-file"}
-
 // parseLink reads one --link: a comma-separated KEY=VALUE list with the
 // first link's flag names as keys (name=NAME, client-addr=…, server-netns=…).
 func parseLink(arg string) (string, fwapi.EndpointPair, error) {
 	var name string
 	var client, server endpointFlags
-	fields := map[string]*string{"name": &name,
-		"client-addr": &client.addr, "client-netns": &client.netns, "client-ssh-host": &client.sshHost, "client-ssh-user": &client.sshUser, "client-ssh-key-file": &client.sshKey,
-		"server-addr": &server.addr, "server-netns": &server.netns, "server-ssh-host": &server.sshHost, "server-ssh-user": &server.sshUser, "server-ssh-key-file": &server.sshKey}
+	type key struct {
+		name string
+		to   *string
+	}
+	keys := []key{{"name", &name}}
+	for _, side := range []struct {
+		name string
+		ep   *endpointFlags
+	}{{"client", &client}, {"server", &server}} {
+		keys = append(keys, key{side.name + "-addr", &side.ep.addr}, key{side.name + "-netns", &side.ep.netns},
+			key{side.name + "-ssh-host", &side.ep.sshHost}, key{side.name + "-ssh-user", &side.ep.sshUser}, key{side.name + "-ssh-key-file", &side.ep.sshKey})
+	}
+	seen := map[string]bool{}
 	for kv := range strings.SplitSeq(arg, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: %q is not KEY=VALUE", arg, kv)
 		}
-		f := fields[k]
-		if f == nil {
-			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: unknown key %q; the keys are %s", arg, k, strings.Join(linkKeys, ", "))
+		i := slices.IndexFunc(keys, func(x key) bool { return x.name == k })
+		if i < 0 {
+			names := make([]string, len(keys))
+			for i, x := range keys {
+				names[i] = x.name
+			}
+			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: unknown key %q; the keys are %s", arg, k, strings.Join(names, ", "))
 		}
-		*f = v
+		if seen[k] {
+			return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: %s is given twice", arg, k)
+		}
+		seen[k] = true
+		*keys[i].to = v
 	}
-	switch {
-	case name == "":
+	if name == "" {
 		return "", fwapi.EndpointPair{}, fmt.Errorf("--link %q: give the link a name= (its name in a probe's links:)", arg)
-	case !matrix.ValidLinkName(name):
-		return "", fwapi.EndpointPair{}, fmt.Errorf("--link name %q: use letters, digits, '-' and '_' (at most 32)", name)
+	}
+	if err := checkLinkName("--link name", name); err != nil {
+		return "", fwapi.EndpointPair{}, err
 	}
 	return name, fwapi.EndpointPair{Client: client.endpoint(), Server: server.endpoint()}, nil
+}
+
+// checkLinkName refuses a link name a probe's links: could not name.
+func checkLinkName(what, name string) error {
+	if !matrix.ValidLinkName(name) {
+		return fmt.Errorf("%s %q: use letters, digits, '-' and '_', starting with a letter or digit (at most 32)", what, name)
+	}
+	return nil
 }
 
 func (e endpointFlags) endpoint() fwapi.Endpoint {
@@ -152,8 +173,10 @@ func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
 		t.API = &api
 	}
 	t.Endpoints = fwapi.Endpoints{Client: o.client.endpoint(), Server: o.server.endpoint(), Name: o.linkName}
-	if o.linkName != "" && !matrix.ValidLinkName(o.linkName) {
-		return usageErrorf("target %s: --link-name %q: use letters, digits, '-' and '_' (at most 32)", name, o.linkName)
+	if o.linkName != "" {
+		if err := checkLinkName("--link-name", o.linkName); err != nil {
+			return usageErrorf("target %s: %w", name, err)
+		}
 	}
 	for _, arg := range o.links {
 		ln, pair, err := parseLink(arg)
@@ -252,7 +275,7 @@ func pairProblems(prefix string, p fwapi.EndpointPair) []string {
 		case side.ep.Netns == "" && side.ep.SSH == nil:
 			problems = append(problems, fmt.Sprintf("say where the %s runs: %s%s-netns or %s%s-ssh-host", side.name, prefix, side.name, prefix, side.name))
 		case side.ep.Netns != "" && side.ep.SSH != nil:
-			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both", side.name))
+			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both: drop %s%s-netns or %s%s-ssh-host", side.name, prefix, side.name, prefix, side.name))
 		}
 	}
 	return problems

@@ -101,12 +101,15 @@ func TestTargetAddLinks(t *testing.T) {
 		{[]string{"--link", "client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"--link", "name="}},
 		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,server-netns=wan2"}, []string{"--link link2", "server-addr is required"}},
 		{[]string{"--link", "name=link2,client-adr=198.18.2.10"}, []string{"client-adr", "client-addr", "server-ssh-key-file"}},
-		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,client-ssh-host=b,server-addr=198.19.2.10,server-netns=wan2"}, []string{"--link link2", "namespace or an SSH host, not both"}},
+		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-netns=lan2,client-ssh-host=b,server-addr=198.19.2.10,server-netns=wan2"}, []string{"--link link2", "namespace or an SSH host, not both: drop client-netns or client-ssh-host"}},
 		{[]string{"--link", "name=link2,client-addr=198.18.2.10,client-ssh-host=b,client-ssh-key-file=" + filepath.Join(dir, "nokey") + ",server-addr=198.19.2.10,server-netns=wan2"}, []string{"client-ssh-key-file " + filepath.Join(dir, "nokey") + " does not exist"}},
 		{[]string{"--link", "name=main,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"main", "first link"}},
 		{[]string{"--link", "name=l2,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2", "--link", "name=l2,client-addr=198.18.3.10,client-netns=lan3,server-addr=198.19.3.10,server-netns=wan3"}, []string{"l2", "twice"}},
 		{[]string{"--link", "name=a b,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"\"a b\"", "letters"}},
 		{[]string{"--link", "name=l2,client-addr"}, []string{"client-addr", "KEY=VALUE"}},
+		{[]string{"--link", "name=l2,name=l3"}, []string{"name is given twice"}},
+		{[]string{"--link", "name=-l2,client-addr=198.18.2.10,client-netns=lan2,server-addr=198.19.2.10,server-netns=wan2"}, []string{"\"-l2\"", "starting with a letter or digit"}},
+		{[]string{"--link-name", "a/b"}, []string{"--link-name \"a/b\"", "letters"}},
 	} {
 		_, stderr, code := fwab(t, "", append(base, tc.link...)...)
 		if code != exitUsage {

@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/store"
 )
 
@@ -149,8 +152,9 @@ func TestTrendConnectRate(t *testing.T) {
 	if code != exitFailure || !strings.Contains(out, "2 series") || !strings.Contains(out, "conn/s") || !strings.Contains(out, "cps") {
 		t.Errorf("trend of a connect probe = %d, want the step in its conn/s series found (exit 1):\n%s%s", code, out, errOut)
 	}
-	if strings.Contains(out, "\tup\t") || strings.Count(out, "\n") != 3 {
-		t.Errorf("trend found a change in the steady throughput series, or more than one row:\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Fields(lines[2])[1] != "cps" {
+		t.Errorf("trend found a change in the steady throughput series, or more than the connect probe's one:\n%s", out)
 	}
 	out, _, _ = runFwab(t, "trend", spec, "--testbed", "lab", "--db", db, "--json")
 	var got struct {
@@ -168,9 +172,34 @@ func TestTrendConnectRate(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Series) != 2 {
 		t.Fatalf("trend --json: %v: %s", err, out)
 	}
+	// The throughput series keeps the keys it always had.
+	var keys struct {
+		Series []struct {
+			Metric string           `json:"metric"`
+			Runs   []map[string]any `json:"runs"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		t.Fatal(err)
+	}
+	if up := keys.Series[1]; up.Metric != "throughput" || len(up.Runs) != 20 || !slices.Equal(slices.Sorted(maps.Keys(up.Runs[0])), []string{"created", "firmware", "mbps", "median_mbps", "run"}) {
+		t.Errorf("trend --json's throughput series = metric %q, runs %v; want metric throughput and the keys run, created, firmware, mbps, median_mbps", up.Metric, up.Runs[:min(1, len(up.Runs))])
+	}
 	s := got.Series[0]
 	if s.Probe != "cps" || s.Metric != "connect-rate" || len(s.Changes) != 1 || s.Changes[0].Index != 10 ||
 		len(s.Runs[0].Conns) != 3 || s.Runs[0].Mbps != nil || s.Runs[0].Median < 4900 || s.Runs[0].Median > 5100 {
 		t.Errorf("trend --json's connect series = %+v; want metric connect-rate, 3 rates a run near 5000/s and no mbps, one change at index 10", s)
+	}
+}
+
+// TestConnectProbes: the names a connect probe's samples are recorded
+// under, one a link, and none for the other kinds.
+func TestConnectProbes(t *testing.T) {
+	spec, err := matrix.Parse(strings.NewReader("target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: cps, kind: connect, duration: 1s, links: [l2]}\n  - {name: one, kind: connect, duration: 1s}\n  - {name: up, direction: up, duration: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := connectProbes(spec), []string{"cps@l2", "one"}; !slices.Equal(got, want) {
+		t.Errorf("connectProbes = %q, want %q", got, want)
 	}
 }
