@@ -3,6 +3,7 @@ package probe
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,6 +41,10 @@ type LinkSample struct {
 	StartedMS float64 `json:"started_ms"`
 	Failed    bool    `json:"failed,omitempty"`
 	Reason    string  `json:"reason,omitempty"`
+	// Client and Server are the link's own iperf3 reports (JSON), for the
+	// record, as a single link's sample keeps its own.
+	Client json.RawMessage `json:"client,omitempty"`
+	Server json.RawMessage `json:"server,omitempty"`
 }
 
 // MaxStartSkew is how far apart the clients of links run together may be
@@ -106,6 +111,12 @@ func (s *Sample) sumLinks(links []Link, each []Sample) {
 	var failed []string
 	for i, x := range each {
 		ls := LinkSample{Name: links[i].Name, Retransmits: x.Retransmits(), Failed: x.Failed, Reason: x.Reason}
+		if json.Valid(x.ClientJSON) {
+			ls.Client = x.ClientJSON
+		}
+		if json.Valid(x.ServerJSON) {
+			ls.Server = x.ServerJSON
+		}
 		for _, w := range x.Warnings {
 			s.Warnings = append(s.Warnings, "link "+links[i].Name+": "+w)
 		}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"math"
@@ -81,6 +82,14 @@ func TestMeasureLinks(t *testing.T) {
 	}
 	if len(s.Links) != 2 || s.Links[0].Name != "a" || math.Abs(s.Links[0].BitsPerSecond-60e6) > 1e6 || math.Abs(s.Links[1].BitsPerSecond-30e6) > 1e6 {
 		t.Errorf("links %+v, want a at 60 and b at 30 Mbit/s", s.Links)
+	}
+	for _, l := range s.Links {
+		var client struct {
+			End map[string]json.RawMessage `json:"end"`
+		}
+		if err := json.Unmarshal(l.Client, &client); err != nil || len(client.End) == 0 || !json.Valid(l.Server) || len(l.Server) == 0 {
+			t.Errorf("link %s keeps client report %.60q (%v) and server report %.60q: want each link's own iperf3 reports, for the record", l.Name, l.Client, err, l.Server)
+		}
 	}
 	if want := 100 * (40.0 + 70.0) / 200.0; math.Abs(s.Result.UDP.LostPercent-want) > 0.5 {
 		t.Errorf("loss %.2f %%, want the links' lost packets over all their packets, %.2f %%", s.Result.UDP.LostPercent, want)
