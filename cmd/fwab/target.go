@@ -48,6 +48,27 @@ type targetAddOptions struct {
 
 type endpointFlags struct{ addr, netns, sshHost, sshUser, sshKey string }
 
+// endpointField is one of an endpoint's settings: its flag name after
+// --client-/--server- (a --link's key after client-/server-), where it
+// goes, and its help with WHERE for the side's network.
+type endpointField struct {
+	suffix string
+	to     *string
+	usage  string
+}
+
+// fields are the endpoint's settings, for the first link's flags and a
+// --link's keys alike.
+func (e *endpointFlags) fields() []endpointField {
+	return []endpointField{
+		{"addr", &e.addr, "address of the WHERE-side traffic host"},
+		{"netns", &e.netns, "the WHERE-side host is this local network namespace"},
+		{"ssh-host", &e.sshHost, "the WHERE-side host is reached over SSH at this host"},
+		{"ssh-user", &e.sshUser, "SSH user on the WHERE-side host"},
+		{"ssh-key-file", &e.sshKey, "SSH key `file` for the WHERE-side host"},
+	}
+}
+
 // parseLink reads one --link: a comma-separated KEY=VALUE list with the
 // first link's flag names as keys (name=NAME, client-addr=…, server-netns=…).
 func parseLink(arg string) (string, fwapi.EndpointPair, error) {
@@ -62,8 +83,9 @@ func parseLink(arg string) (string, fwapi.EndpointPair, error) {
 		name string
 		ep   *endpointFlags
 	}{{"client", &client}, {"server", &server}} {
-		keys = append(keys, key{side.name + "-addr", &side.ep.addr}, key{side.name + "-netns", &side.ep.netns},
-			key{side.name + "-ssh-host", &side.ep.sshHost}, key{side.name + "-ssh-user", &side.ep.sshUser}, key{side.name + "-ssh-key-file", &side.ep.sshKey})
+		for _, f := range side.ep.fields() {
+			keys = append(keys, key{side.name + "-" + f.suffix, f.to})
+		}
 	}
 	seen := map[string]bool{}
 	for kv := range strings.SplitSeq(arg, ",") {
@@ -149,11 +171,9 @@ func newTargetAddCmd(io *streams, path *string) *cobra.Command {
 		ep   *endpointFlags
 	}{{"client", &o.client}, {"server", &o.server}} {
 		where := map[string]string{"client": "LAN", "server": "WAN"}[e.side]
-		f.StringVar(&e.ep.addr, e.side+"-addr", "", "address of the "+where+"-side traffic host")
-		f.StringVar(&e.ep.netns, e.side+"-netns", "", "the "+where+"-side host is this local network namespace")
-		f.StringVar(&e.ep.sshHost, e.side+"-ssh-host", "", "the "+where+"-side host is reached over SSH at this host")
-		f.StringVar(&e.ep.sshUser, e.side+"-ssh-user", "", "SSH user on the "+where+"-side host")
-		f.StringVar(&e.ep.sshKey, e.side+"-ssh-key-file", "", "SSH key `file` for the "+where+"-side host")
+		for _, field := range e.ep.fields() {
+			f.StringVar(field.to, e.side+"-"+field.suffix, "", strings.ReplaceAll(field.usage, "WHERE", where))
+		}
 	}
 	f.StringVar(&o.linkName, "link-name", "", "name the first link, the --client-*/--server-* pair (default "+fwapi.DefaultLinkName+")")
 	f.StringArrayVar(&o.links, "link", nil, "add a further link: `KEYS` is name=NAME,client-addr=…,server-addr=…, keyed by the names of the --client-*/--server-* flags (repeatable)")
