@@ -15,9 +15,10 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
-// trendDB holds 20 nightly runs of spec on lab@…aa, 8 % slower from run 11
-// on, and 3 runs on another testbed that must not mix in.
-func trendDB(t *testing.T, spec string) string {
+// nightlyDB writes n done runs of spec a day apart into a new database,
+// each one point with knobs on the testbed testbedOf(i) names, whose
+// samples record(id, i) writes; it returns the database's path.
+func nightlyDB(t *testing.T, spec string, n int, knobs map[string]string, testbedOf func(i int) string, record func(st *store.Store, id int64, i int)) string {
 	t.Helper()
 	ctx := t.Context()
 	db := filepath.Join(t.TempDir(), "results.db")
@@ -27,32 +28,50 @@ func trendDB(t *testing.T, spec string) string {
 	}
 	defer st.Close()
 	t0 := time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC)
-	for i := range 23 {
-		testbed, level := "lab@0000000000aa", 940.0
-		if i >= 10 {
-			level *= 0.92
-		}
-		if i >= 20 {
-			testbed, level = "apu2@0000000000bb", 400
-		}
+	for i := range n {
+		testbed := testbedOf(i)
 		id, err := st.CreateRun(ctx, store.Run{Created: t0.Add(time.Duration(i) * 24 * time.Hour), Spec: spec, Target: strings.Split(testbed, "@")[0], Testbed: testbed, FwabVersion: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.AddPoints(ctx, id, []store.Point{{Index: 0, Knobs: map[string]string{"ids@lan": "off"}, Status: store.Valid}}); err != nil {
+		if err := st.AddPoints(ctx, id, []store.Point{{Index: 0, Knobs: knobs, Status: store.Valid}}); err != nil {
 			t.Fatal(err)
 		}
-		for r := range 3 {
-			noise := 1 + 0.01*float64((i*3+r)%5-2)
-			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: level * noise * 1e6, Retransmits: -1}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		record(st, id, i)
 		if err := st.FinishRun(ctx, id, store.Done); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return db
+}
+
+// noise is run i's round r's factor: within ±2 %, the same every time.
+func noise(i, r int) float64 { return 1 + 0.01*float64((i*3+r)%5-2) }
+
+// trendDB holds 20 nightly runs of spec on lab@…aa, 8 % slower from run 11
+// on, and 3 runs on another testbed that must not mix in.
+func trendDB(t *testing.T, spec string) string {
+	t.Helper()
+	testbedOf := func(i int) string {
+		if i >= 20 {
+			return "apu2@0000000000bb"
+		}
+		return "lab@0000000000aa"
+	}
+	return nightlyDB(t, spec, 23, map[string]string{"ids@lan": "off"}, testbedOf, func(st *store.Store, id int64, i int) {
+		level := 940.0
+		if i >= 10 {
+			level *= 0.92
+		}
+		if i >= 20 {
+			level = 400
+		}
+		for r := range 3 {
+			if err := st.RecordSample(t.Context(), store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: level * noise(i, r) * 1e6, Retransmits: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 func TestTrendCommand(t *testing.T) {
@@ -113,40 +132,21 @@ func TestTrendConnectRate(t *testing.T) {
 	const text = "target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: cps, kind: connect, duration: 1s}\n  - {name: up, direction: up, duration: 1s}\n"
 	spec := filepath.Join(t.TempDir(), "nightly.yaml")
 	os.WriteFile(spec, []byte(text), 0o644)
-	ctx := t.Context()
-	db := filepath.Join(t.TempDir(), "results.db")
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 10, 1, 2, 0, 0, 0, time.UTC)
-	for i := range 20 {
+	db := nightlyDB(t, text, 20, map[string]string{"filter": "on"}, func(int) string { return "lab@0000000000aa" }, func(st *store.Store, id int64, i int) {
 		rate := 5000.0
 		if i >= 10 {
 			rate *= 0.8
 		}
-		id, err := st.CreateRun(ctx, store.Run{Created: t0.Add(time.Duration(i) * 24 * time.Hour), Spec: text, Target: "lab", Testbed: "lab@0000000000aa", FwabVersion: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.AddPoints(ctx, id, []store.Point{{Index: 0, Knobs: map[string]string{"filter": "on"}, Status: store.Valid}}); err != nil {
-			t.Fatal(err)
-		}
 		for r := range 3 {
-			noise := 1 + 0.01*float64((i*3+r)%5-2)
-			raw := fmt.Sprintf(`{"connect": {"seconds": 1, "parallel": 1, "connects": %d, "failures": 0, "per_second": %g, "connect_ms": {"min": 0.1, "median": 0.2, "p99": 0.5}}}`, int(rate*noise), rate*noise)
-			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "cps", Round: r}, BitsPerSecond: store.Unknown, Retransmits: -1, Raw: json.RawMessage(raw)}); err != nil {
+			raw := fmt.Sprintf(`{"connect": {"seconds": 1, "parallel": 1, "connects": %d, "failures": 0, "per_second": %g, "connect_ms": {"min": 0.1, "median": 0.2, "p99": 0.5}}}`, int(rate*noise(i, r)), rate*noise(i, r))
+			if err := st.RecordSample(t.Context(), store.Sample{Key: store.Key{Run: id, Probe: "cps", Round: r}, BitsPerSecond: store.Unknown, Retransmits: -1, Raw: json.RawMessage(raw)}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.RecordSample(ctx, store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: 940e6 * noise, Retransmits: -1}); err != nil {
+			if err := st.RecordSample(t.Context(), store.Sample{Key: store.Key{Run: id, Probe: "up", Round: r}, BitsPerSecond: 940e6 * noise(i, r), Retransmits: -1}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := st.FinishRun(ctx, id, store.Done); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.Close()
+	})
 
 	out, errOut, code := runFwab(t, "trend", spec, "--testbed", "lab", "--db", db)
 	if code != exitFailure || !strings.Contains(out, "2 series") || !strings.Contains(out, "conn/s") || !strings.Contains(out, "cps") {
