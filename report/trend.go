@@ -202,30 +202,41 @@ type TrendSeries struct {
 // "connects_per_second" and "median_connects_per_second" for a connect
 // probe's rate.
 func (s TrendSeries) MarshalJSON() ([]byte, error) {
-	key := cmp.Or(s.Metric, Throughput).info().key
-	runs := make([]json.RawMessage, len(s.Runs))
-	for i, r := range s.Runs {
-		b, err := json.Marshal(struct {
-			ID       int64     `json:"run"`
-			Created  time.Time `json:"created"`
-			Firmware string    `json:"firmware"`
-		}{r.ID, r.Created, r.Firmware})
-		if err != nil {
-			return nil, err
+	type run struct {
+		ID       int64     `json:"run"`
+		Created  time.Time `json:"created"`
+		Firmware string    `json:"firmware"`
+	}
+	type throughputRun struct {
+		run
+		Mbps   []float64 `json:"mbps"`
+		Median float64   `json:"median_mbps"`
+	}
+	type connectRun struct {
+		run
+		Rates  []float64 `json:"connects_per_second"`
+		Median float64   `json:"median_connects_per_second"`
+	}
+	var runs any
+	if s.Metric == ConnectRate {
+		rs := make([]connectRun, len(s.Runs))
+		for i, r := range s.Runs {
+			rs[i] = connectRun{run{r.ID, r.Created, r.Firmware}, r.Values, r.Median}
 		}
-		figures, err := json.Marshal(map[string]any{key: r.Values, "median_" + key: r.Median})
-		if err != nil {
-			return nil, err
+		runs = rs
+	} else {
+		rs := make([]throughputRun, len(s.Runs))
+		for i, r := range s.Runs {
+			rs[i] = throughputRun{run{r.ID, r.Created, r.Firmware}, r.Values, r.Median}
 		}
-		// The run's fields, then its figures, in one object.
-		runs[i] = append(append(b[:len(b)-1], ','), figures[1:]...)
+		runs = rs
 	}
 	return json.Marshal(struct {
-		Point   string            `json:"point"`
-		Probe   string            `json:"probe"`
-		Metric  Metric            `json:"metric"`
-		Runs    []json.RawMessage `json:"runs"`
-		Changes []Change          `json:"changes"`
+		Point   string   `json:"point"`
+		Probe   string   `json:"probe"`
+		Metric  Metric   `json:"metric"`
+		Runs    any      `json:"runs"`
+		Changes []Change `json:"changes"`
 	}{s.Point, s.Probe, cmp.Or(s.Metric, Throughput), runs, s.Changes})
 }
 
