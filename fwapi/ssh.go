@@ -3,6 +3,7 @@ package fwapi
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -82,13 +83,34 @@ func ExpandHome(p string) string {
 type HostKeyMismatchError struct {
 	Host       string
 	Got        string   // SHA256 fingerprint offered by the host
-	Want       []string // fingerprints in known_hosts
+	GotType    string   // its key type, e.g. ssh-ed25519
+	Want       []string // keys in known_hosts: fingerprint (type, file:line)
 	KnownHosts string
 }
 
+// Error never suggests trusting the new key on a guess: a changed key is
+// what an attacker between fwab and the firewall would show.
 func (e *HostKeyMismatchError) Error() string {
-	return fmt.Sprintf("host key for %s has changed: the host offers %s but %s holds %s; if the firewall was reinstalled, remove the old line from %s and connect with --accept-new-host-key",
-		e.Host, e.Got, e.KnownHosts, strings.Join(e.Want, ", "), e.KnownHosts)
+	return fmt.Sprintf("host key for %s differs from the one recorded: the host offers %s (%s) but %s holds %s. "+
+		"This may be an attack (someone between you and the firewall), so fwab did not connect. "+
+		"Confirm the new fingerprint out of band, on the firewall's console: %s; "+
+		"only if it matches (the firewall was reinstalled or its keys regenerated), remove the old line from %s and connect with --accept-new-host-key",
+		e.Host, e.Got, e.GotType, e.KnownHosts, strings.Join(e.Want, ", "), hostKeyFingerprintCommand(e.GotType), e.KnownHosts)
+}
+
+// hostKeyFingerprintCommand is the command that prints, on the firewall,
+// the fingerprint of its host key of type keyType.
+func hostKeyFingerprintCommand(keyType string) string {
+	keyType, _, _ = strings.Cut(keyType, "-cert-v01@")
+	switch {
+	case keyType == ssh.KeyAlgoED25519:
+		return "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
+	case strings.HasPrefix(keyType, "ecdsa-"):
+		return "ssh-keygen -lf /etc/ssh/ssh_host_ecdsa_key.pub"
+	case keyType == ssh.KeyAlgoRSA:
+		return "ssh-keygen -lf /etc/ssh/ssh_host_rsa_key.pub"
+	}
+	return "ssh-keygen -lf on each /etc/ssh/ssh_host_*_key.pub"
 }
 
 // UnknownHostKeyError is a host that known_hosts does not list.
@@ -320,9 +342,9 @@ func (c *SSHClient) checkHostKey(hostname string, remote net.Addr, key ssh.Publi
 	if keyErr != nil && len(keyErr.Want) > 0 {
 		want := make([]string, len(keyErr.Want))
 		for i, k := range keyErr.Want {
-			want[i] = fmt.Sprintf("%s (%s line %d)", fingerprint(k.Key), k.Filename, k.Line)
+			want[i] = fmt.Sprintf("%s (%s, %s:%d)", fingerprint(k.Key), k.Key.Type(), k.Filename, k.Line)
 		}
-		return &HostKeyMismatchError{Host: hostname, Got: fingerprint(key), Want: want, KnownHosts: file}
+		return &HostKeyMismatchError{Host: hostname, Got: fingerprint(key), GotType: key.Type(), Want: want, KnownHosts: file}
 	}
 	if !c.cfg.AcceptNewHostKey {
 		return &UnknownHostKeyError{Host: hostname, Fingerprint: fingerprint(key), KnownHosts: file}
@@ -346,6 +368,78 @@ func (c *SSHClient) checkHostKey(hostname string, remote net.Addr, key ssh.Publi
 	c.log.Info("accepted new host key", "host", hostname, "fingerprint", fingerprint(key), "known_hosts", file)
 	return f.Close()
 }
+
+// knownHostKeyAlgorithms orders the host key algorithms fwab asks for so
+// that those of the key types known_hosts holds for hostname come first,
+// then the rest; nil (Go's default order) when the host is not listed.
+// Go prefers ECDSA and RSA to ed25519, so a firewall that offers all three
+// would present a key known_hosts cannot check and fwab would report a
+// changed key that did not change. OpenSSH does the same (sshconnect2.c,
+// order_hostkeyalgs: "prefer algorithms that the user already has keys
+// for", the others last, and all certificate algorithms first when a
+// @cert-authority line matches). Keeping the others last, rather than
+// dropping them, still shows a firewall that no longer offers a known type
+// as a changed key with both fingerprints.
+func knownHostKeyAlgorithms(file, hostname string, remote net.Addr) []string {
+	cb, err := knownhosts.New(file)
+	if err != nil {
+		return nil // checkHostKey reports an unreadable file
+	}
+	// No host has this throwaway key: the KeyError lists the known keys.
+	var keyErr *knownhosts.KeyError
+	if !errors.As(cb(hostname, remote, throwawayHostKey()), &keyErr) || len(keyErr.Want) == 0 {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
+	known := map[string]bool{}
+	certAuthority := false
+	for _, k := range keyErr.Want {
+		if k.Line >= 1 && k.Line <= len(lines) && strings.HasPrefix(strings.TrimSpace(lines[k.Line-1]), "@cert-authority") {
+			certAuthority = true // the host's own key may be of any type
+			continue
+		}
+		known[k.Key.Type()] = true
+	}
+	var first, last []string
+	// Only the algorithms Go supports by default: asking for a known type
+	// must not bring back an insecure one (ssh-dss).
+	for _, algo := range ssh.SupportedAlgorithms().HostKeys {
+		isCert := strings.Contains(algo, "-cert-v01@")
+		if (isCert && certAuthority) || (!isCert && known[hostKeyType(algo)]) {
+			first = append(first, algo)
+		} else {
+			last = append(last, algo)
+		}
+	}
+	return append(first, last...)
+}
+
+// hostKeyType is the key type (ssh.PublicKey.Type) a host presents for
+// the plain host key algorithm algo.
+func hostKeyType(algo string) string {
+	switch algo {
+	case ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512:
+		return ssh.KeyAlgoRSA
+	}
+	return algo
+}
+
+// throwawayHostKey is a key no known_hosts file holds.
+var throwawayHostKey = sync.OnceValue(func() ssh.PublicKey {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		panic(err)
+	}
+	return key
+})
 
 // permanent reports whether a dial error cannot be cured by retrying.
 func permanent(err error) bool {
@@ -372,10 +466,11 @@ func (c *SSHClient) dialOnce(ctx context.Context) (*ssh.Client, error) {
 	stopWatch := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stopWatch()
 	sconn, chans, reqs, err := ssh.NewClientConn(conn, c.cfg.Addr, &ssh.ClientConfig{
-		User:            c.cfg.User,
-		Auth:            c.auth,
-		HostKeyCallback: c.hostCB,
-		Timeout:         c.cfg.ConnectTimeout,
+		User:              c.cfg.User,
+		Auth:              c.auth,
+		HostKeyCallback:   c.hostCB,
+		HostKeyAlgorithms: knownHostKeyAlgorithms(c.cfg.KnownHosts, c.cfg.Addr, conn.RemoteAddr()),
+		Timeout:           c.cfg.ConnectTimeout,
 	})
 	if err != nil {
 		conn.Close()
