@@ -1,8 +1,8 @@
 package probe
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
