@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/internal/atomicfile"
 )
 
@@ -99,7 +100,8 @@ type Emulator struct {
 	blocklist bool     // pfBlockerNG's tables are loaded
 	kmods     []string // accelerator modules the boot loaded (crypto.go)
 	booted    time.Time
-	boots     int // Boots
+	boots     int    // Boots
+	console   []byte // what the boots printed (BootConsole)
 	// slowRates holds a tracking slowdown's recent measurements per
 	// running configuration (see applySlowdown).
 	slowRates map[string]*slowdownSamples
@@ -744,28 +746,58 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	e.linkUp()
 }
 
-// startRCScripts is the end of the boot. pfSense's rc.start_packages
-// starts every other /usr/local/etc/rc.d/*.sh (Suricata's already is, by
-// bootIDS) with "start"; OPNsense's rc runs every start syshook, in name
-// order, without arguments.
+// startRCScripts is the end of the boot, as each product runs its hooks:
+// by path, so that a hook without an execute bit fails with "Permission
+// denied" and is skipped (execFile). pfSense's rc.start_packages hands
+// every other /usr/local/etc/rc.d/*.sh (Suricata's already runs, by
+// bootIDS) to /bin/sh with "start", its output appended to
+// /tmp/bootup_messages; OPNsense's rc.syshook runs every start hook in
+// name order without arguments, and prints which one it invokes and which
+// failed. What they print goes to the boot console (BootConsole).
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");`
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");` (the emulator waits for each)
 // upstream: opnsense/core@8215982 src/etc/rc:243 — `/usr/local/etc/rc.syshook start`; rc.syshook:61 runs `find -s` over the level's folder
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:69 — `echo ">>> Invoking ${SYSLEVEL} script '${SYSNAME}'"`; :71 runs `${_SYSHOOK} "${@}"`; :72 `echo ">>> Error in ${SYSLEVEL} script '${SYSHOOK}'"`
 func (e *Emulator) startRCScripts(ctx context.Context) {
-	scripts, arg := e.Glob("/usr/local/etc/rc.d/*.sh"), " start"
-	if e.opnsense() {
-		scripts, arg = e.Glob("/usr/local/etc/rc.syshook.d/start/*"), ""
-		sort.Strings(scripts)
-	}
-	for _, rc := range scripts {
-		if rc == suricataRC {
-			continue
+	var console bytes.Buffer
+	if !e.opnsense() {
+		for _, rc := range e.Glob("/usr/local/etc/rc.d/*.sh") {
+			if rc == suricataRC {
+				continue
+			}
+			fmt.Fprintf(&console, " Starting %s...done.\n", rc)
+			if code := e.Exec(ctx, fwapi.ShellQuote(rc)+" start >>/tmp/bootup_messages 2>&1", devNull{}, &console, &console); code != 0 {
+				e.logger().Error("boot: rc script", "script", rc, "exit", code)
+			}
 		}
-		var out strings.Builder
-		if code := e.Exec(ctx, "/bin/sh "+rc+arg, devNull{}, &out, &out); code != 0 {
-			e.logger().Error("boot: rc script", "script", rc, "exit", code, "output", out.String())
+		if msgs, err := os.ReadFile(e.path("/tmp/bootup_messages")); err == nil {
+			console.Write(msgs)
+		}
+	} else {
+		hooks := e.Glob("/usr/local/etc/rc.syshook.d/start/*")
+		sort.Strings(hooks)
+		for _, hook := range hooks {
+			name := filepath.Base(hook)
+			fmt.Fprintf(&console, ">>> Invoking start script '%s'\n", name[min(3, len(name)):])
+			if code := e.Exec(ctx, fwapi.ShellQuote(hook), devNull{}, &console, &console); code != 0 {
+				fmt.Fprintf(&console, ">>> Error in start script '%s'\n", name)
+				e.logger().Error("boot: syshook", "script", hook, "exit", code)
+			}
 		}
 	}
+	e.mu.Lock()
+	e.console = append(e.console, console.Bytes()...)
+	e.mu.Unlock()
+}
+
+// BootConsole is what the emulated boots printed of their hooks, in order:
+// pfSense's /tmp/bootup_messages (emptied with /tmp at each boot), and
+// OPNsense's rc.syshook lines.
+func (e *Emulator) BootConsole() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return string(e.console)
 }
 
 // linkDown takes SSH away: new connections are refused (the listener is

@@ -189,7 +189,12 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 			return os.ReadDir(e.path(e.abs(ctx, path)))
 		}),
 		interp.AccessHandler(func(ctx context.Context, path string, mode interp.AccessMode) error {
-			_, err := os.Stat(e.path(path))
+			// As root, as fwab is on the box: read and write always,
+			// execute only with an execute bit (or a folder), as access(2).
+			fi, err := os.Stat(e.path(path))
+			if err == nil && mode&interp.AccessExec != 0 && !fi.IsDir() && fi.Mode().Perm()&0o111 == 0 {
+				err = fs.ErrPermission
+			}
 			return e.fbErr(err, path)
 		}),
 	}
@@ -242,12 +247,36 @@ func builtinAsCommand(ctx context.Context, args []string) ([]string, error) {
 // or sh's "command not found" (127).
 func (e *Emulator) dispatch(ctx context.Context, cmds map[string]command, args []string) error {
 	hc := interp.HandlerCtx(ctx)
+	cl := &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir}
 	c, ok := e.lookup(cmds, args[0])
+	if !ok && strings.Contains(args[0], "/") {
+		return e.execFile(ctx, cl)
+	}
 	if !ok {
 		fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
 		return interp.ExitStatus(127)
 	}
-	return c(ctx, &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir})
+	return c(ctx, cl)
+}
+
+// execFile runs a script of the firewall's filesystem named by its path,
+// as execve(2) does: only with an execute bit (a hook written 0644 fails
+// with "Permission denied", exit 126, as both products' boots meet it), and
+// through /bin/sh (every script fwab writes or the products run this way
+// is a #!/bin/sh one).
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &")`: run by path, not through sh
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:71 — `if ! ${_SYSHOOK} "${@}"; then`: run by path
+func (e *Emulator) execFile(ctx context.Context, c *call) error {
+	name := c.abs(c.args[0])
+	fi, err := os.Stat(e.path(name))
+	switch {
+	case err != nil:
+		return c.errorf(127, "sh: %s: command not found", c.args[0])
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return c.errorf(126, "sh: %s: Permission denied", c.args[0])
+	}
+	return e.cmdSh(ctx, &call{args: append([]string{"/bin/sh", name}, c.args[1:]...), stdin: c.stdin, stdout: c.stdout, stderr: c.stderr, dir: c.dir})
 }
 
 // open opens a firewall file for a redirection; writes meet the injected

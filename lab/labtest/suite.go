@@ -642,6 +642,38 @@ func (s *Suite) TestRebootRollback(t *testing.T) {
 	}
 }
 
+// TestRollbackSurvivesReboot: a reboot while a rollback is armed (a
+// watchdog, a power cut) ends the timer; the boot runs the rollback's hook
+// by path, as the products do, so the hook must be executable, and the
+// rollback restores the previous config after the boot.
+func (s *Suite) TestRollbackSurvivesReboot(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	prev, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ArmRollback(ctx, prev, 2*time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
+	}
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
+		t.Fatal(err)
+	}
+	f.reboot(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for !bytes.Equal(f.StoredConfig(t), prev) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !bytes.Equal(f.StoredConfig(t), prev) {
+		t.Fatalf("the rollback armed before the reboot did not restore the previous config after it; the boot printed:\n%s", f.BootConsole())
+	}
+	if c := f.BootConsole(); strings.Contains(c, "Permission denied") || strings.Contains(c, ">>> Error") {
+		t.Errorf("the boot could not run a hook:\n%s", c)
+	}
+}
+
 // reboot reboots the firewall through the driver and waits for it.
 func (f fixture) reboot(t *testing.T) {
 	t.Helper()
