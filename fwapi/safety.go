@@ -39,6 +39,14 @@ const (
 	// upstream: opnsense/core@8215982 src/etc/rc:243 — `/usr/local/etc/rc.syshook start` near the end of the boot
 	// upstream: opnsense/core@8215982 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, each run in turn
 	OPNsenseRollbackBootHook = "/usr/local/etc/rc.syshook.d/start/99-fwab-rollback"
+	// RollbackClaim makes firing and disarming one hand-off: the rollback
+	// script, when its timer runs out, and Disarm both try to make this
+	// folder (mkdir(2) is atomic: exactly one of them succeeds). The
+	// winner writes its name inside (a file "rollback" or "disarm" holding
+	// the time); the loser stands down, and a Disarm that lost waits for
+	// the rollback to finish. It lives in /conf, beside the script, so that
+	// a boot knows whether a restore was under way when the box went down.
+	RollbackClaim = "/conf/fwab-rollback.claim"
 )
 
 // RollbackRanError is Disarm's answer when the rollback had already run:
@@ -47,6 +55,18 @@ type RollbackRanError struct{ At string }
 
 func (e *RollbackRanError) Error() string {
 	return "the commit-confirmed rollback already ran (at " + e.At + "): the firewall runs the previous config, restored with its services"
+}
+
+// RollbackRunningError is Disarm's answer when the rollback had claimed
+// the hand-off first and did not finish within the guard's RunWait: the
+// firewall is restoring the previous config (or stopped half-way).
+type RollbackRunningError struct {
+	Since string // when the rollback claimed the hand-off (Unix time on the box)
+	Wait  time.Duration
+}
+
+func (e *RollbackRunningError) Error() string {
+	return fmt.Sprintf("the commit-confirmed rollback started (at %s) before fwab could confirm, and has not finished after %v: the firewall is restoring the previous config; check it with 'fwab fw status', then run 'fwab fw recover --target NAME'", e.Since, e.Wait)
 }
 
 // rollbackRan reports whether err is Disarm saying the rollback had run:
@@ -127,6 +147,9 @@ type ShellGuard struct {
 	// (RollbackBootHook, OPNsenseRollbackBootHook) so that a reboot does
 	// not lose an armed rollback.
 	BootHook string
+	// RunWait is how long a Disarm that lost the hand-off waits for the
+	// rollback to finish (a full reload, or a reboot); default 5 minutes.
+	RunWait time.Duration
 }
 
 // RebootRollbacker arms a rollback for a change only a boot applies
@@ -248,8 +271,10 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if after < time.Second {
 		return fmt.Errorf("arm rollback: delay %v is under one second", after)
 	}
-	if _, err := g.disarm(ctx); err != nil {
-		return err
+	// A rollback still at work from an earlier step is waited for; one
+	// that ran is the caller's to have seen (Disarm after each step).
+	if err := g.Disarm(ctx); err != nil && !rollbackRan(err) {
+		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackConfig, previous); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
@@ -265,10 +290,18 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	conf := ShellQuote(g.configPath())
 	tmp := ShellQuote(g.configPath() + ".fwab-rollback")
 	sum := sha256.Sum256(previous)
+	claim := ShellQuote(RollbackClaim)
 	lines := []string{
 		"# fwab commit-confirmed rollback: restores the config saved before a change",
-		"# unless fwab confirms the change in time (pkill -F " + RollbackPIDFile + ").",
-		"sleep " + strconv.Itoa(int(after.Round(time.Second)/time.Second)),
+		"# unless fwab confirms the change in time. Whichever of this script and",
+		"# fwab's disarm makes " + RollbackClaim + " first goes on; the other stands down.",
+		"# With \"resume\" (the boot hook, after a reboot that cut a restore short)",
+		"# the claim is already this script's.",
+		"if [ \"$1\" != resume ]; then",
+		"\tsleep " + strconv.Itoa(int(after.Round(time.Second)/time.Second)),
+		"\tmkdir " + claim + " 2>/dev/null || exit 0",
+		"\tdate +%s > " + claim + "/rollback",
+		"fi",
 		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
 		"sync",
 		"if [ \"$(sha256 -q " + tmp + ")\" != " + hex.EncodeToString(sum[:]) + " ]; then echo checksum >> " + ShellQuote(RollbackFired) + "; exit 1; fi",
@@ -295,7 +328,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")
 	}
 	script := strings.Join(lines, "\n")
-	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")); err != nil {
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")+"; rm -rf "+claim); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
@@ -304,17 +337,32 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if g.BootHook != "" {
 		// pfSense starts rc.d scripts with "start" (and stops them with
 		// "stop"); OPNsense's syshook passes nothing.
+		// The boot runs the hook by path, so it must be executable (a
+		// file written 0644 fails with "Permission denied" and the
+		// rollback is lost). A restore the reboot cut short (the claim is
+		// the rollback's) is finished at once; a timer the reboot ended
+		// starts again; a claim that is disarm's means nothing to do.
+		// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");`
+		// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:71 — `if ! ${_SYSHOOK} "${@}"; then`
 		hook := strings.Join([]string{
 			"#!/bin/sh",
 			"# fwab: re-arms a commit-confirmed rollback that a reboot interrupted.",
 			"case \"$1\" in \"\"|start) ;; *) exit 0 ;; esac",
 			"if [ -f " + ShellQuote(RollbackScript) + " ] && [ ! -f " + ShellQuote(RollbackFired) + " ]; then",
-			"\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript),
+			"\tif [ ! -d " + claim + " ]; then",
+			"\t\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript),
+			"\telif [ ! -f " + claim + "/disarm ]; then",
+			"\t\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript) + " resume",
+			"\tfi",
 			"fi",
 			"",
 		}, "\n")
 		if err := g.Sh.WriteFileAtomic(ctx, g.BootHook, []byte(hook)); err != nil {
 			return fmt.Errorf("arm rollback: %w", err)
+		}
+		q := ShellQuote(g.BootHook)
+		if _, err := g.run(ctx, "chmod 755 "+q+" && [ -x "+q+" ]"); err != nil {
+			return fmt.Errorf("arm rollback: the boot hook %s is not executable, so a reboot would lose the rollback: %w", g.BootHook, err)
 		}
 	}
 	if _, err := g.run(ctx, shellJoin("daemon", "-f", "-p", RollbackPIDFile, "/bin/sh", RollbackScript)); err != nil {
@@ -324,33 +372,86 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 }
 
 // Disarm stops an armed rollback and removes its script and boot hook;
-// with none armed it does nothing. When the rollback had already run, it
-// says so with a *RollbackRanError (once: RollbackFired still reports it).
+// with none armed it does nothing. Disarming and firing are one hand-off
+// (RollbackClaim): when the rollback had claimed it first, Disarm waits
+// for it to finish (RunWait) and says it ran with a *RollbackRanError
+// (once: RollbackFired still reports it), or with a *RollbackRunningError
+// when it has not finished by then. A nil error means the rollback will
+// not run.
 func (g ShellGuard) Disarm(ctx context.Context) error {
-	at, err := g.disarm(ctx)
+	st, at, err := g.disarm(ctx)
 	if err != nil {
 		return err
 	}
-	if at != "" {
+	if st == disarmRunning {
+		st, at, err = g.awaitRunning(ctx, at)
+		if err != nil {
+			return err
+		}
+	}
+	if st == disarmFired {
 		return &RollbackRanError{At: at}
 	}
 	return nil
 }
 
-// disarm stops the rollback and returns when it fired ("" if it did not).
-func (g ShellGuard) disarm(ctx context.Context) (string, error) {
-	pid, fired, seen := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen")
+// What the disarm command found.
+const (
+	disarmDone    = "disarmed" // the rollback will not run (or none was armed)
+	disarmFired   = "fired"    // the rollback ran to its end, at the time that follows
+	disarmRunning = "running"  // the rollback claimed the hand-off first and is still at work
+)
+
+// disarm takes the hand-off for fwab or finds who has it, in one command.
+func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
+	pid, fired, seen, claim := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen"), ShellQuote(RollbackClaim)
 	hook := ""
 	if g.BootHook != "" {
 		hook = " " + ShellQuote(g.BootHook)
 	}
-	cmd := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + hook +
-		"; if [ -f " + fired + " ]; then cat " + fired + "; mv " + fired + " " + seen + "; fi"
-	out, _, _, err := g.Sh.Run(ctx, cmd, nil)
+	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + hook
+	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); mv " + fired + " " + seen + "; rm -rf " + claim + "; rm -f " + ShellQuote(RollbackScript) + hook +
+		"; elif mkdir " + claim + " 2>/dev/null; then date +%s > " + claim + "/disarm; " + stop + "; echo " + disarmDone +
+		"; elif [ -f " + claim + "/disarm ]; then " + stop + "; echo " + disarmDone +
+		"; else echo " + disarmRunning + " $(cat " + claim + "/rollback 2>/dev/null); fi"
+	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
-		return "", fmt.Errorf("disarm rollback: %w", err)
+		return "", "", fmt.Errorf("disarm rollback: %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	if code != 0 {
+		return "", "", fmt.Errorf("disarm rollback: %w", &CommandError{Cmd: "disarm", Exit: code, Stderr: string(errOut)})
+	}
+	state, at, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
+	switch state {
+	case disarmDone, disarmFired, disarmRunning:
+		return state, strings.TrimSpace(at), nil
+	}
+	return "", "", fmt.Errorf("disarm rollback: unexpected answer %q", strings.TrimSpace(string(out)))
+}
+
+// awaitRunning waits for a rollback that won the hand-off to finish: its
+// reload may drop the connection, its reboot takes the box away, so a
+// failed poll is retried until RunWait has passed.
+func (g ShellGuard) awaitRunning(ctx context.Context, since string) (state, at string, err error) {
+	wait := g.RunWait
+	if wait <= 0 {
+		wait = 5 * time.Minute
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		select {
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("disarm rollback: %w (the rollback on the firewall is running)", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+		st, at, err := g.disarm(ctx)
+		if err == nil && st != disarmRunning {
+			return st, at, nil
+		}
+		if time.Now().After(deadline) {
+			return "", "", &RollbackRunningError{Since: since, Wait: wait}
+		}
+	}
 }
 
 // RollbackFired reports whether the rollback script completed.

@@ -222,6 +222,9 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	// The box's timer starts once the arm is done: counting from before
+	// it errs on the early side.
+	armed := time.Now()
 	if err := s.arm(ctx, prev, plan); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
@@ -231,8 +234,18 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	}
 	s.changed = true
 	err = s.applyAndCheck(ctx, config, changes, verify)
+	if took, margin := time.Since(armed), ConfirmMargin(s.opts.RollbackAfter); err == nil && took > s.opts.RollbackAfter-margin {
+		// A confirmation this close to the deadline would race the
+		// rollback: the change is not confirmed, it is undone.
+		err = fmt.Errorf("the change took %v to apply and verify, past the rollback's deadline (%v) less its margin (%v): not confirmed; give the rollback more time (--rollback-after)",
+			took.Round(100*time.Millisecond), s.opts.RollbackAfter, margin)
+	}
 	if err == nil {
 		if err := s.guard.Disarm(ctx); err != nil {
+			if rollbackRan(err) {
+				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
+				return fmt.Errorf("apply: the change was verified, but the firewall's rollback took the hand-off first: %w", err)
+			}
 			return fmt.Errorf("apply: change verified but the rollback could not be disarmed and will restore the previous config: %w", err)
 		}
 		s.journal(JournalEntry{Event: "confirmed", SHA256: SHA256Hex(config), Actions: plan})
@@ -249,6 +262,16 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	s.guard.Disarm(ctx)
 	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
 	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+// ConfirmMargin is how long before the rollback's deadline a session
+// stops confirming a change: a tenth of the deadline, at least one second
+// and at most 30, and never more than a quarter of it. Disarm and the
+// rollback hand off atomically, so the margin is not what keeps the box
+// consistent; it keeps a change whose confirmation would be a coin toss
+// from being confirmed at all.
+func ConfirmMargin(after time.Duration) time.Duration {
+	return min(max(after/10, time.Second), 30*time.Second, after/4)
 }
 
 // arm arms the rollback for a step: one that reboots when the step needs a

@@ -1,0 +1,179 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
+)
+
+// slowGuard is OPNsense's guard on an emulated box whose rollback takes
+// two seconds between taking the hand-off and restoring the config (a
+// Suricata that is slow to stop, on pfSense), so that a Disarm can meet
+// it half-way.
+func slowGuard(t *testing.T) (*labtest.Firewall, fwapi.ShellGuard, []byte, []byte) {
+	t.Helper()
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	g := fwapi.OPNsenseShellGuard(dial(t, em.SSHConfig()))
+	g.BeforeRestore = []string{"sleep 2"}
+	g.RunWait = 20 * time.Second
+	prev := em.StoredConfig(t)
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+	return em, g, prev, changed
+}
+
+// waitClaimed waits until the rollback has woken up and taken the
+// hand-off (on code without one: until it is half-way, in its slow step).
+func waitClaimed(t *testing.T, em *labtest.Firewall) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, _, code := em.Run(t, "test -f "+fwapi.RollbackClaim+"/rollback", ""); code == 0 {
+			return
+		}
+	}
+	t.Fatal("the rollback never took the hand-off")
+}
+
+// TestDisarmDuringRollbackWaitsForIt: a Disarm that comes while the
+// rollback is restoring must not kill it half-way and report "not fired":
+// it waits for the rollback and says it ran, and the previous config is
+// back.
+func TestDisarmDuringRollbackWaitsForIt(t *testing.T) {
+	em, g, prev, changed := slowGuard(t)
+	ctx := t.Context()
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+	waitClaimed(t, em)
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) {
+		t.Fatalf("Disarm while the rollback restores = %v, want a RollbackRanError (the rollback must finish and be reported)", err)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, prev) {
+		t.Errorf("after Disarm met the rollback half-way the box holds %d bytes, not the previous config", len(got))
+	}
+	if err := g.Disarm(ctx); err != nil {
+		t.Errorf("a second Disarm = %v, want nil (the rollback was reported once)", err)
+	}
+}
+
+// TestDisarmWinsEvenWhenTheKillMisses: once Disarm holds the hand-off,
+// a rollback timer it failed to stop (its pid file lost) stands down when
+// it wakes.
+func TestDisarmWinsEvenWhenTheKillMisses(t *testing.T) {
+	em, g, prev, changed := slowGuard(t)
+	ctx := t.Context()
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+	em.Run(t, "rm -f "+fwapi.RollbackPIDFile, "")
+	if err := g.Disarm(ctx); err != nil {
+		t.Fatalf("Disarm before the deadline = %v, want nil", err)
+	}
+	// Past the timer (1 s) and the slow step (2 s) of a rollback that
+	// went on regardless.
+	time.Sleep(3500 * time.Millisecond)
+	if got := em.StoredConfig(t); !bytes.Equal(got, changed) {
+		t.Error("a rollback that lost the hand-off restored the config all the same")
+	}
+	if fired, at, err := g.RollbackFired(ctx); err != nil || fired {
+		t.Errorf("RollbackFired() = %v, %q, %v after Disarm won; want false", fired, at, err)
+	}
+}
+
+// TestRollbackCutShortByRebootFinishesAtBoot: a reboot in the middle of a
+// restore (the rollback holds the hand-off) does not lose it: the boot
+// hook finishes the restore at once.
+func TestRollbackCutShortByRebootFinishesAtBoot(t *testing.T) {
+	em, g, prev, changed := slowGuard(t)
+	ctx := t.Context()
+	if err := g.ArmRollback(ctx, prev, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+	// The timer is far off: take the hand-off as the woken rollback does,
+	// and run the rest of it, then cut it short with a reboot.
+	em.Run(t, "pkill -F "+fwapi.RollbackPIDFile+"; mkdir "+fwapi.RollbackClaim+" && date +%s > "+fwapi.RollbackClaim+"/rollback && daemon -f -p "+fwapi.RollbackPIDFile+" /bin/sh "+fwapi.RollbackScript+" resume", "")
+	em.Reboot(ctx)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !bytes.Equal(em.StoredConfig(t), prev); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Equal(em.StoredConfig(t), prev) {
+		t.Fatalf("the restore a reboot cut short was not finished at boot; the boot printed:\n%s", em.BootConsole())
+	}
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) {
+		t.Errorf("Disarm after the boot finished the rollback = %v, want a RollbackRanError", err)
+	}
+}
+
+// TestSessionRefusesToConfirmNearTheDeadline: a change whose apply and
+// verification end within the margin before the rollback's deadline is
+// not confirmed (that confirmation would race the rollback): the session
+// undoes it and says why.
+func TestSessionRefusesToConfirmNearTheDeadline(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	after := 3 * time.Second
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: t.TempDir(), Owner: owner("alice@ws1"), RollbackAfter: after, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	slow := after - fwapi.ConfirmMargin(after)/2
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, func(ctx context.Context, st fwapi.RuntimeState) error {
+		time.Sleep(slow)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "not confirmed") || !strings.Contains(err.Error(), "--rollback-after") {
+		t.Fatalf("Apply verified %v after arming a %v rollback = %v, want it refused with the deadline named", slow, after, err)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Error("the change refused at the deadline was left on the box")
+	}
+}
+
+func TestConfirmMargin(t *testing.T) {
+	for _, c := range []struct{ after, want time.Duration }{
+		{time.Second, 250 * time.Millisecond},
+		{3 * time.Second, 750 * time.Millisecond},
+		{5 * time.Second, time.Second},
+		{120 * time.Second, 12 * time.Second},
+		{time.Hour, 30 * time.Second},
+	} {
+		if got := fwapi.ConfirmMargin(c.after); got != c.want {
+			t.Errorf("ConfirmMargin(%v) = %v, want %v", c.after, got, c.want)
+		}
+	}
+}
+
+// TestSSHOutputCapped: a command that prints more than the client keeps
+// fails with the cap named, instead of filling fwab's memory.
+func TestSSHOutputCapped(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	cfg := em.SSHConfig()
+	cfg.MaxOutput = 1024
+	sh := dial(t, cfg)
+	em.PutFile(t, "/tmp/small", bytes.Repeat([]byte("x"), 1000))
+	em.PutFile(t, "/tmp/big", bytes.Repeat([]byte("x"), 4096))
+	if out, _, code, err := sh.Run(t.Context(), "cat /tmp/small", nil); err != nil || code != 0 || len(out) != 1000 {
+		t.Fatalf("cat of 1000 bytes under a 1024-byte cap = %d bytes, exit %d, %v", len(out), code, err)
+	}
+	var big *fwapi.OutputTooLargeError
+	if _, _, _, err := sh.Run(t.Context(), "cat /tmp/big", nil); !errors.As(err, &big) || !strings.Contains(err.Error(), "1024 bytes") {
+		t.Fatalf("cat of 4096 bytes under a 1024-byte cap = %v, want an OutputTooLargeError naming the cap", err)
+	}
+	if out, _, code, err := sh.Run(t.Context(), "echo still here", nil); err != nil || code != 0 || string(out) != "still here\n" {
+		t.Errorf("the next command after a capped one = %q, exit %d, %v", out, code, err)
+	}
+}
