@@ -45,6 +45,12 @@ type SSHConfig struct {
 	KeepAlive      time.Duration // default 15s; negative disables
 	Retries        int           // reconnect attempts after a lost connection; default 4
 	Backoff        time.Duration // first reconnect delay, doubled each time; default 250ms
+	// MaxOutput caps what Run keeps in memory of one command's standard
+	// output (its standard error: a 64th of it, at least 64 KiB); a command
+	// that prints more fails with an *OutputTooLargeError. Default 1 GiB:
+	// twenty times the largest config.xml seen on a real box (47 MiB, with
+	// its RRD data). Stream is not capped: it holds nothing.
+	MaxOutput int64
 
 	Logger *slog.Logger // nil discards
 	// Dial opens the TCP connection; nil uses net.Dialer.
@@ -223,6 +229,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSHClient, error) {
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 250 * time.Millisecond
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 1 << 30
 	}
 	if cfg.KnownHosts == "" {
 		home, err := os.UserHomeDir()
@@ -644,10 +653,43 @@ func RemoteScript(cmd string, stdin []byte, hasStdin bool) []byte {
 // command and closes the session. A session that cannot be opened is retried
 // on a fresh connection; a command is never sent twice.
 func (c *SSHClient) Run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exit int, err error) {
-	var out bytes.Buffer
-	exit, stderr, err = c.run(ctx, cmd, stdin, &out)
+	out := &cappedBuffer{max: c.cfg.MaxOutput}
+	exit, stderr, err = c.run(ctx, cmd, stdin, out)
+	if out.over {
+		return nil, stderr, -1, fmt.Errorf("ssh %s: %q: %w", c.cfg.Addr, cmd, &OutputTooLargeError{Max: out.max})
+	}
 	return out.Bytes(), stderr, exit, err
 }
+
+// OutputTooLargeError is a command whose output passed SSHConfig.MaxOutput.
+type OutputTooLargeError struct{ Max int64 }
+
+func (e *OutputTooLargeError) Error() string {
+	size := fmt.Sprintf("%d MiB", e.Max>>20)
+	if e.Max < 1<<20 {
+		size = fmt.Sprintf("%d bytes", e.Max)
+	}
+	return "the command printed more than " + size + ", the most fwab keeps in memory of one command's output"
+}
+
+// cappedBuffer is a buffer that refuses to grow past max: the write that
+// would fails, which ends the session's copy of the output. (It has no
+// ReadFrom, which io.Copy would use instead of Write.)
+type cappedBuffer struct {
+	buf  bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if int64(b.buf.Len())+int64(len(p)) > b.max {
+		b.over = true
+		return 0, errors.New("output too large")
+	}
+	return b.buf.Write(p)
+}
+
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
 
 // Stream is Run with stdout written to w as it arrives.
 func (c *SSHClient) Stream(ctx context.Context, cmd string, w io.Writer) (exit int, stderr []byte, err error) {
@@ -671,7 +713,7 @@ func (c *SSHClient) run(ctx context.Context, cmd string, stdin io.Reader, stdout
 			return -1, nil, fmt.Errorf("ssh %s: %q: standard input: %w", c.cfg.Addr, cmd, err)
 		}
 	}
-	var errOut bytes.Buffer
+	errOut := cappedBuffer{max: max(c.cfg.MaxOutput/64, 64<<10)}
 	sess.Stdout = stdout
 	sess.Stderr = &errOut
 	sess.Stdin = bytes.NewReader(RemoteScript(cmd, data, stdin != nil))
