@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/store"
@@ -20,6 +23,10 @@ type Session interface {
 // ErrSpecChanged is in the chain of the error that refuses to resume a run
 // with a spec other than the one it was made from.
 var ErrSpecChanged = errors.New("the run was made from a different spec")
+
+// ErrOtherFirewall is in the chain of the error that refuses to resume a
+// run on a target, testbed or original config other than its own.
+var ErrOtherFirewall = errors.New("the run was measured on another firewall or config")
 
 // CheckResume returns run id of st if spec may continue it: the run exists
 // and was made from the same spec; otherwise the error wraps
@@ -41,14 +48,17 @@ func CheckResume(ctx context.Context, st *store.Store, id int64, spec *Spec) (st
 //
 //  1. Record the run: a new one, described by New with the plan's spec and
 //     seed, and its points; or, with Resume, that run, checked as
-//     CheckResume does, reopened, and given its points if a sweep killed
-//     between creating it and adding them left it with none.
+//     CheckResume does and against New (the same target, testbed and
+//     original config, else ErrOtherFirewall), reopened, and given its
+//     points if a sweep killed between creating it and adding them left
+//     it with none.
 //  2. Begin starts the firewall session. If it fails, nothing on the
 //     firewall has changed: the run is marked failed and Execute returns.
 //  3. The loop (Sweep) runs every step not yet measured against the
 //     session.
 //  4. Swept is told the loop's figures; then the firewall is restored
-//     (Session.Close), however the loop ended.
+//     (Session.Close), however the loop ended, a panic in the loop or in
+//     Swept too (SweepErr is then a *PanicError).
 //  5. Only then is the final status recorded: cancelled when ctx was
 //     cancelled, failed when the loop or the restore failed, done
 //     otherwise.
@@ -118,10 +128,16 @@ func (r *Run) Execute(ctx context.Context) (Outcome, error) {
 
 	sweep := r.Sweep
 	sweep.Plan, sweep.Store, sweep.Run, sweep.Apply = r.Plan, r.Store, id, session.ApplyChecked
-	out.SweepErr = sweep.Execute(ctx)
+	out.SweepErr = recovered(func() error { return sweep.Execute(ctx) })
 	out.Stats = sweep.Stats
 	if r.Swept != nil {
-		r.Swept(out.Stats)
+		if err := recovered(func() error { r.Swept(out.Stats); return nil }); err != nil && out.SweepErr == nil {
+			out.SweepErr = err
+		}
+	}
+	var p *PanicError
+	if errors.As(out.SweepErr, &p) {
+		r.Store.RecordEvent(context.WithoutCancel(ctx), id, store.Event{Time: time.Now(), Kind: "error", Point: -1, Message: "sweep stopped by a bug in fwab: " + p.Error()})
 	}
 
 	// The firewall goes back to how it was found, whatever happened, and
@@ -138,6 +154,61 @@ func (r *Run) Execute(ctx context.Context) (Outcome, error) {
 		out.SweepErr = err
 	}
 	return out, nil
+}
+
+// PanicError is the SweepErr of a run whose loop (or Swept) panicked: a
+// bug in fwab, which the run survives only to restore the firewall and
+// record its status. Value and Stack are the panic's.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// recovered runs f, turning a panic in it into a *PanicError.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// sameFirewall refuses to resume prior on the firewall a new run would
+// record as now: on another target, testbed or original config its
+// samples would be merged with another box's, or another setup's. What
+// prior did not record (runs of an older fwab) is not compared.
+func sameFirewall(prior, now store.Run) error {
+	var diffs, fixes []string
+	if prior.Target != now.Target {
+		diffs = append(diffs, fmt.Sprintf("target: the run has %s, this sweep %s", prior.Target, now.Target))
+		fixes = append(fixes, "resume it on its own target (--target "+prior.Target+")")
+	}
+	if prior.Testbed != "" && prior.Testbed != now.Testbed {
+		diffs = append(diffs, fmt.Sprintf("testbed: the run has %s, this sweep %s", prior.Testbed, now.Testbed))
+		if prior.Target == now.Target {
+			fixes = append(fixes, "put back the CPU, NICs and endpoints the run was measured with")
+		}
+	}
+	if prior.ConfigHash != "" && prior.ConfigHash != now.ConfigHash {
+		diffs = append(diffs, fmt.Sprintf("original config: the run started from sha256 %s, the firewall now has %s", short(prior.ConfigHash), short(now.ConfigHash)))
+		fixes = append(fixes, "put back the config the run started from")
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	fixes = append(fixes, "start a new run (without --resume)")
+	return fmt.Errorf("run %d cannot be resumed here: %w:\n  %s\n%s", prior.ID, ErrOtherFirewall, strings.Join(diffs, "\n  "), strings.Join(fixes, "; or "))
+}
+
+// short is a hash as fwab prints it.
+func short(hash string) string {
+	if len(hash) > 16 {
+		return hash[:16]
+	}
+	return hash
 }
 
 // record creates the run, or reopens the one to resume, and makes sure it
@@ -158,6 +229,9 @@ func (r *Run) record(ctx context.Context) (int64, error) {
 	}
 	if prior.Seed != int64(r.Plan.Seed) {
 		return 0, fmt.Errorf("run %d was planned with seed %d, not %d: plan a resumed run with its own seed", r.Resume, prior.Seed, r.Plan.Seed)
+	}
+	if err := sameFirewall(prior, r.New); err != nil {
+		return 0, err
 	}
 	if err := r.Store.Reopen(ctx, r.Resume); err != nil {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -540,6 +541,33 @@ func (s *Sweep) extraRound(ctx context.Context, round int, broken map[int]string
 	s.event(ctx, EventAdaptive, -1, fmt.Sprintf("round %d of at most %d: points %s are wider than ±%s%%; measuring them again with the baseline",
 		round+1, spec.RepeatsSpec.Max, strings.Join(names, ", "), strconv.FormatFloat(spec.RepeatsSpec.Width, 'f', -1, 64)))
 	return s.Plan.ExtraRound(round, wide), nil
+}
+
+// FailedPoints lists, in order, the points of run that were not measured
+// in full: those whose apply or settling failed (store.Broken), and those
+// with a probe's sample failed. A failed idle phase does not count (it is
+// recorded as a warning). points is how many the run has.
+func FailedPoints(ctx context.Context, st *store.Store, run int64) (failed []int, points int, err error) {
+	pts, err := st.Points(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	samples, err := st.Samples(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	bad := map[int]bool{}
+	for _, p := range pts {
+		if p.Status == store.Broken {
+			bad[p.Index] = true
+		}
+	}
+	for _, x := range samples {
+		if x.Failed && x.Probe != probe.IdleProbe {
+			bad[x.Point] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(bad)), len(pts), nil
 }
 
 // DiskError is an apply error that can tell whether the firewall's disk

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/store"
 )
 
 // bigConfig writes a config.xml of some tens of megabytes (many filter
@@ -57,5 +61,94 @@ func TestOfflineCommandsStopOnInterrupt(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("an interrupted edit wrote %s", p)
 		}
+	}
+}
+
+// A sweep stopped by a signal puts the firewall's config back and exits
+// 130, the run cancelled: Ctrl-C, SIGTERM, and SIGHUP (its terminal closed,
+// its SSH session lost), also when its stderr is a pipe whose reader went
+// away first (a write to it must not kill fwab with SIGPIPE).
+func TestSweepStopsOnSignal(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		sig         syscall.Signal
+		closeStderr bool
+	}{
+		{"SIGINT", syscall.SIGINT, false},
+		{"SIGINT with stderr closed", syscall.SIGINT, true},
+		{"SIGTERM", syscall.SIGTERM, false},
+		{"SIGHUP", syscall.SIGHUP, false},
+		{"SIGHUP with stderr closed", syscall.SIGHUP, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			targetsFile, spec, ems := emulatorTargets(t, dir, 1, -1)
+			original := ems[0].StoredConfig(t)
+			db := filepath.Join(dir, "results.db")
+			exe, _ := os.Executable()
+			cmd := exec.CommandContext(t.Context(), exe, "sweep", spec, "--target", "fw1", "--targets", targetsFile, "--db", db, "--progress=false")
+			cmd.Env = append(os.Environ(), asFwab+"=1", stubProbeEnv+"=1", "XDG_STATE_HOME="+filepath.Join(dir, "state"))
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = w
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			var out strings.Builder
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				out.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "round 1 probe") {
+					break
+				}
+			}
+			if tt.closeStderr {
+				r.Close()
+			}
+			cmd.Process.Signal(tt.sig)
+			if !tt.closeStderr {
+				for sc.Scan() {
+					out.WriteString(sc.Text() + "\n")
+				}
+				r.Close()
+			}
+			err = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != exitCancelled {
+				t.Errorf("sweep after %s: %v, want exit %d:\n%s", tt.sig, err, exitCancelled, out.String())
+			}
+			if !tt.closeStderr && (!strings.Contains(out.String(), "original config restored") || !strings.Contains(out.String(), "interrupted")) {
+				t.Errorf("sweep after %s does not say it restored the config and was interrupted:\n%s", tt.sig, out.String())
+			}
+			if got := ems[0].StoredConfig(t); !bytes.Equal(got, original) {
+				t.Errorf("after %s the firewall's config.xml is not the original", tt.sig)
+			}
+			if _, runs := openRuns(t, db); len(runs) != 1 || runs[0].Status != store.Cancelled {
+				t.Errorf("runs %+v, want one cancelled", runs)
+			}
+		})
+	}
+}
+
+// Output to a pipe whose reader is gone (fwab ... | head) is dropped: the
+// command ends as it would have, with no error about the pipe.
+func TestClosedStdoutPipe(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	exe, _ := os.Executable()
+	cmd := exec.CommandContext(t.Context(), exe, "config", "show", cfg)
+	cmd.Env = append(os.Environ(), asFwab+"=1")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	err = cmd.Run()
+	w.Close()
+	if err != nil || stderr.Len() > 0 {
+		t.Errorf("config show into a closed pipe: %v, stderr %q; want exit 0 and nothing on stderr", err, stderr.String())
 	}
 }

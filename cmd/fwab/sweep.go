@@ -24,6 +24,10 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
+// exitPanic is the exit code of a sweep stopped by a bug in fwab (a
+// panic), once the firewall is restored: the code Go exits with on one.
+const exitPanic = 2
+
 type sweepOptions struct {
 	targetFlags
 	targetNames []string // --target, once per firewall
@@ -49,7 +53,9 @@ func newSweepCmd(io *streams) *cobra.Command {
 		Long: "Run a configuration-matrix sweep. Every point of the matrix is applied (commit-confirmed),\n" +
 			"verified on the firewall, settled and probed through the firewall, in rounds; every sample\n" +
 			"goes to the results database as it is measured, and the original config is restored at the\n" +
-			"end, also on Ctrl-C. --resume continues an interrupted run without repeating a sample.",
+			"end, also on Ctrl-C, SIGTERM or SIGHUP. --resume continues an interrupted run, on the target,\n" +
+			"testbed and config it was measured on, without repeating a sample. It exits 0 when every point\n" +
+			"was measured, 1 when any failed (its apply, verify, settling or a probe), 130 when interrupted.",
 		Example: "  fwab sweep examples/t730-packages.yaml\n  fwab sweep examples/e302-modes.yaml --target lab --dry-run\n  fwab sweep examples/e302-modes.yaml --resume 3",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +100,9 @@ func runSweep(ctx context.Context, io *streams, o *sweepOptions) error {
 		return err
 	}
 	out, err := w.run().Execute(ctx)
+	if errors.Is(err, matrix.ErrOtherFirewall) {
+		return usageError{err} // --resume of another firewall's run: nothing was changed
+	}
 	if err != nil {
 		return err
 	}
@@ -444,20 +453,60 @@ func (w *sweepWiring) idle() func(ctx context.Context, d time.Duration) probe.Sa
 // report of a complete run.
 func (w *sweepWiring) finish(ctx context.Context, out matrix.Outcome) error {
 	io, o := w.io, w.o
+	var bug *matrix.PanicError
+	if errors.As(out.SweepErr, &bug) {
+		// Where the bug is first, then how the firewall was left.
+		fmt.Fprintf(io.ErrOut, "%v\n\n%s\n", bug, bug.Stack)
+	}
 	if out.RestoreErr != nil {
 		fmt.Fprintf(io.ErrOut, "every sample so far is kept: once the firewall is fixed, run 'fwab fw recover --target %s', then continue with 'fwab sweep %s --resume %d'\n", w.t.Name, o.file, out.Run)
+		if bug != nil {
+			return panicked(io, out.Err())
+		}
 		return out.Err()
 	}
 	fmt.Fprintf(io.ErrOut, "original config restored (sha256 %s)\n", w.session.OriginalSHA256()[:16])
 	switch {
+	case bug != nil:
+		return panicked(io, fmt.Errorf("run %d stopped by a bug in fwab (%v); the firewall's config is restored and every sample so far kept: please report the bug with the trace above", out.Run, bug))
 	case out.SweepErr == nil:
-		return printSweepSummary(context.WithoutCancel(ctx), io, w.st, out.Run)
+		if err := printSweepSummary(context.WithoutCancel(ctx), io, w.st, out.Run); err != nil {
+			return err
+		}
+		return w.failedPoints(context.WithoutCancel(ctx), out.Run)
 	case errors.Is(out.SweepErr, context.Canceled):
 		fmt.Fprintf(io.ErrOut, "run %d interrupted; every sample so far is kept: continue with --resume %d\n", out.Run, out.Run)
 	case matrix.DiskFailed(out.SweepErr):
 		fmt.Fprintf(io.ErrOut, "run %d stopped; every sample so far is kept: once the firewall's disk is fixed, continue with 'fwab sweep %s --resume %d'\n", out.Run, o.file, out.Run)
 	}
 	return out.SweepErr
+}
+
+// panicked prints err, the end of a sweep stopped by a bug, and makes
+// fwab exit with exitPanic.
+func panicked(io *streams, err error) error {
+	fmt.Fprintf(io.ErrOut, "fwab: %v\n", err)
+	return panicError{err}
+}
+
+// panicError is a sweep's error, already printed, when a bug stopped it.
+type panicError struct{ err error }
+
+func (e panicError) Error() string   { return e.err.Error() }
+func (e panicError) Unwrap() []error { return []error{e.err, silentError{exitPanic}} }
+
+// failedPoints is the error of a complete run with points not measured in
+// full (exit 1): how many, and where to see why; nil when every point was.
+func (w *sweepWiring) failedPoints(ctx context.Context, run int64) error {
+	failed, points, err := matrix.FailedPoints(ctx, w.st, run)
+	if err != nil || len(failed) == 0 {
+		return err
+	}
+	show := fmt.Sprintf("fwab runs show %d", run)
+	if w.o.db != defaultDB() {
+		show += " --db " + store.Redact(w.o.db)
+	}
+	return fmt.Errorf("%d of %d points failed: see '%s'", len(failed), points, show)
 }
 
 // stubProbe, which only this package's tests set, stands in for the

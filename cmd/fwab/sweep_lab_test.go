@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		if os.Getenv(stubProbeEnv) == "1" {
 			stubProbe = syntheticProbe
 		}
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(runProcess(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
