@@ -33,7 +33,7 @@ func slowGuard(t *testing.T) (*labtest.Firewall, fwapi.ShellGuard, []byte, []byt
 func waitClaimed(t *testing.T, em *labtest.Firewall) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, _, code := em.Run(t, "test -f "+fwapi.RollbackClaim+"/rollback", ""); code == 0 {
+		if out, _, _ := em.Run(t, "cat "+fwapi.RollbackClaim+" 2>/dev/null", ""); strings.HasPrefix(out, "rollback ") {
 			return
 		}
 	}
@@ -101,7 +101,8 @@ func TestRollbackCutShortByRebootFinishesAtBoot(t *testing.T) {
 	em.PutFile(t, "/conf/config.xml", changed)
 	// The timer is far off: take the hand-off as the woken rollback does,
 	// and run the rest of it, then cut it short with a reboot.
-	em.Run(t, "pkill -F "+fwapi.RollbackPIDFile+"; mkdir "+fwapi.RollbackClaim+" && date +%s > "+fwapi.RollbackClaim+"/rollback && daemon -f -p "+fwapi.RollbackPIDFile+" /bin/sh "+fwapi.RollbackScript+" resume", "")
+	claim := fwapi.RollbackClaim
+	em.Run(t, "pkill -F "+fwapi.RollbackPIDFile+"; echo \"rollback $(date +%s)\" > "+claim+".rollback && ln "+claim+".rollback "+claim+" && daemon -f -p "+fwapi.RollbackPIDFile+" /bin/sh "+fwapi.RollbackScript+" resume", "")
 	em.Reboot(ctx)
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !bytes.Equal(em.StoredConfig(t), prev); {
 		time.Sleep(50 * time.Millisecond)
@@ -175,5 +176,36 @@ func TestSSHOutputCapped(t *testing.T) {
 	}
 	if out, _, code, err := sh.Run(t.Context(), "echo still here", nil); err != nil || code != 0 || string(out) != "still here\n" {
 		t.Errorf("the next command after a capped one = %q, exit %d, %v", out, code, err)
+	}
+}
+
+// TestDisarmTakesOverADeadRollback: a rollback that took the hand-off and
+// died before it finished (killed; a boot that skipped its hook) is not
+// waited for: Disarm says so at once and takes the hand-off over, so no
+// later boot resumes it, and the next Disarm is clean.
+func TestDisarmTakesOverADeadRollback(t *testing.T) {
+	em, g, prev, changed := slowGuard(t)
+	ctx := t.Context()
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+	waitClaimed(t, em)
+	em.Run(t, "pkill -F "+fwapi.RollbackPIDFile+"; rm -f "+fwapi.RollbackPIDFile, "")
+	start := time.Now()
+	var broken *fwapi.RollbackBrokenError
+	if err := g.Disarm(ctx); !errors.As(err, &broken) {
+		t.Fatalf("Disarm of a rollback that died half-way = %v, want a RollbackBrokenError", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Disarm waited %v for a rollback that was gone", d)
+	}
+	if err := g.Disarm(ctx); err != nil {
+		t.Errorf("the next Disarm = %v, want nil", err)
+	}
+	em.Reboot(ctx)
+	time.Sleep(3 * time.Second)
+	if got := em.StoredConfig(t); !bytes.Equal(got, changed) {
+		t.Error("a boot resumed the rollback Disarm had taken over")
 	}
 }

@@ -57,7 +57,7 @@ var (
 // its package services too and surviving a reboot.
 func pfSenseGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache,
-		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: RollbackBootHook}
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
 }
 
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.

@@ -40,20 +40,29 @@ const (
 	// upstream: opnsense/core@8215982 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, each run in turn
 	OPNsenseRollbackBootHook = "/usr/local/etc/rc.syshook.d/start/99-fwab-rollback"
 	// RollbackClaim makes firing and disarming one hand-off: the rollback
-	// script, when its timer runs out, and Disarm both try to make this
-	// folder (mkdir(2) is atomic: exactly one of them succeeds). The
-	// winner writes its name inside (a file "rollback" or "disarm" holding
-	// the time); the loser stands down, and a Disarm that lost waits for
-	// the rollback to finish. It lives in /conf, beside the script, so that
-	// a boot knows whether a restore was under way when the box went down.
+	// script, when its timer runs out, and Disarm both try to claim this
+	// name (claimCmd: each writes a file saying who it is and hard-links
+	// it to the name; link(2) is atomic and fails when the name exists, so
+	// exactly one succeeds and the name always says who). The loser stands
+	// down; a Disarm that lost waits for the rollback to finish. It lives
+	// in /conf, beside the script, so that a boot knows whether a restore
+	// was under way when the box went down. A session's lease claims it
+	// too, before it restores the original.
 	RollbackClaim = "/conf/fwab-rollback.claim"
 )
 
 // RollbackRanError is Disarm's answer when the rollback had already run:
-// the firewall runs the previous config since At.
-type RollbackRanError struct{ At string }
+// the firewall runs the previous config since At. Failed: it found its
+// saved copy corrupt and restored nothing.
+type RollbackRanError struct {
+	At     string
+	Failed bool
+}
 
 func (e *RollbackRanError) Error() string {
+	if e.Failed {
+		return "the commit-confirmed rollback ran but found its saved copy of the previous config corrupt (" + e.At + ") and restored nothing: the firewall still runs the change"
+	}
 	return "the commit-confirmed rollback already ran (at " + e.At + "): the firewall runs the previous config, restored with its services"
 }
 
@@ -66,8 +75,51 @@ type RollbackRunningError struct {
 }
 
 func (e *RollbackRunningError) Error() string {
-	return fmt.Sprintf("the commit-confirmed rollback started (at %s) before fwab could confirm, and has not finished after %v: the firewall is restoring the previous config; check it with 'fwab fw status', then run 'fwab fw recover --target NAME'", e.Since, e.Wait)
+	return fmt.Sprintf("the commit-confirmed rollback started (at %s) before fwab could confirm, and has not finished after %v: the firewall is restoring the previous config; run 'fwab fw recover --target NAME' once it is done", e.Since, e.Wait)
 }
+
+// RollbackBrokenError is Disarm's answer when the rollback had claimed the
+// hand-off but its process is gone without having finished (killed, or a
+// reboot whose boot did not run its hook): Disarm took the hand-off over,
+// so nothing more runs, and the box may hold a half-restored config.
+type RollbackBrokenError struct{ Since string }
+
+func (e *RollbackBrokenError) Error() string {
+	return "the commit-confirmed rollback started (at " + e.Since + ") and stopped before it finished: fwab took over; the firewall may run a half-restored config"
+}
+
+// rollbackOver reports whether err says no rollback will run any more,
+// having run or stopped half-way: a restore that writes the config itself
+// can go on.
+func rollbackOver(err error) bool {
+	var broken *RollbackBrokenError
+	return rollbackRan(err) || errors.As(err, &broken)
+}
+
+// claimCmd is the shell words that claim the hand-off name claim for who,
+// if no one holds it: who's file is written, then hard-linked to the name
+// (link(2) fails when the name exists). It succeeds only for the winner.
+func claimCmd(claim, who string) string {
+	f := ShellQuote(claim + "." + who)
+	return "echo \"" + who + " $(date +%s)\" > " + f + " && ln " + f + " " + ShellQuote(claim) + " 2>/dev/null"
+}
+
+// holderOf is the shell words for the holder's line of claim ("" for none).
+func holderOf(claim string) string {
+	return "\"$(cat " + ShellQuote(claim) + " 2>/dev/null)\""
+}
+
+// clearClaimCmd removes a hand-off name and every party's file.
+func clearClaimCmd(claim string, parties ...string) string {
+	words := []string{"rm", "-f", ShellQuote(claim)}
+	for _, p := range parties {
+		words = append(words, ShellQuote(claim+"."+p))
+	}
+	return strings.Join(words, " ")
+}
+
+// The parties to the rollback's hand-off.
+var rollbackParties = []string{"rollback", "disarm", "lease"}
 
 // rollbackRan reports whether err is Disarm saying the rollback had run:
 // the previous config is back, which restoring and recovering expect.
@@ -118,9 +170,15 @@ func (o LockOwner) file() string {
 // LockedError is a firewall another fwab holds.
 type LockedError struct {
 	Holder string // the holder's owner file, one line
+	// LeaseEnds is when the holder's lease on the box ends (zero: no lease).
+	LeaseEnds time.Time
 }
 
 func (e *LockedError) Error() string {
+	if !e.LeaseEnds.IsZero() {
+		return fmt.Sprintf("firewall is locked by another fwab (%s); its lease on the box ends at %s, and if that fwab is gone the box then restores its original by itself: wait for it, or, once that fwab is gone, run 'fwab fw recover --target NAME' (from any machine)",
+			e.Holder, e.LeaseEnds.UTC().Format(time.RFC3339))
+	}
 	return fmt.Sprintf("firewall is locked by another fwab (%s): wait for it to finish; if it crashed, run 'fwab fw recover --target NAME' from the machine that ran it", e.Holder)
 }
 
@@ -147,6 +205,9 @@ type ShellGuard struct {
 	// (RollbackBootHook, OPNsenseRollbackBootHook) so that a reboot does
 	// not lose an armed rollback.
 	BootHook string
+	// LeaseHook, when set, is where a session's lease installs its boot
+	// script (LeaseBootHook, OPNsenseLeaseBootHook).
+	LeaseHook string
 	// RunWait is how long a Disarm that lost the hand-off waits for the
 	// rollback to finish (a full reload, or a reboot); default 5 minutes.
 	RunWait time.Duration
@@ -273,34 +334,26 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	}
 	// A rollback still at work from an earlier step is waited for; one
 	// that ran is the caller's to have seen (Disarm after each step).
-	if err := g.Disarm(ctx); err != nil && !rollbackRan(err) {
+	if err := g.Disarm(ctx); err != nil && !rollbackOver(err) {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackConfig, previous); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
-	reload := g.Reload
-	if reload == "" {
-		reload = "/etc/rc.reload_all"
-	}
-	cache := g.CachePath
-	if cache == "" {
-		cache = "/tmp/config.cache"
-	}
+	reload, cache := g.reload(), g.cachePath()
 	conf := ShellQuote(g.configPath())
 	tmp := ShellQuote(g.configPath() + ".fwab-rollback")
 	sum := sha256.Sum256(previous)
-	claim := ShellQuote(RollbackClaim)
 	lines := []string{
 		"# fwab commit-confirmed rollback: restores the config saved before a change",
 		"# unless fwab confirms the change in time. Whichever of this script and",
-		"# fwab's disarm makes " + RollbackClaim + " first goes on; the other stands down.",
+		"# fwab's disarm claims " + RollbackClaim + " first goes on; the other stands down.",
 		"# With \"resume\" (the boot hook, after a reboot that cut a restore short)",
 		"# the claim is already this script's.",
 		"if [ \"$1\" != resume ]; then",
-		"\tsleep " + strconv.Itoa(int(after.Round(time.Second)/time.Second)),
-		"\tmkdir " + claim + " 2>/dev/null || exit 0",
-		"\tdate +%s > " + claim + "/rollback",
+		// Whole seconds, rounded up: never earlier than the session counts.
+		"\tsleep " + strconv.Itoa(int((after+time.Second-1)/time.Second)),
+		"\t" + claimCmd(RollbackClaim, "rollback") + " || exit 0",
 		"fi",
 		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
 		"sync",
@@ -328,7 +381,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")
 	}
 	script := strings.Join(lines, "\n")
-	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")+"; rm -rf "+claim); err != nil {
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")+"; "+clearClaimCmd(RollbackClaim, rollbackParties...)); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
@@ -344,19 +397,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		// starts again; a claim that is disarm's means nothing to do.
 		// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");`
 		// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:71 — `if ! ${_SYSHOOK} "${@}"; then`
-		hook := strings.Join([]string{
-			"#!/bin/sh",
-			"# fwab: re-arms a commit-confirmed rollback that a reboot interrupted.",
-			"case \"$1\" in \"\"|start) ;; *) exit 0 ;; esac",
-			"if [ -f " + ShellQuote(RollbackScript) + " ] && [ ! -f " + ShellQuote(RollbackFired) + " ]; then",
-			"\tif [ ! -d " + claim + " ]; then",
-			"\t\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript),
-			"\telif [ ! -f " + claim + "/disarm ]; then",
-			"\t\tdaemon -f -p " + ShellQuote(RollbackPIDFile) + " /bin/sh " + ShellQuote(RollbackScript) + " resume",
-			"\tfi",
-			"fi",
-			"",
-		}, "\n")
+		hook := g.bootHook(RollbackScript, RollbackFired, RollbackClaim, "rollback", RollbackPIDFile, "a commit-confirmed rollback")
 		if err := g.Sh.WriteFileAtomic(ctx, g.BootHook, []byte(hook)); err != nil {
 			return fmt.Errorf("arm rollback: %w", err)
 		}
@@ -389,8 +430,12 @@ func (g ShellGuard) Disarm(ctx context.Context) error {
 			return err
 		}
 	}
-	if st == disarmFired {
-		return &RollbackRanError{At: at}
+	switch st {
+	case disarmFired:
+		failed := strings.HasPrefix(at, "checksum")
+		return &RollbackRanError{At: at, Failed: failed}
+	case disarmDead:
+		return &RollbackBrokenError{Since: at}
 	}
 	return nil
 }
@@ -400,6 +445,7 @@ const (
 	disarmDone    = "disarmed" // the rollback will not run (or none was armed)
 	disarmFired   = "fired"    // the rollback ran to its end, at the time that follows
 	disarmRunning = "running"  // the rollback claimed the hand-off first and is still at work
+	disarmDead    = "dead"     // the rollback claimed it and its process is gone unfinished: taken over
 )
 
 // disarm takes the hand-off for fwab or finds who has it, in one command.
@@ -410,10 +456,15 @@ func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
 		hook = " " + ShellQuote(g.BootHook)
 	}
 	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + hook
-	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); mv " + fired + " " + seen + "; rm -rf " + claim + "; rm -f " + ShellQuote(RollbackScript) + hook +
-		"; elif mkdir " + claim + " 2>/dev/null; then date +%s > " + claim + "/disarm; " + stop + "; echo " + disarmDone +
-		"; elif [ -f " + claim + "/disarm ]; then " + stop + "; echo " + disarmDone +
-		"; else echo " + disarmRunning + " $(cat " + claim + "/rollback 2>/dev/null); fi"
+	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); mv " + fired + " " + seen + "; " + clearClaimCmd(RollbackClaim, rollbackParties...) + "; rm -f " + ShellQuote(RollbackScript) + hook +
+		"; else " + claimCmd(RollbackClaim, "disarm") + "; h=" + holderOf(RollbackClaim) + "; case \"$h\" in" +
+		" disarm*|lease*) " + stop + "; echo " + disarmDone + " ;;" +
+		// The rollback holds it: at work while its process lives; else it
+		// died half-way, and disarm takes the name over (rename is atomic)
+		// so that no boot hook resumes it.
+		" rollback*) if [ -f " + pid + " ] && kill -0 \"$(cat " + pid + ")\" 2>/dev/null; then echo " + disarmRunning + " \"${h#rollback }\";" +
+		" else echo \"disarm $(date +%s)\" > " + ShellQuote(RollbackClaim+".disarm") + " && mv " + ShellQuote(RollbackClaim+".disarm") + " " + claim + "; " + stop + "; echo " + disarmDead + " \"${h#rollback }\"; fi ;;" +
+		" *) echo noclaim ;; esac; fi"
 	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("disarm rollback: %w", err)
@@ -423,8 +474,10 @@ func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
 	}
 	state, at, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
 	switch state {
-	case disarmDone, disarmFired, disarmRunning:
+	case disarmDone, disarmFired, disarmRunning, disarmDead:
 		return state, strings.TrimSpace(at), nil
+	case "noclaim":
+		return "", "", fmt.Errorf("disarm rollback: could not take the hand-off (%s could not be written: is /conf full? %s): the rollback stays armed and will restore the previous config", RollbackClaim, strings.TrimSpace(string(errOut)))
 	}
 	return "", "", fmt.Errorf("disarm rollback: unexpected answer %q", strings.TrimSpace(string(out)))
 }
@@ -479,5 +532,5 @@ func SHA256Hex(data []byte) string {
 // reloads everything with its own rc.reload_all).
 func OPNsenseShellGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache",
-		BootHook: OPNsenseRollbackBootHook}
+		BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
 }

@@ -11,6 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
@@ -49,7 +52,12 @@ type SessionOptions struct {
 	// ReconnectWait is how long Apply keeps trying to reach a firewall it
 	// lost, past RollbackAfter; default 60s.
 	ReconnectWait time.Duration
-	Logger        *slog.Logger
+	// Lease is the session's lease on the box (see Leaser): the box
+	// restores the original by itself unless fwab renews it within this
+	// time; 0 means DefaultLease, negative none (a guard that cannot hold
+	// one has none either).
+	Lease  time.Duration
+	Logger *slog.Logger
 }
 
 // RolledBackError means the firewall became unreachable during an apply
@@ -77,6 +85,14 @@ type Session struct {
 	origSum string
 	touched map[configxml.Action]bool
 	changed bool
+
+	// The lease, when the guard holds one: the renewer's stop and done,
+	// and what ended the lease without fwab (nil while it holds).
+	leaser    Leaser
+	stopRenew context.CancelFunc
+	renewDone chan struct{}
+	lmu       sync.Mutex
+	leaseLost error
 }
 
 // StartSession locks the firewall and records its config. The caller must
@@ -90,6 +106,9 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 	}
 	if opts.ReconnectWait <= 0 {
 		opts.ReconnectWait = 60 * time.Second
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
 	}
 	if opts.Owner.Time.IsZero() {
 		opts.Owner.Time = time.Now()
@@ -126,6 +145,12 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 		return fmt.Errorf("session: %w", err)
 	}
 	if err := guard.Lock(ctx, opts.Owner); err != nil {
+		var locked *LockedError
+		if l, ok := guard.(Leaser); ok && errors.As(err, &locked) {
+			if info, lerr := l.LeaseStatus(ctx); lerr == nil && info.Held {
+				locked.LeaseEnds = info.Expires
+			}
+		}
 		return nil, abandon(err, false)
 	}
 	orig, err := fw.ReadConfig(ctx)
@@ -136,10 +161,91 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 	if err := atomicfile.WriteFile(filepath.Join(opts.Dir, OriginalFile), orig, 0o600); err != nil {
 		return nil, abandon(fmt.Errorf("local backup: %w", err), true)
 	}
+	if l, ok := guard.(Leaser); ok && opts.Lease > 0 {
+		if err := l.TakeLease(ctx, opts.Owner, orig, opts.Lease); err != nil {
+			return nil, abandon(err, true)
+		}
+		s.leaser = l
+	}
 	if err := s.journal(JournalEntry{Event: "start", Target: opts.Target, SHA256: s.origSum, Detail: opts.Owner.String()}); err != nil {
+		if s.leaser != nil {
+			s.leaser.ReleaseLease(ctx)
+		}
 		return nil, abandon(err, true)
 	}
+	if s.leaser != nil {
+		s.journal(JournalEntry{Event: "leased", Detail: opts.Lease.String()})
+		s.startRenewer()
+	}
 	return s, nil
+}
+
+// startRenewer renews the lease a third of its length apart for as long
+// as the session is open, whatever the sweep is doing (a probe, a long
+// NDR search): only fwab's death, or a box it cannot reach for a whole
+// lease, lets the lease end.
+func (s *Session) startRenewer() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopRenew, s.renewDone = cancel, make(chan struct{})
+	every := max(s.opts.Lease/3, time.Second)
+	go func() {
+		defer close(s.renewDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			err := s.leaser.RenewLease(rctx, s.opts.Lease)
+			rcancel()
+			var lost *LeaseLostError
+			switch {
+			case errors.As(err, &lost):
+				s.lmu.Lock()
+				s.leaseLost = err
+				s.lmu.Unlock()
+				s.log.Error("the session's lease on the firewall ended", "err", err)
+				return
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("could not renew the session's lease on the firewall", "err", err)
+			}
+		}
+	}()
+}
+
+// stopRenewer stops renewing the lease (the session is ending).
+func (s *Session) stopRenewer() {
+	if s.stopRenew != nil {
+		s.stopRenew()
+		<-s.renewDone
+		s.stopRenew = nil
+	}
+}
+
+// lost is what ended the lease without fwab, or nil.
+func (s *Session) lost() error {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	return s.leaseLost
+}
+
+// expect tells the lease which configs the session may leave on the box
+// next; the watchdog restores over nothing else.
+func (s *Session) expect(ctx context.Context, configs ...[]byte) error {
+	if s.leaser == nil {
+		return nil
+	}
+	if err := s.lost(); err != nil {
+		return err
+	}
+	sums := make([]string, len(configs))
+	for i, c := range configs {
+		sums[i] = SHA256Hex(c)
+	}
+	return s.leaser.ExpectConfigs(ctx, sums...)
 }
 
 // OriginalSHA256 is the hash of the config found at the start.
@@ -218,8 +324,16 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err := s.relock(ctx); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	// An earlier step's rollback still at work is waited for before the
+	// config it restores is read as this step's previous one.
+	if err := s.guard.Disarm(ctx); err != nil && !rollbackRan(err) {
+		return fmt.Errorf("apply: %w", err)
+	}
 	prev, err := s.fw.ReadConfig(ctx)
 	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	if err := s.expect(ctx, prev, config); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
 	// The box's timer starts once the arm is done: counting from before
@@ -235,10 +349,23 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	s.changed = true
 	err = s.applyAndCheck(ctx, config, changes, verify)
 	if took, margin := time.Since(armed), ConfirmMargin(s.opts.RollbackAfter); err == nil && took > s.opts.RollbackAfter-margin {
-		// A confirmation this close to the deadline would race the
-		// rollback: the change is not confirmed, it is undone.
-		err = fmt.Errorf("the change took %v to apply and verify, past the rollback's deadline (%v) less its margin (%v): not confirmed; give the rollback more time (--rollback-after)",
+		// A confirmation this close to the deadline would be a coin
+		// toss: the change is not confirmed but undone, by whichever
+		// side takes the hand-off, never by both at once.
+		late := fmt.Errorf("the change took %v to apply and verify, past the rollback's deadline (%v) less its margin (%v): not confirmed; give the rollback more time (--rollback-after)",
 			took.Round(100*time.Millisecond), s.opts.RollbackAfter, margin)
+		if derr := s.guard.Disarm(ctx); derr != nil {
+			if rollbackRan(derr) {
+				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
+				return fmt.Errorf("apply: %w; the firewall's rollback restored the previous config: %v", late, derr)
+			}
+			return fmt.Errorf("apply: %w; the rollback could not be taken over: %v", late, derr)
+		}
+		if perr := s.putBack(ctx, prev, plan); perr != nil {
+			return fmt.Errorf("apply: %w; restoring the previous config also failed: %v", late, perr)
+		}
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: late.Error()})
+		return fmt.Errorf("apply: %w (previous config restored)", late)
 	}
 	if err == nil {
 		if err := s.guard.Disarm(ctx); err != nil {
@@ -328,6 +455,9 @@ func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []co
 	}
 	if adopted, ok := adoptedConfig(s.fw); ok {
 		s.journal(JournalEntry{Event: "adopted", SHA256: SHA256Hex(adopted), Detail: "the firewall's own service action saved config.xml (checked by the driver)"})
+		if err := s.expect(ctx, config, adopted); err != nil {
+			return err
+		}
 		config = adopted
 	}
 	st, err := s.fw.RuntimeState(ctx)
@@ -466,13 +596,22 @@ func (s *Session) Restore(ctx context.Context) error {
 	if err := s.relock(ctx); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := s.guard.Disarm(ctx); err != nil && !rollbackRan(err) {
+	if err := s.guard.Disarm(ctx); err != nil && !rollbackOver(err) {
 		return fmt.Errorf("restore: %w", err)
 	}
 	var plan []configxml.Action
 	for _, a := range actionOrder {
 		if s.touched[a] {
 			plan = append(plan, a)
+		}
+	}
+	if s.leaser != nil && s.lost() == nil {
+		cur, err := s.fw.ReadConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		if err := s.expect(ctx, cur, s.orig); err != nil {
+			return fmt.Errorf("restore: %w", err)
 		}
 	}
 	if err := restoreConfig(ctx, s.fw, s.orig, s.origSum, plan); err != nil {
@@ -512,12 +651,26 @@ func (s *Session) Close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		defer cancel()
 	}
+	s.stopRenewer()
 	err := s.Restore(ctx)
 	if err != nil {
 		s.journal(JournalEntry{Event: "restore-failed", Detail: err.Error()})
+		if s.leaser != nil && s.lost() == nil {
+			return fmt.Errorf("session close: %w; the lock and the lease stay: the firewall restores the original by itself within %v unless you run 'fwab fw recover --target %s' first", err, s.opts.Lease, s.opts.Target)
+		}
 		return fmt.Errorf("session close: %w; the lock stays, run 'fwab fw recover --target %s'", err, s.opts.Target)
 	}
-	if uerr := s.guard.Unlock(ctx, s.opts.Owner); uerr != nil {
+	if s.leaser != nil {
+		var lost *LeaseLostError
+		if lerr := s.leaser.ReleaseLease(ctx); lerr != nil && !errors.As(lerr, &lost) {
+			err = fmt.Errorf("session close: %w", lerr)
+		} else if lerr != nil {
+			// The watchdog restored the original too (this session
+			// restored it first or after): the box has it either way.
+			s.log.Warn("the lease had ended on the firewall before the session released it", "err", lerr)
+		}
+	}
+	if uerr := s.guard.Unlock(ctx, s.opts.Owner); uerr != nil && err == nil {
 		err = fmt.Errorf("session close: %w", uerr)
 	}
 	s.journal(JournalEntry{Event: "end", SHA256: s.origSum})
@@ -530,9 +683,46 @@ type RecoverReport struct {
 	SHA256   string
 	Actions  []configxml.Action
 	Restored bool // false when the firewall already had the original
+	// LeaseEnded is what the session's lease did on the box without fwab
+	// ("restored TIME": the box had put the original back by itself).
+	LeaseEnded string
+	// FromBox: recovered from what the lease keeps on the box (no local
+	// journal: another machine).
+	FromBox bool
+	Owner   string // the session recovered, as its lease names it
 	// NotStarted: fwab crashed while taking the lock, before it read or
 	// changed anything; only its lock was released.
 	NotStarted bool
+}
+
+// RecoverOptions tune Recover.
+type RecoverOptions struct {
+	// Force recovers a session that may still be alive: its lease on the
+	// box has not ended and its process runs (or runs elsewhere).
+	Force bool
+	// Alive reports whether a process of this host runs; default kill(pid, 0).
+	Alive func(pid int) bool
+}
+
+// SessionAliveError is a recover refused because the session it would end
+// may still be running: its lease on the box has not ended.
+type SessionAliveError struct {
+	Owner   string
+	Expires time.Time
+	Why     string
+}
+
+func (e *SessionAliveError) Error() string {
+	return fmt.Sprintf("the firewall is held by a session that may still be running (%s; %s); its lease ends at %s, after which the box restores that session's original by itself: wait for it, stop that fwab, or recover anyway with --force",
+		e.Owner, e.Why, e.Expires.UTC().Format(time.RFC3339))
+}
+
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Recover finishes a session that crashed: it reads the journal and the
@@ -540,9 +730,23 @@ type RecoverReport struct {
 // the firewall's config differs, runs the actions the journal shows were
 // used, checks the hash, disarms any rollback and removes the lock.
 func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (RecoverReport, error) {
+	return RecoverWith(ctx, fw, guard, dir, RecoverOptions{})
+}
+
+// RecoverWith is Recover with options. A session whose lease on the box
+// has not ended is recovered only when its process is gone from this
+// host (or with Force). With no journal in dir (another machine), it
+// recovers from what the lease keeps on the box (RecoverFromBox).
+func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts RecoverOptions) (RecoverReport, error) {
+	if opts.Alive == nil {
+		opts.Alive = processAlive
+	}
 	var rep RecoverReport
 	j, err := ReadJournal(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		if _, ok := guard.(Leaser); ok {
+			return RecoverFromBox(ctx, fw, guard, opts)
+		}
 		return rep, fmt.Errorf("recover: no journal in %s: nothing to recover", dir)
 	}
 	if len(j) == 0 {
@@ -577,7 +781,10 @@ func Recover(ctx context.Context, fw Firewall, guard Guard, dir string) (Recover
 			rep.Actions = append(rep.Actions, a)
 		}
 	}
-	if err := guard.Disarm(ctx); err != nil && !rollbackRan(err) {
+	if err := endLease(ctx, guard, ownerOf(j), opts, &rep); err != nil {
+		return rep, err
+	}
+	if err := guard.Disarm(ctx); err != nil && !rollbackOver(err) {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	cur, err := fw.ReadConfig(ctx)
@@ -659,4 +866,112 @@ func (s *Session) ApplyChecked(ctx context.Context, config []byte, changes []con
 		return fmt.Errorf("apply: %w", err)
 	}
 	return s.Apply(ctx, config, changes, ChangeVerifier(c, changes))
+}
+
+// ownerOf is the lock owner a journal recorded (nil when none).
+func ownerOf(j []JournalEntry) *LockOwner {
+	for _, e := range j {
+		if e.Owner != nil {
+			return e.Owner
+		}
+	}
+	return nil
+}
+
+// endLease ends the lease of the session being recovered, unless that
+// session may still be alive: a lease that has not ended, held by this
+// journal's process still running here, or by another session.
+func endLease(ctx context.Context, guard Guard, owner *LockOwner, opts RecoverOptions, rep *RecoverReport) error {
+	l, ok := guard.(Leaser)
+	if !ok {
+		return nil
+	}
+	info, err := l.LeaseStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	rep.Owner = info.Owner
+	if info.Held && info.Now.Before(info.Expires) && !opts.Force {
+		switch {
+		case owner == nil || owner.Token != info.Token:
+			return fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: "not the session this machine's journal records"})
+		case opts.Alive(owner.PID):
+			return fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: fmt.Sprintf("its process %d still runs on this host", owner.PID)})
+		}
+	}
+	var lost *LeaseLostError
+	switch err := l.ReleaseLease(ctx); {
+	case errors.As(err, &lost):
+		rep.LeaseEnded = lost.What
+	case err != nil:
+		return fmt.Errorf("recover: %w", err)
+	}
+	return nil
+}
+
+// RecoverFromBox recovers a session from what its lease keeps on the box,
+// for a machine without its journal: the original config and its owner.
+// A lease that already restored the box leaves nothing to do (said with
+// an error naming it, as "nothing to recover"); a session that may still
+// be alive is refused unless opts.Force. Every service action runs but a
+// reboot (the journal that named the session's actions is elsewhere).
+func RecoverFromBox(ctx context.Context, fw Firewall, guard Guard, opts RecoverOptions) (RecoverReport, error) {
+	rep := RecoverReport{FromBox: true}
+	l, ok := guard.(Leaser)
+	if !ok {
+		return rep, errors.New("recover: this firewall's guard keeps no lease: nothing to recover from the box")
+	}
+	info, err := l.LeaseStatus(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	rep.Owner = info.Owner
+	if info.Owner == "" {
+		return rep, errors.New("recover: no journal here and no fwab lease on the box: nothing to recover")
+	}
+	if strings.HasPrefix(info.Ended, "restored") || strings.HasPrefix(info.Ended, "stood-down") {
+		rep.LeaseEnded = info.Ended
+		l.ReleaseLease(ctx)
+		if err := guard.ForceUnlock(ctx); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		return rep, fmt.Errorf("recover: nothing to recover: the lease of %s ended on the box (%s)", info.Owner, info.Ended)
+	}
+	if info.Held && info.Now.Before(info.Expires) && !opts.Force {
+		return rep, fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: "this machine has no journal of it, so it may run elsewhere"})
+	}
+	orig, err := l.ReadLeaseOriginal(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	var lost *LeaseLostError
+	switch err := l.ReleaseLease(ctx); {
+	case errors.As(err, &lost):
+		rep.LeaseEnded = lost.What
+	case err != nil:
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	if err := guard.Disarm(ctx); err != nil && !rollbackOver(err) {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	rep.SHA256 = SHA256Hex(orig)
+	cur, err := fw.ReadConfig(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	for _, a := range actionOrder {
+		if a != configxml.ActionReboot {
+			rep.Actions = append(rep.Actions, a)
+		}
+	}
+	if SHA256Hex(cur) != rep.SHA256 || !strings.HasPrefix(rep.LeaseEnded, "restored") {
+		if err := restoreConfig(ctx, fw, orig, rep.SHA256, rep.Actions); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		rep.Restored = true
+	}
+	if err := guard.ForceUnlock(ctx); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	return rep, nil
 }

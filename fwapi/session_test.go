@@ -90,7 +90,7 @@ func TestSessionApplyConfirmAndRestore(t *testing.T) {
 	if len(fake.Glob(fwapi.LockDir)) != 0 {
 		t.Errorf("Close left the lock")
 	}
-	want := []string{"locking", "start", "armed", "written", "confirmed", "restored", "end"}
+	want := []string{"locking", "start", "leased", "armed", "written", "confirmed", "restored", "end"}
 	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
 		t.Errorf("journal mismatch (-want +got):\n%s", diff)
 	}
@@ -435,7 +435,7 @@ func TestSessionCloseAfterRebootTookTheLock(t *testing.T) {
 		t.Errorf("Close did not restore the original config")
 	}
 	// The restore is a change too: the lock is taken again first.
-	want := []string{"locking", "start", "armed", "written", "confirmed", "relocked", "restored", "end"}
+	want := []string{"locking", "start", "leased", "armed", "written", "confirmed", "relocked", "restored", "end"}
 	if diff := cmp.Diff(want, events(t, dir)); diff != "" {
 		t.Errorf("journal mismatch (-want +got):\n%s", diff)
 	}

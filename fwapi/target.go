@@ -1,6 +1,7 @@
 package fwapi
 
 import (
+	"time"
 	"bytes"
 	"errors"
 	"fmt"
@@ -29,6 +30,22 @@ type Target struct {
 	SSH       *SSHSpec  `yaml:"ssh,omitempty"`
 	API       *APISpec  `yaml:"api,omitempty"`
 	Endpoints Endpoints `yaml:"endpoints"`
+	// Lease is how long the box waits for a session's renewal before it
+	// restores the session's original by itself (Go duration, e.g. 10m;
+	// default DefaultLease). A command's --lease overrides it.
+	Lease string `yaml:"lease,omitempty"`
+}
+
+// LeaseLength is the target's lease, or 0 when it names none.
+func (t *Target) LeaseLength() (time.Duration, error) {
+	if t.Lease == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(t.Lease)
+	if err != nil || d < 30*time.Second {
+		return 0, fmt.Errorf("target %q: lease %q is not a duration of at least 30s (e.g. lease: 10m): the box needs time for a reboot between renewals", t.Name, t.Lease)
+	}
+	return d, nil
 }
 
 // SSHSpec says how to reach the firewall's shell.
@@ -161,6 +178,9 @@ func LoadTargets(path string) (*TargetsFile, error) {
 		t.Name = name
 		if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
 			return nil, fmt.Errorf("targets file %s: target %q: flavor %q is not one of pfsense, opnsense", path, name, t.Flavor)
+		}
+		if _, err := t.LeaseLength(); err != nil {
+			return nil, fmt.Errorf("targets file %s: %w", path, err)
 		}
 		if _, ok := t.Endpoints.Links[t.Endpoints.FirstLink()]; ok {
 			return nil, fmt.Errorf("targets file %s: target %q: endpoints: links: %s is the first link's name (endpoints: name); name it otherwise", path, name, t.Endpoints.FirstLink())

@@ -104,6 +104,8 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/usr/local/sbin/swanctl": e.cmdSwanctl,
 		"/usr/bin/b64decode":      e.cmdB64decode,
 		"/bin/chmod":              e.cmdChmod,
+		"/usr/bin/logger":         e.cmdLogger,
+		"/bin/ln":                 e.cmdLn,
 	}
 }
 
@@ -1045,6 +1047,9 @@ func (e *Emulator) cmdKill(ctx context.Context, c *call) error {
 	args := c.args[1:]
 	if len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch args[0] {
+		case "-0":
+			// Signal 0 sends nothing: it asks whether the process is there.
+			return e.killZero(c, args[1:])
 		case "-9", "-15", "-TERM", "-KILL", "-s":
 			if args[0] == "-s" && len(args) > 1 {
 				args = args[1:]
@@ -1193,4 +1198,86 @@ func (e *Emulator) rebootSoon() {
 		time.Sleep(300 * time.Millisecond)
 		e.Reboot(context.Background())
 	}()
+}
+
+// cmdLogger is logger(1) with -t: the message goes to the system log file
+// the GUI shows (pfSense /var/log/system.log, OPNsense
+// /var/log/system/latest.log), as "TAG: message".
+//
+// upstream: not settled — logger(1) and syslogd are FreeBSD base; the file each product's syslog writes is its own configuration; the lab's SystemLog reads it back
+func (e *Emulator) cmdLogger(ctx context.Context, c *call) error {
+	args := c.args[1:]
+	tag := "root"
+	if len(args) >= 2 && args[0] == "-t" {
+		tag, args = args[1], args[2:]
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return c.errorf(1, "logger: only 'logger [-t tag] message ...' is emulated")
+	}
+	line := time.Now().UTC().Format(time.Stamp) + " " + e.hostname() + " " + tag + ": " + strings.Join(args, " ") + "\n"
+	p := e.path(e.systemLog())
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return c.fail("logger", e.systemLog(), err)
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return c.fail("logger", e.systemLog(), err)
+	}
+	defer f.Close()
+	_, err = f.WriteString(line)
+	return err
+}
+
+func (e *Emulator) systemLog() string {
+	if e.opnsense() {
+		return "/var/log/system/latest.log"
+	}
+	return "/var/log/system.log"
+}
+
+// SystemLog is the emulated box's system log (what logger wrote).
+func (e *Emulator) SystemLog() string {
+	data, _ := os.ReadFile(e.path(e.systemLog()))
+	return string(data)
+}
+
+// killZero is kill -0: success when every pid names a process.
+func (e *Emulator) killZero(c *call, pids []string) error {
+	if len(pids) == 0 {
+		return c.errorf(2, "usage: kill [-s signal_name] pid ...")
+	}
+	live := map[string]bool{}
+	for _, p := range e.processList() {
+		live[p[0]] = true
+	}
+	var rc uint8
+	for _, a := range pids {
+		if _, err := strconv.Atoi(a); err != nil {
+			fmt.Fprintf(c.stderr, "kill: illegal process id: %s\n", a)
+			rc = 2
+			continue
+		}
+		if !live[a] {
+			fmt.Fprintf(c.stderr, "kill: %s: No such process\n", a)
+			rc = 1
+		}
+	}
+	return status(rc)
+}
+
+// cmdLn is ln(1) making a hard link, which fails when the link's name
+// exists: link(2) is atomic, so "write a file, ln it to a name" is how
+// two parties claim one name and say who they are in the same step.
+func (e *Emulator) cmdLn(ctx context.Context, c *call) error {
+	if len(c.args) != 3 || strings.HasPrefix(c.args[1], "-") {
+		return c.errorf(1, "ln: only 'ln source target' (a hard link) is emulated")
+	}
+	src, dst := c.abs(c.args[1]), c.abs(c.args[2])
+	if err := e.writeFault(dst, false); err != nil {
+		return c.fail("ln", c.args[2], err)
+	}
+	if err := os.Link(e.path(src), e.path(dst)); err != nil {
+		return c.errorf(1, "ln: %s: %s", c.args[2], errText(err))
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ type targetFlags struct {
 	targets          string
 	acceptNewHostKey bool
 	rollbackAfter    time.Duration
+	lease            time.Duration
 }
 
 func addTargetFlags(cmd *cobra.Command, f *targetFlags) {
@@ -46,6 +47,19 @@ func addTargetsFileFlags(cmd *cobra.Command, f *targetFlags) {
 
 func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().DurationVar(&f.rollbackAfter, "rollback-after", 120*time.Second, "the firewall restores the previous config by itself unless fwab confirms the change within this time")
+	cmd.Flags().DurationVar(&f.lease, "lease", 0, "the firewall restores the session's original config by itself unless fwab renews its lease within this time (default: the target's lease:, else "+fwapi.DefaultLease.String()+": longer than a reboot plus a step's rollback)")
+}
+
+// leaseLength is the session's lease: --lease, else the target's lease:,
+// else the default.
+func (f *targetFlags) leaseLength(t *fwapi.Target) (time.Duration, error) {
+	if f.lease != 0 {
+		if f.lease < 30*time.Second {
+			return 0, usageErrorf("--lease %v is under 30s: the box needs time for a reboot between renewals", f.lease)
+		}
+		return f.lease, nil
+	}
+	return t.LeaseLength()
 }
 
 func (f *targetFlags) lookup() (*fwapi.Target, error) {
@@ -124,8 +138,13 @@ func startSession(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Tar
 		closeGuard()
 		return nil, nil, err
 	}
+	lease, err := f.leaseLength(t)
+	if err != nil {
+		closeGuard()
+		return nil, nil, err
+	}
 	s, err := fwapi.StartSession(ctx, fw, g, fwapi.SessionOptions{
-		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Logger: logger(io),
+		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Lease: lease, Logger: logger(io),
 	})
 	if err != nil {
 		closeGuard()
@@ -653,16 +672,21 @@ func yesNo(b bool) string {
 func newFwRecoverCmd(io *streams) *cobra.Command {
 	f := &targetFlags{}
 	var wait time.Duration
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "recover --target NAME",
-		Short: "After a crash, restore the original config from the local backup and journal",
-		Args:  exactArgs(0),
+		Short: "After a crash, restore the original config (from the local journal, or from what the session's lease keeps on the box)",
+		Long: "Ends a session whose fwab is gone: restores its original config, runs its service actions, releases its lease and lock.\n" +
+			"From the machine that ran the session it uses the local journal; from any other machine, what the session's lease keeps on the box.\n" +
+			"A session whose lease has not ended and whose fwab may still run is refused (it names the holder and when its lease ends) unless --force.",
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFwRecover(cmd.Context(), io, f, wait)
+			return runFwRecover(cmd.Context(), io, f, wait, force)
 		},
 	}
 	addTargetFlags(cmd, f)
 	cmd.Flags().DurationVar(&wait, "wait", 15*time.Minute, "how long to wait for a firewall that does not answer (fwab may have died while it rebooted)")
+	cmd.Flags().BoolVar(&force, "force", false, "recover even a session that may still be running (its lease has not ended)")
 	return cmd
 }
 
@@ -704,7 +728,7 @@ func unreachable(err error) bool {
 		errors.Is(err, fwapi.ErrConnectionLost) || errors.As(err, &ne) && ne.Timeout()
 }
 
-func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Duration) error {
+func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Duration, force bool) error {
 	t, fw, err := openWaiting(ctx, io, f, wait)
 	if err != nil {
 		return err
@@ -719,13 +743,27 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Du
 	if err != nil {
 		return err
 	}
-	rep, err := fwapi.Recover(ctx, fw, g, dir)
+	rep, err := fwapi.RecoverWith(ctx, fw, g, dir, fwapi.RecoverOptions{Force: force})
 	nothing := err != nil && strings.Contains(err.Error(), "nothing to recover")
 	if err != nil && !nothing {
 		return err
 	}
+	if rep.LeaseEnded != "" && !nothing {
+		fmt.Fprintf(io.Out, "the session's lease had ended on the box without fwab (%s)\n", rep.LeaseEnded)
+	}
 	switch {
 	case nothing:
+	case rep.FromBox:
+		acts := make([]string, len(rep.Actions))
+		for i, a := range rep.Actions {
+			acts[i] = string(a)
+		}
+		what := "the firewall already had the original config"
+		if rep.Restored {
+			what = "restored the original config"
+		}
+		fmt.Fprintf(io.Out, "%s of the session of %s from the copy its lease kept on the box (sha256 %s verified); ran %s; lease and lock removed\n",
+			what, rep.Owner, rep.SHA256, strings.Join(acts, ", "))
 	case rep.NotStarted:
 		fmt.Fprintln(io.Out, "the crashed session had not started (it was taking the lock): nothing was changed; its lock, if left, removed")
 	case !rep.Restored:

@@ -1,0 +1,327 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
+)
+
+// leaseBox is one emulated box of a flavor with its guard, as the drivers
+// build it (pfSense's restores its packages; both have boot hooks).
+func leaseBox(t *testing.T, flavor configxml.Flavor) (*labtest.Firewall, fwapi.ShellGuard) {
+	t.Helper()
+	em := labtest.Start(t, labtest.Options{Product: flavor})
+	sh := dial(t, em.SSHConfig())
+	if flavor == configxml.OPNsense {
+		g := fwapi.OPNsenseShellGuard(sh)
+		g.RunWait = 20 * time.Second
+		return em, g
+	}
+	fw := fwapi.NewPfSense(sh, fwapi.PfSenseOptions{})
+	g := fw.ShellGuard
+	g.RunWait = 20 * time.Second
+	return em, g
+}
+
+func forFlavors(t *testing.T, test func(t *testing.T, flavor configxml.Flavor)) {
+	for _, f := range []configxml.Flavor{configxml.PfSense, configxml.OPNsense} {
+		t.Run(string(f), func(t *testing.T) {
+			t.Parallel()
+			test(t, f)
+		})
+	}
+}
+
+func waitLeaseEnded(t *testing.T, g fwapi.ShellGuard, within time.Duration) fwapi.LeaseInfo {
+	t.Helper()
+	var info fwapi.LeaseInfo
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var err error
+		if info, err = g.LeaseStatus(t.Context()); err == nil && info.Ended != "" && info.Ended != "running" {
+			return info
+		}
+	}
+	t.Fatalf("the lease did not end within %v: %+v", within, info)
+	return info
+}
+
+// TestLeaseExpiresAndRestores: fwab gone (no renewal), the box restores
+// the session's original config by itself and frees its lock.
+func TestLeaseExpiresAndRestores(t *testing.T) {
+	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
+		em, g := leaseBox(t, flavor)
+		ctx := t.Context()
+		orig := em.StoredConfig(t)
+		o := owner("ci@runner")
+		if err := g.Lock(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.TakeLease(ctx, o, orig, 3*time.Second); err != nil {
+			t.Fatalf("TakeLease: %v", err)
+		}
+		changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
+		if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(orig), fwapi.SHA256Hex(changed)); err != nil {
+			t.Fatal(err)
+		}
+		em.PutFile(t, "/conf/config.xml", changed)
+		info := waitLeaseEnded(t, g, 20*time.Second)
+		if !strings.HasPrefix(info.Ended, "restored") {
+			t.Fatalf("the lease ended %q, want restored", info.Ended)
+		}
+		if !bytes.Equal(em.StoredConfig(t), orig) {
+			t.Error("the expired lease did not restore the original config")
+		}
+		if len(em.Glob(fwapi.LockDir)) != 0 {
+			t.Error("the expired lease left its session's lock")
+		}
+		if !strings.Contains(em.SystemLog(), "original config was restored") {
+			t.Errorf("the system log does not say the lease restored the box:\n%s", em.SystemLog())
+		}
+		var lost *fwapi.LeaseLostError
+		if err := g.RenewLease(ctx, time.Minute); !errors.As(err, &lost) {
+			t.Errorf("RenewLease after the lease ended = %v, want a LeaseLostError", err)
+		}
+	})
+}
+
+// TestLeaseRenewedHolds: a renewed lease never fires; a released one is
+// gone from the box with all its files.
+func TestLeaseRenewedHolds(t *testing.T) {
+	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
+		em, g := leaseBox(t, flavor)
+		ctx := t.Context()
+		orig := em.StoredConfig(t)
+		if err := g.TakeLease(ctx, owner("ci@runner"), orig, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
+		if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(changed)); err != nil {
+			t.Fatal(err)
+		}
+		em.PutFile(t, "/conf/config.xml", changed)
+		for range 8 {
+			time.Sleep(500 * time.Millisecond)
+			if err := g.RenewLease(ctx, 2*time.Second); err != nil {
+				t.Fatalf("RenewLease: %v", err)
+			}
+		}
+		if !bytes.Equal(em.StoredConfig(t), changed) {
+			t.Fatal("a lease renewed in time restored the config")
+		}
+		if err := g.ReleaseLease(ctx); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		time.Sleep(3 * time.Second)
+		if !bytes.Equal(em.StoredConfig(t), changed) {
+			t.Error("a released lease restored the config")
+		}
+		for _, f := range []string{fwapi.LeaseScript, fwapi.LeaseOriginal, fwapi.LeaseExpires, fwapi.LeaseClaim, fwapi.LeaseBootHook, fwapi.OPNsenseLeaseBootHook} {
+			if len(em.Glob(f)) != 0 {
+				t.Errorf("ReleaseLease left %s", f)
+			}
+		}
+	})
+}
+
+// TestLeaseStandsDownOverForeignEdit: config.xml changed by someone else
+// (not a config fwab wrote) is left alone, and the system log says why.
+func TestLeaseStandsDownOverForeignEdit(t *testing.T) {
+	em, g := leaseBox(t, configxml.PfSense)
+	orig := em.StoredConfig(t)
+	if err := g.TakeLease(t.Context(), owner("ci@runner"), orig, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	foreign := append(bytes.Clone(orig), "<!-- an admin's emergency rule -->\n"...)
+	em.PutFile(t, "/conf/config.xml", foreign)
+	info := waitLeaseEnded(t, g, 20*time.Second)
+	if !strings.HasPrefix(info.Ended, "stood-down") {
+		t.Errorf("the lease over a foreign edit ended %q, want stood-down", info.Ended)
+	}
+	if !bytes.Equal(em.StoredConfig(t), foreign) {
+		t.Error("the lease overwrote someone else's edit")
+	}
+	if !strings.Contains(em.SystemLog(), "someone else changed it") {
+		t.Errorf("the system log does not say why the lease stood down:\n%s", em.SystemLog())
+	}
+}
+
+// TestLeaseSurvivesReboot: a box that reboots while fwab is gone still
+// restores itself: the boot hook (executable) starts the watchdog again.
+func TestLeaseSurvivesReboot(t *testing.T) {
+	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
+		em, g := leaseBox(t, flavor)
+		orig := em.StoredConfig(t)
+		if err := g.TakeLease(t.Context(), owner("ci@runner"), orig, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
+		if err := g.ExpectConfigs(t.Context(), fwapi.SHA256Hex(changed)); err != nil {
+			t.Fatal(err)
+		}
+		em.PutFile(t, "/conf/config.xml", changed)
+		em.Reboot(t.Context())
+		waitLeaseEnded(t, g, 20*time.Second)
+		if !bytes.Equal(em.StoredConfig(t), orig) {
+			t.Fatalf("the lease did not restore the box after a reboot; the boot printed:\n%s", em.BootConsole())
+		}
+	})
+}
+
+// TestLeaseTakesTheRollbackHandOff: a lease that ends while a step's
+// rollback is armed takes the rollback's hand-off, so the two never
+// restore over each other; the original wins.
+func TestLeaseTakesTheRollbackHandOff(t *testing.T) {
+	em, g := leaseBox(t, configxml.OPNsense)
+	ctx := t.Context()
+	orig := em.StoredConfig(t)
+	if err := g.TakeLease(ctx, owner("ci@runner"), orig, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	step := append(bytes.Clone(orig), "<!-- step 1 -->\n"...)
+	next := append(bytes.Clone(orig), "<!-- step 2 -->\n"...)
+	em.PutFile(t, "/conf/config.xml", step)
+	if err := g.ArmRollback(ctx, step, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(step), fwapi.SHA256Hex(next)); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", next)
+	waitLeaseEnded(t, g, 20*time.Second)
+	if !bytes.Equal(em.StoredConfig(t), orig) {
+		t.Fatal("the lease did not restore the original")
+	}
+	if out, _, _ := em.Run(t, "cat "+fwapi.RollbackClaim, ""); !strings.HasPrefix(out, "lease ") {
+		t.Error("the lease did not take the rollback's hand-off")
+	}
+	if err := g.Disarm(ctx); err != nil {
+		t.Errorf("Disarm after the lease took the hand-off = %v, want nil (the rollback never ran)", err)
+	}
+}
+
+// TestTakeLeaseRefusesAnother: a lease still held by another session is
+// not replaced; the error names its owner and end.
+func TestTakeLeaseRefusesAnother(t *testing.T) {
+	em, g := leaseBox(t, configxml.PfSense)
+	orig := em.StoredConfig(t)
+	if err := g.TakeLease(t.Context(), owner("alice@ws1"), orig, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var held *fwapi.LeaseHeldError
+	err := g.TakeLease(t.Context(), owner("bob@ws2"), orig, time.Minute)
+	if !errors.As(err, &held) || !strings.Contains(err.Error(), "alice@ws1") {
+		t.Fatalf("a second TakeLease = %v, want a LeaseHeldError naming alice@ws1", err)
+	}
+	if err := g.ReleaseLease(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoverRefusesALiveSession: recover does not break a session whose
+// lease holds and whose process still runs on this host, unless forced.
+func TestRecoverRefusesALiveSession(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	o := owner("alice@ws1")
+	o.PID = os.Getpid()
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: o, RollbackAfter: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	var alive *fwapi.SessionAliveError
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); !errors.As(err, &alive) || !strings.Contains(err.Error(), "still runs on this host") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("Recover of a live session = %v, want it refused, naming the process and --force", err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), changedConfig(orig)) {
+		t.Fatal("a refused recover changed the box")
+	}
+	rep, err := fwapi.RecoverWith(t.Context(), fw, fw, dir, fwapi.RecoverOptions{Force: true})
+	if err != nil || !rep.Restored {
+		t.Fatalf("Recover --force = %+v, %v; want the original restored", rep, err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), orig) {
+		t.Error("Recover --force did not restore the original")
+	}
+}
+
+// TestRecoverFromAnotherMachine: with no journal (another machine), recover
+// works from what the lease keeps on the box; a session that may still run
+// elsewhere needs --force; afterwards the first machine finds nothing left
+// but its journal to close.
+func TestRecoverFromAnotherMachine(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir, other := t.TempDir(), t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	if err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil); err != nil {
+		t.Fatal(err)
+	}
+	// fwab dies here (no Close); another machine recovers.
+	var alive *fwapi.SessionAliveError
+	if _, err := fwapi.Recover(t.Context(), fw, fw, other); !errors.As(err, &alive) || !strings.Contains(err.Error(), "alice@ws1") {
+		t.Fatalf("Recover from another machine of a lease that holds = %v, want it refused naming alice@ws1", err)
+	}
+	rep, err := fwapi.RecoverWith(t.Context(), fw, fw, other, fwapi.RecoverOptions{Force: true})
+	if err != nil || !rep.FromBox || !rep.Restored || rep.SHA256 != fwapi.SHA256Hex(orig) {
+		t.Fatalf("Recover --force from another machine = %+v, %v; want the original restored from the box", rep, err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), orig) {
+		t.Error("the box does not hold the original after a recover from another machine")
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 || len(fake.Glob(fwapi.LeaseScript)) != 0 {
+		t.Error("the recover from another machine left the lock or the lease")
+	}
+	if _, err := fwapi.Recover(t.Context(), fw, fw, other); err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+		t.Errorf("a second recover from another machine = %v, want nothing to recover", err)
+	}
+	// The first machine's journal shows a written config, so its recover
+	// applies the original once more (the running state may lag the file)
+	// and closes the journal.
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); err != nil {
+		t.Errorf("the first machine's recover afterwards = %v, want its journal closed", err)
+	}
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+		t.Errorf("the first machine's second recover = %v, want nothing to recover", err)
+	}
+}
+
+// TestRecoverAfterTheLeaseRestored: fwab killed and never run again; the
+// lease ends and the box restores itself; a recover from another machine
+// then says there is nothing left to do.
+func TestRecoverAfterTheLeaseRestored(t *testing.T) {
+	em, g := leaseBox(t, configxml.OPNsense)
+	ctx := t.Context()
+	orig := em.StoredConfig(t)
+	o := owner("ci@runner")
+	if err := g.Lock(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.TakeLease(ctx, o, orig, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
+	if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(changed)); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+	waitLeaseEnded(t, g, 20*time.Second)
+	fw := em.Open(t)
+	rep, err := fwapi.Recover(ctx, fw, g, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "nothing to recover") || !strings.Contains(err.Error(), "ci@runner") || !strings.HasPrefix(rep.LeaseEnded, "restored") {
+		t.Fatalf("Recover after the lease restored the box = %+v, %v; want nothing to recover, naming the session", rep, err)
+	}
+	if len(em.Glob(fwapi.LeaseScript)) != 0 || len(em.Glob(fwapi.LockDir)) != 0 {
+		t.Error("the recover left the ended lease's files or the lock")
+	}
+}
