@@ -1,7 +1,6 @@
 package fwapi
 
 import (
-	"time"
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fwab/fwab/internal/atomicfile"
 	"gopkg.in/yaml.v3"
