@@ -10,6 +10,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -323,5 +324,37 @@ func TestRecoverAfterTheLeaseRestored(t *testing.T) {
 	}
 	if len(em.Glob(fwapi.LeaseScript)) != 0 || len(em.Glob(fwapi.LockDir)) != 0 {
 		t.Error("the recover left the ended lease's files or the lock")
+	}
+}
+
+// TestRestoreChecksTheRunningState: a restore whose config.xml is back but
+// whose service did not follow (the filter reload did nothing) is not
+// "restored": Close says what the box runs instead.
+func TestRestoreChecksTheRunningState(t *testing.T) {
+	old := fwapi.RestoreSettle
+	fwapi.RestoreSettle = 2 * time.Second
+	t.Cleanup(func() { fwapi.RestoreSettle = old })
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	c, err := configxml.LoadBytes(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("rules@lan", "5"); err != nil {
+		t.Fatal(err)
+	}
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	changes := []configxml.Change{{Knob: "rules@lan", From: "0", To: "5", Action: configxml.ActionFilterReload}}
+	if err := s.ApplyChecked(t.Context(), c.Bytes(), changes); err != nil {
+		t.Fatal(err)
+	}
+	// The restore's filter reload answers success and does nothing.
+	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "rc.filter_configure", Stdout: "\n"}}})
+	err = s.Close(t.Context())
+	if err == nil || !strings.Contains(err.Error(), fwapi.RuleRulesMismatch) {
+		t.Fatalf("Close with a filter that kept the sweep's rules = %v, want the restore refused naming %s", err, fwapi.RuleRulesMismatch)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), orig) {
+		t.Error("config.xml is not the original (the check is about the running state)")
 	}
 }

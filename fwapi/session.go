@@ -88,6 +88,10 @@ type Session struct {
 
 	// The lease, when the guard holds one: the renewer's stop and done,
 	// and what ended the lease without fwab (nil while it holds).
+	// baseline holds the runtime findings the original config already
+	// had at the start (VerifyRuntime): a restore is checked for new ones.
+	baseline map[string]bool
+
 	leaser    Leaser
 	stopRenew context.CancelFunc
 	renewDone chan struct{}
@@ -158,6 +162,9 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 		return nil, abandon(err, true)
 	}
 	s.orig, s.origSum = orig, SHA256Hex(orig)
+	if s.baseline, err = runtimeFindings(ctx, fw, orig); err != nil {
+		return nil, abandon(fmt.Errorf("the running state, to check restores against: %w", err), true)
+	}
 	if err := atomicfile.WriteFile(filepath.Join(opts.Dir, OriginalFile), orig, 0o600); err != nil {
 		return nil, abandon(fmt.Errorf("local backup: %w", err), true)
 	}
@@ -617,6 +624,9 @@ func (s *Session) Restore(ctx context.Context) error {
 	if err := restoreConfig(ctx, s.fw, s.orig, s.origSum, plan); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := verifyRestored(ctx, s.fw, s.orig, s.baseline); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	s.journal(JournalEntry{Event: "restored", SHA256: s.origSum, Actions: plan})
 	s.changed = false
 	return nil
@@ -811,6 +821,9 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 		}
 		rep.Restored = true
 	}
+	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
 	if err := guard.ForceUnlock(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
@@ -970,8 +983,69 @@ func RecoverFromBox(ctx context.Context, fw Firewall, guard Guard, opts RecoverO
 		}
 		rep.Restored = true
 	}
+	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
 	if err := guard.ForceUnlock(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	return rep, nil
+}
+
+// runtimeFindings is what VerifyRuntime finds of config on the running
+// box, as keys (rule: message).
+func runtimeFindings(ctx context.Context, fw Firewall, config []byte) (map[string]bool, error) {
+	c, err := configxml.LoadBytes(config)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fw.RuntimeState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, f := range VerifyRuntime(c, st) {
+		if f.Severity == configxml.SeverityError {
+			out[f.Rule+": "+f.Message] = true
+		}
+	}
+	return out, nil
+}
+
+// RestoreSettle is how long a restore's check waits for the running state
+// to match the restored config: a service restarted in the background
+// (Suricata) is back some seconds after the command that restarted it.
+var RestoreSettle = 60 * time.Second
+
+// verifyRestored checks the running state against the restored config
+// with the same runtime checks verify uses: "restored" means running as
+// the original says, not only config.xml's hash. Findings the original
+// already had at the session's start (baseline; nil when unknown, then
+// every error counts) are not the restore's.
+func verifyRestored(ctx context.Context, fw Firewall, config []byte, baseline map[string]bool) error {
+	deadline := time.Now().Add(RestoreSettle)
+	for {
+		found, err := runtimeFindings(ctx, fw, config)
+		var bad []string
+		for f := range found {
+			if !baseline[f] {
+				bad = append(bad, f)
+			}
+		}
+		if err == nil && len(bad) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the config is back (sha256 verified) but its running state could not be read: %w", err)
+			}
+			slices.Sort(bad)
+			return fmt.Errorf("the config is back (sha256 verified) but the firewall does not run as it says, %v after the restore: %s", RestoreSettle, strings.Join(bad, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
