@@ -106,7 +106,7 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 		return nil, errors.New("session: no state folder")
 	}
 	if opts.RollbackAfter <= 0 {
-		opts.RollbackAfter = 120 * time.Second
+		opts.RollbackAfter = DefaultRollbackAfter
 	}
 	if opts.ReconnectWait <= 0 {
 		opts.ReconnectWait = 60 * time.Second
@@ -396,6 +396,20 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	s.guard.Disarm(ctx)
 	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
 	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+// DefaultRollbackAfter is a step's rollback deadline unless the command
+// sets one or the target's measured apply costs ask for more
+// (RollbackFor).
+const DefaultRollbackAfter = 120 * time.Second
+
+// RollbackFor is the deadline a step needs whose apply took cost on this
+// target: three times that (a slower box day, the verification and the
+// read-back after the apply), rounded up to ten seconds, never under
+// DefaultRollbackAfter.
+func RollbackFor(cost time.Duration) time.Duration {
+	d := (3*cost + 10*time.Second - 1) / (10 * time.Second) * (10 * time.Second)
+	return max(d, DefaultRollbackAfter)
 }
 
 // ConfirmMargin is how long before the rollback's deadline a session

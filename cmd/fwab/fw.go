@@ -46,7 +46,7 @@ func addTargetsFileFlags(cmd *cobra.Command, f *targetFlags) {
 }
 
 func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
-	cmd.Flags().DurationVar(&f.rollbackAfter, "rollback-after", 120*time.Second, "the firewall restores the previous config by itself unless fwab confirms the change within this time")
+	cmd.Flags().DurationVar(&f.rollbackAfter, "rollback-after", fwapi.DefaultRollbackAfter, "the firewall restores the previous config by itself unless fwab confirms the change within this time (a sweep raises the default to 3× the slowest apply measured on the target)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "the firewall restores the session's original config by itself unless fwab renews its lease within this time (default: the target's lease:, else "+fwapi.DefaultLease.String()+": longer than a reboot plus a step's rollback)")
 }
 

@@ -34,6 +34,7 @@ type sweepOptions struct {
 	file        string
 	db          string
 	dryRun      bool
+	rollbackSet bool // --rollback-after given: not sized from measured costs
 	config      string // --dry-run against this config.xml: no firewall
 	product     string
 	resume      int64
@@ -61,6 +62,7 @@ func newSweepCmd(io *streams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
 			o.seedSet = cmd.Flags().Changed("seed")
+			o.rollbackSet = cmd.Flags().Changed("rollback-after")
 			if o.config != "" && !o.dryRun {
 				return usageErrorf("--config plans against a file: it goes with --dry-run (a sweep reads the firewall's own config)")
 			}
@@ -181,6 +183,11 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.t != nil {
 		w.plan.Measured = measuredCosts(ctx, w.o.db, w.t.Name)
+		after, notes := rollbackAdvice(w.plan, w.o.rollbackAfter, w.o.rollbackSet)
+		w.o.rollbackAfter = after
+		for _, n := range notes {
+			fmt.Fprintln(w.io.ErrOut, n)
+		}
 		if _, err := linkNames(w.t, w.spec); err != nil {
 			return err
 		}
@@ -805,4 +812,39 @@ func measuredCosts(ctx context.Context, db, target string) map[configxml.Action]
 		return nil
 	}
 	return matrix.MeasuredCosts(events)
+}
+
+// rollbackAdvice sizes a sweep's rollback deadline from what its plan's
+// service actions took on this target before (plan.Measured): a step
+// verified within ConfirmMargin of the deadline is refused and undone, so
+// a deadline near an action's cost would fail points that are fine. When
+// --rollback-after was not given (set), the deadline grows to
+// fwapi.RollbackFor the slowest action, and a note says so; when it was
+// given and the slowest action takes more than half of what it leaves
+// before the margin, a warning says so and what to give instead.
+func rollbackAdvice(plan *matrix.Plan, after time.Duration, set bool) (time.Duration, []string) {
+	var slowest time.Duration
+	var which configxml.Action
+	for _, st := range plan.Steps {
+		for _, a := range st.Actions {
+			if c := plan.Measured[a]; c > slowest {
+				slowest, which = c, a
+			}
+		}
+	}
+	if slowest == 0 {
+		return after, nil
+	}
+	need := fwapi.RollbackFor(slowest)
+	if !set {
+		if need > after {
+			return need, []string{fmt.Sprintf("rollback deadline %v: %s took %v on this target (3× that; --rollback-after sets it)", need, which, slowest.Round(100*time.Millisecond))}
+		}
+		return after, nil
+	}
+	if slowest > (after-fwapi.ConfirmMargin(after))/2 {
+		return after, []string{fmt.Sprintf("warning: %s took %v on this target, near --rollback-after %v (a step verified within %v of it is undone): give --rollback-after %v",
+			which, slowest.Round(100*time.Millisecond), after, fwapi.ConfirmMargin(after), need)}
+	}
+	return after, nil
 }

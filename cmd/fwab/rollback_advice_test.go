@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/matrix"
+)
+
+// TestRollbackAdvice: a sweep's rollback deadline follows what its
+// actions took on the target; a deadline the user gave that an action
+// approaches is warned about, with the deadline to give instead.
+func TestRollbackAdvice(t *testing.T) {
+	plan := &matrix.Plan{
+		Steps: []matrix.Step{{Actions: []configxml.Action{configxml.ActionFilterReload}}, {Actions: []configxml.Action{configxml.ActionIDSRestart}}},
+		Measured: map[configxml.Action]time.Duration{
+			configxml.ActionFilterReload: 2 * time.Second,
+			configxml.ActionIDSRestart:   75 * time.Second,
+			configxml.ActionReboot:       10 * time.Minute, // not in this plan
+		},
+	}
+	after, notes := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false)
+	if after != 230*time.Second || len(notes) != 1 || !strings.Contains(notes[0], "ids-restart took 1m15s") {
+		t.Errorf("unset deadline with a 75 s IDS restart = %v, %q; want 3×75 s rounded up to 230s, and a note naming ids-restart", after, notes)
+	}
+	after, notes = rollbackAdvice(plan, 100*time.Second, true)
+	if after != 100*time.Second || len(notes) != 1 || !strings.Contains(notes[0], "warning") || !strings.Contains(notes[0], "--rollback-after 3m50s") {
+		t.Errorf("a given 100 s deadline with a 75 s IDS restart = %v, %q; want it kept, with a warning giving 3m50s", after, notes)
+	}
+	if after, notes = rollbackAdvice(plan, 10*time.Minute, true); after != 10*time.Minute || len(notes) != 0 {
+		t.Errorf("a given 10 min deadline = %v, %q; want it kept silently", after, notes)
+	}
+	plan.Measured = nil
+	if after, notes = rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false); after != fwapi.DefaultRollbackAfter || len(notes) != 0 {
+		t.Errorf("no measured costs = %v, %q; want the default, silently", after, notes)
+	}
+}
