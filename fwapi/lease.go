@@ -20,7 +20,7 @@ import (
 // in /var/run, which a boot empties, and its boot hook starts the watchdog
 // again (it must be executable: both products run hooks by path).
 //
-// upstream: pfsense 2.7.2 src/etc/pfSense-rc:267 — a fresh tmpfs on /var/run at every boot
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:267 — `/sbin/mount -o rw,size=4m,mode=1777 -t tmpfs tmpfs $varrunpath` at every boot
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");`
 // upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:71 — `if ! ${_SYSHOOK} "${@}"; then`
 const (

@@ -1204,7 +1204,7 @@ func (e *Emulator) rebootSoon() {
 // the GUI shows (pfSense /var/log/system.log, OPNsense
 // /var/log/system/latest.log), as "TAG: message".
 //
-// upstream: not settled — logger(1) and syslogd are FreeBSD base; the file each product's syslog writes is its own configuration; the lab's SystemLog reads it back
+// upstream: not settled — logger(1) and syslogd are FreeBSD base and the file each product's syslog writes is its own configuration; checked at run time by nothing fwab needs: the watchdog's log lines are for the admin, and fwab reads the lease's state from its fired file
 func (e *Emulator) cmdLogger(ctx context.Context, c *call) error {
 	args := c.args[1:]
 	tag := "root"

@@ -32,6 +32,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -261,6 +262,37 @@ func HashSpec(spec string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// specURL is an http(s) URL in a spec's text: up to the whitespace or
+// quote that ends a YAML scalar.
+var specURL = regexp.MustCompile(`(?i)https?://[^\s'"<>]+`)
+
+// redactSpec is a spec's text as a run keeps and shows it: every URL in
+// it (a smart plug's, power: url:) without its userinfo (user:password@),
+// query (?token=..., ?password_file=...) and fragment, which may carry
+// credentials. The run's SpecHash stays the hash of the spec as given.
+func redactSpec(spec string) string {
+	return specURL.ReplaceAllStringFunc(spec, func(tok string) string {
+		// What ends a scalar in a YAML flow collection is not the URL's.
+		end := len(tok)
+		for end > 0 && strings.ContainsRune(",}]", rune(tok[end-1])) {
+			end--
+		}
+		core, tail := tok[:end], tok[end:]
+		if strings.HasPrefix(tail, "]") && strings.Count(core, "[") > strings.Count(core, "]") {
+			core, tail = core+"]", tail[1:] // an IPv6 host's bracket
+		}
+		i := strings.Index(core, "://") + 3
+		scheme, rest := core[:i], core[i:]
+		if q := strings.IndexAny(rest, "?#"); q >= 0 {
+			rest = rest[:q]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = rest[at+1:]
+		}
+		return scheme + rest + tail
+	})
+}
+
 const timeFormat = time.RFC3339Nano
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
@@ -294,7 +326,7 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (int64, error) {
 	err := s.queryRow(ctx, `INSERT INTO runs
 		(created, status, spec, spec_hash, seed, fwab_version, target_name, testbed, target_info, firmware_version, config_hash)
 		VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		formatTime(created), r.Spec, HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, r.Testbed, string(info), r.Firmware, r.ConfigHash).Scan(&id)
+		formatTime(created), redactSpec(r.Spec), HashSpec(r.Spec), r.Seed, r.FwabVersion, r.Target, r.Testbed, string(info), r.Firmware, r.ConfigHash).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
@@ -341,6 +373,7 @@ func scanRun(sc interface{ Scan(...any) error }, extra ...any) (Run, error) {
 		return r, err
 	}
 	r.Created, r.Finished = parseTime(created), parseTime(finished)
+	r.Spec = redactSpec(r.Spec) // runs recorded before CreateRun redacted it
 	r.Status = RunStatus(status)
 	r.TargetInfo = json.RawMessage(info)
 	return r, nil
