@@ -878,6 +878,14 @@ func (s *Session) Commit(ctx context.Context) error {
 		return fmt.Errorf("session commit: %w", err)
 	}
 	s.changed = false
+	s.stopRenewer()
+	if s.leaser != nil {
+		// The config now on the box is kept: the lease must not restore
+		// the original later.
+		if err := s.leaser.ReleaseLease(ctx); err != nil {
+			return fmt.Errorf("session commit: %w", err)
+		}
+	}
 	if err := s.guard.Unlock(ctx, s.opts.Owner); err != nil {
 		return fmt.Errorf("session commit: %w", err)
 	}

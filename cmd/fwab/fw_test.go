@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -239,7 +240,7 @@ func TestFwRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: fwapi.LockOwner{Owner: "crashed@ws", PID: 1, Token: "x"}})
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: fwapi.LockOwner{Owner: "crashed@ws", PID: deadPID(t), Token: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,4 +450,14 @@ func TestFwRecoverWaitsForReboot(t *testing.T) {
 	if !strings.Contains(errOut, "connection refused") {
 		t.Errorf("fw recover --wait 0s during a reboot: %s\nwant the refused connection", errOut)
 	}
+}
+
+// deadPID is the pid of a process that has exited: a crashed fwab's.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
 }
