@@ -94,6 +94,9 @@ type LeaseInfo struct {
 // the original (or stood down over someone else's edit).
 type LeaseLostError struct{ What string }
 
+// StopsSweep: the box restored itself; no later point can be measured.
+func (e *LeaseLostError) StopsSweep() bool { return true }
+
 func (e *LeaseLostError) Error() string {
 	return "the session's lease on the firewall ended without fwab (" + e.What + "): fwab did not renew it in time"
 }

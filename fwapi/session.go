@@ -2,6 +2,7 @@ package fwapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,12 +86,21 @@ type Session struct {
 	origSum string
 	touched map[configxml.Action]bool
 	changed bool
+	// mine are the configs fwab may have left on the box (the one before
+	// the last step and the one it wrote, or the original): anything else
+	// there is someone else's edit. written is the last config fwab wrote.
+	mine    [][]byte
+	written []byte
 
 	// The lease, when the guard holds one: the renewer's stop and done,
 	// and what ended the lease without fwab (nil while it holds).
 	// baseline holds the runtime findings the original config already
 	// had at the start (VerifyRuntime): a restore is checked for new ones.
 	baseline map[string]bool
+
+	// Merged names what someone else changed that the restore kept (set
+	// by a Restore that merged); empty when it restored the original.
+	Merged []string
 
 	leaser    Leaser
 	stopRenew context.CancelFunc
@@ -162,6 +172,7 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 		return nil, abandon(err, true)
 	}
 	s.orig, s.origSum = orig, SHA256Hex(orig)
+	s.mine = [][]byte{orig}
 	if s.baseline, err = runtimeFindings(ctx, fw, orig); err != nil {
 		return nil, abandon(fmt.Errorf("the running state, to check restores against: %w", err), true)
 	}
@@ -255,6 +266,69 @@ func (s *Session) expect(ctx context.Context, configs ...[]byte) error {
 	return s.leaser.ExpectConfigs(ctx, sums...)
 }
 
+// isMine reports whether config is one fwab may have left on the box
+// (byte for byte, or but for its <revision>).
+func (s *Session) isMine(config []byte) bool {
+	for _, m := range s.mine {
+		if bytes.Equal(config, m) || configxml.SameIgnoringRevision(config, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignEdit says what someone else changed in config (cur), as far as
+// a merge of fwab's own changes can tell.
+func (s *Session) foreignEdit(cur []byte) error {
+	written := s.written
+	if written == nil {
+		written = s.orig
+	}
+	e := &ForeignEditError{}
+	if res, err := configxml.Undo(s.orig, written, cur); err == nil {
+		e.Changed = res.Foreign
+	}
+	s.journal(JournalEntry{Event: "foreign-edit", SHA256: SHA256Hex(cur), Detail: strings.Join(e.Changed, ", ")})
+	return e
+}
+
+// ForeignEditError is config.xml changed on the box by someone else since
+// fwab last read or wrote it: an admin's emergency rule, a certificate an
+// ACME client renewed. fwab writes nothing over it; a sweep stops.
+type ForeignEditError struct {
+	Changed []string // what changed, as element paths (Undo's Foreign)
+}
+
+func (e *ForeignEditError) Error() string {
+	return "config.xml on the firewall was changed by someone else since fwab last wrote it (" + listPaths(e.Changed) + "): fwab writes nothing over it; the session's restore undoes only fwab's own changes and keeps that edit"
+}
+
+// StopsSweep: no later point can be applied without writing over it.
+func (e *ForeignEditError) StopsSweep() bool { return true }
+
+// ConflictError is a restore that found someone else's edit on the same
+// elements fwab changed: nothing was written.
+type ConflictError struct {
+	Foreign   []string
+	Conflicts []string
+}
+
+func (e *ConflictError) Error() string {
+	return "restore: config.xml was changed by someone else (" + listPaths(e.Foreign) + ") on elements fwab changed too (" + listPaths(e.Conflicts) +
+		"): fwab wrote nothing and ended its session (lock and lease released); the session's original is in its state folder (original.xml): compare it with the box's ('fwab fw pull', then 'fwab config diff'), and settle those elements by hand"
+}
+
+// listPaths shows up to ten element paths.
+func listPaths(p []string) string {
+	switch {
+	case len(p) == 0:
+		return "where, fwab cannot tell"
+	case len(p) > 10:
+		return strings.Join(p[:10], ", ") + fmt.Sprintf(" and %d more", len(p)-10)
+	}
+	return strings.Join(p, ", ")
+}
+
 // OriginalSHA256 is the hash of the config found at the start.
 func (s *Session) OriginalSHA256() string { return s.origSum }
 
@@ -340,9 +414,15 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	// Never write over someone else's edit: the sweep stops here, and the
+	// session's restore undoes only fwab's own changes.
+	if !s.isMine(prev) {
+		return fmt.Errorf("apply: %w", s.foreignEdit(prev))
+	}
 	if err := s.expect(ctx, prev, config); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	s.mine, s.written = [][]byte{prev, config}, config
 	// The box's timer starts once the arm is done: counting from before
 	// it errs on the early side.
 	armed := time.Now()
@@ -479,6 +559,7 @@ func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []co
 		if err := s.expect(ctx, config, adopted); err != nil {
 			return err
 		}
+		s.mine = append(s.mine, adopted)
 		config = adopted
 	}
 	st, err := s.fw.RuntimeState(ctx)
@@ -626,22 +707,44 @@ func (s *Session) Restore(ctx context.Context) error {
 			plan = append(plan, a)
 		}
 	}
-	if s.leaser != nil && s.lost() == nil {
-		cur, err := s.fw.ReadConfig(ctx)
+	cur, err := s.fw.ReadConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	target, targetSum := s.orig, s.origSum
+	if !s.isMine(cur) {
+		// Someone else edited config.xml: undo fwab's own changes on top
+		// of the file as it now is, or, where both touched the same
+		// elements, change nothing.
+		written := s.written
+		if written == nil {
+			written = s.orig
+		}
+		res, err := configxml.Undo(s.orig, written, cur)
 		if err != nil {
+			return fmt.Errorf("restore: config.xml was changed by someone else and fwab cannot merge: %w", err)
+		}
+		if len(res.Conflicts) > 0 {
+			return &ConflictError{Foreign: res.Foreign, Conflicts: res.Conflicts}
+		}
+		s.log.Warn("config.xml was changed by someone else during the session: fwab undoes only its own changes and keeps the other edit", "changed", strings.Join(res.Foreign, ", "))
+		s.journal(JournalEntry{Event: "merged", SHA256: SHA256Hex(res.Config), Detail: "kept someone else's edit: " + strings.Join(res.Foreign, ", ")})
+		target, targetSum = res.Config, SHA256Hex(res.Config)
+		s.Merged = res.Foreign
+	}
+	if s.leaser != nil && s.lost() == nil {
+		if err := s.expect(ctx, cur, target); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		if err := s.expect(ctx, cur, s.orig); err != nil {
-			return fmt.Errorf("restore: %w", err)
-		}
 	}
-	if err := restoreConfig(ctx, s.fw, s.orig, s.origSum, plan); err != nil {
+	if err := restoreConfig(ctx, s.fw, target, targetSum, plan); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := verifyRestored(ctx, s.fw, s.orig, s.baseline); err != nil {
+	if err := verifyRestored(ctx, s.fw, target, s.baseline); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	s.journal(JournalEntry{Event: "restored", SHA256: s.origSum, Actions: plan})
+	s.mine = [][]byte{target}
+	s.journal(JournalEntry{Event: "restored", SHA256: targetSum, Actions: plan})
 	s.changed = false
 	return nil
 }
@@ -677,6 +780,17 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.stopRenewer()
 	err := s.Restore(ctx)
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		// Nothing was written and nothing may be: neither the lease nor
+		// a recover must put the original over the other edit.
+		if s.leaser != nil {
+			s.leaser.ReleaseLease(ctx)
+		}
+		s.guard.Unlock(ctx, s.opts.Owner)
+		s.journal(JournalEntry{Event: "end", Detail: "not restored: " + err.Error()})
+		return fmt.Errorf("session close: %w", err)
+	}
 	if err != nil {
 		s.journal(JournalEntry{Event: "restore-failed", Detail: err.Error()})
 		if s.leaser != nil && s.lost() == nil {

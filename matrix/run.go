@@ -396,7 +396,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			report("apply", "", describe(changes))
 			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
-			if err != nil && ctx.Err() == nil && !DiskFailed(err) {
+			if err != nil && ctx.Err() == nil && !stops(err) {
 				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
 				err = s.Apply(ctx, next.Bytes(), changes)
@@ -409,7 +409,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if DiskFailed(err) {
+				if stops(err) {
 					// Not this point's fault: no point can be applied.
 					s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
 					return fmt.Errorf("sweep stopped at point %d (%s): %w", st.Point.Index, describe(changes), err)
@@ -584,6 +584,20 @@ type DiskError interface {
 func DiskFailed(err error) bool {
 	var d DiskError
 	return errors.As(err, &d) && d.DiskFailed()
+}
+
+// Stopper is an apply error after which no point can be applied: someone
+// else's edit on the box that fwab must not write over, a lease the box
+// ended. The sweep stops there instead of marking the point broken.
+type Stopper interface {
+	error
+	StopsSweep() bool
+}
+
+// stops reports whether err ends the sweep (DiskFailed, or a Stopper).
+func stops(err error) bool {
+	var s Stopper
+	return DiskFailed(err) || errors.As(err, &s) && s.StopsSweep()
 }
 
 func (s *Sweep) key(st Step, pr ProbeRun) store.Key {

@@ -393,6 +393,29 @@ func TestSweepStopsOnFirewallDiskError(t *testing.T) {
 	}
 }
 
+// foreignEdit is an apply error after which nothing may be written, as
+// fwapi's ForeignEditError.
+type foreignEdit struct{}
+
+func (foreignEdit) Error() string    { return "config.xml was changed by someone else: system/hostname" }
+func (foreignEdit) StopsSweep() bool { return true }
+
+// TestSweepStopsOnForeignEdit: someone else's edit on the box is no
+// point's fault either: the sweep stops at once, nothing retried.
+func TestSweepStopsOnForeignEdit(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	f.fw.refuse = func([]configxml.Change) error {
+		return fmt.Errorf("apply: %w", foreignEdit{})
+	}
+	err := f.sweep.Execute(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "sweep stopped") || !strings.Contains(err.Error(), "system/hostname") {
+		t.Fatalf("Execute = %v, want the sweep stopped with the edit named", err)
+	}
+	if f.fw.applies != 1 {
+		t.Errorf("%d applies; want 1 (no retry, no further point)", f.fw.applies)
+	}
+}
+
 // TestSweepIdlePhase: each point gets one idle phase, before its first
 // probe, recorded as probe "idle"; a resumed run does not repeat it, and
 // idle: 0s turns it off.

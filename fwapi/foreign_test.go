@@ -1,0 +1,91 @@
+package fwapi_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
+)
+
+// rulesConfig is orig with n generated rules on the LAN.
+func rulesConfig(t *testing.T, orig []byte, n string) []byte {
+	t.Helper()
+	c, err := configxml.LoadBytes(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("rules@lan", n); err != nil {
+		t.Fatal(err)
+	}
+	return c.Bytes()
+}
+
+var rules5 = []configxml.Change{{Knob: "rules@lan", From: "0", To: "5", Action: configxml.ActionFilterReload}}
+
+// TestForeignEditStopsAndSurvives: an admin's edit made mid-session is
+// never written over: the next step stops with what changed named, and the
+// restore undoes only fwab's own change, keeping the edit.
+func TestForeignEditStopsAndSurvives(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	step := rulesConfig(t, orig, "5")
+	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	fake.PutFile(t, "/conf/config.xml", edited)
+	err := s.Apply(t.Context(), rulesConfig(t, orig, "9"), []configxml.Change{{Knob: "rules@lan", From: "5", To: "9", Action: configxml.ActionFilterReload}}, nil)
+	var foreign *fwapi.ForeignEditError
+	if !errors.As(err, &foreign) || !strings.Contains(err.Error(), "system/hostname") || !foreign.StopsSweep() {
+		t.Fatalf("a step after someone else's edit = %v, want a ForeignEditError naming system/hostname that stops the sweep", err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), edited) {
+		t.Fatal("the refused step changed the box")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatalf("Close after a foreign edit: %v", err)
+	}
+	want := bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	if got := fake.File(t, "/conf/config.xml"); !configxml.SameIgnoringRevision(got, want) {
+		t.Errorf("after Close the box holds %d bytes; want the original with the admin's hostname (fwab's rules gone, the edit kept)", len(got))
+	}
+	if !strings.Contains(strings.Join(s.Merged, " "), "system/hostname") {
+		t.Errorf("Merged = %q, want the admin's edit named", s.Merged)
+	}
+}
+
+// TestForeignEditConflictWritesNothing: an edit of the very elements fwab
+// changed is not merged: Close writes nothing, names the conflict, and
+// releases the lock and the lease so that nothing restores over it later.
+func TestForeignEditConflictWritesNothing(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	step := rulesConfig(t, orig, "5")
+	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The admin edits one of fwab's generated rules.
+	i := bytes.Index(step, []byte("fwab-generated"))
+	if i < 0 {
+		t.Fatal("no generated rule in the step's config")
+	}
+	edited := append(bytes.Clone(step[:i]), append([]byte("admin-kept "), step[i:]...)...)
+	fake.PutFile(t, "/conf/config.xml", edited)
+	err := s.Close(t.Context())
+	var conflict *fwapi.ConflictError
+	if !errors.As(err, &conflict) || len(conflict.Conflicts) == 0 || !strings.Contains(err.Error(), "settle those elements by hand") {
+		t.Fatalf("Close over a conflicting edit = %v, want a ConflictError naming the elements and what to do", err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), edited) {
+		t.Error("Close wrote over a conflicting edit")
+	}
+	if len(fake.Glob(fwapi.LockDir)) != 0 || len(fake.Glob(fwapi.LeaseScript)) != 0 {
+		t.Error("Close left the lock or the lease after a conflict (the lease would restore over the edit)")
+	}
+}
