@@ -34,7 +34,7 @@ type sweepOptions struct {
 	file        string
 	db          string
 	dryRun      bool
-	rollbackSet bool // --rollback-after given: not sized from measured costs
+	rollbackSet bool   // --rollback-after given: not sized from measured costs
 	config      string // --dry-run against this config.xml: no firewall
 	product     string
 	resume      int64
