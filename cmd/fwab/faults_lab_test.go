@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/store"
@@ -781,6 +783,9 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		report(tr)
 	}
 
+	// 8. The safety net's own hazards (docs/safety.md).
+	f.safetyTrials(t, flavor, dbFor, report)
+
 	// The table.
 	type row struct{ trials, restored, resumed, lost int }
 	var order []string
@@ -886,4 +891,149 @@ func killInNetns(ns, comm string) int {
 		}
 	}
 	return n
+}
+
+// boxConfig is the emulated box's config.xml on the lab machine's disk,
+// for an edit made on the box by someone else's hand.
+func (f *faultLab) boxConfig() string { return filepath.Join(f.dir, "root", "conf", "config.xml") }
+
+// safetyTrials are the faults the safety net exists for: a reboot while a
+// rollback is armed, kill -9 across the rollback's deadline (the hand-off),
+// fwab killed and never run again (the lease restores the box; a recover
+// from another machine finds nothing to do), someone else's edit mid-sweep,
+// and a second fwab plus a recover against a live session.
+func (f *faultLab) safetyTrials(t *testing.T, flavor string, dbFor func(string) string, report func(trial)) {
+	ctx := t.Context()
+
+	// A reboot while a step's rollback is armed: the boot runs the hook
+	// (by exec, as the products do) and the rollback restores.
+	{
+		db := dbFor("reboot-armed")
+		sw := f.startSweep(t, ctx, f.sweepArgs(db, "--rollback-after", "20s")...)
+		hit := sw.waitPhase("apply", 1, 2*time.Minute)
+		lab.SetFault(f.dir, lab.Fault{RebootAt: time.Now()})
+		err := sw.wait()
+		tr := trial{fault: "reboot with a rollback armed", detail: fmt.Sprintf("at the first apply, sweep exit %v", exitOf(err))}
+		if !hit {
+			tr.lost = append(tr.lost, "no apply to reboot in:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// kill -9 across the rollback's deadline: before it, at it and after
+	// it, so that the kill falls on either side of the disarm/fire
+	// hand-off.
+	for _, after := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond} {
+		db := dbFor("handoff" + after.String())
+		sw := f.startSweep(t, ctx, f.sweepArgs(db, "--rollback-after", "2s")...)
+		hit := sw.waitPhase("apply", 1, 2*time.Minute)
+		time.Sleep(after)
+		ended := !sw.running()
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		tr := trial{fault: "kill -9 at the hand-off", detail: fmt.Sprintf("%s after the apply began, rollback after 2s", after)}
+		if !hit || ended {
+			tr.lost = append(tr.lost, "the kill did not land in a running sweep:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// fwab killed and never run again: the lease ends and the box
+	// restores itself; a recover from another machine (another state
+	// folder) then finds nothing to do and says so.
+	{
+		db := dbFor("lease")
+		lease := 30 * time.Second
+		sw := f.startSweep(t, ctx, f.sweepArgs(db, "--lease", lease.String())...)
+		hit := sw.waitPhase("probe", 1, 2*time.Minute)
+		sw.cmd.Process.Signal(syscall.SIGKILL)
+		sw.wait()
+		killed := time.Now()
+		tr := trial{fault: "fwab killed, never run again", detail: "after the first probe began, lease " + lease.String()}
+		if !hit {
+			tr.lost = append(tr.lost, "no probe to kill in:\n"+sw.output())
+		}
+		var restoredIn time.Duration
+		for deadline := killed.Add(lease + 45*time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if f.checkFirewall() == nil {
+				restoredIn = time.Since(killed)
+				break
+			}
+		}
+		if restoredIn == 0 {
+			tr.lost = append(tr.lost, "the box did not restore itself after its lease ended")
+		} else {
+			tr.detail += fmt.Sprintf("; the box restored itself %.0fs after the kill", restoredIn.Seconds())
+		}
+		other := f.fwabChild(ctx, "fw", "recover", "--target", "lab", "--targets", f.targets)
+		other.Env = append(other.Env, "XDG_STATE_HOME="+t.TempDir())
+		out, _ := other.CombinedOutput()
+		if !strings.Contains(string(out), "nothing to recover") || !strings.Contains(string(out), "ended on the box") {
+			tr.lost = append(tr.lost, "a recover from another machine did not say the box had restored itself:\n"+string(out))
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// Someone else edits config.xml mid-sweep: the sweep stops naming the
+	// edit, and the edit survives the sweep's restore.
+	{
+		db := dbFor("foreign")
+		sw := f.startSweep(t, ctx, f.sweepArgs(db)...)
+		hit := sw.waitPhase("probe", 1, 2*time.Minute)
+		cur, err := os.ReadFile(f.boxConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := regexp.MustCompile(`<hostname>[^<]*</hostname>`)
+		edit := host.ReplaceAll(cur, []byte("<hostname>edge-emergency</hostname>"))
+		if err := os.WriteFile(f.boxConfig(), edit, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = sw.wait()
+		tr := trial{fault: "someone else's edit mid-sweep", detail: fmt.Sprintf("the hostname, during the first probe; sweep exit %v", exitOf(err))}
+		if !hit {
+			tr.lost = append(tr.lost, "no probe to edit in:\n"+sw.output())
+		}
+		if !strings.Contains(sw.output(), "changed by someone else") || !strings.Contains(sw.output(), "system/hostname") {
+			tr.lost = append(tr.lost, "the sweep did not stop naming the edit:\n"+sw.output())
+		}
+		got, err := f.configNow()
+		want := host.ReplaceAll(f.original, []byte("<hostname>edge-emergency</hostname>"))
+		if err != nil || !configxml.SameIgnoringRevision(got, want) {
+			tr.lost = append(tr.lost, fmt.Sprintf("after the sweep the box does not hold the original with the edit kept (%v)", err))
+		}
+		// The trial's edit is taken back by hand, as its admin would.
+		os.WriteFile(f.boxConfig(), f.original, 0o644)
+		f.finish(&tr, db)
+		report(tr)
+	}
+
+	// A second fwab on the box, and a recover against the live session:
+	// both refused, naming the holder; the running sweep never notices.
+	{
+		db := dbFor("second")
+		sw := f.startSweep(t, ctx, f.sweepArgs(db)...)
+		hit := sw.waitPhase("probe", 1, 2*time.Minute)
+		second, _ := f.fwabChild(ctx, f.sweepArgs(dbFor("second-b"))...).CombinedOutput()
+		rec, _ := f.fwabChild(ctx, "fw", "recover", "--target", "lab", "--targets", f.targets).CombinedOutput()
+		err := sw.wait()
+		tr := trial{fault: "a second fwab; recover of a live one", detail: fmt.Sprintf("during the first probe; first sweep exit %v", exitOf(err))}
+		if !hit {
+			tr.lost = append(tr.lost, "no probe to collide with:\n"+sw.output())
+		}
+		if !strings.Contains(string(second), "locked by another fwab") || !strings.Contains(string(second), "lease on the box ends at") {
+			tr.lost = append(tr.lost, "the second sweep was not refused naming the holder and its lease:\n"+string(second))
+		}
+		if !strings.Contains(string(rec), "may still be running") {
+			tr.lost = append(tr.lost, "recover of a live session was not refused:\n"+string(rec))
+		}
+		if err != nil {
+			tr.lost = append(tr.lost, "the first sweep did not finish undisturbed:\n"+sw.output())
+		}
+		f.finish(&tr, db)
+		report(tr)
+	}
 }
