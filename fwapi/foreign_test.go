@@ -3,6 +3,8 @@ package fwapi_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,34 @@ func TestForeignEditConflictWritesNothing(t *testing.T) {
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 || len(fake.Glob(fwapi.LeaseScript)) != 0 {
 		t.Error("Close left the lock or the lease after a conflict (the lease would restore over the edit)")
+	}
+}
+
+// TestCloseRemovesTheOriginalCopy: the local copy of the original config
+// holds the box's secrets; once the session restored and verified it, it
+// goes, unless KeepOriginal.
+func TestCloseRemovesTheOriginalCopy(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		fake, fw := newPfSense(t, labtest.Options{})
+		dir := t.TempDir()
+		orig := fake.File(t, "/conf/config.xml")
+		s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), KeepOriginal: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, fwapi.OriginalFile))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the session's copy of the original: %v, %v; want mode 0600", fi, err)
+		}
+		if err := s.Apply(t.Context(), rulesConfig(t, orig, "5"), rules5, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		_, err = os.Stat(filepath.Join(dir, fwapi.OriginalFile))
+		if kept := err == nil; kept != keep {
+			t.Errorf("KeepOriginal %v: the copy is there after Close: %v", keep, kept)
+		}
 	}
 }

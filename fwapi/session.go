@@ -57,8 +57,12 @@ type SessionOptions struct {
 	// restores the original by itself unless fwab renews it within this
 	// time; 0 means DefaultLease, negative none (a guard that cannot hold
 	// one has none either).
-	Lease  time.Duration
-	Logger *slog.Logger
+	Lease time.Duration
+	// KeepOriginal keeps the local copy of the original config (it holds
+	// the box's keys and secrets) after the session restored and verified
+	// it; by default it is removed then.
+	KeepOriginal bool
+	Logger       *slog.Logger
 }
 
 // RolledBackError means the firewall became unreachable during an apply
@@ -264,6 +268,15 @@ func (s *Session) expect(ctx context.Context, configs ...[]byte) error {
 		sums[i] = SHA256Hex(c)
 	}
 	return s.leaser.ExpectConfigs(ctx, sums...)
+}
+
+// dropOriginal removes the local copy of the original config once the
+// session has ended (restored and verified, or kept by Commit): it holds
+// the box's keys, and nothing needs it any more. KeepOriginal keeps it.
+func (s *Session) dropOriginal() {
+	if !s.opts.KeepOriginal {
+		os.Remove(filepath.Join(s.opts.Dir, OriginalFile))
+	}
 }
 
 // isMine reports whether config is one fwab may have left on the box
@@ -812,6 +825,7 @@ func (s *Session) Close(ctx context.Context) error {
 		err = fmt.Errorf("session close: %w", uerr)
 	}
 	s.journal(JournalEntry{Event: "end", SHA256: s.origSum})
+	s.dropOriginal()
 	return err
 }
 
@@ -1003,7 +1017,9 @@ func (s *Session) Commit(ctx context.Context) error {
 	if err := s.guard.Unlock(ctx, s.opts.Owner); err != nil {
 		return fmt.Errorf("session commit: %w", err)
 	}
-	return s.journal(JournalEntry{Event: "end", SHA256: SHA256Hex(cur), Detail: "kept"})
+	err = s.journal(JournalEntry{Event: "end", SHA256: SHA256Hex(cur), Detail: "kept"})
+	s.dropOriginal()
+	return err
 }
 
 // ApplyChecked is Apply verified by ChangeVerifier: the runtime state must

@@ -31,6 +31,7 @@ type targetFlags struct {
 	acceptNewHostKey bool
 	rollbackAfter    time.Duration
 	lease            time.Duration
+	keepOriginal     bool
 }
 
 func addTargetFlags(cmd *cobra.Command, f *targetFlags) {
@@ -47,6 +48,7 @@ func addTargetsFileFlags(cmd *cobra.Command, f *targetFlags) {
 
 func addRollbackFlag(cmd *cobra.Command, f *targetFlags) {
 	cmd.Flags().DurationVar(&f.rollbackAfter, "rollback-after", fwapi.DefaultRollbackAfter, "the firewall restores the previous config by itself unless fwab confirms the change within this time (a sweep raises the default to 3× the slowest apply measured on the target)")
+	cmd.Flags().BoolVar(&f.keepOriginal, "keep-original", false, "keep the local copy of the firewall's original config (it holds the box's keys) after the session restored it; by default it is removed then")
 	cmd.Flags().DurationVar(&f.lease, "lease", 0, "the firewall restores the session's original config by itself unless fwab renews its lease within this time (default: the target's lease:, else "+fwapi.DefaultLease.String()+": longer than a reboot plus a step's rollback)")
 }
 
@@ -144,7 +146,7 @@ func startSession(ctx context.Context, io *streams, f *targetFlags, t *fwapi.Tar
 		return nil, nil, err
 	}
 	s, err := fwapi.StartSession(ctx, fw, g, fwapi.SessionOptions{
-		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Lease: lease, Logger: logger(io),
+		Target: t.Name, Dir: dir, Owner: lockOwner(), RollbackAfter: f.rollbackAfter, Lease: lease, KeepOriginal: f.keepOriginal, Logger: logger(io),
 	})
 	if err != nil {
 		closeGuard()
