@@ -358,3 +358,40 @@ func TestRestoreChecksTheRunningState(t *testing.T) {
 		t.Error("config.xml is not the original (the check is about the running state)")
 	}
 }
+
+// TestRollbackStandsDownOverForeignEdit: the step's rollback follows the
+// lease's rule: over a config.xml no fwab session left there it restores
+// nothing, logs why, and Disarm says it did not restore.
+func TestRollbackStandsDownOverForeignEdit(t *testing.T) {
+	em, g := leaseBox(t, configxml.OPNsense)
+	ctx := t.Context()
+	orig := em.StoredConfig(t)
+	if err := g.TakeLease(ctx, owner("ci@runner"), orig, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	next := append(bytes.Clone(orig), "<!-- step -->\n"...)
+	if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(orig), fwapi.SHA256Hex(next)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ArmRollback(ctx, orig, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	foreign := append(bytes.Clone(orig), "<!-- an admin's edit -->\n"...)
+	em.PutFile(t, "/conf/config.xml", foreign)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+	}
+	if !bytes.Equal(em.StoredConfig(t), foreign) {
+		t.Error("the rollback wrote over someone else's edit")
+	}
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) || !ran.Failed || !strings.Contains(err.Error(), "someone else") {
+		t.Errorf("Disarm after the rollback stood down = %v, want a failed RollbackRanError saying why", err)
+	}
+	if !strings.Contains(em.SystemLog(), "rollback: config.xml") {
+		t.Errorf("the system log does not say why the rollback stood down:\n%s", em.SystemLog())
+	}
+	g.ReleaseLease(ctx)
+}

@@ -52,14 +52,18 @@ const (
 )
 
 // RollbackRanError is Disarm's answer when the rollback had already run:
-// the firewall runs the previous config since At. Failed: it found its
-// saved copy corrupt and restored nothing.
+// the firewall runs the previous config since At. Failed: it restored
+// nothing, having found its saved copy corrupt ("checksum") or config.xml
+// changed by someone else ("stood-down").
 type RollbackRanError struct {
 	At     string
 	Failed bool
 }
 
 func (e *RollbackRanError) Error() string {
+	if e.Failed && strings.HasPrefix(e.At, "stood-down") {
+		return "the commit-confirmed rollback ran but found config.xml changed by someone else (" + e.At + ") and left it as it is: the firewall runs that edit, not the previous config"
+	}
 	if e.Failed {
 		return "the commit-confirmed rollback ran but found its saved copy of the previous config corrupt (" + e.At + ") and restored nothing: the firewall still runs the change"
 	}
@@ -355,6 +359,15 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		"\tsleep " + strconv.Itoa(int((after+time.Second-1)/time.Second)),
 		"\t" + claimCmd(RollbackClaim, "rollback") + " || exit 0",
 		"fi",
+		// Never over someone else's edit: with a session's lease on the
+		// box, config.xml must be one the session may have left there.
+		"cur=$(sha256 -q " + conf + ")",
+		"if [ -f " + ShellQuote(LeaseWritten) + " ] && ! grep -qF \"$cur\" " + ShellQuote(LeaseWritten) + "; then",
+		"\tlogger -t fwab \"rollback: config.xml (sha256 $cur) is not one fwab wrote: someone else changed it, so it was left as it is\"",
+		"\techo \"stood-down $(date +%s) $cur\" > " + ShellQuote(RollbackFired),
+		"\trm -f " + ShellQuote(RollbackScript) + hookWord(g.BootHook),
+		"\texit 0",
+		"fi",
 		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
 		"sync",
 		"if [ \"$(sha256 -q " + tmp + ")\" != " + hex.EncodeToString(sum[:]) + " ]; then echo checksum >> " + ShellQuote(RollbackFired) + "; exit 1; fi",
@@ -432,7 +445,7 @@ func (g ShellGuard) Disarm(ctx context.Context) error {
 	}
 	switch st {
 	case disarmFired:
-		failed := strings.HasPrefix(at, "checksum")
+		failed := strings.HasPrefix(at, "checksum") || strings.HasPrefix(at, "stood-down")
 		return &RollbackRanError{At: at, Failed: failed}
 	case disarmDead:
 		return &RollbackBrokenError{Since: at}
@@ -533,4 +546,12 @@ func SHA256Hex(data []byte) string {
 func OPNsenseShellGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache",
 		BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
+}
+
+// hookWord is " 'path'" for a boot hook to remove, "" for none.
+func hookWord(hook string) string {
+	if hook == "" {
+		return ""
+	}
+	return " " + ShellQuote(hook)
 }
