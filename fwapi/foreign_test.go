@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -118,5 +120,88 @@ func TestCloseRemovesTheOriginalCopy(t *testing.T) {
 		if kept := err == nil; kept != keep {
 			t.Errorf("KeepOriginal %v: the copy is there after Close: %v", keep, kept)
 		}
+	}
+}
+
+// TestRecoverLeavesAnEditTheLeaseStoodDownOver: fwab gone, someone edits
+// the box, the lease stands down; recover from the session's own machine
+// then writes nothing either, ends the session and says why.
+func TestRecoverLeavesAnEditTheLeaseStoodDownOver(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), Lease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(t.Context(), rulesConfig(t, orig, "5"), rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	edit := bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	fake.PutFile(t, "/conf/config.xml", edit)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if len(fake.Glob(fwapi.LeaseFired)) > 0 {
+			break
+		}
+	}
+	_, err = fwapi.Recover(t.Context(), fw, fw, dir)
+	if err == nil || !strings.Contains(err.Error(), "someone else's edit") {
+		t.Fatalf("Recover after the lease stood down = %v, want it to write nothing and say why", err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), edit) {
+		t.Error("Recover wrote over the edit the lease had stood down over")
+	}
+	if _, err := fwapi.Recover(t.Context(), fw, fw, dir); err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+		t.Errorf("a second Recover = %v, want nothing to recover (the session ended)", err)
+	}
+}
+
+// TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails: a recover from
+// another machine whose restore fails leaves the lease's original on the
+// box, so that it can be tried again.
+func TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	if err := s.Apply(t.Context(), rulesConfig(t, orig, "5"), rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "rc.filter_configure", Exit: 1, Stderr: "filter reload failed"}}})
+	other := t.TempDir()
+	if _, err := fwapi.RecoverWith(t.Context(), fw, fw, other, fwapi.RecoverOptions{Force: true}); err == nil {
+		t.Fatal("a recover whose filter reload fails succeeded")
+	}
+	fake.SetFault(lab.Fault{})
+	rep, err := fwapi.RecoverWith(t.Context(), fw, fw, other, fwapi.RecoverOptions{Force: true})
+	if err != nil || !rep.Restored {
+		t.Fatalf("the second recover from another machine = %+v, %v; want the original restored from the copy still on the box", rep, err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), orig) {
+		t.Error("the box does not hold the original")
+	}
+}
+
+// TestMergedRestoreMovesTheLease: once a restore merged someone else's
+// edit, the lease holds the merged config, so that a lease that ends later
+// restores that, never the bare original over the edit.
+func TestMergedRestoreMovesTheLease(t *testing.T) {
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, t.TempDir(), "alice@ws1")
+	step := rulesConfig(t, orig, "5")
+	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	fake.PutFile(t, "/conf/config.xml", bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1))
+	if err := s.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if held := fake.File(t, fwapi.LeaseOriginal); !bytes.Contains(held, []byte("edge-emergency")) {
+		t.Error("after a merged restore the lease still holds the bare original")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,9 +24,18 @@ import (
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:77 — `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");`
 // upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook:71 — `if ! ${_SYSHOOK} "${@}"; then`
 const (
-	LeaseOriginal = "/conf/backup/fwab-lease-original.xml"
+	// LeaseOriginal is a dot file: pfSense's discover_last_backup() takes
+	// the last *.xml of the backup folder by name when config.xml is
+	// broken at boot, and must never take fwab's.
+	// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:195 — `$backups = glob('/cf/conf/backup/*.xml');`
+	LeaseOriginal = "/conf/backup/.fwab-lease-original.xml"
 	LeaseScript   = "/conf/fwab-lease.sh"
-	// LeaseExpires holds the Unix time (the box's clock) the lease ends.
+	// LeaseExpires holds "SEQ SECONDS RENEWED_AT": the watchdog counts
+	// SECONDS down in its own one-second sleeps, starting again at each
+	// new SEQ (a renewal), so that a step of the box's clock (NTP at
+	// boot, a box without a real-time clock) neither fires the lease
+	// early nor holds it forever; RENEWED_AT (the box's clock) is only
+	// for people (LeaseInfo.Expires).
 	LeaseExpires = "/conf/fwab-lease.expires"
 	// LeaseOwner names the session: its lock owner line and the lease.
 	LeaseOwner = "/conf/fwab-lease.owner"
@@ -76,6 +85,10 @@ type Leaser interface {
 	LeaseStatus(ctx context.Context) (LeaseInfo, error)
 	// ReadLeaseOriginal reads the original config the lease keeps.
 	ReadLeaseOriginal(ctx context.Context) ([]byte, error)
+	// ClaimLease takes the lease's hand-off (the watchdog will not run)
+	// and keeps its files, for a restore that may have to be tried again;
+	// ReleaseLease then removes them.
+	ClaimLease(ctx context.Context) error
 }
 
 var _ Leaser = ShellGuard{}
@@ -87,7 +100,8 @@ type LeaseInfo struct {
 	Token   string    // the owner's token
 	Expires time.Time // by the box's clock
 	Now     time.Time // the box's clock when read
-	Ended   string    // "restored TIME", "stood-down TIME SHA", "running" (the watchdog is restoring) or ""
+	Ended   string    // "restored TIME", "stood-down TIME SHA256", "running" (the watchdog is restoring) or ""
+	Written []string  // SHA-256 of the configs the session may have left on the box
 }
 
 // LeaseLostError is a lease that ended without fwab: the watchdog restored
@@ -121,6 +135,9 @@ func (g ShellGuard) TakeLease(ctx context.Context, owner LockOwner, original []b
 	if info.Held && info.Token != owner.Token {
 		return &LeaseHeldError{Info: info}
 	}
+	if info.Ended == "running" {
+		return fmt.Errorf("lease: the box is restoring the original of an earlier session (%s) whose lease ended: wait for it to finish, then run 'fwab fw recover --target NAME'", info.Owner)
+	}
 	// An ended lease (its owner recovered or not) leaves its files: clear.
 	if err := g.clearLease(ctx); err != nil {
 		return fmt.Errorf("lease: %w", err)
@@ -134,7 +151,7 @@ func (g ShellGuard) TakeLease(ctx context.Context, owner LockOwner, original []b
 	cmd := "chmod 600 " + q(LeaseOriginal) +
 		" && printf '%s' " + q(ownerText) + " > " + q(LeaseOwner) +
 		" && echo " + sum + " > " + q(LeaseWritten) +
-		" && echo $(( $(date +%s) + " + strconv.Itoa(int(length/time.Second)) + " )) > " + q(LeaseExpires)
+		" && echo \"1 " + strconv.Itoa(int(length/time.Second)) + " $(date +%s)\" > " + q(LeaseExpires)
 	if _, err := g.run(ctx, cmd); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
@@ -178,7 +195,11 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 		"# renews the lease (" + LeaseExpires + ") in time. With \"resume\" (the boot",
 		"# hook, after a reboot that cut a restore short) the hand-off is already this script's.",
 		"if [ \"$1\" != resume ]; then",
-		"\twhile [ -f " + exp + " ] && [ \"$(date +%s)\" -lt \"$(cat " + exp + " 2>/dev/null || echo 0)\" ]; do sleep 1; done",
+		"\tread seq left at < " + exp + " || exit 0",
+		"\twhile [ -f " + exp + " ] && [ \"$left\" -gt 0 ]; do",
+		"\t\tsleep 1; left=$((left - 1))",
+		"\t\tread n l at < " + exp + " 2>/dev/null && [ \"$n\" != \"$seq\" ] && seq=$n && left=$l",
+		"\tdone",
 		"\t[ -f " + exp + " ] || exit 0",
 		"\t" + claimCmd(LeaseClaim, "expired") + " || exit 0",
 		"fi",
@@ -190,7 +211,9 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 		"rollback*) i=0; while [ ! -f " + q(RollbackFired) + " ] && [ $i -lt 900 ] && [ -f " + q(RollbackPIDFile) + " ] && kill -0 \"$(cat " + q(RollbackPIDFile) + ")\" 2>/dev/null; do sleep 1; i=$((i+1)); done ;;",
 		"esac",
 		"cur=$(sha256 -q " + conf + ")",
-		"if ! grep -qF \"$cur\" " + q(LeaseWritten) + "; then",
+		// The original itself is always fwab's (a restore a reboot cut
+		// short after its mv).
+		"if [ \"$cur\" != " + sum + " ] && ! grep -qF \"$cur\" " + q(LeaseWritten) + "; then",
 		"\tlogger -t fwab \"session lease ended, but config.xml (sha256 $cur) is not one fwab wrote: someone else changed it, so it was left as it is\"",
 		"\techo \"stood-down $(date +%s) $cur\" > " + fired,
 		"\trm -f " + exp + leaseHook,
@@ -242,7 +265,7 @@ func (g ShellGuard) RenewLease(ctx context.Context, length time.Duration) error 
 	n := strconv.Itoa(int((length + time.Second - 1) / time.Second))
 	cmd := "if [ -f " + q(LeaseFired) + " ]; then echo ended $(cat " + q(LeaseFired) + ")" +
 		"; elif [ -f " + q(LeaseClaim) + " ]; then echo ended running" +
-		"; elif [ -f " + q(LeaseExpires) + " ]; then echo $(( $(date +%s) + " + n + " )) > " + q(LeaseExpires+".new") + " && mv " + q(LeaseExpires+".new") + " " + q(LeaseExpires) + " && echo renewed" +
+		"; elif read seq left at < " + q(LeaseExpires) + "; then echo \"$((seq + 1)) " + n + " $(date +%s)\" > " + q(LeaseExpires+".new") + " && mv " + q(LeaseExpires+".new") + " " + q(LeaseExpires) + " && echo renewed" +
 		"; else echo ended none; fi"
 	out, err := g.run(ctx, cmd)
 	if err != nil {
@@ -273,6 +296,19 @@ func (g ShellGuard) ExpectConfigs(ctx context.Context, sums ...string) error {
 
 // ReleaseLease implements Leaser.
 func (g ShellGuard) ReleaseLease(ctx context.Context) error {
+	if err := g.ClaimLease(ctx); err != nil {
+		return err
+	}
+	if err := g.clearLease(ctx); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	return nil
+}
+
+// ClaimLease takes the lease's hand-off for fwab, so that the watchdog
+// will not run, and leaves the lease's files (its original) in place; a
+// lease that ended is reported (*LeaseLostError) and its files cleared.
+func (g ShellGuard) ClaimLease(ctx context.Context) error {
 	q := ShellQuote
 	cmd := "if [ -f " + q(LeaseFired) + " ]; then echo ended $(cat " + q(LeaseFired) + ")" +
 		"; elif [ ! -f " + q(LeaseScript) + " ]; then echo released" +
@@ -286,9 +322,6 @@ func (g ShellGuard) ReleaseLease(ctx context.Context) error {
 		out = strings.TrimSpace(out)
 		switch {
 		case err == nil && out == "released":
-			if err := g.clearLease(ctx); err != nil {
-				return fmt.Errorf("release lease: %w", err)
-			}
 			return nil
 		case err == nil && strings.HasPrefix(out, "ended "):
 			// Said once: the files go, and the lease is over.
@@ -331,15 +364,16 @@ func (g ShellGuard) clearLease(ctx context.Context) error {
 func (g ShellGuard) LeaseStatus(ctx context.Context) (LeaseInfo, error) {
 	q := ShellQuote
 	cmd := "echo now $(date +%s); if [ -f " + q(LeaseOwner) + " ]; then while IFS= read -r l; do echo \"owner $l\"; done < " + q(LeaseOwner) + "; fi" +
-		"; if [ -f " + q(LeaseExpires) + " ]; then echo expires $(cat " + q(LeaseExpires) + "); fi" +
-		"; if [ -f " + q(LeaseFired) + " ]; then echo ended $(cat " + q(LeaseFired) + "); else case " + holderOf(LeaseClaim) + " in expired*) echo ended running ;; esac; fi" +
-		"; if [ -f " + q(LeaseScript) + " ]; then echo script; fi"
+		"; if read seq left at < " + q(LeaseExpires) + " 2>/dev/null; then echo expires $((at + left)); fi" +
+		"; if [ -f " + q(LeaseFired) + " ]; then echo ended $(cat " + q(LeaseFired) + "); else case " + holderOf(LeaseClaim) + " in expired*) echo ended running ;; released*) echo released ;; esac; fi" +
+		"; if [ -f " + q(LeaseScript) + " ]; then echo script; fi" +
+		"; if [ -f " + q(LeaseWritten) + " ]; then while read h; do echo written $h; done < " + q(LeaseWritten) + "; fi"
 	out, err := g.run(ctx, cmd)
 	if err != nil {
 		return LeaseInfo{}, fmt.Errorf("lease status: %w", err)
 	}
 	var info LeaseInfo
-	var script bool
+	var script, released bool
 	var owner []string
 	for _, l := range strings.Split(out, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(l), " ")
@@ -361,10 +395,14 @@ func (g ShellGuard) LeaseStatus(ctx context.Context) (LeaseInfo, error) {
 			info.Ended = v
 		case "script":
 			script = true
+		case "released":
+			released = true
+		case "written":
+			info.Written = append(info.Written, v)
 		}
 	}
 	info.Owner = strings.Join(owner, " ")
-	info.Held = script && info.Ended == ""
+	info.Held = script && info.Ended == "" && !released
 	return info, nil
 }
 

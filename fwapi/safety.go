@@ -14,9 +14,10 @@ import (
 
 // Paths on the firewall used by the lock and the commit-confirmed rollback.
 const (
-	LockDir         = "/var/run/fwab.lock"
-	lockOwnerFile   = LockDir + "/owner"
-	RollbackConfig  = "/conf/backup/fwab-rollback.xml"
+	LockDir       = "/var/run/fwab.lock"
+	lockOwnerFile = LockDir + "/owner"
+	// RollbackConfig is a dot file for the reason LeaseOriginal is.
+	RollbackConfig  = "/conf/backup/.fwab-rollback.xml"
 	RollbackPIDFile = "/var/run/fwab-rollback.pid"
 )
 

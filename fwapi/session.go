@@ -238,6 +238,12 @@ func (s *Session) startRenewer() {
 	}()
 }
 
+// Abandon stops the session's work on the box's side (the lease's
+// renewals) without restoring anything, as a process that is about to
+// die would: the lease then ends on the box, which restores itself. For
+// a caller that cannot restore (and for tests of what follows).
+func (s *Session) Abandon() { s.stopRenewer() }
+
 // stopRenewer stops renewing the lease (the session is ending).
 func (s *Session) stopRenewer() {
 	if s.stopRenew != nil {
@@ -252,6 +258,27 @@ func (s *Session) lost() error {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	return s.leaseLost
+}
+
+// holdLease renews the lease now, before a write: a lease that ended
+// while fwab could not reach the box (the watchdog restored the original,
+// or stood down) must not be written over.
+func (s *Session) holdLease(ctx context.Context) error {
+	if s.leaser == nil {
+		return nil
+	}
+	if err := s.lost(); err != nil {
+		return err
+	}
+	err := s.leaser.RenewLease(ctx, s.opts.Lease)
+	var lost *LeaseLostError
+	if errors.As(err, &lost) {
+		s.lmu.Lock()
+		s.leaseLost = err
+		s.lmu.Unlock()
+		s.journal(JournalEntry{Event: "lease-ended", Detail: lost.What})
+	}
+	return err
 }
 
 // expect tells the lease which configs the session may leave on the box
@@ -423,6 +450,9 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err := s.guard.Disarm(ctx); err != nil && !rollbackRan(err) {
 		return fmt.Errorf("apply: %w", err)
 	}
+	if err := s.holdLease(ctx); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
 	prev, err := s.fw.ReadConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -447,7 +477,7 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 		s.touched[a] = true
 	}
 	s.changed = true
-	err = s.applyAndCheck(ctx, config, changes, verify)
+	err = s.applyAndCheck(ctx, prev, config, changes, verify)
 	if took, margin := time.Since(armed), ConfirmMargin(s.opts.RollbackAfter); err == nil && took > s.opts.RollbackAfter-margin {
 		// A confirmation this close to the deadline would be a coin
 		// toss: the change is not confirmed but undone, by whichever
@@ -559,7 +589,7 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []configxml.Change, verify Verifier) error {
+func (s *Session) applyAndCheck(ctx context.Context, prev, config []byte, changes []configxml.Change, verify Verifier) error {
 	if err := s.fw.WriteConfig(ctx, config, "fwab apply"); err != nil {
 		return err
 	}
@@ -569,7 +599,8 @@ func (s *Session) applyAndCheck(ctx context.Context, config []byte, changes []co
 	}
 	if adopted, ok := adoptedConfig(s.fw); ok {
 		s.journal(JournalEntry{Event: "adopted", SHA256: SHA256Hex(adopted), Detail: "the firewall's own service action saved config.xml (checked by the driver)"})
-		if err := s.expect(ctx, config, adopted); err != nil {
+		// prev stays: the step's rollback may still restore it.
+		if err := s.expect(ctx, prev, config, adopted); err != nil {
 			return err
 		}
 		s.mine = append(s.mine, adopted)
@@ -658,6 +689,9 @@ func (s *Session) awaitRollback(ctx context.Context, prev []byte, plan []configx
 }
 
 func (s *Session) putBack(ctx context.Context, config []byte, plan []configxml.Action) error {
+	if err := s.holdLease(ctx); err != nil {
+		return err
+	}
 	if err := s.fw.WriteConfig(ctx, config, "fwab restore"); err != nil {
 		return err
 	}
@@ -744,6 +778,16 @@ func (s *Session) Restore(ctx context.Context) error {
 		s.journal(JournalEntry{Event: "merged", SHA256: SHA256Hex(res.Config), Detail: "kept someone else's edit: " + strings.Join(res.Foreign, ", ")})
 		target, targetSum = res.Config, SHA256Hex(res.Config)
 		s.Merged = res.Foreign
+		// The lease restores what it holds: from now on the merged config,
+		// never the bare original over the edit.
+		if s.leaser != nil && s.lost() == nil {
+			if err := s.leaser.ReleaseLease(ctx); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+			if err := s.leaser.TakeLease(ctx, s.opts.Owner, target, s.opts.Lease); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+		}
 	}
 	if s.leaser != nil && s.lost() == nil {
 		if err := s.expect(ctx, cur, target); err != nil {
@@ -791,8 +835,10 @@ func (s *Session) Close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		defer cancel()
 	}
-	s.stopRenewer()
+	// The lease is renewed while the restore runs (a Disarm that waits, a
+	// slow reload): it must not end under fwab's own restore.
 	err := s.Restore(ctx)
+	s.stopRenewer()
 	var conflict *ConflictError
 	if errors.As(err, &conflict) {
 		// Nothing was written and nothing may be: neither the lease nor
@@ -933,7 +979,8 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 			rep.Actions = append(rep.Actions, a)
 		}
 	}
-	if err := endLease(ctx, guard, ownerOf(j), opts, &rep); err != nil {
+	lease, err := endLease(ctx, guard, ownerOf(j), opts, &rep)
+	if err != nil {
 		return rep, err
 	}
 	if err := guard.Disarm(ctx); err != nil && !rollbackOver(err) {
@@ -943,11 +990,30 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 	if err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
+	// Never over someone else's edit: the lease stood down over one, or
+	// config.xml is none of the configs the session may have left there.
+	curSum := SHA256Hex(cur)
+	leased := len(lease.Written) > 0 || strings.HasPrefix(rep.LeaseEnded, "restored")
+	if strings.HasPrefix(rep.LeaseEnded, "stood-down") || leased && curSum != start.SHA256 && !slices.Contains(lease.Written, curSum) {
+		if err := guard.ForceUnlock(ctx); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		detail := "config.xml (sha256 " + curSum + ") is someone else's edit: left as it is"
+		if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", SHA256: curSum, Detail: detail}); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		return rep, fmt.Errorf("recover: %s; the session is ended (lock released) and nothing was written; its original is %s: compare it with the box's ('fwab fw pull', then 'fwab config diff') and settle by hand",
+			detail, filepath.Join(dir, OriginalFile))
+	}
 	// A config written during the session means the running state may
 	// differ even when config.xml is the original again: a crash between
 	// the restore's write and its service actions leaves exactly that.
+	// A box that restored itself (its lease) ran a full reload already.
 	written := slices.ContainsFunc(j[i:], func(e JournalEntry) bool { return e.Event == "written" })
-	if SHA256Hex(cur) != start.SHA256 || written {
+	if strings.HasPrefix(rep.LeaseEnded, "restored") {
+		written = false
+	}
+	if curSum != start.SHA256 || written {
 		if len(rep.Actions) == 0 {
 			// A crash between write and apply leaves no applied actions in
 			// the journal; a written entry means the config changed. Every
@@ -963,14 +1029,17 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 		}
 		rep.Restored = true
 	}
-	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
-		return rep, fmt.Errorf("recover: %w", err)
-	}
 	if err := guard.ForceUnlock(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", SHA256: start.SHA256, Actions: rep.Actions}); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
+	}
+	// Checked last, with the session already ended: a finding here (the
+	// original's own, for all recover knows: it has no baseline) is
+	// reported as a failure but leaves nothing to recover again.
+	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
+		return rep, fmt.Errorf("recover: the session is ended, but %w", err)
 	}
 	return rep, nil
 }
@@ -1046,22 +1115,22 @@ func ownerOf(j []JournalEntry) *LockOwner {
 // endLease ends the lease of the session being recovered, unless that
 // session may still be alive: a lease that has not ended, held by this
 // journal's process still running here, or by another session.
-func endLease(ctx context.Context, guard Guard, owner *LockOwner, opts RecoverOptions, rep *RecoverReport) error {
+func endLease(ctx context.Context, guard Guard, owner *LockOwner, opts RecoverOptions, rep *RecoverReport) (LeaseInfo, error) {
 	l, ok := guard.(Leaser)
 	if !ok {
-		return nil
+		return LeaseInfo{}, nil
 	}
 	info, err := l.LeaseStatus(ctx)
 	if err != nil {
-		return fmt.Errorf("recover: %w", err)
+		return info, fmt.Errorf("recover: %w", err)
 	}
 	rep.Owner = info.Owner
 	if info.Held && info.Now.Before(info.Expires) && !opts.Force {
 		switch {
 		case owner == nil || owner.Token != info.Token:
-			return fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: "not the session this machine's journal records"})
+			return info, fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: "not the session this machine's journal records"})
 		case opts.Alive(owner.PID):
-			return fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: fmt.Sprintf("its process %d still runs on this host", owner.PID)})
+			return info, fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: fmt.Sprintf("its process %d still runs on this host", owner.PID)})
 		}
 	}
 	var lost *LeaseLostError
@@ -1069,9 +1138,9 @@ func endLease(ctx context.Context, guard Guard, owner *LockOwner, opts RecoverOp
 	case errors.As(err, &lost):
 		rep.LeaseEnded = lost.What
 	case err != nil:
-		return fmt.Errorf("recover: %w", err)
+		return info, fmt.Errorf("recover: %w", err)
 	}
-	return nil
+	return info, nil
 }
 
 // RecoverFromBox recovers a session from what its lease keeps on the box,
@@ -1109,11 +1178,10 @@ func RecoverFromBox(ctx context.Context, fw Firewall, guard Guard, opts RecoverO
 	if err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
-	var lost *LeaseLostError
-	switch err := l.ReleaseLease(ctx); {
-	case errors.As(err, &lost):
-		rep.LeaseEnded = lost.What
-	case err != nil:
+	// The lease's hand-off first (the watchdog must not run now), its
+	// files kept until the restore is done: a failed restore can be tried
+	// again from here.
+	if err := l.ClaimLease(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	if err := guard.Disarm(ctx); err != nil && !rollbackOver(err) {
@@ -1129,17 +1197,21 @@ func RecoverFromBox(ctx context.Context, fw Firewall, guard Guard, opts RecoverO
 			rep.Actions = append(rep.Actions, a)
 		}
 	}
-	if SHA256Hex(cur) != rep.SHA256 || !strings.HasPrefix(rep.LeaseEnded, "restored") {
-		if err := restoreConfig(ctx, fw, orig, rep.SHA256, rep.Actions); err != nil {
-			return rep, fmt.Errorf("recover: %w", err)
-		}
-		rep.Restored = true
+	if curSum := SHA256Hex(cur); curSum != rep.SHA256 && !slices.Contains(info.Written, curSum) {
+		return rep, fmt.Errorf("recover: config.xml on the box (sha256 %s) is none of the configs the session of %s left there: someone else's edit, left as it is; settle it by hand, then run 'fwab fw recover --force' again to end the session", curSum, info.Owner)
 	}
-	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
+	if err := restoreConfig(ctx, fw, orig, rep.SHA256, rep.Actions); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
+	rep.Restored = true
+	if err := l.ReleaseLease(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
 	if err := guard.ForceUnlock(ctx); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
+	}
+	if err := verifyRestored(ctx, fw, orig, nil); err != nil {
+		return rep, fmt.Errorf("recover: the session is ended, but %w", err)
 	}
 	return rep, nil
 }
