@@ -34,6 +34,7 @@ var rules5 = []configxml.Change{{Knob: "rules@lan", From: "0", To: "5", Action: 
 // never written over: the next step stops with what changed named, and the
 // restore undoes only fwab's own change, keeping the edit.
 func TestForeignEditStopsAndSurvives(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
@@ -67,6 +68,7 @@ func TestForeignEditStopsAndSurvives(t *testing.T) {
 // changed is not merged: Close writes nothing, names the conflict, and
 // releases the lock and the lease so that nothing restores over it later.
 func TestForeignEditConflictWritesNothing(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
@@ -98,6 +100,7 @@ func TestForeignEditConflictWritesNothing(t *testing.T) {
 // holds the box's secrets; once the session restored and verified it, it
 // goes, unless KeepOriginal.
 func TestCloseRemovesTheOriginalCopy(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []bool{false, true} {
 		fake, fw := newPfSense(t, labtest.Options{})
 		dir := t.TempDir()
@@ -127,6 +130,7 @@ func TestCloseRemovesTheOriginalCopy(t *testing.T) {
 // the box, the lease stands down; recover from the session's own machine
 // then writes nothing either, ends the session and says why.
 func TestRecoverLeavesAnEditTheLeaseStoodDownOver(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
 	orig := fake.File(t, "/conf/config.xml")
@@ -140,14 +144,14 @@ func TestRecoverLeavesAnEditTheLeaseStoodDownOver(t *testing.T) {
 	s.Abandon()
 	edit := bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
 	fake.PutFile(t, "/conf/config.xml", edit)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if len(fake.Glob(fwapi.LeaseFired)) > 0 {
-			break
+	for deadline := time.Now().Add(15 * time.Second); len(fake.Glob(fwapi.LeaseFired)) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never ended")
 		}
 	}
-	_, err = fwapi.Recover(t.Context(), fw, fw, dir)
-	if err == nil || !strings.Contains(err.Error(), "someone else's edit") {
-		t.Fatalf("Recover after the lease stood down = %v, want it to write nothing and say why", err)
+	rep, err := fwapi.Recover(t.Context(), fw, fw, dir)
+	if err == nil || !strings.Contains(err.Error(), "someone else's edit") || !strings.HasPrefix(rep.LeaseEnded, "stood-down") {
+		t.Fatalf("Recover after the lease stood down = %+v, %v; want it to write nothing, say why, and report the stand-down", rep, err)
 	}
 	if !bytes.Equal(fake.File(t, "/conf/config.xml"), edit) {
 		t.Error("Recover wrote over the edit the lease had stood down over")
@@ -161,6 +165,7 @@ func TestRecoverLeavesAnEditTheLeaseStoodDownOver(t *testing.T) {
 // another machine whose restore fails leaves the lease's original on the
 // box, so that it can be tried again.
 func TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
@@ -187,6 +192,7 @@ func TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails(t *testing.T) {
 // edit, the lease holds the merged config, so that a lease that ends later
 // restores that, never the bare original over the edit.
 func TestMergedRestoreMovesTheLease(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
@@ -203,5 +209,32 @@ func TestMergedRestoreMovesTheLease(t *testing.T) {
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecoverAfterAMergedRestoreWritesNothing: a session that merged
+// someone else's edit into its restore and then died is not recovered to
+// the bare original: recover writes nothing and says why.
+func TestRecoverAfterAMergedRestoreWritesNothing(t *testing.T) {
+	t.Parallel()
+	fake, fw := newPfSense(t, labtest.Options{})
+	dir := t.TempDir()
+	orig := fake.File(t, "/conf/config.xml")
+	s := startSession(t, fw, dir, "alice@ws1")
+	step := rulesConfig(t, orig, "5")
+	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	fake.PutFile(t, "/conf/config.xml", bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1))
+	if err := s.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon() // dies before it ends the session
+	merged := fake.File(t, "/conf/config.xml")
+	if _, err := fwapi.RecoverWith(t.Context(), fw, fw, dir, fwapi.RecoverOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "kept someone else's edit") {
+		t.Fatalf("Recover after a merged restore = %v, want it to write nothing and say why", err)
+	}
+	if !bytes.Equal(fake.File(t, "/conf/config.xml"), merged) {
+		t.Error("Recover wrote the bare original over the merged config")
 	}
 }

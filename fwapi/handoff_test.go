@@ -45,6 +45,7 @@ func waitClaimed(t *testing.T, em *labtest.Firewall) {
 // it waits for the rollback and says it ran, and the previous config is
 // back.
 func TestDisarmDuringRollbackWaitsForIt(t *testing.T) {
+	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
 	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
@@ -68,6 +69,7 @@ func TestDisarmDuringRollbackWaitsForIt(t *testing.T) {
 // a rollback timer it failed to stop (its pid file lost) stands down when
 // it wakes.
 func TestDisarmWinsEvenWhenTheKillMisses(t *testing.T) {
+	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
 	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
@@ -93,6 +95,7 @@ func TestDisarmWinsEvenWhenTheKillMisses(t *testing.T) {
 // restore (the rollback holds the hand-off) does not lose it: the boot
 // hook finishes the restore at once.
 func TestRollbackCutShortByRebootFinishesAtBoot(t *testing.T) {
+	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
 	if err := g.ArmRollback(ctx, prev, 30*time.Second); err != nil {
@@ -121,6 +124,7 @@ func TestRollbackCutShortByRebootFinishesAtBoot(t *testing.T) {
 // not confirmed (that confirmation would race the rollback): the session
 // undoes it and says why.
 func TestSessionRefusesToConfirmNearTheDeadline(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	after := 3 * time.Second
@@ -145,6 +149,7 @@ func TestSessionRefusesToConfirmNearTheDeadline(t *testing.T) {
 }
 
 func TestConfirmMargin(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ after, want time.Duration }{
 		{time.Second, 250 * time.Millisecond},
 		{3 * time.Second, 750 * time.Millisecond},
@@ -161,6 +166,7 @@ func TestConfirmMargin(t *testing.T) {
 // TestSSHOutputCapped: a command that prints more than the client keeps
 // fails with the cap named, instead of filling fwab's memory.
 func TestSSHOutputCapped(t *testing.T) {
+	t.Parallel()
 	em := labtest.Start(t, labtest.Options{})
 	cfg := em.SSHConfig()
 	cfg.MaxOutput = 1024
@@ -184,6 +190,7 @@ func TestSSHOutputCapped(t *testing.T) {
 // waited for: Disarm says so at once and takes the hand-off over, so no
 // later boot resumes it, and the next Disarm is clean.
 func TestDisarmTakesOverADeadRollback(t *testing.T) {
+	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
 	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {

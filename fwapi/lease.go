@@ -135,6 +135,11 @@ func (g ShellGuard) TakeLease(ctx context.Context, owner LockOwner, original []b
 	if info.Held && info.Token != owner.Token {
 		return &LeaseHeldError{Info: info}
 	}
+	if info.Owner != "" && info.Token != owner.Token && info.Ended == "" {
+		// Released but not cleared (a recover that stopped half-way):
+		// the box's copy of that session's original must not go.
+		return fmt.Errorf("lease: the box still holds the files of the lease of %s, whose session was not finished: run 'fwab fw recover --target NAME' first", info.Owner)
+	}
 	if info.Ended == "running" {
 		return fmt.Errorf("lease: the box is restoring the original of an earlier session (%s) whose lease ended: wait for it to finish, then run 'fwab fw recover --target NAME'", info.Owner)
 	}
@@ -195,7 +200,8 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 		"# renews the lease (" + LeaseExpires + ") in time. With \"resume\" (the boot",
 		"# hook, after a reboot that cut a restore short) the hand-off is already this script's.",
 		"if [ \"$1\" != resume ]; then",
-		"\tread seq left at < " + exp + " || exit 0",
+		// A torn or empty file (a power cut) ends the lease: the safe side.
+		"\tread seq left at < " + exp + " || left=0",
 		"\twhile [ -f " + exp + " ] && [ \"$left\" -gt 0 ]; do",
 		"\t\tsleep 1; left=$((left - 1))",
 		"\t\tread n l at < " + exp + " 2>/dev/null && [ \"$n\" != \"$seq\" ] && seq=$n && left=$l",
@@ -296,13 +302,16 @@ func (g ShellGuard) ExpectConfigs(ctx context.Context, sums ...string) error {
 
 // ReleaseLease implements Leaser.
 func (g ShellGuard) ReleaseLease(ctx context.Context) error {
-	if err := g.ClaimLease(ctx); err != nil {
+	err := g.ClaimLease(ctx)
+	var lost *LeaseLostError
+	if err != nil && !errors.As(err, &lost) {
 		return err
 	}
-	if err := g.clearLease(ctx); err != nil {
-		return fmt.Errorf("release lease: %w", err)
+	// Claimed, or ended and said once: the files go.
+	if cerr := g.clearLease(ctx); cerr != nil {
+		return fmt.Errorf("release lease: %w", cerr)
 	}
-	return nil
+	return err
 }
 
 // ClaimLease takes the lease's hand-off for fwab, so that the watchdog
@@ -324,10 +333,8 @@ func (g ShellGuard) ClaimLease(ctx context.Context) error {
 		case err == nil && out == "released":
 			return nil
 		case err == nil && strings.HasPrefix(out, "ended "):
-			// Said once: the files go, and the lease is over.
-			if err := g.clearLease(ctx); err != nil {
-				return fmt.Errorf("release lease: %w", err)
-			}
+			// The files stay until ReleaseLease: a recover that stops
+			// half-way must find the same story when it runs again.
 			return &LeaseLostError{What: strings.TrimPrefix(out, "ended ")}
 		case err == nil && out == "noclaim":
 			return fmt.Errorf("release lease: could not write %s (is /conf full?): the lease stays and will restore the original when it ends", LeaseClaim)

@@ -56,6 +56,7 @@ func waitLeaseEnded(t *testing.T, g fwapi.ShellGuard, within time.Duration) fwap
 // TestLeaseExpiresAndRestores: fwab gone (no renewal), the box restores
 // the session's original config by itself and frees its lock.
 func TestLeaseExpiresAndRestores(t *testing.T) {
+	t.Parallel()
 	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
 		em, g := leaseBox(t, flavor)
 		ctx := t.Context()
@@ -95,6 +96,7 @@ func TestLeaseExpiresAndRestores(t *testing.T) {
 // TestLeaseRenewedHolds: a renewed lease never fires; a released one is
 // gone from the box with all its files.
 func TestLeaseRenewedHolds(t *testing.T) {
+	t.Parallel()
 	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
 		em, g := leaseBox(t, flavor)
 		ctx := t.Context()
@@ -134,6 +136,7 @@ func TestLeaseRenewedHolds(t *testing.T) {
 // TestLeaseStandsDownOverForeignEdit: config.xml changed by someone else
 // (not a config fwab wrote) is left alone, and the system log says why.
 func TestLeaseStandsDownOverForeignEdit(t *testing.T) {
+	t.Parallel()
 	em, g := leaseBox(t, configxml.PfSense)
 	orig := em.StoredConfig(t)
 	if err := g.TakeLease(t.Context(), owner("ci@runner"), orig, 2*time.Second); err != nil {
@@ -156,6 +159,7 @@ func TestLeaseStandsDownOverForeignEdit(t *testing.T) {
 // TestLeaseSurvivesReboot: a box that reboots while fwab is gone still
 // restores itself: the boot hook (executable) starts the watchdog again.
 func TestLeaseSurvivesReboot(t *testing.T) {
+	t.Parallel()
 	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
 		em, g := leaseBox(t, flavor)
 		orig := em.StoredConfig(t)
@@ -179,6 +183,7 @@ func TestLeaseSurvivesReboot(t *testing.T) {
 // rollback is armed takes the rollback's hand-off, so the two never
 // restore over each other; the original wins.
 func TestLeaseTakesTheRollbackHandOff(t *testing.T) {
+	t.Parallel()
 	em, g := leaseBox(t, configxml.OPNsense)
 	ctx := t.Context()
 	orig := em.StoredConfig(t)
@@ -210,6 +215,7 @@ func TestLeaseTakesTheRollbackHandOff(t *testing.T) {
 // TestTakeLeaseRefusesAnother: a lease still held by another session is
 // not replaced; the error names its owner and end.
 func TestTakeLeaseRefusesAnother(t *testing.T) {
+	t.Parallel()
 	em, g := leaseBox(t, configxml.PfSense)
 	orig := em.StoredConfig(t)
 	if err := g.TakeLease(t.Context(), owner("alice@ws1"), orig, time.Minute); err != nil {
@@ -228,6 +234,7 @@ func TestTakeLeaseRefusesAnother(t *testing.T) {
 // TestRecoverRefusesALiveSession: recover does not break a session whose
 // lease holds and whose process still runs on this host, unless forced.
 func TestRecoverRefusesALiveSession(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
 	orig := fake.File(t, "/conf/config.xml")
@@ -261,6 +268,7 @@ func TestRecoverRefusesALiveSession(t *testing.T) {
 // elsewhere needs --force; afterwards the first machine finds nothing left
 // but its journal to close.
 func TestRecoverFromAnotherMachine(t *testing.T) {
+	t.Parallel()
 	fake, fw := newPfSense(t, labtest.Options{})
 	dir, other := t.TempDir(), t.TempDir()
 	orig := fake.File(t, "/conf/config.xml")
@@ -301,6 +309,7 @@ func TestRecoverFromAnotherMachine(t *testing.T) {
 // lease ends and the box restores itself; a recover from another machine
 // then says there is nothing left to do.
 func TestRecoverAfterTheLeaseRestored(t *testing.T) {
+	t.Parallel()
 	em, g := leaseBox(t, configxml.OPNsense)
 	ctx := t.Context()
 	orig := em.StoredConfig(t)
@@ -363,6 +372,7 @@ func TestRestoreChecksTheRunningState(t *testing.T) {
 // lease's rule: over a config.xml no fwab session left there it restores
 // nothing, logs why, and Disarm says it did not restore.
 func TestRollbackStandsDownOverForeignEdit(t *testing.T) {
+	t.Parallel()
 	em, g := leaseBox(t, configxml.OPNsense)
 	ctx := t.Context()
 	orig := em.StoredConfig(t)

@@ -17,8 +17,10 @@ const (
 	LockDir       = "/var/run/fwab.lock"
 	lockOwnerFile = LockDir + "/owner"
 	// RollbackConfig is a dot file for the reason LeaseOriginal is.
-	RollbackConfig  = "/conf/backup/.fwab-rollback.xml"
-	RollbackPIDFile = "/var/run/fwab-rollback.pid"
+	RollbackConfig = "/conf/backup/.fwab-rollback.xml"
+	// legacyRollbackConfig is where earlier versions kept it.
+	legacyRollbackConfig = "/conf/backup/fwab-rollback.xml"
+	RollbackPIDFile      = "/var/run/fwab-rollback.pid"
 )
 
 // The rollback's files that must outlive a reboot.
@@ -342,6 +344,11 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if err := g.Disarm(ctx); err != nil && !rollbackOver(err) {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
+	// Earlier versions kept it without the dot, where pfSense's boot may
+	// take it for the last good config (see LeaseOriginal).
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(legacyRollbackConfig)); err != nil {
+		return fmt.Errorf("arm rollback: %w", err)
+	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackConfig, previous); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
@@ -469,7 +476,7 @@ func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
 	if g.BootHook != "" {
 		hook = " " + ShellQuote(g.BootHook)
 	}
-	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + hook
+	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + " " + ShellQuote(RollbackConfig) + hook
 	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); mv " + fired + " " + seen + "; " + clearClaimCmd(RollbackClaim, rollbackParties...) + "; rm -f " + ShellQuote(RollbackScript) + hook +
 		"; else " + claimCmd(RollbackClaim, "disarm") + "; h=" + holderOf(RollbackClaim) + "; case \"$h\" in" +
 		" disarm*|lease*) " + stop + "; echo " + disarmDone + " ;;" +

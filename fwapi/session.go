@@ -754,6 +754,13 @@ func (s *Session) Restore(ctx context.Context) error {
 			plan = append(plan, a)
 		}
 	}
+	// A lease that ended (the watchdog restored, or stood down over an
+	// edit) is known before anything is written; the restore goes on
+	// either way, fwab's own changes undone and nothing else.
+	var lost *LeaseLostError
+	if err := s.holdLease(ctx); err != nil && !errors.As(err, &lost) {
+		return fmt.Errorf("restore: %w", err)
+	}
 	cur, err := s.fw.ReadConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -781,12 +788,14 @@ func (s *Session) Restore(ctx context.Context) error {
 		// The lease restores what it holds: from now on the merged config,
 		// never the bare original over the edit.
 		if s.leaser != nil && s.lost() == nil {
+			s.stopRenewer()
 			if err := s.leaser.ReleaseLease(ctx); err != nil {
 				return fmt.Errorf("restore: %w", err)
 			}
 			if err := s.leaser.TakeLease(ctx, s.opts.Owner, target, s.opts.Lease); err != nil {
 				return fmt.Errorf("restore: %w", err)
 			}
+			s.startRenewer()
 		}
 	}
 	if s.leaser != nil && s.lost() == nil {
@@ -888,6 +897,8 @@ type RecoverReport struct {
 	// journal: another machine).
 	FromBox bool
 	Owner   string // the session recovered, as its lease names it
+	// Left: ended without writing, config.xml being someone else's edit.
+	Left bool
 	// NotStarted: fwab crashed while taking the lock, before it read or
 	// changed anything; only its lock was released.
 	NotStarted bool
@@ -990,18 +1001,25 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 	if err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
-	// Never over someone else's edit: the lease stood down over one, or
-	// config.xml is none of the configs the session may have left there.
+	// Never over someone else's edit: the lease stood down over one,
+	// config.xml is none of the configs the session may have left there,
+	// or the session had merged one into its restore (the original alone
+	// would drop it).
 	curSum := SHA256Hex(cur)
 	leased := len(lease.Written) > 0 || strings.HasPrefix(rep.LeaseEnded, "restored")
-	if strings.HasPrefix(rep.LeaseEnded, "stood-down") || leased && curSum != start.SHA256 && !slices.Contains(lease.Written, curSum) {
+	merged := slices.ContainsFunc(j, func(e JournalEntry) bool { return e.Event == "merged" })
+	if merged || strings.HasPrefix(rep.LeaseEnded, "stood-down") || leased && curSum != start.SHA256 && !slices.Contains(lease.Written, curSum) {
 		if err := guard.ForceUnlock(ctx); err != nil {
 			return rep, fmt.Errorf("recover: %w", err)
 		}
 		detail := "config.xml (sha256 " + curSum + ") is someone else's edit: left as it is"
+		if merged {
+			detail = "the session had kept someone else's edit in its restore (config.xml sha256 " + curSum + "): left as it is"
+		}
 		if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", SHA256: curSum, Detail: detail}); err != nil {
 			return rep, fmt.Errorf("recover: %w", err)
 		}
+		releaseLease(ctx, guard)
 		return rep, fmt.Errorf("recover: %s; the session is ended (lock released) and nothing was written; its original is %s: compare it with the box's ('fwab fw pull', then 'fwab config diff') and settle by hand",
 			detail, filepath.Join(dir, OriginalFile))
 	}
@@ -1035,6 +1053,7 @@ func RecoverWith(ctx context.Context, fw Firewall, guard Guard, dir string, opts
 	if err := appendJournal(dir, JournalEntry{Time: time.Now().UTC(), Event: "recovered", SHA256: start.SHA256, Actions: rep.Actions}); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)
 	}
+	releaseLease(ctx, guard)
 	// Checked last, with the session already ended: a finding here (the
 	// original's own, for all recover knows: it has no baseline) is
 	// reported as a failure but leaves nothing to recover again.
@@ -1133,14 +1152,25 @@ func endLease(ctx context.Context, guard Guard, owner *LockOwner, opts RecoverOp
 			return info, fmt.Errorf("recover: %w", &SessionAliveError{Owner: info.Owner, Expires: info.Expires, Why: fmt.Sprintf("its process %d still runs on this host", owner.PID)})
 		}
 	}
+	// Claimed, not cleared: the files (what the lease did, the configs
+	// it allowed) stay until the recover is done, so that a recover that
+	// stops half-way decides the same when it runs again.
 	var lost *LeaseLostError
-	switch err := l.ReleaseLease(ctx); {
+	switch err := l.ClaimLease(ctx); {
 	case errors.As(err, &lost):
 		rep.LeaseEnded = lost.What
 	case err != nil:
 		return info, fmt.Errorf("recover: %w", err)
 	}
 	return info, nil
+}
+
+// releaseLease clears an ended or claimed lease's files once a recover is
+// done (best effort: a lease already gone is fine).
+func releaseLease(ctx context.Context, guard Guard) {
+	if l, ok := guard.(Leaser); ok {
+		l.ReleaseLease(ctx)
+	}
 }
 
 // RecoverFromBox recovers a session from what its lease keeps on the box,
@@ -1198,7 +1228,16 @@ func RecoverFromBox(ctx context.Context, fw Firewall, guard Guard, opts RecoverO
 		}
 	}
 	if curSum := SHA256Hex(cur); curSum != rep.SHA256 && !slices.Contains(info.Written, curSum) {
-		return rep, fmt.Errorf("recover: config.xml on the box (sha256 %s) is none of the configs the session of %s left there: someone else's edit, left as it is; settle it by hand, then run 'fwab fw recover --force' again to end the session", curSum, info.Owner)
+		if !opts.Force {
+			return rep, fmt.Errorf("recover: config.xml on the box (sha256 %s) is none of the configs the session of %s left there: someone else's edit, left as it is; settle it by hand, then run 'fwab fw recover --force' to end the session without writing", curSum, info.Owner)
+		}
+		// Forced: the session ends, and nothing is written over the edit.
+		l.ReleaseLease(ctx)
+		if err := guard.ForceUnlock(ctx); err != nil {
+			return rep, fmt.Errorf("recover: %w", err)
+		}
+		rep.Left = true
+		return rep, nil
 	}
 	if err := restoreConfig(ctx, fw, orig, rep.SHA256, rep.Actions); err != nil {
 		return rep, fmt.Errorf("recover: %w", err)

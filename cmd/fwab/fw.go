@@ -755,6 +755,8 @@ func runFwRecover(ctx context.Context, io *streams, f *targetFlags, wait time.Du
 	}
 	switch {
 	case nothing:
+	case rep.Left:
+		fmt.Fprintf(io.Out, "ended the session of %s without writing: config.xml on the box is someone else's edit, left as it is; lease and lock removed\n", rep.Owner)
 	case rep.FromBox:
 		acts := make([]string, len(rep.Actions))
 		for i, a := range rep.Actions {

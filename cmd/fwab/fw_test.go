@@ -443,7 +443,7 @@ func TestFwRecoverWaitsForReboot(t *testing.T) {
 		t.Fatalf("fw recover during a reboot: %s\nwant it to wait for the firewall, then find nothing to recover", errOut)
 	}
 	go fake.Reboot(context.Background())
-	for !fake.Rebooting() && time.Now().Before(deadline.Add(2*time.Second)) {
+	for deadline := time.Now().Add(2 * time.Second); !fake.Rebooting() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_, errOut, _ = fwabRun(t, "fw", "recover", "--target", "fw1", "--targets", targets, "--wait", "0s")
