@@ -323,7 +323,6 @@ func TestSessionApplyChecked(t *testing.T) {
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
-	defer s.Close(t.Context())
 	c, err := configxml.LoadBytes(orig)
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +358,13 @@ func TestSessionApplyChecked(t *testing.T) {
 	}
 	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, prev) {
 		t.Errorf("config not restored after a failed check")
+	}
+	// The NIC obeys again: the session's restore puts checksum offload
+	// back on, and the running state shows it (a NIC still ignoring it
+	// would fail the restore's check, FWAB101).
+	fake.SetFault(lab.Fault{})
+	if err := s.Close(t.Context()); err != nil {
+		t.Errorf("Close once the NIC obeys again: %v", err)
 	}
 }
 
