@@ -30,19 +30,33 @@ func rulesConfig(t *testing.T, orig []byte, n string) []byte {
 
 var rules5 = []configxml.Change{{Knob: "rules@lan", From: "0", To: "5", Action: configxml.ActionFilterReload}}
 
+// steppedSession is a pfSense box with a session open in dir and one step
+// applied (five generated rules on the LAN): orig is the box's config
+// before the session, step the one it runs now.
+func steppedSession(t *testing.T, dir string) (fake *labtest.Firewall, fw *fwapi.PfSense, s *fwapi.Session, orig, step []byte) {
+	t.Helper()
+	fake, fw = newPfSense(t, labtest.Options{})
+	orig = fake.File(t, "/conf/config.xml")
+	s = startSession(t, fw, dir, "alice@ws1")
+	step = rulesConfig(t, orig, "5")
+	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
+		t.Fatal(err)
+	}
+	return fake, fw, s, orig, step
+}
+
+// emergencyEdit is an admin's edit of config: another hostname.
+func emergencyEdit(config []byte) []byte {
+	return bytes.Replace(config, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+}
+
 // TestForeignEditStopsAndSurvives: an admin's edit made mid-session is
 // never written over: the next step stops with what changed named, and the
 // restore undoes only fwab's own change, keeping the edit.
 func TestForeignEditStopsAndSurvives(t *testing.T) {
 	t.Parallel()
-	fake, fw := newPfSense(t, labtest.Options{})
-	orig := fake.File(t, "/conf/config.xml")
-	s := startSession(t, fw, t.TempDir(), "alice@ws1")
-	step := rulesConfig(t, orig, "5")
-	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
-		t.Fatal(err)
-	}
-	edited := bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	fake, _, s, orig, step := steppedSession(t, t.TempDir())
+	edited := emergencyEdit(step)
 	fake.PutFile(t, "/conf/config.xml", edited)
 	err := s.Apply(t.Context(), rulesConfig(t, orig, "9"), []configxml.Change{{Knob: "rules@lan", From: "5", To: "9", Action: configxml.ActionFilterReload}}, nil)
 	var foreign *fwapi.ForeignEditError
@@ -55,7 +69,7 @@ func TestForeignEditStopsAndSurvives(t *testing.T) {
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatalf("Close after a foreign edit: %v", err)
 	}
-	want := bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	want := emergencyEdit(orig)
 	if got := fake.File(t, "/conf/config.xml"); !configxml.SameIgnoringRevision(got, want) {
 		t.Errorf("after Close the box holds %d bytes; want the original with the admin's hostname (fwab's rules gone, the edit kept)", len(got))
 	}
@@ -69,13 +83,7 @@ func TestForeignEditStopsAndSurvives(t *testing.T) {
 // releases the lock and the lease so that nothing restores over it later.
 func TestForeignEditConflictWritesNothing(t *testing.T) {
 	t.Parallel()
-	fake, fw := newPfSense(t, labtest.Options{})
-	orig := fake.File(t, "/conf/config.xml")
-	s := startSession(t, fw, t.TempDir(), "alice@ws1")
-	step := rulesConfig(t, orig, "5")
-	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
-		t.Fatal(err)
-	}
+	fake, _, s, _, step := steppedSession(t, t.TempDir())
 	// The admin edits one of fwab's generated rules.
 	i := bytes.Index(step, []byte("fwab-generated"))
 	if i < 0 {
@@ -142,7 +150,7 @@ func TestRecoverLeavesAnEditTheLeaseStoodDownOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Abandon()
-	edit := bytes.Replace(orig, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1)
+	edit := emergencyEdit(orig)
 	fake.PutFile(t, "/conf/config.xml", edit)
 	for deadline := time.Now().Add(15 * time.Second); len(fake.Glob(fwapi.LeaseFired)) == 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -193,14 +201,8 @@ func TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails(t *testing.T) {
 // restores that, never the bare original over the edit.
 func TestMergedRestoreMovesTheLease(t *testing.T) {
 	t.Parallel()
-	fake, fw := newPfSense(t, labtest.Options{})
-	orig := fake.File(t, "/conf/config.xml")
-	s := startSession(t, fw, t.TempDir(), "alice@ws1")
-	step := rulesConfig(t, orig, "5")
-	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
-		t.Fatal(err)
-	}
-	fake.PutFile(t, "/conf/config.xml", bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1))
+	fake, _, s, _, step := steppedSession(t, t.TempDir())
+	fake.PutFile(t, "/conf/config.xml", emergencyEdit(step))
 	if err := s.Restore(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +219,9 @@ func TestMergedRestoreMovesTheLease(t *testing.T) {
 // the bare original: recover writes nothing and says why.
 func TestRecoverAfterAMergedRestoreWritesNothing(t *testing.T) {
 	t.Parallel()
-	fake, fw := newPfSense(t, labtest.Options{})
 	dir := t.TempDir()
-	orig := fake.File(t, "/conf/config.xml")
-	s := startSession(t, fw, dir, "alice@ws1")
-	step := rulesConfig(t, orig, "5")
-	if err := s.Apply(t.Context(), step, rules5, nil); err != nil {
-		t.Fatal(err)
-	}
-	fake.PutFile(t, "/conf/config.xml", bytes.Replace(step, []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edge-emergency</hostname>"), 1))
+	fake, fw, s, _, step := steppedSession(t, dir)
+	fake.PutFile(t, "/conf/config.xml", emergencyEdit(step))
 	if err := s.Restore(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,16 @@ func slowGuard(t *testing.T) (*labtest.Firewall, fwapi.ShellGuard, []byte, []byt
 	return em, g, prev, changed
 }
 
+// armAndChange arms the rollback to prev after the delay and puts the
+// changed config on the box, as a step does.
+func armAndChange(t *testing.T, em *labtest.Firewall, g fwapi.ShellGuard, prev, changed []byte, after time.Duration) {
+	t.Helper()
+	if err := g.ArmRollback(t.Context(), prev, after); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", changed)
+}
+
 // waitClaimed waits until the rollback has woken up and taken the
 // hand-off (on code without one: until it is half-way, in its slow step).
 func waitClaimed(t *testing.T, em *labtest.Firewall) {
@@ -48,10 +58,7 @@ func TestDisarmDuringRollbackWaitsForIt(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
-	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	em.PutFile(t, "/conf/config.xml", changed)
+	armAndChange(t, em, g, prev, changed, time.Second)
 	waitClaimed(t, em)
 	var ran *fwapi.RollbackRanError
 	if err := g.Disarm(ctx); !errors.As(err, &ran) {
@@ -72,10 +79,7 @@ func TestDisarmWinsEvenWhenTheKillMisses(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
-	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	em.PutFile(t, "/conf/config.xml", changed)
+	armAndChange(t, em, g, prev, changed, time.Second)
 	em.Run(t, "rm -f "+fwapi.RollbackPIDFile, "")
 	if err := g.Disarm(ctx); err != nil {
 		t.Fatalf("Disarm before the deadline = %v, want nil", err)
@@ -193,10 +197,7 @@ func TestDisarmTakesOverADeadRollback(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	ctx := t.Context()
-	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	em.PutFile(t, "/conf/config.xml", changed)
+	armAndChange(t, em, g, prev, changed, time.Second)
 	waitClaimed(t, em)
 	em.Run(t, "pkill -F "+fwapi.RollbackPIDFile+"; rm -f "+fwapi.RollbackPIDFile, "")
 	start := time.Now()
