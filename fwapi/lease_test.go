@@ -2,8 +2,12 @@ package fwapi_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -404,4 +408,66 @@ func TestRollbackStandsDownOverForeignEdit(t *testing.T) {
 		t.Errorf("the system log does not say why the rollback stood down:\n%s", em.SystemLog())
 	}
 	g.ReleaseLease(ctx)
+}
+
+// writeJournal writes a state folder's journal as a crashed session left it.
+func writeJournal(t *testing.T, dir string, entries ...fwapi.JournalEntry) {
+	t.Helper()
+	var b bytes.Buffer
+	for _, e := range entries {
+		line, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(filepath.Join(dir, fwapi.JournalFile), b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoverUnstartedReleasesItsLease: fwab killed after it took its
+// lease but before it recorded the session's start changed nothing; its
+// recover releases the lease with the lock, so that the next session can
+// start.
+func TestRecoverUnstartedReleasesItsLease(t *testing.T) {
+	t.Parallel()
+	em, g := leaseBox(t, configxml.OPNsense)
+	ctx := t.Context()
+	o := owner("ci@runner")
+	if err := g.Lock(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.TakeLease(ctx, o, em.StoredConfig(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeJournal(t, dir, fwapi.JournalEntry{Time: time.Now(), Event: "locking", Target: "fw1", Owner: &o})
+	if _, err := fwapi.Recover(ctx, em.Open(t), g, dir); err != nil {
+		t.Fatalf("Recover of a session killed before its start: %v", err)
+	}
+	if len(em.Glob(fwapi.LeaseScript)) != 0 || len(em.Glob(fwapi.LockDir)) != 0 {
+		t.Error("the recover of an unstarted session left its lease or its lock")
+	}
+}
+
+// TestSecondSessionOnThisMachineNamesTheLiveOne: a second fwab on the same
+// machine, while the first still runs, is told who holds the target, not
+// to recover it.
+func TestSecondSessionOnThisMachineNamesTheLiveOne(t *testing.T) {
+	t.Parallel()
+	_, fw := newPfSense(t, labtest.Options{})
+	live := exec.Command("sleep", "30")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
+	dir := t.TempDir()
+	o := owner("alice@ws1")
+	o.PID = live.Process.Pid
+	writeJournal(t, dir, fwapi.JournalEntry{Time: time.Now(), Event: "locking", Target: "fw1", Owner: &o}, fwapi.JournalEntry{Time: time.Now(), Event: "start", Target: "fw1"})
+	_, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("bob@ws1")})
+	if err == nil || !strings.Contains(err.Error(), "another fwab on this machine") || !strings.Contains(err.Error(), fmt.Sprintf("pid=%d", o.PID)) || strings.Contains(err.Error(), "recover") {
+		t.Fatalf("a second session beside a live one = %v, want it told who holds the target, not to recover", err)
+	}
 }

@@ -141,6 +141,10 @@ func StartSession(ctx context.Context, fw Firewall, guard Guard, opts SessionOpt
 	j, jerr := ReadJournal(opts.Dir)
 	switch {
 	case len(j) > 0 && !journalClosed(j):
+		if o := ownerOf(j); o != nil && o.PID != os.Getpid() && processAlive(o.PID) {
+			return nil, fmt.Errorf("session: another fwab on this machine (%s) holds %s since %s: wait for it to finish",
+				o.String(), opts.Target, j[0].Time.Format(time.RFC3339))
+		}
 		return nil, fmt.Errorf("session: %s holds an unfinished session (started %s): run 'fwab fw recover --target %s' first",
 			filepath.Join(opts.Dir, JournalFile), j[0].Time.Format(time.RFC3339), opts.Target)
 	case jerr != nil && !errors.Is(jerr, fs.ErrNotExist):
@@ -1072,6 +1076,22 @@ func recoverUnstarted(ctx context.Context, guard Guard, dir string, first Journa
 			dir, first.Event, LockDir, filepath.Join(dir, JournalFile))
 	}
 	detail := "session had not started; its lock was released"
+	// It may have taken its lease already (the lease comes before the
+	// start entry): a lease of its own token goes too, nothing having
+	// been changed.
+	if l, ok := guard.(Leaser); ok {
+		info, err := l.LeaseStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		if info.Token == first.Owner.Token {
+			var lost *LeaseLostError
+			if err := l.ReleaseLease(ctx); err != nil && !errors.As(err, &lost) {
+				return fmt.Errorf("recover: %w", err)
+			}
+			detail += " with its lease"
+		}
+	}
 	if err := guard.Unlock(ctx, *first.Owner); err != nil {
 		if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
 			return fmt.Errorf("recover: %w", err)

@@ -1017,7 +1017,11 @@ func (f *faultLab) safetyTrials(t *testing.T, flavor string, dbFor func(string) 
 		db := dbFor("second")
 		sw := f.startSweep(t, ctx, f.sweepArgs(db)...)
 		hit := sw.waitPhase("probe", 1, 2*time.Minute)
-		second, _ := f.fwabChild(ctx, f.sweepArgs(dbFor("second-b"))...).CombinedOutput()
+		// The second fwab runs as from another machine (its own state
+		// folder), so that the box's lock is what refuses it.
+		sc := f.fwabChild(ctx, f.sweepArgs(dbFor("second-b"))...)
+		sc.Env = append(sc.Env, "XDG_STATE_HOME="+t.TempDir())
+		second, _ := sc.CombinedOutput()
 		rec, _ := f.fwabChild(ctx, "fw", "recover", "--target", "lab", "--targets", f.targets).CombinedOutput()
 		err := sw.wait()
 		tr := trial{fault: "a second fwab; recover of a live one", detail: fmt.Sprintf("during the first probe; first sweep exit %v", exitOf(err))}
