@@ -44,6 +44,19 @@ func forFlavors(t *testing.T, test func(t *testing.T, flavor configxml.Flavor)) 
 	}
 }
 
+// lockAndLease locks the box and takes a lease of length on orig, as a
+// session's start does, for ci@runner.
+func lockAndLease(t *testing.T, g fwapi.ShellGuard, orig []byte, length time.Duration) {
+	t.Helper()
+	o := owner("ci@runner")
+	if err := g.Lock(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.TakeLease(t.Context(), o, orig, length); err != nil {
+		t.Fatalf("TakeLease: %v", err)
+	}
+}
+
 func waitLeaseEnded(t *testing.T, g fwapi.ShellGuard, within time.Duration) fwapi.LeaseInfo {
 	t.Helper()
 	var info fwapi.LeaseInfo
@@ -65,13 +78,7 @@ func TestLeaseExpiresAndRestores(t *testing.T) {
 		em, g := leaseBox(t, flavor)
 		ctx := t.Context()
 		orig := em.StoredConfig(t)
-		o := owner("ci@runner")
-		if err := g.Lock(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.TakeLease(ctx, o, orig, 3*time.Second); err != nil {
-			t.Fatalf("TakeLease: %v", err)
-		}
+		lockAndLease(t, g, orig, 3*time.Second)
 		changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
 		if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(orig), fwapi.SHA256Hex(changed)); err != nil {
 			t.Fatal(err)
@@ -317,13 +324,7 @@ func TestRecoverAfterTheLeaseRestored(t *testing.T) {
 	em, g := leaseBox(t, configxml.OPNsense)
 	ctx := t.Context()
 	orig := em.StoredConfig(t)
-	o := owner("ci@runner")
-	if err := g.Lock(ctx, o); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.TakeLease(ctx, o, orig, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	lockAndLease(t, g, orig, 2*time.Second)
 	changed := append(bytes.Clone(orig), "<!-- changed -->\n"...)
 	if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(changed)); err != nil {
 		t.Fatal(err)

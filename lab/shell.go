@@ -1242,6 +1242,8 @@ func (e *Emulator) SystemLog() string {
 }
 
 // killZero is kill -0: success when every pid names a process.
+//
+// upstream: not settled — kill(1) is FreeBSD base, not product source; checked at run time by the disarm's answer, which fwab reads back (running or dead) instead of assuming either
 func (e *Emulator) killZero(c *call, pids []string) error {
 	if len(pids) == 0 {
 		return c.errorf(2, "usage: kill [-s signal_name] pid ...")
@@ -1268,6 +1270,8 @@ func (e *Emulator) killZero(c *call, pids []string) error {
 // cmdLn is ln(1) making a hard link, which fails when the link's name
 // exists: link(2) is atomic, so "write a file, ln it to a name" is how
 // two parties claim one name and say who they are in the same step.
+//
+// upstream: not settled — ln(1) is FreeBSD base, not product source; checked at run time by reading the claim back (holderOf): fwab acts on who holds it, never on the exit status alone
 func (e *Emulator) cmdLn(ctx context.Context, c *call) error {
 	if len(c.args) != 3 || strings.HasPrefix(c.args[1], "-") {
 		return c.errorf(1, "ln: only 'ln source target' (a hard link) is emulated")
