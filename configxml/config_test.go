@@ -275,6 +275,12 @@ func TestSetEveryKnob(t *testing.T) {
 					vals = ov
 				}
 				for _, v := range vals {
+					if knob == "nat.outbound" && v == "advanced" && c.outboundRules() == 0 {
+						if err := c.Set(knob, v); err == nil {
+							t.Errorf("Set(nat.outbound, advanced) with no manual rules = nil error, want a refusal")
+						}
+						continue
+					}
 					if err := c.Set(knob, v); err != nil {
 						t.Fatalf("Set(%s, %s): %v", knob, v, err)
 					}

@@ -120,7 +120,7 @@ var knobs = []*KnobSpec{
 		Name: "nat.outbound", Values: []string{"automatic", "hybrid", "advanced", "disabled"},
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "outbound NAT mode, <nat><outbound><mode>; advanced uses only the manual rules",
-		get: getNATMode, set: setNATMode,
+		get: getNATMode, set: setNATMode, validate: validateNATMode,
 	},
 	{
 		Name: "rules", Qualifier: "interface", Default: "lan", Syntax: "a count N ≥ 0",

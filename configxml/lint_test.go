@@ -28,7 +28,7 @@ func TestLint(t *testing.T) {
 		{"IDS on a missing interface", "configs/pfsense-2.7.xml", "", []string{"xml:installedpackages/suricata/rule/interface=opt9"}, []string{"FWAB003"}},
 		{"OPNsense IDS on a missing interface", "configs/opnsense-26.1.xml", "", []string{"xml:OPNsense/IDS/general/interfaces=wan,opt7"}, []string{"FWAB003"}},
 		{"advanced NAT with rules", "configs/pfsense-2.7.xml", "", []string{"nat.outbound=advanced"}, nil},
-		{"advanced NAT without rules", "configs/opnsense-26.1.xml", "", []string{"nat.outbound=advanced"}, []string{"FWAB004"}},
+		{"advanced NAT without rules", "configs/opnsense-26.1.xml", "", []string{"xml:nat/outbound/mode=advanced"}, []string{"FWAB004"}},
 		{"duplicate tracker", "configs/pfsense-2.7.xml", "", []string{"xml:filter/rule[3]/tracker=100000101"}, []string{"FWAB005"}},
 	}
 	for _, tt := range tests {
@@ -51,6 +51,31 @@ func TestLint(t *testing.T) {
 				t.Errorf("Lint rules (-want +got):\n%s\nfindings: %+v", diff, Lint(c))
 			}
 		})
+	}
+}
+
+// TestAdvancedNATNeedsManualRules: the knob refuses advanced where no
+// enabled manual rule exists (the firewall would translate nothing: the
+// pfSense GUI copies the automatic rules first, OPNsense's does not) and
+// takes it where the config has manual rules.
+func TestAdvancedNATNeedsManualRules(t *testing.T) {
+	for _, fixture := range []string{"configs/opnsense-26.1.xml", "configs/opnsense-24.7.xml"} {
+		c := load(t, fixture)
+		before := string(c.Bytes())
+		err := c.Set("nat.outbound", "advanced")
+		if err == nil || !strings.Contains(err.Error(), "no enabled manual outbound NAT rule") || !strings.Contains(err.Error(), "hybrid") {
+			t.Errorf("%s: Set(nat.outbound=advanced) = %v, want a refusal naming the missing manual rules and hybrid", fixture, err)
+		}
+		if string(c.Bytes()) != before {
+			t.Errorf("%s: the refused Set changed the config", fixture)
+		}
+		if err := c.Set("nat.outbound", "disabled"); err != nil {
+			t.Errorf("%s: Set(nat.outbound=disabled): %v", fixture, err)
+		}
+	}
+	c := load(t, "configs/pfsense-2.7.xml")
+	if err := c.Set("nat.outbound", "advanced"); err != nil {
+		t.Errorf("pfsense-2.7.xml has manual rules: Set(nat.outbound=advanced): %v", err)
 	}
 }
 

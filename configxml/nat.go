@@ -1,5 +1,7 @@
 package configxml
 
+import "fmt"
+
 // Outbound NAT mode: <nat><outbound><mode>, the same on both products; a
 // missing mode means automatic (firewall.md A-b, B-b). On OPNsense any mode
 // but automatic and hybrid (so advanced and disabled) generates no automatic
@@ -15,6 +17,23 @@ func getNATMode(c *Config, _ string) (string, error) {
 		return e.Text(), nil
 	}
 	return "automatic", nil
+}
+
+// validateNATMode refuses advanced where no enabled manual rule exists:
+// the firewall would translate nothing. The pfSense GUI copies the
+// automatic rules into manual ones when it switches to advanced; fwab does
+// not (the copy needs the box's runtime state: DHCP routers, VPN
+// networks), and OPNsense's GUI never did.
+//
+// upstream: pfsense 2.7.2 src/usr/local/pfSense/include/www/firewall_nat_out.inc:45 — `if ($post['mode'] == "advanced" && ($mode == "automatic" || $mode == "hybrid"))`: the automatic rules are copied first (2.6.0: 45; master: 141)
+// upstream: not settled — OPNsense's outbound NAT page is not in the upstream copy; opnsense/core@30366b8bee0a4740b40fd6c18eee5821bbebb25c removed its copy (2018), so advanced with no rules translates nothing; checked at run time by fwapi.VerifyRuntime's NAT check (pfctl -sn)
+func validateNATMode(c *Config, _, value string) error {
+	if value == "advanced" && c.outboundRules() == 0 {
+		if m, _ := getNATMode(c, ""); m != "advanced" {
+			return fmt.Errorf("advanced needs manual rules, and the config has no enabled manual outbound NAT rule: the firewall would translate nothing (its GUI copies the automatic rules first; fwab does not); use hybrid, or add manual rules (an xml: knob) in an earlier step")
+		}
+	}
+	return nil
 }
 
 func setNATMode(c *Config, _ string, value string) error {

@@ -183,7 +183,7 @@ func TestUndoKeepsForeignEdits(t *testing.T) {
 		{undoPfDefault, "2.7.0", []string{"offload.tso=on", "rules@lan=5", "nat.outbound=hybrid"}, "filter/rule[1]"},
 		{undoPfRules, "", []string{"offload.lro=on", "rules@lan=7"}, "filter/rule[1]"},
 		{undoOPNSample, "26.7", []string{"offload.tso=on", "rules@lan=5"}, "OPNsense/Firewall/Filter/rules/rule[1]"},
-		{undoOPNLegacy, "24.7", []string{"offload.checksum=on", "rules@lan=4", "nat.outbound=advanced"}, "filter/rule[1]"},
+		{undoOPNLegacy, "24.7", []string{"offload.checksum=on", "rules@lan=4", "nat.outbound=disabled"}, "filter/rule[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -249,8 +249,8 @@ func TestUndoConflictSameLeaf(t *testing.T) {
 		{undoOPNSample, "26.7", []string{"offload.tso=on"}, func(c *Config) {
 			c.doc.Root().FindElement("OPNsense/Interfaces/settings/disablesegmentationoffloading").SetText("1")
 		}, "OPNsense/Interfaces/settings/disablesegmentationoffloading"},
-		{undoOPNLegacy, "24.7", []string{"nat.outbound=advanced"}, func(c *Config) {
-			c.doc.Root().FindElement("nat/outbound/mode").SetText("disabled")
+		{undoOPNLegacy, "24.7", []string{"nat.outbound=disabled"}, func(c *Config) {
+			c.doc.Root().FindElement("nat/outbound/mode").SetText("hybrid")
 		}, "nat/outbound/mode"},
 	}
 	for _, tt := range tests {

@@ -108,8 +108,9 @@ func TestConfigSetInPlaceIsSafe(t *testing.T) {
 func TestConfigLintFilters(t *testing.T) {
 	opn := fixtureFile(t, "configs/opnsense-26.1.xml")
 	bad := filepath.Join(t.TempDir(), "bad.xml")
-	// inline IPS with TSO on (an error) and advanced NAT with no rules (a warning)
-	if _, stderr, code := fwab(t, "", "config", "set", opn, "offload.tso=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "nat.outbound=advanced", "-o", bad, "--allow", "FWAB001"); code != exitOK {
+	// inline IPS with TSO on (an error) and advanced NAT with no rules (a
+	// warning: the knob refuses it, the xml escape hatch writes it)
+	if _, stderr, code := fwab(t, "", "config", "set", opn, "offload.tso=on", "ids@lan=ips-inline", "ids@wan=ips-inline", "xml:nat/outbound/mode=advanced", "-o", bad, "--allow", "FWAB001"); code != exitOK {
 		t.Fatal(stderr)
 	}
 	all, _, code := fwab(t, "", "config", "lint", bad)

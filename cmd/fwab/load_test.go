@@ -19,8 +19,8 @@ import (
 )
 
 // loadSpec is a matrix of the given number of points (a multiple of 4):
-// rules@lan 0..points/4-1 × the four outbound NAT modes, one repeat of a
-// one-second probe. Every step changes only what a filter reload applies.
+// rules@lan 0..points/4-1 × rules@wan 0, 1 × outbound NAT automatic and
+// hybrid, one repeat of a one-second probe. Every step changes only what a filter reload applies.
 func loadSpec(t *testing.T, points int) string {
 	t.Helper()
 	if points%4 != 0 {
@@ -34,7 +34,8 @@ func loadSpec(t *testing.T, points int) string {
 	spec := fmt.Sprintf(`target: lab
 axes:
   rules@lan: [%s]
-  nat.outbound: [automatic, hybrid, advanced, disabled]
+  rules@wan: [0, 1]
+  nat.outbound: [automatic, hybrid]
 probes:
   - {direction: up, duration: 1s}
 repeats: 1
