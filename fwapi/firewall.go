@@ -59,6 +59,10 @@ type RuntimeState struct {
 	// knows on the flavor, whether the kernel has it (kldstat); nil when
 	// not read.
 	CryptoModules map[string]bool
+	// Management are the devices fwab's SSH session runs over, which its
+	// offload apply leaves as they are (the target's offload_management
+	// is off); nil when none is known or the apply includes them.
+	Management []string
 }
 
 // IfaceState is one interface's offload flags as ifconfig reports them.

@@ -231,7 +231,7 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 	}
 	lines = append(lines, g.BeforeRestore...)
 	lines = append(lines, "mv "+tmp+" "+conf, "sync", "rm -f "+q(g.cachePath()), g.reload())
-	lines = append(lines, g.AfterReload...)
+	lines = append(lines, g.afterReload(LeaseOriginal, conf)...)
 	lines = append(lines,
 		"rm -f "+exp+leaseHook,
 		// The session is over: its lock goes too, if it is still its own.
@@ -375,7 +375,7 @@ func (g ShellGuard) LeaseStatus(ctx context.Context) (LeaseInfo, error) {
 		"; if [ -f " + q(LeaseFired) + " ]; then echo ended $(cat " + q(LeaseFired) + "); else case " + holderOf(LeaseClaim) + " in expired*) echo ended running ;; released*) echo released ;; esac; fi" +
 		"; if [ -f " + q(LeaseScript) + " ]; then echo script; fi" +
 		"; if [ -f " + q(LeaseWritten) + " ]; then while read h; do echo written $h; done < " + q(LeaseWritten) + "; fi"
-	out, err := g.run(ctx, cmd)
+	out, err := g.query(ctx, cmd)
 	if err != nil {
 		return LeaseInfo{}, fmt.Errorf("lease status: %w", err)
 	}

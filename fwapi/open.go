@@ -76,6 +76,7 @@ func openPfSense(ctx context.Context, t *Target, opts OpenOptions) (Firewall, er
 		return nil, err
 	}
 	po := opts.PfSense
+	po.OffloadSSHInterface = po.OffloadSSHInterface || t.OffloadManagement
 	if po.Logger == nil {
 		po.Logger = opts.Logger
 	}

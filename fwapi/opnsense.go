@@ -53,6 +53,10 @@ type OPNsenseOptions struct {
 	RebootTimeout time.Duration
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// OffloadSSHInterface lets Apply change the offload flags of the NICs
+	// the SSH session runs over too (24.7, 25.7), as the GUI does; by
+	// default they are left as they are.
+	OffloadSSHInterface bool
 }
 
 // OPNsense drives an OPNsense firewall through its REST API (HTTP Basic:
@@ -127,7 +131,7 @@ func (g *GuardedOPNsense) Close() error {
 // API, plus SSH where the target has an ssh section (config writes,
 // ifconfig and pfctl readings, the lock and the whole-config rollback).
 func openOPNsense(ctx context.Context, t *Target, opts OpenOptions) (Firewall, error) {
-	o := OPNsenseOptions{REST: RESTOptions{Logger: opts.Logger}}
+	o := OPNsenseOptions{REST: RESTOptions{Logger: opts.Logger}, OffloadSSHInterface: t.OffloadManagement}
 	if t.SSH == nil {
 		return NewOPNsense(ctx, t, nil, o)
 	}
@@ -411,7 +415,7 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	o.mu.Unlock()
 	v := o.currentVersion()
 	if need[configxml.ActionInterfaces] && !v.hasInterfaceSettings() && o.ssh == nil {
-		return fmt.Errorf("opnsense: apply: OPNsense %s reconfigures interfaces only from a shell (configctl): add an ssh section to the target", v)
+		return fmt.Errorf("opnsense: apply: OPNsense %s applies offload settings only from a shell (its GUI's interfaces_hardware): add an ssh section to the target", v)
 	}
 	o.mu.Lock()
 	savepointOnly := o.savepoint != "" && o.opts.Rollback == nil
@@ -465,48 +469,42 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 		}
 		return o.checkIPsecRunning(ctx)
 	case configxml.ActionInterfaces:
-		args, err := offloadArgs(changes)
-		if err != nil {
-			return err
-		}
-		var devs map[string]string // interface key -> device, read when a shell needs them
-		if o.ssh != nil {
-			cfg, err := o.ReadConfig(ctx)
-			if err != nil {
-				return err
-			}
-			if devs, _, err = opnConfigFacts(cfg); err != nil {
-				return err
-			}
-		}
 		if o.currentVersion().hasInterfaceSettings() {
-			if err := o.post(ctx, "/api/interfaces/settings/reconfigure", nil); err != nil {
-				return err
-			}
-		} else {
-			for _, key := range slices.Sorted(maps.Keys(devs)) {
-				if _, err := o.shell(ctx, shellJoin("configctl", "interface", "reconfigure", key), nil); err != nil {
-					return err
-				}
-			}
+			// The Interfaces/Settings model's own apply, as its GUI saves it.
+			return o.post(ctx, "/api/interfaces/settings/reconfigure", nil)
 		}
-		// Not every NIC driver takes new offload flags on a reconfigure
-		// (UNVERIFIED per driver): switch them explicitly too, where a shell
-		// is available, as the pfSense driver does.
-		if len(args) == 0 || o.ssh == nil {
-			return nil
-		}
-		for _, dev := range slices.Sorted(maps.Values(devs)) {
-			if !IsNIC(dev) {
-				continue // vlans (igb0.100), laggs: the NIC underneath carries the flags
-			}
-			if _, err := o.shell(ctx, shellJoin(append([]string{"ifconfig", dev}, args...)...), nil); err != nil {
-				return err
-			}
-		}
-		return nil
+		return o.applyOffloads(ctx)
 	}
 	return fmt.Errorf("no OPNsense call for action %q", a)
+}
+
+// applyOffloads is the GUI's offload apply of OPNsense 24.7 and 25.7
+// (opnOffloadApply), leaving out the NICs fwab's SSH session runs over
+// unless OPNsenseOptions.OffloadSSHInterface includes them.
+func (o *OPNsense) applyOffloads(ctx context.Context) error {
+	raw, err := o.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := configxml.LoadBytes(raw)
+	if err != nil {
+		return fmt.Errorf("parse config.xml: %w", err)
+	}
+	var skip []string
+	if !o.opts.OffloadSSHInterface {
+		if skip, err = managementDevices(ctx, o.shellString, cfg); err != nil {
+			return err
+		}
+		if len(skip) > 0 {
+			o.log.WarnContext(ctx, "offload flags not applied to the NICs the SSH session runs over (offload_management: true in the target applies them there too)", "devices", strings.Join(skip, ","))
+		}
+	}
+	cmd, err := opnOffloadApply(skip)
+	if err != nil {
+		return err
+	}
+	_, err = o.shell(ctx, cmd, nil)
+	return err
 }
 
 // RollbackPendingError says the firewall was left with an armed rollback that
@@ -774,6 +772,12 @@ func firstNonEmpty(s ...string) string {
 
 // shell runs cmd over SSH and returns its stdout; a non-zero exit is an
 // error carrying stderr.
+// shellString runs cmd with no input and returns its output as text.
+func (o *OPNsense) shellString(ctx context.Context, cmd string) (string, error) {
+	out, err := o.shell(ctx, cmd, nil)
+	return string(out), err
+}
+
 func (o *OPNsense) shell(ctx context.Context, cmd string, stdin io.Reader) ([]byte, error) {
 	if o.ssh == nil {
 		return nil, fmt.Errorf("%q needs a shell on the firewall: add an ssh section to the target", firstWord(cmd))

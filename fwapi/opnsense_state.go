@@ -55,6 +55,11 @@ func (o *OPNsense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	for _, i := range ifs {
 		st.Interfaces[i.Name] = i
 	}
+	if !o.opts.OffloadSSHInterface && !v.hasInterfaceSettings() {
+		if st.Management, err = managementDevices(ctx, o.shellString, nil); err != nil {
+			return RuntimeState{}, wrap(err)
+		}
+	}
 	if out, err = o.shell(ctx, "pfctl -si", nil); err != nil {
 		return RuntimeState{}, wrap(err)
 	}

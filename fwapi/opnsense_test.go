@@ -98,7 +98,7 @@ func TestOPNsenseApply(t *testing.T) {
 		{name: "26.7 filter", version: "26.7.1", actions: []string{"filter-reload"},
 			wantCalls: []string{"POST /api/firewall/filter/apply"}},
 		{name: "25.7 interfaces over ssh", version: "25.7.11", shell: true, actions: []string{"interfaces-reconfigure"},
-			wantSSH: []string{"cat /conf/config.xml", "configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan"}},
+			wantSSH: []string{"cat /conf/config.xml", `echo "$SSH_CONNECTION"`, `/usr/local/bin/php -r 'require_once("config.inc"); require_once("interfaces.inc"); $details = legacy_interfaces_details(); foreach (array_keys(get_interface_list()) as $dev) { if (!in_array($dev, array("igb1"))) { configure_interface_hardware($dev, $details); } }'`}},
 		{name: "nothing to do", version: "26.1.2", actions: []string{"none"}},
 	}
 	for _, tc := range tests {
@@ -130,7 +130,7 @@ func TestOPNsenseApplyRefusals(t *testing.T) {
 		{name: "blocklist", version: "26.1.2", actions: []string{"filter-reload", "blocklist-update"}, wantErr: "pfBlockerNG is pfSense-only"},
 		{name: "firmware", version: "26.1.2", actions: []string{"firmware-switch"}, wantErr: "go through Upgrade"},
 		{name: "unknown", version: "26.1.2", actions: []string{"reboot-everything"}, wantErr: `unknown action "reboot-everything"`},
-		{name: "25.7 interfaces without ssh", version: "25.7.11", actions: []string{"filter-reload", "interfaces-reconfigure"}, wantErr: "OPNsense 25.7.11 reconfigures interfaces only from a shell (configctl): add an ssh section"},
+		{name: "25.7 interfaces without ssh", version: "25.7.11", actions: []string{"filter-reload", "interfaces-reconfigure"}, wantErr: "OPNsense 25.7.11 applies offload settings only from a shell (its GUI's interfaces_hardware): add an ssh section"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -780,8 +780,9 @@ func nicOffloads(t *testing.T, em *labtest.Firewall, nic string) []string {
 	return got
 }
 
-// TestOPNsenseOffloadApply: an offload change reaches the NICs, through the
-// firewall's own reconfigure (from config.xml) and explicit ifconfig.
+// TestOPNsenseOffloadApply: an offload change reaches the NICs through the
+// GUI's own apply (26.1+: the Interfaces settings reconfigure; before:
+// interfaces_hardware's walk), and fwab sets no flag with ifconfig itself.
 func TestOPNsenseOffloadApply(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -790,17 +791,16 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 		wantSSH []string
 		actions []configxml.Action
 	}{
-		{name: "26.1 with ssh", version: "26.1.2", shell: true,
-			wantSSH: []string{"ifconfig igb0 tso lro", "ifconfig igb1 tso lro"}, actions: []configxml.Action{configxml.ActionInterfaces}},
+		{name: "26.1 with ssh", version: "26.1.2", shell: true, actions: []configxml.Action{configxml.ActionInterfaces}},
 		{name: "26.1 API only", version: "26.1.2", actions: []configxml.Action{configxml.ActionInterfaces}},
-		{name: "25.7 configctl", version: "25.7.11", shell: true,
-			wantSSH: []string{"configctl interface reconfigure lan", "configctl interface reconfigure lo0", "configctl interface reconfigure wan", "ifconfig igb0 tso lro", "ifconfig igb1 tso lro"},
-			actions: []configxml.Action{lab.ActionInterfaceReconfigure, lab.ActionInterfaceReconfigure, lab.ActionInterfaceReconfigure}},
+		{name: "25.7 interfaces_hardware", version: "25.7.11", shell: true,
+			wantSSH: []string{`/usr/local/bin/php -r 'require_once("config.inc"); require_once("interfaces.inc"); $details = legacy_interfaces_details(); foreach (array_keys(get_interface_list()) as $dev) { if (!in_array($dev, array())) { configure_interface_hardware($dev, $details); } }'`},
+			actions: []configxml.Action{configxml.ActionInterfaces}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{})
+			fw, em := newOPNsense(t, labtest.Options{Version: tc.version}, tc.shell, fwapi.OPNsenseOptions{OffloadSSHInterface: true})
 			raw, err := fw.ReadConfig(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -832,7 +832,7 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 			}
 			var got []string
 			for _, c := range since(em.Commands(), cmds) {
-				if strings.HasPrefix(c, "configctl") || strings.HasPrefix(c, "ifconfig igb") {
+				if strings.HasPrefix(c, "configctl") || strings.HasPrefix(c, "ifconfig igb") || strings.HasPrefix(c, "/usr/local/bin/php") {
 					got = append(got, c)
 				}
 			}
@@ -845,24 +845,6 @@ func TestOPNsenseOffloadApply(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestOPNsenseOffloadOffExplicit: switching an offload off runs the "-" form.
-func TestOPNsenseOffloadOffExplicit(t *testing.T) {
-	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
-	em.Run(t, "ifconfig igb1 txcsum rxcsum txcsum6 rxcsum6", "")
-	// Config untouched: only the explicit ifconfig can switch the flags.
-	em.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/interfaces/settings/reconfigure", Body: `{"status":"ok"}`}}})
-	err := fw.Apply(context.Background(), []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := nicOffloads(t, em, "igb1"); len(got) != 0 {
-		t.Errorf("igb1 offloads = %v, want none", got)
-	}
-	if !slices.Contains(em.Commands(), "ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6") {
-		t.Errorf("commands %q lack the explicit ifconfig", em.Commands())
 	}
 }
 

@@ -8,9 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
@@ -24,7 +24,6 @@ const (
 	pfBackupDir     = "/conf/backup"
 	pfVersionFile   = "/etc/version"
 	pfFilterReload  = "/etc/rc.filter_configure_sync"
-	pfIfaceReload   = "/etc/rc.reload_interfaces"
 	pfReloadAll     = "/etc/rc.reload_all"
 	pfIPsecRestart  = "/usr/local/sbin/pfSsh.php playback restartipsec"
 	pfSuricataRC    = "/usr/local/etc/rc.d/suricata.sh"
@@ -32,9 +31,15 @@ const (
 	pfSuricataStart = pfSuricataRC + " start"
 	// pfSuricataSync is the package's own remote resync recipe
 	// (suricata_do_xmlrpc_sync) with the rules rebuilt, as its GUI does
-	// for a newly enabled interface.
-	pfSuricataSync  = `/usr/local/bin/php -r 'require_once("/usr/local/pkg/suricata/suricata.inc"); global $g, $rebuild_rules, $suricata_gui_include, $pkg_interface; $suricata_gui_include = false; $pkg_interface = "console"; $rebuild_rules = true; sync_suricata_package_config(); $rebuild_rules = false;'`
-	pfBlockerUpdate = "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php update"
+	// for a newly enabled interface; suricata_postinstall keeps it from
+	// pushing the configuration on to an HA peer, outside fwab's lock and
+	// rollback.
+	// upstream: not settled — sync_suricata_package_config() ends with `if (!isset($g['suricata_postinstall']) && !is_platform_booting()) { suricata_sync_on_changes(); }` in pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc (read in the file index, no line numbers); checked at run time only on the peer, which fwab does not reach
+	pfSuricataSync = `/usr/local/bin/php -r 'require_once("/usr/local/pkg/suricata/suricata.inc"); global $g, $rebuild_rules, $suricata_gui_include, $pkg_interface; $suricata_gui_include = false; $pkg_interface = "console"; $g["suricata_postinstall"] = true; $rebuild_rules = true; sync_suricata_package_config(); $rebuild_rules = false;'`
+	// pfBlockerUpdate rebuilds the aliases and rules from the downloaded
+	// lists (updateip re-parses them; update would not re-parse a list it
+	// already has, so a changed setting would not take).
+	pfBlockerUpdate = "/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php updateip"
 	pfUpgradeCmd    = "/usr/local/sbin/pfSense-upgrade"
 	pfUpgrade       = pfUpgradeCmd + " -y"
 )
@@ -44,7 +49,7 @@ const (
 // resynced and started from the restored config, and pfBlockerNG reloaded.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1105 — `function reload_all_sync()`: interfaces, routing, cron, sshd and webgui, no package sync or start
-// upstream: not settled — pfBlockerNG's CLI verbs (`update`) come from a 2019 copy of pfblockerng.php (pfsense/FreeBSD-ports@9f9964613dfd1fc2dea0396a192daecf9c1c842d); checked at run time by the blocklist check of fwapi.VerifyRuntime after the session restores
+// upstream: pfsense/FreeBSD-ports@70469728f9e1f7d75dbb7dbad220173cb3d450bb net/pfSense-pkg-pfBlockerNG/files/usr/local/www/pfblockerng/pfblockerng.php:165 — the verbs it takes: `in_array($argv[1], array('update', 'updateip'`
 var (
 	pfRollbackBefore = []string{"[ -x " + pfSuricataRC + " ] && " + pfSuricataStop}
 	pfRollbackAfter  = []string{
@@ -73,8 +78,10 @@ type PfSenseOptions struct {
 	// RebootTimeout bounds the reboot action (crypto.hardware): the
 	// reboot and the wait for SSH and pf; default 15 minutes.
 	RebootTimeout time.Duration
-	// OffloadSSHInterface lets Apply push offload flags to the NIC the SSH
-	// session uses too; by default it is left to pfSense's own reconfigure.
+	// OffloadSSHInterface lets Apply change the offload flags of the NIC
+	// the SSH session runs over (and the interfaces over it) too, as the
+	// GUI does; by default they are left as they are: a capability change
+	// may reset the link on some drivers.
 	OffloadSSHInterface bool
 }
 
@@ -84,6 +91,9 @@ type PfSense struct {
 	sh   *SSHClient
 	log  *slog.Logger
 	opts PfSenseOptions
+
+	mu      sync.Mutex
+	adopted []byte // config.xml as the last Apply's package actions saved it (AdoptedConfig)
 }
 
 var (
@@ -230,11 +240,14 @@ func PlanActions(changes []configxml.Change) ([]configxml.Action, error) {
 }
 
 // Apply runs the narrowest pfSense command for each action the changes
-// need, once each, in PlanActions order. Offload changes are also pushed
-// with ifconfig to the devices pfSense applies them to (pushOffloads).
+// need, once each, in PlanActions order; offload changes as the GUI
+// applies them (applyOffloads).
 func (p *PfSense) Apply(ctx context.Context, changes []configxml.Change) error {
 	plan, err := PlanActions(changes)
 	if err != nil {
+		return fmt.Errorf("pfsense apply: %w", err)
+	}
+	if _, err := offloadArgs(changes); err != nil {
 		return fmt.Errorf("pfsense apply: %w", err)
 	}
 	if len(plan) == 0 {
@@ -243,6 +256,9 @@ func (p *PfSense) Apply(ctx context.Context, changes []configxml.Change) error {
 	if _, err := p.output(ctx, "rm -f "+pfConfigCache); err != nil {
 		return fmt.Errorf("pfsense apply: %w", err)
 	}
+	p.mu.Lock()
+	p.adopted = nil
+	p.mu.Unlock()
 	for _, a := range plan {
 		start := time.Now()
 		if err := p.runAction(ctx, a, changes); err != nil {
@@ -259,28 +275,19 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		_, err := p.output(ctx, pfFilterReload)
 		return err
 	case configxml.ActionInterfaces:
-		if _, err := p.output(ctx, pfIfaceReload); err != nil {
-			return err
-		}
-		return p.pushOffloads(ctx, changes)
+		return p.applyOffloads(ctx)
 	case configxml.ActionIDSRestart:
 		// The package bakes each interface's run mode into suricata.sh when
 		// it syncs: stop with the old script (it knows the old instances,
 		// including those the new config disables), resync with the rules
 		// rebuilt, then start with the new script.
 		// upstream: not settled — suricata_create_rc() bakes `$run_mode` per enabled interface into suricata.sh at each sync, and suricata_prepare_rule_files() returns early `if (!$rebuild_rules)` (pfsense/FreeBSD-ports@e2173cf2 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, an older copy, lines not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps
-		for _, cmd := range []string{pfSuricataStop, pfSuricataSync, pfSuricataStart} {
-			if _, err := p.output(ctx, cmd); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.packageAction(ctx, "Suricata", suricataOwns, pfSuricataStop, pfSuricataSync, pfSuricataStart)
 	case configxml.ActionIPsecRestart:
 		_, err := p.output(ctx, pfIPsecRestart)
 		return err
 	case configxml.ActionBlocklistUpdate:
-		_, err := p.output(ctx, pfBlockerUpdate)
-		return err
+		return p.packageAction(ctx, "pfBlockerNG", pfBlockerNGOwns, pfBlockerUpdate)
 	case configxml.ActionReboot:
 		// rc.bootup loads the accelerator modules (load_crypto) and
 		// applies everything else; WaitReady tells the new boot from the
@@ -293,20 +300,49 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 	return fmt.Errorf("no pfSense command for action %q", a)
 }
 
-// pushOffloads sets the changed offload flags with ifconfig on the devices
-// pfSense itself applies them to, in its order (configxml.OffloadDevices:
-// the assigned interfaces in config order, VLAN parents first), never on
-// an unassigned NIC, and not on the NIC fwab's SSH session comes in
-// through unless PfSenseOptions.OffloadSSHInterface asks for it: toggling
-// capabilities can reset a link. Checksum offload is not turned on where
-// pfSense forces it off (vtnet, ena).
-//
-// upstream: not settled — whether a capability change resets the link is the NIC driver's business, not pfSense's; fwab assumes it may on every driver and finds the SSH NIC at run time by `$SSH_CONNECTION` in sshDevice
-func (p *PfSense) pushOffloads(ctx context.Context, changes []configxml.Change) error {
-	args, err := offloadArgs(changes)
-	if err != nil || len(args) == 0 {
+// packageAction runs a package's commands, reading config.xml before and
+// after: a save by the package is adopted when it changed only what the
+// package owns (packageWriteAdoption), and fails the action otherwise.
+func (p *PfSense) packageAction(ctx context.Context, pkg string, owns packageOwned, cmds ...string) error {
+	before, err := p.ReadConfig(ctx)
+	if err != nil {
 		return err
 	}
+	for _, cmd := range cmds {
+		if _, err := p.output(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	after, err := p.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(before, after) {
+		return nil
+	}
+	if err := packageWriteAdoption(before, after, owns); err != nil {
+		return fmt.Errorf("%s saved config.xml: %w", pkg, err)
+	}
+	p.log.Info("the package saved config.xml with changes of its own only (as it does on every run); adopting the new file for this step", "package", pkg, "sha256", SHA256Hex(after))
+	p.mu.Lock()
+	p.adopted = after
+	p.mu.Unlock()
+	return nil
+}
+
+// AdoptedConfig is the config.xml the last Apply left on the firewall when
+// a package action saved it (see packageAction); ok is false when Apply
+// left config.xml as written.
+func (p *PfSense) AdoptedConfig() (config []byte, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.adopted, p.adopted != nil
+}
+
+// applyOffloads applies the config's offload flags as the GUI does
+// (pfOffloadApply), leaving out the interfaces over the NIC fwab's SSH
+// session uses unless PfSenseOptions.OffloadSSHInterface includes them.
+func (p *PfSense) applyOffloads(ctx context.Context) error {
 	raw, err := p.ReadConfig(ctx)
 	if err != nil {
 		return err
@@ -315,90 +351,22 @@ func (p *PfSense) pushOffloads(ctx context.Context, changes []configxml.Change) 
 	if err != nil {
 		return fmt.Errorf("parse config.xml: %w", err)
 	}
-	out, err := p.output(ctx, "ifconfig -a")
-	if err != nil {
-		return err
-	}
-	ifs, err := ParseIfconfig(out)
-	if err != nil {
-		return err
-	}
-	present := map[string]bool{}
-	for _, s := range ifs {
-		present[s.Name] = true
-	}
-	// The SSH session's device and every device underneath it (a VLAN's
-	// parent, a LAGG's members): a capability change on any resets its link.
 	var skip []string
 	if !p.opts.OffloadSSHInterface {
-		dev, err := p.sshDevice(ctx, cfg, out)
+		devs, err := managementDevices(ctx, p.output, cfg)
 		if err != nil {
 			return err
 		}
-		if dev != "" {
-			skip = append([]string{dev}, cfg.UnderneathDevices(dev)...)
+		if skip = keysOver(cfg, devs); len(skip) > 0 {
+			p.log.Warn("offload flags not applied to the interfaces the SSH session runs over (offload_management: true in the target applies them there too)", "interfaces", strings.Join(skip, ","))
 		}
 	}
-	for _, dev := range cfg.OffloadDevices() {
-		if !present[dev] {
-			continue
-		}
-		if slices.Contains(skip, dev) {
-			p.log.Warn("offload flags not pushed to the interface the SSH session uses; pfSense's own reconfigure still applies the config to it", "device", dev)
-			continue
-		}
-		devArgs := args
-		if configxml.PfSenseForcesChecksumOff(dev) {
-			devArgs = nil
-			for _, a := range args {
-				if !slices.Contains(checksumCaps, a) {
-					devArgs = append(devArgs, a)
-				}
-			}
-		}
-		if len(devArgs) == 0 {
-			continue
-		}
-		if _, err := p.output(ctx, shellJoin(append([]string{"ifconfig", dev}, devArgs...)...)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checksumCaps are the ifconfig words that turn checksum offload on.
-var checksumCaps = []string{"txcsum", "rxcsum", "txcsum6", "rxcsum6"}
-
-// sshDevice is the device the SSH session reaches the firewall on: the
-// server address of $SSH_CONNECTION, found among the config's interface
-// addresses or the inet lines of ifconfigOut; "" when none has it (a
-// loopback or tunnel).
-func (p *PfSense) sshDevice(ctx context.Context, cfg *configxml.Config, ifconfigOut string) (string, error) {
-	out, err := p.output(ctx, `echo "$SSH_CONNECTION"`)
+	cmd, err := pfOffloadApply(skip)
 	if err != nil {
-		return "", err
+		return err
 	}
-	f := strings.Fields(out)
-	if len(f) < 4 {
-		return "", nil
-	}
-	addr := f[2]
-	for _, i := range cfg.Interfaces() {
-		if i.IPAddr == addr {
-			return i.Device, nil
-		}
-	}
-	dev := ""
-	for _, line := range strings.Split(ifconfigOut, "\n") {
-		if line != "" && line[0] != ' ' && line[0] != '\t' {
-			dev, _, _ = strings.Cut(line, ":")
-			continue
-		}
-		if w := strings.Fields(line); len(w) >= 2 && w[0] == "inet" && w[1] == addr {
-			return dev, nil
-		}
-	}
-	return "", nil
+	_, err = p.output(ctx, cmd)
+	return err
 }
 
 // offloadArgs turns offload changes into ifconfig arguments: -txcsum to
@@ -439,6 +407,11 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	st.Interfaces = make(map[string]IfaceState, len(ifs))
 	for _, s := range ifs {
 		st.Interfaces[s.Name] = s
+	}
+	if !p.opts.OffloadSSHInterface {
+		if st.Management, err = managementDevices(ctx, p.output, nil); err != nil {
+			return st, wrap(err)
+		}
 	}
 	out, err := p.output(ctx, "pfctl -si")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,15 @@ func newPfSense(t *testing.T, o labtest.Options) (*labtest.Firewall, *fwapi.PfSe
 	return em, fw
 }
 
+// guiOffloadApply is what an offload change runs: the GUI's
+// setup_microcode() walk, leaving out the LAN the session runs over.
+var guiOffloadApply = []string{
+	"rm -f /tmp/config.cache",
+	"cat /conf/config.xml",
+	`echo "$SSH_CONNECTION"`,
+	`/usr/local/bin/php -r 'require_once("config.inc"); require_once("functions.inc"); foreach (array_keys(get_configured_interface_list(true)) as $if) { if (!in_array($if, array("lan"))) { enable_hardware_offloading($if); } }'`,
+}
+
 func TestPfSenseApplyOffloadCommands(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -42,29 +52,13 @@ func TestPfSenseApplyOffloadCommands(t *testing.T) {
 				{Knob: "offload.checksum", From: "on", To: "off", Action: configxml.ActionInterfaces},
 				{Knob: "offload.tso", From: "on", To: "off", Action: configxml.ActionInterfaces},
 			},
-			want: []string{
-				"rm -f /tmp/config.cache",
-				"/etc/rc.reload_interfaces",
-				"cat /conf/config.xml",
-				"ifconfig -a",
-				`echo "$SSH_CONNECTION"`,
-				"ifconfig igb0 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
-				"ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6 -tso",
-			},
+			want:    guiOffloadApply,
 			actions: []configxml.Action{configxml.ActionInterfaces},
 		},
 		{
 			name:    "lro on",
 			changes: []configxml.Change{{Knob: "offload.lro", From: "off", To: "on", Action: configxml.ActionInterfaces}},
-			want: []string{
-				"rm -f /tmp/config.cache",
-				"/etc/rc.reload_interfaces",
-				"cat /conf/config.xml",
-				"ifconfig -a",
-				`echo "$SSH_CONNECTION"`,
-				"ifconfig igb0 lro",
-				"ifconfig igb1 lro",
-			},
+			want:    guiOffloadApply,
 			actions: []configxml.Action{configxml.ActionInterfaces},
 		},
 		{
@@ -153,8 +147,11 @@ func TestPfSenseRuntimeState(t *testing.T) {
 	if st.Version != em.Version() {
 		t.Errorf("Version = %q, want %q", st.Version, em.Version())
 	}
-	if got := fwapi.OffloadState(st.Interfaces["igb1"], "offload.checksum"); got != "off" {
-		t.Errorf("igb1 checksum offload = %s, want off (options %v)", got, st.Interfaces["igb1"].Options)
+	if got := fwapi.OffloadState(st.Interfaces["igb0"], "offload.checksum"); got != "off" {
+		t.Errorf("igb0 checksum offload = %s, want off (options %v)", got, st.Interfaces["igb0"].Options)
+	}
+	if !slices.Equal(st.Management, []string{"igb1"}) {
+		t.Errorf("Management = %v, want [igb1]: the LAN the session runs over, left as it was", st.Management)
 	}
 	if len(st.IPsec) != 0 || len(st.IDS) != 0 {
 		t.Errorf("IPsec %v, IDS %v; want none on the factory config", st.IPsec, st.IDS)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,6 +229,25 @@ type RebootRollbacker interface {
 	ArmRollbackReboot(ctx context.Context, previous []byte, after time.Duration) error
 }
 
+// afterReload are the AfterReload lines, then, when there are any, the
+// saved config put back once more: the package syncs they run save
+// config.xml themselves (Suricata's cron jobs, pfBlockerNG's aliases and
+// rules), and the box must end on the very file it restored. Their
+// additions stay in force until the next save, as after fwab's own
+// restore (rewriteAdopted).
+//
+// upstream: pfsense 2.7.2 src/etc/inc/services.inc:5090 — install_cron_job saves with `write_config(` when a job changes (Suricata's sync installs its log-limit job)
+func (g ShellGuard) afterReload(saved, conf string) []string {
+	if len(g.AfterReload) == 0 {
+		return nil
+	}
+	again := ShellQuote(saved + ".again")
+	return append(slices.Clone(g.AfterReload),
+		"cp "+ShellQuote(saved)+" "+again+" && mv "+again+" "+conf+" && sync",
+		"rm -f "+ShellQuote(g.cachePath()),
+	)
+}
+
 func (g ShellGuard) configPath() string {
 	if g.ConfigPath != "" {
 		return g.ConfigPath
@@ -244,6 +264,21 @@ func (g ShellGuard) run(ctx context.Context, cmd string) (string, error) {
 		return string(out), &CommandError{Cmd: cmd, Exit: code, Stderr: string(errOut)}
 	}
 	return string(out), nil
+}
+
+// query runs a command that only reads: when the connection is lost under
+// it (a reload on the box reconfigured the interface the session runs
+// over: the rollback's or the lease's rc.reload_all), it runs again on a
+// new connection, up to three times.
+func (g ShellGuard) query(ctx context.Context, cmd string) (string, error) {
+	var err error
+	for range 3 {
+		var out string
+		if out, err = g.run(ctx, cmd); !errors.Is(err, ErrConnectionLost) {
+			return out, err
+		}
+	}
+	return "", err
 }
 
 // Lock takes the firewall lock, or returns a *LockedError naming the holder.
@@ -397,7 +432,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "sync", "shutdown -r now", "")
 	} else {
 		lines = append(lines, reload)
-		lines = append(lines, g.AfterReload...)
+		lines = append(lines, g.afterReload(RollbackConfig, conf)...)
 		lines = append(lines, hookRm...)
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")
 	}
@@ -531,7 +566,7 @@ func (g ShellGuard) awaitRunning(ctx context.Context, since string) (state, at s
 // RollbackFired reports whether the rollback script completed.
 func (g ShellGuard) RollbackFired(ctx context.Context) (bool, string, error) {
 	fired, seen := ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen")
-	out, err := g.run(ctx, "if [ -f "+fired+" ]; then cat "+fired+"; elif [ -f "+seen+" ]; then cat "+seen+"; else echo no; fi")
+	out, err := g.query(ctx, "if [ -f "+fired+" ]; then cat "+fired+"; elif [ -f "+seen+" ]; then cat "+seen+"; else echo no; fi")
 	if err != nil {
 		return false, "", fmt.Errorf("rollback status: %w", err)
 	}

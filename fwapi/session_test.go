@@ -320,7 +320,7 @@ func TestOPNsenseShellGuard(t *testing.T) {
 }
 
 func TestSessionApplyChecked(t *testing.T) {
-	fake, fw := newPfSense(t, labtest.Options{})
+	fake, fw := newPfSense(t, labtest.Options{SSHVia: lab.NoManagement})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	c, err := configxml.LoadBytes(orig)
@@ -336,7 +336,7 @@ func TestSessionApplyChecked(t *testing.T) {
 	}
 	// A NIC that ignores the request: the runtime keeps TXCSUM off, so
 	// the check must fail and the previous config come back.
-	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "/etc/rc.reload_interfaces", Skip: true}, {On: "ifconfig igb", Skip: true}}})
+	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "enable_hardware_offloading", Skip: true}}})
 	if err := c.Set("offload.checksum", "on"); err != nil {
 		t.Fatal(err)
 	}
@@ -641,5 +641,49 @@ func TestRelockAfterOPNsenseReboot(t *testing.T) {
 	var locked *fwapi.LockedError
 	if _, err := g.Relock(ctx, owner("alice@ws1")); !errors.As(err, &locked) {
 		t.Errorf("Relock with a lock directory made after the boot = %v, want a *LockedError", err)
+	}
+}
+
+// TestPfSensePackageSavesAreAdopted: pfBlockerNG's update and Suricata's
+// sync save config.xml themselves (their aliases, rules and cron jobs,
+// under a new revision); the session adopts exactly that, verifies, and
+// restores the original at the end.
+func TestPfSensePackageSavesAreAdopted(t *testing.T) {
+	for _, knob := range []struct {
+		name, value string
+		action      configxml.Action
+		owned       string // what the package adds to config.xml
+	}{
+		{"blocklist", "on", configxml.ActionBlocklistUpdate, "<name>pfB_PRI1_v4</name>"},
+		{"ids@lan", "ids", configxml.ActionIDSRestart, "suricata_check_cron_misc.inc"},
+	} {
+		t.Run(knob.name, func(t *testing.T) {
+			fake, fw := newPfSense(t, labtest.Options{})
+			orig := fake.File(t, "/conf/config.xml")
+			s := startSession(t, fw, t.TempDir(), "alice@ws1")
+			c, err := configxml.LoadBytes(orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(knob.name, knob.value); err != nil {
+				t.Fatal(err)
+			}
+			ch := []configxml.Change{{Knob: knob.name, To: knob.value, Action: knob.action}}
+			if err := s.Apply(t.Context(), c.Bytes(), ch, nil); err != nil {
+				t.Fatalf("Apply(%s=%s): %v", knob.name, knob.value, err)
+			}
+			if now := fake.File(t, "/conf/config.xml"); !bytes.Contains(now, []byte(knob.owned)) {
+				t.Errorf("the emulated package did not save %s into config.xml", knob.owned)
+			}
+			if _, ok := fw.AdoptedConfig(); !ok {
+				t.Errorf("AdoptedConfig() not set after the package saved config.xml")
+			}
+			if err := s.Close(t.Context()); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+				t.Errorf("config.xml after Close differs from the original")
+			}
+		})
 	}
 }

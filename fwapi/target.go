@@ -34,6 +34,10 @@ type Target struct {
 	// restores the session's original by itself (Go duration, e.g. 10m;
 	// default DefaultLease). A command's --lease overrides it.
 	Lease string `yaml:"lease,omitempty"`
+	// OffloadManagement lets offload changes reach the NIC fwab's session
+	// runs over, as the products' GUIs do; by default fwab leaves it as it
+	// is (a capability change may reset its link) and verify says so.
+	OffloadManagement bool `yaml:"offload_management,omitempty"`
 }
 
 // LeaseLength is the target's lease, or 0 when it names none.

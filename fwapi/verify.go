@@ -103,7 +103,14 @@ func (rc *runtimeCheck) checkOffloads() {
 				// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")`: checksum offload is off there whatever the config says
 				want = "off"
 			}
-			if got := OffloadState(s, knob); got != want {
+			got := OffloadState(s, knob)
+			switch {
+			case got == want:
+			case slices.Contains(rc.st.Management, a.dev):
+				rc.add(RuleOffloadMismatch, "offload-mismatch", configxml.SeverityError,
+					"%s is %s in the config but %s (%s) shows it %s: fwab leaves the NIC its SSH session runs over as it is; set offload_management: true in the target to change it too (as the GUI does; some drivers reset the link), or reach the firewall through another interface",
+					knob, want, a.dev, a.key, got)
+			default:
 				rc.add(RuleOffloadMismatch, "offload-mismatch", configxml.SeverityError,
 					"%s is %s in the config but %s (%s) shows it %s: options %s; reconfigure the interface or reboot",
 					knob, want, a.dev, a.key, got, strings.Join(s.Options, ","))

@@ -83,8 +83,10 @@ type Emulator struct {
 	// SpareNIC is a device no data plane port backs ("" for none): an
 	// unassigned NIC for ifconfig -a; see NICs.Spare.
 	SpareNIC string
-	// SSHVia is the config interface SSH sessions come in through; see
-	// EmulatorOptions.SSHVia.
+	// SSHVia is the config interface SSH sessions (and the REST API's)
+	// come in through, the management interface; "" is none (sessions
+	// arrive on 127.0.0.1). See management.go for what reconfiguring it
+	// does to them.
 	SSHVia string
 	// Links are the DUT ports' emulated NICs, by veth: each port is shaped
 	// to its line rate (see shapePorts) and ifconfig's media line shows it.
@@ -119,19 +121,22 @@ type Emulator struct {
 	fault       Fault        // the injected faults (fault.go)
 	linkTrigger *linkTrigger // an armed LinkDownOn fault
 	linkHeld    bool         // the link is down for fault.LinkDown
+	resetUntil  time.Time    // the management NIC's link resets until then (management.go)
 
-	amu           sync.Mutex
-	actions       []configxml.Action // service actions run (Actions)
-	cmdLog        []string           // SSH command lines run (Commands)
-	offloadLog    []string           // devices offload flags were set on (OffloadLog)
-	spareOffloads Offloads           // the spare NIC's flags
-	apiLog        []string           // REST API routes called (Requests)
-	life          context.Context    // Serve's context: background work of faults
+	amu            sync.Mutex
+	actions        []configxml.Action // service actions run (Actions)
+	cmdLog         []string           // SSH command lines run (Commands)
+	offloadLog     []string           // devices offload flags were set on (OffloadLog)
+	spareOffloads  Offloads           // the spare NIC's flags
+	apiLog         []string           // REST API routes called (Requests)
+	unknownEntries []string           // commands and routes the call-graph table lacks (callgraph.go)
+	life           context.Context    // Serve's context: background work of faults
 
 	lmu      sync.Mutex
 	ln       net.Listener
 	conns    map[*ssh.ServerConn]bool
-	down     chan struct{} // closed while SSH is down for a reboot; nil when up
+	apiConns map[net.Conn]bool // the REST API's (management.go)
+	down     chan struct{}     // closed while SSH is down for a reboot; nil when up
 	rebootCh chan struct{}
 }
 
@@ -424,8 +429,15 @@ func (e *Emulator) configBytesForApply() ([]byte, error) {
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — `get_configured_interface_list(true)`: the assigned interfaces only
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")` forces checksum offload off
 func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) error {
+	return e.applyOffloadsTo(ctx, root, root.OffloadDevices())
+}
+
+// applyOffloadsTo sets config.xml's offload flags on the devices given, in
+// order; pfSense forces checksum offload off on vtnet and ena. A device
+// neither a port nor the spare NIC is left alone (a VLAN, lo0).
+func (e *Emulator) applyOffloadsTo(ctx context.Context, root *configxml.Config, devs []string) error {
 	cfg := OffloadsFromConfig(root)
-	for _, dev := range root.OffloadDevices() {
+	for _, dev := range devs {
 		o := cfg
 		if configxml.PfSenseForcesChecksumOff(dev) && !e.opnsense() {
 			o.TXCSUM, o.RXCSUM = false, false
@@ -442,6 +454,7 @@ func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) 
 			continue
 		}
 		e.loggedOffload(dev)
+		e.capabilitiesChanged(dev)
 		e.logger().Info("interface configured", "device", dev, "txcsum", o.TXCSUM, "rxcsum", o.RXCSUM, "tso", o.TSO, "lro", o.LRO)
 	}
 	return nil

@@ -293,7 +293,8 @@ func (e *Emulator) writeFault(p string, removal bool) error {
 func (e *Emulator) silent() bool {
 	e.fmu.Lock()
 	defer e.fmu.Unlock()
-	return time.Now().Before(e.fault.SilentUntil)
+	now := time.Now()
+	return now.Before(e.fault.SilentUntil) || now.Before(e.resetUntil)
 }
 
 // waitAudible blocks while the link is silent (or until ctx ends).

@@ -97,7 +97,11 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface, media
 	fmt.Fprintf(c.stdout, "\tdescription: %s\n", in.descr)
 	fmt.Fprintf(c.stdout, "\toptions=%x<%s>\n", v, strings.Join(names, ","))
 	fmt.Fprintf(c.stdout, "\tether %s\n", l.MAC)
-	for _, a := range l.Addrs {
+	addrs := l.Addrs
+	if len(addrs) == 0 {
+		addrs = e.configAddrs(in.dev)
+	}
+	for _, a := range addrs {
 		mask := ^uint32(0) << (32 - a.Bits())
 		b := a.Addr().As4()
 		bc := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | ^mask
@@ -120,6 +124,25 @@ func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface, media
 		}
 	}
 	fmt.Fprintln(c.stdout, "\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>")
+	return nil
+}
+
+// configAddrs is the static IPv4 address config.xml gives dev, for a
+// data plane that holds none (the recording one): what the box's
+// interface_configure set.
+func (e *Emulator) configAddrs(dev string) []netip.Prefix {
+	root, err := parseConfigFile(e)
+	if err != nil {
+		return nil
+	}
+	for _, i := range root.Interfaces() {
+		if i.Device != dev {
+			continue
+		}
+		if p, err := netip.ParsePrefix(i.IPAddr + "/" + i.Subnet); err == nil && p.Addr().Is4() {
+			return []netip.Prefix{p}
+		}
+	}
 	return nil
 }
 
@@ -202,6 +225,7 @@ func (e *Emulator) cmdIfconfig(ctx context.Context, c *call) error {
 		}
 	}
 	e.loggedOffload("ifconfig " + in.dev)
+	defer e.capabilitiesChanged(in.dev)
 	if in.veth == "" {
 		e.spareOffloads = o
 		return nil
@@ -439,42 +463,12 @@ func (e *Emulator) cmdNetstat(ctx context.Context, c *call) error {
 // according to enable_cb, then reloads the filter.
 func (e *Emulator) cmdPhp(ctx context.Context, c *call) error {
 	if len(c.args) == 3 && c.args[1] == "-r" {
-		return e.phpCode(c, c.args[2])
+		return e.phpCode(ctx, c, c.args[2])
 	}
-	if len(c.args) != 3 || c.args[1] != "/usr/local/www/pfblockerng/pfblockerng.php" {
-		return c.errorf(1, "php: the lab emulates only /usr/local/www/pfblockerng/pfblockerng.php update|updateip")
+	if e.opnsense() || len(c.args) != 3 || c.args[1] != "/usr/local/www/pfblockerng/pfblockerng.php" {
+		return c.errorf(1, "php: the lab emulates only /usr/local/www/pfblockerng/pfblockerng.php update|updateip|cron on pfSense")
 	}
-	switch c.args[2] {
-	case "update", "updateip", "cron":
-	default:
-		return c.errorf(1, "pfblockerng.php: %s is not emulated (update, updateip, cron)", c.args[2])
-	}
-	e.did(configxml.ActionBlocklistUpdate)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	root, err := e.configForApply()
-	if err != nil {
-		return c.errorf(1, "pfblockerng.php: %v", err)
-	}
-	e.blocklist = BlocklistEnabled(root)
-	fmt.Fprintf(c.stdout, "\n UPDATE PROCESS START [ %s ]\n\n", time.Now().UTC().Format("01/02/06 15:04:05"))
-	if err := e.applyFilter(ctx, root); err != nil {
-		return c.errorf(1, "pfblockerng.php: filter reload: %v", err)
-	}
-	if err := e.applySlowdown(ctx); err != nil {
-		return c.errorf(1, "pfblockerng.php: %v", err)
-	}
-	if e.blocklist {
-		size := e.BlocklistSize
-		if size == 0 {
-			size = DefaultBlocklistSize
-		}
-		fmt.Fprintf(c.stdout, "===[  Aliastables / Rules  ]================================\n\n %s\t\t[ %d ] entries\n\n", BlocklistSet, size)
-	} else {
-		fmt.Fprintln(c.stdout, " pfBlockerNG is disabled: removing its tables and rules.")
-	}
-	fmt.Fprintf(c.stdout, "\n UPDATE PROCESS ENDED [ %s ]\n", time.Now().UTC().Format("01/02/06 15:04:05"))
-	return nil
+	return e.pfBlockerNG(ctx, c, c.args[2])
 }
 
 func (e *Emulator) cmdFilterReload(ctx context.Context, c *call) error {
@@ -517,6 +511,10 @@ func (e *Emulator) reload(ctx context.Context, c *call, interfaces bool) error {
 	}
 	if err := e.applySlowdown(ctx); err != nil {
 		return c.errorf(1, "%s: %v", c.args[0], err)
+	}
+	if interfaces {
+		// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1070 — `interfaces_configure()` in reload_interfaces_sync (rc.reload_interfaces), and at 1127 in reload_all_sync (rc.reload_all): every interface
+		e.managementReconfigured(c.args[0])
 	}
 	return nil
 }
@@ -746,12 +744,18 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 	return nil
 }
 
-// phpCode runs the one piece of PHP the lab emulates: the Suricata
-// package's resync, which bakes the rc script from the config as it is now
+// phpCode runs the PHP the lab emulates: the GUI's offload apply
+// (offload.go), and the Suricata package's resync, which bakes the rc script from the config as it is now
 // (pfSense reads /tmp/config.cache first).
-func (e *Emulator) phpCode(c *call, code string) error {
+func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
+	if handled, err := e.offloadPHP(ctx, code); handled {
+		if err != nil {
+			return c.errorf(255, "php: %v", err)
+		}
+		return nil
+	}
 	if !strings.Contains(code, `require_once("/usr/local/pkg/suricata/suricata.inc")`) || !strings.Contains(code, "sync_suricata_package_config();") {
-		return c.errorf(255, "php: the lab emulates only require_once(\"/usr/local/pkg/suricata/suricata.inc\"); ... sync_suricata_package_config();")
+		return c.errorf(255, "php: the lab emulates only the GUI's offload apply and require_once(\"/usr/local/pkg/suricata/suricata.inc\"); ... sync_suricata_package_config();")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -760,6 +764,9 @@ func (e *Emulator) phpCode(c *call, code string) error {
 		return c.errorf(255, "php: %v", err)
 	}
 	if err := e.bakeSuricataRC(root); err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
+	if err := e.suricataCronLocked(); err != nil {
 		return c.errorf(255, "php: %v", err)
 	}
 	return nil

@@ -695,6 +695,10 @@ func writeTarget(o Options, st *State) error {
 			Client: fwapi.Endpoint{Addr: ClientAddr, Netns: topo.Namespace("lan")},
 			Server: fwapi.Endpoint{Addr: ServerAddr, Netns: topo.Namespace("wan")},
 		},
+		// The lab's management interface is its LAN (SSHVia); its emulated
+		// link rides out a capability change, so offload changes reach it
+		// too, as the GUI's do.
+		OffloadManagement: true,
 	}
 	if topo.second() {
 		tf.Targets[TargetName].Endpoints.Name = "link1"
@@ -776,6 +780,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		PasswordFile:   filepath.Join(dir, PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
+		SSHVia:         "lan", // the management interface, as on a factory box (management.go)
 		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
 		Links:          map[string]LinkSpec{},
 	}

@@ -65,8 +65,11 @@ type EmulatorOptions struct {
 	RebootDelay time.Duration
 	// SavepointTimer is OPNsense's filter savepoint timer; default 60 s.
 	SavepointTimer time.Duration
-	// SSHVia is the config interface (wan, lan, optN) the SSH sessions come
-	// in through: $SSH_CONNECTION names its address; default 127.0.0.1.
+	// SSHVia is the config interface (wan, lan, optN) the SSH and REST
+	// sessions come in through, the management interface:
+	// $SSH_CONNECTION names its address, and reconfiguring it drops the
+	// sessions (management.go). Default "lan", as on a factory box;
+	// NoManagement for none (sessions arrive on 127.0.0.1).
 	SSHVia string
 	// Password, when set, is a password root and admin may log in with.
 	Password string
@@ -158,6 +161,12 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		SpareNIC:       o.NICs.spare(),
 		SSHVia:         o.SSHVia,
 	}
+	switch e.SSHVia {
+	case "":
+		e.SSHVia = "lan"
+	case NoManagement:
+		e.SSHVia = ""
+	}
 	if e.Ports.WanDev == "" && e.Ports.LanDev == "" {
 		e.Ports = localPorts(o.NICs)
 	}
@@ -241,6 +250,10 @@ func StartLocal(dir string, o EmulatorOptions) (*Local, error) {
 	l.Target = &fwapi.Target{
 		Name: "emulator", Flavor: string(em.flavor()), Host: "127.0.0.1",
 		SSH: &fwapi.SSHSpec{Port: p, User: "root", KeyFile: filepath.Join(dir, userKeyFile), KnownHosts: filepath.Join(dir, knownHostFile)},
+		// The emulated management link rides out a capability change (a
+		// short silence), so offload changes reach the LAN too, as the
+		// GUI's do; a real box's target decides this for itself.
+		OffloadManagement: true,
 	}
 	if l.APIAddr != "" {
 		l.Target.API = &fwapi.APISpec{

@@ -97,6 +97,7 @@ func (e *Emulator) ServeAPI(ctx context.Context, addr string, cert tls.Certifica
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(e.logger().Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnState:         e.trackAPIConn,
 	}
 	if ready != nil {
 		ready(ln.Addr())
@@ -150,6 +151,9 @@ func (a *opnAPI) handler() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
+		if pattern != "/" {
+			a.e.sawRoute(strings.TrimSuffix(pattern, "/"))
+		}
 		a.e.amu.Lock()
 		a.e.apiLog = append(a.e.apiLog, cmp.Or(strings.TrimSuffix(pattern, "/"), r.Method+" "+r.URL.Path))
 		a.e.amu.Unlock()

@@ -54,6 +54,7 @@ func (e *Emulator) opnCommands() map[string]command {
 			return e.cmdFilterReload(ctx, c)
 		},
 		"/usr/local/etc/rc.d/suricata": e.cmdSuricataRC,
+		"/usr/local/bin/php":           e.cmdPhp,
 	}
 }
 
@@ -87,6 +88,8 @@ func (e *Emulator) cmdOPNReloadAll(ctx context.Context, c *call) error {
 	if err := e.reloadAll(ctx); err != nil {
 		return c.errorf(1, "%s: %v", c.args[0], err)
 	}
+	// upstream: opnsense-core 24.7 src/etc/rc.reload_all:53 — `interfaces_configure(true)`: every interface
+	e.managementReconfigured(c.args[0])
 	return nil
 }
 
@@ -192,7 +195,9 @@ func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
 	case len(a) >= 2 && a[0] == "filter" && a[1] == "reload":
 		err = e.reloadFilter(ctx)
 	case len(a) == 3 && a[0] == "interface" && a[1] == "reconfigure":
-		err = e.reconfigureInterfaces(ctx, a[2])
+		if err = e.reconfigureInterfaces(ctx, a[2]); err == nil {
+			defer e.managementReconfigured("configctl interface reconfigure", a[2])
+		}
 	case len(a) == 3 && a[0] == "interface" && a[1] == "settings" && a[2] == "configure":
 		err = e.reconfigureInterfaces(ctx, "")
 	case len(a) == 2 && a[0] == "ids" && a[1] == "status":

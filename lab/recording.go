@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"math"
-	"net/netip"
 	"sync"
 )
 
@@ -64,7 +63,8 @@ func (d *RecordingDataPlane) Offloads(_ context.Context, veth string) (Offloads,
 }
 
 func (d *RecordingDataPlane) Link(_ context.Context, veth string) (Link, error) {
-	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("198.18.1.1/24")}}, nil
+	// No addresses: the emulator prints what config.xml gives each device.
+	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true}, nil
 }
 
 func (d *RecordingDataPlane) Shape(_ context.Context, veth string, rate float64) error {

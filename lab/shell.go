@@ -126,16 +126,23 @@ func (e *Emulator) pfSenseCommands() map[string]command {
 
 // lookup finds a command by absolute path or, for a bare name, along PATH.
 func (e *Emulator) lookup(cmds map[string]command, name string) (command, bool) {
+	c, _, ok := e.resolve(cmds, name)
+	return c, ok
+}
+
+// resolve is lookup with the command's absolute path.
+func (e *Emulator) resolve(cmds map[string]command, name string) (command, string, bool) {
 	if strings.Contains(name, "/") {
-		c, ok := cmds[filepath.Clean(name)]
-		return c, ok
+		p := filepath.Clean(name)
+		c, ok := cmds[p]
+		return c, p, ok
 	}
 	for _, d := range shellPath {
 		if c, ok := cmds[d+"/"+name]; ok {
-			return c, true
+			return c, d + "/" + name, true
 		}
 	}
-	return nil, false
+	return nil, "", false
 }
 
 // Exec runs one command line as the firewall's /bin/sh would, in four
@@ -250,7 +257,7 @@ func builtinAsCommand(ctx context.Context, args []string) ([]string, error) {
 func (e *Emulator) dispatch(ctx context.Context, cmds map[string]command, args []string) error {
 	hc := interp.HandlerCtx(ctx)
 	cl := &call{args: args, stdin: hc.Stdin, stdout: hc.Stdout, stderr: hc.Stderr, dir: hc.Dir}
-	c, ok := e.lookup(cmds, args[0])
+	c, path, ok := e.resolve(cmds, args[0])
 	if !ok && strings.Contains(args[0], "/") {
 		return e.execFile(ctx, cl)
 	}
@@ -258,6 +265,7 @@ func (e *Emulator) dispatch(ctx context.Context, cmds map[string]command, args [
 		fmt.Fprintf(hc.Stderr, "sh: %s: command not found\n", args[0])
 		return interp.ExitStatus(127)
 	}
+	e.sawCommand(append([]string{path}, args[1:]...))
 	return c(ctx, cl)
 }
 

@@ -47,6 +47,7 @@ func labTargetWith(t *testing.T, o labtest.Options, trustHost bool) (*labtest.Fi
 	}
 	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: " + em.Target.Host + "\n    ssh:\n      port: " + strconv.Itoa(ssh.Port) +
 		"\n      user: admin\n      key_file: " + ssh.KeyFile + "\n      known_hosts: " + kh +
+		"\n    offload_management: true" + // the emulated LAN is the management interface: see TestFwApplyOffloadLeavesManagementNIC
 		"\n    endpoints:\n      client: {addr: 198.18.1.10}\n      server: {addr: 198.19.1.10}\n"
 	path := filepath.Join(t.TempDir(), "targets.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -121,13 +122,36 @@ func TestFwApplyOffload(t *testing.T) {
 		t.Errorf("offload.checksum on the firewall = %q, want off", v)
 	}
 	cmds := strings.Join(fake.Commands(), "\n")
-	for _, want := range []string{"/etc/rc.reload_interfaces", "ifconfig igb1 -txcsum -rxcsum -txcsum6 -rxcsum6", "pkill -F /var/run/fwab-rollback.pid"} {
+	for _, want := range []string{"enable_hardware_offloading($if)", "array())", "pkill -F /var/run/fwab-rollback.pid"} {
 		if !strings.Contains(cmds, want) {
 			t.Errorf("commands lack %q", want)
 		}
 	}
 	if len(fake.Glob(fwapi.LockDir)) != 0 || fake.Running(fwapi.RollbackPIDFile) {
 		t.Errorf("fw apply left the lock or an armed rollback")
+	}
+}
+
+// TestFwApplyOffloadLeavesManagementNIC: on a box managed over its LAN
+// (a factory box) and a target without offload_management, an offload
+// change leaves the LAN's NIC as it was; verify says so, naming the
+// setting, and the box is restored.
+func TestFwApplyOffloadLeavesManagementNIC(t *testing.T) {
+	fake, targets := labTarget(t, nil, true)
+	orig := fake.File(t, "/conf/config.xml")
+	data, err := os.ReadFile(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(targets, bytes.Replace(data, []byte("\n    offload_management: true"), nil, 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := fwabRun(t, "fw", "apply", "--target", "fw1", "--targets", targets, "offload.checksum=off")
+	if code != 1 || !strings.Contains(errOut, "offload_management: true") || !strings.Contains(errOut, "igb1 (lan)") {
+		t.Errorf("fw apply without offload_management = %d, %s; want exit 1 naming igb1 (lan) and offload_management: true", code, errOut)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Errorf("the refused change was not undone")
 	}
 }
 

@@ -169,7 +169,8 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 	pfTarget := func(pwFile string) *fwapi.Target {
 		return &fwapi.Target{Flavor: "pfsense", Host: host, SSH: &fwapi.SSHSpec{
 			Port: port, User: "admin", PasswordFile: pwFile, KnownHosts: pf.Target.SSH.KnownHosts,
-		}, Endpoints: fwapi.Endpoints{Client: fwapi.Endpoint{Addr: "198.18.1.10"}, Server: fwapi.Endpoint{Addr: "198.19.1.10"}}}
+		}, Endpoints: fwapi.Endpoints{Client: fwapi.Endpoint{Addr: "198.18.1.10"}, Server: fwapi.Endpoint{Addr: "198.19.1.10"}},
+			OffloadManagement: true} // the emulated LAN is the management interface
 	}
 	badAPI := *opnTarget
 	badSpec := *opnTarget.API

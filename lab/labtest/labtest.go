@@ -35,6 +35,9 @@ func Start(t testing.TB, o Options) *Firewall {
 		t.Fatalf("start the emulator: %v", err)
 	}
 	t.Cleanup(func() {
+		if u := l.UnknownEntries(); len(u) > 0 {
+			t.Errorf("the emulator ran entry points the call-graph table lacks (add each to docs/callgraph.md and lab.EntryPoints, with every effect the product has): %q", u)
+		}
 		if err := l.Close(); err != nil {
 			t.Errorf("emulator: %v", err)
 		}

@@ -87,33 +87,30 @@ func (f fixture) unsupported() []configxml.Action {
 	return nil
 }
 
-// checkActions compares the service actions the emulator ran with want,
-// in which an interfaces action on OPNsense before 26.1 stands for a
-// reconfigure of each interface (the release has no reconfigure of all).
+// checkActions compares the service actions the emulator ran with want.
 func (f fixture) checkActions(t *testing.T, what string, want []configxml.Action) {
 	t.Helper()
-	if f.Product() == configxml.OPNsense && f.Version() < "26.1" {
-		var per []configxml.Action
-		for _, a := range want {
-			if a != configxml.ActionInterfaces {
-				per = append(per, a)
-				continue
-			}
-			for range f.interfaceKeys(t) {
-				per = append(per, lab.ActionInterfaceReconfigure)
-			}
-		}
-		want = per
-	}
 	if diff := cmp.Diff(want, f.Actions(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: service actions mismatch (-want +got):\n%s", what, diff)
 	}
 }
 
-// interfaceKeys are the interfaces of the stored config.
 // writeKnob reads the firewall's config, sets one knob and writes it back
 // without applying anything; it returns the config written.
 func (f fixture) writeKnob(t *testing.T, knob, value string) *configxml.Config {
+	t.Helper()
+	c := f.readConfig(t)
+	if err := c.Set(knob, value); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(t.Context(), c.Bytes(), "suite: "+knob+" "+value); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readConfig reads the firewall's config through the driver.
+func (f fixture) readConfig(t *testing.T) *configxml.Config {
 	t.Helper()
 	data, err := f.fw.ReadConfig(t.Context())
 	if err != nil {
@@ -126,22 +123,17 @@ func (f fixture) writeKnob(t *testing.T, knob, value string) *configxml.Config {
 	if err := c.SetProduct(strings.TrimSuffix(f.Version(), "-RELEASE")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(knob, value); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.fw.WriteConfig(t.Context(), c.Bytes(), "suite: "+knob+" "+value); err != nil {
-		t.Fatal(err)
-	}
 	return c
 }
 
-func (f fixture) interfaceKeys(t *testing.T) []configxml.Interface {
+// readKnob is a knob's value in the firewall's config.
+func (f fixture) readKnob(t *testing.T, knob string) string {
 	t.Helper()
-	c, err := configxml.LoadBytes(f.StoredConfig(t))
+	v, err := f.readConfig(t).Get(knob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Interfaces()
+	return v
 }
 
 // TestInfo: Info names the product, a version, a hostname and the NICs.
@@ -270,7 +262,8 @@ func (s *Suite) TestApplyRunsEachActionOnceInOrder(t *testing.T) {
 }
 
 // TestRuntimeStateFollowsOffloadApply: after an offload change and its
-// apply, ifconfig on every NIC shows the new state.
+// apply, ifconfig on every NIC shows the new state, but for the one the
+// management session runs over where fwab leaves it alone.
 func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 	f := s.start(t)
 	ctx := t.Context()
@@ -288,6 +281,9 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 			t.Fatalf("RuntimeState: %v", err)
 		}
 		for _, nic := range info.NICs {
+			if slices.Contains(st.Management, nic) {
+				continue // left as it was: TestOffloadApplyAsTheGUI
+			}
 			i, ok := st.Interfaces[nic]
 			if !ok {
 				t.Errorf("RuntimeState has no interface %s", nic)
@@ -302,6 +298,67 @@ func (s *Suite) TestRuntimeStateFollowsOffloadApply(t *testing.T) {
 		}
 		if st.Version == "" {
 			t.Errorf("RuntimeState().Version is empty")
+		}
+	}
+}
+
+// TestOffloadApplyAsTheGUI: an offload change reaches the NICs as the
+// product's GUI applies it, with no interface reconfigure (which would
+// drop the management session: the LAN, as on a factory box), and leaves
+// the NIC the session runs over as it is where fwab runs the GUI's code
+// itself (pfSense; OPNsense before 26.1), which verify then reports;
+// with the target's offload_management it changes that NIC too.
+func (s *Suite) TestOffloadApplyAsTheGUI(t *testing.T) {
+	for _, include := range []bool{false, true} {
+		o := s.Options
+		if s.Setup != nil {
+			s.Setup(t, &o)
+		}
+		o.SSHVia = "lan"
+		em := Start(t, o)
+		em.Target.OffloadManagement = include
+		f := fixture{Firewall: em, fw: em.Open(t)}
+		ctx := t.Context()
+		from, to := "on", "off"
+		if f.readKnob(t, "offload.checksum") == "off" {
+			from, to = to, from
+		}
+		c := f.writeKnob(t, "offload.checksum", to)
+		f.ResetActions()
+		if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "offload.checksum", From: from, To: to, Action: configxml.ActionInterfaces}}); err != nil {
+			t.Fatalf("offload_management %v: Apply(checksum %s): %v", include, to, err)
+		}
+		for _, a := range f.Actions() {
+			if a == lab.ActionInterfaceReconfigure || a == lab.ActionReloadAll {
+				t.Errorf("offload_management %v: the offload apply ran %s: the GUI only sets the NICs' flags", include, a)
+			}
+		}
+		st, err := f.fw.RuntimeState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guiTouchesAll := f.Product() == configxml.OPNsense && f.Version() >= "26.1"
+		for _, dev := range []string{f.Ports.WanDev, f.Ports.LanDev} {
+			want := to
+			if dev == f.Ports.LanDev && !include && !guiTouchesAll {
+				want = from
+			}
+			if got := fwapi.OffloadState(st.Interfaces[dev], "offload.checksum"); got != want {
+				t.Errorf("offload_management %v: after the apply %s shows checksum offload %s, want %s (the management NIC is %s)", include, dev, got, want, f.Ports.LanDev)
+			}
+		}
+		var mgmt []configxml.Finding
+		for _, x := range fwapi.VerifyRuntime(c, st) {
+			if x.Rule == fwapi.RuleOffloadMismatch {
+				mgmt = append(mgmt, x)
+			}
+		}
+		if !include && !guiTouchesAll {
+			if len(mgmt) != 1 || !strings.Contains(mgmt[0].Message, "offload_management") {
+				t.Errorf("offload_management off: verify's %s findings = %v, want one naming the management NIC and offload_management (management: %v)", fwapi.RuleOffloadMismatch, mgmt, st.Management)
+			}
+		} else if len(mgmt) != 0 {
+			t.Errorf("offload_management %v: verify reports %v after the apply", include, mgmt)
 		}
 	}
 }
