@@ -30,7 +30,7 @@ func getNATMode(c *Config, _ string) (string, error) {
 func validateNATMode(c *Config, _, value string) error {
 	if value == "advanced" && c.outboundRules() == 0 {
 		if m, _ := getNATMode(c, ""); m != "advanced" {
-			return fmt.Errorf("advanced needs manual rules, and the config has no enabled manual outbound NAT rule: the firewall would translate nothing (its GUI copies the automatic rules first; fwab does not); use hybrid, or add manual rules (an xml: knob) in an earlier step")
+			return fmt.Errorf("advanced needs manual rules, and the config has no enabled manual outbound NAT rule: the firewall would translate nothing (pfSense's GUI copies the automatic rules first, fwab does not; OPNsense's never does); use hybrid, or add manual rules (an xml: knob) in an earlier step")
 		}
 	}
 	return nil

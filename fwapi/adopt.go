@@ -20,29 +20,37 @@ import (
 // upstream: not settled — the full list of pfBlockerNG's writes (pfblockerng.inc, read at pfsense/FreeBSD-ports@a5d60b052f64fb576e94286a563fd872091351df without line numbers); checked at run time: a write outside the owned parts is refused naming the first difference
 
 // packageOwned says whether an element of config.xml belongs to a package
-// (its changes are the package's own); before is the element's
-// counterpart in the file fwab wrote, nil when it had none.
-type packageOwned func(e *etree.Element) bool
+// (its changes are the package's own); before is the file as fwab left it.
+type packageOwned func(e *etree.Element, before *etree.Document) bool
 
-// pfBlockerNGOwns: the pfB_ aliases, the rules whose description starts
-// pfB_, the pfblockerng.php cron items, and the table limit it sets.
-func pfBlockerNGOwns(e *etree.Element) bool {
+// pfBlockerNGOwns: the pfB_ aliases, the rules the package made (a pfB_
+// description, created by "Auto"), the pfblockerng.php cron items, and
+// the table limit it sets where none was set.
+func pfBlockerNGOwns(e *etree.Element, before *etree.Document) bool {
 	switch path := elementPath(e); path {
 	case "aliases/alias":
 		return strings.HasPrefix(childText(e, "name"), "pfB_")
 	case "filter/rule":
-		return strings.HasPrefix(childText(e, "descr"), "pfB_")
+		return strings.HasPrefix(childText(e, "descr"), "pfB_") && e.FindElement("created/username") != nil &&
+			strings.TrimSpace(e.FindElement("created/username").Text()) == "Auto"
 	case "cron/item":
 		return strings.Contains(childText(e, "command"), "/usr/local/www/pfblockerng/pfblockerng.php ")
 	case "system/maximumtableentries":
-		return true
+		prev := before.FindElement("/*/system/maximumtableentries")
+		v := strings.TrimSpace(e.Text())
+		return (prev == nil || strings.TrimSpace(prev.Text()) == "") && (v == "" || v == pfBlockerNGTableLimit)
 	}
 	return false
 }
 
+// pfBlockerNGTableLimit is the table limit pfBlockerNG sets where none is.
+//
+// upstream: not settled — pfblockerng.inc sets `maximumtableentries` to 2000000 when it is empty (pfsense/FreeBSD-ports@a5d60b052f64fb576e94286a563fd872091351df, read in the file index without line numbers); checked at run time: any other value, or a change of a set one, is refused
+const pfBlockerNGTableLimit = "2000000"
+
 // suricataOwns: the package's three cron jobs (log limit, rule updates,
 // expiry of blocked hosts).
-func suricataOwns(e *etree.Element) bool {
+func suricataOwns(e *etree.Element, _ *etree.Document) bool {
 	if elementPath(e) != "cron/item" {
 		return false
 	}
@@ -54,9 +62,13 @@ func suricataOwns(e *etree.Element) bool {
 
 // packageWriteAdoption checks that after differs from before only in what
 // owns marks (and <revision>, and layout): both trees with the owned
-// elements removed must be the same, in order.
+// elements removed must be the same, in order, empty elements included
+// (pfSense reads <disabled/>, <disablefilter/> by their presence).
 func packageWriteAdoption(before, after []byte, owns packageOwned) error {
-	b, a := etree.NewDocument(), etree.NewDocument()
+	ref, b, a := etree.NewDocument(), etree.NewDocument(), etree.NewDocument()
+	if err := ref.ReadFromBytes(before); err != nil {
+		return err
+	}
 	if err := b.ReadFromBytes(before); err != nil {
 		return err
 	}
@@ -66,22 +78,22 @@ func packageWriteAdoption(before, after []byte, owns packageOwned) error {
 	if b.Root() == nil || a.Root() == nil {
 		return errors.New("config.xml has no root element")
 	}
-	dropOwned(b.Root(), owns)
-	dropOwned(a.Root(), owns)
-	if x, y := xmlCanon(b.Root()), xmlCanon(a.Root()); x != y {
+	dropOwned(b.Root(), ref, owns)
+	dropOwned(a.Root(), ref, owns)
+	if x, y := xmlCanonStrict(b.Root()), xmlCanonStrict(a.Root()); x != y {
 		return fmt.Errorf("it changed more than the package's own elements (first difference near %q)", firstDifference(x, y))
 	}
 	return nil
 }
 
 // dropOwned removes every element under root that owns marks.
-func dropOwned(root *etree.Element, owns packageOwned) {
+func dropOwned(root *etree.Element, before *etree.Document, owns packageOwned) {
 	for _, c := range root.ChildElements() {
-		if owns(c) {
+		if owns(c, before) {
 			root.RemoveChild(c)
 			continue
 		}
-		dropOwned(c, owns)
+		dropOwned(c, before, owns)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestPackageWriteAdoption(t *testing.T) {
 	pfb := strings.NewReplacer(
 		"<revision><time>1</time></revision>", "<revision><time>2</time><description>(system): pfBlockerNG</description></revision>",
 		"<aliases>", "<aliases><alias><name>pfB_PRI1_v4</name></alias>",
-		"<filter>", "<filter><rule><descr>pfB_PRI1_v4 auto rule</descr></rule>",
+		"<filter>", "<filter><rule><descr>pfB_PRI1_v4 auto rule</descr><created><username>Auto</username></created></rule>",
 		"<system>", "<system><maximumtableentries>2000000</maximumtableentries>",
 		"</cron>", "<item><command>/usr/local/bin/php /usr/local/www/pfblockerng/pfblockerng.php cron</command></item></cron>",
 	).Replace(adoptBase)
@@ -34,6 +34,10 @@ func TestPackageWriteAdoption(t *testing.T) {
 		"user rules":     strings.Replace(pfb, "<rule><descr>user one</descr></rule><rule><descr>user two</descr></rule>", "<rule><descr>user two</descr></rule><rule><descr>user one</descr></rule>", 1),
 		"user alias":     strings.Replace(pfb, "<name>office</name>", "<name>office2</name>", 1),
 		"someone's cron": strings.Replace(pfb, "/usr/bin/true", "/usr/bin/false", 1),
+		"rule disabled":  strings.Replace(pfb, "<descr>user two</descr>", "<descr>user two</descr><disabled/>", 1),
+		"filter off":     strings.Replace(pfb, "<hostname>fw</hostname>", "<hostname>fw</hostname><disablefilter></disablefilter>", 1),
+		"table limit cut": strings.Replace(strings.Replace(pfb, "<maximumtableentries>2000000</maximumtableentries>", "", 1),
+			"<system>", "<system><maximumtableentries>1000</maximumtableentries>", 1),
 	}
 	for name, after := range refused {
 		if err := packageWriteAdoption([]byte(adoptBase), []byte(after), pfBlockerNGOwns); err == nil {

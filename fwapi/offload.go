@@ -17,9 +17,9 @@ import (
 // dyndns, on the interface fwab's session runs over too.
 //
 // upstream: pfsense 2.7.2 src/usr/local/pfSense/include/www/system_advanced_network.inc:227 — the GUI saves the flags with `setup_microcode()` alone
-// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — setup_microcode: `enable_hardware_offloading($if)` for each key of `get_configured_interface_list(true)` (2.6.0: 703; master: 737)
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:736 — setup_microcode: `enable_hardware_offloading($if)` for each key of `get_configured_interface_list(true)` (2.6.0: 705; master: 739)
 // upstream: opnsense-core 24.7 src/www/system_advanced_network.php:257 — the GUI applies them with `interfaces_hardware()` (25.7: same page; 26.1 and later: the Interfaces/Settings model and its reconfigure)
-// upstream: opnsense-core 24.7 src/etc/inc/interfaces.inc:660 — interfaces_hardware: `configure_interface_hardware($device, $intf_details)` for each device of `get_interface_list()` (25.7: 683)
+// upstream: opnsense-core 24.7 src/etc/inc/interfaces.inc:660 — interfaces_hardware: `configure_interface_hardware($device, $intf_details)` for each device of `get_interface_list()` (25.7: 689)
 //
 // Both GUIs change the NIC the browser's session runs over as well; fwab
 // leaves the NICs its own session runs over as they are unless the target
@@ -69,6 +69,25 @@ func opnOffloadApply(skip []string) (string, error) {
 		`foreach (array_keys(get_interface_list()) as $dev) { if (!in_array($dev, ` + arr + `)) { configure_interface_hardware($dev, $details); } }'`, nil
 }
 
+// offloadSkip reads config.xml and, unless include, the devices the SSH
+// session runs over (managementDevices): what an offload apply leaves
+// alone.
+func offloadSkip(ctx context.Context, read func(context.Context) ([]byte, error), run func(context.Context, string) (string, error), include bool) (*configxml.Config, []string, error) {
+	raw, err := read(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := configxml.LoadBytes(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse config.xml: %w", err)
+	}
+	if include {
+		return cfg, nil, nil
+	}
+	devs, err := managementDevices(ctx, run, cfg)
+	return cfg, devs, err
+}
+
 // managementDevices are the devices fwab's SSH session reaches the
 // firewall through: the device whose address is the server address of
 // $SSH_CONNECTION (from the config, else ifconfig -a), and every device
@@ -111,8 +130,8 @@ func managementDevices(ctx context.Context, run func(context.Context, string) (s
 	return append([]string{dev}, cfg.UnderneathDevices(dev)...), nil
 }
 
-// deviceWithAddress is the device whose inet line in ifconfig -a output
-// holds addr, or "".
+// deviceWithAddress is the device whose inet or inet6 line in ifconfig -a
+// output holds addr (a link-local one with or without its %scope), or "".
 func deviceWithAddress(ifconfigOut, addr string) string {
 	dev := ""
 	for _, line := range strings.Split(ifconfigOut, "\n") {
@@ -120,7 +139,11 @@ func deviceWithAddress(ifconfigOut, addr string) string {
 			dev, _, _ = strings.Cut(line, ":")
 			continue
 		}
-		if w := strings.Fields(line); len(w) >= 2 && w[0] == "inet" && w[1] == addr {
+		w := strings.Fields(line)
+		if len(w) < 2 || (w[0] != "inet" && w[0] != "inet6") {
+			continue
+		}
+		if a, _, _ := strings.Cut(w[1], "%"); a == addr || w[1] == addr {
 			return dev
 		}
 	}

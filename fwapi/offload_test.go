@@ -29,7 +29,7 @@ func TestManagementDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ifconfig := "igb0: flags=8843<UP> metric 0 mtu 1500\n\tinet 198.19.7.7 netmask 0xffffff00\nigb1: flags=8843<UP> metric 0 mtu 1500\n\tinet 198.18.1.1 netmask 0xffffff00\n"
+	ifconfig := "igb0: flags=8843<UP> metric 0 mtu 1500\n\tinet 198.19.7.7 netmask 0xffffff00\nigb1: flags=8843<UP> metric 0 mtu 1500\n\tinet 198.18.1.1 netmask 0xffffff00\n\tinet6 fe80::1%igb1 prefixlen 64 scopeid 0x2\n"
 	cases := []struct {
 		conn     string
 		wantDevs []string
@@ -38,6 +38,7 @@ func TestManagementDevices(t *testing.T) {
 		{"198.18.1.10 50022 198.18.1.1 22", []string{"igb1"}, []string{"lan", "opt1"}},
 		{"198.18.100.10 50022 198.18.100.1 22", []string{"igb1.100", "igb1"}, []string{"lan", "opt1"}},
 		{"198.19.7.10 50022 198.19.7.7 22", []string{"igb0"}, []string{"wan"}},
+		{"fe80::10%igb1 50022 fe80::1%igb1 22", []string{"igb1"}, []string{"lan", "opt1"}}, // IPv6 link-local
 		{"127.0.0.1 50022 127.0.0.1 22", nil, nil},
 		{"", nil, nil}, // no SSH_CONNECTION: nothing to leave out
 	}

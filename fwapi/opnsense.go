@@ -482,22 +482,12 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 // (opnOffloadApply), leaving out the NICs fwab's SSH session runs over
 // unless OPNsenseOptions.OffloadSSHInterface includes them.
 func (o *OPNsense) applyOffloads(ctx context.Context) error {
-	raw, err := o.ReadConfig(ctx)
+	_, skip, err := offloadSkip(ctx, o.ReadConfig, o.shellString, o.opts.OffloadSSHInterface)
 	if err != nil {
 		return err
 	}
-	cfg, err := configxml.LoadBytes(raw)
-	if err != nil {
-		return fmt.Errorf("parse config.xml: %w", err)
-	}
-	var skip []string
-	if !o.opts.OffloadSSHInterface {
-		if skip, err = managementDevices(ctx, o.shellString, cfg); err != nil {
-			return err
-		}
-		if len(skip) > 0 {
-			o.log.WarnContext(ctx, "offload flags not applied to the NICs the SSH session runs over (offload_management: true in the target applies them there too)", "devices", strings.Join(skip, ","))
-		}
+	if len(skip) > 0 {
+		o.log.WarnContext(ctx, "offload flags not applied to the NICs the SSH session runs over (offload_management: true in the target applies them there too)", "devices", strings.Join(skip, ","))
 	}
 	cmd, err := opnOffloadApply(skip)
 	if err != nil {
@@ -1206,13 +1196,25 @@ func idsCronAdoption(before, after []byte) error {
 }
 
 // xmlCanon renders an element tree for comparison: trimmed text, attributes
-// sorted, the root's <revision> block and empty leaf elements left out.
+// sorted, the root's <revision> block and empty leaf elements left out
+// (OPNsense's model saves write empty fields a hand edit may lack).
 func xmlCanon(root *etree.Element) string {
-	out, _ := canonElement(root, true)
+	out, _ := canonElement(root, true, false)
 	return out
 }
 
-func canonElement(e *etree.Element, isRoot bool) (string, bool) {
+// xmlCanonStrict is xmlCanon keeping empty elements: on pfSense a flag is
+// an empty element read by its presence.
+func xmlCanonStrict(root *etree.Element) string {
+	out, _ := canonElement(root, true, true)
+	return out
+}
+
+// emptyList are the pfSense list containers whose emptiness means nothing
+// (a package save may add an empty <cron> or leave <aliases> empty).
+var emptyList = map[string]bool{"aliases": true, "cron": true, "filter": true}
+
+func canonElement(e *etree.Element, isRoot, keepEmpty bool) (string, bool) {
 	text := strings.TrimSpace(e.Text())
 	attrs := make([]string, 0, len(e.Attr))
 	for _, at := range e.Attr {
@@ -1225,12 +1227,12 @@ func canonElement(e *etree.Element, isRoot bool) (string, bool) {
 		if isRoot && c.Tag == "revision" {
 			continue
 		}
-		if k, ok := canonElement(c, false); ok {
+		if k, ok := canonElement(c, false, keepEmpty); ok {
 			kids.WriteString(k)
 			n++
 		}
 	}
-	if text == "" && len(attrs) == 0 && n == 0 {
+	if text == "" && len(attrs) == 0 && n == 0 && (!keepEmpty || emptyList[e.Tag]) {
 		return "", false
 	}
 	return "<" + e.Tag + " " + strings.Join(attrs, " ") + ">" + text + kids.String() + "</>", true

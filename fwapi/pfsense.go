@@ -94,6 +94,7 @@ type PfSense struct {
 
 	mu      sync.Mutex
 	adopted []byte // config.xml as the last Apply's package actions saved it (AdoptedConfig)
+	written []byte // config.xml as WriteConfig wrote it, until the next Apply ends
 }
 
 var (
@@ -191,6 +192,9 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 		return fmt.Errorf("pfsense write config: %w", err)
 	}
 	p.log.Info("config written", "sha256", SHA256Hex(config), "description", description)
+	p.mu.Lock()
+	p.written = bytes.Clone(config)
+	p.mu.Unlock()
 	return nil
 }
 
@@ -259,6 +263,11 @@ func (p *PfSense) Apply(ctx context.Context, changes []configxml.Change) error {
 	p.mu.Lock()
 	p.adopted = nil
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.written = nil
+		p.mu.Unlock()
+	}()
 	for _, a := range plan {
 		start := time.Now()
 		if err := p.runAction(ctx, a, changes); err != nil {
@@ -304,9 +313,20 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 // after: a save by the package is adopted when it changed only what the
 // package owns (packageWriteAdoption), and fails the action otherwise.
 func (p *PfSense) packageAction(ctx context.Context, pkg string, owns packageOwned, cmds ...string) error {
-	before, err := p.ReadConfig(ctx)
-	if err != nil {
-		return err
+	// The baseline is the file fwab itself left (written, or adopted from
+	// an earlier package of this Apply): a save by anyone else in between
+	// is then a difference the package does not own, and refused.
+	p.mu.Lock()
+	before := p.adopted
+	if before == nil {
+		before = p.written
+	}
+	p.mu.Unlock()
+	if before == nil {
+		var err error
+		if before, err = p.ReadConfig(ctx); err != nil {
+			return err
+		}
 	}
 	for _, cmd := range cmds {
 		if _, err := p.output(ctx, cmd); err != nil {
@@ -343,23 +363,13 @@ func (p *PfSense) AdoptedConfig() (config []byte, ok bool) {
 // (pfOffloadApply), leaving out the interfaces over the NIC fwab's SSH
 // session uses unless PfSenseOptions.OffloadSSHInterface includes them.
 func (p *PfSense) applyOffloads(ctx context.Context) error {
-	raw, err := p.ReadConfig(ctx)
+	cfg, devs, err := offloadSkip(ctx, p.ReadConfig, p.output, p.opts.OffloadSSHInterface)
 	if err != nil {
 		return err
 	}
-	cfg, err := configxml.LoadBytes(raw)
-	if err != nil {
-		return fmt.Errorf("parse config.xml: %w", err)
-	}
-	var skip []string
-	if !p.opts.OffloadSSHInterface {
-		devs, err := managementDevices(ctx, p.output, cfg)
-		if err != nil {
-			return err
-		}
-		if skip = keysOver(cfg, devs); len(skip) > 0 {
-			p.log.Warn("offload flags not applied to the interfaces the SSH session runs over (offload_management: true in the target applies them there too)", "interfaces", strings.Join(skip, ","))
-		}
+	skip := keysOver(cfg, devs)
+	if len(skip) > 0 {
+		p.log.Warn("offload flags not applied to the interfaces the SSH session runs over (offload_management: true in the target applies them there too)", "interfaces", strings.Join(skip, ","))
 	}
 	cmd, err := pfOffloadApply(skip)
 	if err != nil {

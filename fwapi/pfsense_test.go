@@ -388,3 +388,28 @@ func editAndApply(t *testing.T, fw fwapi.Firewall, edit func(*configxml.Config) 
 	}
 	return fw.Apply(ctx, changes)
 }
+
+// TestPfSensePackageSaveOverForeignEditRefused: an edit by someone else
+// between fwab's write and the package's run is not adopted with the
+// package's own save: the baseline is what fwab wrote.
+func TestPfSensePackageSaveOverForeignEditRefused(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	c, err := configxml.LoadBytes(em.StoredConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("blocklist", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(t.Context(), c.Bytes(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", bytes.Replace(c.Bytes(), []byte("<hostname>pfSense</hostname>"), []byte("<hostname>edited</hostname>"), 1))
+	err = fw.Apply(t.Context(), []configxml.Change{{Knob: "blocklist", To: "on", Action: configxml.ActionBlocklistUpdate}})
+	if err == nil || !strings.Contains(err.Error(), "more than the package's own") {
+		t.Errorf("Apply after a foreign edit = %v, want the package's save refused", err)
+	}
+	if _, ok := fw.AdoptedConfig(); ok {
+		t.Errorf("a save over a foreign edit was adopted")
+	}
+}

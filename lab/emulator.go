@@ -26,6 +26,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/beevik/etree"
+
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/internal/atomicfile"
@@ -596,9 +598,19 @@ const (
 type slowdownSamples struct{ up, down []float64 }
 
 // configKey identifies a configuration by its content, without the
-// <revision> every change rewrites.
+// <revision> every change rewrites and the layout between elements (a
+// package's write_config re-serializes the whole file).
 func configKey(data []byte) string {
-	sum := sha256.Sum256(revisionRE.ReplaceAll(data, nil))
+	data = revisionRE.ReplaceAll(data, nil)
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(data); err == nil {
+		doc.Indent(etree.NoIndent)
+		doc.WriteSettings.CanonicalEndTags = true
+		if b, err := doc.WriteToBytes(); err == nil {
+			data = b
+		}
+	}
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }
 

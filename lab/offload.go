@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +15,7 @@ import (
 // (the ones its session runs over) named in an array literal. Only the
 // capability flags change: no address, route or session is touched.
 //
-// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:734 — setup_microcode: `enable_hardware_offloading($if)` for each key of `get_configured_interface_list(true)`
+// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:736 — setup_microcode: `enable_hardware_offloading($if)` for each key of `get_configured_interface_list(true)`
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:647 — `get_parent_interface($interface)`: the flags go to the parent first, then the interface
 // upstream: opnsense-core 24.7 src/etc/inc/interfaces.inc:660 — interfaces_hardware: `configure_interface_hardware($device, $intf_details)` for each device of `get_interface_list()`, the unassigned NICs included (25.7: 683)
 var (
@@ -51,6 +52,10 @@ func (e *Emulator) offloadPHP(ctx context.Context, code string) (handled bool, e
 	skip, ok := phpArrayNames(m[1])
 	if !ok {
 		return false, nil
+	}
+	if e.opnsense() && e.atLeast(26, 1) {
+		// upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:576 — `function _interfaces_hardware(`: 26.1 renamed it, so the 25.7 code dies
+		return true, errors.New("PHP Fatal error:  Uncaught Error: Call to undefined function configure_interface_hardware()")
 	}
 	e.did(configxml.ActionInterfaces)
 	e.mu.Lock()

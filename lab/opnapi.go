@@ -455,9 +455,12 @@ func (a *opnAPI) before(maj, mnr int, h http.HandlerFunc) http.HandlerFunc {
 
 // atLeast compares the running firmware with a release, read at each call:
 // a firmware upgrade changes which endpoints exist.
-func (a *opnAPI) atLeast(maj, mnr int) bool {
+func (a *opnAPI) atLeast(maj, mnr int) bool { return a.e.atLeast(maj, mnr) }
+
+// atLeast reports whether the emulated release is maj.mnr or later.
+func (e *Emulator) atLeast(maj, mnr int) bool {
 	var m, n int
-	fmt.Sscanf(a.e.Version(), "%d.%d", &m, &n)
+	fmt.Sscanf(e.Version(), "%d.%d", &m, &n)
 	return m > maj || (m == maj && n >= mnr)
 }
 

@@ -19,7 +19,7 @@ import (
 // filter and loads its tables. Disabled, it removes its aliases, rules
 // and job, and saves too.
 //
-// upstream: pfsense/FreeBSD-ports@70469728f9e1f7d75dbb7dbad220173cb3d450bb net/pfSense-pkg-pfBlockerNG/files/usr/local/www/pfblockerng/pfblockerng.php:180 — `case 'update':` then sync_package_pfblockerng('cron') (updateip at 176)
+// upstream: pfsense/FreeBSD-ports@70469728f9e1f7d75dbb7dbad220173cb3d450bb net/pfSense-pkg-pfBlockerNG/files/usr/local/www/pfblockerng/pfblockerng.php:176 — `case 'updateip':` (fwab's verb) then sync_package_pfblockerng; `update` at 180
 // upstream: not settled — pfblockerng.inc's write_config() calls (aliases, pfB_ rules, maximumtableentries, cron items) are read in pfsense/FreeBSD-ports@a5d60b052f64fb576e94286a563fd872091351df without line numbers (the file is not in the upstream copy); checked at run time by fwapi's package-write adoption, which accepts only pfB_-owned changes
 
 // Names the emulated package uses.

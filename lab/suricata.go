@@ -13,7 +13,7 @@ import (
 // saves config.xml with write_config(). (The rule-update and blocked-host
 // jobs follow settings the lab's configs leave at never.)
 //
-// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:798 — `suricata_cron_job_exists("suricata_check_cron_misc.inc"`, then install_cron_job at 804
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:798 — the log-limit job's `suricata_cron_job_exists` check, then install_cron_job at 804
 // upstream: not settled — suricata.inc is not in the upstream copy (read in the file index at that commit); checked at run time by fwapi's package-write adoption, which accepts only the package's cron items
 const suricataLogLimitCmd = "/usr/bin/nice -n20 /usr/local/bin/php-cgi -f /usr/local/pkg/suricata/suricata_check_cron_misc.inc"
 
