@@ -13,18 +13,6 @@ import (
 	"github.com/fwab/fwab/lab/labtest"
 )
 
-// TestDriverSuite runs the shared driver suite (lab/labtest) against the
-// pfSense and OPNsense drivers on every product version the knobs know.
-func TestDriverSuite(t *testing.T) {
-	for _, v := range labtest.Versions {
-		t.Run(string(v.Product)+"-"+v.Version, func(t *testing.T) {
-			t.Parallel()
-			s := &labtest.Suite{Options: labtest.Options{Product: v.Product, Version: v.Version}}
-			s.Run(t)
-		})
-	}
-}
-
 // TestOpenOPNsense: fwapi.Open picks the OPNsense driver by flavor.
 func TestOpenOPNsense(t *testing.T) {
 	ctx := context.Background()
