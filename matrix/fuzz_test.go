@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures"
@@ -39,6 +40,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if se.Error() == "" {
 				t.Fatal("empty error text")
+			}
+			if !utf8.ValidString(se.Error()) {
+				t.Fatalf("error text is not valid UTF-8: %q", se.Error())
 			}
 			return
 		}

@@ -107,7 +107,7 @@ func wrongType(tag, value, goType, text string) string {
 			want = "a mapping of keys to values"
 		}
 	}
-	what := "`" + value + "`"
+	what := "`" + strings.ToValidUTF8(value, "") + "`"
 	switch tag {
 	case "seq":
 		what = "a list"
@@ -121,12 +121,21 @@ func wrongType(tag, value, goType, text string) string {
 }
 
 // keyOf finds the key a value stands under on one source line, in block
-// ("repeats: five") or flow ("{duration: 5s, bitrate: x}") style.
+// ("repeats: five") or flow ("{duration: 5s, bitrate: x}") style. yaml.v3
+// shortens a long value to its first 7 bytes and "...", so the value is
+// matched as a prefix of what follows the key. Nothing from the input is
+// compiled: a value cut inside a character is not valid UTF-8.
 func keyOf(line, value string) string {
-	if value != "" {
-		re := regexp.MustCompile(`([A-Za-z_][\w.@-]*)\s*:\s*["']?` + regexp.QuoteMeta(value))
-		if m := re.FindStringSubmatch(line); m != nil {
-			return m[1]
+	if v := strings.TrimSuffix(value, "..."); v != "" {
+		for off := 0; off < len(line); {
+			i := strings.Index(line[off:], v)
+			if i < 0 {
+				break
+			}
+			if k := keyBefore(line[:off+i]); k != "" {
+				return k
+			}
+			off += i + 1
 		}
 	}
 	k, _, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "- "), ":")
@@ -134,6 +143,31 @@ func keyOf(line, value string) string {
 		return k
 	}
 	return ""
+}
+
+// keyBefore reads "key: " or "key: '" backwards from the end of s and
+// returns the key: a letter or underscore, then letters, digits and _.@-.
+func keyBefore(s string) string {
+	s = strings.TrimRight(s, "\"'")
+	s = strings.TrimRight(s, " \t")
+	s, ok := strings.CutSuffix(s, ":")
+	if !ok {
+		return ""
+	}
+	s = strings.TrimRight(s, " \t")
+	i := len(s)
+	for i > 0 && isKeyByte(s[i-1]) {
+		i--
+	}
+	k := s[i:]
+	for k != "" && !(k[0] == '_' || 'A' <= k[0]&^0x20 && k[0]&^0x20 <= 'Z') {
+		k = k[1:]
+	}
+	return k
+}
+
+func isKeyByte(c byte) bool {
+	return c == '_' || c == '.' || c == '@' || c == '-' || '0' <= c && c <= '9' || 'A' <= c&^0x20 && c&^0x20 <= 'Z'
 }
 
 // structTypes maps each struct type reachable from t by its name as yaml.v3

@@ -39,6 +39,10 @@ func TestTranslate(t *testing.T) {
 		{"tags: one\n", "line 1: tags must be a list, such as [a, b], not `one`"},
 		{"fixed: [a]\n", "line 1: fixed must be a mapping of keys to values, not a list"},
 		{"target: lab\nprobes:\n\t- {name: a}\n", "line 3: tabs are not allowed in YAML: indent with spaces"},
+		// yaml.v3 cuts a long value to 7 bytes and "...", here inside a
+		// two-byte character: the message must still name the key and
+		// stay valid UTF-8.
+		{"repeats: 000000Жeleven\n", "line 1: repeats must be a whole number, not `000000...`"},
 		{"repeats: five\nudp: maybe\n", "line 1: repeats must be a whole number, not `five`; line 2: udp must be true or false, not `maybe`"},
 	} {
 		var s spec
