@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -35,11 +34,6 @@ type Runner interface {
 // OPNsenseOptions configure the OPNsense driver. The zero value is usable.
 type OPNsenseOptions struct {
 	REST RESTOptions
-	// Rollback arms the SSH rollback script (restore the previous config.xml
-	// unless disarmed), e.g. ShellRollback. Required for commit-confirmed on
-	// 26.7+, which has no filter savepoint API; on older firmware it is armed
-	// together with the savepoint, which covers MVC filter rules only.
-	Rollback func(ctx context.Context) (disarm func(context.Context) error, err error)
 	// PollInterval is how often Upgrade and WaitReady poll; default 5 s.
 	PollInterval time.Duration
 	// UpgradeTimeout bounds Upgrade, reboot included; default 45 min.
@@ -71,7 +65,6 @@ type OPNsense struct {
 
 	mu        sync.Mutex
 	version   opnVersion
-	savepoint string // filter savepoint revision while a rollback is armed (≤26.1)
 	rebooting bool
 	marked    bool   // Reboot left rebootMarker: WaitReady waits for it to go
 	adopted   []byte // config.xml as the last Apply's IDS reconfigure saved it (AdoptedConfig)
@@ -95,23 +88,6 @@ var (
 	_ Firewall = (*GuardedOPNsense)(nil)
 	_ Guard    = (*GuardedOPNsense)(nil)
 )
-
-// ShellRollback is an OPNsenseOptions.Rollback that arms the SSH rollback
-// script (ShellGuard) with the config.xml the firewall holds when armed: the
-// firewall restores it after the delay unless disarmed.
-func ShellRollback(sh Shell, after time.Duration) func(context.Context) (func(context.Context) error, error) {
-	g := OPNsenseShellGuard(sh)
-	return func(ctx context.Context) (func(context.Context) error, error) {
-		prev, err := sh.ReadFile(ctx, g.configPath())
-		if err != nil {
-			return nil, fmt.Errorf("ssh rollback: %w", err)
-		}
-		if err := g.ArmRollback(ctx, prev, after); err != nil {
-			return nil, err
-		}
-		return g.Disarm, nil
-	}
-}
 
 // NewGuardedOPNsense pairs the driver with the lock and rollback run over sh.
 func NewGuardedOPNsense(fw *OPNsense, sh Shell) *GuardedOPNsense {
@@ -139,7 +115,6 @@ func openOPNsense(ctx context.Context, t *Target, opts OpenOptions) (Firewall, e
 	if err != nil {
 		return nil, err
 	}
-	o.Rollback = ShellRollback(sh, savepointTimer)
 	fw, err := NewOPNsense(ctx, t, sh, o)
 	if err != nil {
 		sh.Close()
@@ -209,9 +184,9 @@ func (v opnVersion) atLeast(maj, mnr int) bool {
 }
 
 // Firmware differences: 26.1 moved the offload flags to an MVC model with
-// an interfaces settings API and turned IDS "ips" 0/1 into "mode"; 26.7
-// removed the filter savepoint/rollback API.
-func (v opnVersion) hasFilterSavepoint() bool   { return !v.atLeast(26, 7) }
+// an interfaces settings API and turned IDS "ips" 0/1 into "mode". (26.7
+// removed the filter savepoint/rollback API, which fwab does not use: its
+// own rollback covers the whole config.xml on every version.)
 func (v opnVersion) hasInterfaceSettings() bool { return v.atLeast(26, 1) }
 func (v opnVersion) idsUsesModeField() bool     { return v.atLeast(26, 1) }
 func (v opnVersion) String() string             { return v.Raw }
@@ -417,12 +392,6 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 	if need[configxml.ActionInterfaces] && !v.hasInterfaceSettings() && o.ssh == nil {
 		return fmt.Errorf("opnsense: apply: OPNsense %s applies offload settings only from a shell (its GUI's interfaces_hardware): add an ssh section to the target", v)
 	}
-	o.mu.Lock()
-	savepointOnly := o.savepoint != "" && o.opts.Rollback == nil
-	o.mu.Unlock()
-	if savepointOnly && len(need) > 0 {
-		o.log.WarnContext(ctx, "the armed rollback is an OPNsense filter savepoint: it restores MVC filter rules only, not legacy rules (where fwab generates rules before 26.7), NAT, offloads, IDS or IPsec; add an ssh section for a whole-config rollback")
-	}
 	if need[configxml.ActionReboot] {
 		// The boot applies the whole config (system_kernel_configure loads
 		// the accelerator modules); nothing else needs to run.
@@ -448,18 +417,6 @@ func (o *OPNsense) Apply(ctx context.Context, changes []configxml.Change) error 
 func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []configxml.Change) error {
 	switch a {
 	case configxml.ActionFilterReload:
-		o.mu.Lock()
-		rev := o.savepoint
-		o.mu.Unlock()
-		if rev != "" {
-			// Applying against the savepoint starts the firewall's 60-second
-			// rollback timer.
-			err := o.post(ctx, "/api/firewall/filter/apply/"+url.PathEscape(rev), nil)
-			if err != nil && isTransportError(err) {
-				return &RollbackPendingError{What: "the MVC filter rules", Revision: rev, Within: savepointTimer, Cause: err}
-			}
-			return err
-		}
 		return o.post(ctx, "/api/firewall/filter/apply", nil)
 	case configxml.ActionIDSRestart:
 		return o.reconfigureIDS(ctx)
@@ -495,107 +452,6 @@ func (o *OPNsense) applyOffloads(ctx context.Context) error {
 	}
 	_, err = o.shell(ctx, cmd, nil)
 	return err
-}
-
-// RollbackPendingError says the firewall was left with an armed rollback that
-// fwab could not disarm or confirm: the firewall restores the previous state
-// on its own.
-type RollbackPendingError struct {
-	What     string
-	Revision string
-	Within   time.Duration
-	Cause    error
-}
-
-func (e *RollbackPendingError) Error() string {
-	return fmt.Sprintf("lost the firewall while a rollback was armed: the firewall restores %s to savepoint %s by itself within %v (if the last request never arrived, nothing new was loaded): %v", e.What, e.Revision, e.Within, e.Cause)
-}
-
-func (e *RollbackPendingError) Unwrap() error { return e.Cause }
-
-// ArmCommitConfirmed arms a commit-confirmed rollback on the firewall and
-// returns the function that disarms it once the change is verified.
-//
-// On 26.1 and earlier it takes a filter savepoint: the next filter apply
-// starts the firewall's own 60-second timer, which restores the MVC filter
-// rules unless disarmed. That covers the MVC filter model only: not legacy
-// <filter><rule> entries (where configxml generates rules before 26.7), NAT
-// mode, offloads, IDS or IPsec. So when the SSH rollback
-// (OPNsenseOptions.Rollback, which restores the whole config.xml) is
-// configured it is armed as well; RollbackCoversAll tells which. On 26.7,
-// which removed savepoints, the SSH rollback is the only mechanism and is
-// required.
-//
-// Call it before WriteConfig: the savepoint snapshots the filter rules in the
-// config as it is when armed.
-func (o *OPNsense) ArmCommitConfirmed(ctx context.Context) (disarm func(context.Context) error, err error) {
-	v := o.currentVersion()
-	if !v.hasFilterSavepoint() && o.opts.Rollback == nil {
-		return nil, fmt.Errorf("opnsense: arm rollback: OPNsense %s has no filter savepoint API (removed in 26.7): commit-confirmed needs the SSH rollback; add an ssh section to the target", v)
-	}
-	var disarms []func(context.Context) error
-	if v.hasFilterSavepoint() {
-		d, err := o.armSavepoint(ctx)
-		if err != nil {
-			return nil, err
-		}
-		disarms = append(disarms, d)
-	}
-	if o.opts.Rollback != nil {
-		d, err := o.opts.Rollback(ctx)
-		if err != nil {
-			for _, undo := range disarms {
-				undo(ctx)
-			}
-			return nil, fmt.Errorf("opnsense: arm rollback: %w", err)
-		}
-		disarms = append(disarms, d)
-	}
-	return func(ctx context.Context) error {
-		var errs []error
-		for _, d := range disarms {
-			errs = append(errs, d(ctx))
-		}
-		return errors.Join(errs...)
-	}, nil
-}
-
-// RollbackCoversAll reports whether ArmCommitConfirmed protects the whole config
-// (the SSH rollback is configured) or only the MVC filter rules (a savepoint
-// alone, 26.1 and earlier).
-func (o *OPNsense) RollbackCoversAll() bool { return o.opts.Rollback != nil }
-
-func (o *OPNsense) armSavepoint(ctx context.Context) (disarm func(context.Context) error, err error) {
-	var sp struct {
-		Status   string `json:"status"`
-		Revision string `json:"revision"`
-	}
-	body, err := o.api.call(ctx, http.MethodPost, "/api/firewall/filter/savepoint", struct{}{}, "")
-	if err != nil {
-		return nil, fmt.Errorf("opnsense: arm rollback: %w", err)
-	}
-	if err := checkOPNResult(http.MethodPost, "/api/firewall/filter/savepoint", body); err != nil {
-		return nil, fmt.Errorf("opnsense: arm rollback: %w", err)
-	}
-	if err := json.Unmarshal(body, &sp); err != nil || sp.Revision == "" {
-		return nil, fmt.Errorf("opnsense: arm rollback: savepoint answer has no revision: %q", clip(body, 200))
-	}
-	o.mu.Lock()
-	o.savepoint = sp.Revision
-	o.mu.Unlock()
-	return func(ctx context.Context) error {
-		o.mu.Lock()
-		o.savepoint = ""
-		o.mu.Unlock()
-		err := o.post(ctx, "/api/firewall/filter/cancel_rollback/"+url.PathEscape(sp.Revision), nil)
-		if err != nil && isTransportError(err) {
-			return fmt.Errorf("opnsense: disarm rollback: %w", &RollbackPendingError{What: "the MVC filter rules", Revision: sp.Revision, Within: savepointTimer, Cause: err})
-		}
-		if err != nil {
-			return fmt.Errorf("opnsense: disarm rollback: %w", err)
-		}
-		return nil
-	}, nil
 }
 
 // checkIPsecRunning checks, after a reconfigure, that strongSwan runs when
@@ -638,10 +494,6 @@ func (o *OPNsense) checkIPsecRunning(ctx context.Context) error {
 	}
 	return nil
 }
-
-// savepointTimer is OPNsense's fixed rollback delay after apply/<revision>
-// (scripts/filter/rollback_timer.php).
-const savepointTimer = 60 * time.Second
 
 // isTransportError reports whether err is a failure to talk to the firewall
 // at all, as opposed to an answer that reports an error.

@@ -12,14 +12,14 @@ import (
 
 func TestParseOPNVersion(t *testing.T) {
 	tests := []struct {
-		in                               string
-		want                             opnVersion
-		savepoint, ifSettings, modeField bool
-		wantErr                          bool
+		in                    string
+		want                  opnVersion
+		ifSettings, modeField bool
+		wantErr               bool
 	}{
-		{in: "25.7.11_2", want: opnVersion{25, 7, "25.7.11_2"}, savepoint: true},
-		{in: "26.1", want: opnVersion{26, 1, "26.1"}, savepoint: true, ifSettings: true, modeField: true},
-		{in: " 26.1.2\n", want: opnVersion{26, 1, "26.1.2"}, savepoint: true, ifSettings: true, modeField: true},
+		{in: "25.7.11_2", want: opnVersion{25, 7, "25.7.11_2"}},
+		{in: "26.1", want: opnVersion{26, 1, "26.1"}, ifSettings: true, modeField: true},
+		{in: " 26.1.2\n", want: opnVersion{26, 1, "26.1.2"}, ifSettings: true, modeField: true},
 		{in: "26.7.r1", want: opnVersion{26, 7, "26.7.r1"}, ifSettings: true, modeField: true},
 		{in: "27.1", want: opnVersion{27, 1, "27.1"}, ifSettings: true, modeField: true},
 		{in: "OPNsense 26.1", wantErr: true},
@@ -37,9 +37,9 @@ func TestParseOPNVersion(t *testing.T) {
 			t.Errorf("parseOPNVersion(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 			continue
 		}
-		if got.hasFilterSavepoint() != tc.savepoint || got.hasInterfaceSettings() != tc.ifSettings || got.idsUsesModeField() != tc.modeField {
-			t.Errorf("%q: savepoint %v, interface settings %v, mode field %v; want %v %v %v", tc.in,
-				got.hasFilterSavepoint(), got.hasInterfaceSettings(), got.idsUsesModeField(), tc.savepoint, tc.ifSettings, tc.modeField)
+		if got.hasInterfaceSettings() != tc.ifSettings || got.idsUsesModeField() != tc.modeField {
+			t.Errorf("%q: interface settings %v, mode field %v; want %v %v", tc.in,
+				got.hasInterfaceSettings(), got.idsUsesModeField(), tc.ifSettings, tc.modeField)
 		}
 	}
 }
