@@ -223,8 +223,9 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	if f := root.FindElement("filter"); f != nil {
 		rules = append(rules, f.SelectElements("rule")...)
 	}
+	var lines []ruleLine
 	for i, r := range rules {
-		nft, pf, why := filterRule(r, ifs)
+		l, pf, why := filterRule(r, ifs)
 		if why != "" {
 			rs.Skipped = append(rs.Skipped, fmt.Sprintf("filter rule %d (%s): %s", i+1, text(r, "descr"), why))
 			continue
@@ -232,10 +233,22 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 		key := fmt.Sprintf("fwab:f%d", n)
 		n++
 		rs.PF[key] = pf
-		fmt.Fprintf(&b, "\t\t%s comment %q\n", nft, key)
+		l.text = fmt.Sprintf("%s comment %q", l.text, key)
+		lines = append(lines, l)
+	}
+	var runs []nftChain
+	for _, l := range skipSteps(lines, 0, &runs) {
+		b.WriteString("\t\t" + l + "\n")
 	}
 	rs.PF["fwab:deny"] = "block drop in log inet all ridentifier 1000000103 label \"Default deny rule IPv4\""
 	b.WriteString("\t\tcounter drop comment \"fwab:deny\"\n\t}\n")
+	for _, c := range runs {
+		fmt.Fprintf(&b, "\tchain %s {\n", c.name)
+		for _, l := range c.body {
+			b.WriteString("\t\t" + l + "\n")
+		}
+		b.WriteString("\t}\n")
+	}
 
 	nat, skipped := natRules(c, ifs)
 	rs.Skipped = append(rs.Skipped, skipped...)
@@ -436,27 +449,91 @@ func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
 	return out
 }
 
+// ruleLine is one filter rule in nft: its text and the matches pf's skip
+// steps group rules by, in pf's order of evaluation (interface, then
+// protocol; "" matches every packet).
+type ruleLine struct {
+	text   string
+	guards [2]string
+}
+
+// nftChain is a regular chain: a run of rules pf skips in one step.
+type nftChain struct {
+	name string
+	body []string
+}
+
+// minSkipRun is the shortest run of rules given a chain of its own: a
+// shorter run costs a packet that misses it little more than the jump.
+const minSkipRun = 8
+
+// skipSteps renders rules as pf evaluates them. pf computes, for each rule
+// and field, the next rule that differs in that field, and a packet that
+// misses a rule on its interface or protocol jumps there in one step; so a
+// run of rules sharing an interface (and, inside it, a protocol) costs a
+// packet on another interface (or of another protocol) one evaluation, not
+// one per rule. nft has no skip steps: each run of at least minSkipRun rules
+// goes into a chain of its own, entered by a jump guarded by the shared
+// match, and a packet that misses the guard passes the whole run. Rule
+// order, and so the first match, is unchanged: a verdict in a chain ends the
+// walk, and a run that decides nothing returns to the rule after the jump.
+// Address and port skip steps are not rendered (fwab's generated rules
+// differ in source address, so pf walks them one by one for their protocol).
+//
+// upstream: pfsense/FreeBSD-src@8373a6df583c799e4e2448cc5ae28fc0955e8864 sys/netpfil/pf/pf.c:4668 — pf_test_rule: an interface mismatch moves to `r->skip[PF_SKIP_IFP].ptr`
+// upstream: pfsense/FreeBSD-src@8373a6df583c799e4e2448cc5ae28fc0955e8864 sys/netpfil/pf/pf.c:4674 — a protocol mismatch moves to `r->skip[PF_SKIP_PROTO].ptr`
+// upstream: pfsense/FreeBSD-src@8373a6df583c799e4e2448cc5ae28fc0955e8864 sys/netpfil/pf/pf.c:4677 — a source-address mismatch to `r->skip[PF_SKIP_SRC_ADDR].ptr`, which for rules that each name another source is the next rule
+// upstream: pfsense/FreeBSD-src@8373a6df583c799e4e2448cc5ae28fc0955e8864 sys/netpfil/pf/pf.c:2504 — `pf_calc_skip_steps(struct pf_krulequeue *rules)` links each rule to the next that differs, field by field
+func skipSteps(lines []ruleLine, level int, chains *[]nftChain) []string {
+	if level == len(ruleLine{}.guards) {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = l.text
+		}
+		return out
+	}
+	var out []string
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && lines[j].guards[level] == lines[i].guards[level] {
+			j++
+		}
+		g := lines[i].guards[level]
+		if g == "" || j-i < minSkipRun {
+			out = append(out, skipSteps(lines[i:j], level+1, chains)...)
+		} else {
+			k := len(*chains)
+			*chains = append(*chains, nftChain{name: fmt.Sprintf("run%d", k)})
+			body := skipSteps(lines[i:j], level+1, chains)
+			(*chains)[k].body = body
+			out = append(out, g+" jump "+(*chains)[k].name)
+		}
+		i = j
+	}
+	return out
+}
+
 // filterRule translates one <filter><rule>. why explains a skipped rule.
-func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
+func filterRule(r *etree.Element, ifs map[string]iface) (l ruleLine, pf, why string) {
 	if present(r, "disabled") {
-		return "", "", "disabled"
+		return ruleLine{}, "", "disabled"
 	}
 	switch text(r, "ipprotocol") {
 	case "inet6":
-		return "", "", "IPv6 only (the lab is IPv4)"
+		return ruleLine{}, "", "IPv6 only (the lab is IPv4)"
 	case "", "inet", "inet46":
 	default:
-		return "", "", fmt.Sprintf("ipprotocol %q", text(r, "ipprotocol"))
+		return ruleLine{}, "", fmt.Sprintf("ipprotocol %q", text(r, "ipprotocol"))
 	}
 	if present(r, "floating") {
-		return "", "", "floating rules are not emulated"
+		return ruleLine{}, "", "floating rules are not emulated"
 	}
 	if present(r, "fwab-nonquick") {
-		return "", "", "non-quick rules (quick off: the last match wins) are not emulated"
+		return ruleLine{}, "", "non-quick rules (quick off: the last match wins) are not emulated"
 	}
 	in, ok := ifs[text(r, "interface")]
 	if !ok {
-		return "", "", fmt.Sprintf("interface %q is not in the lab", text(r, "interface"))
+		return ruleLine{}, "", fmt.Sprintf("interface %q is not in the lab", text(r, "interface"))
 	}
 	typ := text(r, "type")
 	var verdict, pfAction string
@@ -468,7 +545,7 @@ func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
 	case "reject":
 		verdict, pfAction = "reject", "block return in quick"
 	default:
-		return "", "", fmt.Sprintf("type %q", typ)
+		return ruleLine{}, "", fmt.Sprintf("type %q", typ)
 	}
 	proto := text(r, "protocol")
 	var protoNft, protoPf string
@@ -482,18 +559,18 @@ func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
 	case "icmp":
 		protoNft, protoPf = "ip protocol icmp", "proto icmp"
 	default:
-		return "", "", fmt.Sprintf("protocol %q is not emulated", proto)
+		return ruleLine{}, "", fmt.Sprintf("protocol %q is not emulated", proto)
 	}
 	src, why := parseEndpoint(r.FindElement("source"), "saddr", ifs)
 	if why != "" {
-		return "", "", "source " + why
+		return ruleLine{}, "", "source " + why
 	}
 	dst, why := parseEndpoint(r.FindElement("destination"), "daddr", ifs)
 	if why != "" {
-		return "", "", "destination " + why
+		return ruleLine{}, "", "destination " + why
 	}
 	if (src.port != "" || dst.port != "") && proto != "tcp" && proto != "udp" && proto != "tcp/udp" {
-		return "", "", "ports without tcp or udp"
+		return ruleLine{}, "", "ports without tcp or udp"
 	}
 	parts := []string{fmt.Sprintf("iifname %q", in.veth)}
 	for _, p := range []string{protoNft, src.nft, dst.nft} {
@@ -533,7 +610,8 @@ func filterRule(r *etree.Element, ifs map[string]iface) (nft, pf, why string) {
 		pfParts = append(pfParts, "keep state")
 	}
 	pfParts = append(pfParts, fmt.Sprintf("label %q", "USER_RULE: "+text(r, "descr")))
-	return strings.Join(parts, " "), strings.Join(pfParts, " "), ""
+	l = ruleLine{text: strings.Join(parts, " "), guards: [2]string{fmt.Sprintf("iifname %q", in.veth), protoNft}}
+	return l, strings.Join(pfParts, " "), ""
 }
 
 type natRule struct{ nft, pf string }
@@ -669,12 +747,50 @@ func manualNAT(r *etree.Element, ifs map[string]iface) (natRule, string) {
 
 var commentRE = regexp.MustCompile(`comment "(fwab:[a-z]+[0-9]*)"`)
 
+var jumpRE = regexp.MustCompile(`\bjump (\S+)`)
+
 // ruleKeys returns the fwab:… comment keys of the rules in an nft listing
-// (or script), in order.
+// (or script) in the order a packet meets them: each chain a jump enters
+// (skipSteps) is read in place of the jump, as pfctl -sr lists the rules.
 func ruleKeys(listing string) []string {
+	type item struct{ key, jump string }
+	chains := map[string][]item{} // by "table/chain"
+	var order []string
+	jumped := map[string]bool{}
+	var table, chain string
+	for _, line := range strings.Split(listing, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "table":
+			table, chain = f[2], ""
+		case len(f) >= 2 && f[0] == "chain":
+			chain = table + "/" + f[1]
+			order = append(order, chain)
+		case chain == "":
+		case jumpRE.MatchString(line):
+			to := table + "/" + jumpRE.FindStringSubmatch(line)[1]
+			jumped[to] = true
+			chains[chain] = append(chains[chain], item{jump: to})
+		case commentRE.MatchString(line):
+			chains[chain] = append(chains[chain], item{key: commentRE.FindStringSubmatch(line)[1]})
+		}
+	}
 	var keys []string
-	for _, m := range commentRE.FindAllStringSubmatch(listing, -1) {
-		keys = append(keys, m[1])
+	var walk func(chain string, depth int)
+	walk = func(chain string, depth int) {
+		for _, it := range chains[chain] {
+			switch {
+			case it.key != "":
+				keys = append(keys, it.key)
+			case depth < len(ruleLine{}.guards):
+				walk(it.jump, depth+1)
+			}
+		}
+	}
+	for _, c := range order {
+		if !jumped[c] {
+			walk(c, 0)
+		}
 	}
 	return keys
 }

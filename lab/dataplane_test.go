@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -524,4 +525,108 @@ func TestBuildRulesetFilterDisabled(t *testing.T) {
 	if !pfEnabled(on.Script) {
 		t.Error("pfEnabled of the factory config's script = false")
 	}
+}
+
+// TestBuildRulesetSkipSteps: pf skips a run of rules that share an
+// interface or a protocol in one step when a packet's interface or protocol
+// differs, so fwab's generated TCP rules on the LAN cost a new TCP flow from
+// the LAN one evaluation each, and a new UDP or ICMP flow from the LAN, or
+// any flow from the WAN, next to nothing. The lab's ruleset must charge the
+// same: the walk below follows the nft chains as nft does.
+func TestBuildRulesetSkipSteps(t *testing.T) {
+	c := knobConfig(t, "rules@lan=500")
+	ports := Topology{Prefix: "x"}.Ports()
+	rs, err := BuildRuleset(c, RulesetOptions{Ports: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		iif, proto string
+		min, max   int
+	}{
+		{ports.LanVeth, "tcp", 500, 520},
+		{ports.LanVeth, "udp", 1, 10},
+		{ports.LanVeth, "icmp", 1, 10},
+		{ports.WanVeth, "tcp", 1, 10},
+	} {
+		got := rulesWalked(t, rs.Script, tt.iif, tt.proto)
+		if got < tt.min || got > tt.max {
+			t.Errorf("a new %s flow in on %s evaluates %d rules, want %d to %d", tt.proto, tt.iif, got, tt.min, tt.max)
+		}
+	}
+	// The walk reads the rules in pf's order: pfctl -sr lists them so.
+	keys := slices.DeleteFunc(ruleKeys(rs.Script), func(k string) bool { return strings.HasPrefix(k, "fwab:n") })
+	if keys[0] != "fwab:state" || keys[len(keys)-1] != "fwab:deny" || len(keys) != 503 {
+		t.Errorf("rule keys: %d, first %s, last %s; want 503 from fwab:state to fwab:deny", len(keys), keys[0], keys[len(keys)-1])
+	}
+	for i := 1; i < len(keys)-1; i++ {
+		if want := fmt.Sprintf("fwab:f%d", i-1); keys[i] != want {
+			t.Fatalf("rule key %d is %s, want %s: not in config order", i, keys[i], want)
+		}
+	}
+}
+
+// rulesWalked counts the rule lines the first packet of a new flow (in on
+// iif, of protocol proto, from an address no generated rule names)
+// evaluates in the fwab table before its verdict, following jumps whose
+// guards (iifname, ip protocol) match. The flow is passed by the first
+// accept rule on its interface that names no address, or dropped by the
+// default deny.
+func rulesWalked(t *testing.T, script, iif, proto string) int {
+	t.Helper()
+	body := tableSections(script, filterTable)
+	chains := map[string][]string{}
+	var cur string
+	for _, l := range strings.Split(body, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "chain "):
+			cur = strings.Fields(l)[1]
+		case l == "}" || l == "" || strings.HasPrefix(l, "type "):
+		case cur != "":
+			chains[cur] = append(chains[cur], l)
+		}
+	}
+	guards := func(l string) bool {
+		if m := regexp.MustCompile(`iifname "([^"]+)"`).FindStringSubmatch(l); m != nil && m[1] != iif {
+			return false
+		}
+		if m := regexp.MustCompile(`ip protocol (\{[^}]*\}|\w+)`).FindStringSubmatch(l); m != nil && !strings.Contains(m[1], proto) {
+			return false
+		}
+		return true
+	}
+	n := 0
+	var walk func(chain string, depth int) bool
+	walk = func(chain string, depth int) bool {
+		if depth > 8 {
+			t.Fatalf("jumps nest deeper than 8 at %s", chain)
+		}
+		for _, l := range chains[chain] {
+			n++
+			if strings.HasPrefix(l, "ct state") {
+				continue
+			}
+			// A guarded jump is pf's skip step: the first rule of the run is
+			// evaluated, and a mismatch skips the rest.
+			if f := strings.Fields(l); len(f) >= 2 && f[len(f)-2] == "jump" {
+				if guards(l) && walk(f[len(f)-1], depth+1) {
+					return true
+				}
+				continue
+			}
+			if strings.Contains(l, `"fwab:deny"`) {
+				return true
+			}
+			if guards(l) && strings.Contains(l, " accept ") && !strings.Contains(l, "saddr") {
+				return true
+			}
+		}
+		return false
+	}
+	if _, ok := chains["filter"]; !ok {
+		t.Fatalf("no filter chain in:\n%s", body)
+	}
+	walk("filter", 0)
+	return n
 }

@@ -278,7 +278,7 @@ func TestOPNsenseAPIOnTheDataPlane(t *testing.T) {
 
 	nftRules := func() int {
 		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "nft", "list", "chain", "ip", filterTable, "filter").CombinedOutput()
+		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("dut"), "nft", "list", "table", "ip", filterTable).CombinedOutput()
 		if err != nil {
 			t.Fatalf("nft: %v\n%s", err, out)
 		}
