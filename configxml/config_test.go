@@ -721,3 +721,82 @@ func TestCryptoKnob(t *testing.T) {
 		t.Errorf("CryptoLoads(opnsense, qat,bogus) = %v; the boot loads only what it knows", got)
 	}
 }
+
+// TestTunnelSwanctlNames: each tunnel carries the names the product gives
+// its connection and children in swanctl.conf, which fwab terminates and
+// initiates by: pfSense con<ikeid>, one child of the same name for IKEv2
+// without split connections, con<ikeid>_<reqid> per phase 2 otherwise;
+// OPNsense the connection's and the children's uuids.
+func TestTunnelSwanctlNames(t *testing.T) {
+	spec := TunnelSpec{
+		Name: "lab", RemoteAddr: "198.19.0.2", LocalAddr: "198.19.0.1",
+		LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24",
+		LocalID: "dut.lab", RemoteID: "peer.lab", PSK: "s3cret-psk",
+	}
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		t.Run(name, func(t *testing.T) {
+			c := loadFixture(t, name)
+			c.DefineTunnel(spec)
+			if err := c.Set("ipsec@lab", "aes256-sha256"); err != nil {
+				t.Fatal(err)
+			}
+			var got *Tunnel
+			for _, tn := range c.Tunnels() {
+				if tn.Name == "lab" {
+					got = &tn
+				}
+			}
+			if got == nil {
+				t.Fatal("no tunnel lab")
+			}
+			var wantConn string
+			var wantChildren []string
+			if c.Flavor() == PfSense {
+				p1 := c.Root().FindElement("ipsec/phase1[descr='lab']")
+				wantConn = "con" + childText(p1, "ikeid")
+				wantChildren = []string{wantConn}
+			} else {
+				conn := c.swanctlConnection("lab")
+				wantConn = conn.SelectAttrValue("uuid", "")
+				wantChildren = []string{c.swanctlLinked("children/child", wantConn).SelectAttrValue("uuid", "")}
+			}
+			if wantConn == "con" || wantConn == "" || got.Conn != wantConn || !slices.Equal(got.Children, wantChildren) {
+				t.Errorf("Conn %q, Children %q; want %q, %q", got.Conn, got.Children, wantConn, wantChildren)
+			}
+		})
+	}
+
+	// IKEv1 and split connections: a child per phase 2, named by reqid.
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	c.DefineTunnel(spec)
+	if err := c.Set("ipsec@lab", "aes256-sha256"); err != nil {
+		t.Fatal(err)
+	}
+	p1 := c.Root().FindElement("ipsec/phase1[descr='lab']")
+	p2 := c.Root().FindElement("ipsec/phase2[ikeid='" + childText(p1, "ikeid") + "']")
+	p2.SelectElement("reqid").SetText("7")
+	second := p2.Copy()
+	second.SelectElement("reqid").SetText("9")
+	p2.Parent().AddChild(second)
+	p1.SelectElement("iketype").SetText("auto")
+	for _, tn := range c.Tunnels() {
+		if id := childText(p1, "ikeid"); tn.Name == "lab" && !slices.Equal(tn.Children, []string{"con" + id}) {
+			t.Errorf("iketype auto: children %q, want one named con%s (auto is not IKEv1)", tn.Children, id)
+		}
+	}
+	for _, edit := range []func(){
+		func() { p1.SelectElement("iketype").SetText("ikev1") },
+		func() { p1.SelectElement("iketype").SetText("ikev2"); p1.CreateElement("splitconn") },
+	} {
+		edit()
+		for _, tn := range c.Tunnels() {
+			if tn.Name != "lab" {
+				continue
+			}
+			id := childText(p1, "ikeid")
+			if want := []string{"con" + id + "_7", "con" + id + "_9"}; !slices.Equal(tn.Children, want) {
+				t.Errorf("iketype %s split %v: children %q, want %q", childText(p1, "iketype"), p1.SelectElement("splitconn") != nil, tn.Children, want)
+			}
+		}
+	}
+}

@@ -46,6 +46,11 @@ type Tunnel struct {
 	RemoteID   string
 	PSK        string
 	Proposal   Proposal
+	// Conn and Children are the names the product gives the connection
+	// and its child SAs in swanctl.conf, which swanctl and the products'
+	// session APIs take.
+	Conn     string
+	Children []string
 }
 
 const ipsecNone = "none"
@@ -286,6 +291,7 @@ func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
 	p2 := elem("phase2",
 		leaf("ikeid", id),
 		leaf("uniqid", uniqID(t.Name)),
+		leaf("reqid", newReqid(c.doc.Root())),
 		leaf("mode", "tunnel"),
 		elem("localid", leaf("type", "network"), leaf("address", localNet), leaf("netbits", localBits)),
 		elem("remoteid", leaf("type", "network"), leaf("address", remoteNet), leaf("netbits", remoteBits)),
@@ -297,6 +303,22 @@ func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
 	c.insertChild(ipsec, p1, "phase1")
 	c.insertChild(ipsec, p2, "phase2")
 	return p1
+}
+
+// newReqid is the lowest reqid no phase 2 uses, as the GUI gives a new
+// phase 2.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:330 — `for ($i = 1; $i < 16000; $i++) {`, the first unused (ipsec_new_reqid)
+func newReqid(root *etree.Element) string {
+	used := map[string]bool{}
+	for _, p2 := range root.FindElements("ipsec/phase2") {
+		used[childText(p2, "reqid")] = true
+	}
+	for i := 1; ; i++ {
+		if r := strconv.Itoa(i); !used[r] {
+			return r
+		}
+	}
 }
 
 func splitCIDR(s string) (addr, bits string) {
@@ -311,6 +333,36 @@ func uniqID(name string) string {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	return fmt.Sprintf("%013x", h.Sum64()&0xfffffffffffff)
+}
+
+// pfSwanctlNames names a phase 1's connection and child SAs as pfSense's
+// swanctl.conf does: con<ikeid> (a mobile phase 1 is con-mobile), and for
+// IKEv2 or auto without split connections one child of the same name
+// carrying every phase 2; for IKEv1 or split connections a child
+// con<ikeid>_<reqid> per enabled phase 2.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:433 — `$conid = "{$ipsec_conid_prefix}{$p1['ikeid']}";` (prefix `con`, :33)
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:430 — `return "{$ipsec_conid_prefix}-mobile";`
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2779 — `if (!isset($ph1ent['mobile']) && (($ikeversion == 1) || isset($ph1ent['splitconn']))) {`: a child per phase 2, named with its reqid (:438, separator `_` :36)
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2486 — `case 'auto':` is IKE version 0, not 1; an empty iketype is IKEv1 (:2484)
+func pfSwanctlNames(root, p1 *etree.Element) (conn string, children []string) {
+	id := childText(p1, "ikeid")
+	conn = "con" + id
+	if p1.SelectElement("mobile") != nil {
+		return "con-mobile", []string{"con-mobile"}
+	}
+	ike := childText(p1, "iketype")
+	split := (ike != "ikev2" && ike != "auto") || p1.SelectElement("splitconn") != nil
+	for _, p2 := range root.FindElements("ipsec/phase2") {
+		if childText(p2, "ikeid") != id || p2.SelectElement("disabled") != nil {
+			continue
+		}
+		if !split {
+			return conn, []string{conn}
+		}
+		children = append(children, conn+"_"+childText(p2, "reqid"))
+	}
+	return conn, children
 }
 
 // Tunnels lists the config's IPsec tunnels: pfSense phase 1 entries with
@@ -352,6 +404,7 @@ func (c *Config) Tunnels() []Tunnel {
 				DH:    dhName(strings.Split(childText(p1, "dhgroup"), ",")[0]),
 			}
 		}
+		t.Conn, t.Children = pfSwanctlNames(root, p1)
 		for _, p2 := range root.FindElements("ipsec/phase2") {
 			if childText(p2, "ikeid") != childText(p1, "ikeid") || p2.SelectElement("disabled") != nil {
 				continue

@@ -83,6 +83,13 @@ func (c *Config) swanctlTunnels() []Tunnel {
 		if r := c.swanctlLinked("remotes/remote", id); r != nil {
 			t.RemoteID = childText(r, "id")
 		}
+		t.Conn = id
+		for _, ch := range c.doc.Root().FindElements(swanctl + "/children/child") {
+			// upstream: opnsense/core@0a4ccc54a83af0b8cab919011011d80299d9bfba src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.php:249 — only children whose `enabled` is set are written (an empty one is skipped, as `empty()` is)
+			if childText(ch, "connection") == id && childText(ch, "enabled") == "1" {
+				t.Children = append(t.Children, ch.SelectAttrValue("uuid", ""))
+			}
+		}
 		if ch := c.swanctlLinked("children/child", id); ch != nil {
 			t.LocalNet = childText(ch, "local_ts")
 			t.RemoteNet = childText(ch, "remote_ts")
