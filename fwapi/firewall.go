@@ -88,6 +88,7 @@ func (s IfaceState) Has(option string) bool {
 
 // IPsecSA is one established child SA with its negotiated algorithms.
 type IPsecSA struct {
+	IKE       string // the connection (IKE SA) the child belongs to
 	Name      string // child name
 	State     string // INSTALLED, ...
 	Encr      string // e.g. AES_GCM_16-128, 3DES_CBC

@@ -154,8 +154,8 @@ func TestParseSwanctlSAs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []fwapi.IPsecSA{
-		{Name: "con1000_1", State: "INSTALLED", Encr: "AES_GCM_16-128", BytesIn: 91234567, BytesOut: 1834567890, Proposals: "AES_GCM_16-128"},
-		{Name: "con2000_1", State: "INSTALLED", Encr: "AES_CBC-256", Integ: "HMAC_SHA2_256_128", BytesIn: 0, BytesOut: 840, Proposals: "AES_CBC-256/HMAC_SHA2_256_128/MODP_2048"},
+		{IKE: "con1000", Name: "con1000_1", State: "INSTALLED", Encr: "AES_GCM_16-128", BytesIn: 91234567, BytesOut: 1834567890, Proposals: "AES_GCM_16-128"},
+		{IKE: "con2000", Name: "con2000_1", State: "INSTALLED", Encr: "AES_CBC-256", Integ: "HMAC_SHA2_256_128", BytesIn: 0, BytesOut: 840, Proposals: "AES_CBC-256/HMAC_SHA2_256_128/MODP_2048"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseSwanctlSAs mismatch (-want +got):\n%s", diff)

@@ -12,6 +12,7 @@ import (
 func ParseSwanctlSAs(out string) ([]IPsecSA, error) {
 	var sas []IPsecSA
 	var cur *IPsecSA
+	var ike string
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	line := 0
@@ -26,13 +27,14 @@ func ParseSwanctlSAs(out string) ([]IPsecSA, error) {
 		switch {
 		case indent == 0:
 			// IKE SA header: "con1000: #4, ESTABLISHED, IKEv2, ..."
-			if !strings.Contains(text, ": #") {
+			name, _, ok := strings.Cut(text, ": #")
+			if !ok {
 				return nil, fmt.Errorf("swanctl line %d: %q is not an IKE SA header", line, text)
 			}
-			cur = nil
+			ike, cur = name, nil
 		case indent >= 2 && strings.Contains(text, ": #"):
 			name, rest, _ := strings.Cut(text, ": #")
-			sa := IPsecSA{Name: name}
+			sa := IPsecSA{IKE: ike, Name: name}
 			for _, f := range strings.Split(rest, ", ") {
 				f = strings.TrimSpace(f)
 				switch {
