@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,6 +52,9 @@ type OPNsenseOptions struct {
 	// the SSH session runs over too (24.7, 25.7), as the GUI does; by
 	// default they are left as they are.
 	OffloadSSHInterface bool
+	// IPsecTimeout bounds the wait for strongSwan after an IPsec change
+	// and re-establishing a tunnel; default DefaultIPsecTimeout.
+	IPsecTimeout time.Duration
 }
 
 // OPNsense drives an OPNsense firewall through its REST API (HTTP Basic:
@@ -424,7 +428,11 @@ func (o *OPNsense) runAction(ctx context.Context, a configxml.Action, changes []
 		if err := o.post(ctx, "/api/ipsec/service/reconfigure", nil); err != nil {
 			return err
 		}
-		return o.checkIPsecRunning(ctx)
+		cfg, err := o.checkIPsecRunning(ctx)
+		if err != nil {
+			return err
+		}
+		return o.reestablishIPsec(ctx, cfg, changes)
 	case configxml.ActionInterfaces:
 		if o.currentVersion().hasInterfaceSettings() {
 			// The Interfaces/Settings model's own apply, as its GUI saves it.
@@ -457,42 +465,77 @@ func (o *OPNsense) applyOffloads(ctx context.Context) error {
 // checkIPsecRunning checks, after a reconfigure, that strongSwan runs when
 // the config enables a connection: the reconfigure answers ok whether it
 // started strongSwan or stopped it, and it stops it while the service switch
-// (<ipsec><enable>) is off, whatever the connections say.
+// (<ipsec><enable>) is off, whatever the connections say. The start runs in
+// the background, so "stopped" is waited out for IPsecTimeout. It
+// returns the firewall's config.
 //
 // upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/Base/ApiMutableServiceControllerBase.php:223 — reconfigure returns `['status' => 'ok']` after a stop as after a start
 // upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:283 — `is_enabled` reports `isset(...->ipsec->enable)`
-func (o *OPNsense) checkIPsecRunning(ctx context.Context) error {
+// upstream: opnsense-core 26.1 src/etc/inc/plugins.inc.d/ipsec.inc:1464 — `mwexecfb('/usr/local/etc/rc.d/strongswan onestart');`: in the background
+func (o *OPNsense) checkIPsecRunning(ctx context.Context) (*configxml.Config, error) {
 	data, err := o.ReadConfig(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := configxml.LoadBytes(data)
 	if err != nil {
-		return fmt.Errorf("the firewall's config.xml: %w", err)
+		return nil, fmt.Errorf("the firewall's config.xml: %w", err)
 	}
 	_, conns := cfg.IPsecSwitch()
 	if len(conns) == 0 {
-		return nil // nothing should run
+		return cfg, nil // nothing should run
 	}
 	var enabled struct {
 		Enabled *bool `json:"enabled"`
 	}
-	var status struct {
-		Status string `json:"status"`
-	}
 	if err := o.api.callJSON(ctx, http.MethodGet, "/api/ipsec/connections/is_enabled", nil, &enabled); err != nil {
-		return fmt.Errorf("after the reconfigure: %w", err)
+		return nil, fmt.Errorf("after the reconfigure: %w", err)
 	}
-	if err := o.api.callJSON(ctx, http.MethodGet, "/api/ipsec/service/status", nil, &status); err != nil {
-		return fmt.Errorf("after the reconfigure: %w", err)
+	if enabled.Enabled != nil && !*enabled.Enabled {
+		return nil, fmt.Errorf("the config enables IPsec connection %s but IPsec itself is off (<ipsec><enable> is not set; VPN › IPsec › Connections › Enable IPsec), so the reconfigure stopped strongSwan", strings.Join(conns, ", "))
 	}
-	switch {
-	case enabled.Enabled != nil && !*enabled.Enabled:
-		return fmt.Errorf("the config enables IPsec connection %s but IPsec itself is off (<ipsec><enable> is not set; VPN › IPsec › Connections › Enable IPsec), so the reconfigure stopped strongSwan", strings.Join(conns, ", "))
-	case status.Status != "running":
-		return fmt.Errorf("strongSwan is %q after the reconfigure, with connection %s enabled: see the firewall's IPsec log", status.Status, strings.Join(conns, ", "))
+	within := ipsecTimeout(o.opts.IPsecTimeout)
+	deadline := time.Now().Add(within)
+	for {
+		var status struct {
+			Status string `json:"status"`
+		}
+		if err := o.api.callJSON(ctx, http.MethodGet, "/api/ipsec/service/status", nil, &status); err != nil {
+			return nil, fmt.Errorf("after the reconfigure: %w", err)
+		}
+		if status.Status == "running" {
+			return cfg, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("strongSwan is %q %v after the reconfigure, with connection %s enabled: see the firewall's IPsec log", status.Status, within, strings.Join(conns, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(ipsecRetryEvery):
+		}
 	}
-	return nil
+}
+
+// reestablishIPsec re-establishes the tunnels the changes set (ipsec.go)
+// through the sessions API, as the GUI's disconnect and connect buttons do.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:183 — disconnect: `configdpRun('ipsec disconnect', [$id])`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:169 — connect: `configdpRun('ipsec connect', [$id])`
+// upstream: opnsense/core@0a4ccc54a83af0b8cab919011011d80299d9bfba src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.php:257 — swanctl.conf names a connection by its uuid (`$data[$key][$node_uuid] = $thisnode;`), the id the sessions API takes
+func (o *OPNsense) reestablishIPsec(ctx context.Context, cfg *configxml.Config, changes []configxml.Change) error {
+	s := ipsecSessions{
+		terminate: func(ctx context.Context, t configxml.Tunnel) error {
+			return o.post(ctx, "/api/ipsec/sessions/disconnect/"+url.PathEscape(t.Conn), nil)
+		},
+		initiate: func(ctx context.Context, t configxml.Tunnel) (string, bool, error) {
+			// The call answers ok whatever the connect did: the SAs say.
+			return "", false, o.post(ctx, "/api/ipsec/sessions/connect/"+url.PathEscape(t.Conn), nil)
+		},
+		sas:    o.ipsecState,
+		within: ipsecTimeout(o.opts.IPsecTimeout),
+	}
+	return s.apply(ctx, cfg, changes)
 }
 
 // isTransportError reports whether err is a failure to talk to the firewall

@@ -197,11 +197,14 @@ func firstOf(s []string) string {
 	return s[0]
 }
 
-// ipsecState lists established child SAs through the sessions API.
-// UNVERIFIED: the routes /api/ipsec/sessions/search_phase1 and search_phase2
-// (with the phase 1 name posted as "id") and the row field names below are
-// read from OPNsense's SessionsController as remembered, not from the
-// reference notes; check them on a real 24.7+ box.
+// ipsecState lists established child SAs through the sessions API: a row
+// per connection, named as swanctl.conf names it (a uuid, or con<ikeid> for
+// a legacy tunnel), then its child SAs by that name.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:76 — `$record['name'] = $conn;`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:80 — `$record['connected'] = !empty($record['sas']);`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:115 — search_phase2 reads the posted `id`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:141 — a child row is vici's child-sa as it is (`$record = $csa;`): name, state, encr-alg, encr-keysize, integ-alg, bytes-in, bytes-out
 func (o *OPNsense) ipsecState(ctx context.Context) ([]IPsecSA, error) {
 	var p1 struct {
 		Rows []struct {
@@ -229,7 +232,7 @@ func (o *OPNsense) ipsecState(ctx context.Context) ([]IPsecSA, error) {
 			return nil, err
 		}
 		for _, c := range p2.Rows {
-			sa := IPsecSA{Name: anyString(c["name"]), State: anyString(c["state"])}
+			sa := IPsecSA{IKE: r.Name, Name: anyString(c["name"]), State: anyString(c["state"])}
 			sa.Encr = anyString(c["encr-alg"])
 			if ks := anyString(c["encr-keysize"]); ks != "" && sa.Encr != "" {
 				sa.Encr += "-" + ks

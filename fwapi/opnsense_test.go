@@ -768,7 +768,10 @@ func TestOPNsenseCall(t *testing.T) {
 
 // TestOPNsenseIPsecApplyChecksTheService: the IPsec reconfigure answers ok
 // whether it started strongSwan or stopped it, so after it the driver asks
-// whether IPsec is on and running when the config enables a connection.
+// whether IPsec is on and running when the config enables a connection,
+// and then brings the tunnel under test up on the new proposal. This lab
+// has no strongSwan, so a running service still has no SA: the apply says
+// so once the (short) IPsec timeout has passed.
 func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -776,13 +779,13 @@ func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
 		fault    *lab.RequestFault // the status route's answer
 		want     string            // "" is success
 	}{
-		{name: "switch on, running"},
+		{name: "switch on, running, no SA", want: "did not come up with ESP AES_GCM_16-256 within 1s"},
 		{name: "switch off", noSwitch: true, want: "<ipsec><enable> is not set"},
-		{name: "did not start", fault: &lab.RequestFault{Route: "GET /api/ipsec/service/status", Body: `{"status":"stopped"}`}, want: `strongSwan is "stopped" after the reconfigure, with connection site enabled`},
+		{name: "did not start", fault: &lab.RequestFault{Route: "GET /api/ipsec/service/status", Body: `{"status":"stopped"}`}, want: `strongSwan is "stopped" 1s after the reconfigure, with connection site enabled`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{})
+			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{IPsecTimeout: time.Second})
 			if tc.fault != nil {
 				em.SetFault(lab.Fault{Requests: []lab.RequestFault{*tc.fault}})
 			}

@@ -19,16 +19,24 @@ import (
 
 // pfSense paths and commands (see the firewall reference, section A).
 const (
-	pfConfig        = "/conf/config.xml"
-	pfConfigCache   = "/tmp/config.cache"
-	pfBackupDir     = "/conf/backup"
-	pfVersionFile   = "/etc/version"
-	pfFilterReload  = "/etc/rc.filter_configure_sync"
-	pfReloadAll     = "/etc/rc.reload_all"
-	pfIPsecRestart  = "/usr/local/sbin/pfSsh.php playback restartipsec"
-	pfSuricataRC    = "/usr/local/etc/rc.d/suricata.sh"
-	pfSuricataStop  = pfSuricataRC + " stop"
-	pfSuricataStart = pfSuricataRC + " start"
+	pfConfig       = "/conf/config.xml"
+	pfConfigCache  = "/tmp/config.cache"
+	pfBackupDir    = "/conf/backup"
+	pfVersionFile  = "/etc/version"
+	pfFilterReload = "/etc/rc.filter_configure_sync"
+	pfReloadAll    = "/etc/rc.reload_all"
+	// pfIPsecConfigure is what the GUI's IPsec apply runs: ipsec_configure()
+	// without $restart, which reloads strongSwan in the background (start
+	// it when it is not running) and leaves the other tunnels up, where
+	// restartipsec (ipsec_configure(true)) restarts it and drops them all.
+	// upstream: pfsense 2.7.2 src/etc/phpshellsessions/restartipsec:24 — the includes `config.inc`, `filter.inc`, `auth.inc`, `ipsec.inc`
+	// upstream: pfsense 2.7.2 src/etc/phpshellsessions/restartipsec:28 — then `vpn.inc` and `ipsec_configure(true);`
+	// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:3101 — `function ipsec_configure($restart = false, $filterdns_restart = false) {`
+	pfIPsecConfigure = `/usr/local/bin/php -r 'require_once("config.inc"); require_once("filter.inc"); require_once("auth.inc"); require_once("ipsec.inc"); require_once("vpn.inc"); ipsec_configure();'`
+	pfSwanctl        = "/usr/local/sbin/swanctl"
+	pfSuricataRC     = "/usr/local/etc/rc.d/suricata.sh"
+	pfSuricataStop   = pfSuricataRC + " stop"
+	pfSuricataStart  = pfSuricataRC + " start"
 	// pfSuricataSync is the package's own remote resync recipe
 	// (suricata_do_xmlrpc_sync) with the rules rebuilt, as its GUI does
 	// for a newly enabled interface; suricata_postinstall keeps it from
@@ -83,6 +91,9 @@ type PfSenseOptions struct {
 	// GUI does; by default they are left as they are: a capability change
 	// may reset the link on some drivers.
 	OffloadSSHInterface bool
+	// IPsecTimeout bounds re-establishing a tunnel after an IPsec change;
+	// default DefaultIPsecTimeout.
+	IPsecTimeout time.Duration
 }
 
 // PfSense drives pfSense over SSH. It implements Firewall and Guard.
@@ -293,8 +304,7 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		// upstream: not settled — suricata_create_rc() bakes `$run_mode` per enabled interface into suricata.sh at each sync, and suricata_prepare_rule_files() returns early `if (!$rebuild_rules)` (pfsense/FreeBSD-ports@e2173cf2 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, an older copy, lines not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps
 		return p.packageAction(ctx, "Suricata", suricataOwns, pfSuricataStop, pfSuricataSync, pfSuricataStart)
 	case configxml.ActionIPsecRestart:
-		_, err := p.output(ctx, pfIPsecRestart)
-		return err
+		return p.applyIPsec(ctx, changes)
 	case configxml.ActionBlocklistUpdate:
 		return p.packageAction(ctx, "pfBlockerNG", pfBlockerNGOwns, pfBlockerUpdate)
 	case configxml.ActionReboot:
@@ -307,6 +317,85 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		return p.WaitReady(ctx, p.opts.RebootTimeout)
 	}
 	return fmt.Errorf("no pfSense command for action %q", a)
+}
+
+// applyIPsec runs the GUI's apply and re-establishes the tunnels the
+// changes set (ipsec.go), with the GUI's own disconnect and connect
+// commands, in the foreground.
+func (p *PfSense) applyIPsec(ctx context.Context, changes []configxml.Change) error {
+	if _, err := p.output(ctx, pfIPsecConfigure); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	data := p.written
+	p.mu.Unlock()
+	if data == nil {
+		var err error
+		if data, err = p.ReadConfig(ctx); err != nil {
+			return err
+		}
+	}
+	cfg, err := configxml.LoadBytes(data)
+	if err != nil {
+		return fmt.Errorf("the config.xml written: %w", err)
+	}
+	s := ipsecSessions{
+		// ipsec_configure() reloads in the background: wait until its
+		// strongswanrc has finished, so that charon holds the new
+		// connections before fwab looks.
+		settle: func(ctx context.Context) error {
+			deadline := time.Now().Add(ipsecTimeout(p.opts.IPsecTimeout))
+			for {
+				_, _, code, err := p.sh.Run(ctx, "pgrep -f strongswanrc", nil)
+				switch {
+				case err != nil:
+					return err
+				case code != 0:
+					return nil
+				case time.Now().After(deadline):
+					return fmt.Errorf("ipsec: strongswanrc still running %v after ipsec_configure()", ipsecTimeout(p.opts.IPsecTimeout))
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+		terminate: func(ctx context.Context, t configxml.Tunnel) error {
+			// Exit 1 when no SA is up: not an error here.
+			_, _, _, err := p.sh.Run(ctx, pfSwanctl+" --terminate --ike "+ShellQuote(t.Conn)+" --force --timeout 10", nil)
+			return err
+		},
+		initiate: func(ctx context.Context, t configxml.Tunnel) (string, bool, error) {
+			var failed []string
+			final := false
+			for _, child := range t.Children {
+				out, errOut, code, err := p.sh.Run(ctx, pfSwanctl+" --initiate --child "+ShellQuote(child)+" --timeout 20", nil)
+				if err != nil {
+					return "", false, err
+				}
+				if code != 0 {
+					text := string(out) + string(errOut)
+					// After settle, neither a connection charon does not
+					// know nor a charon that is not running will appear
+					// by waiting.
+					final = final || strings.Contains(text, "no config named") || strings.Contains(text, "charon.vici")
+					failed = append(failed, fmt.Sprintf("%s: exit %d: %s", child, code, lastLine(text)))
+				}
+			}
+			return strings.Join(failed, "; "), final, nil
+		},
+		sas: func(ctx context.Context) ([]IPsecSA, error) {
+			out, _, code, err := p.sh.Run(ctx, pfSwanctl+" --list-sas", nil)
+			if err != nil || code != 0 {
+				return nil, err // exit 1: charon not (yet) answering, no SA
+			}
+			return ParseSwanctlSAs(string(out))
+		},
+		within: ipsecTimeout(p.opts.IPsecTimeout),
+	}
+	return s.apply(ctx, cfg, changes)
 }
 
 // packageAction runs a package's commands, reading config.xml before and

@@ -32,6 +32,7 @@ const (
 	ServiceRestarted       Effect = "service-restarted"       // a daemon restarted before the command returns
 	BackgroundRestart      Effect = "background-restart"      // a daemon restarted after the command returns
 	TunnelsDropped         Effect = "tunnels-dropped"         // every IPsec SA is torn down
+	TunnelReset            Effect = "tunnel-reset"            // one IPsec connection torn down or brought up
 	CronInstalled          Effect = "cron-installed"          // cron jobs added or removed (with config-saved)
 	Reboots                Effect = "reboots"                 // the box goes down and boots
 	BootEnvironment        Effect = "boot-environment"        // a boot environment made or activated
@@ -40,7 +41,7 @@ const (
 
 // Effects is the table's vocabulary.
 var Effects = []Effect{ReadOnly, WritesFiles, StartsProcess, ConfigSaved, FilterReloaded, OffloadFlags, LinkReset,
-	InterfacesReconfigured, SessionsDropped, ServiceRestarted, BackgroundRestart, TunnelsDropped, CronInstalled,
+	InterfacesReconfigured, SessionsDropped, ServiceRestarted, BackgroundRestart, TunnelsDropped, TunnelReset, CronInstalled,
 	Reboots, BootEnvironment, PackagesChanged}
 
 // EntryPoint is one row of the call-graph table as the emulator knows it.
@@ -88,6 +89,9 @@ var (
 var EntryPoints = []EntryPoint{
 	// FreeBSD base, both products.
 	{Key: "sh: ifconfig DEV FLAGS", Flavors: both, Effects: []Effect{OffloadFlags, LinkReset}, match: ifconfigSets},
+	{Key: "sh: swanctl --terminate / --initiate", Flavors: pfOnly, Effects: []Effect{TunnelReset}, match: func(a []string) bool {
+		return a[0] == "/usr/local/sbin/swanctl" && len(a) > 1 && (a[1] == "--terminate" || a[1] == "--initiate")
+	}},
 	{Key: "sh: read-only tools", Flavors: both, Effects: []Effect{ReadOnly}, match: func(a []string) bool {
 		return slices.Contains([]string{"/bin/cat", "/bin/ls", "/usr/bin/wc", "/usr/bin/head", "/usr/bin/grep", "/sbin/sha256", "/bin/date",
 			"/bin/hostname", "/usr/bin/uname", "/bin/ps", "/bin/pgrep", "/sbin/ifconfig", "/sbin/pfctl", "/usr/sbin/pkg", "/sbin/sysctl",
@@ -118,14 +122,13 @@ var EntryPoints = []EntryPoint{
 			return a[0] == "/etc/rc.filter_configure_sync" || a[0] == "/etc/rc.filter_configure"
 		}},
 	{Key: "pfSense: /etc/rc.reload_interfaces", Flavors: pfOnly,
-		Effects: []Effect{OffloadFlags, LinkReset, InterfacesReconfigured, SessionsDropped, FilterReloaded},
+		Effects: []Effect{OffloadFlags, LinkReset, InterfacesReconfigured, SessionsDropped, FilterReloaded, BackgroundRestart},
 		Missing: map[Effect]string{ServiceRestarted: "the lab has no resolver, dnsmasq or DHCP server to restart"},
 		match:   prog("/etc/rc.reload_interfaces")},
 	{Key: "pfSense: /etc/rc.reload_all", Flavors: pfOnly,
-		Effects: []Effect{OffloadFlags, LinkReset, InterfacesReconfigured, SessionsDropped, FilterReloaded},
+		Effects: []Effect{OffloadFlags, LinkReset, InterfacesReconfigured, SessionsDropped, FilterReloaded, BackgroundRestart},
 		Missing: map[Effect]string{
-			ServiceRestarted:  "the lab has no resolver, NTP, cron or DHCP server to restart",
-			BackgroundRestart: "sshd and the web GUI restart in the background on the box; the lab's SSH server stays up (established sessions survive an sshd restart there too)",
+			ServiceRestarted: "the lab has no resolver, NTP, cron or DHCP server to restart",
 		},
 		match: prog("/etc/rc.reload_all")},
 	{Key: "pfSense: php setup_microcode", Flavors: pfOnly, Effects: []Effect{OffloadFlags, LinkReset}, match: phpCalls("enable_hardware_offloading")},
@@ -136,9 +139,12 @@ var EntryPoints = []EntryPoint{
 			SessionsDropped:  "states are killed only with the package's kill-states setting on; the lab's config leaves it off",
 		},
 		match: progArgs("/usr/local/bin/php", "/usr/local/www/pfblockerng/pfblockerng.php")},
-	{Key: "pfSense: pfSsh.php playback restartipsec", Flavors: pfOnly, Effects: []Effect{ServiceRestarted, TunnelsDropped},
-		Missing: map[Effect]string{BackgroundRestart: "not yet: the lab restarts strongSwan before the command returns, where the box restarts it in the background (issue 29 item 5)"},
-		match:   prog("/usr/local/sbin/pfSsh.php")},
+	{Key: "pfSense: pfSsh.php playback restartipsec", Flavors: pfOnly, Effects: []Effect{BackgroundRestart, TunnelsDropped},
+		match: prog("/usr/local/sbin/pfSsh.php")},
+	// TunnelsDropped: only when the config turns IPsec off (the stop).
+	{Key: "pfSense: php ipsec_configure", Flavors: pfOnly, Effects: []Effect{BackgroundRestart, TunnelsDropped},
+		Missing: map[Effect]string{FilterReloaded: "the lab's IPsec does not run through pf, so the filter_configure() first changes nothing there"},
+		match:   phpCalls("ipsec_configure(")},
 	{Key: "pfSense: suricata.sh", Flavors: pfOnly, Effects: []Effect{ServiceRestarted}, match: prog("/usr/local/etc/rc.d/suricata.sh")},
 	{Key: "pfSense: pfSense-upgrade", Flavors: pfOnly, Effects: []Effect{PackagesChanged, Reboots, SessionsDropped},
 		Missing: map[Effect]string{BootEnvironment: "not yet: the lab's pfSense-upgrade neither prunes, creates nor activates boot environments"},
@@ -153,11 +159,11 @@ var EntryPoints = []EntryPoint{
 		Missing: map[Effect]string{ServiceRestarted: "the lab has no resolver or DHCP server to restart"},
 		match:   progArgs("/usr/local/sbin/configctl", "interface", "reconfigure")},
 	{Key: "OPNsense: configctl ids", Flavors: opOnly, Effects: []Effect{ServiceRestarted}, match: progArgs("/usr/local/sbin/configctl", "ids")},
-	{Key: "OPNsense: configctl ipsec", Flavors: opOnly, Effects: []Effect{ServiceRestarted},
+	{Key: "OPNsense: configctl ipsec", Flavors: opOnly, Effects: []Effect{ServiceRestarted, BackgroundRestart},
 		Missing: map[Effect]string{TunnelsDropped: "the lab runs one tunnel and brings it up again on each restart; the loss of the others is not modelled"},
 		match:   progArgs("/usr/local/sbin/configctl", "ipsec")},
 	{Key: "OPNsense: /usr/local/etc/rc.reload_all", Flavors: opOnly,
-		Effects: []Effect{OffloadFlags, InterfacesReconfigured, SessionsDropped, FilterReloaded},
+		Effects: []Effect{OffloadFlags, InterfacesReconfigured, SessionsDropped, FilterReloaded, BackgroundRestart},
 		Missing: map[Effect]string{ServiceRestarted: "the lab has no resolver, cron or plugin services to restart"},
 		match:   prog("/usr/local/etc/rc.reload_all")},
 	{Key: "OPNsense: /usr/local/etc/rc.filter_configure", Flavors: opOnly, Effects: []Effect{FilterReloaded}, match: prog("/usr/local/etc/rc.filter_configure")},
@@ -179,12 +185,14 @@ var EntryPoints = []EntryPoint{
 	{Key: "api: POST /api/ids/settings/set", Flavors: opOnly, Effects: []Effect{ConfigSaved}},
 	{Key: "api: POST /api/ids/service/reconfigure", Flavors: opOnly, Effects: []Effect{ConfigSaved, CronInstalled, ServiceRestarted}},
 	{Key: "api: GET /api/ids/service/status", Flavors: opOnly, Effects: []Effect{ReadOnly}},
-	{Key: "api: POST /api/ipsec/service/reconfigure", Flavors: opOnly, Effects: []Effect{ServiceRestarted},
+	{Key: "api: POST /api/ipsec/service/reconfigure", Flavors: opOnly, Effects: []Effect{BackgroundRestart},
 		Missing: map[Effect]string{FilterReloaded: "the lab's IPsec does not run through pf, so the reload changes nothing there"}},
 	{Key: "api: GET /api/ipsec/service/status", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: GET /api/ipsec/connections/is_enabled", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: GET /api/ipsec/sessions/search_phase1", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: POST /api/ipsec/sessions/search_phase2", Flavors: opOnly, Effects: []Effect{ReadOnly}},
+	{Key: "api: POST /api/ipsec/sessions/disconnect/{id}", Flavors: opOnly, Effects: []Effect{TunnelReset}},
+	{Key: "api: POST /api/ipsec/sessions/connect/{id}", Flavors: opOnly, Effects: []Effect{TunnelReset}},
 	{Key: "api: GET /api/core/backup/download/{host}", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: GET /api/core/firmware/info", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: GET /api/core/firmware/status", Flavors: opOnly, Effects: []Effect{ReadOnly}},

@@ -115,6 +115,9 @@ type Emulator struct {
 	// ipsecUp: strongSwan runs (set by every IPsec apply, boot included,
 	// cleared when it stops).
 	ipsecUp atomic.Bool
+	// ipsecGen counts IPsec applies: a background step that a later
+	// apply superseded does nothing.
+	ipsecGen atomic.Int64
 
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device
@@ -344,7 +347,7 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.applyFilter(ctx, root); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
-	if err := e.applyIPsec(ctx, root); err != nil {
+	if err := e.applyIPsec(ctx, root, ipsecRestart); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
 	if err := e.bootIDS(ctx, root); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -504,6 +505,12 @@ func (e *Emulator) reload(ctx context.Context, c *call, interfaces bool) error {
 		if err := e.applyInterfaces(ctx, root); err != nil {
 			return c.errorf(1, "%s: %v", c.args[0], err)
 		}
+		// interfaces_configure() ends with ipsec_configure(): a reload
+		// in the background.
+		// upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:1726 — `ipsec_configure();` inside interfaces_configure()
+		if err := e.applyIPsecBackground(ctx, root, ipsecReload); err != nil {
+			return c.errorf(1, "%s: %v", c.args[0], err)
+		}
 	}
 	if err := e.applyFilter(ctx, root); err != nil {
 		fmt.Fprintf(c.stdout, "There were error(s) loading the rules: %v\n", err)
@@ -747,6 +754,11 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 // phpCode runs the PHP the lab emulates: the GUI's offload apply
 // (offload.go), and the Suricata package's resync, which bakes the rc script from the config as it is now
 // (pfSense reads /tmp/config.cache first).
+// ipsecConfigurePHP is a call of pfSense's ipsec_configure() after the
+// includes it needs: what the GUI's IPsec apply runs (without $restart:
+// strongSwan reloaded) and restartipsec (with true: restarted).
+var ipsecConfigurePHP = regexp.MustCompile(`^(?:require_once\("[a-z_]+\.inc"\); )+ipsec_configure\((true)?\);$`)
+
 func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 	if handled, err := e.offloadPHP(ctx, code); handled {
 		if err != nil {
@@ -754,8 +766,15 @@ func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 		}
 		return nil
 	}
+	if m := ipsecConfigurePHP.FindStringSubmatch(code); m != nil {
+		how := ipsecReload
+		if m[1] == "true" {
+			how = ipsecRestart
+		}
+		return e.ipsecConfigure(ctx, c, how)
+	}
 	if !strings.Contains(code, `require_once("/usr/local/pkg/suricata/suricata.inc")`) || !strings.Contains(code, "sync_suricata_package_config();") {
-		return c.errorf(255, "php: the lab emulates only the GUI's offload apply and require_once(\"/usr/local/pkg/suricata/suricata.inc\"); ... sync_suricata_package_config();")
+		return c.errorf(255, "php: the lab emulates only the GUI's offload apply, require_once(...); ipsec_configure([true]); and require_once(\"/usr/local/pkg/suricata/suricata.inc\"); ... sync_suricata_package_config();")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +36,20 @@ type IPsecPlane interface {
 	// aesni says whether the DUT's ESP may use AES-NI (the boot loaded
 	// the aesni module).
 	Apply(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error
+	// Reload is the products' IPsec reload (pfSense `strongswanrc
+	// reload`, OPNsense's reconfigure while strongSwan runs): both sides'
+	// swanctl.conf are rewritten and loaded into the running charons
+	// (swanctl --load-all). Established SAs keep what they negotiated
+	// until someone re-establishes them. With the DUT's charon not
+	// running it is Apply.
+	Reload(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error
 	// ListSAs runs `swanctl --list-sas` against the DUT's charon and
 	// returns what it prints and its exit status.
 	ListSAs(ctx context.Context) (out []byte, code int, err error)
+	// Swanctl runs swanctl with args against the DUT's charon (as the
+	// box's own swanctl talks to /var/run/charon.vici) and returns what
+	// it prints and its exit status.
+	Swanctl(ctx context.Context, args ...string) (out []byte, code int, err error)
 	// Stop ends both charons and restores plain routing.
 	Stop(ctx context.Context) error
 }
@@ -147,21 +159,27 @@ func labTunnel(c *configxml.Config) (t *configxml.Tunnel, skipped []string) {
 	return t, skipped
 }
 
-// connName is pfSense's name for a phase 1's connection and child: con<ikeid>.
-func connName(c *configxml.Config, t *configxml.Tunnel) string {
-	for _, p1 := range c.Root().FindElements("ipsec/phase1") {
-		d := p1.SelectElement("descr")
-		id := p1.SelectElement("ikeid")
-		if d != nil && id != nil && strings.TrimSpace(d.Text()) == t.Name {
-			return "con" + strings.TrimSpace(id.Text())
-		}
+// connName is the product's name for a tunnel's connection in
+// swanctl.conf (configxml.Tunnel.Conn): pfSense con<ikeid>, OPNsense the
+// connection's uuid.
+func connName(t *configxml.Tunnel) string {
+	if t.Conn == "" {
+		return "con1"
 	}
-	return "con1"
+	return t.Conn
+}
+
+// childName is the name of the tunnel's (first) child SA.
+func childName(t *configxml.Tunnel) string {
+	if len(t.Children) == 0 {
+		return connName(t)
+	}
+	return t.Children[0]
 }
 
 // swanctlSide is one end of the tunnel as swanctl.conf needs it.
 type swanctlSide struct {
-	Conn                      string
+	Conn, Child               string
 	LocalAddr, RemoteAddr     string
 	LocalID, RemoteID         string
 	LocalNet, RemoteNet       string
@@ -204,7 +222,7 @@ connections {
 			auth = psk
 		}
 		children {
-			%[1]s {
+			%[11]s {
 				close_action = none
 				dpd_action = clear
 				policies = yes
@@ -227,14 +245,14 @@ secrets {
 	}
 }
 `, s.Conn, s.IKEProposals, s.LocalAddr, s.RemoteAddr, id(s.LocalID), id(s.RemoteID),
-		s.RemoteNet, s.LocalNet, s.ESPProposal, base64.StdEncoding.EncodeToString([]byte(s.PSK)))
+		s.RemoteNet, s.LocalNet, s.ESPProposal, base64.StdEncoding.EncodeToString([]byte(s.PSK)), s.Child)
 	return b.Bytes()
 }
 
 // dutSide is the DUT's end of a tunnel: exactly the configured proposal.
 func dutSide(conn string, t *configxml.Tunnel) swanctlSide {
 	return swanctlSide{
-		Conn: conn, LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
+		Conn: conn, Child: childName(t), LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
 		LocalID: t.LocalID, RemoteID: t.RemoteID, LocalNet: t.LocalNet, RemoteNet: t.RemoteNet,
 		IKEProposals: t.Proposal.IKE.String(), ESPProposal: t.Proposal.ESP.String(), PSK: t.PSK,
 	}
@@ -244,7 +262,7 @@ func dutSide(conn string, t *configxml.Tunnel) swanctlSide {
 // proposal.
 func peerSide(conn string, t *configxml.Tunnel) swanctlSide {
 	return swanctlSide{
-		Conn: conn, LocalAddr: t.RemoteAddr, RemoteAddr: t.LocalAddr,
+		Conn: conn, Child: childName(t), LocalAddr: t.RemoteAddr, RemoteAddr: t.LocalAddr,
 		LocalID: t.RemoteID, RemoteID: t.LocalID, LocalNet: t.RemoteNet, RemoteNet: t.LocalNet,
 		IKEProposals: ikeProposalsAll, ESPProposal: espProposalsAll, PSK: t.PSK,
 	}
@@ -315,7 +333,39 @@ func (s *StrongSwan) uri(side string) string {
 func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// pfSense's restartipsec restarts strongSwan: stop both, then start.
+	return s.applyLocked(ctx, conn, t, aesni)
+}
+
+func (s *StrongSwan) Reload(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.charon["dut"]
+	running := p != nil && s.charon["peer"] != nil
+	if running {
+		select {
+		case <-p.done:
+			running = false
+		default:
+		}
+	}
+	if !running {
+		return s.applyLocked(ctx, conn, t, aesni)
+	}
+	// The running charons keep their strongswan.conf (plugins): only
+	// the connections and secrets are reloaded.
+	if err := s.writeConfs(conn, t, aesni, false); err != nil {
+		return err
+	}
+	for _, side := range []string{"peer", "dut"} {
+		if _, err := s.swanctl(ctx, "--load-all", "--noprompt", "--file", filepath.Join(s.sideDir(side), "swanctl.conf"), "--uri", s.uri(side)); err != nil {
+			return fmt.Errorf("ipsec: reload the %s configuration: %w", side, err)
+		}
+	}
+	return nil
+}
+
+func (s *StrongSwan) applyLocked(ctx context.Context, conn string, t *configxml.Tunnel, aesni bool) error {
+	// A restart: stop both, then start.
 	s.stopLocked()
 	dir := s.PluginDir
 	if dir == "" {
@@ -328,6 +378,29 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 	if p := filepath.Join(s.sideDir("peer"), "charon.vici"); len(p) > 107 {
 		return fmt.Errorf("ipsec: the vici socket path %s is too long for a unix socket (%d bytes, at most 107); use a shorter lab --dir", p, len(p))
 	}
+	if err := s.writeConfs(conn, t, aesni, true); err != nil {
+		return err
+	}
+	// Only the tunnel may carry traffic between the two networks: a
+	// tunnel that fails then fails closed instead of leaking plaintext.
+	s.plainRoutes(ctx, false)
+	for _, side := range []string{"peer", "dut"} {
+		if err := s.start(ctx, side); err != nil {
+			return err
+		}
+		if _, err := s.swanctl(ctx, "--load-all", "--noprompt", "--file", filepath.Join(s.sideDir(side), "swanctl.conf"), "--uri", s.uri(side)); err != nil {
+			return fmt.Errorf("ipsec: load the %s configuration: %w", side, err)
+		}
+	}
+	if out, err := s.swanctl(ctx, "--initiate", "--child", childName(t), "--timeout", "20", "--uri", s.uri("dut")); err != nil {
+		return fmt.Errorf("ipsec: initiate %s (proposal %s): %w; %s", childName(t), t.Proposal, err, lastLines(out, 3))
+	}
+	return nil
+}
+
+// writeConfs writes both sides' swanctl.conf (the DUT's also where pfSense
+// keeps it) and, with settings, their strongswan.conf.
+func (s *StrongSwan) writeConfs(conn string, t *configxml.Tunnel, aesni, settings bool) error {
 	for side, conf := range map[string][]byte{
 		"dut":  swanctlConf(dutSide(conn, t)),
 		"peer": swanctlConf(peerSide(conn, t)),
@@ -340,8 +413,10 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 		}
 		// The peer is the far site's gateway, not the DUT: always AES-NI,
 		// so that only the DUT's accelerator changes.
-		if err := atomicfile.WriteFile(filepath.Join(d, "strongswan.conf"), strongswanConf(d, side == "peer" || aesni), 0o600); err != nil {
-			return err
+		if settings {
+			if err := atomicfile.WriteFile(filepath.Join(d, "strongswan.conf"), strongswanConf(d, side == "peer" || aesni), 0o600); err != nil {
+				return err
+			}
 		}
 		if err := atomicfile.WriteFile(filepath.Join(d, "swanctl.conf"), conf, 0o600); err != nil {
 			return err
@@ -355,20 +430,6 @@ func (s *StrongSwan) Apply(ctx context.Context, conn string, t *configxml.Tunnel
 				return err
 			}
 		}
-	}
-	// Only the tunnel may carry traffic between the two networks: a
-	// tunnel that fails then fails closed instead of leaking plaintext.
-	s.plainRoutes(ctx, false)
-	for _, side := range []string{"peer", "dut"} {
-		if err := s.start(ctx, side); err != nil {
-			return err
-		}
-		if _, err := s.swanctl(ctx, "--load-all", "--noprompt", "--file", filepath.Join(s.sideDir(side), "swanctl.conf"), "--uri", s.uri(side)); err != nil {
-			return fmt.Errorf("ipsec: load the %s configuration: %w", side, err)
-		}
-	}
-	if out, err := s.swanctl(ctx, "--initiate", "--child", conn, "--timeout", "20", "--uri", s.uri("dut")); err != nil {
-		return fmt.Errorf("ipsec: initiate %s (proposal %s): %w; %s", conn, t.Proposal, err, lastLines(out, 3))
 	}
 	return nil
 }
@@ -513,9 +574,13 @@ func (s *StrongSwan) Algorithms(ctx context.Context) (string, error) {
 }
 
 func (s *StrongSwan) ListSAs(ctx context.Context) ([]byte, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	return s.Swanctl(ctx, "--list-sas")
+}
+
+func (s *StrongSwan) Swanctl(ctx context.Context, args ...string) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "swanctl", "--list-sas", "--uri", s.uri("dut"))
+	cmd := exec.CommandContext(ctx, "swanctl", append(slices.Clip(args), "--uri", s.uri("dut"))...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -531,10 +596,43 @@ func (s *StrongSwan) ListSAs(ctx context.Context) ([]byte, int, error) {
 	return nil, 0, err
 }
 
-// applyIPsec brings IPsec to what the config says (as ipsec_configure()
-// does). The caller holds e.mu.
-func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error {
+// ipsecHow is how a product command brings strongSwan to the config.
+type ipsecHow int
+
+const (
+	// ipsecRestart stops and starts strongSwan: every SA on the box is
+	// torn down and re-established.
+	ipsecRestart ipsecHow = iota
+	// ipsecReload loads the new configuration into the running daemon
+	// (starting it when none runs): established SAs stay on what they
+	// negotiated.
+	ipsecReload
+)
+
+func (h ipsecHow) String() string {
+	if h == ipsecReload {
+		return "reload"
+	}
+	return "restart"
+}
+
+// ipsecStep is one IPsec apply, worked out under e.mu: what runs then
+// without it.
+type ipsecStep struct {
+	plane IPsecPlane
+	t     *configxml.Tunnel
+	conn  string
+	aesni bool
+	up    bool // strongSwan runs afterwards (OPNsense: the switch alone)
+	how   ipsecHow
+}
+
+// ipsecStepFor works out an apply of root. The caller holds e.mu.
+func (e *Emulator) ipsecStepFor(root *configxml.Config, how ipsecHow) ipsecStep {
 	t, skipped := labTunnel(root)
+	for _, s := range skipped {
+		e.logger().Warn("ipsec: not emulated", "what", s)
+	}
 	// OPNsense runs strongSwan while the service switch is on, tunnels or
 	// none, and its reconfigure stops it while the switch is off.
 	// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ServiceController.php:39 — `$internalServiceEnabled = 'general.enabled'`
@@ -543,30 +641,102 @@ func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config) error
 	if e.opnsense() {
 		up, _ = root.IPsecSwitch()
 	}
-	e.ipsecUp.Store(false)
-	if e.IPsec == nil {
-		e.ipsecUp.Store(up)
+	st := ipsecStep{plane: e.IPsec, t: t, up: up, how: how}
+	if t != nil {
+		st.conn = connName(t)
+		// e.mu is held: the modules are the last boot's.
+		st.aesni = e.hasKernelModuleLocked("aesni")
+	}
+	return st
+}
+
+// run carries the step out. With no tunnel strongSwan stops, in the
+// foreground as both products stop it.
+func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
+	if st.plane == nil {
+		e.ipsecUp.Store(st.up)
 		return nil
 	}
-	for _, s := range skipped {
-		e.logger().Warn("ipsec: not emulated", "what", s)
-	}
-	if t == nil {
+	if st.t == nil {
 		_ = os.Remove(e.path(pfSwanctlConf))
-		if err := e.IPsec.Stop(ctx); err != nil {
+		if err := st.plane.Stop(ctx); err != nil {
 			return err
 		}
-		e.ipsecUp.Store(up) // OPNsense: charon without connections
+		e.ipsecUp.Store(st.up) // OPNsense: charon without connections
 		e.logger().Info("ipsec: no tunnel enabled; plain routing")
 		return nil
 	}
-	conn := connName(root, t)
-	// e.mu is held: the modules are the last boot's.
-	if err := e.IPsec.Apply(ctx, conn, t, e.hasKernelModuleLocked("aesni")); err != nil {
+	var err error
+	if st.how == ipsecReload {
+		err = st.plane.Reload(ctx, st.conn, st.t, st.aesni)
+	} else {
+		err = st.plane.Apply(ctx, st.conn, st.t, st.aesni)
+	}
+	if err != nil {
 		return err
 	}
-	e.ipsecUp.Store(up)
-	e.logger().Info("ipsec: tunnel up", "name", t.Name, "conn", conn, "ike", t.Proposal.IKE.String(), "esp", t.Proposal.ESP.String())
+	e.ipsecUp.Store(st.up)
+	e.logger().Info("ipsec: "+st.how.String(), "name", st.t.Name, "conn", st.conn, "ike", st.t.Proposal.IKE.String(), "esp", st.t.Proposal.ESP.String())
+	return nil
+}
+
+// applyIPsec brings IPsec to what the config says, before it returns (the
+// boot). The caller holds e.mu.
+func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config, how ipsecHow) error {
+	st := e.ipsecStepFor(root, how)
+	if how == ipsecRestart {
+		e.ipsecUp.Store(false)
+	}
+	return e.runIPsecStep(ctx, st)
+}
+
+// ipsecBackgroundDelay is how long the products' rc script takes to get
+// to the daemon after the apply returned.
+const ipsecBackgroundDelay = 200 * time.Millisecond
+
+// applyIPsecBackground is what both products' apply does: the
+// configuration is generated now, and the daemon is started, reloaded or
+// restarted by the rc script in the background, after the command that
+// asked has returned; a stop runs in the foreground. The caller holds e.mu.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:3261 — `mwexec_bg("/usr/local/sbin/strongswanrc restart", false);` for ipsec_configure(true), :3264 reload and :3266 start otherwise
+// upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:3116 — `mwexec("/usr/local/sbin/strongswanrc stop");` in the foreground when IPsec is off
+// upstream: opnsense-core 26.1 src/etc/inc/plugins.inc.d/ipsec.inc:1462 — `mwexecfb('/usr/local/etc/rc.d/strongswan onereload');` while charon runs, :1464 onestart otherwise
+func (e *Emulator) applyIPsecBackground(ctx context.Context, root *configxml.Config, how ipsecHow) error {
+	st := e.ipsecStepFor(root, how)
+	if st.plane == nil || st.t == nil {
+		e.ipsecGen.Add(1) // a stop supersedes any pending reload
+		return e.runIPsecStep(ctx, st)
+	}
+	if how == ipsecRestart {
+		e.ipsecUp.Store(false)
+	}
+	// The rc script as ps shows it on each product.
+	command := "/bin/sh /usr/local/sbin/strongswanrc " + how.String()
+	if e.opnsense() {
+		command = "/bin/sh /usr/local/etc/rc.d/strongswan one" + how.String()
+	}
+	gen := e.ipsecGen.Add(1)
+	bg, cancel := context.WithCancel(context.Background())
+	p := e.procs.add(command, cancel)
+	go func() {
+		defer close(p.done)
+		defer e.procs.remove(p.pid)
+		defer cancel()
+		select {
+		case <-time.After(ipsecBackgroundDelay):
+		case <-bg.Done():
+			return
+		}
+		// A later apply superseded this one: the box's script would read
+		// the newer swanctl.conf, and the later apply's own step loads it.
+		if e.ipsecGen.Load() != gen {
+			return
+		}
+		if err := e.runIPsecStep(bg, st); err != nil {
+			e.logger().Error("ipsec: background "+how.String(), "err", err)
+		}
+	}()
 	return nil
 }
 
@@ -585,8 +755,17 @@ func (e *Emulator) stopIPsec(ctx context.Context) {
 }
 
 // cmdIPsecRestart is pfSsh.php playback restartipsec / svc restart ipsec:
-// regenerate swanctl.conf from config.xml and restart strongSwan.
+// ipsec_configure(true) regenerates swanctl.conf from config.xml and
+// restarts strongSwan in the background, every tunnel on the box with it.
+//
+// upstream: pfsense 2.7.2 src/etc/phpshellsessions/restartipsec:28 — `ipsec_configure(true);`
 func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
+	return e.ipsecConfigure(ctx, c, ipsecRestart)
+}
+
+// ipsecConfigure is pfSense's ipsec_configure($restart): the filter, then
+// strongSwan in the background.
+func (e *Emulator) ipsecConfigure(ctx context.Context, c *call, how ipsecHow) error {
 	e.did(configxml.ActionIPsecRestart)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -594,7 +773,7 @@ func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
 	if err != nil {
 		return c.errorf(1, "ipsec: %v", err)
 	}
-	if err := e.applyIPsec(ctx, root); err != nil {
+	if err := e.applyIPsecBackground(ctx, root, how); err != nil {
 		return c.errorf(1, "%v", err)
 	}
 	if err := e.applySlowdown(ctx); err != nil {
@@ -603,19 +782,52 @@ func (e *Emulator) cmdIPsecRestart(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdSwanctl passes `swanctl --list-sas` through to the real swanctl on the
-// DUT's charon, so the output is exactly strongSwan's.
+// swanctlForms are the swanctl invocations the lab passes through to the
+// DUT's charon: the command, then the options it may take (those that
+// take a value mapped to true).
+var swanctlForms = map[string]map[string]bool{
+	"--list-sas":  {},
+	"-l":          {},
+	"--stats":     {},
+	"--terminate": {"--ike": true, "--child": true, "--force": false, "--timeout": true},
+	"--initiate":  {"--ike": true, "--child": true, "--timeout": true},
+}
+
+// cmdSwanctl passes swanctl through to the real swanctl on the DUT's
+// charon, so the output and exit status are exactly strongSwan's: listing
+// SAs, the daemon's stats, and terminating or initiating one connection.
 func (e *Emulator) cmdSwanctl(ctx context.Context, c *call) error {
-	if len(c.args) != 2 || (c.args[1] != "--list-sas" && c.args[1] != "-l") {
-		return c.errorf(1, "swanctl: the lab emulates --list-sas")
+	args := c.args[1:]
+	opts, ok := map[string]bool(nil), len(args) > 0
+	if ok {
+		opts, ok = swanctlForms[args[0]]
+	}
+	for i := 1; ok && i < len(args); i++ {
+		takesValue, known := opts[args[i]]
+		switch {
+		case !known:
+			ok = false
+		case takesValue:
+			i++
+			ok = i < len(args)
+		}
+	}
+	if !ok {
+		return c.errorf(1, "swanctl: the lab emulates --list-sas, --stats, --terminate --ike|--child NAME [--force] [--timeout N] and --initiate --ike|--child NAME [--timeout N]")
 	}
 	e.mu.Lock()
 	p := e.IPsec
 	e.mu.Unlock()
 	if p == nil {
-		return nil // no IPsec in this emulator: no SAs
+		if args[0] == "--list-sas" || args[0] == "-l" {
+			return nil // no IPsec in this emulator: no SAs
+		}
+		return c.errorf(1, "connecting to 'unix://%s' failed: No such file or directory", pfViciSocket)
 	}
-	out, code, err := p.ListSAs(ctx)
+	if args[0] == "-l" {
+		args = []string{"--list-sas"}
+	}
+	out, code, err := p.Swanctl(ctx, args...)
 	if err != nil {
 		return c.errorf(1, "swanctl: %v", err)
 	}

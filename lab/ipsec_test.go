@@ -2,10 +2,10 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +101,7 @@ func TestSwanctlConfGolden(t *testing.T) {
 			if tun == nil {
 				t.Fatalf("labTunnel: no tunnel after ipsec@fwab=%s", tt.value)
 			}
-			conn := connName(c, tun)
+			conn := connName(tun)
 			got := "# dut\n" + string(swanctlConf(dutSide(conn, tun))) + "# peer\n" + string(swanctlConf(peerSide(conn, tun)))
 			if strings.Contains(got, tun.PSK) {
 				t.Errorf("swanctl.conf carries the PSK in clear; want it base64 (0s…)")
@@ -114,10 +114,28 @@ func TestSwanctlConfGolden(t *testing.T) {
 // fakeIPsec records what the emulator asks of the IPsec plane.
 type fakeIPsec struct {
 	mu      sync.Mutex
-	applied []string // "conn esp" or "stop"
+	applied []string // "conn esp", "reload conn esp", "stop" or "swanctl ARGS"
 	sas     string
 	code    int
-	fail    error // returned by Apply
+	fail    error // returned by Apply and Reload
+}
+
+func (f *fakeIPsec) Reload(ctx context.Context, conn string, t *configxml.Tunnel, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, "reload "+conn+" "+t.Proposal.IKE.String()+"/"+t.Proposal.ESP.String())
+	return f.fail
+}
+
+// Swanctl answers --list-sas with the sample and records anything else.
+func (f *fakeIPsec) Swanctl(ctx context.Context, args ...string) ([]byte, int, error) {
+	if len(args) == 1 && args[0] == "--list-sas" {
+		return f.ListSAs(ctx)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, "swanctl "+strings.Join(args, " "))
+	return nil, 0, nil
 }
 
 func (f *fakeIPsec) Apply(ctx context.Context, conn string, t *configxml.Tunnel, _ bool) error {
@@ -159,9 +177,12 @@ const listSAsSample = `con1: #1, ESTABLISHED, IKEv2, 0b5f5c2a1f6c2f3e_i* 6a7c1d9
     remote 198.19.1.0/24
 `
 
-// TestEmulatorIPsecCommands: the restart commands regenerate IPsec from
-// config.xml (through the driver's apply), and swanctl --list-sas passes
-// strongSwan's output and exit status through. No root needed.
+// TestEmulatorIPsecCommands: the driver applies an IPsec change as the GUI
+// does (ipsec_configure(), a reload in the background) and re-establishes
+// the tunnel under test with swanctl; restartipsec restarts strongSwan in
+// the background; switching the tunnel off stops it in the foreground; the
+// swanctl forms fwab uses pass through with strongSwan's output and exit
+// status, others are refused. No root needed.
 func TestEmulatorIPsecCommands(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
 	ip := &fakeIPsec{sas: listSAsSample}
@@ -172,11 +193,21 @@ func TestEmulatorIPsecCommands(t *testing.T) {
 	ctx := context.Background()
 
 	applyKnobs(t, fw, "ipsec@fwab=aes256gcm16")
-	f.mustRun(t, "/usr/local/sbin/pfSsh.php playback svc restart ipsec", "")
+	waitBackground(t, f.em)
+	f.mustRun(t, "/usr/local/sbin/pfSsh.php playback restartipsec", "")
+	if got := ip.calls(); slices.Contains(got, "con1 aes256gcm16-sha256-modp2048/aes256gcm16") {
+		t.Errorf("restartipsec restarted strongSwan before it returned: %q; the box restarts it in the background", got)
+	}
+	waitBackground(t, f.em)
 	applyKnobs(t, fw, "ipsec@fwab=none")
 	want := []string{
+		// The GUI's apply: a reload in the background, which the driver
+		// waits out (pgrep strongswanrc); the sample SA already shows the
+		// proposal, so the tunnel is left as it is.
+		"reload con1 aes256gcm16-sha256-modp2048/aes256gcm16",
+		// restartipsec: a restart, in the background.
 		"con1 aes256gcm16-sha256-modp2048/aes256gcm16",
-		"con1 aes256gcm16-sha256-modp2048/aes256gcm16",
+		// none: stopped in the foreground.
 		"stop",
 	}
 	if diff := cmp.Diff(want, ip.calls()); diff != "" {
@@ -191,7 +222,7 @@ func TestEmulatorIPsecCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RuntimeState: %v", err)
 	}
-	wantSAs := []fwapi.IPsecSA{{Name: "con1", State: "INSTALLED", Encr: "AES_GCM_16-256", BytesIn: 12345, BytesOut: 67890, Proposals: "AES_GCM_16-256"}}
+	wantSAs := []fwapi.IPsecSA{{IKE: "con1", Name: "con1", State: "INSTALLED", Encr: "AES_GCM_16-256", BytesIn: 12345, BytesOut: 67890, Proposals: "AES_GCM_16-256"}}
 	if diff := cmp.Diff(wantSAs, st.IPsec); diff != "" {
 		t.Errorf("RuntimeState.IPsec from the passed-through swanctl output (-want +got):\n%s", diff)
 	}
@@ -206,19 +237,55 @@ func TestEmulatorIPsecCommands(t *testing.T) {
 	if st, err := fw.RuntimeState(ctx); err != nil || len(st.IPsec) != 0 {
 		t.Errorf("RuntimeState with charon stopped: %v, %d SAs; want no error and no SA", err, len(st.IPsec))
 	}
-	if _, _, code := f.run(t, "swanctl --load-all", ""); code != 1 {
-		t.Errorf("swanctl --load-all: exit %d, want 1 (not emulated)", code)
+	for _, cmd := range []string{"swanctl --load-all", "swanctl --initiate --child", "swanctl --terminate --ike con1 --bogus"} {
+		if _, _, code := f.run(t, cmd, ""); code != 1 {
+			t.Errorf("%s: exit %d, want 1 (not emulated)", cmd, code)
+		}
 	}
 
-	// A tunnel that does not come up makes the restart fail, saying why.
-	f.setKnobs(t, "ipsec@fwab=aes128gcm16")
-	f.mustRun(t, "rm -f /tmp/config.cache", "")
+	// A tunnel that does not come up on the new proposal makes the apply
+	// fail, saying what the SAs show.
 	ip.mu.Lock()
-	ip.fail = errors.New("ipsec: initiate con1 (proposal aes128gcm16): NO_PROPOSAL_CHOSEN")
+	ip.sas, ip.code = listSAsSample, 0
 	ip.mu.Unlock()
-	_, errOut, code := f.run(t, "/usr/local/sbin/pfSsh.php playback restartipsec", "")
-	if code != 1 || !strings.Contains(errOut, "NO_PROPOSAL_CHOSEN") {
-		t.Errorf("restartipsec with a failing tunnel: exit %d, stderr %q; want exit 1 naming the failure", code, errOut)
+	fw2, err := fwapi.Open(ctx, f.target, fwapi.OpenOptions{PfSense: fwapi.PfSenseOptions{IPsecTimeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw2.Close() })
+	before := len(ip.calls())
+	err = editAndApply(t, fw2, "", func(c *configxml.Config) error { return c.Set("ipsec@fwab", "aes128gcm16") })
+	if err == nil || !strings.Contains(err.Error(), "did not come up with ESP AES_GCM_16-128") || !strings.Contains(err.Error(), "con1 INSTALLED AES_GCM_16-256") {
+		t.Errorf("apply with the tunnel stuck on the old proposal: %v; want the proposals named", err)
+	}
+	// Taken down and up, only that tunnel, and more than once.
+	var downs, ups int
+	for _, c := range ip.calls()[before:] {
+		switch c {
+		case "swanctl --terminate --ike con1 --force --timeout 10":
+			downs++
+		case "swanctl --initiate --child con1 --timeout 20":
+			ups++
+		case "reload con1 aes128gcm16-sha256-modp2048/aes128gcm16":
+		default:
+			t.Errorf("unexpected IPsec plane call %q", c)
+		}
+	}
+	if downs < 2 || ups != downs {
+		t.Errorf("%d terminates and %d initiates of con1, want the same number, at least 2", downs, ups)
+	}
+}
+
+// waitBackground waits for the emulator's background processes (the
+// products' mwexec_bg) to end.
+func waitBackground(t *testing.T, e *Emulator) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.procs.list()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("background processes still running after 10 s: %d", len(e.procs.list()))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -348,9 +348,12 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 	})
 
 	// IPsec.
-	for _, act := range []string{"restart", "reconfigure", "start"} {
+	for _, act := range []string{"restart", "start"} {
 		mux.HandleFunc("POST /api/ipsec/service/"+act, action(e.restartIPsec))
 	}
+	mux.HandleFunc("POST /api/ipsec/service/reconfigure", action(e.reconfigureIPsec))
+	mux.HandleFunc("POST /api/ipsec/sessions/connect/{id}", a.connectSession)
+	mux.HandleFunc("POST /api/ipsec/sessions/disconnect/{id}", a.disconnectSession)
 	// upstream: opnsense/core@659e22be72c20439123559a08c629ae11f961baa src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ConnectionsController.php:283 — isEnabledAction: `'enabled' => isset(...->ipsec->enable)`
 	// ipsecOn reads the service switch from config.xml; false (and an answer
 	// sent) when the config cannot be read.
@@ -1008,20 +1011,11 @@ func (a *opnAPI) sas(ctx context.Context) []fwapi.IPsecSA {
 
 func (a *opnAPI) ipsecRunning(ctx context.Context) bool { return len(a.sas(ctx)) > 0 }
 
-// phase1Name is the connection a child SA belongs to: swanctl names child
-// SAs <conn>-<n> or the connection's own name.
-func phase1Name(child string) string {
-	if i := strings.LastIndexByte(child, '-'); i > 0 {
-		return child[:i]
-	}
-	return child
-}
-
 func (a *opnAPI) searchPhase1(w http.ResponseWriter, r *http.Request) {
 	rows := []map[string]any{}
 	seen := map[string]bool{}
 	for _, sa := range a.sas(r.Context()) {
-		name := phase1Name(sa.Name)
+		name := sa.IKE
 		if seen[name] {
 			continue
 		}
@@ -1040,7 +1034,7 @@ func (a *opnAPI) searchPhase2(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := []map[string]any{}
 	for _, sa := range a.sas(r.Context()) {
-		if phase1Name(sa.Name) != req.ID {
+		if sa.IKE != req.ID {
 			continue
 		}
 		encr, keysize := sa.Encr, ""
@@ -1053,6 +1047,73 @@ func (a *opnAPI) searchPhase2(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total": len(rows), "rowCount": len(rows), "current": 1, "rows": rows})
+}
+
+// disconnectSession is ipsec/sessions/disconnect/{id}: the IKE SA of
+// connection id terminated, when one is up. The call answers ok whatever
+// the script did.
+//
+// upstream: opnsense/core@b3b771d191c7e7d3ac8cd33ea6946a90b678a50f src/opnsense/scripts/ipsec/disconnect.py:43 — `if sa == conn_id:` over vici list_sas
+// upstream: opnsense/core@b3b771d191c7e7d3ac8cd33ea6946a90b678a50f src/opnsense/scripts/ipsec/disconnect.py:48 — `swanctl --terminate --ike conn_id`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:183 — `configdpRun('ipsec disconnect', [$id])`, then `["result" => "ok"]`
+func (a *opnAPI) disconnectSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if p := a.plane(); p != nil {
+		for _, sa := range a.sas(r.Context()) {
+			if sa.IKE == id {
+				out, code, err := p.Swanctl(r.Context(), "--terminate", "--ike", id)
+				a.log.Info("ipsec disconnect", "id", id, "exit", code, "err", err, "out", lastLines(string(out), 2))
+				break
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+// connectSession is ipsec/sessions/connect/{id}: each child of the loaded
+// connection id initiated, one after the other. The call answers ok
+// whatever the script did.
+//
+// upstream: opnsense/core@b3b771d191c7e7d3ac8cd33ea6946a90b678a50f src/opnsense/scripts/ipsec/connect.py:44 — `if conn == conn_id:` over vici list_conns
+// upstream: opnsense/core@b3b771d191c7e7d3ac8cd33ea6946a90b678a50f src/opnsense/scripts/ipsec/connect.py:50 — `swanctl --initiate --child child_id` for each of its children
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/SessionsController.php:169 — `configdpRun('ipsec connect', [$id])`, then `["result" => "ok"]`
+func (a *opnAPI) connectSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if p := a.plane(); p != nil {
+		if out, code, err := p.Swanctl(r.Context(), "--list-conns"); err == nil && code == 0 {
+			for _, child := range loadedChildren(string(out))[id] {
+				out, code, err := p.Swanctl(r.Context(), "--initiate", "--child", child)
+				a.log.Info("ipsec connect", "id", id, "child", child, "exit", code, "err", err, "out", lastLines(string(out), 2))
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+func (a *opnAPI) plane() IPsecPlane {
+	a.e.mu.Lock()
+	defer a.e.mu.Unlock()
+	return a.e.IPsec
+}
+
+// loadedChildren reads `swanctl --list-conns`: connection name → its
+// children's names. A connection starts a line; its children are the
+// two-space-indented lines naming a mode (TUNNEL, TRANSPORT, ...).
+func loadedChildren(listing string) map[string][]string {
+	out := map[string][]string{}
+	var conn string
+	for _, line := range strings.Split(listing, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		switch {
+		case !ok:
+		case !strings.HasPrefix(line, " "):
+			conn = name
+		case strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && conn != "" &&
+			slices.ContainsFunc([]string{"TUNNEL", "TRANSPORT", "PASS", "DROP"}, func(m string) bool { return strings.HasPrefix(rest, m) }):
+			out[conn] = append(out[conn], name)
+		}
+	}
+	return out
 }
 
 // IDSCronJob is the cron job OPNsense's ids/service/reconfigure creates when

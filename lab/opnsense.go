@@ -108,7 +108,9 @@ func (e *Emulator) reloadAll(ctx context.Context) error {
 	if err := e.applyFilter(ctx, root); err != nil {
 		return err
 	}
-	return e.applyIPsec(ctx, root)
+	// rc.reload_all's plugins_configure('vpn') is ipsec_configure_do: a
+	// reload in the background, as the reconfigure.
+	return e.applyIPsecBackground(ctx, root, ipsecReload)
 }
 
 // reloadFilter loads the filter rules and NAT from config.xml.
@@ -168,8 +170,24 @@ func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error 
 	return fmt.Errorf("no interface %q in config.xml", key)
 }
 
-// restartIPsec regenerates strongSwan from config.xml.
+// restartIPsec is ipsec/service/restart and start: strongSwan stopped
+// and started from config.xml before the call returns, every SA on the box
+// re-established.
 func (e *Emulator) restartIPsec(ctx context.Context) error {
+	return e.configureIPsec(ctx, false)
+}
+
+// reconfigureIPsec is ipsec/service/reconfigure: the configuration is
+// generated, and strongSwan reloaded (started when it is not running) in
+// the background; established SAs stay on what they negotiated.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IPsec/Api/ServiceController.php:59 — `reconfigureForceRestart()`, which returns 0: a reload, not a restart
+// upstream: opnsense-core 26.1 src/etc/inc/plugins.inc.d/ipsec.inc:1462 — `mwexecfb('/usr/local/etc/rc.d/strongswan onereload');`
+func (e *Emulator) reconfigureIPsec(ctx context.Context) error {
+	return e.configureIPsec(ctx, true)
+}
+
+func (e *Emulator) configureIPsec(ctx context.Context, reload bool) error {
 	e.did(configxml.ActionIPsecRestart)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -177,7 +195,12 @@ func (e *Emulator) restartIPsec(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := e.applyIPsec(ctx, root); err != nil {
+	if reload {
+		err = e.applyIPsecBackground(ctx, root, ipsecReload)
+	} else {
+		err = e.applyIPsec(ctx, root, ipsecRestart)
+	}
+	if err != nil {
 		return err
 	}
 	return e.applySlowdown(ctx)
@@ -209,8 +232,10 @@ func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
 		return nil
 	case len(a) == 2 && a[0] == "ids" && (a[1] == "start" || a[1] == "stop" || a[1] == "restart"):
 		err = e.suricata(ctx, a[1])
-	case len(a) == 2 && a[0] == "ipsec" && (a[1] == "restart" || a[1] == "reload"):
+	case len(a) == 2 && a[0] == "ipsec" && a[1] == "restart":
 		err = e.restartIPsec(ctx)
+	case len(a) == 2 && a[0] == "ipsec" && (a[1] == "reload" || a[1] == "reconfigure"):
+		err = e.reconfigureIPsec(ctx)
 	default:
 		fmt.Fprintln(c.stdout, "Action not found")
 		return nil
