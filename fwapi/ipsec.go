@@ -88,6 +88,9 @@ type ipsecSessions struct {
 
 // apply re-establishes what ipsecTunnels picks for cfg and changes.
 func (s ipsecSessions) apply(ctx context.Context, cfg *configxml.Config, changes []configxml.Change) error {
+	if !slices.ContainsFunc(cfg.Tunnels(), func(t configxml.Tunnel) bool { return t.Enabled && t.Conn != "" }) {
+		return nil // IPsec off, or no tunnel: nothing runs to re-establish
+	}
 	if s.settle != nil {
 		if err := s.settle(ctx); err != nil {
 			return err

@@ -414,6 +414,26 @@ func TestIPsecCiphersThroughTheLab(t *testing.T) {
 		checkSA(t, f.fw, v)
 	}
 
+	// A restore (as a session's, or a switch of the whole config) names
+	// no ipsec@ knob: the tunnel whose SA runs another proposal than the
+	// config is re-established all the same.
+	ctx := context.Background()
+	data, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, _, err := configxml.Edit(data, "", func(c *configxml.Config) error { return c.Set("ipsec@fwab", "aes128gcm16") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(ctx, older, "restore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "restore:ipsec-restart", Action: configxml.ActionIPsecRestart}}); err != nil {
+		t.Fatalf("restore apply: %v", err)
+	}
+	checkSA(t, f.fw, "aes128gcm16")
+
 	applyIPsecKnob(t, f.fw, "none")
 	if st, err := f.fw.RuntimeState(context.Background()); err != nil || len(st.IPsec) != 0 {
 		t.Errorf("after ipsec@fwab=none: RuntimeState %v, SAs %+v; want none", err, st.IPsec)
