@@ -456,12 +456,15 @@ func TestGeneratedRules(t *testing.T) {
 	}
 }
 
+// labTunnelSpec is the tunnel the IPsec tests define.
+var labTunnelSpec = TunnelSpec{
+	Name: "lab", RemoteAddr: "198.19.0.2", LocalAddr: "198.19.0.1",
+	LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24",
+	LocalID: "dut.lab", RemoteID: "peer.lab", PSK: "s3cret-psk",
+}
+
 func TestIPsecCreateTunnel(t *testing.T) {
-	spec := TunnelSpec{
-		Name: "lab", RemoteAddr: "198.19.0.2", LocalAddr: "198.19.0.1",
-		LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24",
-		LocalID: "dut.lab", RemoteID: "peer.lab", PSK: "s3cret-psk",
-	}
+	spec := labTunnelSpec
 	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
 		t.Run(name, func(t *testing.T) {
 			c := loadFixture(t, name)
@@ -728,11 +731,7 @@ func TestCryptoKnob(t *testing.T) {
 // without split connections, con<ikeid>_<reqid> per phase 2 otherwise;
 // OPNsense the connection's and the children's uuids.
 func TestTunnelSwanctlNames(t *testing.T) {
-	spec := TunnelSpec{
-		Name: "lab", RemoteAddr: "198.19.0.2", LocalAddr: "198.19.0.1",
-		LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24",
-		LocalID: "dut.lab", RemoteID: "peer.lab", PSK: "s3cret-psk",
-	}
+	spec := labTunnelSpec
 	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
 		t.Run(name, func(t *testing.T) {
 			c := loadFixture(t, name)

@@ -650,7 +650,7 @@ func (e *Emulator) ipsecStepFor(root *configxml.Config, how ipsecHow) ipsecStep 
 	return st
 }
 
-// run carries the step out. With no tunnel strongSwan stops, in the
+// runIPsecStep carries the step out. With no tunnel strongSwan stops, in the
 // foreground as both products stop it.
 func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
 	if st.plane == nil {
