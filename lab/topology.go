@@ -132,6 +132,22 @@ func (t Topology) Veths() [][2]string {
 	return v
 }
 
+// WireVeths are the veth ends that send to the DUT, with their
+// namespaces. A wire carries frames no larger than the MTU, but a veth
+// hands its peer whole TSO segments (up to 64 KiB): with TSO on at these
+// ends the DUT would forward a few large segments whatever its LRO flag
+// says. Create turns TSO off on them (software GSO cuts the segments into
+// frames as they leave), so the DUT's LRO (the GRO of its veths) decides
+// whether it routes and filters each frame or the segments it coalesced,
+// as a real NIC's LRO does.
+func (t Topology) WireVeths() [][2]string {
+	v := [][2]string{{t.Namespace("lan"), t.ClientIf()}, {t.Namespace("peer"), t.PeerDUTIf()}}
+	if t.second() {
+		v = append(v, [2]string{t.Namespace("lan2"), t.Client2If()}, [2]string{t.Namespace("wan2"), t.Server2If()})
+	}
+	return v
+}
+
 // Create builds the namespaces, veths, addresses and routes. It fails if any
 // of the namespaces exists already: call Destroy first.
 func (t Topology) Create(ctx context.Context) error {
@@ -174,6 +190,9 @@ func (t Topology) Create(ctx context.Context) error {
 	}
 	for _, v := range t.Veths() {
 		steps = append(steps, []string{"ip", "-n", v[0], "link", "set", v[1], "up"})
+	}
+	for _, v := range t.WireVeths() {
+		steps = append(steps, []string{"ip", "netns", "exec", v[0], "ethtool", "-K", v[1], "tso", "off"})
 	}
 	if t.second() {
 		// Both ends of the second link are the DUT's own subnets: it
