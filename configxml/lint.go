@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/beevik/etree"
 )
 
 // Severity of a lint finding.
@@ -93,33 +95,40 @@ func HasErrors(fs []Finding) bool {
 }
 
 func lintInlineOffload(c *Config) []Finding {
-	var on []string
-	for _, k := range []string{"offload.checksum", "offload.tso", "offload.lro"} {
-		if v, _ := c.Get(k); v == "on" {
-			on = append(on, k)
-		}
-	}
-	if len(on) == 0 {
-		return nil
-	}
-	verb := "is"
-	if len(on) > 1 {
-		verb = "are"
-	}
 	// Where the offload switches live: <system> up to OPNsense 25.7 and on
-	// pfSense, the Interfaces settings model from OPNsense 26.1.
-	path := "system"
-	if c.flavor == OPNsense && c.productAtLeast("26.1") {
-		path = "OPNsense/Interfaces/settings"
+	// pfSense, the Interfaces settings model from OPNsense 26.1, and an
+	// OPNsense interface's own element where it overrides them.
+	global := "system"
+	if c.offloadMVC() {
+		global = "OPNsense/Interfaces/settings"
 	}
+	overrides := c.offloadOverrides()
 	var out []Finding
 	for _, i := range c.Interfaces() {
-		if m, _ := getIDS(c, i.Key); m == IDSInlineIPS {
-			out = append(out, Finding{
-				Message: fmt.Sprintf("ids@%s is ips-inline but %s %s still on; set them off (offload.checksum=off offload.tso=off offload.lro=off) and reconfigure the interfaces", i.Key, strings.Join(on, ", "), verb),
-				Path:    path,
-			})
+		if m, _ := getIDS(c, i.Key); m != IDSInlineIPS {
+			continue
 		}
+		var on []string
+		for _, k := range []string{"offload.checksum", "offload.tso", "offload.lro"} {
+			if v, _ := c.OffloadFor(k, i.Device); v == "on" {
+				on = append(on, k)
+			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		verb := "is"
+		if len(on) > 1 {
+			verb = "are"
+		}
+		path := global
+		if slices.ContainsFunc(overrides, func(e *etree.Element) bool { return e.Tag == i.Key }) {
+			path = "interfaces/" + i.Key
+		}
+		out = append(out, Finding{
+			Message: fmt.Sprintf("ids@%s is ips-inline but %s %s still on; set them off (offload.checksum=off offload.tso=off offload.lro=off) and reconfigure the interfaces", i.Key, strings.Join(on, ", "), verb),
+			Path:    path,
+		})
 	}
 	return out
 }

@@ -2,25 +2,32 @@ package configxml
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/beevik/etree"
 )
 
 // offloadKnob builds offload.checksum/tso/lro. The value says whether the
-// offload is on at the NIC: "off" means the product's disable* flag is set.
+// offload is on at the NICs: "off" means the product's disable* flag is set.
 //
 //   - pfSense and OPNsense ≤25.7: <system><disable…/>, isset-style: present
 //     means disabled, whatever its text (firewall.md gotcha 2, A-a, B-a).
 //   - OPNsense ≥26.1: <OPNsense><Interfaces><settings><disable…>1|0, a
 //     BooleanField whose default when absent is 1: disabled (B-a).
+//   - OPNsense, every version: an interface with hw_settings_overwrite
+//     takes the flags from its own element instead (offloadOverride).
+//     While such an interface runs another value than the others, the
+//     knob reads "mixed"; a Set writes the global flag and every
+//     override, so all NICs then run the value set.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:572 — `config_path_enabled('system','disablechecksumoffloading')` (2.6.0: line 528, by isset; master: line 575)
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:601 — `config_path_enabled('system','disablesegmentationoffloading')`
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:609 — `config_path_enabled('system','disablelargereceiveoffloading')`
 // upstream: pfsense 2.7.2 src/usr/local/pfSense/include/www/system_advanced_network.inc:198 — the GUI sets `$config['system']['disablechecksumoffloading'] = true;` and deletes it with `config_del_path('system/disablechecksumoffloading')`
 // upstream: opnsense/core@6a3e447378d418e8e7afdc2c66dc14d2024fd732 src/etc/config.xml.sample:227 — 24.7's factory config has `<disablechecksumoffloading>1</disablechecksumoffloading>` in <system> (25.7: opnsense/core@5bc96393 line 37)
-// upstream: not settled — whether OPNsense ≤25.7 reads <system><disable…> by presence or by a non-empty, non-0 text (interfaces.inc is not in the upstream copy); fwab writes 1 or removes the element, which read the same either way, and checked at run time by fwapi.VerifyRuntime (FWAB101), which compares the NIC's live options with the config
+// upstream: opnsense-core 24.7 src/etc/inc/interfaces.lib.inc:571 — ≤25.7 reads them by presence: `if (isset($hwsettings['disablechecksumoffloading']) && $csum_set)` (25.7: interfaces.inc:635)
+// upstream: opnsense-core 24.7 src/www/system_advanced_network.php:209 — the GUI writes `$config['system']['disablechecksumoffloading'] = true;` or unsets it (25.7: line 200)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:7 — `<disablechecksumoffloading type="BooleanField">`, Default 1 (the same in 26.7; no such model in 24.7, 25.7)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:11 — `<disablesegmentationoffloading type="BooleanField">`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/Interfaces/Settings.xml:15 — `<disablelargereceiveoffloading type="BooleanField">`
@@ -28,19 +35,9 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 	return &KnobSpec{
 		Name: name, Values: onOff, Action: ActionInterfaces, InConfig: true,
 		flavors: []Flavor{PfSense, OPNsense},
-		Doc:     doc + "; applied by reconfiguring interfaces (pfSense advises a reboot)",
+		Doc:     doc + "; applied by reconfiguring interfaces (pfSense advises a reboot); reads mixed while OPNsense interfaces override it with another value",
 		get: func(c *Config, _ string) (string, error) {
-			if c.offloadMVC() {
-				e := c.doc.Root().FindElement("OPNsense/Interfaces/settings/" + flag)
-				if e == nil || e.Text() != "0" {
-					return "off", nil
-				}
-				return "on", nil
-			}
-			if c.doc.Root().FindElement("system/"+flag) != nil {
-				return "off", nil
-			}
-			return "on", nil
+			return c.offloadKnobValue(flag), nil
 		},
 		validate: func(c *Config, _ string, value string) error {
 			if !c.offloadMVC() && c.doc.Root().SelectElement("system") == nil {
@@ -57,6 +54,16 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 		},
 		set: func(c *Config, _ string, value string) error {
 			root := c.doc.Root()
+			// An override is written as the GUI writes it: the flag true
+			// (1) or absent, which both readings take alike.
+			// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/www/interfaces.php:1343 — `$new_config['disablechecksumoffloading'] = true;` only under `hw_settings_overwrite`
+			for _, ifc := range c.offloadOverrides() {
+				if value == "on" {
+					c.removeElements(ifc, func(e *etree.Element) bool { return e.Tag == flag })
+				} else {
+					c.setLeaf(ifc, flag, "1", false)
+				}
+			}
 			if c.offloadMVC() {
 				settings := c.ensure(root, "OPNsense/Interfaces/settings")
 				v := "1"
@@ -82,6 +89,120 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 			return nil
 		},
 	}
+}
+
+// offloadFlags are the config's disable flag of each offload knob.
+var offloadFlags = map[string]string{
+	"offload.checksum": "disablechecksumoffloading",
+	"offload.tso":      "disablesegmentationoffloading",
+	"offload.lro":      "disablelargereceiveoffloading",
+}
+
+// OffloadFor is the value ("on" or "off") the offload knob has on the
+// device dev: an OPNsense interface's override where it has one
+// (offloadOverride), else the global flag.
+func (c *Config) OffloadFor(knob, dev string) (string, error) {
+	flag, ok := offloadFlags[knob]
+	if !ok {
+		return "", fmt.Errorf("%s is not an offload knob (offload.checksum, offload.tso, offload.lro)", knob)
+	}
+	for _, ifc := range c.offloadOverrides() {
+		if childText(ifc, "if") == dev {
+			return c.overrideValue(ifc, flag), nil
+		}
+	}
+	return c.offloadGlobal(flag), nil
+}
+
+// offloadKnobValue is the knob's value: the one every interface runs, or
+// "mixed" when an override makes them differ.
+func (c *Config) offloadKnobValue(flag string) string {
+	global := c.offloadGlobal(flag)
+	over := c.offloadOverrides()
+	if len(over) == 0 {
+		return global
+	}
+	seen := map[string]bool{}
+	for _, e := range c.doc.Root().SelectElement("interfaces").ChildElements() {
+		if childText(e, "if") == "" {
+			continue
+		}
+		v := global
+		if slices.Contains(over, e) {
+			v = c.overrideValue(e, flag)
+		}
+		seen[v] = true
+	}
+	if len(seen) > 1 {
+		return "mixed"
+	}
+	for v := range seen {
+		return v
+	}
+	return global
+}
+
+// offloadGlobal is the knob's value from the global flag alone.
+func (c *Config) offloadGlobal(flag string) string {
+	root := c.doc.Root()
+	if c.offloadMVC() {
+		if e := root.FindElement("OPNsense/Interfaces/settings/" + flag); e == nil || e.Text() != "0" {
+			return "off"
+		}
+		return "on"
+	}
+	if root.FindElement("system/"+flag) != nil {
+		return "off"
+	}
+	return "on"
+}
+
+// offloadOverrides are the OPNsense <interfaces> entries that override the
+// global offload flags: hw_settings_overwrite neither absent nor empty in
+// PHP's sense ("" and "0" are empty). pfSense has no such override.
+//
+// upstream: opnsense-core 24.7 src/etc/inc/interfaces.lib.inc:556 — `if (!empty($ifconf['hw_settings_overwrite'])) {` then `$hwsettings = $ifconf;` (25.7: interfaces.inc:620)
+// upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:602 — `if (!empty($ifconf['hw_settings_overwrite'])) {` (26.7: line 596)
+func (c *Config) offloadOverrides() []*etree.Element {
+	ifs := c.doc.Root().SelectElement("interfaces")
+	if c.flavor != OPNsense || ifs == nil {
+		return nil
+	}
+	var out []*etree.Element
+	for _, e := range ifs.ChildElements() {
+		if phpNonEmpty(e, "hw_settings_overwrite") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// overrideValue reads an override's flag: by presence up to 25.7, as
+// interfaces_hardware's isset(); by value from 26.1, where an absent flag
+// is '0' and !empty() decides.
+//
+// upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:605 — `if (!isset($ifconf[$key])) {` then `$hwsettings[$key] = '0';`
+// upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:626 — `if (!empty($hwsettings['disablechecksumoffloading']) && $csum_set) {`
+func (c *Config) overrideValue(ifc *etree.Element, flag string) string {
+	off := ifc.SelectElement(flag) != nil
+	if c.offloadMVC() {
+		off = phpNonEmpty(ifc, flag)
+	}
+	if off {
+		return "off"
+	}
+	return "on"
+}
+
+// phpNonEmpty is PHP's !empty() on a child element's text: present, and
+// neither "" nor "0".
+func phpNonEmpty(e *etree.Element, tag string) bool {
+	c := e.SelectElement(tag)
+	if c == nil {
+		return false
+	}
+	t := strings.TrimSpace(c.Text())
+	return t != "" && t != "0"
 }
 
 // offloadMVC reports whether offload flags live in OPNsense's MVC model.

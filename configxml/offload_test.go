@@ -103,3 +103,130 @@ func TestUnderneathDevices(t *testing.T) {
 		}
 	}
 }
+
+// overrideLan gives the fixture's lan the GUI's per-interface offload
+// override (Interfaces → [LAN] → "Overwrite global settings"), with the
+// given flags present in it.
+func overrideLan(t *testing.T, c *Config, flags ...string) string {
+	t.Helper()
+	lan := c.doc.Root().FindElement("interfaces/lan")
+	lan.CreateElement("hw_settings_overwrite").SetText("1")
+	for _, f := range flags {
+		lan.CreateElement(f).SetText("1")
+	}
+	return childText(lan, "if")
+}
+
+// TestOffloadPerInterfaceOverride: an OPNsense interface with
+// hw_settings_overwrite takes its offload flags from its own element, by
+// presence up to 25.7 and by value from 26.1; the knob reads "mixed" while
+// the NICs differ, and a Set reaches the override too, so every NIC then
+// runs the value set.
+func TestOffloadPerInterfaceOverride(t *testing.T) {
+	for _, tt := range []struct {
+		fixture string
+		global  string // the fixture's offload.checksum
+	}{
+		{"configs/opnsense-24.7.xml", "off"},
+		{"configs/opnsense-25.7.xml", "off"},
+		{"configs/opnsense-26.1.xml", "on"},
+		{"configs/opnsense-26.7.xml", ""},
+	} {
+		t.Run(tt.fixture, func(t *testing.T) {
+			c := load(t, tt.fixture)
+			global, err := c.Get("offload.checksum")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.global != "" && global != tt.global {
+				t.Fatalf("fixture's offload.checksum = %s, want %s", global, tt.global)
+			}
+			other := map[string]string{"on": "off", "off": "on"}[global]
+			// The override replaces every flag: TSO and LRO as the
+			// global ones, so that only the checksum differs.
+			var flags []string
+			for _, k := range []string{"offload.tso", "offload.lro"} {
+				if v, _ := c.Get(k); v == "off" {
+					flags = append(flags, offloadFlags[k])
+				}
+			}
+			if other == "off" {
+				flags = append(flags, "disablechecksumoffloading")
+			} // else the flag absent: not disabled
+			lan := overrideLan(t, c, flags...)
+			wan := c.doc.Root().FindElement("interfaces/wan/if").Text()
+			for dev, want := range map[string]string{lan: other, wan: global} {
+				if got, err := c.OffloadFor("offload.checksum", dev); err != nil || got != want {
+					t.Errorf("OffloadFor(offload.checksum, %s) = %q, %v; want %q", dev, got, err, want)
+				}
+			}
+			if got, _ := c.Get("offload.checksum"); got != "mixed" {
+				t.Errorf("Get(offload.checksum) = %q with lan overriding %s to %s, want mixed", got, global, other)
+			}
+			if got, _ := c.Get("offload.tso"); got == "mixed" {
+				t.Errorf("Get(offload.tso) = mixed, but lan's override has the global TSO value")
+			}
+			for _, v := range []string{other, global} {
+				if err := c.Set("offload.checksum", v); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := c.Get("offload.checksum"); got != v {
+					t.Errorf("after Set %s: Get = %q", v, got)
+				}
+				for _, dev := range []string{lan, wan} {
+					if got, _ := c.OffloadFor("offload.checksum", dev); got != v {
+						t.Errorf("after Set %s: OffloadFor(%s) = %q", v, dev, got)
+					}
+				}
+			}
+		})
+	}
+	// Up to 25.7 the override is read by presence: a flag with text 0 is
+	// still set. From 26.1 by value.
+	for fixture, want := range map[string]string{"configs/opnsense-25.7.xml": "off", "configs/opnsense-26.1.xml": "on"} {
+		c := load(t, fixture)
+		lan := c.doc.Root().FindElement("interfaces/lan")
+		lan.CreateElement("hw_settings_overwrite").SetText("1")
+		lan.CreateElement("disablelargereceiveoffloading").SetText("0")
+		if got, _ := c.OffloadFor("offload.lro", childText(lan, "if")); got != want {
+			t.Errorf("%s: lan overriding with <disablelargereceiveoffloading>0: OffloadFor = %q, want %q", fixture, got, want)
+		}
+	}
+	// An override without a flag runs that offload on, whatever the
+	// global flag says.
+	c := load(t, "configs/opnsense-25.7.xml")
+	lan := overrideLan(t, c)
+	if got, _ := c.OffloadFor("offload.tso", lan); got != "on" {
+		t.Errorf("25.7: lan overriding with no TSO flag: OffloadFor = %q, want on (global off)", got)
+	}
+	// pfSense has no per-interface override: the element means nothing there.
+	c = load(t, "configs/pfsense-2.7.xml")
+	global, _ := c.Get("offload.tso")
+	lan = overrideLan(t, c, "disablesegmentationoffloading", "disablechecksumoffloading")
+	if got, _ := c.OffloadFor("offload.tso", lan); got != global {
+		t.Errorf("pfSense: OffloadFor(offload.tso, lan) = %q, want the global %q", got, global)
+	}
+}
+
+// TestInlineIPSLintSeesOverrides: FWAB001 looks at the offloads the
+// inline interface really gets, an OPNsense override included, and names
+// the override's element.
+func TestInlineIPSLintSeesOverrides(t *testing.T) {
+	c := load(t, "configs/opnsense-25.7.xml") // every offload disabled globally
+	if err := c.SetAll([]string{"ids@wan=ips-inline", "ids@lan=ips-inline"}); err != nil {
+		t.Fatal(err)
+	}
+	if fs := Lint(c); slices.ContainsFunc(fs, func(f Finding) bool { return f.Rule == "FWAB001" }) {
+		t.Fatalf("global offloads off: FWAB001 already: %v", fs)
+	}
+	overrideLan(t, c, "disablechecksumoffloading", "disablelargereceiveoffloading") // TSO on
+	var got []Finding
+	for _, f := range Lint(c) {
+		if f.Rule == "FWAB001" {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0].Message, "ids@lan") || !strings.Contains(got[0].Message, "but offload.tso is still on") || got[0].Path != "interfaces/lan" {
+		t.Errorf("lan's override leaves TSO on under inline IPS: FWAB001 findings %+v, want one naming ids@lan and offload.tso at interfaces/lan", got)
+	}
+}

@@ -88,17 +88,16 @@ func (rc *runtimeCheck) checkInterfaces() {
 	}
 }
 
-// checkOffloads compares the config's global offload flags with every
-// assigned NIC.
+// checkOffloads compares the offload flags the config gives each assigned
+// NIC (the global ones, or an OPNsense interface's override) with the NIC.
 func (rc *runtimeCheck) checkOffloads() {
 	for _, knob := range []string{"offload.checksum", "offload.tso", "offload.lro"} {
-		want, err := rc.c.Get(knob)
-		if err != nil {
-			continue
-		}
 		for _, a := range rc.ifs {
 			s := rc.st.Interfaces[a.dev]
-			want := want
+			want, err := rc.c.OffloadFor(knob, a.dev)
+			if err != nil {
+				continue
+			}
 			if knob == "offload.checksum" && rc.c.Flavor() == configxml.PfSense && configxml.PfSenseForcesChecksumOff(a.dev) {
 				// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:573 — `stristr($iface, "vtnet") || stristr($iface, "ena")`: checksum offload is off there whatever the config says
 				want = "off"

@@ -2,6 +2,7 @@ package fwapi_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -268,3 +269,45 @@ const minimalPfSenseConfig = `<?xml version="1.0"?>
 	<nat><outbound><mode>automatic</mode></outbound></nat>
 </pfsense>
 `
+
+// TestVerifyRuntimeOffloadOverride: an OPNsense interface that overrides
+// the global offload flags (hw_settings_overwrite) is held to its own
+// flags, the others to the global ones.
+func TestVerifyRuntimeOffloadOverride(t *testing.T) {
+	raw := string(fixtures.Read("configs/opnsense-25.7.xml")) // every offload disabled globally
+	raw = strings.Replace(raw, "<if>igc1</if>", "<if>igc1</if><hw_settings_overwrite>1</hw_settings_overwrite>", 1)
+	c, err := configxml.LoadBytes([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.OffloadFor("offload.tso", "igc1"); got != "on" {
+		t.Fatalf("fixture edit: lan's OffloadFor(offload.tso) = %q, want on (an override with no flag)", got)
+	}
+	st := fwapi.RuntimeState{Interfaces: map[string]fwapi.IfaceState{
+		"igc0": {Name: "igc0", Options: offloadsOff},
+		"igc1": {Name: "igc1", Options: offloadsOn},
+	}, FilterRules: 5}
+	var got []string
+	for _, f := range fwapi.VerifyRuntime(c, st) {
+		if f.Rule == fwapi.RuleOffloadMismatch {
+			got = append(got, f.Message)
+		}
+	}
+	if len(got) > 0 {
+		t.Errorf("each NIC runs what the config gives it, but verify says:\n%s", strings.Join(got, "\n"))
+	}
+	// lan with the global flags is a mismatch now.
+	st.Interfaces["igc1"] = fwapi.IfaceState{Name: "igc1", Options: offloadsOff}
+	n := 0
+	for _, f := range fwapi.VerifyRuntime(c, st) {
+		if f.Rule == fwapi.RuleOffloadMismatch {
+			n++
+			if !strings.Contains(f.Message, "igc1") || !strings.Contains(f.Message, "is on in the config") {
+				t.Errorf("finding %q, want one naming igc1 and on", f.Message)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d offload mismatches for lan running the global flags against its override, want 3", n)
+	}
+}

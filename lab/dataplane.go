@@ -130,16 +130,17 @@ func present(e *etree.Element, path string) bool {
 	return e != nil && e.FindElement(path) != nil
 }
 
-// OffloadsFromConfig reads the offload.* knobs: pfSense's
-// <system><disable*offloading> flags, present = disabled.
-func OffloadsFromConfig(c *configxml.Config) Offloads {
-	csum := knob(c, "offload.checksum") == "on"
-	return Offloads{
-		TXCSUM: csum,
-		RXCSUM: csum,
-		TSO:    knob(c, "offload.tso") == "on",
-		LRO:    knob(c, "offload.lro") == "on",
+// OffloadsFor reads the offload.* knobs as they apply to the device dev:
+// pfSense's <system><disable*offloading> flags (present = disabled), or an
+// OPNsense interface's own flags where it overrides the global ones
+// (configxml.Config.OffloadFor).
+func OffloadsFor(c *configxml.Config, dev string) Offloads {
+	on := func(k string) bool {
+		v, err := c.OffloadFor(k, dev)
+		return err == nil && v == "on"
 	}
+	csum := on("offload.checksum")
+	return Offloads{TXCSUM: csum, RXCSUM: csum, TSO: on("offload.tso"), LRO: on("offload.lro")}
 }
 
 // BlocklistEnabled reads pfBlockerNG's master switch (the blocklist knob).

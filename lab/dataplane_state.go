@@ -36,8 +36,11 @@ func ExpectedDataPlane(config []byte, ports Ports) (DataPlaneState, error) {
 	if err != nil {
 		return DataPlaneState{}, err
 	}
-	o := OffloadsFromConfig(c)
-	o.TSO = o.TSO && o.TXCSUM // the kernel needs tx checksumming for TSO
+	offloads := func(dev string) Offloads {
+		o := OffloadsFor(c, dev)
+		o.TSO = o.TSO && o.TXCSUM // the kernel needs tx checksumming for TSO
+		return o
+	}
 	plan, err := PlanIDS(c, ports)
 	if err != nil {
 		return DataPlaneState{}, err
@@ -45,7 +48,7 @@ func ExpectedDataPlane(config []byte, ports Ports) (DataPlaneState, error) {
 	st := DataPlaneState{
 		Rules:    ruleKeys(rs.Script),
 		Sets:     setNames(rs.Script),
-		Offloads: map[string]Offloads{ports.LanVeth: o, ports.WanVeth: o},
+		Offloads: map[string]Offloads{ports.LanVeth: offloads(ports.LanDev), ports.WanVeth: offloads(ports.WanDev)},
 		IDS:      map[string][]string{},
 	}
 	for m, devs := range plan {

@@ -328,7 +328,7 @@ func TestBlocklistPrefixes(t *testing.T) {
 	}
 }
 
-func TestOffloadsFromConfig(t *testing.T) {
+func TestOffloadsFor(t *testing.T) {
 	tests := []struct {
 		name  string
 		edit  func(r *etree.Element)
@@ -355,8 +355,8 @@ func TestOffloadsFromConfig(t *testing.T) {
 			if tt.knobs != nil {
 				c = knobConfig(t, tt.knobs...)
 			}
-			if diff := cmp.Diff(tt.want, OffloadsFromConfig(c)); diff != "" {
-				t.Errorf("OffloadsFromConfig (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, OffloadsFor(c, "igb1")); diff != "" {
+				t.Errorf("OffloadsFor(igb1) (-want +got):\n%s", diff)
 			}
 		})
 	}

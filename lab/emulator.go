@@ -441,9 +441,8 @@ func (e *Emulator) applyInterfaces(ctx context.Context, root *configxml.Config) 
 // order; pfSense forces checksum offload off on vtnet and ena. A device
 // neither a port nor the spare NIC is left alone (a VLAN, lo0).
 func (e *Emulator) applyOffloadsTo(ctx context.Context, root *configxml.Config, devs []string) error {
-	cfg := OffloadsFromConfig(root)
 	for _, dev := range devs {
-		o := cfg
+		o := OffloadsFor(root, dev)
 		if configxml.PfSenseForcesChecksumOff(dev) && !e.opnsense() {
 			o.TXCSUM, o.RXCSUM = false, false
 		}

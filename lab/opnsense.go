@@ -160,7 +160,7 @@ func (e *Emulator) reconfigureInterfaces(ctx context.Context, key string) error 
 		if !ok {
 			return nil // lo0 and other interfaces outside the lab: nothing to do
 		}
-		o := OffloadsFromConfig(root)
+		o := OffloadsFor(root, i.Device)
 		if err := e.DataPlane.SetOffloads(ctx, veth, o); err != nil {
 			return err
 		}

@@ -99,6 +99,30 @@ func (f *opnFirewall) labClient(t *testing.T) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 }
 
+// post sends an empty POST to an API route and wants 200.
+func (f *opnFirewall) post(t *testing.T, route string) {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(f.dir, apiKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.ReadFile(filepath.Join(f.dir, apiSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "https://"+f.apiAddr+route, nil)
+	req.SetBasicAuth(strings.TrimSpace(string(key)), strings.TrimSpace(string(secret)))
+	resp, err := f.labClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s = %d %s", route, resp.StatusCode, body)
+	}
+}
+
 func (f *opnFirewall) storedConfig(t *testing.T) []byte {
 	t.Helper()
 	b, err := os.ReadFile(f.em.path("/conf/config.xml"))
@@ -546,5 +570,40 @@ func TestOPNsenseSlowdownFollowsConfig(t *testing.T) {
 			t.Errorf("%s: %d measurements, want %d (both directions again)", cmd, m, n+2*slowdownRuns)
 		}
 		n = measured()
+	}
+}
+
+// TestOPNsenseOffloadOverride: an interface with hw_settings_overwrite runs
+// its own offload flags, not the global ones, through every apply the
+// emulator serves: the GUI's interfaces_hardware, an interface reconfigure
+// and a reload of everything.
+func TestOPNsenseOffloadOverride(t *testing.T) {
+	dp := newRecordingDataPlane()
+	f := startOPNsense(t, dp, testPorts)
+	// Factory: every offload disabled globally. lan overrides with no
+	// flag, so all of its offloads run on.
+	cfg := strings.Replace(string(f.storedConfig(t)), "<if>igb1</if>", "<if>igb1</if><hw_settings_overwrite>1</hw_settings_overwrite>", 1)
+	if !strings.Contains(cfg, "hw_settings_overwrite") {
+		t.Fatal("the lab's OPNsense config has no <if>igb1</if>")
+	}
+	all := Offloads{TXCSUM: true, RXCSUM: true, TSO: true, LRO: true}
+	for _, cmd := range []string{
+		"POST /api/interfaces/settings/reconfigure",
+		"configctl interface reconfigure lan",
+		"/usr/local/etc/rc.reload_all",
+	} {
+		f.mustRun(t, "cat > /conf/config.xml", cfg)
+		dp.offloads[testPorts.LanVeth] = Offloads{}
+		if route, ok := strings.CutPrefix(cmd, "POST "); ok {
+			f.post(t, route)
+		} else {
+			f.mustRun(t, cmd, "")
+		}
+		if got := dp.offloads[testPorts.LanVeth]; got != all {
+			t.Errorf("%.40s…: lan (overriding with no flag) runs %+v, want every offload on", cmd, got)
+		}
+		if got := dp.offloads[testPorts.WanVeth]; got != (Offloads{}) {
+			t.Errorf("%.40s…: wan runs %+v, want the global flags: every offload off", cmd, got)
+		}
 	}
 }
