@@ -56,6 +56,9 @@ type Tunnel struct {
 const ipsecNone = "none"
 
 func validateIPsec(c *Config, name, value string) error {
+	if err := c.opnLegacyTunnel(name); err != nil {
+		return err
+	}
 	if value == ipsecNone {
 		return nil
 	}
@@ -129,6 +132,9 @@ func (c *Config) tunnelNames() []string {
 }
 
 func getIPsec(c *Config, name string) (string, error) {
+	if err := c.opnLegacyTunnel(name); err != nil {
+		return "", err
+	}
 	for _, t := range c.Tunnels() {
 		if t.Name == name {
 			if !t.Enabled {

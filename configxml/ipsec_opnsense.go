@@ -225,3 +225,29 @@ func fnvSum(key string, salt byte) uint64 {
 	h.Write([]byte(key))
 	return h.Sum64()
 }
+
+// opnLegacyTunnel refuses an OPNsense tunnel that exists only as a legacy
+// tunnel (<ipsec><phase1>, VPN → IPsec → Tunnel Settings): 24.7's core
+// runs them, and from 25.7 the legacy plugin, under connection names and
+// with proposal fields of their own. fwab edits the Connections model
+// only, so it neither reads such a tunnel (it would read "none") nor
+// creates a connection of the same name beside it (a second tunnel to the
+// same peer). A legacy tunnel is named by its descr, else ikeid<N>.
+//
+// upstream: opnsense-core 24.7 src/etc/inc/plugins.inc.d/ipsec.inc:1561 — legacy tunnels become `$swanctl['connections']["con{$ph1ent['ikeid']}"]`
+// upstream: opnsense-core 25.7 src/etc/inc/plugins.inc.d/ipsec.inc:143 — `return file_exists('/usr/local/www/vpn_ipsec_phase1.php') && !empty($config['ipsec']['phase1']);` (the legacy plugin's page)
+func (c *Config) opnLegacyTunnel(name string) error {
+	if c.flavor != OPNsense || c.swanctlConnection(name) != nil {
+		return nil
+	}
+	for _, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+		n := childText(p1, "descr")
+		if n == "" {
+			n = "ikeid" + childText(p1, "ikeid")
+		}
+		if n == name {
+			return fmt.Errorf("IPsec tunnel %q is a legacy tunnel (<ipsec><phase1>, VPN → IPsec → Tunnel Settings), which fwab does not change: it edits OPNsense's Connections (swanctl) model, and a connection of that name beside the legacy one would be a second tunnel to the same peer; migrate the tunnel to VPN → IPsec → Connections (OPNsense's migration guide), or sweep a tunnel defined there", name)
+		}
+	}
+	return nil
+}
