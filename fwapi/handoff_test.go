@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,49 @@ func TestDisarmTakesOverADeadRollback(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if got := em.StoredConfig(t); !bytes.Equal(got, changed) {
 		t.Error("a boot resumed the rollback Disarm had taken over")
+	}
+}
+
+// answerLost is a shell whose connection drops once, right after the box
+// ran a command that reported the rollback fired: the command ran, its
+// answer never came (a reload resetting the management link does this).
+type answerLost struct {
+	fwapi.Shell
+	lost bool
+}
+
+func (s *answerLost) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
+	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
+	if err == nil && !s.lost && bytes.HasPrefix(out, []byte("fired")) {
+		s.lost = true
+		return nil, nil, 0, errors.New("ssh: connection lost")
+	}
+	return out, errOut, code, err
+}
+
+// TestDisarmSurvivesALostAnswer: Disarm waiting for a running rollback
+// polls the box; when the poll that finds it fired loses its answer, the
+// next poll must still say the rollback ran, not take the hand-off and
+// report "disarmed" over a box that was rolled back.
+func TestDisarmSurvivesALostAnswer(t *testing.T) {
+	t.Parallel()
+	em, g, prev, changed := slowGuard(t)
+	lossy := &answerLost{Shell: g.Sh}
+	g.Sh = lossy
+	ctx := t.Context()
+	armAndChange(t, em, g, prev, changed, time.Second)
+	waitClaimed(t, em)
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) {
+		t.Fatalf("Disarm whose poll lost the answer 'fired' = %v, want a RollbackRanError", err)
+	}
+	if !lossy.lost {
+		t.Fatal("no answer was lost: the test did not test the case")
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, prev) {
+		t.Errorf("the box holds %d bytes, not the previous config", len(got))
+	}
+	if err := g.Disarm(ctx); err != nil {
+		t.Errorf("a second Disarm = %v, want nil (the rollback was reported once)", err)
 	}
 }

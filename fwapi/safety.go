@@ -488,6 +488,12 @@ func (g ShellGuard) Disarm(ctx context.Context) error {
 	}
 	switch st {
 	case disarmFired:
+		// Acknowledged apart from the report, once the report is here: a
+		// report whose answer was lost (a reload resetting the management
+		// link) is made again by the next poll instead of being consumed
+		// unseen. An acknowledgement that is lost only reports it twice.
+		fired := ShellQuote(RollbackFired)
+		_, _ = g.run(ctx, "if [ -f "+fired+" ]; then mv "+fired+" "+ShellQuote(RollbackFired+".seen")+"; fi")
 		failed := strings.HasPrefix(at, "checksum") || strings.HasPrefix(at, "stood-down")
 		return &RollbackRanError{At: at, Failed: failed}
 	case disarmDead:
@@ -506,13 +512,13 @@ const (
 
 // disarm takes the hand-off for fwab or finds who has it, in one command.
 func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
-	pid, fired, seen, claim := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackFired+".seen"), ShellQuote(RollbackClaim)
+	pid, fired, claim := ShellQuote(RollbackPIDFile), ShellQuote(RollbackFired), ShellQuote(RollbackClaim)
 	hook := ""
 	if g.BootHook != "" {
 		hook = " " + ShellQuote(g.BootHook)
 	}
 	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + " " + ShellQuote(RollbackConfig) + hook
-	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); mv " + fired + " " + seen + "; " + clearClaimCmd(RollbackClaim, rollbackParties...) + "; rm -f " + ShellQuote(RollbackScript) + hook +
+	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); " + clearClaimCmd(RollbackClaim, rollbackParties...) + "; rm -f " + ShellQuote(RollbackScript) + hook +
 		"; else " + claimCmd(RollbackClaim, "disarm") + "; h=" + holderOf(RollbackClaim) + "; case \"$h\" in" +
 		" disarm*|lease*) " + stop + "; echo " + disarmDone + " ;;" +
 		// The rollback holds it: at work while its process lives; else it
