@@ -594,7 +594,25 @@ func SHA256Hex(data []byte) string {
 // reloads everything with its own rc.reload_all).
 func OPNsenseShellGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache",
-		BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
+		AfterReload: opnRollbackAfter, BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
+}
+
+// opnRollbackAfter renders Suricata's files from the restored config and
+// restarts it from them, as the IDS service reconfigure does: Suricata
+// runs from its rendered rc.conf.d and suricata.yaml, which only a
+// template reload writes, and rc.reload_all's rc.freebsd stop and start
+// run it again from the files the failed change rendered. The stop comes
+// first because rc.subr refuses a restart of a service rendered off, and
+// rc.freebsd stops only services rendered on.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:81 — `$bckresult = trim($backend->configdRun('template reload OPNsense/IDS'));` then `ids install rules` (:85) and a start or restart
+// upstream: opnsense-core 26.1 src/etc/rc.reload_all:61 — `pass_safe('/usr/local/etc/rc.freebsd start');`: services start again from what is rendered
+// upstream: opnsense-core 26.1 src/etc/inc/plugins.inc.d/core.inc:252 — the product's own jobs call `/usr/local/sbin/configctl`
+var opnRollbackAfter = []string{
+	"/usr/local/sbin/configctl template reload OPNsense/IDS",
+	"/usr/local/sbin/configctl ids stop",
+	"/usr/local/sbin/configctl ids install rules",
+	"/usr/local/sbin/configctl ids start",
 }
 
 // hookWord is " 'path'" for a boot hook to remove, "" for none.

@@ -314,8 +314,57 @@ func TestOPNsenseShellGuard(t *testing.T) {
 	if got := em.StoredConfig(t); !bytes.Equal(got, prev) {
 		t.Errorf("OPNsense rollback left %q", got)
 	}
-	if diff := cmp.Diff([]configxml.Action{lab.ActionReloadAll}, em.Actions()); diff != "" {
+	// rc.reload_all, then Suricata rendered and started again (an IDS
+	// stop records nothing).
+	if diff := cmp.Diff([]configxml.Action{lab.ActionReloadAll, configxml.ActionIDSRestart}, em.Actions()); diff != "" {
 		t.Errorf("rollback service actions mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestOPNsenseRollbackRerendersIDS: OPNsense's Suricata runs from its
+// rendered templates, which rc.reload_all leaves as the failed change
+// rendered them, so the rollback renders them from the restored config and
+// restarts Suricata from them: a change that turned IDS on is undone.
+func TestOPNsenseRollbackRerendersIDS(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
+	prev := em.StoredConfig(t) // IDS off
+	c, err := configxml.LoadBytes(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAll([]string{"ids@lan=ids", "ids@wan=ids"}); err != nil {
+		t.Fatal(err)
+	}
+	g := fwapi.OPNsenseShellGuard(dial(t, em.SSHConfig()))
+	ctx := t.Context()
+	if err := g.Lock(ctx, owner("ops@noc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/conf/config.xml", c.Bytes())
+	status := func() string {
+		out, _, _ := em.Run(t, "configctl ids status", "")
+		return strings.TrimSpace(out)
+	}
+	em.Run(t, "configctl template reload OPNsense/IDS", "")
+	em.Run(t, "configctl ids restart", "")
+	if got := status(); !strings.HasPrefix(got, "suricata is running") {
+		t.Fatalf("the change: IDS status %q, want running", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, prev) {
+		t.Fatal("the rollback did not restore config.xml")
+	}
+	if got := status(); got != "suricata is not running." {
+		t.Errorf("after the rollback to a config with IDS off: status %q, want not running", got)
 	}
 }
 

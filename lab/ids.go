@@ -323,41 +323,12 @@ func (e *Emulator) suricata(ctx context.Context, action string) error {
 		defer e.mu.Unlock()
 		return e.applySlowdown(ctx)
 	}
-	if err := e.suricataEngines(ctx, action); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.applySlowdown(ctx)
-}
-
-func (e *Emulator) suricataEngines(ctx context.Context, action string) error {
-	if e.IDS == nil {
-		return nil // no engines in this emulator (tests with a recording data plane)
-	}
-	if action == "stop" {
-		e.IDS.StopAll()
-		return nil
-	}
-	e.mu.Lock()
-	root, err := e.configForApply()
-	e.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	plan, err := PlanIDS(root, e.Ports)
-	if err != nil {
-		return err
-	}
-	if action == "start" {
-		return e.IDS.Start(ctx, plan, e.Ports)
-	}
-	return e.IDS.Restart(ctx, plan, e.Ports)
+	return e.opnSuricata(ctx, action)
 }
 
 // bootIDS starts the engines config.xml asks for at boot. On pfSense the
 // boot's rc.start_packages resyncs the package first, which bakes the rc
-// script from config.xml.
+// script from config.xml; on OPNsense the boot renders the templates.
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);` then start_service, for every package at boot
 func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
@@ -368,14 +339,15 @@ func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
 		}
 		return e.suricataBakedLocked(ctx, "start")
 	}
-	if e.IDS == nil {
-		return nil
+	// The boot renders every template, then starts the enabled services.
+	if err := e.renderIDS(root); err != nil {
+		return err
 	}
-	plan, err := PlanIDS(root, e.Ports)
+	plan, enabled, err := e.renderedIDS()
 	if err != nil {
 		return err
 	}
-	return e.IDS.Restart(ctx, plan, e.Ports)
+	return e.opnSuricataSet(ctx, plan, enabled)
 }
 
 // stopIDS stops the engines (reboot, shutdown of the emulator).

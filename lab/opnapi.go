@@ -338,7 +338,7 @@ func (a *opnAPI) routes(mux *http.ServeMux) {
 				if err := e.idsUpdateCron(); err != nil {
 					return err
 				}
-				act = "restart" // template reload + restart, or stop when disabled
+				return e.reconfigureIDS(ctx)
 			}
 			return e.suricata(ctx, act)
 		}))

@@ -88,6 +88,11 @@ func (e *Emulator) cmdOPNReloadAll(ctx context.Context, c *call) error {
 	if err := e.reloadAll(ctx); err != nil {
 		return c.errorf(1, "%s: %v", c.args[0], err)
 	}
+	// rc.freebsd stop, then start: Suricata as it is rendered.
+	// upstream: opnsense-core 26.1 src/etc/rc.reload_all:60 — `pass_safe('/usr/local/etc/rc.freebsd stop');`
+	if err := e.opnSuricata(ctx, "restart"); err != nil {
+		return c.errorf(1, "%s: suricata: %v", c.args[0], err)
+	}
 	// upstream: opnsense-core 24.7 src/etc/rc.reload_all:53 — `interfaces_configure(true)`: every interface
 	e.managementReconfigured(c.args[0])
 	return nil
@@ -208,7 +213,8 @@ func (e *Emulator) configureIPsec(ctx context.Context, reload bool) error {
 
 // cmdConfigctl runs the configd actions the lab emulates (B-g):
 // filter reload, interface reconfigure KEY, interface settings configure,
-// ids start|stop|restart|status, ipsec restart|reload. configctl prints OK
+// ids start|stop|restart|status|install rules, template reload
+// OPNsense/IDS, ipsec restart|reload. configctl prints OK
 // (or the action's output) and exits 0 even when the action fails, as
 // configd does; the failure is in the output.
 func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
@@ -232,6 +238,10 @@ func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
 		return nil
 	case len(a) == 2 && a[0] == "ids" && (a[1] == "start" || a[1] == "stop" || a[1] == "restart"):
 		err = e.suricata(ctx, a[1])
+	case len(a) == 3 && a[0] == "ids" && a[1] == "install" && a[2] == "rules":
+		// the lab's engines load their generated rules at start
+	case len(a) == 3 && a[0] == "template" && a[1] == "reload" && a[2] == "OPNsense/IDS":
+		err = e.renderIDSNow()
 	case len(a) == 2 && a[0] == "ipsec" && a[1] == "restart":
 		err = e.restartIPsec(ctx)
 	case len(a) == 2 && a[0] == "ipsec" && (a[1] == "reload" || a[1] == "reconfigure"):

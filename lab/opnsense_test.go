@@ -607,3 +607,55 @@ func TestOPNsenseOffloadOverride(t *testing.T) {
 		}
 	}
 }
+
+// TestOPNsenseSuricataRunsWhatIsRendered: OPNsense's Suricata starts from
+// its rendered files (/etc/rc.conf.d/suricata, suricata.yaml), which only a
+// template reload writes (the IDS reconfigure, configctl template reload
+// OPNsense/IDS, the boot); a start, restart, or rc.reload_all's rc.freebsd
+// stop/start runs what is rendered, not what config.xml says now.
+func TestOPNsenseSuricataRunsWhatIsRendered(t *testing.T) {
+	f := startOPNsense(t, newRecordingDataPlane(), testPorts)
+	status := func() string { return strings.TrimSpace(f.mustRun(t, "configctl ids status", "")) }
+	off := f.storedConfig(t)
+	c, err := parseConfig(off, configxml.OPNsense)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAll([]string{"ids@lan=ids", "ids@wan=ids"}); err != nil {
+		t.Fatal(err)
+	}
+	on := c.Bytes()
+
+	f.mustRun(t, "cat > /conf/config.xml", string(on))
+	f.mustRun(t, "configctl ids start", "")
+	if got := status(); got != "suricata is not running." {
+		t.Errorf("start with IDS enabled in config.xml but rendered off at boot: status %q, want not running", got)
+	}
+	f.mustRun(t, "configctl template reload OPNsense/IDS", "")
+	if got := f.mustRun(t, "cat /etc/rc.conf.d/suricata", ""); !strings.Contains(got, `suricata_enable="YES"`) {
+		t.Errorf("rendered /etc/rc.conf.d/suricata = %q, want suricata_enable=\"YES\"", got)
+	}
+	f.mustRun(t, "configctl ids start", "")
+	if got := status(); !strings.HasPrefix(got, "suricata is running") {
+		t.Errorf("start after the template reload: status %q, want running", got)
+	}
+	// A restore without a template reload: rc.reload_all restarts what
+	// is rendered, so Suricata runs on.
+	f.mustRun(t, "cat > /conf/config.xml", string(off))
+	f.mustRun(t, "/usr/local/etc/rc.reload_all", "")
+	if got := status(); !strings.HasPrefix(got, "suricata is running") {
+		t.Errorf("rc.reload_all over a restored config.xml (IDS off) with IDS still rendered on: status %q, want running", got)
+	}
+	f.mustRun(t, "configctl template reload OPNsense/IDS", "")
+	if got := f.mustRun(t, "cat /etc/rc.conf.d/suricata", ""); !strings.Contains(got, `suricata_enable="NO"`) {
+		t.Errorf("rendered /etc/rc.conf.d/suricata = %q, want suricata_enable=\"NO\"", got)
+	}
+	f.mustRun(t, "configctl ids start", "") // rc.subr: a disabled service does not start
+	if got := status(); !strings.HasPrefix(got, "suricata is running") {
+		t.Errorf("start with the service rendered off must leave the running one alone: status %q", got)
+	}
+	f.mustRun(t, "configctl ids stop", "") // rc.subr stops a running service even when disabled
+	if got := status(); got != "suricata is not running." {
+		t.Errorf("stop: status %q, want not running", got)
+	}
+}
