@@ -132,6 +132,21 @@ func setIDS(c *Config, iface, value string) error {
 	return nil
 }
 
+// suricataDefaultRules are the package's default events rulesets, which
+// its GUI enables on every interface it creates. The list follows the
+// Suricata binary's own rules directory, so it changes between package
+// versions; a name the box's Suricata lacks is skipped when the rules are
+// built, and verify reads the count the running Suricata loaded.
+//
+// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_defs.inc:89 — `define("SURICATA_DEFAULT_RULES", array( "app-layer-events.rules", "decoder-events.rules", …`
+var suricataDefaultRules = []string{
+	"app-layer-events.rules", "decoder-events.rules", "dhcp-events.rules", "dnp3-events.rules",
+	"dns-events.rules", "files.rules", "ftp-events.rules", "http-events.rules", "http2-events.rules", "ipsec-events.rules",
+	"kerberos-events.rules", "modbus-events.rules", "mqtt-events.rules", "nfs-events.rules", "ntp-events.rules",
+	"quic-events.rules", "rfb-events.rules", "smb-events.rules", "smtp-events.rules", "ssh-events.rules",
+	"stream-events.rules", "tls-events.rules",
+}
+
 // newSuricataRule is a minimal Suricata interface entry as the package's
 // GUI creates it: a stable uuid derived from the interface, alerts on the
 // default rulesets.
@@ -151,6 +166,8 @@ func newSuricataRule(iface string) *etree.Element {
 		leaf("runmode", "autofp"),
 		leaf("mpm_algo", "auto"),
 		leaf("detect_eng_profile", "medium"),
+		// upstream: pfsense/FreeBSD-ports@5e57bff010c8cfb8ada2cb38b08eb95936aade20 security/pfSense-pkg-suricata/files/usr/local/www/suricata/suricata_interfaces_edit.php:752 — `$natent['rulesets'] = implode("||", SURICATA_DEFAULT_RULES);`
+		leaf("rulesets", strings.Join(suricataDefaultRules, "||")),
 	)
 }
 

@@ -605,7 +605,7 @@ func OPNsenseShellGuard(sh Shell) ShellGuard {
 // first because rc.subr refuses a restart of a service rendered off, and
 // rc.freebsd stops only services rendered on.
 //
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:81 — `$bckresult = trim($backend->configdRun('template reload OPNsense/IDS'));` then `ids install rules` (:85) and a start or restart
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:81 — `$bckresult = trim($backend->configdRun('template reload OPNsense/IDS'));` then the rules install (line 85) and a start or restart
 // upstream: opnsense-core 26.1 src/etc/rc.reload_all:61 — `pass_safe('/usr/local/etc/rc.freebsd start');`: services start again from what is rendered
 // upstream: opnsense-core 26.1 src/etc/inc/plugins.inc.d/core.inc:252 — the product's own jobs call `/usr/local/sbin/configctl`
 var opnRollbackAfter = []string{

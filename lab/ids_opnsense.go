@@ -152,7 +152,7 @@ func (e *Emulator) opnSuricataSet(ctx context.Context, plan IDSPlan, start bool)
 // reconfigureIDS is the IDS service reconfigure: stop a running Suricata
 // the config turned off, render, then restart or start it when enabled.
 //
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:76 — `if ($runStatus['status'] == "running" && (string)$mdlIDS->general->enabled == 0) { $this->stopAction(); }`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:76 — `if ($runStatus['status'] == "running" && (string)$mdlIDS->general->enabled == 0) {` then the stop
 func (e *Emulator) reconfigureIDS(ctx context.Context) error {
 	e.did(configxml.ActionIDSRestart)
 	e.mu.Lock()
