@@ -51,6 +51,23 @@ func (c *Config) suricataRule(iface string) *etree.Element {
 	return nil
 }
 
+// SuricataRulesets are the rulesets enabled for a pfSense Suricata
+// interface (its rulesets field, names joined with ||); none for an
+// interface without a Suricata entry.
+func (c *Config) SuricataRulesets(iface string) []string {
+	r := c.suricataRule(iface)
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range strings.Split(childText(r, "rulesets"), "||") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func getIDS(c *Config, iface string) (string, error) {
 	if c.flavor == OPNsense {
 		return c.opnIDS(iface), nil

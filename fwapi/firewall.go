@@ -103,4 +103,13 @@ type IDSInstance struct {
 	Interface string // device name
 	Mode      string // ids | ips-legacy | ips-inline
 	PID       int
+	Config    string // the configuration it runs (-c), where ps shows one
+	// Rules is how many rules the instance's rule files hold (what the
+	// package built for it to load; commented-out rules not counted), or
+	// RulesUnknown where fwab could not read them. Every constructor sets
+	// it: 0 means an engine that inspects nothing (FWAB112).
+	Rules int
 }
+
+// RulesUnknown is IDSInstance.Rules when the count was not read.
+const RulesUnknown = -1

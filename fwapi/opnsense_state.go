@@ -149,7 +149,7 @@ func (o *OPNsense) idsState(ctx context.Context, v opnVersion, devs map[string]s
 		if dev == "" {
 			dev = key
 		}
-		out = append(out, IDSInstance{Interface: dev, Mode: mode})
+		out = append(out, IDSInstance{Interface: dev, Mode: mode, Rules: RulesUnknown})
 	}
 	return out, nil
 }

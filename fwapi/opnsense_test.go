@@ -315,9 +315,9 @@ func TestOPNsenseRuntimeState(t *testing.T) {
 		stopped bool
 		wantIDS []fwapi.IDSInstance
 	}{
-		{name: "26.1 netmap", version: "26.1.2", mode: "netmap", ifaces: "lan", wantIDS: []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline"}}},
-		{name: "26.1 pcap", version: "26.1.2", mode: "pcap", ifaces: "lan,wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ids"}, {Interface: "igb1", Mode: "ids"}}},
-		{name: "25.7 ips=1", version: "25.7.11", mode: "netmap", ifaces: "wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ips-inline"}}},
+		{name: "26.1 netmap", version: "26.1.2", mode: "netmap", ifaces: "lan", wantIDS: []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline", Rules: fwapi.RulesUnknown}}},
+		{name: "26.1 pcap", version: "26.1.2", mode: "pcap", ifaces: "lan,wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ids", Rules: fwapi.RulesUnknown}, {Interface: "igb1", Mode: "ids", Rules: fwapi.RulesUnknown}}},
+		{name: "25.7 ips=1", version: "25.7.11", mode: "netmap", ifaces: "wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ips-inline", Rules: fwapi.RulesUnknown}}},
 		{name: "enabled but stopped", version: "26.1.2", mode: "netmap", ifaces: "lan", stopped: true},
 		{name: "off", version: "26.7.1"},
 	}

@@ -231,8 +231,8 @@ func TestParseSuricataProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []fwapi.IDSInstance{
-		{Interface: "igb1", Mode: "ips-inline", PID: 51234},
-		{Interface: "igb0", Mode: "ids", PID: 51890},
+		{Interface: "igb1", Mode: "ips-inline", PID: 51234, Config: "/usr/local/etc/suricata/suricata_41877_igb1/suricata.yaml", Rules: fwapi.RulesUnknown},
+		{Interface: "igb0", Mode: "ids", PID: 51890, Config: "/usr/local/etc/suricata/suricata_29103_igb0/suricata.yaml", Rules: fwapi.RulesUnknown},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseSuricataProcesses mismatch (-want +got):\n%s", diff)

@@ -554,6 +554,14 @@ func (p *PfSense) RuntimeState(ctx context.Context) (RuntimeState, error) {
 	if st.IDS, err = ParseSuricataProcesses(out); err != nil {
 		return st, wrap(err)
 	}
+	if len(st.IDS) > 0 {
+		if out, err = p.output(ctx, suricataRulesCmd(st.IDS)); err != nil {
+			return st, wrap(err)
+		}
+		if err := applyRuleCounts(st.IDS, out); err != nil {
+			return st, wrap(err)
+		}
+	}
 	if out, err = p.output(ctx, tableCountCmd); err != nil {
 		return st, wrap(err)
 	}

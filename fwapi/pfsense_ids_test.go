@@ -78,3 +78,53 @@ func TestEmulatedSuricataRestartKeepsBakedMode(t *testing.T) {
 		t.Errorf("a restart without resync runs %q, want the baked ips-inline", got)
 	}
 }
+
+// TestPfSenseIDSRulesCounted: the runtime state counts the rules the
+// package built for each running Suricata, and verify says when there are
+// none: an interface fwab creates has the default events rulesets; one
+// whose rulesets were all removed runs with nothing to match.
+func TestPfSenseIDSRulesCounted(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	setIDS(t, em, fw, configxml.IDSAlert)
+	rules := func() (int, []configxml.Finding) {
+		t.Helper()
+		st, err := fw.RuntimeState(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.IDS) != 1 {
+			t.Fatalf("RuntimeState.IDS = %+v, want one instance", st.IDS)
+		}
+		c, err := configxml.LoadBytes(em.StoredConfig(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fs []configxml.Finding
+		for _, f := range fwapi.VerifyRuntime(c, st) {
+			if f.Rule == fwapi.RuleIDSNoRules {
+				fs = append(fs, f)
+			}
+		}
+		return st.IDS[0].Rules, fs
+	}
+	if n, fs := rules(); n <= 0 || len(fs) != 0 {
+		t.Errorf("new interface: %d rules, findings %v; want the default rulesets' rules and no FWAB112", n, fs)
+	}
+	// The user removes every ruleset, and the package syncs.
+	c, err := configxml.LoadBytes(em.StoredConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("xml:installedpackages/suricata/rule/rulesets", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(t.Context(), c.Bytes(), "rulesets removed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Apply(t.Context(), []configxml.Change{{Knob: "ids@lan", From: "ids", To: "ids", Action: configxml.ActionIDSRestart}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, fs := rules(); n != 0 || len(fs) != 1 {
+		t.Errorf("no rulesets: %d rules, findings %v; want 0 and one FWAB112", n, fs)
+	}
+}

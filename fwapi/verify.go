@@ -26,6 +26,7 @@ const (
 	RuleIPsecMismatch       = "FWAB109" // ipsec-algorithm-mismatch
 	RuleFilterMismatch      = "FWAB110" // filter-mismatch
 	RuleCryptoMismatch      = "FWAB111" // crypto-mismatch
+	RuleIDSNoRules          = "FWAB112" // ids-no-rules
 )
 
 // liveOffloadOptions are the ifconfig options that mean an offload is on;
@@ -42,6 +43,7 @@ func VerifyRuntime(c *configxml.Config, st RuntimeState) []configxml.Finding {
 	rc.checkFilter()
 	rc.checkOffloads()
 	rc.checkIDS()
+	rc.checkIDSRules()
 	rc.checkInlineOffloads()
 	// With pf disabled, whatever ruleset it still holds neither filters
 	// nor translates (pfctl -d keeps the last one loaded): only FWAB110
@@ -146,6 +148,27 @@ func (rc *runtimeCheck) checkIDS() {
 				"ids@%s is %s in the config but the firewall runs %s on %s; restart Suricata (its settings take effect only after a restart)",
 				a.key, want, describeIDS(got, inst), a.dev)
 		}
+	}
+}
+
+// checkIDSRules reports a Suricata that runs with no rules: it starts,
+// shows as running and inspects nothing, so an IDS point would measure the
+// cost of the capture alone. pfSense's package builds the rules from the
+// interface's enabled rulesets (fwab's new interfaces get the package's
+// default events rules); OPNsense installs only the rulesets downloaded and
+// enabled under Services → Intrusion Detection → Download.
+func (rc *runtimeCheck) checkIDSRules() {
+	running := rc.idsByDevice()
+	for _, d := range slices.Sorted(maps.Keys(running)) {
+		if running[d].Rules != 0 {
+			continue
+		}
+		fix := "enable rulesets for the interface (Services → Suricata → the interface → Categories) and update the rules"
+		if rc.c.Flavor() == configxml.OPNsense {
+			fix = "enable and download rulesets (Services → Intrusion Detection → Administration → Download), then apply"
+		}
+		rc.add(RuleIDSNoRules, "ids-no-rules", configxml.SeverityError,
+			"Suricata (%s) runs on %s with no rules loaded: it inspects nothing, so what it costs is the capture alone; %s", running[d].Mode, d, fix)
 	}
 }
 

@@ -65,8 +65,8 @@ func rules(fs []configxml.Finding) []string {
 }
 
 func TestVerifyRuntime(t *testing.T) {
-	inline := fwapi.IDSInstance{Interface: "igb1", Mode: "ips-inline", PID: 99}
-	pcap := fwapi.IDSInstance{Interface: "igb1", Mode: "ids", PID: 98}
+	inline := fwapi.IDSInstance{Interface: "igb1", Mode: "ips-inline", PID: 99, Rules: fwapi.RulesUnknown}
+	pcap := fwapi.IDSInstance{Interface: "igb1", Mode: "ids", PID: 98, Rules: fwapi.RulesUnknown}
 	tests := []struct {
 		name   string
 		config []string
@@ -156,6 +156,17 @@ func TestVerifyRuntime(t *testing.T) {
 			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "crypto.hardware=aesni_cryptodev"},
 			state:  withCrypto(runtime(offloadsOn), "aesni"),
 			want:   []string{"FWAB111 error"},
+		},
+		{
+			name:   "IDS running with no rules loaded",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "ids@lan=ids"},
+			state:  runtime(offloadsOn, fwapi.IDSInstance{Interface: "igb1", Mode: "ids", PID: 98, Rules: 0}),
+			want:   []string{"FWAB112 error"},
+		},
+		{
+			name:   "IDS running with rules",
+			config: []string{"offload.checksum=on", "offload.tso=on", "offload.lro=on", "ids@lan=ids"},
+			state:  runtime(offloadsOn, fwapi.IDSInstance{Interface: "igb1", Mode: "ids", PID: 98, Rules: 342}),
 		},
 		{
 			name:   "filter enabled but pf disabled",

@@ -403,6 +403,9 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 		// The package names the folder suricata_<rule uuid>_<if>; the lab
 		// numbers it by interface position instead.
 		uuid := strconv.Itoa(10000 + i)
+		if err := e.buildSuricataRules(root, ifc.Key, fmt.Sprintf("/usr/local/etc/suricata/suricata_%s_%s/rules", uuid, ifc.Device)); err != nil {
+			return err
+		}
 		fmt.Fprintf(&b, "# fwab-lab %s %s\n/usr/local/bin/suricata %s -D -c /usr/local/etc/suricata/suricata_%s_%s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
 			ifc.Device, v, runMode, uuid, ifc.Device, ifc.Device, uuid)
 	}
@@ -410,6 +413,24 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 		return err
 	}
 	return atomicfile.WriteFile(e.path(suricataRC), []byte(b.String()), 0o755)
+}
+
+// buildSuricataRules is the sync's rule build for one interface: the
+// enforcing rules file in its folder, from the rulesets enabled for it.
+// The lab has no ruleset files (its engines load a generated ruleset of
+// their own), so it writes one stand-in rule per enabled ruleset: an
+// interface without rulesets gets an empty file, as on the box.
+//
+// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1304 — `suricata_prepare_rule_files($suricatacfg, $suricatacfgdir);`
+func (e *Emulator) buildSuricataRules(root *configxml.Config, iface, dir string) error {
+	var b strings.Builder
+	for i, name := range root.SuricataRulesets(iface) {
+		fmt.Fprintf(&b, "alert ip any any -> any any (msg:\"fwab lab stand-in for %s\"; sid:%d; rev:1;)\n", name, 9000001+i)
+	}
+	if err := os.MkdirAll(e.path(dir), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(e.path(dir+"/suricata.rules"), []byte(b.String()), 0o644)
 }
 
 // bakedSuricata reads the rc script's instances.
