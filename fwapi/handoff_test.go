@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -260,5 +261,66 @@ func TestDisarmSurvivesALostAnswer(t *testing.T) {
 	}
 	if err := g.Disarm(ctx); err != nil {
 		t.Errorf("a second Disarm = %v, want nil (the rollback was reported once)", err)
+	}
+}
+
+// answerLostOn is answerLost for another report word.
+type answerLostOn struct {
+	fwapi.Shell
+	word string
+	lost bool
+}
+
+func (s *answerLostOn) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
+	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
+	if err == nil && !s.lost && bytes.HasPrefix(out, []byte(s.word)) {
+		s.lost = true
+		return nil, nil, 0, fmt.Errorf("ssh: %w", fwapi.ErrConnectionLost)
+	}
+	return out, errOut, code, err
+}
+
+// TestDisarmReportsADeadRollbackDespiteALostAnswer: a rollback that died
+// half-way while Disarm waited for it is taken over and reported broken;
+// when that report's answer is lost, the next poll must report it again,
+// not answer "disarmed" as if the change stood untouched.
+func TestDisarmReportsADeadRollbackDespiteALostAnswer(t *testing.T) {
+	t.Parallel()
+	em, g, prev, changed := slowGuard(t)
+	lossy := &answerLostOn{Shell: g.Sh, word: "dead"}
+	g.Sh = lossy
+	armAndChange(t, em, g, prev, changed, time.Second)
+	waitClaimed(t, em)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // Disarm has found it running
+		em.Run(t, "pkill -F "+fwapi.RollbackPIDFile, "")
+	}()
+	var broken *fwapi.RollbackBrokenError
+	if err := g.Disarm(t.Context()); !errors.As(err, &broken) {
+		t.Fatalf("Disarm after the rollback died and the report was lost = %v, want a RollbackBrokenError", err)
+	}
+	if !lossy.lost {
+		t.Fatal("no answer was lost: the test did not test the case")
+	}
+}
+
+// TestDisarmRetriesALostAnswer: Disarm's command is safe to run again, so
+// a first answer lost on the way back is asked for again instead of being
+// reported as a failure to disarm (which a session takes to mean the
+// rollback will still restore the previous config).
+func TestDisarmRetriesALostAnswer(t *testing.T) {
+	t.Parallel()
+	em, g, prev, changed := slowGuard(t)
+	armAndChange(t, em, g, prev, changed, 30*time.Second)
+	lossy := &answerLostOn{Shell: g.Sh, word: "disarmed"}
+	g.Sh = lossy
+	if err := g.Disarm(t.Context()); err != nil {
+		t.Fatalf("Disarm whose first answer was lost = %v, want nil (disarmed)", err)
+	}
+	if !lossy.lost {
+		t.Fatal("no answer was lost: the test did not test the case")
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, changed) {
+		t.Error("the change did not stand after a successful Disarm")
 	}
 }

@@ -307,9 +307,11 @@ func (g ShellGuard) ReleaseLease(ctx context.Context) error {
 	if err != nil && !errors.As(err, &lost) {
 		return err
 	}
-	// Claimed, or ended and said once: the files go.
+	// Claimed, or ended and said once: the files go. A cleanup that fails
+	// keeps the report that the lease ended: its files may be gone
+	// already, and the report is all fwab learns of the box's restore.
 	if cerr := g.clearLease(ctx); cerr != nil {
-		return fmt.Errorf("release lease: %w", cerr)
+		return errors.Join(err, fmt.Errorf("release lease: %w", cerr))
 	}
 	return err
 }

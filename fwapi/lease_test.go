@@ -2,9 +2,11 @@ package fwapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -470,5 +472,43 @@ func TestSecondSessionOnThisMachineNamesTheLiveOne(t *testing.T) {
 	_, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{Target: "fw1", Dir: dir, Owner: owner("bob@ws1")})
 	if err == nil || !strings.Contains(err.Error(), "another fwab on this machine") || !strings.Contains(err.Error(), fmt.Sprintf("pid=%d", o.PID)) || strings.Contains(err.Error(), "recover") {
 		t.Fatalf("a second session beside a live one = %v, want it told who holds the target, not to recover", err)
+	}
+}
+
+// cmdAnswerLost loses, once, the answer to a command that contains word
+// (the command ran on the box).
+type cmdAnswerLost struct {
+	fwapi.Shell
+	word string
+	lost bool
+}
+
+func (s *cmdAnswerLost) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
+	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
+	if err == nil && !s.lost && strings.Contains(cmd, s.word) {
+		s.lost = true
+		return nil, nil, 0, fmt.Errorf("ssh: %w", fwapi.ErrConnectionLost)
+	}
+	return out, errOut, code, err
+}
+
+// TestReleaseLeaseKeepsTheEndWhenTheCleanupAnswerIsLost: a lease that
+// ended while fwab was away is reported by ReleaseLease even when the
+// answer to clearing its files is lost: the files are gone then, so the
+// report is the only word fwab gets that the box restored itself.
+func TestReleaseLeaseKeepsTheEndWhenTheCleanupAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	em, g := leaseBox(t, configxml.OPNsense)
+	orig := em.StoredConfig(t)
+	lockAndLease(t, g, orig, 2*time.Second)
+	waitLeaseEnded(t, g, 20*time.Second)
+	lossy := &cmdAnswerLost{Shell: g.Sh, word: "rm -f " + fwapi.ShellQuote(fwapi.LeaseScript)}
+	g.Sh = lossy
+	var lost *fwapi.LeaseLostError
+	if err := g.ReleaseLease(t.Context()); !errors.As(err, &lost) {
+		t.Errorf("ReleaseLease after the lease ended, the cleanup's answer lost = %v, want a LeaseLostError among the errors", err)
+	}
+	if !lossy.lost {
+		t.Fatal("no answer was lost: the test did not test the case")
 	}
 }

@@ -34,6 +34,10 @@ const (
 	// the previous config; it holds the time it fired. Disarm renames it to
 	// RollbackFired+".seen" once it has said so.
 	RollbackFired = "/conf/fwab-rollback.fired"
+	// rollbackBroken is written by a disarm that took over from a rollback
+	// that died half-way; it holds when the rollback had started, and is
+	// reported until Disarm has said so, as RollbackFired is.
+	rollbackBroken = "/conf/fwab-rollback.broken"
 	// RollbackBootHook re-arms, at boot, a rollback a reboot interrupted:
 	// pfSense's rc.start_packages starts every /usr/local/etc/rc.d/*.sh.
 	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:54 — `$rcfiles = glob(RCFILEPREFIX . "*.sh");` started with `start` at boot
@@ -437,7 +441,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")
 	}
 	script := strings.Join(lines, "\n")
-	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")+"; "+clearClaimCmd(RollbackClaim, rollbackParties...)); err != nil {
+	if _, err := g.run(ctx, "rm -f "+ShellQuote(RollbackFired)+" "+ShellQuote(RollbackFired+".seen")+" "+ShellQuote(rollbackBroken)+"; "+clearClaimCmd(RollbackClaim, rollbackParties...)); err != nil {
 		return fmt.Errorf("arm rollback: %w", err)
 	}
 	if err := g.Sh.WriteFileAtomic(ctx, RollbackScript, []byte(script)); err != nil {
@@ -477,6 +481,11 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 // not run.
 func (g ShellGuard) Disarm(ctx context.Context) error {
 	st, at, err := g.disarm(ctx)
+	// The command is safe to run again (its reports stay until they are
+	// acknowledged), so an answer lost on the way back is asked for again.
+	for i := 0; i < 2 && errors.Is(err, ErrConnectionLost); i++ {
+		st, at, err = g.disarm(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -497,6 +506,7 @@ func (g ShellGuard) Disarm(ctx context.Context) error {
 		failed := strings.HasPrefix(at, "checksum") || strings.HasPrefix(at, "stood-down")
 		return &RollbackRanError{At: at, Failed: failed}
 	case disarmDead:
+		_, _ = g.run(ctx, "rm -f "+ShellQuote(rollbackBroken))
 		return &RollbackBrokenError{Since: at}
 	}
 	return nil
@@ -518,14 +528,16 @@ func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
 		hook = " " + ShellQuote(g.BootHook)
 	}
 	stop := "if [ -f " + pid + " ]; then pkill -F " + pid + "; rm -f " + pid + "; fi; rm -f " + ShellQuote(RollbackScript) + " " + ShellQuote(RollbackConfig) + hook
+	broken := ShellQuote(rollbackBroken)
 	cmd := "if [ -f " + fired + " ]; then echo " + disarmFired + " $(cat " + fired + "); " + clearClaimCmd(RollbackClaim, rollbackParties...) + "; rm -f " + ShellQuote(RollbackScript) + hook +
+		"; elif [ -f " + broken + " ]; then echo " + disarmDead + " $(cat " + broken + ")" +
 		"; else " + claimCmd(RollbackClaim, "disarm") + "; h=" + holderOf(RollbackClaim) + "; case \"$h\" in" +
 		" disarm*|lease*) " + stop + "; echo " + disarmDone + " ;;" +
 		// The rollback holds it: at work while its process lives; else it
 		// died half-way, and disarm takes the name over (rename is atomic)
 		// so that no boot hook resumes it.
 		" rollback*) if [ -f " + pid + " ] && kill -0 \"$(cat " + pid + ")\" 2>/dev/null; then echo " + disarmRunning + " \"${h#rollback }\";" +
-		" else echo \"disarm $(date +%s)\" > " + ShellQuote(RollbackClaim+".disarm") + " && mv " + ShellQuote(RollbackClaim+".disarm") + " " + claim + "; " + stop + "; echo " + disarmDead + " \"${h#rollback }\"; fi ;;" +
+		" else echo \"disarm $(date +%s)\" > " + ShellQuote(RollbackClaim+".disarm") + " && mv " + ShellQuote(RollbackClaim+".disarm") + " " + claim + "; echo \"${h#rollback }\" > " + broken + "; " + stop + "; echo " + disarmDead + " \"${h#rollback }\"; fi ;;" +
 		" *) echo noclaim ;; esac; fi"
 	out, errOut, code, err := g.Sh.Run(ctx, cmd, nil)
 	if err != nil {
