@@ -246,7 +246,7 @@ func (c *Config) opnLegacyTunnel(name string) error {
 			n = "ikeid" + childText(p1, "ikeid")
 		}
 		if n == name {
-			return fmt.Errorf("IPsec tunnel %q is a legacy tunnel (<ipsec><phase1>, VPN → IPsec → Tunnel Settings), which fwab does not change: it edits OPNsense's Connections (swanctl) model, and a connection of that name beside the legacy one would be a second tunnel to the same peer; migrate the tunnel to VPN → IPsec → Connections (OPNsense's migration guide), or sweep a tunnel defined there", name)
+			return fmt.Errorf("IPsec tunnel %q is a legacy tunnel (<ipsec><phase1>, VPN → IPsec → Tunnel Settings), which fwab does not change: it edits OPNsense's Connections (swanctl) model, and a connection of that name beside the legacy one would be a second tunnel to the same peer; migrate the tunnel to VPN → IPsec → Connections (OPNsense's migration guide), or sweep a tunnel defined there (from 25.7 a legacy tunnel runs only with the legacy IPsec plugin installed; note too that turning IPsec on for any connection turns on every legacy tunnel that is not disabled)", name)
 		}
 	}
 	return nil

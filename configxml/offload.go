@@ -124,7 +124,7 @@ func (c *Config) offloadKnobValue(flag string) string {
 	}
 	seen := map[string]bool{}
 	for _, e := range c.doc.Root().SelectElement("interfaces").ChildElements() {
-		if childText(e, "if") == "" {
+		if dev := childText(e, "if"); dev == "" || opnSkipsHardware(dev) {
 			continue
 		}
 		v := global
@@ -140,6 +140,15 @@ func (c *Config) offloadKnobValue(flag string) string {
 		return v
 	}
 	return global
+}
+
+// opnSkipsHardware reports whether OPNsense sets no capability flags on
+// the device: VLANs, QinQ, loopback, VXLAN, IPsec and path-named devices.
+//
+// upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:583 — `strstr($device, 'vlan') || strpos($device, 'qinq') === 0 ||` (24.7: interfaces.lib.inc:539)
+func opnSkipsHardware(dev string) bool {
+	return strings.Contains(dev, "vlan") || strings.HasPrefix(dev, "qinq") || strings.HasPrefix(dev, "lo") ||
+		strings.HasPrefix(dev, "vxlan") || strings.HasPrefix(dev, "ipsec") || strings.HasPrefix(dev, "/")
 }
 
 // offloadGlobal is the knob's value from the global flag alone.

@@ -230,3 +230,18 @@ func TestInlineIPSLintSeesOverrides(t *testing.T) {
 		t.Errorf("lan's override leaves TSO on under inline IPS: FWAB001 findings %+v, want one naming ids@lan and offload.tso at interfaces/lan", got)
 	}
 }
+
+// TestOffloadOverrideOnAVLANMeansNothing: OPNsense sets no capability on
+// a VLAN (configure_interface_hardware skips vlan, qinq, lo, vxlan and
+// ipsec devices), so an override on a VLAN interface does not make the
+// knob mixed.
+func TestOffloadOverrideOnAVLANMeansNothing(t *testing.T) {
+	c := load(t, "configs/opnsense-25.7.xml")
+	global, _ := c.Get("offload.tso")
+	opt := c.doc.Root().FindElement("interfaces").CreateElement("opt9")
+	opt.CreateElement("if").SetText("vlan0.20")
+	opt.CreateElement("hw_settings_overwrite").SetText("1") // no flag: all on
+	if got, _ := c.Get("offload.tso"); got != global {
+		t.Errorf("Get(offload.tso) = %q with an override on a VLAN only, want the global %q", got, global)
+	}
+}

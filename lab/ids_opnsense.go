@@ -26,7 +26,7 @@ import (
 // service rendered off does nothing, and a stop stops a running one
 // whatever is rendered.
 //
-// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/+TARGETS:5 — `rc.conf.d:/etc/rc.conf.d/suricata`
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/+TARGETS:4 — `rc.conf.d:/etc/rc.conf.d/suricata`
 // upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/rc.conf.d:3 — `suricata_enable="YES"` when `OPNsense.IDS.general.enabled`, else `suricata_enable="NO"`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/controllers/OPNsense/IDS/Api/ServiceController.php:81 — the reconfigure renders first: `$backend->configdRun('template reload OPNsense/IDS')`, then installs rules and starts or restarts
 // upstream: opnsense-core 26.1 src/etc/rc.reload_all:61 — `pass_safe('/usr/local/etc/rc.freebsd start');` after the stop: rc.conf.d services start again from what is rendered
