@@ -21,7 +21,6 @@ import (
 const (
 	pfConfig       = "/conf/config.xml"
 	pfConfigCache  = "/tmp/config.cache"
-	pfBackupDir    = "/conf/backup"
 	pfVersionFile  = "/etc/version"
 	pfFilterReload = "/etc/rc.filter_configure_sync"
 	pfReloadAll    = "/etc/rc.reload_all"
@@ -185,22 +184,39 @@ func (p *PfSense) ReadConfig(ctx context.Context) ([]byte, error) {
 	return data, nil
 }
 
-// WriteConfig copies the running config into /conf/backup (pfSense's own
-// backup area, config-<unixtime>.xml), replaces /conf/config.xml atomically
-// and removes /tmp/config.cache so pfSense rereads it.
+// pfStagedConfig is where WriteConfig puts a new config before
+// pfInstallConfig moves it into place.
+const pfStagedConfig = "/conf/config.xml.fwab-new"
+
+// pfInstallConfig installs the staged config as write_config() installs
+// one, with pfSense's own functions: under the config lock (so no package
+// or GUI save interleaves), the old file backed up as config-<its revision
+// time>.xml and recorded in backup.cache (backup_config), the new file
+// renamed into place, the config cache dropped, and the backups trimmed to
+// the box's count (cleanup_backupcache, the lock already held).
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:660 — `backup_config();` before the write
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:669 — `$lockkey = lock('config', LOCK_EX);` around it
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:686 — `cleanup_backupcache(true);` with the lock held
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1046 — backup_config names the old file `'/backup/config-' . $baktime . '.xml'`
+// upstream: pfsense/pfsense@9363ac5b8651a1c7a333180425ce7719070f95f9 src/etc/inc/util.inc:783 — `function lock($lock, $op = LOCK_SH) {`: flock on /tmp/<name>.lock
+var pfInstallConfig = `/usr/local/bin/php -r 'require_once("config.inc"); $l = lock("config", LOCK_EX); backup_config(); ` +
+	`$ok = rename("` + pfStagedConfig + `", "` + pfConfig + `"); @unlink("` + pfConfigCache + `"); cleanup_backupcache(true); unlock($l); exit($ok ? 0 : 1);' && sync`
+
+// WriteConfig stages the config beside config.xml (an atomic write of its
+// own) and installs it as pfSense's write_config() does (pfInstallConfig):
+// the old file goes into /conf/backup under its revision time, where the
+// GUI's backup page lists it, and pfSense rereads the new one.
 func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description string) error {
 	if len(bytes.TrimSpace(config)) == 0 {
 		return errors.New("pfsense write config: refusing an empty config")
 	}
-	backup := "cp " + pfConfig + " " + pfBackupDir + "/config-$(date +%s).xml"
-	if _, err := p.output(ctx, backup); err != nil {
-		return fmt.Errorf("pfsense write config: backup: %w", err)
-	}
-	if err := p.sh.WriteFileAtomic(ctx, pfConfig, config); err != nil {
+	if err := p.sh.WriteFileAtomic(ctx, pfStagedConfig, config); err != nil {
 		return fmt.Errorf("pfsense write config: %w", err)
 	}
-	if _, err := p.output(ctx, "rm -f "+pfConfigCache); err != nil {
-		return fmt.Errorf("pfsense write config: %w", err)
+	if _, err := p.output(ctx, pfInstallConfig); err != nil {
+		_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
+		return fmt.Errorf("pfsense write config: install: %w", err)
 	}
 	p.log.Info("config written", "sha256", SHA256Hex(config), "description", description)
 	p.mu.Lock()

@@ -413,3 +413,39 @@ func TestPfSensePackageSaveOverForeignEditRefused(t *testing.T) {
 		t.Errorf("a save over a foreign edit was adopted")
 	}
 }
+
+// TestPfSenseWriteConfigBacksUpAsWriteConfigDoes: a config fwab writes is
+// installed as pfSense's write_config() installs one: under the config
+// lock, the old file backed up as config-<its revision time>.xml and
+// recorded in backup.cache (which the GUI's backup page lists), no staged
+// file left behind.
+func TestPfSenseWriteConfigBacksUpAsWriteConfigDoes(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	old := em.StoredConfig(t)
+	c, err := configxml.LoadBytes(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revTime, err := c.Get("xml:revision/time")
+	if err != nil || revTime == "" {
+		t.Fatal("the lab config has no revision time")
+	}
+	if err := c.Set("rules@lan", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, c.Bytes()) {
+		t.Fatal("config.xml is not the config written")
+	}
+	if got := em.File(t, "/conf/backup/config-"+revTime+".xml"); !bytes.Equal(got, old) {
+		t.Errorf("/conf/backup/config-%s.xml holds %d bytes, want the old config (%d)", revTime, len(got), len(old))
+	}
+	if cache := string(em.File(t, "/conf/backup/backup.cache")); !strings.Contains(cache, "i:"+revTime+";") {
+		t.Errorf("backup.cache = %q, want an entry for %s", cache, revTime)
+	}
+	if out, _, _ := em.Run(t, "ls -a /conf", ""); strings.Contains(out, "fwab-new") || strings.Contains(out, "fwab-tmp") {
+		t.Errorf("staged files left in /conf:\n%s", out)
+	}
+}

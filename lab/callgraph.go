@@ -131,6 +131,7 @@ var EntryPoints = []EntryPoint{
 			ServiceRestarted: "the lab has no resolver, NTP, cron or DHCP server to restart",
 		},
 		match: prog("/etc/rc.reload_all")},
+	{Key: "pfSense: php write_config install", Flavors: pfOnly, Effects: []Effect{WritesFiles}, match: phpCalls("backup_config();")},
 	{Key: "pfSense: php setup_microcode", Flavors: pfOnly, Effects: []Effect{OffloadFlags, LinkReset}, match: phpCalls("enable_hardware_offloading")},
 	{Key: "pfSense: php sync_suricata_package_config", Flavors: pfOnly, Effects: []Effect{WritesFiles, ConfigSaved, CronInstalled}, match: phpCalls("sync_suricata_package_config")},
 	{Key: "pfSense: pfblockerng.php", Flavors: pfOnly, Effects: []Effect{ConfigSaved, CronInstalled, FilterReloaded},

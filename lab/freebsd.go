@@ -766,6 +766,9 @@ func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 		}
 		return nil
 	}
+	if m := pfInstallConfigPHP.FindStringSubmatch(code); m != nil && !e.opnsense() {
+		return e.pfInstallConfig(c, m[1], m[2], m[3])
+	}
 	if m := ipsecConfigurePHP.FindStringSubmatch(code); m != nil {
 		how := ipsecReload
 		if m[1] == "true" {

@@ -1,9 +1,13 @@
 package lab
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +29,7 @@ import (
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1046 — backup_config: `'/backup/config-' . $baktime . '.xml'`, the OLD file under its own revision time
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:667 — `$config['revision'] = make_config_revision_entry($desc);`
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:669 — `$lockkey = lock('config', LOCK_EX);` around the write
-// upstream: not settled — backup.cache (a PHP serialize() of the backups) is not emulated: fwab never reads it; checked at run time by nothing, as fwab does not depend on it
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:686 — `cleanup_backupcache(true);`: backup.cache written anew, old backups trimmed
 func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Document)) error {
 	if e.opnsense() {
 		return errors.New("pfWriteConfig: not a pfSense")
@@ -39,14 +43,7 @@ func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Documen
 	if err := doc.ReadFromBytes(old); err != nil {
 		return fmt.Errorf("config.xml: %w", err)
 	}
-	baktime := "0"
-	if t := doc.FindElement("/pfsense/revision/time"); t != nil && strings.TrimSpace(t.Text()) != "" {
-		baktime = strings.TrimSpace(t.Text())
-	}
-	if err := os.MkdirAll(e.path("/conf/backup"), 0o755); err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(e.path("/conf/backup/config-"+baktime+".xml"), old, 0o644); err != nil {
+	if err := e.pfBackupConfigLocked(old); err != nil {
 		return err
 	}
 	edit(doc)
@@ -68,6 +65,130 @@ func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Documen
 	e.logger().Info("package saved config.xml", "description", desc)
 	if err := os.Remove(e.path("/tmp/config.cache")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	return e.pfCleanupBackupsLocked()
+}
+
+// pfBackupConfigLocked is backup_config(): the config about to be
+// replaced, old, is copied to /conf/backup/config-<its revision time>.xml
+// (0 without one).
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1046 — `$bakfilename = g_get('cf_conf_path') . '/backup/config-' . $baktime . '.xml';`
+func (e *Emulator) pfBackupConfigLocked(old []byte) error {
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(old); err != nil {
+		return fmt.Errorf("config.xml: %w", err)
+	}
+	baktime := "0"
+	if t := doc.FindElement("/pfsense/revision/time"); t != nil && strings.TrimSpace(t.Text()) != "" {
+		baktime = strings.TrimSpace(t.Text())
+	}
+	if err := os.MkdirAll(e.path("/conf/backup"), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(e.path("/conf/backup/config-"+baktime+".xml"), old, 0o644)
+}
+
+// pfCleanupBackupsLocked is cleanup_backupcache(): the newest backups,
+// as many as <system><backupcount> says (30 by default), stay and the
+// others go; backup.cache, a PHP serialize() of each kept backup's time,
+// description, version and size, newest first, is written anew.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:920 — `$revisions = intval(is_numericint($config['system']['backupcount']) ? $config['system']['backupcount'] : g_get('default_config_backup_count'));`
+// upstream: pfsense/pfsense@9363ac5b8651a1c7a333180425ce7719070f95f9 src/etc/inc/globals.inc:104 — `'default_config_backup_count' => 30,`
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1000 — `fwrite($bakout, serialize($tocache));`
+func (e *Emulator) pfCleanupBackupsLocked() error {
+	dir := e.path("/conf/backup")
+	names, err := filepath.Glob(dir + "/config-*.xml")
+	if err != nil {
+		return err
+	}
+	type backup struct {
+		time             int64
+		name, descr, ver string
+		size             int
+	}
+	var baks []backup
+	for _, n := range names {
+		t, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "config-"), ".xml"), 10, 64)
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(n)
+		if err != nil {
+			return err
+		}
+		b := backup{time: t, name: n, descr: "Unknown", ver: "?", size: len(data)}
+		doc := etree.NewDocument()
+		if doc.ReadFromBytes(data) == nil && doc.Root() != nil {
+			if d := strings.TrimSpace(text(doc.Root(), "revision/description")); d != "" {
+				b.descr = d
+			}
+			if v := strings.TrimSpace(text(doc.Root(), "version")); v != "" {
+				b.ver = v
+			}
+		}
+		baks = append(baks, b)
+	}
+	slices.SortFunc(baks, func(a, b backup) int { return cmp.Compare(b.time, a.time) })
+	keep := 30
+	if c, err := os.ReadFile(e.path("/conf/config.xml")); err == nil {
+		doc := etree.NewDocument()
+		if doc.ReadFromBytes(c) == nil && doc.Root() != nil {
+			if n, err := strconv.Atoi(text(doc.Root(), "system/backupcount")); err == nil && n >= 0 {
+				keep = n
+			}
+		}
+	}
+	if len(baks) > keep {
+		for _, b := range baks[keep:] {
+			if err := os.Remove(b.name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		baks = baks[:keep]
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "a:%d:{", len(baks))
+	for _, b := range baks {
+		fmt.Fprintf(&out, "i:%d;a:3:{s:11:\"description\";%ss:7:\"version\";%ss:8:\"filesize\";i:%d;}", b.time, phpString(b.descr), phpString(b.ver), b.size)
+	}
+	out.WriteString("}")
+	return atomicfile.WriteFile(dir+"/backup.cache", []byte(out.String()), 0o644)
+}
+
+// phpString is a string as PHP's serialize() writes it (its length in
+// bytes), with the closing semicolon.
+func phpString(s string) string {
+	return fmt.Sprintf("s:%d:\"%s\";", len(s), s)
+}
+
+// pfInstallConfigPHP is fwab's install of a staged config (fwapi
+// pfInstallConfig): write_config()'s steps with pfSense's own functions.
+var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
+
+// pfInstallConfig runs it: under the emulator's lock, which the
+// packages' own saves take too (pfWriteConfigLocked), as pfSense's
+// lock('config') serialises write_config() callers.
+func (e *Emulator) pfInstallConfig(c *call, src, dst, cache string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old, err := os.ReadFile(e.path(dst))
+	if err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
+	if err := e.pfBackupConfigLocked(old); err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
+	if err := os.Rename(e.path(src), e.path(dst)); err != nil {
+		fmt.Fprintf(c.stderr, "PHP Warning:  rename(%s,%s): No such file or directory\n", src, dst)
+		return c.errorf(1, "")
+	}
+	if err := os.Remove(e.path(cache)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return c.errorf(255, "php: %v", err)
+	}
+	if err := e.pfCleanupBackupsLocked(); err != nil {
+		return c.errorf(255, "php: %v", err)
 	}
 	return nil
 }
