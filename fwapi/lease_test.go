@@ -200,7 +200,10 @@ func TestLeaseTakesTheRollbackHandOff(t *testing.T) {
 	em, g := leaseBox(t, configxml.OPNsense)
 	ctx := t.Context()
 	orig := em.StoredConfig(t)
-	if err := g.TakeLease(ctx, owner("ci@runner"), orig, 2*time.Second); err != nil {
+	// Long enough that the steps below are done before it ends on a
+	// loaded machine: a lease that ends first stands down over "step",
+	// which it was never told of.
+	if err := g.TakeLease(ctx, owner("ci@runner"), orig, 6*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	step := append(bytes.Clone(orig), "<!-- step 1 -->\n"...)
