@@ -200,7 +200,16 @@ const pfStagedConfig = "/conf/config.xml.fwab-new"
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:686 — `cleanup_backupcache(true);` with the lock held
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1046 — backup_config names the old file `'/backup/config-' . $baktime . '.xml'`
 // upstream: pfsense/pfsense@9363ac5b8651a1c7a333180425ce7719070f95f9 src/etc/inc/util.inc:783 — `function lock($lock, $op = LOCK_SH) {`: flock on /tmp/<name>.lock
-var pfInstallConfig = `/usr/local/bin/php -r 'require_once("config.inc"); $l = lock("config", LOCK_EX); backup_config(); ` +
+//
+// The config is parsed again once the lock is held (parse_config trusts a
+// stale /tmp/config.cache on 2.6 and 2.7, and a save may land between the
+// include and the lock), so that the backup is named after the file it
+// copies; parse_config() itself would take a shared lock this process
+// cannot get while it holds the exclusive one.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1033 — `if ($config['revision']['time'] == "") {`: the name comes from $config, not from the file copied
+var pfInstallConfig = `/usr/local/bin/php -r 'require_once("config.inc"); $l = lock("config", LOCK_EX); ` +
+	`$c = parse_xml_config("` + pfConfig + `", array($g["xml_rootobj"], "pfsense")); if (is_array($c)) { $config = $c; } backup_config(); ` +
 	`$ok = rename("` + pfStagedConfig + `", "` + pfConfig + `"); @unlink("` + pfConfigCache + `"); cleanup_backupcache(true); unlock($l); exit($ok ? 0 : 1);' && sync`
 
 // WriteConfig stages the config beside config.xml (an atomic write of its
@@ -214,9 +223,23 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 	if err := p.sh.WriteFileAtomic(ctx, pfStagedConfig, config); err != nil {
 		return fmt.Errorf("pfsense write config: %w", err)
 	}
-	if _, err := p.output(ctx, pfInstallConfig); err != nil {
+	// The install's exit status does not settle whether config.xml was
+	// replaced (die() exits 0; a failure after the rename does not), so
+	// the file is compared with what was written.
+	_, ierr := p.output(ctx, pfInstallConfig)
+	sum, serr := p.output(ctx, "sha256 -q "+pfConfig)
+	if serr != nil {
+		return fmt.Errorf("pfsense write config: config.xml could not be read back after the install (its error: %v): %w", ierr, serr)
+	}
+	if strings.TrimSpace(sum) != SHA256Hex(config) {
 		_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
-		return fmt.Errorf("pfsense write config: install: %w", err)
+		if ierr == nil {
+			ierr = errors.New("the install reported success")
+		}
+		return fmt.Errorf("pfsense write config: config.xml not installed: %w", ierr)
+	}
+	if ierr != nil {
+		p.log.Warn("config.xml is installed, but the install reported an error after it (backup list or trim)", "err", ierr)
 	}
 	p.log.Info("config written", "sha256", SHA256Hex(config), "description", description)
 	p.mu.Lock()

@@ -449,3 +449,27 @@ func TestPfSenseWriteConfigBacksUpAsWriteConfigDoes(t *testing.T) {
 		t.Errorf("staged files left in /conf:\n%s", out)
 	}
 }
+
+// TestPfSenseWriteConfigChecksWhatIsInstalled: the install's exit status
+// is not the word on whether config.xml was replaced (PHP's die() exits 0,
+// a fault after the rename exits non-zero), so WriteConfig compares
+// config.xml with what it wrote.
+func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	old := em.StoredConfig(t)
+	c, err := configxml.LoadBytes(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("rules@lan", "3"); err != nil {
+		t.Fatal(err)
+	}
+	em.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "backup_config();", Skip: true}}})
+	err = fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3")
+	if err == nil || !strings.Contains(err.Error(), "not installed") {
+		t.Errorf("WriteConfig whose install did nothing but exited 0 = %v, want an error saying the config was not installed", err)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, old) {
+		t.Error("config.xml changed")
+	}
+}

@@ -165,7 +165,7 @@ func phpString(s string) string {
 
 // pfInstallConfigPHP is fwab's install of a staged config (fwapi
 // pfInstallConfig): write_config()'s steps with pfSense's own functions.
-var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
+var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
 
 // pfInstallConfig runs it: under the emulator's lock, which the
 // packages' own saves take too (pfWriteConfigLocked), as pfSense's
