@@ -126,7 +126,7 @@ func (st Status) IDSInstances() []fwapi.IDSInstance {
 	}
 	var out []fwapi.IDSInstance
 	for _, ifc := range ifaces {
-		out = append(out, fwapi.IDSInstance{Interface: ifc, Mode: st.Mode, PID: st.PID, Rules: fwapi.RulesUnknown})
+		out = append(out, fwapi.IDSInstance{Interface: ifc, Mode: st.Mode, PID: st.PID, Rules: st.Rules})
 	}
 	return out
 }

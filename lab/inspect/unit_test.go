@@ -263,7 +263,7 @@ func TestStatusFile(t *testing.T) {
 	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "txcsum,tso") {
 		t.Errorf("status warnings %q, want one naming txcsum,tso", st.Warnings)
 	}
-	want := []fwapi.IDSInstance{{Interface: "d0", Mode: "ips-inline", PID: os.Getpid()}}
+	want := []fwapi.IDSInstance{{Interface: "d0", Mode: "ips-inline", PID: os.Getpid(), Rules: 20}}
 	if diff := cmp.Diff(want, st.IDSInstances()); diff != "" {
 		t.Errorf("IDSInstances (-want +got):\n%s", diff)
 	}
