@@ -119,6 +119,8 @@ type Emulator struct {
 	// apply superseded does nothing.
 	ipsecGen atomic.Int64
 
+	pfBackups map[string]backupMeta // what cleanup_backupcache read of each backup (e.mu)
+
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device
 

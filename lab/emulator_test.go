@@ -680,3 +680,30 @@ func TestEmulatorFixedSlowdownDoesNotMeasure(t *testing.T) {
 		t.Errorf("rate_mbit 500: caps %v after %d measurements, want 500 on both ports and no measurement", dp.shapes, dp.measured)
 	}
 }
+
+// TestPfSenseBackupCleanup: cleanup_backupcache keeps the newest backups
+// as <system><backupcount> says and lists each in backup.cache with its
+// revision description and config version, newest first.
+func TestPfSenseBackupCleanup(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
+	for i, at := range []string{"100", "300", "200"} {
+		body := fmt.Sprintf("<?xml version=\"1.0\"?>\n<pfsense><version>23.3</version><revision><time>%s</time><description><![CDATA[edit %d]]></description></revision></pfsense>\n", at, i)
+		f.mustRun(t, "cat > /conf/backup/config-"+at+".xml", body)
+	}
+	f.setKnobs(t, "xml:system/backupcount=2")
+	f.em.mu.Lock()
+	f.em.pfBackups = nil
+	err := f.em.pfCleanupBackupsLocked()
+	f.em.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := f.run(t, "test -e /conf/backup/config-100.xml", ""); code == 0 {
+		t.Error("the oldest backup is still there with backupcount 2")
+	}
+	cache := f.mustRun(t, "cat /conf/backup/backup.cache", "")
+	want := `a:2:{i:300;a:3:{s:11:"description";s:6:"edit 1";s:7:"version";s:4:"23.3";s:8:"filesize";`
+	if !strings.HasPrefix(cache, want) || !strings.Contains(cache, `i:200;a:3:{s:11:"description";s:6:"edit 2";`) {
+		t.Errorf("backup.cache = %q, want it to start %q and list 200 next", cache, want)
+	}
+}

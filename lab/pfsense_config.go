@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,39 +105,45 @@ func (e *Emulator) pfCleanupBackupsLocked() error {
 	if err != nil {
 		return err
 	}
-	type backup struct {
-		time             int64
-		name, descr, ver string
-		size             int
-	}
-	var baks []backup
+	var baks []backupMeta
+	seen := map[string]bool{}
 	for _, n := range names {
 		t, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "config-"), ".xml"), 10, 64)
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(n)
+		fi, err := os.Stat(n)
 		if err != nil {
 			return err
 		}
-		b := backup{time: t, name: n, descr: "Unknown", ver: "?", size: len(data)}
-		doc := etree.NewDocument()
-		if doc.ReadFromBytes(data) == nil && doc.Root() != nil {
-			if d := strings.TrimSpace(text(doc.Root(), "revision/description")); d != "" {
-				b.descr = d
+		b, ok := e.pfBackups[n]
+		if !ok || b.size != fi.Size() || !b.mod.Equal(fi.ModTime()) {
+			// Read once per file: a sweep's configs run to megabytes.
+			data, err := os.ReadFile(n)
+			if err != nil {
+				return err
 			}
-			if v := strings.TrimSpace(text(doc.Root(), "version")); v != "" {
-				b.ver = v
+			b = backupMeta{time: t, name: n, descr: "Unknown", ver: "?", size: fi.Size(), mod: fi.ModTime()}
+			if m := backupDescr.FindSubmatch(data); m != nil && len(bytes.TrimSpace(m[1])) > 0 {
+				b.descr = string(bytes.TrimSpace(m[1]))
 			}
+			if m := backupVersion.FindSubmatch(data); m != nil && len(bytes.TrimSpace(m[1])) > 0 {
+				b.ver = string(bytes.TrimSpace(m[1]))
+			}
+			if e.pfBackups == nil {
+				e.pfBackups = map[string]backupMeta{}
+			}
+			e.pfBackups[n] = b
 		}
+		seen[n] = true
 		baks = append(baks, b)
 	}
-	slices.SortFunc(baks, func(a, b backup) int { return cmp.Compare(b.time, a.time) })
+	maps.DeleteFunc(e.pfBackups, func(n string, _ backupMeta) bool { return !seen[n] })
+	slices.SortFunc(baks, func(a, b backupMeta) int { return cmp.Compare(b.time, a.time) })
 	keep := 30
 	if c, err := os.ReadFile(e.path("/conf/config.xml")); err == nil {
-		doc := etree.NewDocument()
-		if doc.ReadFromBytes(c) == nil && doc.Root() != nil {
-			if n, err := strconv.Atoi(text(doc.Root(), "system/backupcount")); err == nil && n >= 0 {
+		if m := backupCount.FindSubmatch(c); m != nil {
+			if n, err := strconv.Atoi(string(m[1])); err == nil && n >= 0 {
 				keep = n
 			}
 		}
@@ -156,6 +164,23 @@ func (e *Emulator) pfCleanupBackupsLocked() error {
 	out.WriteString("}")
 	return atomicfile.WriteFile(dir+"/backup.cache", []byte(out.String()), 0o644)
 }
+
+// backupMeta is what backup.cache records of one backup, and the file's
+// size and time, so that a backup is read once.
+type backupMeta struct {
+	time             int64
+	name, descr, ver string
+	size             int64
+	mod              time.Time
+}
+
+// What cleanup_backupcache reads of a backup and of the running config,
+// found without parsing files that run to megabytes.
+var (
+	backupDescr   = regexp.MustCompile(`(?s)<revision>.*?<description>(?:<!\[CDATA\[)?([^<\]]*)`)
+	backupVersion = regexp.MustCompile(`<version>([^<]*)</version>`)
+	backupCount   = regexp.MustCompile(`<backupcount>\s*(\d+)\s*</backupcount>`)
+)
 
 // phpString is a string as PHP's serialize() writes it (its length in
 // bytes), with the closing semicolon.
