@@ -220,21 +220,28 @@ func TestDisarmTakesOverADeadRollback(t *testing.T) {
 	}
 }
 
-// answerLost is a shell whose connection drops once, right after the box
-// ran a command that reported the rollback fired: the command ran, its
-// answer never came (a reload resetting the management link does this).
-type answerLost struct {
+// lostAnswer is a shell whose connection drops once, right after the box
+// ran a command that lose picks (by the command or its answer): the
+// command ran, its answer never came (a reload resetting the management
+// link does this).
+type lostAnswer struct {
 	fwapi.Shell
+	lose func(cmd string, out []byte) bool
 	lost bool
 }
 
-func (s *answerLost) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
+func (s *lostAnswer) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
 	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
-	if err == nil && !s.lost && bytes.HasPrefix(out, []byte("fired")) {
+	if err == nil && !s.lost && s.lose(cmd, out) {
 		s.lost = true
-		return nil, nil, 0, errors.New("ssh: connection lost")
+		return nil, nil, 0, fmt.Errorf("ssh: %w", fwapi.ErrConnectionLost)
 	}
 	return out, errOut, code, err
+}
+
+// answering loses the answer that starts with word.
+func answering(word string) func(string, []byte) bool {
+	return func(_ string, out []byte) bool { return bytes.HasPrefix(out, []byte(word)) }
 }
 
 // TestDisarmSurvivesALostAnswer: Disarm waiting for a running rollback
@@ -244,7 +251,7 @@ func (s *answerLost) Run(ctx context.Context, cmd string, stdin io.Reader) ([]by
 func TestDisarmSurvivesALostAnswer(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
-	lossy := &answerLost{Shell: g.Sh}
+	lossy := &lostAnswer{Shell: g.Sh, lose: answering("fired")}
 	g.Sh = lossy
 	ctx := t.Context()
 	armAndChange(t, em, g, prev, changed, time.Second)
@@ -264,22 +271,6 @@ func TestDisarmSurvivesALostAnswer(t *testing.T) {
 	}
 }
 
-// answerLostOn is answerLost for another report word.
-type answerLostOn struct {
-	fwapi.Shell
-	word string
-	lost bool
-}
-
-func (s *answerLostOn) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
-	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
-	if err == nil && !s.lost && bytes.HasPrefix(out, []byte(s.word)) {
-		s.lost = true
-		return nil, nil, 0, fmt.Errorf("ssh: %w", fwapi.ErrConnectionLost)
-	}
-	return out, errOut, code, err
-}
-
 // TestDisarmReportsADeadRollbackDespiteALostAnswer: a rollback that died
 // half-way while Disarm waited for it is taken over and reported broken;
 // when that report's answer is lost, the next poll must report it again,
@@ -287,7 +278,7 @@ func (s *answerLostOn) Run(ctx context.Context, cmd string, stdin io.Reader) ([]
 func TestDisarmReportsADeadRollbackDespiteALostAnswer(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
-	lossy := &answerLostOn{Shell: g.Sh, word: "dead"}
+	lossy := &lostAnswer{Shell: g.Sh, lose: answering("dead")}
 	g.Sh = lossy
 	armAndChange(t, em, g, prev, changed, time.Second)
 	waitClaimed(t, em)
@@ -312,7 +303,7 @@ func TestDisarmRetriesALostAnswer(t *testing.T) {
 	t.Parallel()
 	em, g, prev, changed := slowGuard(t)
 	armAndChange(t, em, g, prev, changed, 30*time.Second)
-	lossy := &answerLostOn{Shell: g.Sh, word: "disarmed"}
+	lossy := &lostAnswer{Shell: g.Sh, lose: answering("disarmed")}
 	g.Sh = lossy
 	if err := g.Disarm(t.Context()); err != nil {
 		t.Fatalf("Disarm whose first answer was lost = %v, want nil (disarmed)", err)

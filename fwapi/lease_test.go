@@ -2,11 +2,9 @@ package fwapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -478,23 +476,6 @@ func TestSecondSessionOnThisMachineNamesTheLiveOne(t *testing.T) {
 	}
 }
 
-// cmdAnswerLost loses, once, the answer to a command that contains word
-// (the command ran on the box).
-type cmdAnswerLost struct {
-	fwapi.Shell
-	word string
-	lost bool
-}
-
-func (s *cmdAnswerLost) Run(ctx context.Context, cmd string, stdin io.Reader) ([]byte, []byte, int, error) {
-	out, errOut, code, err := s.Shell.Run(ctx, cmd, stdin)
-	if err == nil && !s.lost && strings.Contains(cmd, s.word) {
-		s.lost = true
-		return nil, nil, 0, fmt.Errorf("ssh: %w", fwapi.ErrConnectionLost)
-	}
-	return out, errOut, code, err
-}
-
 // TestReleaseLeaseKeepsTheEndWhenTheCleanupAnswerIsLost: a lease that
 // ended while fwab was away is reported by ReleaseLease even when the
 // answer to clearing its files is lost: the files are gone then, so the
@@ -505,7 +486,8 @@ func TestReleaseLeaseKeepsTheEndWhenTheCleanupAnswerIsLost(t *testing.T) {
 	orig := em.StoredConfig(t)
 	lockAndLease(t, g, orig, 2*time.Second)
 	waitLeaseEnded(t, g, 20*time.Second)
-	lossy := &cmdAnswerLost{Shell: g.Sh, word: "rm -f " + fwapi.ShellQuote(fwapi.LeaseScript)}
+	cleanup := "rm -f " + fwapi.ShellQuote(fwapi.LeaseScript)
+	lossy := &lostAnswer{Shell: g.Sh, lose: func(cmd string, _ []byte) bool { return strings.Contains(cmd, cleanup) }}
 	g.Sh = lossy
 	var lost *fwapi.LeaseLostError
 	if err := g.ReleaseLease(t.Context()); !errors.As(err, &lost) {
