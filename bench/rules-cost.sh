@@ -7,7 +7,7 @@
 # connection walks them) and "pf-after" (state first, the LAN pass rule
 # matches first, as with configxml's rules@lan appended after the factory
 # pass rule: they are never reached). The rules are shaped as
-# BuildRuleset renders rules@lan=N (lab/testdata/ruleset-rules-lan-3.nft).
+# BuildRuleset renders rules@lan=N (emu/testdata/ruleset-rules-lan-3.nft).
 # Only 198.18.0.0/15, in namespaces fzr-* this script creates and deletes.
 #
 #   sudo ./bench/rules-cost.sh [N] [ROUNDS]

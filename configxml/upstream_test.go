@@ -19,7 +19,7 @@ func opnConfigs(t *testing.T, up string) map[string][]byte {
 	for _, glob := range []string{
 		filepath.Join(root, "fixtures/configs/opnsense-*.xml"),
 		filepath.Join(root, "configxml/testdata/opnsense-*.xml"),
-		filepath.Join(root, "lab/assets/opnsense/config.xml"),
+		filepath.Join(root, "emu/assets/opnsense/config.xml"),
 		filepath.Join(up, "opnsense-core-stable-*-config-sample.xml"),
 		filepath.Join(up, "opnsense-docs-hardware-configs-*-config.xml"),
 	} {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -181,12 +181,12 @@ func TestRecoverFromBoxKeepsItsCopyWhenTheRestoreFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Abandon()
-	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "rc.filter_configure", Exit: 1, Stderr: "filter reload failed"}}})
+	fake.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "rc.filter_configure", Exit: 1, Stderr: "filter reload failed"}}})
 	other := t.TempDir()
 	if _, err := fwapi.RecoverWith(t.Context(), fw, fw, other, fwapi.RecoverOptions{Force: true}); err == nil {
 		t.Fatal("a recover whose filter reload fails succeeded")
 	}
-	fake.SetFault(lab.Fault{})
+	fake.SetFault(emu.Fault{})
 	rep, err := fwapi.RecoverWith(t.Context(), fw, fw, other, fwapi.RecoverOptions{Force: true})
 	if err != nil || !rep.Restored {
 		t.Fatalf("the second recover from another machine = %+v, %v; want the original restored from the copy still on the box", rep, err)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -366,7 +366,7 @@ func TestRestoreChecksTheRunningState(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The restore's filter reload answers success and does nothing.
-	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "rc.filter_configure", Stdout: "\n"}}})
+	fake.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "rc.filter_configure", Stdout: "\n"}}})
 	err = s.Close(t.Context())
 	if err == nil || !strings.Contains(err.Error(), fwapi.RuleRulesMismatch) {
 		t.Fatalf("Close with a filter that kept the sweep's rules = %v, want the restore refused naming %s", err, fwapi.RuleRulesMismatch)

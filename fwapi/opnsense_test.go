@@ -15,10 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -164,7 +164,7 @@ func TestOPNsenseFailureInsideHTTP200(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fw, em := newOPNsense(t, labtest.Options{}, false, fwapi.OPNsenseOptions{})
-			em.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/ids/service/reconfigure", Body: tc.body}}})
+			em.SetFault(emu.Fault{Requests: []emu.RequestFault{{Route: "POST /api/ids/service/reconfigure", Body: tc.body}}})
 			err := fw.Apply(context.Background(), changes("ids-restart"))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Apply() error = %v, want one containing %q", err, tc.want)
@@ -221,33 +221,33 @@ func TestOPNsenseReadWriteConfig(t *testing.T) {
 }
 
 func TestOPNsenseWriteConfigFaults(t *testing.T) {
-	factory := lab.FactoryConfigAt(configxml.OPNsense, "26.1.2", lab.NICs{})
+	factory := emu.FactoryConfigAt(configxml.OPNsense, "26.1.2", emu.NICs{})
 	next := bytes.Replace(factory, []byte("<hostname>OPNsense</hostname>"), []byte("<hostname>fw2</hostname>"), 1)
 	tests := []struct {
 		name    string
 		shell   bool
 		config  []byte
-		fault   lab.CommandFault
+		fault   emu.CommandFault
 		wantErr string
 	}{
 		{name: "no ssh", config: next, wantErr: "OPNsense has no API that writes config.xml: add an ssh section"},
 		{name: "pfSense config", shell: true, config: []byte("<?xml version=\"1.0\"?>\n<pfsense><version>23.3</version></pfsense>\n"), wantErr: "refusing a pfsense config.xml on an OPNsense firewall"},
 		{name: "malformed", shell: true, config: []byte("<opnsense><system></opnsense>"), wantErr: "refusing a config.xml that does not load"},
 		{name: "checksum mismatch", shell: true, config: next,
-			fault:   lab.CommandFault{On: "sha256", Stdout: strings.Repeat("0", 64) + "\n"},
+			fault:   emu.CommandFault{On: "sha256", Stdout: strings.Repeat("0", 64) + "\n"},
 			wantErr: "SHA-256 is 000"},
 		{name: "session lost before rename", shell: true, config: next,
-			fault:   lab.CommandFault{On: "mv ", Drop: true},
+			fault:   emu.CommandFault{On: "mv ", Drop: true},
 			wantErr: "connection"},
 		{name: "disk full on upload", shell: true, config: next,
-			fault:   lab.CommandFault{On: "cat > ", Exit: 1, Stderr: "cat: write error: No space left on device"},
+			fault:   emu.CommandFault{On: "cat > ", Exit: 1, Stderr: "cat: write error: No space left on device"},
 			wantErr: "No space left on device"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := labtest.Options{}
 			if tc.fault.On != "" {
-				o.Fault.Commands = []lab.CommandFault{tc.fault}
+				o.Fault.Commands = []emu.CommandFault{tc.fault}
 			}
 			fw, em := newOPNsense(t, o, tc.shell, fwapi.OPNsenseOptions{})
 			err := fw.WriteConfig(context.Background(), tc.config, "test")
@@ -302,8 +302,8 @@ func idsOn(t *testing.T, em *labtest.Firewall, mode string, ifaces string) {
 }
 
 func TestOPNsenseRuntimeState(t *testing.T) {
-	running := lab.RequestFault{Route: "GET /api/ids/service/status", Body: string(api.Body("opnsense/ids_service_status.json"))}
-	sas := []lab.RequestFault{
+	running := emu.RequestFault{Route: "GET /api/ids/service/status", Body: string(api.Body("opnsense/ids_service_status.json"))}
+	sas := []emu.RequestFault{
 		{Route: "GET /api/ipsec/sessions/search_phase1", Body: string(api.Body("opnsense/sessions_phase1.json"))},
 		{Route: "POST /api/ipsec/sessions/search_phase2", Body: string(api.Body("opnsense/sessions_phase2.json"))},
 	}
@@ -329,7 +329,7 @@ func TestOPNsenseRuntimeState(t *testing.T) {
 			}
 			// Without Suricata engines (root) the emulator's IDS never
 			// runs: the status route says what a running one would.
-			f := lab.Fault{Requests: sas}
+			f := emu.Fault{Requests: sas}
 			if !tc.stopped {
 				f.Requests = append(f.Requests, running)
 			}
@@ -429,22 +429,22 @@ func TestOPNsenseRebootWaitReady(t *testing.T) {
 	if n := em.Boots() - boots; n != 1 {
 		t.Errorf("reboots = %d, want 1", n)
 	}
-	em.SetFault(lab.Fault{LinkDown: true})
+	em.SetFault(emu.Fault{LinkDown: true})
 	if err := fw.WaitReady(ctx, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not ready within 200ms") {
 		t.Errorf("WaitReady() on a down firewall: error = %v, want a timeout", err)
 	}
 }
 
 func TestOPNsenseUpgrade(t *testing.T) {
-	profiles := func(vs ...string) []lab.Profile {
-		var p []lab.Profile
+	profiles := func(vs ...string) []emu.Profile {
+		var p []emu.Profile
 		for _, v := range vs {
-			p = append(p, lab.Profile{Version: v, FreeBSD: "14.3-RELEASE-p7"})
+			p = append(p, emu.Profile{Version: v, FreeBSD: "14.3-RELEASE-p7"})
 		}
 		return p
 	}
-	running := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
-	failed := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_error.json"))}}}
+	running := emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
+	failed := emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_error.json"))}}}
 	tests := []struct {
 		name      string
 		emu       labtest.Options
@@ -513,7 +513,7 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			ctx := context.Background()
 			version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "opnsense-"), ".xml") + ".1"
-			fw, em := newOPNsense(t, labtest.Options{Version: version, Config: fixtures.Read(name), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}, true, fwapi.OPNsenseOptions{})
+			fw, em := newOPNsense(t, labtest.Options{Version: version, Config: fixtures.Read(name), NICs: emu.NICs{WAN: "igc", LAN: "igc"}}, true, fwapi.OPNsenseOptions{})
 			info, err := fw.Info(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -558,7 +558,7 @@ func TestOPNsenseConfigRoundTripFixtures(t *testing.T) {
 func TestOPNsenseRebootThatNeverStarts(t *testing.T) {
 	ctx := context.Background()
 	// The firewall says ok but does not reboot.
-	f := lab.Fault{Requests: []lab.RequestFault{{Route: "POST /api/core/firmware/reboot", Body: `{"status":"ok"}`}}}
+	f := emu.Fault{Requests: []emu.RequestFault{{Route: "POST /api/core/firmware/reboot", Body: `{"status":"ok"}`}}}
 	fw, _ := newOPNsense(t, labtest.Options{Fault: f}, false, fwapi.OPNsenseOptions{RebootDownWithin: 200 * time.Millisecond})
 	if err := fw.Reboot(ctx); err != nil {
 		t.Fatal(err)
@@ -570,7 +570,7 @@ func TestOPNsenseRebootThatNeverStarts(t *testing.T) {
 }
 
 func TestOPNsenseUpgradeCancelled(t *testing.T) {
-	running := lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
+	running := emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/upgradestatus", Body: string(api.Body("opnsense/upgradestatus_running.json"))}}}
 	fw, em := newOPNsense(t, labtest.Options{Fault: running}, false, fwapi.OPNsenseOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
@@ -687,7 +687,7 @@ func TestOPNsenseRulesApply(t *testing.T) {
 	for _, v := range []string{"25.7.11", "26.1.2", "26.7.1"} {
 		t.Run(v, func(t *testing.T) {
 			ctx := context.Background()
-			o := labtest.Options{Version: v, Config: fixtures.Read("configs/opnsense-" + v[:4] + ".xml"), NICs: lab.NICs{WAN: "igc", LAN: "igc"}}
+			o := labtest.Options{Version: v, Config: fixtures.Read("configs/opnsense-" + v[:4] + ".xml"), NICs: emu.NICs{WAN: "igc", LAN: "igc"}}
 			fw, _ := newOPNsense(t, o, true, fwapi.OPNsenseOptions{})
 			st0, err := fw.RuntimeState(ctx)
 			if err != nil {
@@ -740,7 +740,7 @@ func TestOPNsenseRulesApply(t *testing.T) {
 // OPNsense lists lo0 among its <interfaces> (and VLANs are devices too):
 // Info reports the physical NICs only.
 func TestOPNsenseInfoSkipsLoopbackAndVLANs(t *testing.T) {
-	cfg := strings.Replace(string(lab.FactoryConfigAt(configxml.OPNsense, "26.1.2", lab.NICs{})), "  </interfaces>",
+	cfg := strings.Replace(string(emu.FactoryConfigAt(configxml.OPNsense, "26.1.2", emu.NICs{})), "  </interfaces>",
 		"    <opt1>\n      <if>igb1.100</if>\n    </opt1>\n  </interfaces>", 1)
 	fw, _ := newOPNsense(t, labtest.Options{Config: []byte(cfg)}, false, fwapi.OPNsenseOptions{})
 	got, err := fw.Info(context.Background())
@@ -776,18 +776,18 @@ func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
 	tests := []struct {
 		name     string
 		noSwitch bool              // remove <ipsec><enable>, keep the connection enabled
-		fault    *lab.RequestFault // the status route's answer
+		fault    *emu.RequestFault // the status route's answer
 		want     string            // "" is success
 	}{
 		{name: "switch on, running, no SA", want: "did not come up with ESP AES_GCM_16-256 within 1s"},
 		{name: "switch off", noSwitch: true, want: "<ipsec><enable> is not set"},
-		{name: "did not start", fault: &lab.RequestFault{Route: "GET /api/ipsec/service/status", Body: `{"status":"stopped"}`}, want: `strongSwan is "stopped" 1s after the reconfigure, with connection site enabled`},
+		{name: "did not start", fault: &emu.RequestFault{Route: "GET /api/ipsec/service/status", Body: `{"status":"stopped"}`}, want: `strongSwan is "stopped" 1s after the reconfigure, with connection site enabled`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{IPsecTimeout: time.Second})
 			if tc.fault != nil {
-				em.SetFault(lab.Fault{Requests: []lab.RequestFault{*tc.fault}})
+				em.SetFault(emu.Fault{Requests: []emu.RequestFault{*tc.fault}})
 			}
 			err := editAndApply(t, fw, func(c *configxml.Config) error {
 				c.DefineTunnel(configxml.TunnelSpec{Name: "site", Interface: "wan", LocalAddr: "198.18.1.1", RemoteAddr: "198.18.1.2",

@@ -10,15 +10,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
 // lanFirst is the factory config with <lan> before <wan> in <interfaces>.
-func lanFirst(t *testing.T, nics lab.NICs) []byte {
+func lanFirst(t *testing.T, nics emu.NICs) []byte {
 	t.Helper()
-	cfg := lab.FactoryConfigAt(configxml.PfSense, "", nics)
+	cfg := emu.FactoryConfigAt(configxml.PfSense, "", nics)
 	wan := regexp.MustCompile(`(?s)\t\t<wan>.*?</wan>\n`).Find(cfg)
 	if wan == nil {
 		t.Fatal("factory config has no <wan>")
@@ -44,8 +44,8 @@ var csumOff = []configxml.Change{{Knob: "offload.checksum", From: "on", To: "off
 // GUI's own setup_microcode walk, never to an unassigned NIC of
 // ifconfig -a, and fwab sets no flag with ifconfig itself.
 func TestPfSenseOffloadOnlyAssignedInConfigOrder(t *testing.T) {
-	nics := lab.NICs{Spare: "ixl"}
-	em, fw := newPfSense(t, labtest.Options{NICs: nics, Config: lanFirst(t, nics), SSHVia: lab.NoManagement})
+	nics := emu.NICs{Spare: "ixl"}
+	em, fw := newPfSense(t, labtest.Options{NICs: nics, Config: lanFirst(t, nics), SSHVia: emu.NoManagement})
 	if out, _, _ := em.Run(t, "ifconfig -a", ""); !strings.Contains(out, "ixl0: flags") {
 		t.Fatalf("the spare NIC is not in ifconfig -a:\n%s", out)
 	}
@@ -79,7 +79,7 @@ func TestPfSenseOffloadSparesSSHInterface(t *testing.T) {
 // on vtnet whatever config.xml says; fwab does not turn it on there, and
 // verify expects it off.
 func TestPfSenseChecksumForcedOffOnVirtio(t *testing.T) {
-	em, fw := newPfSense(t, labtest.Options{NICs: lab.NICs{WAN: "igb", LAN: "vtnet"}})
+	em, fw := newPfSense(t, labtest.Options{NICs: emu.NICs{WAN: "igb", LAN: "vtnet"}})
 	em.ResetCommands()
 	on := []configxml.Change{{Knob: "offload.checksum", From: "off", To: "on", Action: configxml.ActionInterfaces}}
 	if err := fw.Apply(t.Context(), on); err != nil {

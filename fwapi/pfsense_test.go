@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -141,8 +141,8 @@ func TestPfSenseRuntimeState(t *testing.T) {
 	if st.GeneratedRules != 7 || st.NATRules != 2 || st.FilterRules <= st.GeneratedRules {
 		t.Errorf("rules: filter %d generated %d nat %d; want more than 7, 7, 2", st.FilterRules, st.GeneratedRules, st.NATRules)
 	}
-	if got := st.Tables[lab.BlocklistSet]; got != 1000 {
-		t.Errorf("Tables[%s] = %d, want the emulator's 1000 entries (tables %v)", lab.BlocklistSet, got, st.Tables)
+	if got := st.Tables[emu.BlocklistSet]; got != 1000 {
+		t.Errorf("Tables[%s] = %d, want the emulator's 1000 entries (tables %v)", emu.BlocklistSet, got, st.Tables)
 	}
 	if st.Version != em.Version() {
 		t.Errorf("Version = %q, want %q", st.Version, em.Version())
@@ -170,7 +170,7 @@ func TestPfSenseMetrics(t *testing.T) {
 }
 
 func TestPfSenseMetricsWithoutTemperatureSensor(t *testing.T) {
-	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	_, fw := newPfSense(t, labtest.Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "sysctl -n dev.cpu.0.temperature", Stderr: "sysctl: unknown oid 'dev.cpu.0.temperature'\n", Exit: 1},
 	}}})
 	m, err := fw.Metrics(t.Context())
@@ -183,7 +183,7 @@ func TestPfSenseMetricsWithoutTemperatureSensor(t *testing.T) {
 }
 
 func TestPfSenseCommandNotFound(t *testing.T) {
-	_, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	_, fw := newPfSense(t, labtest.Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "swanctl", Stderr: "sh: swanctl: command not found\n", Exit: 127},
 	}}})
 	_, err := fw.RuntimeState(t.Context())
@@ -197,7 +197,7 @@ func TestPfSenseCommandNotFound(t *testing.T) {
 }
 
 func TestPfSensePackageMissing(t *testing.T) {
-	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	em, fw := newPfSense(t, labtest.Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "pfblockerng.php update", Stderr: "Could not open input file: /usr/local/www/pfblockerng/pfblockerng.php\n", Exit: 1},
 	}}})
 	err := fw.Apply(t.Context(), []configxml.Change{{Knob: "blocklist", To: "on", Action: configxml.ActionBlocklistUpdate}})
@@ -310,7 +310,7 @@ func TestPfSenseUpgradeRefusesOtherVersion(t *testing.T) {
 }
 
 func TestPfSenseUpgradeNeedsCheckMode(t *testing.T) {
-	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	em, fw := newPfSense(t, labtest.Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "pfSense-upgrade -h", Stdout: "Usage: pfSense-upgrade [-y]\n"},
 	}}})
 	err := fw.Upgrade(t.Context(), "2.8.0-RELEASE", nil)
@@ -331,7 +331,7 @@ func TestNormalizePfSenseVersion(t *testing.T) {
 }
 
 func TestPfSenseWriteConfigConnectionLost(t *testing.T) {
-	em, fw := newPfSense(t, labtest.Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	em, fw := newPfSense(t, labtest.Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "cat > ", Drop: true, DropAfter: 512},
 	}}})
 	old := em.StoredConfig(t)
@@ -464,7 +464,7 @@ func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
 	if err := c.Set("rules@lan", "3"); err != nil {
 		t.Fatal(err)
 	}
-	em.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "backup_config();", Skip: true}}})
+	em.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "backup_config();", Skip: true}}})
 	err = fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3")
 	if err == nil || !strings.Contains(err.Error(), "not installed") {
 		t.Errorf("WriteConfig whose install did nothing but exited 0 = %v, want an error saying the config was not installed", err)

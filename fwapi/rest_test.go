@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fixtures/api"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -215,14 +215,14 @@ func TestSecretsNeverShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	em.SetFault(lab.Fault{Requests: []lab.RequestFault{
+	em.SetFault(emu.Fault{Requests: []emu.RequestFault{
 		{Route: "POST /api/ipsec/service/reconfigure", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details"}`},
 		{Route: "POST /api/ids/service/reconfigure", Body: `{"result":"failed","validations":{"ids.general.interfaces":"bad"}}`},
 	}})
 	errs = append(errs, fw.Apply(ctx, changes("ipsec-restart")))
 	errs = append(errs, fw.Apply(ctx, changes("ids-restart")))
 	// Unreachable.
-	em.SetFault(lab.Fault{LinkDown: true})
+	em.SetFault(emu.Fault{LinkDown: true})
 	_, err = fw.Info(ctx)
 	errs = append(errs, err)
 
@@ -257,14 +257,14 @@ func TestAPIErrorHints(t *testing.T) {
 		{name: "401", setup: func(f *labtest.Firewall, tg *fwapi.Target) { os.WriteFile(tg.API.KeyFile, []byte("other"), 0o600) },
 			wantStatus: 401, want: []string{"HTTP 401", "Authentication Failed", "check the API key and secret"}},
 		{name: "403", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
-			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 403, Body: string(api.Body("opnsense/error_403.json"))}}})
+			f.SetFault(emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/info", Status: 403, Body: string(api.Body("opnsense/error_403.json"))}}})
 		},
 			wantStatus: 403, want: []string{"HTTP 403", "Forbidden", "ACL"}},
 		{name: "404 package missing", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
-			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}})
+			f.SetFault(emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/info", Status: 404, Body: `{"errorMessage":"Endpoint not found"}`}}})
 		}, wantStatus: 404, want: []string{"Endpoint not found", "API package missing or endpoint not present in this version"}},
 		{name: "500", setup: func(f *labtest.Firewall, tg *fwapi.Target) {
-			f.SetFault(lab.Fault{Requests: []lab.RequestFault{{Route: "GET /api/core/firmware/info", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`}}})
+			f.SetFault(emu.Fault{Requests: []emu.RequestFault{{Route: "GET /api/core/firmware/info", Status: 500, Body: `{"errorMessage":"Unexpected error, check log for details","errorTitle":"Error"}`}}})
 		}, wantStatus: 500, want: []string{"HTTP 500", "Error: Unexpected error", "system log"}},
 	}
 	for _, tc := range tests {
@@ -339,7 +339,7 @@ func TestAPIURLPlainHTTPOnLoopbackOnly(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	em := labtest.Start(t, labtest.Options{Product: configxml.OPNsense})
 	cut := em.APITarget(t)
-	em.SetFault(lab.Fault{LinkDown: true}) // accepts, then drops every connection
+	em.SetFault(emu.Fault{LinkDown: true}) // accepts, then drops every connection
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

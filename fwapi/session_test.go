@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -124,7 +124,7 @@ func TestSessionUnreachableDuringApplyRollsBack(t *testing.T) {
 	s := startSession(t, fw, dir, "alice@ws1")
 	// The filter reload cuts fwab off (a rule that locks out the
 	// management address, say) for 2.5 seconds.
-	fake.SetFault(lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: 2500 * time.Millisecond})
+	fake.SetFault(emu.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: 2500 * time.Millisecond})
 	err := s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	var rb *fwapi.RolledBackError
 	if !errors.As(err, &rb) {
@@ -252,7 +252,7 @@ func TestSessionBriefDropDuringApplyFwabRestores(t *testing.T) {
 	}
 	defer s.Close(t.Context())
 	// The link drops while the filter reloads, and comes back at once.
-	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "/etc/rc.filter_configure_sync", Drop: true, Times: 1}}})
+	fake.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "/etc/rc.filter_configure_sync", Drop: true, Times: 1}}})
 	start := time.Now()
 	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	if err == nil || !strings.Contains(err.Error(), "fwab restored the previous config (sha256 verified)") || !errors.Is(err, fwapi.ErrConnectionLost) {
@@ -316,7 +316,7 @@ func TestOPNsenseShellGuard(t *testing.T) {
 	}
 	// rc.reload_all, then Suricata rendered and started again (an IDS
 	// stop records nothing).
-	if diff := cmp.Diff([]configxml.Action{lab.ActionReloadAll, configxml.ActionIDSRestart}, em.Actions()); diff != "" {
+	if diff := cmp.Diff([]configxml.Action{emu.ActionReloadAll, configxml.ActionIDSRestart}, em.Actions()); diff != "" {
 		t.Errorf("rollback service actions mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -369,7 +369,7 @@ func TestOPNsenseRollbackRerendersIDS(t *testing.T) {
 }
 
 func TestSessionApplyChecked(t *testing.T) {
-	fake, fw := newPfSense(t, labtest.Options{SSHVia: lab.NoManagement})
+	fake, fw := newPfSense(t, labtest.Options{SSHVia: emu.NoManagement})
 	orig := fake.File(t, "/conf/config.xml")
 	s := startSession(t, fw, t.TempDir(), "alice@ws1")
 	c, err := configxml.LoadBytes(orig)
@@ -385,7 +385,7 @@ func TestSessionApplyChecked(t *testing.T) {
 	}
 	// A NIC that ignores the request: the runtime keeps TXCSUM off, so
 	// the check must fail and the previous config come back.
-	fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "enable_hardware_offloading", Skip: true}}})
+	fake.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "enable_hardware_offloading", Skip: true}}})
 	if err := c.Set("offload.checksum", "on"); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestSessionApplyChecked(t *testing.T) {
 	// The NIC obeys again: the session's restore puts checksum offload
 	// back on, and the running state shows it (a NIC still ignoring it
 	// would fail the restore's check, FWAB101).
-	fake.SetFault(lab.Fault{})
+	fake.SetFault(emu.Fault{})
 	if err := s.Close(t.Context()); err != nil {
 		t.Errorf("Close once the NIC obeys again: %v", err)
 	}

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 )
 
 // newShell is the emulated firewall's shell, without a server: Exec runs
 // a command line through the same interpreter the firewall's SSH does.
-func newShell(t testing.TB) *lab.Emulator {
+func newShell(t testing.TB) *emu.Emulator {
 	t.Helper()
-	em, err := lab.NewEmulator(context.Background(), t.TempDir(), lab.EmulatorOptions{})
+	em, err := emu.NewEmulator(context.Background(), t.TempDir(), emu.EmulatorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func newShell(t testing.TB) *lab.Emulator {
 // runSh runs a command line whose only command is printarg: printf
 // printing each argument on its own line framed by < and >. Anything else
 // the shell ran shows up on stderr (an unknown command) or in the output.
-func runSh(t testing.TB, em *lab.Emulator, line string) (out, errOut string) {
+func runSh(t testing.TB, em *emu.Emulator, line string) (out, errOut string) {
 	t.Helper()
 	line = strings.Replace(line, "printarg ", `printf '<%s>\n' `, 1)
 	var stdout, stderr bytes.Buffer

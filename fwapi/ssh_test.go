@@ -20,8 +20,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -167,12 +167,12 @@ func TestSSHRunCancel(t *testing.T) {
 func TestSSHReconnect(t *testing.T) {
 	srv := labtest.Start(t, labtest.Options{})
 	c := dial(t, srv.SSHConfig())
-	srv.SetFault(lab.Fault{LinkDown: true})
+	srv.SetFault(emu.Fault{LinkDown: true})
 	time.Sleep(50 * time.Millisecond)
 	if _, err := c.Output(t.Context(), "echo a"); err == nil {
 		t.Fatalf("Output while unreachable = nil error")
 	}
-	srv.SetFault(lab.Fault{})
+	srv.SetFault(emu.Fault{})
 	if out, err := c.Output(t.Context(), "echo back"); err != nil || string(out) != "back\n" {
 		t.Errorf("Output after the firewall came back = %q, %v; want a reconnect", out, err)
 	}
@@ -222,7 +222,7 @@ func TestSSHWriteFileAtomicConnectionLost(t *testing.T) {
 	old := []byte("<pfsense>old</pfsense>\n")
 	srv.PutFile(t, "/conf/config.xml", old)
 	c := dial(t, srv.SSHConfig())
-	srv.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "cat > ", Drop: true, DropAfter: 1000}}})
+	srv.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "cat > ", Drop: true, DropAfter: 1000}}})
 	err := c.WriteFileAtomic(t.Context(), "/conf/config.xml", bytes.Repeat([]byte("new "), 10000))
 	if !errors.Is(err, fwapi.ErrConnectionLost) {
 		t.Fatalf("WriteFileAtomic with the link cut = %v, want ErrConnectionLost", err)
@@ -277,7 +277,7 @@ func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
 	var logs syncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	c := dial(t, cfg)
-	srv.SetFault(lab.Fault{LinkDown: true})
+	srv.SetFault(emu.Fault{LinkDown: true})
 	// No command runs: only the keepalive can notice the dead link.
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(logs.String(), "ssh keepalive") && time.Now().Before(deadline) {
@@ -286,7 +286,7 @@ func TestSSHKeepAliveDropsDeadConnection(t *testing.T) {
 	if !strings.Contains(logs.String(), "ssh keepalive") {
 		t.Fatalf("no keepalive failure logged within 5s; logs:\n%s", logs.String())
 	}
-	srv.SetFault(lab.Fault{})
+	srv.SetFault(emu.Fault{})
 	if out, err := c.Output(t.Context(), "echo ok"); err != nil || string(out) != "ok\n" {
 		t.Errorf("Output after a keepalive failure = %q, %v; want a fresh connection", out, err)
 	}
@@ -391,7 +391,7 @@ func TestSSHCommandsSurviveTheLoginShell(t *testing.T) {
 	want := "it's a!b $HOME !1 sub q't\n"
 	for _, p := range []configxml.Flavor{configxml.PfSense, configxml.OPNsense} {
 		t.Run(string(p), func(t *testing.T) {
-			if p == configxml.OPNsense && lab.TcshPath() == "" {
+			if p == configxml.OPNsense && emu.TcshPath() == "" {
 				t.Skip("tcsh is not installed (make setup): the emulated OPNsense cannot run its csh login shell")
 			}
 			srv := labtest.Start(t, labtest.Options{Product: p})

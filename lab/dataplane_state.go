@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 )
 
 // DataPlaneState is the part of the DUT's data plane that config.xml
@@ -21,42 +22,42 @@ import (
 type DataPlaneState struct {
 	Rules    []string
 	Sets     []string
-	Offloads map[string]Offloads
+	Offloads map[string]emu.Offloads
 	IDS      map[string][]string
 }
 
 // ExpectedDataPlane renders the data plane a boot from config would
 // build: what `Boot` applies, read back the way LiveDataPlane reads it.
-func ExpectedDataPlane(config []byte, ports Ports) (DataPlaneState, error) {
+func ExpectedDataPlane(config []byte, ports emu.Ports) (DataPlaneState, error) {
 	c, err := configxml.LoadBytes(config)
 	if err != nil {
 		return DataPlaneState{}, fmt.Errorf("parse config.xml: %w", err)
 	}
-	rs, err := BuildRuleset(c, RulesetOptions{Ports: ports, Blocklist: BlocklistEnabled(c)})
+	rs, err := emu.BuildRuleset(c, emu.RulesetOptions{Ports: ports, Blocklist: emu.BlocklistEnabled(c)})
 	if err != nil {
 		return DataPlaneState{}, err
 	}
-	offloads := func(dev string) Offloads {
-		o := OffloadsFor(c, dev)
+	offloads := func(dev string) emu.Offloads {
+		o := emu.OffloadsFor(c, dev)
 		o.TSO = o.TSO && o.TXCSUM // the kernel needs tx checksumming for TSO
 		return o
 	}
-	plan, err := PlanIDS(c, ports)
+	plan, err := emu.PlanIDS(c, ports)
 	if err != nil {
 		return DataPlaneState{}, err
 	}
 	st := DataPlaneState{
-		Rules:    ruleKeys(rs.Script),
-		Sets:     setNames(rs.Script),
-		Offloads: map[string]Offloads{ports.LanVeth: offloads(ports.LanDev), ports.WanVeth: offloads(ports.WanDev)},
+		Rules:    emu.RuleKeys(rs.Script),
+		Sets:     emu.SetNames(rs.Script),
+		Offloads: map[string]emu.Offloads{ports.LanVeth: offloads(ports.LanDev), ports.WanVeth: offloads(ports.WanDev)},
 		IDS:      map[string][]string{},
 	}
 	for m, devs := range plan {
 		for _, d := range devs {
 			v, _ := ports.Veth(d)
-			st.IDS[m.Knob()] = append(st.IDS[m.Knob()], v)
+			st.IDS[m] = append(st.IDS[m], v)
 		}
-		slices.Sort(st.IDS[m.Knob()])
+		slices.Sort(st.IDS[m])
 	}
 	return st, nil
 }
@@ -76,7 +77,7 @@ func LiveDataPlane(ctx context.Context, dir string) (DataPlaneState, error) {
 	if err != nil {
 		return DataPlaneState{}, err
 	}
-	live := DataPlaneState{Rules: ruleKeys(listing), Sets: setNames(listing), Offloads: map[string]Offloads{}}
+	live := DataPlaneState{Rules: emu.RuleKeys(listing), Sets: emu.SetNames(listing), Offloads: map[string]emu.Offloads{}}
 	for _, v := range []string{ports.LanVeth, ports.WanVeth} {
 		if live.Offloads[v], err = dp.Offloads(ctx, v); err != nil {
 			return DataPlaneState{}, err

@@ -6,11 +6,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 )
 
 func TestExpectedDataPlane(t *testing.T) {
 	withKnobs := func(assignments ...string) []byte {
-		c, err := parseConfig(DefaultConfig(), configxml.PfSense)
+		c, err := configxml.LoadBytes(emu.DefaultConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -19,14 +20,14 @@ func TestExpectedDataPlane(t *testing.T) {
 		}
 		return c.Bytes()
 	}
-	factory, err := ExpectedDataPlane(DefaultConfig(), testPorts)
+	factory, err := ExpectedDataPlane(emu.DefaultConfig(), testPorts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The factory config: checksum offload on, TSO and LRO off, no
 	// blocklist, no inspection engine, the default rules and NAT loaded.
-	on := Offloads{TXCSUM: true, RXCSUM: true}
-	if diff := cmp.Diff(map[string]Offloads{"tstd0": on, "tstd1": on}, factory.Offloads); diff != "" {
+	on := emu.Offloads{TXCSUM: true, RXCSUM: true}
+	if diff := cmp.Diff(map[string]emu.Offloads{"tstd0": on, "tstd1": on}, factory.Offloads); diff != "" {
 		t.Errorf("factory offloads (-want +got):\n%s", diff)
 	}
 	if len(factory.Rules) == 0 || len(factory.IDS) != 0 {
@@ -45,7 +46,7 @@ func TestExpectedDataPlane(t *testing.T) {
 		}},
 		{"offloads", []string{"offload.checksum=off", "offload.tso=on"}, func(t *testing.T, got DataPlaneState) {
 			// TSO needs tx checksumming: the kernel keeps it off.
-			if diff := cmp.Diff(Offloads{}, got.Offloads["tstd0"]); diff != "" {
+			if diff := cmp.Diff(emu.Offloads{}, got.Offloads["tstd0"]); diff != "" {
 				t.Errorf("offloads (-want +got):\n%s", diff)
 			}
 		}},
@@ -71,11 +72,11 @@ func TestExpectedDataPlane(t *testing.T) {
 	}
 	// The OPNsense factory config renders too: offloads off as OPNsense
 	// ships, its default rules loaded.
-	opn, err := ExpectedDataPlane(FactoryConfig(configxml.OPNsense), testPorts)
+	opn, err := ExpectedDataPlane(emu.FactoryConfig(configxml.OPNsense), testPorts)
 	if err != nil {
 		t.Fatalf("ExpectedDataPlane(OPNsense factory config): %v", err)
 	}
-	if diff := cmp.Diff(map[string]Offloads{"tstd0": {}, "tstd1": {}}, opn.Offloads); diff != "" || len(opn.Rules) == 0 {
+	if diff := cmp.Diff(map[string]emu.Offloads{"tstd0": {}, "tstd1": {}}, opn.Offloads); diff != "" || len(opn.Rules) == 0 {
 		t.Errorf("OPNsense factory data plane: %d rules, offloads (-want +got):\n%s", len(opn.Rules), diff)
 	}
 	if _, err := ExpectedDataPlane([]byte("<pfsense>"), testPorts); err == nil {

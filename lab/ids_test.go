@@ -10,60 +10,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab/inspect"
+	"github.com/fwab/fwab/lab/labtest"
 )
-
-func TestPlanIDS(t *testing.T) {
-	tests := []struct {
-		name    string
-		knobs   []string
-		want    IDSPlan
-		wantErr string
-	}{
-		{name: "factory config runs nothing", want: IDSPlan{}},
-		{name: "ids on lan", knobs: []string{"ids@lan=ids"}, want: IDSPlan{inspect.IDS: {"igb1"}}},
-		{name: "inline on lan", knobs: []string{"ids@lan=ips-inline"}, want: IDSPlan{inspect.Inline: {"igb1"}}},
-		{name: "legacy on wan", knobs: []string{"ids@wan=ips-legacy"}, want: IDSPlan{inspect.Legacy: {"igb0"}}},
-		{name: "one engine per mode", knobs: []string{"ids@lan=ids", "ids@wan=ids"}, want: IDSPlan{inspect.IDS: {"igb0", "igb1"}}},
-		{name: "inline and ids", knobs: []string{"ids@lan=ips-inline", "ids@wan=ids"}, want: IDSPlan{inspect.Inline: {"igb1"}, inspect.IDS: {"igb0"}}},
-		{name: "back to off", knobs: []string{"ids@lan=ids", "ids@lan=off"}, want: IDSPlan{}},
-		{name: "inline and legacy at once", knobs: []string{"ids@lan=ips-inline", "ids@wan=ips-legacy"}, wantErr: "one of the two blocking modes at a time"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := configxml.LoadBytes(DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range tt.knobs {
-				if err := c.SetAll([]string{k}); err != nil {
-					t.Fatalf("SetAll(%s): %v", k, err)
-				}
-			}
-			c, err = configxml.LoadBytes(c.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := PlanIDS(c, testPorts)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("PlanIDS() error = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("PlanIDS(): %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("PlanIDS() mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
 
 // buildFwab builds the fwab binary, which the lab starts as its inspection
 // engine (`fwab lab inspect`).
@@ -96,14 +46,17 @@ func buildFwab(t *testing.T) string {
 func TestIDSModesThroughFwapi(t *testing.T) {
 	requireRoot(t)
 	bin := buildFwab(t)
-	f, topo := linuxLab(t, DefaultProfiles())
-	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir()}
-	t.Cleanup(f.em.IDS.StopAll)
+	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
+	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
+		engines.Netns = topo.Namespace("dut")
+		e.IDS = engines
+	})
+	t.Cleanup(engines.StopAll)
 	ctx := context.Background()
 
 	// Inline IPS needs the offloads off (fwab refuses it otherwise); the
 	// IDS arm runs with the same offloads so that only the mode differs.
-	applyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
+	labtest.ApplyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
 
 	// What the runtime state says: ps cannot tell a legacy engine from an
 	// IDS one on a real pfSense either (both are pcap).
@@ -111,7 +64,7 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	var lastPID int
 	setMode := func(mode string) {
 		t.Helper()
-		applyKnobs(t, f.fw, "ids@lan="+mode)
+		labtest.ApplyKnobs(t, f.fw, "ids@lan="+mode)
 		st, err := f.fw.RuntimeState(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +76,7 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 		if got.Interface != "igb1" || got.Mode != stateMode[mode] {
 			t.Fatalf("ids@lan=%s: RuntimeState.IDS = %+v, want igb1 in mode %s", mode, got, stateMode[mode])
 		}
-		sts := f.em.IDS.Statuses()
+		sts := engines.Statuses()
 		if len(sts) != 1 || sts[0].Mode != mode || !sts[0].Running {
 			t.Fatalf("ids@lan=%s: engine statuses %+v, want one running in mode %s", mode, sts, mode)
 		}
@@ -161,13 +114,13 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	if err := syscall.Kill(lastPID, 0); err == nil {
 		t.Errorf("after a reboot: the engine from before (pid %d) still runs", lastPID)
 	}
-	ps := f.em.suricataProcesses()
+	ps := engines.SuricataProcesses()
 	if len(ps) != 1 || !strings.Contains(ps[0][1], "--netmap") || ps[0][0] == strconv.Itoa(lastPID) {
 		t.Fatalf("after a reboot: suricata processes %q, want one new inline engine", ps)
 	}
 	lastPID, _ = strconv.Atoi(ps[0][0])
 
-	applyKnobs(t, f.fw, "ids@lan=off")
+	labtest.ApplyKnobs(t, f.fw, "ids@lan=off")
 	st, err := f.fw.RuntimeState(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +131,7 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	if err := syscall.Kill(lastPID, 0); err == nil {
 		t.Errorf("ids@lan=off: engine pid %d still runs", lastPID)
 	}
-	if sts := f.em.IDS.Statuses(); len(sts) != 0 {
+	if sts := engines.Statuses(); len(sts) != 0 {
 		t.Errorf("ids@lan=off: engines %+v still tracked", sts)
 	}
 	// The inline engine removed its steering: traffic flows without it.
@@ -197,16 +150,19 @@ func TestIDSFigures(t *testing.T) {
 	}
 	requireRoot(t)
 	bin := buildFwab(t)
-	f, topo := linuxLab(t, DefaultProfiles())
-	f.em.IDS = &IDSEngines{Netns: topo.Namespace("dut"), Executable: bin, Dir: t.TempDir()}
-	t.Cleanup(f.em.IDS.StopAll)
+	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
+	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
+		engines.Netns = topo.Namespace("dut")
+		e.IDS = engines
+	})
+	t.Cleanup(engines.StopAll)
 	ctx := context.Background()
-	applyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
+	labtest.ApplyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
 	modes := []string{"off", "ids", "ips-legacy", "ips-inline"}
 	runs := map[string][]float64{}
 	for range 5 {
 		for _, mode := range modes {
-			applyKnobs(t, f.fw, "ids@lan="+mode)
+			labtest.ApplyKnobs(t, f.fw, "ids@lan="+mode)
 			for _, reverse := range []bool{false, true} {
 				v, err := IperfMbit(ctx, topo, 3, reverse)
 				if err != nil {
@@ -254,7 +210,7 @@ func TestDownStopsIDSEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	applyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
+	labtest.ApplyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
 	st, err := fw.RuntimeState(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -5,86 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/internal/golden"
+	"github.com/fwab/fwab/lab/labtest"
 )
-
-// ipsecConfig is the factory config with knobs set (product 2.6.0 so that
-// 3DES is allowed where a test asks for it).
-func ipsecConfig(t *testing.T, product string, assignments ...string) *configxml.Config {
-	t.Helper()
-	c, err := configxml.LoadBytes(DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetProduct(product); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetAll(assignments); err != nil {
-		t.Fatalf("SetAll(%q): %v", assignments, err)
-	}
-	return c
-}
-
-func TestLabTunnel(t *testing.T) {
-	tests := []struct {
-		name        string
-		knobs       []string
-		xmlEdit     func(c *configxml.Config)
-		want        string // ESP proposal of the chosen tunnel; "" = none
-		wantSkipped int
-	}{
-		{name: "factory: the fwab tunnel is disabled", want: ""},
-		{name: "enabled", knobs: []string{"ipsec@fwab=aes256-sha256"}, want: "aes256-sha256"},
-		{name: "none again", knobs: []string{"ipsec@fwab=aes128gcm16", "ipsec@fwab=none"}, want: ""},
-		{
-			name:  "other remote gateway is not the lab's peer",
-			knobs: []string{"ipsec@fwab=aes128gcm16"},
-			xmlEdit: func(c *configxml.Config) {
-				c.Root().FindElement("ipsec/phase1/remote-gateway").SetText("198.19.0.99")
-			},
-			want: "", wantSkipped: 1,
-		},
-		{
-			name:  "phase 2 disabled",
-			knobs: []string{"ipsec@fwab=aes128gcm16"},
-			xmlEdit: func(c *configxml.Config) {
-				c.Root().FindElement("ipsec/phase2").CreateElement("disabled")
-			},
-			want: "", wantSkipped: 1,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := ipsecConfig(t, "2.7.2")
-			for _, k := range tt.knobs {
-				if err := c.Set(strings.Split(k, "=")[0], strings.Split(k, "=")[1]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if tt.xmlEdit != nil {
-				tt.xmlEdit(c)
-			}
-			got, skipped := labTunnel(c)
-			gotESP := ""
-			if got != nil {
-				gotESP = got.Proposal.ESP.String()
-			}
-			if gotESP != tt.want || len(skipped) != tt.wantSkipped {
-				t.Errorf("labTunnel = %q, skipped %q; want %q with %d skipped", gotESP, skipped, tt.want, tt.wantSkipped)
-			}
-		})
-	}
-}
 
 // TestSwanctlConfGolden pins the swanctl.conf of both sides for each
 // proposal kind: go test ./lab -run TestSwanctlConfGolden -update rewrites.
@@ -96,196 +26,27 @@ func TestSwanctlConfGolden(t *testing.T) {
 		{"2.6.0", "3des-sha1"},
 	} {
 		t.Run(tt.value, func(t *testing.T) {
-			c := ipsecConfig(t, tt.product, "ipsec@fwab="+tt.value)
-			tun, _ := labTunnel(c)
-			if tun == nil {
-				t.Fatalf("labTunnel: no tunnel after ipsec@fwab=%s", tt.value)
+			c, err := configxml.LoadBytes(emu.FactoryConfigAt(configxml.PfSense, tt.product+"-RELEASE", emu.NICs{}))
+			if err != nil {
+				t.Fatal(err)
 			}
-			conn := connName(tun)
+			if err := c.SetProduct(tt.product); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set("ipsec@fwab", tt.value); err != nil {
+				t.Fatal(err)
+			}
+			tun, _ := emu.LabTunnel(c)
+			if tun == nil {
+				t.Fatalf("emu.LabTunnel: no tunnel after ipsec@fwab=%s", tt.value)
+			}
+			conn := emu.ConnName(tun)
 			got := "# dut\n" + string(swanctlConf(dutSide(conn, tun))) + "# peer\n" + string(swanctlConf(peerSide(conn, tun)))
 			if strings.Contains(got, tun.PSK) {
 				t.Errorf("swanctl.conf carries the PSK in clear; want it base64 (0s…)")
 			}
 			golden.File(t, "swanctl-"+tt.value+".conf", []byte(got))
 		})
-	}
-}
-
-// fakeIPsec records what the emulator asks of the IPsec plane.
-type fakeIPsec struct {
-	mu      sync.Mutex
-	applied []string // "conn esp", "reload conn esp", "stop" or "swanctl ARGS"
-	sas     string
-	code    int
-	fail    error // returned by Apply and Reload
-}
-
-func (f *fakeIPsec) Reload(ctx context.Context, conn string, t *configxml.Tunnel, _ bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.applied = append(f.applied, "reload "+conn+" "+t.Proposal.IKE.String()+"/"+t.Proposal.ESP.String())
-	return f.fail
-}
-
-// Swanctl answers --list-sas with the sample and records anything else.
-func (f *fakeIPsec) Swanctl(ctx context.Context, args ...string) ([]byte, int, error) {
-	if len(args) == 1 && args[0] == "--list-sas" {
-		return f.ListSAs(ctx)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.applied = append(f.applied, "swanctl "+strings.Join(args, " "))
-	return nil, 0, nil
-}
-
-func (f *fakeIPsec) Apply(ctx context.Context, conn string, t *configxml.Tunnel, _ bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.applied = append(f.applied, conn+" "+t.Proposal.IKE.String()+"/"+t.Proposal.ESP.String())
-	return f.fail
-}
-
-func (f *fakeIPsec) ListSAs(ctx context.Context) ([]byte, int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return []byte(f.sas), f.code, nil
-}
-
-func (f *fakeIPsec) Stop(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.applied = append(f.applied, "stop")
-	return nil
-}
-
-func (f *fakeIPsec) calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.applied...)
-}
-
-const listSAsSample = `con1: #1, ESTABLISHED, IKEv2, 0b5f5c2a1f6c2f3e_i* 6a7c1d9e0b2f4a51_r
-  local  'dut.fwab.lab' @ 198.19.0.1[4500]
-  remote 'peer.fwab.lab' @ 198.19.0.2[4500]
-  AES_GCM_16-256/PRF_HMAC_SHA2_256/MODP_2048
-  established 3s ago
-  con1: #1, reqid 1, INSTALLED, TUNNEL-in-UDP, ESP:AES_GCM_16-256
-    installed 3s ago
-    in  c8a1b2c3,  12345 bytes,    10 packets,     1s ago
-    out c1d2e3f4,  67890 bytes,    20 packets,     1s ago
-    local  198.18.1.0/24
-    remote 198.19.1.0/24
-`
-
-// TestEmulatorIPsecCommands: the driver applies an IPsec change as the GUI
-// does (ipsec_configure(), a reload in the background) and re-establishes
-// the tunnel under test with swanctl; restartipsec restarts strongSwan in
-// the background; switching the tunnel off stops it in the foreground; the
-// swanctl forms fwab uses pass through with strongSwan's output and exit
-// status, others are refused. No root needed.
-func TestEmulatorIPsecCommands(t *testing.T) {
-	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles())
-	ip := &fakeIPsec{sas: listSAsSample}
-	f.em.mu.Lock()
-	f.em.IPsec = ip
-	f.em.mu.Unlock()
-	fw := f.openDriver(t)
-	ctx := context.Background()
-
-	applyKnobs(t, fw, "ipsec@fwab=aes256gcm16")
-	waitBackground(t, f.em)
-	f.mustRun(t, "/usr/local/sbin/pfSsh.php playback restartipsec", "")
-	if got := ip.calls(); slices.Contains(got, "con1 aes256gcm16-sha256-modp2048/aes256gcm16") {
-		t.Errorf("restartipsec restarted strongSwan before it returned: %q; the box restarts it in the background", got)
-	}
-	waitBackground(t, f.em)
-	applyKnobs(t, fw, "ipsec@fwab=none")
-	want := []string{
-		// The GUI's apply: a reload in the background, which the driver
-		// waits out (pgrep strongswanrc); the sample SA already shows the
-		// proposal, so the tunnel is left as it is.
-		"reload con1 aes256gcm16-sha256-modp2048/aes256gcm16",
-		// restartipsec: a restart, in the background.
-		"con1 aes256gcm16-sha256-modp2048/aes256gcm16",
-		// none: stopped in the foreground.
-		"stop",
-	}
-	if diff := cmp.Diff(want, ip.calls()); diff != "" {
-		t.Errorf("IPsec plane calls (-want +got):\n%s", diff)
-	}
-	conf, err := os.ReadFile(f.em.path(pfSwanctlConf))
-	if err == nil {
-		t.Errorf("%s still exists after ipsec@fwab=none: %q", pfSwanctlConf, conf)
-	}
-
-	st, err := fw.RuntimeState(ctx)
-	if err != nil {
-		t.Fatalf("RuntimeState: %v", err)
-	}
-	wantSAs := []fwapi.IPsecSA{{IKE: "con1", Name: "con1", State: "INSTALLED", Encr: "AES_GCM_16-256", BytesIn: 12345, BytesOut: 67890, Proposals: "AES_GCM_16-256"}}
-	if diff := cmp.Diff(wantSAs, st.IPsec); diff != "" {
-		t.Errorf("RuntimeState.IPsec from the passed-through swanctl output (-want +got):\n%s", diff)
-	}
-
-	ip.mu.Lock()
-	ip.sas, ip.code = "connecting to 'unix:///var/run/charon.vici' failed: No such file or directory\nError: connecting to 'default' URI failed: No such file or directory\n", 1
-	ip.mu.Unlock()
-	out, _, code := f.run(t, "swanctl --list-sas", "")
-	if code != 1 || !strings.Contains(out, "charon.vici") {
-		t.Errorf("swanctl --list-sas with charon stopped: exit %d, %q; want exit 1 and the vici error", code, out)
-	}
-	if st, err := fw.RuntimeState(ctx); err != nil || len(st.IPsec) != 0 {
-		t.Errorf("RuntimeState with charon stopped: %v, %d SAs; want no error and no SA", err, len(st.IPsec))
-	}
-	for _, cmd := range []string{"swanctl --load-all", "swanctl --initiate --child", "swanctl --terminate --ike con1 --bogus"} {
-		if _, _, code := f.run(t, cmd, ""); code != 1 {
-			t.Errorf("%s: exit %d, want 1 (not emulated)", cmd, code)
-		}
-	}
-
-	// A tunnel that does not come up on the new proposal makes the apply
-	// fail, saying what the SAs show.
-	ip.mu.Lock()
-	ip.sas, ip.code = listSAsSample, 0
-	ip.mu.Unlock()
-	fw2, err := fwapi.Open(ctx, f.target, fwapi.OpenOptions{PfSense: fwapi.PfSenseOptions{IPsecTimeout: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fw2.Close() })
-	before := len(ip.calls())
-	err = editAndApply(t, fw2, "", func(c *configxml.Config) error { return c.Set("ipsec@fwab", "aes128gcm16") })
-	if err == nil || !strings.Contains(err.Error(), "did not come up with ESP AES_GCM_16-128") || !strings.Contains(err.Error(), "con1 INSTALLED AES_GCM_16-256") {
-		t.Errorf("apply with the tunnel stuck on the old proposal: %v; want the proposals named", err)
-	}
-	// Taken down and up, only that tunnel, and more than once.
-	var downs, ups int
-	for _, c := range ip.calls()[before:] {
-		switch c {
-		case "swanctl --terminate --ike con1 --force --timeout 10":
-			downs++
-		case "swanctl --initiate --child con1 --timeout 20":
-			ups++
-		case "reload con1 aes128gcm16-sha256-modp2048/aes128gcm16":
-		default:
-			t.Errorf("unexpected IPsec plane call %q", c)
-		}
-	}
-	if downs < 2 || ups != downs {
-		t.Errorf("%d terminates and %d initiates of con1, want the same number, at least 2", downs, ups)
-	}
-}
-
-// waitBackground waits for the emulator's background processes (the
-// products' mwexec_bg) to end.
-func waitBackground(t *testing.T, e *Emulator) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(e.procs.list()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("background processes still running after 10 s: %d", len(e.procs.list()))
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -301,58 +62,9 @@ var negotiated = map[string]struct{ encr, integ string }{
 	"chacha20poly1305":     {"CHACHA20_POLY1305", ""},
 }
 
-// applyIPsecKnob sets ipsec@fwab through fwapi's pfSense driver, with the
-// product version the firewall reports (so 3DES is allowed on 2.6 only).
-// setCrypto sets crypto.hardware and applies it, which reboots the DUT.
-func setCrypto(t *testing.T, f *testFirewall, value string) {
-	t.Helper()
-	info, err := f.fw.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	boots := f.em.Boots()
-	if err := editAndApply(t, f.fw, info.Version, func(c *configxml.Config) error { return c.Set("crypto.hardware", value) }); err != nil {
-		t.Fatalf("crypto.hardware=%s: %v", value, err)
-	}
-	if f.em.Boots() != boots+1 {
-		t.Errorf("crypto.hardware=%s: %d boots, want one reboot", value, f.em.Boots()-boots)
-	}
-}
-
-func applyIPsecKnob(t *testing.T, fw *fwapi.PfSense, value string) {
-	t.Helper()
-	info, err := fw.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := editAndApply(t, fw, info.Version, func(c *configxml.Config) error { return c.Set("ipsec@fwab", value) }); err != nil {
-		t.Fatalf("ipsec@fwab=%s on %s: %v", value, info.Version, err)
-	}
-	t.Logf("ipsec@fwab=%s applied in %v", value, time.Since(start).Round(10*time.Millisecond))
-}
-
-// checkSA checks through fwapi's RuntimeState that the tunnel negotiated
-// exactly the proposal asked for.
-func checkSA(t *testing.T, fw *fwapi.PfSense, value string) fwapi.IPsecSA {
-	t.Helper()
-	st, err := fw.RuntimeState(context.Background())
-	if err != nil {
-		t.Fatalf("RuntimeState: %v", err)
-	}
-	if len(st.IPsec) != 1 {
-		t.Fatalf("ipsec@fwab=%s: %d child SAs (%+v), want 1", value, len(st.IPsec), st.IPsec)
-	}
-	sa, want := st.IPsec[0], negotiated[value]
-	if sa.State != "INSTALLED" || sa.Encr != want.encr || sa.Integ != want.integ {
-		t.Errorf("ipsec@fwab=%s: SA %s %s %q/%q, want INSTALLED %q/%q", value, sa.Name, sa.State, sa.Encr, sa.Integ, want.encr, want.integ)
-	}
-	return sa
-}
-
 func dutRoutes(t *testing.T, topo Topology) string {
 	t.Helper()
-	out, err := run(context.Background(), nil, "ip", "-n", topo.Namespace("dut"), "route", "show", ServerNet)
+	out, err := run(context.Background(), nil, "ip", "-n", topo.Namespace("dut"), "route", "show", emu.ServerNet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,16 +78,16 @@ func dutRoutes(t *testing.T, topo Topology) string {
 // brings the tunnel back, and that 3DES is clearly slower than AES-GCM.
 func TestIPsecCiphersThroughTheLab(t *testing.T) {
 	requireRoot(t)
-	profiles := []Profile{{Version: "2.6.0-RELEASE", FreeBSD: "12.3-STABLE"}, {Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"}}
-	f, topo := linuxLab(t, profiles)
-	ss := &StrongSwan{Topo: topo, Dir: t.TempDir(), FirewallRoot: f.em.Root}
-	f.em.mu.Lock()
-	f.em.IPsec = ss
-	f.em.mu.Unlock()
+	profiles := []emu.Profile{{Version: "2.6.0-RELEASE", FreeBSD: "12.3-STABLE"}, {Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"}}
+	ss := &StrongSwan{Dir: t.TempDir()}
+	f, topo := linuxLab(t, profiles, func(e *emu.Emulator, topo Topology) {
+		ss.Topo, ss.FirewallRoot = topo, e.Root
+		e.IPsec = ss
+	})
 	t.Cleanup(func() { _ = ss.Stop(context.Background()) }) // before the namespaces go
 	plain := dutRoutes(t, topo)
-	if !strings.Contains(plain, "via "+PeerAddr) {
-		t.Fatalf("plain route before any tunnel: %q, want via %s", plain, PeerAddr)
+	if !strings.Contains(plain, "via "+emu.PeerAddr) {
+		t.Fatalf("plain route before any tunnel: %q, want via %s", plain, emu.PeerAddr)
 	}
 
 	// With AES-NI (crypto.hardware=aesni, applied by a reboot), 3DES
@@ -396,8 +108,8 @@ func TestIPsecCiphersThroughTheLab(t *testing.T) {
 			*arm.into = append(*arm.into, v)
 		}
 	}
-	if r := dutRoutes(t, topo); strings.Contains(r, "via "+PeerAddr) {
-		t.Errorf("with the tunnel up the DUT still routes %s in plaintext: %q", ServerNet, r)
+	if r := dutRoutes(t, topo); strings.Contains(r, "via "+emu.PeerAddr) {
+		t.Errorf("with the tunnel up the DUT still routes %s in plaintext: %q", emu.ServerNet, r)
 	}
 	sa := checkSA(t, f.fw, "3des-sha1")
 	if sa.BytesOut == 0 {
@@ -517,7 +229,7 @@ func TestDownStopsCharons(t *testing.T) {
 	ctx := context.Background()
 	o, _, tg := upLab(t, Options{})
 	dir, topo := o.Dir, Topology{Prefix: o.Prefix}
-	if psk, err := os.ReadFile(filepath.Join(dir, tunnelPSKFile)); err != nil || len(strings.TrimSpace(string(psk))) == 0 {
+	if psk, err := os.ReadFile(filepath.Join(dir, emu.TunnelPSKFile)); err != nil || len(strings.TrimSpace(string(psk))) == 0 {
 		t.Errorf("Up wrote no tunnel PSK file for matrices: %v", err)
 	}
 	fw, err := fwapi.Open(ctx, tg, fwapi.OpenOptions{})
@@ -555,4 +267,53 @@ func TestDownStopsCharons(t *testing.T) {
 	if left := leftovers(t, topo.Prefix); len(left) > 0 {
 		t.Errorf("left behind after Down: %v", left)
 	}
+}
+
+// applyIPsecKnob sets ipsec@fwab through fwapi's pfSense driver, with the
+// product version the firewall reports (so 3DES is allowed on 2.6 only).
+// setCrypto sets crypto.hardware and applies it, which reboots the DUT.
+func setCrypto(t *testing.T, f *testFirewall, value string) {
+	t.Helper()
+	info, err := f.fw.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	boots := f.em.Boots()
+	if err := labtest.EditAndApply(t, f.fw, info.Version, func(c *configxml.Config) error { return c.Set("crypto.hardware", value) }); err != nil {
+		t.Fatalf("crypto.hardware=%s: %v", value, err)
+	}
+	if f.em.Boots() != boots+1 {
+		t.Errorf("crypto.hardware=%s: %d boots, want one reboot", value, f.em.Boots()-boots)
+	}
+}
+
+func applyIPsecKnob(t *testing.T, fw *fwapi.PfSense, value string) {
+	t.Helper()
+	info, err := fw.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := labtest.EditAndApply(t, fw, info.Version, func(c *configxml.Config) error { return c.Set("ipsec@fwab", value) }); err != nil {
+		t.Fatalf("ipsec@fwab=%s on %s: %v", value, info.Version, err)
+	}
+	t.Logf("ipsec@fwab=%s applied in %v", value, time.Since(start).Round(10*time.Millisecond))
+}
+
+// checkSA checks through fwapi's RuntimeState that the tunnel negotiated
+// exactly the proposal asked for.
+func checkSA(t *testing.T, fw *fwapi.PfSense, value string) fwapi.IPsecSA {
+	t.Helper()
+	st, err := fw.RuntimeState(context.Background())
+	if err != nil {
+		t.Fatalf("RuntimeState: %v", err)
+	}
+	if len(st.IPsec) != 1 {
+		t.Fatalf("ipsec@fwab=%s: %d child SAs (%+v), want 1", value, len(st.IPsec), st.IPsec)
+	}
+	sa, want := st.IPsec[0], negotiated[value]
+	if sa.State != "INSTALLED" || sa.Encr != want.encr || sa.Integ != want.integ {
+		t.Errorf("ipsec@fwab=%s: SA %s %s %q/%q, want INSTALLED %q/%q", value, sa.Name, sa.State, sa.Encr, sa.Integ, want.encr, want.integ)
+	}
+	return sa
 }

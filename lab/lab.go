@@ -2,10 +2,7 @@ package lab
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,9 +20,9 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/internal/atomicfile"
 )
@@ -38,16 +35,10 @@ const TargetName = "lab"
 
 // Layout of the lab folder.
 const (
-	stateFile     = "lab.json"
-	serveLog      = "serve.log"
-	servePid      = "serve.pid"
-	profilesFile  = "firmware.yaml"
-	hostKeyFile   = "keys/ssh_host_ed25519_key"
-	userKeyFile   = "keys/id_ed25519"
-	knownHostFile = "keys/known_hosts"
-	// PasswordFile (in the lab folder), when written, holds a password the
-	// emulated pfSense accepts for root and admin besides the user key.
-	PasswordFile = "keys/ssh-password"
+	stateFile    = "lab.json"
+	serveLog     = "serve.log"
+	servePid     = "serve.pid"
+	profilesFile = "firmware.yaml"
 )
 
 // Options configure a lab.
@@ -66,9 +57,9 @@ type Options struct {
 	// DefaultIDSRules.
 	IDSRules int
 	// Appliance names the lab profile (LookupAppliance): its link and CPU
-	// budget, unless Link or DUTCPU say otherwise; empty is "unlimited".
+	// budget, unless emu.Link or DUTCPU say otherwise; empty is "unlimited".
 	Appliance string
-	// Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
+	// emu.Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
 	// 2.5g, 10g, unlimited, optionally /half); empty means the profile's.
 	// InterfaceLinks overrides it per interface, by the lab's name for it
 	// (lan, wan: Topology.DUTVeths).
@@ -92,7 +83,7 @@ func (o Options) CheckAppliance() error {
 // appliance resolves the profile and the options that override it: the
 // profile's name, a link per DUT interface and the CPU budget. It checks
 // the budget's range, and that this machine can hold one.
-func (o Options) appliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+func (o Options) appliance(t Topology) (string, map[string]emu.LinkSpec, float64, error) {
 	name, links, cpu, err := o.resolveAppliance(t)
 	if err != nil {
 		return "", nil, 0, err
@@ -105,7 +96,7 @@ func (o Options) appliance(t Topology) (string, map[string]LinkSpec, float64, er
 	return name, links, cpu, nil
 }
 
-func (o Options) resolveAppliance(t Topology) (string, map[string]LinkSpec, float64, error) {
+func (o Options) resolveAppliance(t Topology) (string, map[string]emu.LinkSpec, float64, error) {
 	a, err := LookupAppliance(o.Appliance)
 	if err != nil {
 		return "", nil, 0, err
@@ -127,14 +118,14 @@ func (o Options) resolveAppliance(t Topology) (string, map[string]LinkSpec, floa
 	return a.Name, links, cpu, nil
 }
 
-// links resolves Link and InterfaceLinks into a link per DUT interface.
-func (o Options) links(t Topology) (map[string]LinkSpec, error) {
-	all, err := ParseLinkSpec(o.Link)
+// links resolves emu.Link and InterfaceLinks into a link per DUT interface.
+func (o Options) links(t Topology) (map[string]emu.LinkSpec, error) {
+	all, err := emu.ParseLinkSpec(o.Link)
 	if err != nil {
 		return nil, err
 	}
 	ifs := t.DUTVeths()
-	out := make(map[string]LinkSpec, len(ifs))
+	out := make(map[string]emu.LinkSpec, len(ifs))
 	for name := range ifs {
 		out[name] = all
 	}
@@ -142,7 +133,7 @@ func (o Options) links(t Topology) (map[string]LinkSpec, error) {
 		if _, ok := ifs[name]; !ok {
 			return nil, fmt.Errorf("link of interface %q: the lab's DUT interfaces are %s", name, strings.Join(slices.Sorted(maps.Keys(ifs)), ", "))
 		}
-		l, err := ParseLinkSpec(o.InterfaceLinks[name])
+		l, err := emu.ParseLinkSpec(o.InterfaceLinks[name])
 		if err != nil {
 			return nil, fmt.Errorf("interface %s: %w", name, err)
 		}
@@ -184,7 +175,7 @@ type State struct {
 	// Appliance is the lab profile the links and budget came from.
 	Appliance string `json:"appliance,omitempty"`
 	// Links is each DUT interface's emulated NIC, by interface (lan, wan).
-	Links map[string]LinkSpec `json:"links,omitempty"`
+	Links map[string]emu.LinkSpec `json:"links,omitempty"`
 	// DUTCPU is the services' CPU budget in cores; 0: none.
 	DUTCPU float64 `json:"dut_cpu,omitempty"`
 	// Pairs is the client/server pairs crossing the DUT; 0 is 1.
@@ -195,13 +186,13 @@ type State struct {
 func (s *State) topology() Topology { return Topology{Prefix: s.Prefix, Pairs: s.Pairs} }
 
 // sameAppliance reports whether a running lab has the links asked for.
-func (s *State) sameAppliance(links map[string]LinkSpec, dutCPU float64) bool {
+func (s *State) sameAppliance(links map[string]emu.LinkSpec, dutCPU float64) bool {
 	if s.DUTCPU != dutCPU {
 		return false
 	}
 	if s.Links == nil { // a lab.json from before links: all unlimited
 		for _, l := range links {
-			if l != (LinkSpec{}) && l.String() != "unlimited" {
+			if l != (emu.LinkSpec{}) && l.String() != "unlimited" {
 				return false
 			}
 		}
@@ -293,9 +284,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := CheckTools(); err != nil {
 		return nil, err
 	}
-	profiles := DefaultProfilesFor(flavor)
+	profiles := emu.DefaultProfilesFor(flavor)
 	if o.ProfilesFile != "" {
-		if profiles, err = LoadProfiles(o.ProfilesFile); err != nil {
+		if profiles, err = emu.LoadProfiles(o.ProfilesFile); err != nil {
 			return nil, err
 		}
 	}
@@ -316,13 +307,13 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	if _, err := ensureKey(filepath.Join(o.Dir, hostKeyFile)); err != nil {
+	if _, err := emu.EnsureKey(filepath.Join(o.Dir, emu.HostKeyFile)); err != nil {
 		return nil, err
 	}
-	if _, err := ensureKey(filepath.Join(o.Dir, userKeyFile)); err != nil {
+	if _, err := emu.EnsureKey(filepath.Join(o.Dir, emu.UserKeyFile)); err != nil {
 		return nil, err
 	}
-	raw := DefaultProfilesYAMLFor(flavor)
+	raw := emu.DefaultProfilesYAMLFor(flavor)
 	if o.ProfilesFile != "" {
 		if raw, err = os.ReadFile(o.ProfilesFile); err != nil {
 			return nil, err
@@ -331,23 +322,23 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, profilesFile), raw, 0o644); err != nil {
 		return nil, err
 	}
-	if err := writeTunnelPSK(o.Dir); err != nil {
+	if err := emu.WriteTunnelPSK(o.Dir); err != nil {
 		return nil, err
 	}
 	if flavor == configxml.OPNsense {
-		if _, err := ensureAPICert(o.Dir); err != nil {
+		if _, err := emu.EnsureAPICert(o.Dir); err != nil {
 			return nil, err
 		}
-		if _, err := ensureAPICredentials(o.Dir); err != nil {
+		if _, err := emu.EnsureAPICredentials(o.Dir); err != nil {
 			return nil, err
 		}
 	}
-	em := &Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor, Profiles: profiles}
+	em := &emu.Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor, Profiles: profiles}
 	if err := em.Init(); err != nil {
 		return nil, err
 	}
 	if topo.second() {
-		if err := em.addSecondLink(); err != nil {
+		if err := em.AddSecondLink(); err != nil {
 			return nil, err
 		}
 	}
@@ -363,7 +354,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeKnownHosts(o.Dir, st.SSHAddr); err != nil {
+	if err := emu.WriteKnownHosts(o.Dir, st.SSHAddr); err != nil {
 		return nil, err
 	}
 	return st, writeTarget(o, st)
@@ -620,43 +611,8 @@ func GetStatus(ctx context.Context, o Options) (Status, error) {
 			flavor = f
 		}
 	}
-	s.Version = (&Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor}).Version()
+	s.Version = (&emu.Emulator{Root: filepath.Join(o.Dir, "root"), Flavor: flavor}).Version()
 	return s, nil
-}
-
-// ensureKey loads or creates an ed25519 private key in OpenSSH format.
-func ensureKey(path string) (ssh.Signer, error) {
-	if data, err := os.ReadFile(path); err == nil {
-		return ssh.ParsePrivateKey(data)
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "fwab lab")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, err
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return nil, err
-	}
-	return signer, atomicfile.WriteFile(path+".pub", ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644)
-}
-
-func writeKnownHosts(dir, addr string) error {
-	host, err := ensureKey(filepath.Join(dir, hostKeyFile))
-	if err != nil {
-		return err
-	}
-	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, host.PublicKey())
-	return atomicfile.WriteFile(filepath.Join(dir, knownHostFile), []byte(line+"\n"), 0o644)
 }
 
 func writeTarget(o Options, st *State) error {
@@ -675,9 +631,9 @@ func writeTarget(o Options, st *State) error {
 		// The secret stays in its 0600 file: the targets file only names it.
 		api = &fwapi.APISpec{
 			URL:        "https://" + st.APIAddr,
-			KeyFile:    filepath.Join(o.Dir, apiKeyFile),
-			SecretFile: filepath.Join(o.Dir, apiSecretFile),
-			CAFile:     filepath.Join(o.Dir, apiCAFile),
+			KeyFile:    filepath.Join(o.Dir, emu.APIKeyFile),
+			SecretFile: filepath.Join(o.Dir, emu.APISecretFile),
+			CAFile:     filepath.Join(o.Dir, emu.APICAFile),
 		}
 	}
 	tf.Targets[TargetName] = &fwapi.Target{
@@ -687,13 +643,13 @@ func writeTarget(o Options, st *State) error {
 		SSH: &fwapi.SSHSpec{
 			Port:       p,
 			User:       "root",
-			KeyFile:    filepath.Join(o.Dir, userKeyFile),
-			KnownHosts: filepath.Join(o.Dir, knownHostFile),
+			KeyFile:    filepath.Join(o.Dir, emu.UserKeyFile),
+			KnownHosts: filepath.Join(o.Dir, emu.KnownHostFile),
 		},
 		API: api,
 		Endpoints: fwapi.Endpoints{
-			Client: fwapi.Endpoint{Addr: ClientAddr, Netns: topo.Namespace("lan")},
-			Server: fwapi.Endpoint{Addr: ServerAddr, Netns: topo.Namespace("wan")},
+			Client: fwapi.Endpoint{Addr: emu.ClientAddr, Netns: topo.Namespace("lan")},
+			Server: fwapi.Endpoint{Addr: emu.ServerAddr, Netns: topo.Namespace("wan")},
 		},
 		// The lab's management interface is its LAN (SSHVia); its emulated
 		// link rides out a capability change, so offload changes reach it
@@ -703,8 +659,8 @@ func writeTarget(o Options, st *State) error {
 	if topo.second() {
 		tf.Targets[TargetName].Endpoints.Name = "link1"
 		tf.Targets[TargetName].Endpoints.Links = map[string]fwapi.EndpointPair{"link2": {
-			Client: fwapi.Endpoint{Addr: Client2Addr, Netns: topo.Namespace("lan2")},
-			Server: fwapi.Endpoint{Addr: Server2Addr, Netns: topo.Namespace("wan2")},
+			Client: fwapi.Endpoint{Addr: emu.Client2Addr, Netns: topo.Namespace("lan2")},
+			Server: fwapi.Endpoint{Addr: emu.Server2Addr, Netns: topo.Namespace("wan2")},
 		}}
 	}
 	return tf.Save(o.TargetsPath)
@@ -735,15 +691,15 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("no lab in %s (run 'fwab lab up'): %w", dir, err)
 	}
-	profiles, err := LoadProfiles(filepath.Join(dir, profilesFile))
+	profiles, err := emu.LoadProfiles(filepath.Join(dir, profilesFile))
 	if err != nil {
 		return err
 	}
-	hostKey, err := ensureKey(filepath.Join(dir, hostKeyFile))
+	hostKey, err := emu.EnsureKey(filepath.Join(dir, emu.HostKeyFile))
 	if err != nil {
 		return err
 	}
-	userKey, err := ensureKey(filepath.Join(dir, userKeyFile))
+	userKey, err := emu.EnsureKey(filepath.Join(dir, emu.UserKeyFile))
 	if err != nil {
 		return err
 	}
@@ -768,7 +724,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		}()
 		logger.Info("dut cpu budget", "cgroup", cpu.Name, "cores", cpu.Cores)
 	}
-	em := &Emulator{
+	em := &emu.Emulator{
 		Root:           filepath.Join(dir, "root"),
 		Flavor:         flavor,
 		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp, CPU: cpu},
@@ -777,12 +733,12 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		Profiles:       profiles,
 		HostKey:        hostKey,
 		AuthorizedKeys: []ssh.PublicKey{userKey.PublicKey()},
-		PasswordFile:   filepath.Join(dir, PasswordFile),
+		PasswordFile:   filepath.Join(dir, emu.PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
 		SSHVia:         "lan", // the management interface, as on a factory box (management.go)
 		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
-		Links:          map[string]LinkSpec{},
+		Links:          map[string]emu.LinkSpec{},
 	}
 	for name, veth := range topo.DUTVeths() {
 		if l, ok := st.Links[name]; ok {
@@ -793,11 +749,10 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		return err
 	}
 	em.IPsec = &StrongSwan{Topo: topo, Dir: filepath.Join(dir, "ipsec"), FirewallRoot: filepath.Join(dir, "root"), CPU: cpu}
-	defer em.stopIPsec(context.WithoutCancel(ctx))
+	defer em.Shutdown(context.WithoutCancel(ctx))
 	if err := em.Boot(ctx); err != nil {
 		return err
 	}
-	defer em.stopIDS()
 	var stmu sync.Mutex
 	record := func(what string, field *string, a net.Addr) {
 		stmu.Lock()
@@ -819,11 +774,11 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	defer cancel()
 	apiDone := make(chan error, 1)
 	if flavor == configxml.OPNsense {
-		cert, err := ensureAPICert(dir)
+		cert, err := emu.EnsureAPICert(dir)
 		if err != nil {
 			return err
 		}
-		creds, err := ensureAPICredentials(dir)
+		creds, err := emu.EnsureAPICredentials(dir)
 		if err != nil {
 			return err
 		}
@@ -838,7 +793,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 	} else {
 		apiDone <- nil
 	}
-	go em.watchFaults(ctx, dir)
+	go em.WatchFaults(ctx, dir)
 	err = em.Serve(ctx, orDefault(st.SSHAddr), func(a net.Addr) { record("ssh", &st.SSHAddr, a) })
 	cancel()
 	return errors.Join(err, <-apiDone)

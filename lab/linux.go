@@ -11,41 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fwab/fwab/emu"
 )
-
-// DataPlane is the Linux side the emulated firewall drives. LinuxDataPlane is
-// the real one; tests of the emulator that do not need root use a recording
-// one.
-type DataPlane interface {
-	// LoadRuleset loads an nft script as one transaction.
-	LoadRuleset(ctx context.Context, script string) error
-	// Listing returns the lab's tables as nft lists them, without set
-	// elements (terse).
-	Listing(ctx context.Context) (string, error)
-	// SetElements lists one set's elements.
-	SetElements(ctx context.Context, set string) ([]string, error)
-	SetOffloads(ctx context.Context, veth string, o Offloads) error
-	Offloads(ctx context.Context, veth string) (Offloads, error)
-	Link(ctx context.Context, veth string) (Link, error)
-	// Shape caps a veth's egress at rateMbit; 0 removes the cap.
-	Shape(ctx context.Context, veth string, rateMbit float64) error
-	// Reset removes everything the emulator applied (tables, caps), as a
-	// reboot does.
-	Reset(ctx context.Context) error
-	// StateCount is the number of connection-tracking entries.
-	StateCount(ctx context.Context) (int, error)
-	// MeasureMbit measures TCP goodput through the DUT from the client to
-	// the server (reverse: the other way), for a tracking slowdown.
-	MeasureMbit(ctx context.Context, reverse bool) (float64, error)
-}
-
-// Link is a veth's state.
-type Link struct {
-	MTU   int
-	MAC   string
-	Up    bool
-	Addrs []netip.Prefix
-}
 
 // LinuxDataPlane applies to the DUT namespace of a topology.
 type LinuxDataPlane struct {
@@ -57,7 +25,7 @@ type LinuxDataPlane struct {
 	CPU *CPUGroup
 }
 
-var _ DataPlane = (*LinuxDataPlane)(nil)
+var _ emu.DataPlane = (*LinuxDataPlane)(nil)
 
 func (d *LinuxDataPlane) ns() string { return d.Topo.Namespace("dut") }
 
@@ -91,15 +59,15 @@ func (d *LinuxDataPlane) Listing(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tableSections(out, blocklistTable, filterTable), nil
+	return emu.TableSections(out, emu.BlocklistTable, emu.FilterTable), nil
 }
 
 func (d *LinuxDataPlane) SetElements(ctx context.Context, set string) ([]string, error) {
-	out, err := d.inNS(ctx, nil, "nft", "list", "set", "ip", blocklistTable, set)
+	out, err := d.inNS(ctx, nil, "nft", "list", "set", "ip", emu.BlocklistTable, set)
 	if err != nil {
 		return nil, err
 	}
-	return setElements(out, set), nil
+	return emu.SetElementsOf(out, set), nil
 }
 
 func onOff(b bool) string {
@@ -113,7 +81,7 @@ func onOff(b bool) string {
 // and rx-checksumming are TXCSUM and RXCSUM; tcp-segmentation-offload is
 // TSO4/TSO6; veth's large-receive-offload is fixed off, so LRO maps to
 // generic-receive-offload.
-func (d *LinuxDataPlane) SetOffloads(ctx context.Context, veth string, o Offloads) error {
+func (d *LinuxDataPlane) SetOffloads(ctx context.Context, veth string, o emu.Offloads) error {
 	// Checksum first: TSO needs tx checksumming and ethtool refuses TSO on
 	// without it.
 	if _, err := d.inNS(ctx, nil, "ethtool", "-K", veth, "tx", onOff(o.TXCSUM), "rx", onOff(o.RXCSUM)); err != nil {
@@ -123,16 +91,16 @@ func (d *LinuxDataPlane) SetOffloads(ctx context.Context, veth string, o Offload
 	return err
 }
 
-func (d *LinuxDataPlane) Offloads(ctx context.Context, veth string) (Offloads, error) {
+func (d *LinuxDataPlane) Offloads(ctx context.Context, veth string) (emu.Offloads, error) {
 	out, err := d.inNS(ctx, nil, "ethtool", "-k", veth)
 	if err != nil {
-		return Offloads{}, err
+		return emu.Offloads{}, err
 	}
 	return parseEthtoolFeatures(out), nil
 }
 
 // parseEthtoolFeatures reads `ethtool -k` output.
-func parseEthtoolFeatures(out string) Offloads {
+func parseEthtoolFeatures(out string) emu.Offloads {
 	f := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		k, v, ok := strings.Cut(line, ":")
@@ -141,7 +109,7 @@ func parseEthtoolFeatures(out string) Offloads {
 		}
 		f[strings.TrimSpace(k)] = strings.HasPrefix(strings.TrimSpace(v), "on")
 	}
-	return Offloads{
+	return emu.Offloads{
 		TXCSUM: f["tx-checksumming"],
 		RXCSUM: f["rx-checksumming"],
 		TSO:    f["tcp-segmentation-offload"],
@@ -149,10 +117,10 @@ func parseEthtoolFeatures(out string) Offloads {
 	}
 }
 
-func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (Link, error) {
+func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.Link, error) {
 	out, err := run(ctx, nil, "ip", "-n", d.ns(), "-j", "addr", "show", "dev", veth)
 	if err != nil {
-		return Link{}, err
+		return emu.Link{}, err
 	}
 	var links []struct {
 		MTU       int    `json:"mtu"`
@@ -165,9 +133,9 @@ func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (Link, error) {
 		} `json:"addr_info"`
 	}
 	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) == 0 {
-		return Link{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
+		return emu.Link{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
 	}
-	l := Link{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
+	l := emu.Link{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
 	for _, a := range links[0].AddrInfo {
 		if p, err := netip.ParseAddr(a.Local); err == nil && a.Family == "inet" {
 			l.Addrs = append(l.Addrs, netip.PrefixFrom(p, a.PrefixLen))
@@ -194,7 +162,7 @@ func (d *LinuxDataPlane) Shape(ctx context.Context, veth string, rateMbit float6
 
 func (d *LinuxDataPlane) Reset(ctx context.Context) error {
 	_, err := d.inNS(ctx, []byte(fmt.Sprintf("table ip %s {}\ndelete table ip %s\ntable ip %s {}\ndelete table ip %s\n",
-		filterTable, filterTable, blocklistTable, blocklistTable)), "nft", "-f", "-")
+		emu.FilterTable, emu.FilterTable, emu.BlocklistTable, emu.BlocklistTable)), "nft", "-f", "-")
 	for _, v := range []string{d.Topo.DUTLanIf(), d.Topo.DUTWanIf()} {
 		_ = d.Shape(ctx, v, 0)
 	}
@@ -239,7 +207,7 @@ func iperfMbit(ctx context.Context, t Topology, secs, omit int, reverse bool) (f
 	defer os.RemoveAll(dir)
 	pidfile, logfile := filepath.Join(dir, "s.pid"), filepath.Join(dir, "s.log")
 	if _, err := run(srvCtx, nil, "ip", "netns", "exec", t.Namespace("wan"), "iperf3", "-s", "-1", "-D",
-		"-B", ServerAddr, "-p", strconv.Itoa(port), "--pidfile", pidfile, "--logfile", logfile); err != nil {
+		"-B", emu.ServerAddr, "-p", strconv.Itoa(port), "--pidfile", pidfile, "--logfile", logfile); err != nil {
 		return 0, err
 	}
 	defer func() {
@@ -249,7 +217,7 @@ func iperfMbit(ctx context.Context, t Topology, secs, omit int, reverse bool) (f
 			}
 		}
 	}()
-	args := []string{"netns", "exec", t.Namespace("lan"), "iperf3", "-c", ServerAddr, "-p", strconv.Itoa(port),
+	args := []string{"netns", "exec", t.Namespace("lan"), "iperf3", "-c", emu.ServerAddr, "-p", strconv.Itoa(port),
 		"-t", strconv.Itoa(secs), "-J", "--connect-timeout", "3000"}
 	if reverse {
 		args = append(args, "-R")

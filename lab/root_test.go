@@ -21,10 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
-
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
 	"github.com/fwab/fwab/probe"
 )
 
@@ -155,7 +155,7 @@ func TestTopologyCreateDestroyLeavesNothing(t *testing.T) {
 		t.Errorf("second Create = %v, want an 'already exist' error", err)
 	}
 	// Plain routed forwarding works before any firewall config.
-	if out, err := exec.Command("ip", "netns", "exec", topo.Namespace("lan"), "ping", "-c", "1", "-W", "2", ServerAddr).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "netns", "exec", topo.Namespace("lan"), "ping", "-c", "1", "-W", "2", emu.ServerAddr).CombinedOutput(); err != nil {
 		t.Errorf("ping client -> server through the lab: %v\n%s", err, out)
 	}
 	// A process left in a namespace must not keep it alive.
@@ -200,12 +200,10 @@ func TestUpDown(t *testing.T) {
 
 	// The target alone is enough to reach the firewall: key, known_hosts,
 	// port, and the endpoints as namespaces.
-	if tg.Endpoints.Client.Netns != topo.Namespace("lan") || tg.Endpoints.Server.Addr != ServerAddr {
+	if tg.Endpoints.Client.Netns != topo.Namespace("lan") || tg.Endpoints.Server.Addr != emu.ServerAddr {
 		t.Errorf("target endpoints = %+v", tg.Endpoints)
 	}
-	c := targetSSH(t, tg)
-	out, _, code := sshRun(t, c, "cat /etc/version && ifconfig igb0 | grep -c 'inet 198.19.0.1 '", "")
-	c.Close()
+	out, code := targetRun(t, tg, "cat /etc/version && ifconfig igb0 | grep -c 'inet 198.19.0.1 '")
 	if code != 0 || out != "2.7.2-RELEASE\n1\n" {
 		t.Errorf("lab firewall answered %q (exit %d)", out, code)
 	}
@@ -239,46 +237,38 @@ func TestUpDown(t *testing.T) {
 	}
 }
 
-// targetSSH dials the lab's firewall with nothing but its target: key,
-// known_hosts and port.
-func targetSSH(t *testing.T, tg *fwapi.Target) *ssh.Client {
+// targetRun runs one command on the lab's firewall through the target
+// alone (its key, known_hosts and port), as fwab does.
+func targetRun(t *testing.T, tg *fwapi.Target, cmd string) (string, int) {
 	t.Helper()
-	key, err := os.ReadFile(tg.SSH.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostCB, err := knownhosts.New(tg.SSH.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", fmt.Sprintf("%s:%d", tg.Host, tg.SSH.Port), &ssh.ClientConfig{
-		User: tg.SSH.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostCB, Timeout: 5 * time.Second,
-	})
+	ctx := context.Background()
+	c, err := fwapi.DialSSH(ctx, fwapi.SSHSpecConfig(tg.Host, tg.SSH))
 	if err != nil {
 		t.Fatalf("ssh to the lab with its target: %v", err)
 	}
-	return c
+	defer c.Close()
+	out, _, code, err := c.Run(ctx, cmd, nil)
+	if err != nil {
+		t.Fatalf("ssh %q: %v", cmd, err)
+	}
+	return string(out), code
 }
 
 // linuxLab is an in-process emulator driving a real data plane.
-func linuxLab(t *testing.T, profiles []Profile, configure ...func(*Emulator, Topology)) (*testFirewall, Topology) {
+func linuxLab(t *testing.T, profiles []emu.Profile, configure ...func(*emu.Emulator, Topology)) (*testFirewall, Topology) {
 	t.Helper()
 	topo := testTopology(t)
 	if err := topo.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dp := &LinuxDataPlane{Topo: topo, TmpDir: t.TempDir()}
-	f := startEmulator(t, dp, topo.Ports(), profiles, func(e *Emulator) {
+	f := startEmulator(t, configxml.PfSense, dp, topo.Ports(), profiles, func(e *emu.Emulator) {
+		e.BlocklistSize = emu.DefaultBlocklistSize
 		for _, c := range configure {
 			c(e, topo)
 		}
 	})
-	f.em.BlocklistSize = DefaultBlocklistSize
-	f.fw = f.openDriver(t)
+	f.fw = openDriver[*fwapi.PfSense](t, f)
 	return f, topo
 }
 
@@ -335,7 +325,7 @@ func blocklistArm(on bool) knobArm {
 		check: func(t *testing.T, f *testFirewall) {
 			want := ""
 			if on {
-				want = BlocklistSet + "\n"
+				want = emu.BlocklistSet + "\n"
 			}
 			if got := f.mustRun(t, "pfctl -s Tables", ""); got != want {
 				t.Fatalf("pfctl -s Tables = %q, want %q", got, want)
@@ -375,7 +365,7 @@ func lroArm(on bool) knobArm {
 
 func (f *testFirewall) applyArm(t *testing.T, a knobArm) {
 	t.Helper()
-	applyKnobs(t, f.fw, a.knobs...)
+	labtest.ApplyKnobs(t, f.fw, a.knobs...)
 	if a.check != nil {
 		a.check(t, f)
 	}
@@ -417,7 +407,7 @@ func TestKnobThroughputDirection(t *testing.T) {
 	if *figures {
 		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
 	}
-	f, topo := linuxLab(t, DefaultProfiles())
+	f, topo := linuxLab(t, emu.DefaultProfiles())
 	t.Run("rules", func(t *testing.T) {
 		// pf semantics: one long stream matches its state, and only its
 		// first packet walks the rules (rules@lan's rules come before the
@@ -447,9 +437,9 @@ func TestKnobThroughputDirection(t *testing.T) {
 	t.Run("nat", func(t *testing.T) {
 		for _, mode := range []string{"automatic", "disabled"} {
 			f.applyArm(t, natArm(mode))
-			want := ClientAddr
+			want := emu.ClientAddr
 			if mode == "automatic" {
-				want = DUTWanAddr
+				want = emu.DUTWanAddr
 			}
 			if got := serverSeesFrom(t, topo); got != want {
 				t.Errorf("nat=%s: the server sees the client as %s, want %s", mode, got, want)
@@ -468,8 +458,8 @@ func TestKnobThroughputDirection(t *testing.T) {
 	t.Run("blocklist", func(t *testing.T) {
 		_, _, offRuns, onRuns := compareRuns(t, f, topo, blocklistArm(false), blocklistArm(true), 3, 2)
 		off, on := slices.Max(offRuns), slices.Max(onRuns)
-		if got := strings.TrimSpace(f.mustRun(t, "pfctl -t "+BlocklistSet+" -T show | wc -l", "")); got != strconv.Itoa(DefaultBlocklistSize) {
-			t.Errorf("blocklist entries = %s, want %d", got, DefaultBlocklistSize)
+		if got := strings.TrimSpace(f.mustRun(t, "pfctl -t "+emu.BlocklistSet+" -T show | wc -l", "")); got != strconv.Itoa(emu.DefaultBlocklistSize) {
+			t.Errorf("blocklist entries = %s, want %d", got, emu.DefaultBlocklistSize)
 		}
 		f.applyArm(t, blocklistArm(false))
 		// Like NAT's, the blocklist's cost (a set lookup per new flow) is
@@ -487,14 +477,14 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 	port := strconv.Itoa(30000 + int(time.Now().UnixNano()/1000%20000))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv := exec.CommandContext(ctx, "ip", "netns", "exec", topo.Namespace("wan"), "iperf3", "-s", "-1", "-J", "-B", ServerAddr, "-p", port)
+	srv := exec.CommandContext(ctx, "ip", "netns", "exec", topo.Namespace("wan"), "iperf3", "-s", "-1", "-J", "-B", emu.ServerAddr, "-p", port)
 	var out strings.Builder
 	srv.Stdout = &out
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if b, err := exec.CommandContext(ctx, "ip", "netns", "exec", topo.Namespace("lan"), "iperf3", "-c", ServerAddr, "-p", port, "-t", "1").CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, "ip", "netns", "exec", topo.Namespace("lan"), "iperf3", "-c", emu.ServerAddr, "-p", port, "-t", "1").CombinedOutput(); err != nil {
 		t.Fatalf("iperf3 client: %v\n%s", err, b)
 	}
 	if err := srv.Wait(); err != nil {
@@ -518,7 +508,7 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 // (as a wire rate), and measures again when the configuration changes. The
 // caps are checked against the emulator's recorded measurement and against
 // a configuration change far larger than this machine's noise, not against a
-// 10 % throughput difference. Offloads off cost about 55 % here in both
+// 10 % throughput difference. emu.Offloads off cost about 55 % here in both
 // directions (the DUT routes and filters every frame the wire brings, see
 // Topology.WireVeths), so each direction must drop by a fifth or more and
 // come back by a quarter.
@@ -527,9 +517,9 @@ func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	if *figures {
 		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
 	}
-	profiles := []Profile{
+	profiles := []emu.Profile{
 		{Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"},
-		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
+		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &emu.Slowdown{Percent: 10}},
 	}
 	f, topo := linuxLab(t, profiles)
 	f.applyArm(t, offloadArm(true))
@@ -553,7 +543,7 @@ func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 	// Traffic obeys the cap: no run goes faster than the goodput the cap
 	// leaves (a bound, so load on the machine cannot break it).
 	_, runs := medianMbit(t, topo, 3, 2)
-	if limit := 1.03 * back.WanCapMbit / WireFactor(back.MTU); slices.Max(runs) > limit {
+	if limit := 1.03 * back.WanCapMbit / emu.WireFactor(back.MTU); slices.Max(runs) > limit {
 		t.Errorf("upload runs %.0f Mbit/s under a %.0f Mbit/s wire cap, want none above %.0f goodput", runs, back.WanCapMbit, limit)
 	}
 	t.Logf("upload runs under the cap: %.0f (measured %.0f uncapped, 90 %% is %.0f)", runs, back.UpMbit, 0.9*back.UpMbit)
@@ -562,21 +552,21 @@ func TestFirmwareSlowdownTracksConfig(t *testing.T) {
 // checkSlowdownCaps reads the emulator's slowdown record and checks that it
 // was measured in both directions, that the caps are 90 % of the
 // measurements as wire rates, and that the DUT's qdiscs carry them.
-func checkSlowdownCaps(t *testing.T, f *testFirewall, topo Topology, when string) SlowdownState {
+func checkSlowdownCaps(t *testing.T, f *testFirewall, topo Topology, when string) emu.SlowdownState {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+	b, err := os.ReadFile(filepath.Join(f.em.Root, emu.SlowdownStateFile))
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
 	}
-	var st SlowdownState
+	var st emu.SlowdownState
 	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("%s: %s: %v", when, slowdownStateFile, err)
+		t.Fatalf("%s: %s: %v", when, emu.SlowdownStateFile, err)
 	}
 	t.Logf("%s: measured up %.0f, down %.0f Mbit/s in %s; caps WAN %.0f, LAN %.0f", when, st.UpMbit, st.DownMbit, st.Measurement, st.WanCapMbit, st.LanCapMbit)
 	if !st.Tracking || st.UpMbit <= 0 || st.DownMbit <= 0 {
 		t.Fatalf("%s: slowdown state %s, want a tracking slowdown measured in both directions", when, b)
 	}
-	k := WireFactor(st.MTU)
+	k := emu.WireFactor(st.MTU)
 	if !near(st.WanCapMbit, 0.9*st.UpMbit*k) || !near(st.LanCapMbit, 0.9*st.DownMbit*k) {
 		t.Errorf("%s: caps %.1f/%.1f, want 90 %% of %.1f/%.1f times %.4f", when, st.WanCapMbit, st.LanCapMbit, st.UpMbit, st.DownMbit, k)
 	}
@@ -634,7 +624,7 @@ func TestKnobFigures(t *testing.T) {
 		t.Skip("skipped: run with -lab.figures to measure the lab's figures")
 	}
 	requireRoot(t)
-	f, topo := linuxLab(t, DefaultProfiles())
+	f, topo := linuxLab(t, emu.DefaultProfiles())
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| A | median Mbit/s | B | median Mbit/s | B vs A |\n| --- | ---: | --- | ---: | ---: |\n")
 	pair := func(a, bb knobArm) {
@@ -662,7 +652,7 @@ func TestKnobFigures(t *testing.T) {
 		m1, r1 := medianMbit(t, topo, 5, 3)
 		upgradeAndWait(t, f) // 2.8.1, 10 % slowdown
 		m2, r2 := medianMbit(t, topo, 5, 3)
-		st, _ := os.ReadFile(filepath.Join(f.em.Root, slowdownStateFile))
+		st, _ := os.ReadFile(filepath.Join(f.em.Root, emu.SlowdownStateFile))
 		t.Logf("firmware 2.7.2 %.0f, 2.8.0 %.0f, 2.8.1 %.0f (2.8.1 slowdown: %s)", r0, r1, r2, st)
 		row := func(name string, m, best float64) {
 			fmt.Fprintf(&b, "| firmware=2.7.2 (offloads on) | %.0f (best %.0f) | %s | %.0f (best %.0f) | %+.1f %% (best %+.1f %%) |\n",
@@ -703,26 +693,24 @@ func TestApplianceLinkAndBudget(t *testing.T) {
 		t.Fatalf("%s = %q, %v; want a 50000 µs quota per 100000 (half a core)", quota, q, err)
 	}
 
-	l, _ := ParseLinkSpec("1g")
+	l, _ := emu.ParseLinkSpec("1g")
 	line := l.ShapeMbit(1500)
 	if wan, lan := qdiscRates(t, topo); math.Abs(wan-line) > 0.01*line || math.Abs(lan-line) > 0.01*line {
 		t.Errorf("tbf WAN %.1f LAN %.1f Mbit/s, want the 1 GbE link's %.1f on both", wan, lan, line)
 	}
-	goodput := LinkGoodputMbit(1000, 1500)
+	goodput := emu.LinkGoodputMbit(1000, 1500)
 	med, runs := medianMbit(t, topo, 3, 2)
 	if med < 0.9*goodput || slices.Max(runs) > 1.03*goodput {
 		t.Errorf("upload runs %.0f Mbit/s on 1 GbE, want the median at >= 90 %% of %.0f and none above 103 %%", runs, goodput)
 	}
 	t.Logf("1 GbE, upload: %.0f Mbit/s (line-rate goodput %.1f)", runs, goodput)
 
-	c := targetSSH(t, tg)
-	defer c.Close()
 	for cmd, want := range map[string]string{
 		"ifconfig igb1 | grep media": "\tmedia: Ethernet autoselect (1000baseT <full-duplex>)\n",
 		"ifconfig igb0 | grep media": "\tmedia: Ethernet autoselect (1000baseT <half-duplex>)\n",
 		"sysctl -n hw.ncpu":          "1\n",
 	} {
-		if out, _, code := sshRun(t, c, cmd, ""); code != 0 || out != want {
+		if out, code := targetRun(t, tg, cmd); code != 0 || out != want {
 			t.Errorf("%s = %q (exit %d), want %q", cmd, out, code, want)
 		}
 	}
@@ -751,7 +739,7 @@ func TestApplianceLinkAndBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
+	labtest.ApplyKnobs(t, fw, "offload.checksum=off", "ids@lan=ips-inline")
 	pids, _ := os.ReadFile(procs)
 	eng := engineProcesses(o.Dir)
 	if len(eng) != 1 {
@@ -797,15 +785,15 @@ func TestFirmwareSlowdownOnALink(t *testing.T) {
 	if *figures {
 		t.Skip("skipped: -lab.figures runs TestKnobFigures instead")
 	}
-	g, _ := ParseLinkSpec("1g")
-	profiles := []Profile{
+	g, _ := emu.ParseLinkSpec("1g")
+	profiles := []emu.Profile{
 		{Version: "2.7.2-RELEASE", FreeBSD: "14.0-CURRENT"},
-		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &Slowdown{Percent: 10}},
+		{Version: "2.8.1-RELEASE", FreeBSD: "15.0-CURRENT", Slowdown: &emu.Slowdown{Percent: 10}},
 	}
-	f, topo := linuxLab(t, profiles, func(e *Emulator, topo Topology) {
-		e.Links = map[string]LinkSpec{topo.DUTLanIf(): g, topo.DUTWanIf(): g}
+	f, topo := linuxLab(t, profiles, func(e *emu.Emulator, topo Topology) {
+		e.Links = map[string]emu.LinkSpec{topo.DUTLanIf(): g, topo.DUTWanIf(): g}
 	})
-	line, goodput := g.ShapeMbit(1500), LinkGoodputMbit(1000, 1500)
+	line, goodput := g.ShapeMbit(1500), emu.LinkGoodputMbit(1000, 1500)
 	if wan, lan := qdiscRates(t, topo); math.Abs(wan-line) > 0.01*line || math.Abs(lan-line) > 0.01*line {
 		t.Fatalf("2.7.2 on 1 GbE: tbf WAN %.1f LAN %.1f Mbit/s, want the link's %.1f", wan, lan, line)
 	}
@@ -820,7 +808,7 @@ func TestFirmwareSlowdownOnALink(t *testing.T) {
 		t.Errorf("WAN rate %.1f, cap %.1f, link %.1f: want the slowdown's cap, below the link", st.WanRateMbit, st.WanCapMbit, line)
 	}
 	_, runs := medianMbit(t, topo, 3, 2)
-	if limit := 1.03 * st.WanCapMbit / WireFactor(st.MTU); slices.Max(runs) > limit {
+	if limit := 1.03 * st.WanCapMbit / emu.WireFactor(st.MTU); slices.Max(runs) > limit {
 		t.Errorf("upload runs %.0f Mbit/s, want none above %.0f (the slowdown's cap as goodput)", runs, limit)
 	}
 	t.Logf("1 GbE with a 10 %% slowdown: measured %.0f, runs %.0f (90 %% of the line-rate goodput is %.0f)", st.UpMbit, runs, 0.9*goodput)

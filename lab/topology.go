@@ -1,8 +1,9 @@
 // Package lab is fwab's embedded lab: four Linux network namespaces wired
-// like a firewall between a LAN client and a WAN server, and an emulated
-// pfSense that keeps a real config.xml, answers over SSH the commands a real
-// pfSense answers, and applies its config to a real Linux data plane
-// (nftables, ethtool, tc) in the DUT namespace.
+// like a firewall between a LAN client and a WAN server, and the machine
+// side of the emulated firewall (package emu): the real Linux data plane
+// its config is applied to (nftables, ethtool, tc) in the DUT namespace,
+// its strongSwan charons, inspection engines and CPU budget, and the
+// daemon that serves it.
 //
 // Only addresses in 198.18.0.0/15, the RFC 2544 benchmarking range, are used.
 package lab
@@ -18,31 +19,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fwab/fwab/emu"
 )
 
-// The lab's fixed addressing (all in 198.18.0.0/15).
-const (
-	ClientAddr = "198.18.1.10" // LAN client, in <prefix>-lan
-	DUTLanAddr = "198.18.1.1"  // DUT, LAN side
-	DUTWanAddr = "198.19.0.1"  // DUT, WAN side
-	PeerAddr   = "198.19.0.2"  // upstream router, DUT side
-	PeerWanGW  = "198.19.1.1"  // upstream router, server side
-	ServerAddr = "198.19.1.10" // WAN server, in <prefix>-wan
-
-	LanNet    = "198.18.1.0/24"
-	WanNet    = "198.19.0.0/24"
-	ServerNet = "198.19.1.0/24"
-
-	// The second link (Topology.Pairs 2): its own client and server on
-	// two more DUT ports, opt1 and opt2, routed by the DUT alone.
-	Client2Addr  = "198.18.2.10" // in <prefix>-lan2
-	DUTLan2Addr  = "198.18.2.1"  // DUT, opt1
-	DUTWan2Addr  = "198.19.2.1"  // DUT, opt2
-	Server2Addr  = "198.19.2.10" // in <prefix>-wan2
-	Lan2Net      = "198.18.2.0/24"
-	Server2Net   = "198.19.2.0/24"
-	subnetLength = "/24"
-)
+// subnetLength is the prefix length of every lab subnet.
+const subnetLength = "/24"
 
 // DefaultPrefix names the lab's namespaces fwab-lan, fwab-dut, fwab-peer and
 // fwab-wan.
@@ -170,22 +152,22 @@ func (t Topology) Create(ctx context.Context) error {
 		[]string{"ip", "link", "add", t.ClientIf(), "netns", lan, "type", "veth", "peer", "name", t.DUTLanIf(), "netns", dut},
 		[]string{"ip", "link", "add", t.DUTWanIf(), "netns", dut, "type", "veth", "peer", "name", t.PeerDUTIf(), "netns", peer},
 		[]string{"ip", "link", "add", t.PeerWanIf(), "netns", peer, "type", "veth", "peer", "name", t.ServerIf(), "netns", wan},
-		[]string{"ip", "-n", lan, "addr", "add", ClientAddr + "/24", "dev", t.ClientIf()},
-		[]string{"ip", "-n", dut, "addr", "add", DUTLanAddr + "/24", "dev", t.DUTLanIf()},
-		[]string{"ip", "-n", dut, "addr", "add", DUTWanAddr + "/24", "dev", t.DUTWanIf()},
-		[]string{"ip", "-n", peer, "addr", "add", PeerAddr + "/24", "dev", t.PeerDUTIf()},
-		[]string{"ip", "-n", peer, "addr", "add", PeerWanGW + "/24", "dev", t.PeerWanIf()},
-		[]string{"ip", "-n", wan, "addr", "add", ServerAddr + "/24", "dev", t.ServerIf()},
+		[]string{"ip", "-n", lan, "addr", "add", emu.ClientAddr + "/24", "dev", t.ClientIf()},
+		[]string{"ip", "-n", dut, "addr", "add", emu.DUTLanAddr + "/24", "dev", t.DUTLanIf()},
+		[]string{"ip", "-n", dut, "addr", "add", emu.DUTWanAddr + "/24", "dev", t.DUTWanIf()},
+		[]string{"ip", "-n", peer, "addr", "add", emu.PeerAddr + "/24", "dev", t.PeerDUTIf()},
+		[]string{"ip", "-n", peer, "addr", "add", emu.PeerWanGW + "/24", "dev", t.PeerWanIf()},
+		[]string{"ip", "-n", wan, "addr", "add", emu.ServerAddr + "/24", "dev", t.ServerIf()},
 	)
 	if t.second() {
 		lan2, wan2 := t.Namespace("lan2"), t.Namespace("wan2")
 		steps = append(steps,
 			[]string{"ip", "link", "add", t.Client2If(), "netns", lan2, "type", "veth", "peer", "name", t.DUTLan2If(), "netns", dut},
 			[]string{"ip", "link", "add", t.DUTWan2If(), "netns", dut, "type", "veth", "peer", "name", t.Server2If(), "netns", wan2},
-			[]string{"ip", "-n", lan2, "addr", "add", Client2Addr + subnetLength, "dev", t.Client2If()},
-			[]string{"ip", "-n", dut, "addr", "add", DUTLan2Addr + subnetLength, "dev", t.DUTLan2If()},
-			[]string{"ip", "-n", dut, "addr", "add", DUTWan2Addr + subnetLength, "dev", t.DUTWan2If()},
-			[]string{"ip", "-n", wan2, "addr", "add", Server2Addr + subnetLength, "dev", t.Server2If()},
+			[]string{"ip", "-n", lan2, "addr", "add", emu.Client2Addr + subnetLength, "dev", t.Client2If()},
+			[]string{"ip", "-n", dut, "addr", "add", emu.DUTLan2Addr + subnetLength, "dev", t.DUTLan2If()},
+			[]string{"ip", "-n", dut, "addr", "add", emu.DUTWan2Addr + subnetLength, "dev", t.DUTWan2If()},
+			[]string{"ip", "-n", wan2, "addr", "add", emu.Server2Addr + subnetLength, "dev", t.Server2If()},
 		)
 	}
 	for _, v := range t.Veths() {
@@ -198,19 +180,19 @@ func (t Topology) Create(ctx context.Context) error {
 		// Both ends of the second link are the DUT's own subnets: it
 		// routes between them with no peer, and no NAT (opt2 is no WAN).
 		steps = append(steps,
-			[]string{"ip", "-n", t.Namespace("lan2"), "route", "add", "default", "via", DUTLan2Addr},
-			[]string{"ip", "-n", t.Namespace("wan2"), "route", "add", "default", "via", DUTWan2Addr},
+			[]string{"ip", "-n", t.Namespace("lan2"), "route", "add", "default", "via", emu.DUTLan2Addr},
+			[]string{"ip", "-n", t.Namespace("wan2"), "route", "add", "default", "via", emu.DUTWan2Addr},
 		)
 	}
 	steps = append(steps,
-		[]string{"ip", "-n", lan, "route", "add", "default", "via", DUTLanAddr},
-		[]string{"ip", "-n", wan, "route", "add", "default", "via", PeerWanGW},
+		[]string{"ip", "-n", lan, "route", "add", "default", "via", emu.DUTLanAddr},
+		[]string{"ip", "-n", wan, "route", "add", "default", "via", emu.PeerWanGW},
 		// The DUT reaches the server network through the peer, as configured
 		// in config.xml's static route; the peer routes the LAN back through
 		// the DUT, so traffic flows with outbound NAT disabled too, and with
 		// NAT the server sees the DUT's WAN address instead of the client's.
-		[]string{"ip", "-n", dut, "route", "add", ServerNet, "via", PeerAddr},
-		[]string{"ip", "-n", peer, "route", "add", LanNet, "via", DUTWanAddr},
+		[]string{"ip", "-n", dut, "route", "add", emu.ServerNet, "via", emu.PeerAddr},
+		[]string{"ip", "-n", peer, "route", "add", emu.LanNet, "via", emu.DUTWanAddr},
 		[]string{"ip", "netns", "exec", dut, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 		[]string{"ip", "netns", "exec", peer, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	)
@@ -345,161 +327,11 @@ func (t Topology) DUTVeths() map[string]string {
 	return v
 }
 
-// A LinkSpeed is a line rate an emulated NIC of the DUT can have, and the
-// subtype FreeBSD's ifconfig prints for it on the media line.
-type LinkSpeed struct {
-	Name  string  // as --link takes it: 100m, 1g, 2.5g, 10g, unlimited
-	Mbit  float64 // line rate; 0: unlimited (the veth's own speed)
-	Media string  // ifconfig media subtype
-}
-
-// LinkSpeeds are the speeds a lab interface can have. unlimited leaves the
-// veth unshaped; its media line stays what the lab always printed.
-var LinkSpeeds = []LinkSpeed{
-	{Name: "100m", Mbit: 100, Media: "100baseTX"},
-	{Name: "1g", Mbit: 1000, Media: "1000baseT"},
-	{Name: "2.5g", Mbit: 2500, Media: "2500Base-T"},
-	{Name: "10g", Mbit: 10000, Media: "10Gbase-T"},
-	{Name: "unlimited", Media: "10Gbase-T"},
-}
-
-// LinkSpec is one DUT interface's emulated NIC: its speed and duplex, and
-// the best speed the NIC lists when the link negotiated less. The zero
-// value is unlimited, full duplex. Its text form is the speed's name, with
-// @NIC for a faster NIC and /half for half duplex (100m@1g/half).
-type LinkSpec struct {
-	Speed      LinkSpeed
-	NIC        LinkSpeed // the best the NIC lists; zero: Speed
-	HalfDuplex bool
-}
-
-// linkSpeedNames lists the valid speeds for error messages.
-func linkSpeedNames() string {
-	names := make([]string, len(LinkSpeeds))
-	for i, s := range LinkSpeeds {
-		names[i] = s.Name
-	}
-	return strings.Join(names, ", ")
-}
-
-// ParseLinkSpec reads a link: a speed (100m, 1g, 2.5g, 10g, unlimited),
-// optionally followed by /half or /full. Empty is unlimited.
-func ParseLinkSpec(s string) (LinkSpec, error) {
-	if s == "" {
-		return LinkSpec{Speed: LinkSpeeds[len(LinkSpeeds)-1]}, nil
-	}
-	speed, duplex, hasDuplex := strings.Cut(strings.ToLower(s), "/")
-	speed, nic, hasNIC := strings.Cut(speed, "@")
-	var l LinkSpec
-	lookup := func(name string) (LinkSpeed, bool) {
-		for _, v := range LinkSpeeds {
-			if v.Name == name {
-				return v, true
-			}
-		}
-		return LinkSpeed{}, false
-	}
-	var found bool
-	if l.Speed, found = lookup(speed); !found {
-		return LinkSpec{}, fmt.Errorf("link speed %q: want one of %s (optionally @NIC-SPEED and /half)", s, linkSpeedNames())
-	}
-	if hasNIC {
-		if l.NIC, found = lookup(nic); !found || l.NIC.Mbit == 0 {
-			return LinkSpec{}, fmt.Errorf("link %q: NIC speed %q, want one of %s but unlimited", s, nic, linkSpeedNames())
-		}
-		if l.Speed.Mbit == 0 || l.NIC.Mbit < l.Speed.Mbit {
-			return LinkSpec{}, fmt.Errorf("link %q: a link cannot negotiate more than its NIC lists; write LINK@NIC with LINK at most NIC (100m@1g)", s)
-		}
-		if l.NIC == l.Speed {
-			l.NIC = LinkSpeed{}
-		}
-	}
-	if hasDuplex {
-		switch duplex {
-		case "half":
-			l.HalfDuplex = true
-		case "full":
-		default:
-			return LinkSpec{}, fmt.Errorf("link %q: duplex %q, want half or full", s, duplex)
-		}
-	}
-	if l.HalfDuplex && l.Speed.Mbit == 0 {
-		return LinkSpec{}, fmt.Errorf("link %q: an unlimited link has no duplex to force; give a speed (1g/half)", s)
-	}
-	return l, nil
-}
-
-func (l LinkSpec) String() string {
-	name := l.Speed.Name
-	if name == "" {
-		name = "unlimited"
-	}
-	if l.NIC.Name != "" {
-		name += "@" + l.NIC.Name
-	}
-	if l.HalfDuplex {
-		return name + "/half"
-	}
-	return name
-}
-
-// MarshalText writes the text form (lab.json).
-func (l LinkSpec) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
-
-// UnmarshalText reads the text form.
-func (l *LinkSpec) UnmarshalText(b []byte) error {
-	v, err := ParseLinkSpec(string(b))
-	if err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
-
-// Unlimited reports whether the link is left unshaped.
-func (l LinkSpec) Unlimited() bool { return l.Speed.Mbit == 0 }
-
-// Media is what ifconfig prints in the media line's parentheses, as
-// pfSense's get_interface_info reads it back
-// (`media: Ethernet autoselect (1000baseT <full-duplex>)`).
-func (l LinkSpec) Media() string {
-	sub := l.Speed.Media
-	if sub == "" {
-		sub = LinkSpeeds[len(LinkSpeeds)-1].Media
-	}
-	if l.HalfDuplex {
-		return sub + " <half-duplex>"
-	}
-	return sub + " <full-duplex>"
-}
-
-// SupportedMedia is what `ifconfig -m` lists under "supported media:" for
-// the NIC, best first: every lab speed up to the NIC's, each in both
-// duplexes (unlimited lists 10 GbE, the media line it prints).
-func (l LinkSpec) SupportedMedia() []string {
-	best := l.NIC
-	if best.Name == "" {
-		best = l.Speed
-	}
-	if best.Mbit == 0 {
-		best = LinkSpeeds[len(LinkSpeeds)-2]
-	}
-	var out []string
-	for i := len(LinkSpeeds) - 1; i >= 0; i-- {
-		v := LinkSpeeds[i]
-		if v.Mbit == 0 || v.Mbit > best.Mbit {
-			continue
-		}
-		out = append(out, v.Media+" mediaopt full-duplex", v.Media+" mediaopt half-duplex")
-	}
-	return out
-}
-
 // Appliance is a named lab profile: the link of every DUT interface and the
 // CPU budget of the firewall's services, bundled for a common case.
 type Appliance struct {
 	Name   string
-	Link   LinkSpec
+	Link   emu.LinkSpec
 	DUTCPU float64 // cores; 0: none
 	Models string  // what it stands for, for --help and the README
 }
@@ -507,14 +339,14 @@ type Appliance struct {
 // Appliances are the named profiles; the first is the default of Up.
 var Appliances = []Appliance{
 	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
-	{Name: "1g-small", Link: LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
+	{Name: "1g-small", Link: emu.LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
 		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
 }
 
-// speedNamed is the LinkSpeed of that name; it panics on a name
-// LinkSpeeds lacks, which only a change to the tables above can cause.
-func speedNamed(name string) LinkSpeed {
-	for _, v := range LinkSpeeds {
+// speedNamed is the emu.LinkSpeed of that name; it panics on a name
+// emu.LinkSpeeds lacks, which only a change to the tables above can cause.
+func speedNamed(name string) emu.LinkSpeed {
+	for _, v := range emu.LinkSpeeds {
 		if v.Name == name {
 			return v
 		}
@@ -535,4 +367,14 @@ func LookupAppliance(name string) (Appliance, error) {
 		names[i] = a.Name
 	}
 	return Appliance{}, fmt.Errorf("lab profile %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// emu.Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's
+// veths, and with a second link igb2 (opt1) and igb3 (opt2).
+func (t Topology) Ports() emu.Ports {
+	p := emu.Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}
+	if t.second() {
+		p.Extra = []emu.Port{{Dev: "igb2", Veth: t.DUTLan2If(), Descr: "LAN2"}, {Dev: "igb3", Veth: t.DUTWan2If(), Descr: "WAN2"}}
+	}
+	return p
 }

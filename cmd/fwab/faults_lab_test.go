@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/store"
@@ -342,7 +343,7 @@ func checkDB(ctx context.Context, db string) (int, []string, error) {
 // resume the run, and check everything again.
 func (f *faultLab) finish(tr *trial, db string) {
 	ctx := f.t.Context()
-	if err := lab.SetFault(f.dir, lab.Fault{}); err != nil {
+	if err := lab.SetFault(f.dir, emu.Fault{}); err != nil {
 		f.t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -580,11 +581,11 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 			// the link goes down once the first apply has started.
 			sw = f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
 			sw.waitPhase("apply", 1, 2*time.Minute)
-			if err := lab.SetFault(l.dir, lab.Fault{LinkDownUntil: time.Now().Add(down)}); err != nil {
+			if err := lab.SetFault(l.dir, emu.Fault{LinkDownUntil: time.Now().Add(down)}); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			if err := lab.SetFault(l.dir, lab.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: down}); err != nil {
+			if err := lab.SetFault(l.dir, emu.Fault{LinkDownOn: "/etc/rc.filter_configure_sync", LinkDownFor: down}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
@@ -616,7 +617,7 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db, "--rollback-after", "5s")...)
 		hit := sw.waitPhase("apply", 1, 2*time.Minute)
 		silence := 20 * time.Second
-		if err := lab.SetFault(l.dir, lab.Fault{SilentUntil: time.Now().Add(silence)}); err != nil {
+		if err := lab.SetFault(l.dir, emu.Fault{SilentUntil: time.Now().Add(silence)}); err != nil {
 			t.Fatal(err)
 		}
 		err := sw.wait()
@@ -637,7 +638,7 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		hit := sw.waitFor("round 2 probe", 2*time.Minute)
 		time.Sleep(400 * time.Millisecond)
-		lab.SetFault(l.dir, lab.Fault{RebootAt: time.Now()})
+		lab.SetFault(l.dir, emu.Fault{RebootAt: time.Now()})
 		err := sw.wait()
 		tr := trial{fault: "DUT reboot mid-probe", detail: fmt.Sprintf("sweep exit %v", exitOf(err))}
 		if strings.Contains(sw.output(), "probe failed; settling and retrying once") {
@@ -683,7 +684,7 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 	// in the middle of it (read-only).
 	{
 		db := dbFor("diskfull")
-		lab.SetFault(l.dir, lab.Fault{Disk: lab.DiskFull})
+		lab.SetFault(l.dir, emu.Fault{Disk: emu.DiskFull})
 		time.Sleep(300 * time.Millisecond)
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		err := sw.wait()
@@ -698,7 +699,7 @@ func runFaults(t *testing.T, flavor string, seed uint64, kills int) {
 		db := dbFor("diskro")
 		sw := f.startSweep(t, t.Context(), f.sweepArgs(db)...)
 		hit := sw.waitFor("round 1 probe", 2*time.Minute)
-		lab.SetFault(l.dir, lab.Fault{Disk: lab.DiskReadOnly})
+		lab.SetFault(l.dir, emu.Fault{Disk: emu.DiskReadOnly})
 		err := sw.wait()
 		tr := trial{fault: "disk read-only", detail: fmt.Sprintf("mid-sweep, sweep exit %v", exitOf(err))}
 		if !hit {
@@ -911,7 +912,7 @@ func (f *faultLab) safetyTrials(t *testing.T, flavor string, dbFor func(string) 
 		db := dbFor("reboot-armed")
 		sw := f.startSweep(t, ctx, f.sweepArgs(db, "--rollback-after", "20s")...)
 		hit := sw.waitPhase("apply", 1, 2*time.Minute)
-		lab.SetFault(f.dir, lab.Fault{RebootAt: time.Now()})
+		lab.SetFault(f.dir, emu.Fault{RebootAt: time.Now()})
 		err := sw.wait()
 		tr := trial{fault: "reboot with a rollback armed", detail: fmt.Sprintf("at the first apply, sweep exit %v", exitOf(err))}
 		if !hit {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fixtures/transcripts"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -180,7 +180,7 @@ func TestFwApplyRefusedWhileLocked(t *testing.T) {
 // generated rules, which the emulator boots into: its runtime agrees.
 func consistentConfig(t *testing.T, extra ...string) []byte {
 	t.Helper()
-	c, err := configxml.LoadBytes(lab.FactoryConfig(configxml.PfSense))
+	c, err := configxml.LoadBytes(emu.FactoryConfig(configxml.PfSense))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestVerifyTarget(t *testing.T) {
 		fake, targets := labTarget(t, consistentConfig(t), true)
 		fake.PutFile(t, "/conf/config.xml", consistentConfig(t, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"))
 		ps, _ := transcripts.Lookup("ps ax -o pid,command")
-		fake.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "ps ax -o pid,command", Stdout: ps.Stdout}}})
+		fake.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "ps ax -o pid,command", Stdout: ps.Stdout}}})
 		out, _, code := fwabRun(t, "verify", "--target", "fw1", "--targets", targets, "--json")
 		if code != 1 || !strings.Contains(out, `"rule": "FWAB103"`) || !strings.Contains(out, "inline IPS (netmap) runs on igb1 while its offloads are really on") {
 			t.Errorf("verify --json = %d\n%s; want exit 1 with FWAB103", code, out)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/lab"
 )
 
@@ -86,10 +87,10 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 				fmt.Fprintf(io.Out, "REST API: https://%s (the lab's own CA; key and secret in 0600 files the target names)\n", st.APIAddr)
 			}
 			fmt.Fprintf(io.Out, "client %s (netns %s-lan) -> server %s (netns %s-wan); target %q written\n",
-				lab.ClientAddr, st.Prefix, lab.ServerAddr, st.Prefix, lab.TargetName)
+				emu.ClientAddr, st.Prefix, emu.ServerAddr, st.Prefix, lab.TargetName)
 			if st.Pairs == 2 {
 				fmt.Fprintf(io.Out, "link2: client %s (netns %s-lan2, DUT opt1) -> server %s (netns %s-wan2, DUT opt2); the target's links: link1, link2\n",
-					lab.Client2Addr, st.Prefix, lab.Server2Addr, st.Prefix)
+					emu.Client2Addr, st.Prefix, emu.Server2Addr, st.Prefix)
 			}
 			return nil
 		},

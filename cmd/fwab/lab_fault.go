@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/lab"
 )
 
@@ -27,7 +28,7 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 			"  fwab lab fault --link-down 10s   # SSH cut and refused for 10 s\n" +
 			"  fwab lab fault                   # clear",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := lab.Fault{Disk: o.disk}
+			f := emu.Fault{Disk: o.disk}
 			if o.linkDown < 0 {
 				return usageErrorf("--link-down %v: want a positive duration", o.linkDown)
 			}
@@ -41,7 +42,7 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.disk, "disk", "", "make writes under /conf, /var/run and /tmp fail: "+lab.DiskFull+" or "+lab.DiskReadOnly)
+	cmd.Flags().StringVar(&o.disk, "disk", "", "make writes under /conf, /var/run and /tmp fail: "+emu.DiskFull+" or "+emu.DiskReadOnly)
 	cmd.Flags().DurationVar(&o.linkDown, "link-down", 0, "cut the management link (SSH) for this long")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab"
 	"github.com/fwab/fwab/store"
@@ -32,7 +33,7 @@ func TestSecretsLabSweep(t *testing.T) {
 	}
 	sc := &secretScan{secrets: sec}
 	keep, out := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(l.dir, lab.PasswordFile), []byte(sec["ssh password"]+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(l.dir, emu.PasswordFile), []byte(sec["ssh password"]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tf, err := fwapi.LoadTargets(l.targets)
@@ -154,7 +155,7 @@ idle: 0s
 
 	files := sc.checkTree(t, out, nil)
 	files += sc.checkTree(t, l.dir, func(rel string) bool {
-		return rel == "root" || rel == "ipsec" || rel == lab.PasswordFile || rel == "ipsec-psk"
+		return rel == "root" || rel == "ipsec" || rel == emu.PasswordFile || rel == "ipsec-psk"
 	})
 	t.Logf("searched %d outputs and files (%d files, %d bytes) for %d secrets in %d forms each", len(sc.outputs), files, sc.bytes, len(sec), len(sec.forms())/len(sec))
 }

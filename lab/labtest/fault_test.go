@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 )
 
 // TestCommandFaults: each kind of CommandFault does what it says, only to
 // the lines it names, and Times runs out.
 func TestCommandFaults(t *testing.T) {
-	f := Start(t, Options{Fault: lab.Fault{Commands: []lab.CommandFault{
+	f := Start(t, Options{Fault: emu.Fault{Commands: []emu.CommandFault{
 		{On: "hostname", Exit: 3, Stdout: "odd\n", Stderr: "broken\n", Times: 1},
 		{On: "sleep 0", Delay: 300 * time.Millisecond},
 		{On: "rc.filter_configure_sync", Skip: true},
@@ -36,7 +36,7 @@ func TestCommandFaults(t *testing.T) {
 		t.Errorf("skipped filter reload = %d with actions %v, want success and nothing run", code, f.Actions())
 	}
 
-	f.SetFault(lab.Fault{Commands: []lab.CommandFault{{On: "cat > /tmp/x", Drop: true, DropAfter: 4}}})
+	f.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "cat > /tmp/x", Drop: true, DropAfter: 4}}})
 	c, err := fwapi.DialSSH(context.Background(), f.SSHConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestRequestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	f.SetFault(lab.Fault{Requests: []lab.RequestFault{
+	f.SetFault(emu.Fault{Requests: []emu.RequestFault{
 		{Route: "POST /api/ids/service/reconfigure", Status: 500, Body: `{"errorMessage":"boom"}`},
 		{Route: "POST /api/firewall/filter/apply", Drop: true},
 	}})
@@ -115,7 +115,7 @@ func TestSilentLinkFault(t *testing.T) {
 		ran <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	f.SetFault(lab.Fault{SilentUntil: time.Now().Add(silence)})
+	f.SetFault(emu.Fault{SilentUntil: time.Now().Add(silence)})
 	start := time.Now()
 
 	if err := <-ran; !errors.Is(err, fwapi.ErrConnectionLost) {

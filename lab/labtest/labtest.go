@@ -13,30 +13,30 @@ import (
 	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 )
 
 // Options choose the emulated firewall: product, version, NIC drivers,
-// config, faults (see lab.EmulatorOptions). The zero value is the lab's
+// config, faults (see emu.EmulatorOptions). The zero value is the lab's
 // pfSense 2.7.2.
-type Options = lab.EmulatorOptions
+type Options = emu.EmulatorOptions
 
 // Firewall is a running emulator and the target that reaches it.
 type Firewall struct {
-	*lab.Local
+	*emu.Local
 }
 
 // Start starts an emulator for the test; it stops when the test ends.
 func Start(t testing.TB, o Options) *Firewall {
 	t.Helper()
-	l, err := lab.StartLocal(t.TempDir(), o)
+	l, err := emu.StartLocal(t.TempDir(), o)
 	if err != nil {
 		t.Fatalf("start the emulator: %v", err)
 	}
 	t.Cleanup(func() {
 		if u := l.UnknownEntries(); len(u) > 0 {
-			t.Errorf("the emulator ran entry points the call-graph table lacks (add each to docs/callgraph.md and lab.EntryPoints, with every effect the product has): %q", u)
+			t.Errorf("the emulator ran entry points the call-graph table lacks (add each to docs/callgraph.md and emu.EntryPoints, with every effect the product has): %q", u)
 		}
 		if err := l.Close(); err != nil {
 			t.Errorf("emulator: %v", err)
@@ -131,4 +131,41 @@ func (f *Firewall) APITarget(t testing.TB) *fwapi.Target {
 		}
 	}
 	return &fwapi.Target{Name: f.Target.Name, Flavor: f.Target.Flavor, Host: f.Target.Host, API: &api}
+}
+
+// ApplyKnobs changes knobs the way a sweep does: read the config, set the
+// knobs with configxml, write it, apply the diff.
+func ApplyKnobs(t testing.TB, fw fwapi.Firewall, assignments ...string) {
+	t.Helper()
+	ApplyKnobsAt(t, fw, "", assignments...)
+}
+
+// ApplyKnobsAt is ApplyKnobs for a firewall running product version
+// product, as `fwab fw apply` does with the version it reads (configxml
+// otherwise infers the version from the config).
+func ApplyKnobsAt(t testing.TB, fw fwapi.Firewall, product string, assignments ...string) {
+	t.Helper()
+	if err := EditAndApply(t, fw, product, func(c *configxml.Config) error { return c.SetAll(assignments) }); err != nil {
+		t.Fatalf("%q: %v", assignments, err)
+	}
+}
+
+// EditAndApply edits the firewall's config with configxml.Edit (for the
+// product version given, "" to infer it), writes it and applies the
+// changes; it returns Apply's error.
+func EditAndApply(t testing.TB, fw fwapi.Firewall, product string, edit func(*configxml.Config) error) error {
+	t.Helper()
+	ctx := context.Background()
+	data, err := fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, changes, err := configxml.Edit(data, product, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteConfig(ctx, next, "lab test"); err != nil {
+		t.Fatalf("WriteConfig: %v", err)
+	}
+	return fw.Apply(ctx, changes)
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/lab"
 )
 
 // Versions are the product versions the knobs know, one release of each
@@ -329,7 +329,7 @@ func (s *Suite) TestOffloadApplyAsTheGUI(t *testing.T) {
 			t.Fatalf("offload_management %v: Apply(checksum %s): %v", include, to, err)
 		}
 		for _, a := range f.Actions() {
-			if a == lab.ActionInterfaceReconfigure || a == lab.ActionReloadAll {
+			if a == emu.ActionInterfaceReconfigure || a == emu.ActionReloadAll {
 				t.Errorf("offload_management %v: the offload apply ran %s: the GUI only sets the NICs' flags", include, a)
 			}
 		}

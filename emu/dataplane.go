@@ -1,0 +1,65 @@
+package emu
+
+import (
+	"context"
+	"net/netip"
+	"time"
+)
+
+// DataPlane is the Linux side the emulated firewall drives. LinuxDataPlane is
+// the real one; tests of the emulator that do not need root use a recording
+// one.
+type DataPlane interface {
+	// LoadRuleset loads an nft script as one transaction.
+	LoadRuleset(ctx context.Context, script string) error
+	// Listing returns the lab's tables as nft lists them, without set
+	// elements (terse).
+	Listing(ctx context.Context) (string, error)
+	// SetElements lists one set's elements.
+	SetElements(ctx context.Context, set string) ([]string, error)
+	SetOffloads(ctx context.Context, veth string, o Offloads) error
+	Offloads(ctx context.Context, veth string) (Offloads, error)
+	Link(ctx context.Context, veth string) (Link, error)
+	// Shape caps a veth's egress at rateMbit; 0 removes the cap.
+	Shape(ctx context.Context, veth string, rateMbit float64) error
+	// Reset removes everything the emulator applied (tables, caps), as a
+	// reboot does.
+	Reset(ctx context.Context) error
+	// StateCount is the number of connection-tracking entries.
+	StateCount(ctx context.Context) (int, error)
+	// MeasureMbit measures TCP goodput through the DUT from the client to
+	// the server (reverse: the other way), for a tracking slowdown.
+	MeasureMbit(ctx context.Context, reverse bool) (float64, error)
+}
+
+// Link is a veth's state.
+type Link struct {
+	MTU   int
+	MAC   string
+	Up    bool
+	Addrs []netip.Prefix
+}
+
+// IPsecPlane (ipsec.go) runs the IPsec daemons; IDSPlane and CPUBudget are
+// the other two things of the machine the emulated firewall drives.
+
+// IDSPlane runs the inspection engines where the products run Suricata
+// (the lab's IDSEngines).
+type IDSPlane interface {
+	// Restart stops every engine and starts those the plan asks for,
+	// waiting until each is ready, as Suricata's rc script restart does.
+	Restart(ctx context.Context, plan IDSPlan, ports Ports) error
+	// StopAll stops every engine.
+	StopAll()
+	// SuricataProcesses lists the running engines as ps shows Suricata
+	// processes: pid and command line.
+	SuricataProcesses() [][2]string
+}
+
+// CPUBudget is the CPU budget of the firewall's userspace services (the
+// lab's cgroup): the CPUs it stands for and its usage as FreeBSD's
+// kern.cp_times prints it.
+type CPUBudget interface {
+	CPUs() int
+	CPTimes(now time.Time) (string, error)
+}
