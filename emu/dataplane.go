@@ -19,7 +19,7 @@ type DataPlane interface {
 	SetElements(ctx context.Context, set string) ([]string, error)
 	SetOffloads(ctx context.Context, veth string, o Offloads) error
 	Offloads(ctx context.Context, veth string) (Offloads, error)
-	Link(ctx context.Context, veth string) (Link, error)
+	Link(ctx context.Context, veth string) (VethState, error)
 	// Shape caps a veth's egress at rateMbit; 0 removes the cap.
 	Shape(ctx context.Context, veth string, rateMbit float64) error
 	// Reset removes everything the emulator applied (tables, caps), as a
@@ -32,8 +32,8 @@ type DataPlane interface {
 	MeasureMbit(ctx context.Context, reverse bool) (float64, error)
 }
 
-// Link is a veth's state.
-type Link struct {
+// VethState is a veth's state: what ifconfig shows of its port.
+type VethState struct {
 	MTU   int
 	MAC   string
 	Up    bool

@@ -14,5 +14,8 @@
 //
 // Files are named by product and package: pfsense_suricata.go,
 // pfsense_pfblockerng.go, opnsense_ids.go, opnsense_api.go; freebsd.go holds
-// what both products share from FreeBSD.
+// what both products share from FreeBSD, ruleset.go renders config.xml into
+// the data plane's rules, link.go is the emulated NICs' speeds. The lab
+// folder's keys (keys.go), the lab's addresses (addresses.go) and the tunnel
+// PSK file are emu's because StartLocal, which needs no lab, uses them too.
 package emu

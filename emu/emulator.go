@@ -54,10 +54,11 @@ func FactoryConfig(flavor configxml.Flavor) []byte {
 	return DefaultConfig()
 }
 
-// Emulator is the emulated pfSense: a firewall filesystem (config.xml,
-// backups, /etc/version, /tmp, /var/run), an SSH server that runs commands
-// through a POSIX shell interpreter with FreeBSD/pfSense commands, and the
-// data plane the config is applied to.
+// Emulator is the emulated pfSense or OPNsense (Flavor): a firewall
+// filesystem (config.xml, backups, /etc/version, /tmp, /var/run), an SSH
+// server that runs commands through the product's shell with FreeBSD's and
+// the product's commands, and the machine the config is applied to
+// (DataPlane, IPsec, IDS, CPU).
 type Emulator struct {
 	Root string // the firewall's filesystem: <lab>/root
 	// Flavor is the product emulated: pfSense (the zero value) or

@@ -78,7 +78,7 @@ func (e *Emulator) offloads(ctx context.Context, in fbIface) (Offloads, error) {
 // printIfconfig prints one interface as FreeBSD's ifconfig does; media
 // adds the NIC's supported media (ifconfig -m).
 func (e *Emulator) printIfconfig(ctx context.Context, c *call, in fbIface, media bool) error {
-	l := Link{MTU: 1500, MAC: "02:00:00:00:00:99", Up: true}
+	l := VethState{MTU: 1500, MAC: "02:00:00:00:00:99", Up: true}
 	var err error
 	if in.veth != "" {
 		if l, err = e.DataPlane.Link(ctx, in.veth); err != nil {

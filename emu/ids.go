@@ -16,13 +16,13 @@ import (
 // (configxml.IDSAlert, IDSLegacyIPS, IDSInlineIPS) → FreeBSD devices.
 type IDSPlan map[string][]string
 
-// idsModes are the modes an engine runs in, in the order they start.
-var idsModes = []string{configxml.IDSInlineIPS, configxml.IDSAlert, configxml.IDSLegacyIPS}
+// IDSModes are the ids@IF modes an engine runs in, in the order they start.
+var IDSModes = []string{configxml.IDSInlineIPS, configxml.IDSAlert, configxml.IDSLegacyIPS}
 
-// idsMode checks that v is one of idsModes.
+// idsMode checks that v is one of IDSModes.
 func idsMode(v string) (string, error) {
-	if !slices.Contains(idsModes, v) {
-		return "", fmt.Errorf("unknown inspection mode %q: use %s", v, strings.Join(idsModes, ", "))
+	if !slices.Contains(IDSModes, v) {
+		return "", fmt.Errorf("unknown inspection mode %q: use one of %s", v, strings.Join(IDSModes, ", "))
 	}
 	return v, nil
 }

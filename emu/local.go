@@ -294,6 +294,9 @@ func (l *Local) serve(run func(ready func(net.Addr)) error) (string, error) {
 // for them.
 func (l *Local) Close() error {
 	l.cancel()
+	if l.Emulator != nil {
+		l.Shutdown(context.Background())
+	}
 	var errs []error
 	for range l.servers {
 		select {

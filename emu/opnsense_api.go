@@ -1062,7 +1062,7 @@ func (a *opnAPI) disconnectSession(w http.ResponseWriter, r *http.Request) {
 		for _, sa := range a.sas(r.Context()) {
 			if sa.IKE == id {
 				out, code, err := p.Swanctl(r.Context(), "--terminate", "--ike", id)
-				a.log.Info("ipsec disconnect", "id", id, "exit", code, "err", err, "out", strings.TrimSpace(string(out)))
+				a.log.Info("ipsec disconnect", "id", id, "exit", code, "err", err, "out", LastLines(string(out), 2))
 				break
 			}
 		}
@@ -1083,7 +1083,7 @@ func (a *opnAPI) connectSession(w http.ResponseWriter, r *http.Request) {
 		if out, code, err := p.Swanctl(r.Context(), "--list-conns"); err == nil && code == 0 {
 			for _, child := range loadedChildren(string(out))[id] {
 				out, code, err := p.Swanctl(r.Context(), "--initiate", "--child", child)
-				a.log.Info("ipsec connect", "id", id, "child", child, "exit", code, "err", err, "out", strings.TrimSpace(string(out)))
+				a.log.Info("ipsec connect", "id", id, "child", child, "exit", code, "err", err, "out", LastLines(string(out), 2))
 			}
 		}
 	}

@@ -53,7 +53,7 @@ func (e *Emulator) renderIDS(root *configxml.Config) error {
 		} else {
 			b.WriteString("# IDS mode, pcap live mode\nsuricata_interface=\"" + strings.Join(slices.Concat(plan[configxml.IDSAlert], plan[configxml.IDSLegacyIPS]), " ") + "\"\n")
 		}
-		for _, m := range idsModes {
+		for _, m := range IDSModes {
 			if devs := plan[m]; len(devs) > 0 {
 				fmt.Fprintf(&b, "# fwab lab engine: %s %s\n", m, strings.Join(devs, " "))
 			}

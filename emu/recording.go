@@ -62,9 +62,9 @@ func (d *RecordingDataPlane) Offloads(_ context.Context, veth string) (Offloads,
 	return d.offloads[veth], nil
 }
 
-func (d *RecordingDataPlane) Link(_ context.Context, veth string) (Link, error) {
+func (d *RecordingDataPlane) Link(_ context.Context, veth string) (VethState, error) {
 	// No addresses: the emulator prints what config.xml gives each device.
-	return Link{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true}, nil
+	return VethState{MTU: 1500, MAC: "02:00:00:00:00:01", Up: true}, nil
 }
 
 func (d *RecordingDataPlane) Shape(_ context.Context, veth string, rate float64) error {

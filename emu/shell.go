@@ -1293,3 +1293,13 @@ func (e *Emulator) cmdLn(ctx context.Context, c *call) error {
 	}
 	return nil
 }
+
+// LastLines is the last n lines of a command's output on one line, joined
+// by " | ", for logs and errors.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

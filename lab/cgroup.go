@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 )
 
@@ -363,4 +364,14 @@ func RemoveCPUGroup(name string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// budget is g as the emulator's CPU budget: none for a nil group (an
+// interface holding a nil *CPUGroup would not be nil, and the emulator
+// would read it).
+func (g *CPUGroup) budget() emu.CPUBudget {
+	if g == nil {
+		return nil
+	}
+	return g
 }

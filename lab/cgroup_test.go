@@ -3,12 +3,16 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/labtest"
 )
 
 // fakeCgroups makes plain directories standing in for cgroup hierarchies and
@@ -199,5 +203,15 @@ func TestCloseInheritedOnExec(t *testing.T) {
 		if flags(fd)&syscall.FD_CLOEXEC == 0 {
 			t.Errorf("fd %d is not close-on-exec", fd)
 		}
+	}
+}
+
+// TestNoCPUGroupIsNoBudget: a lab without a DUT CPU budget (the default)
+// has no cgroup, and its firewall reports this machine's CPUs.
+func TestNoCPUGroupIsNoBudget(t *testing.T) {
+	var none *CPUGroup
+	f := labtest.Start(t, labtest.Options{Configure: func(e *emu.Emulator) { e.CPU = none.budget() }})
+	if out, errOut, code := f.Run(t, "sysctl -n hw.ncpu", ""); code != 0 || strings.TrimSpace(out) != strconv.Itoa(runtime.NumCPU()) {
+		t.Errorf("sysctl -n hw.ncpu without a budget = %q (exit %d, %s), want %d", out, code, errOut, runtime.NumCPU())
 	}
 }

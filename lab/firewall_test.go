@@ -60,7 +60,10 @@ func openDriver[D fwapi.Firewall](t *testing.T, f *testFirewall) D {
 // testPorts are the ports of a lab with the prefix tst.
 var testPorts = Topology{Prefix: "tst"}.Ports()
 
-// median of a non-empty slice (the upper one of an even count).
-func median(v []float64) float64 { return slices.Sorted(slices.Values(v))[len(v)/2] }
+// median of a non-empty slice: of an even count, the mean of the middle two.
+func median(v []float64) float64 {
+	s, n := slices.Sorted(slices.Values(v)), len(v)
+	return (s[(n-1)/2] + s[n/2]) / 2
+}
 
 func near(got, want float64) bool { return math.Abs(got-want) < 1e-6*math.Max(1, math.Abs(want)) }

@@ -83,6 +83,11 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 	g.op.Lock()
 	defer g.op.Unlock()
 	var errs []error
+	for k := range plan {
+		if m, err := inspect.ParseMode(k); err != nil || m.Knob() != k {
+			return fmt.Errorf("ids plan: mode %q is not an ids@IF mode (%s)", k, strings.Join(emu.IDSModes, ", "))
+		}
+	}
 	for _, m := range []inspect.Mode{inspect.Inline, inspect.IDS, inspect.Legacy} {
 		devs := plan[m.Knob()]
 		g.mu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/lab/inspect"
 	"github.com/fwab/fwab/lab/labtest"
 )
 
@@ -229,5 +230,20 @@ func TestDownStopsIDSEngines(t *testing.T) {
 	}
 	if left := leftovers(t, topo.Prefix); len(left) > 0 {
 		t.Errorf("left behind after Down: %v", left)
+	}
+}
+
+// TestIDSModesAreTheEngines: every mode the product model plans is one of
+// the engine's modes, under the same name.
+func TestIDSModesAreTheEngines(t *testing.T) {
+	for _, k := range emu.IDSModes {
+		m, err := inspect.ParseMode(k)
+		if err != nil || m.Knob() != k {
+			t.Errorf("emu.IDSModes has %q: the engine reads it as %q (%v)", k, m.Knob(), err)
+		}
+	}
+	g := &IDSEngines{}
+	if err := g.Start(context.Background(), emu.IDSPlan{"inline": {"igb1"}}, testPorts); err == nil {
+		t.Errorf("Start with a plan keyed %q (not an ids@IF mode) = nil, want an error", "inline")
 	}
 }

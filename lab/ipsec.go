@@ -310,7 +310,7 @@ func (s *StrongSwan) applyLocked(ctx context.Context, conn string, t *configxml.
 		}
 	}
 	if out, err := s.swanctl(ctx, "--initiate", "--child", emu.ChildName(t), "--timeout", "20", "--uri", s.uri("dut")); err != nil {
-		return fmt.Errorf("ipsec: initiate %s (proposal %s): %w; %s", emu.ChildName(t), t.Proposal, err, lastLines(out, 3))
+		return fmt.Errorf("ipsec: initiate %s (proposal %s): %w; %s", emu.ChildName(t), t.Proposal, err, emu.LastLines(out, 3))
 	}
 	return nil
 }
@@ -349,14 +349,6 @@ func (s *StrongSwan) writeConfs(conn string, t *configxml.Tunnel, aesni, setting
 		}
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 func (s *StrongSwan) swanctl(ctx context.Context, args ...string) (string, error) {
@@ -414,7 +406,7 @@ func (s *StrongSwan) start(ctx context.Context, side string) error {
 		select {
 		case <-p.done:
 			b, _ := os.ReadFile(filepath.Join(d, "stdout.log"))
-			return fmt.Errorf("ipsec: charon in %s exited at start: %s", s.Topo.Namespace(side), lastLines(string(b), 3))
+			return fmt.Errorf("ipsec: charon in %s exited at start: %s", s.Topo.Namespace(side), emu.LastLines(string(b), 3))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):

@@ -57,7 +57,7 @@ type Options struct {
 	// DefaultIDSRules.
 	IDSRules int
 	// Appliance names the lab profile (LookupAppliance): its link and CPU
-	// budget, unless emu.Link or DUTCPU say otherwise; empty is "unlimited".
+	// budget, unless Link or DUTCPU say otherwise; empty is "unlimited".
 	Appliance string
 	// emu.Link is every DUT interface's emulated NIC (ParseLinkSpec: 1g,
 	// 2.5g, 10g, unlimited, optionally /half); empty means the profile's.
@@ -118,7 +118,7 @@ func (o Options) resolveAppliance(t Topology) (string, map[string]emu.LinkSpec, 
 	return a.Name, links, cpu, nil
 }
 
-// links resolves emu.Link and InterfaceLinks into a link per DUT interface.
+// links resolves Link and InterfaceLinks into a link per DUT interface.
 func (o Options) links(t Topology) (map[string]emu.LinkSpec, error) {
 	all, err := emu.ParseLinkSpec(o.Link)
 	if err != nil {
@@ -728,7 +728,7 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		Root:           filepath.Join(dir, "root"),
 		Flavor:         flavor,
 		DataPlane:      &LinuxDataPlane{Topo: topo, TmpDir: tmp, CPU: cpu},
-		CPU:            cpu,
+		CPU:            cpu.budget(),
 		Ports:          topo.Ports(),
 		Profiles:       profiles,
 		HostKey:        hostKey,

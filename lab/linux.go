@@ -117,10 +117,10 @@ func parseEthtoolFeatures(out string) emu.Offloads {
 	}
 }
 
-func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.Link, error) {
+func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.VethState, error) {
 	out, err := run(ctx, nil, "ip", "-n", d.ns(), "-j", "addr", "show", "dev", veth)
 	if err != nil {
-		return emu.Link{}, err
+		return emu.VethState{}, err
 	}
 	var links []struct {
 		MTU       int    `json:"mtu"`
@@ -133,9 +133,9 @@ func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.Link, error
 		} `json:"addr_info"`
 	}
 	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) == 0 {
-		return emu.Link{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
+		return emu.VethState{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
 	}
-	l := emu.Link{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
+	l := emu.VethState{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
 	for _, a := range links[0].AddrInfo {
 		if p, err := netip.ParseAddr(a.Local); err == nil && a.Family == "inet" {
 			l.Addrs = append(l.Addrs, netip.PrefixFrom(p, a.PrefixLen))

@@ -508,7 +508,7 @@ func serverSeesFrom(t *testing.T, topo Topology) string {
 // (as a wire rate), and measures again when the configuration changes. The
 // caps are checked against the emulator's recorded measurement and against
 // a configuration change far larger than this machine's noise, not against a
-// 10 % throughput difference. emu.Offloads off cost about 55 % here in both
+// 10 % throughput difference. offloads off cost about 55 % here in both
 // directions (the DUT routes and filters every frame the wire brings, see
 // Topology.WireVeths), so each direction must drop by a fifth or more and
 // come back by a quarter.

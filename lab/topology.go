@@ -369,7 +369,7 @@ func LookupAppliance(name string) (Appliance, error) {
 	return Appliance{}, fmt.Errorf("lab profile %q: want one of %s", name, strings.Join(names, ", "))
 }
 
-// emu.Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's
+// Ports maps the lab config's igb0 (wan) and igb1 (lan) onto the DUT's
 // veths, and with a second link igb2 (opt1) and igb3 (opt2).
 func (t Topology) Ports() emu.Ports {
 	p := emu.Ports{WanDev: "igb0", LanDev: "igb1", WanVeth: t.DUTWanIf(), LanVeth: t.DUTLanIf()}

@@ -1,7 +1,8 @@
-// Package labtest starts the lab's emulator of pfSense and OPNsense for
-// tests, on 127.0.0.1 and a recording data plane (no root needed), and
-// holds the driver suite every fwapi driver passes against it. Only tests
-// import it.
+// Package labtest starts the emulator of pfSense and OPNsense (package
+// emu) for tests, on 127.0.0.1 and a recording data plane (no root needed),
+// and holds the driver suite every fwapi driver passes against it. It
+// stands on the product model alone: it imports no lab code, so emu's own
+// external tests use it too. Only tests import it.
 package labtest
 
 import (
