@@ -76,6 +76,12 @@ type Emulator struct {
 	PasswordFile string
 	Logger       *slog.Logger
 	IPsec        IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
+	// Stage3Time is how long the last stage of a pfSense upgrade (the
+	// packages' reinstall, with SSH up) takes; 0 is a second.
+	Stage3Time time.Duration
+	// KernelPackage is the pfSense kernel package's name; "" is
+	// pfSense-kernel-pfSense (see pfKernelPackage).
+	KernelPackage string
 	// RebootDelay is how long SSH stays away during a reboot.
 	RebootDelay   time.Duration
 	BlocklistSize int      // 0 means DefaultBlocklistSize

@@ -1,10 +1,12 @@
 package emu
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
+	"path"
 	"regexp"
 	"runtime"
 	"slices"
@@ -647,7 +649,7 @@ func (e *Emulator) cmdUpgrade(ctx context.Context, c *call) error {
 	if !yes {
 		return c.errorf(1, "pfSense-upgrade: the lab cannot prompt over SSH; use -y")
 	}
-	fmt.Fprintf(c.stdout, ">>> Upgrading pfSense-kernel-pfSense from %s to %s... done.\n", cur.Version, next.Version)
+	fmt.Fprintf(c.stdout, ">>> Upgrading %s from %s to %s... done.\n", e.pfKernelPackage(), cur.Version, next.Version)
 	if err := e.WriteFile(upgradeStageFile, []byte("2 "+next.Version+"\n")); err != nil {
 		return c.errorf(1, "pfSense-upgrade: %v", err)
 	}
@@ -666,18 +668,21 @@ func pkgVersion(v string) string {
 
 // upgradeAtBoot runs the next upgrade stage at boot, as pfSense-rc runs
 // `pfSense-upgrade -y -U -b 2` and `-b 3`: stage 2 installs the base
-// (/etc/version), and reboots again when the major version changed; stage
-// 3 removes the annotation.
+// (/etc/version) early in the boot, and reboots again when the major
+// version changed; stage 3 reinstalls the packages late in the boot,
+// after rc.bootup has started sshd: SSH answers while the annotation still
+// says 3, for as long as the packages take (Stage3Time here).
 //
-// upstream: pfsense 2.7.2 src/etc/pfSense-rc:401 — `/usr/local/sbin/${product_name}-upgrade -y -U -b 2` at boot (stage 3: line 556)
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:401 — `&& /usr/local/sbin/${product_name}-upgrade -y -U -b 2`
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup`, which starts sshd, before stage 3
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:557 — `&& /usr/local/sbin/${product_name}-upgrade -y -U -b 3`
 func (e *Emulator) upgradeAtBoot() {
 	data, err := os.ReadFile(e.path(upgradeStageFile))
 	if err != nil {
 		return
 	}
 	stage, version, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
-	switch stage {
-	case "2":
+	if stage == "2" {
 		cur, _ := e.profile()
 		for _, p := range e.Profiles {
 			if p.Version == version {
@@ -687,22 +692,35 @@ func (e *Emulator) upgradeAtBoot() {
 				}
 			}
 		}
+		_ = e.WriteFile(upgradeStageFile, []byte("3 "+version+"\n"))
 		if majorOf(cur.Version) != majorOf(version) {
-			_ = e.WriteFile(upgradeStageFile, []byte("3 "+version+"\n"))
 			e.logger().Info("upgrade stage 2: major upgrade, rebooting again", "to", version)
-			go func() {
-				for e.rebooting() {
-					time.Sleep(50 * time.Millisecond)
-				}
-				time.Sleep(300 * time.Millisecond)
-				e.Reboot(context.Background())
-			}()
+			e.afterBoot(300*time.Millisecond, func() { e.Reboot(context.Background()) })
 			return
 		}
-		_ = os.Remove(e.path(upgradeStageFile))
-	case "3":
-		_ = os.Remove(e.path(upgradeStageFile))
 	}
+	boot := e.Boots() + 1 // this one, which Boot counts when it is done
+	e.afterBoot(cmp.Or(e.Stage3Time, time.Second), func() {
+		// A reboot in the meantime cut stage 3 short: the next boot runs it.
+		if e.Boots() == boot {
+			_ = os.Remove(e.path(upgradeStageFile))
+		}
+	})
+}
+
+// afterBoot runs f in the background, d after the boot under way has
+// brought SSH back.
+func (e *Emulator) afterBoot(d time.Duration, f func()) {
+	go func() {
+		for e.rebooting() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		select {
+		case <-time.After(d):
+			f()
+		case <-e.lifetime().Done():
+		}
+	}()
 }
 
 // majorOf is a version's major.minor: 2.7 of 2.7.2-RELEASE.
@@ -732,14 +750,56 @@ func (e *Emulator) cmdPkg(ctx context.Context, c *call) error {
 	return nil
 }
 
-// cmdPkgStatic answers the one pkg query fwab makes:
-// pkg-static annotate -q -S PKG next_stage.
+// pfKernelPackage is the kernel package of the emulated pfSense; a
+// Netgate model has its own (pfSense-kernel-pfSense-3100, say), which
+// pfSense-upgrade finds with `pkg info` rather than by name. A debug
+// kernel package sits beside it, which pfSense-upgrade filters out.
+//
+// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1110 — `export kernel_pkg=$(_pkg query %n $(_pkg info \` with `${product}-kernel-\* | grep -v -- -debug-))` at 1111
+func (e *Emulator) pfKernelPackage() string {
+	return cmp.Or(e.KernelPackage, "pfSense-kernel-pfSense")
+}
+
+// pfKernelPackages are the kernel packages `pkg info` lists, name-version:
+// the running kernel and a debug kernel.
+func (e *Emulator) pfKernelPackages() []string {
+	v := pkgVersion(e.Version())
+	return []string{e.pfKernelPackage() + "-" + v, "pfSense-kernel-debug-pfSense-" + v}
+}
+
+// cmdPkgStatic answers the pkg queries fwab makes: `info GLOB` and
+// `query %n PKG...` over the kernel packages (pfSense-upgrade's way to find
+// the kernel package), and `annotate -q -S PKG next_stage`.
 func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 	a := c.args[1:]
-	if len(a) != 5 || a[0] != "annotate" || a[1] != "-q" || a[2] != "-S" || a[4] != "next_stage" {
-		return c.errorf(1, "pkg-static: the lab emulates only 'annotate -q -S PKG next_stage'")
+	switch {
+	case len(a) == 2 && a[0] == "info":
+		var found bool
+		for _, p := range e.pfKernelPackages() {
+			if ok, _ := path.Match(a[1], p); ok {
+				fmt.Fprintln(c.stdout, p)
+				found = true
+			}
+		}
+		if !found {
+			return c.errorf(70, "pkg-static: No package(s) matching %s", a[1])
+		}
+		return nil
+	case len(a) >= 3 && a[0] == "query" && a[1] == "%n":
+		for _, want := range a[2:] {
+			i := slices.Index(e.pfKernelPackages(), want)
+			if i < 0 {
+				return c.errorf(1, "pkg-static: No package(s) matching %s", want)
+			}
+			name := e.pfKernelPackages()[i]
+			fmt.Fprintln(c.stdout, name[:strings.LastIndexByte(name, '-')])
+		}
+		return nil
+	case len(a) == 5 && a[0] == "annotate" && a[1] == "-q" && a[2] == "-S" && a[4] == "next_stage":
+	default:
+		return c.errorf(1, "pkg-static: the lab emulates only 'info GLOB', 'query %%n PKG...' and 'annotate -q -S PKG next_stage'")
 	}
-	if a[3] != "pfSense-kernel-pfSense" {
+	if a[3] != e.pfKernelPackage() {
 		return nil
 	}
 	data, err := os.ReadFile(e.path(upgradeStageFile))

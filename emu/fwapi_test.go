@@ -148,3 +148,25 @@ func TestFwapiUpgradeOnTheEmulator(t *testing.T) {
 		t.Errorf("version after Upgrade = %q, want 2.8.0-RELEASE", info.Version)
 	}
 }
+
+// TestFwapiUpgradeFindsTheKernelPackage: a Netgate model's kernel package
+// has its own name, and a debug kernel may sit beside it; the upgrade waits
+// on the stage annotation of the kernel that runs, as pfSense-upgrade
+// finds it, not on a fixed name.
+func TestFwapiUpgradeFindsTheKernelPackage(t *testing.T) {
+	f := labtest.Start(t, labtest.Options{SSHVia: emu.NoManagement, Version: "2.6.0-RELEASE", KernelPackage: "pfSense-kernel-pfSense-3100"})
+	fw := f.Open(t).(*fwapi.PfSense)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var lines []string
+	// 2.6 to 2.7 is a major upgrade: the base stage reboots again.
+	if err := fw.Upgrade(ctx, "2.7.2-RELEASE", func(l string) { lines = append(lines, l) }); err != nil {
+		t.Fatalf("Upgrade: %v (progress %q)", err, lines)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "upgrade stage 3 still to run") }) {
+		t.Errorf("Upgrade did not wait for the kernel package's next stage: progress %q", lines)
+	}
+	if out, _, _ := f.Run(t, "pkg-static annotate -q -S pfSense-kernel-pfSense-3100 next_stage", ""); out != "" {
+		t.Errorf("next_stage after the upgrade = %q, want none", out)
+	}
+}

@@ -74,6 +74,12 @@ type EmulatorOptions struct {
 	// Password, when set, is a password root and admin may log in with.
 	Password string
 	Logger   *slog.Logger
+	// KernelPackage is the pfSense kernel package; default
+	// pfSense-kernel-pfSense.
+	KernelPackage string
+	// Stage3Time is how long a pfSense upgrade's last stage takes with SSH
+	// up; default a second.
+	Stage3Time time.Duration
 	// Configure, when set, is called with the emulator before it boots:
 	// where a lab's test gives it the machine's IPsec, IDS or CPU.
 	Configure func(*Emulator)
@@ -163,6 +169,8 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		SavepointTimer: o.SavepointTimer,
 		SpareNIC:       o.NICs.spare(),
 		SSHVia:         o.SSHVia,
+		KernelPackage:  o.KernelPackage,
+		Stage3Time:     o.Stage3Time,
 	}
 	switch e.SSHVia {
 	case "":

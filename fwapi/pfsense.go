@@ -900,6 +900,15 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	return nil
 }
 
+// pfUpgradeStageCmd prints the kernel package's name, its next_stage
+// annotation (empty when the upgrade is done), a blank line and
+// /etc/version. The kernel package is found as pfSense-upgrade finds it: a
+// Netgate model's has its own name, and a debug kernel may sit beside it.
+//
+// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1110 — `export kernel_pkg=$(_pkg query %n $(_pkg info \` with `${product}-kernel-\* | grep -v -- -debug-))` at 1111
+// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1196 — `export next_stage=$(_pkg annotate -q -S ${kernel_pkg} next_stage)`
+const pfUpgradeStageCmd = `k=$(pkg-static query %n $(pkg-static info 'pfSense-kernel-*' | grep -v -- -debug-)); echo "$k"; pkg-static annotate -q -S "$k" next_stage; echo; cat ` + pfVersionFile
+
 // awaitUpgradeStages waits, through every reboot, until the box is ready,
 // the kernel package has no next_stage annotation left, and returns
 // /etc/version.
@@ -911,9 +920,13 @@ func (p *PfSense) awaitUpgradeStages(ctx context.Context, wait time.Duration, pr
 		if err := p.WaitReady(ctx, time.Until(deadlineOf(ctx))); err != nil {
 			return "", err
 		}
-		out, err := p.output(ctx, "pkg-static annotate -q -S pfSense-kernel-pfSense next_stage; echo; cat "+pfVersionFile)
+		out, err := p.output(ctx, pfUpgradeStageCmd)
 		if err == nil {
-			stage, version, _ := strings.Cut(strings.TrimLeft(out, " "), "\n")
+			kernel, rest, _ := strings.Cut(out, "\n")
+			stage, version, _ := strings.Cut(strings.TrimLeft(rest, " "), "\n")
+			if strings.TrimSpace(kernel) == "" {
+				return "", errors.New("the firewall lists no pfSense-kernel package, so the upgrade's stages cannot be followed")
+			}
 			if strings.TrimSpace(stage) == "" {
 				return strings.TrimSpace(version), nil
 			}
