@@ -799,3 +799,25 @@ func TestTunnelSwanctlNames(t *testing.T) {
 		}
 	}
 }
+
+func TestOPNsenseBackupCount(t *testing.T) {
+	for _, tt := range []struct {
+		system string
+		want   int
+	}{
+		{"", 100},
+		{"<backupcount>7</backupcount>", 7},
+		{"<backupcount> 12abc</backupcount>", 12},
+		{"<backupcount></backupcount>", 0},
+		{"<backupcount>none</backupcount>", 0},
+		{"<backupcount>-3</backupcount>", 100},
+	} {
+		c, err := LoadBytes([]byte("<?xml version=\"1.0\"?>\n<opnsense><system>" + tt.system + "</system></opnsense>\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.OPNsenseBackupCount(); got != tt.want {
+			t.Errorf("<system>%s</system>: OPNsenseBackupCount = %d, want %d", tt.system, got, tt.want)
+		}
+	}
+}

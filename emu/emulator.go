@@ -127,6 +127,7 @@ type Emulator struct {
 	ipsecGen atomic.Int64
 
 	pfBackups map[string]backupMeta // what cleanup_backupcache read of each backup (e.mu)
+	flocks    flocks                // flock(2) locks on the firewall's files (flock.go); taken before e.mu
 
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device

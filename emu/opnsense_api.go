@@ -26,7 +26,6 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
-	"github.com/fwab/fwab/internal/atomicfile"
 )
 
 // APICredentials are the OPNsense API key and secret the emulator accepts
@@ -730,51 +729,6 @@ func ensurePath(e *etree.Element, path string) *etree.Element {
 	return e
 }
 
-// editConfig changes config.xml as OPNsense's Config::save() does: the
-// <revision> block records who and when, the new file replaces the old
-// atomically, and then the NEW file is copied to
-// /conf/backup/config-<time>.xml.
-//
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:755 — `fwrite($this->config_file_handle, (string)$this);` first
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:758 — `$backup_filename = $backup ? $this->backup($time) : null;` after
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:586 — backup() copies `file_get_contents($this->config_file)`, the new file
-func (e *Emulator) editConfig(who string, edit func(doc *etree.Document) error) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	path := e.path("/conf/config.xml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	doc := etree.NewDocument()
-	if err := doc.ReadFromBytes(data); err != nil {
-		return fmt.Errorf("config.xml: %w", err)
-	}
-	if doc.Root() == nil || doc.Root().Tag != "opnsense" {
-		return errors.New("config.xml: not an OPNsense config")
-	}
-	if err := edit(doc); err != nil {
-		return err
-	}
-	now := time.Now()
-	rev := ensurePath(doc.Root(), "revision")
-	for _, kv := range [][2]string{{"username", who}, {"time", fmt.Sprintf("%d.%02d", now.Unix(), now.Nanosecond()/10000000)}, {"description", "fwab lab: " + who}} {
-		ensurePath(rev, kv[0]).SetText(kv[1])
-	}
-	out, err := doc.WriteToBytes()
-	if err != nil {
-		return err
-	}
-	if _, err := parseConfig(out, configxml.OPNsense); err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(path, out, 0o640); err != nil {
-		return err
-	}
-	backup := e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000))
-	return atomicfile.WriteFile(backup, out, 0o640)
-}
-
 // modelField is one field of an MVC model the API reads and writes:
 // its name and a check of a new value (nil: any text).
 type modelField struct {
@@ -1162,23 +1116,4 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// firstBackup gives a new emulated OPNsense the backup its first save left
-// (the installer's or wizard's Config::save()): a copy of config.xml, unless
-// /conf/backup holds a config-*.xml already.
-// upstream: not settled — whether a fresh install has a backup; checked at run time by OPNsense.ReadConfig, which reads /conf/config.xml over SSH and refuses an empty download
-func (e *Emulator) firstBackup() error {
-	if !e.opnsense() {
-		return nil
-	}
-	if names, _ := filepath.Glob(e.path("/conf/backup") + "/config-*.xml"); len(names) > 0 {
-		return nil
-	}
-	data, err := os.ReadFile(e.path("/conf/config.xml"))
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	return atomicfile.WriteFile(e.path(fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000)), data, 0o640)
 }

@@ -6,15 +6,18 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/beevik/etree"
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
 )
@@ -415,5 +418,56 @@ func TestOPNsenseSuricataRunsWhatIsRendered(t *testing.T) {
 	f.mustRun(t, "configctl ids stop", "") // rc.subr stops a running service even when disabled
 	if got := status(); got != "suricata is not running." {
 		t.Errorf("stop: status %q, want not running", got)
+	}
+}
+
+// TestOPNsenseSaveTrimsBackups: a save keeps the newest <backupcount>
+// backups (100 when the element is absent), the new one among them, and
+// never counts a backup dated in the future; an empty <backupcount/> is
+// PHP's intval of "", 0: every backup goes, the new one too.
+func TestOPNsenseSaveTrimsBackups(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) { e.Flavor = configxml.OPNsense })
+	dir := f.em.path("/conf/backup")
+	old, _ := filepath.Glob(dir + "/config-*.xml")
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-time.Hour).Unix()
+	for i := range 5 {
+		if err := os.WriteFile(fmt.Sprintf("%s/config-%d.%04d.xml", dir, past+int64(i), 1), []byte("<opnsense/>"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	future := fmt.Sprintf("config-%d.0001.xml", time.Now().Add(time.Hour).Unix())
+	if err := os.WriteFile(filepath.Join(dir, future), []byte("<opnsense/>"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	backups := func() []string {
+		names, _ := filepath.Glob(dir + "/config-*.xml")
+		for i, n := range names {
+			names[i] = filepath.Base(n)
+		}
+		return names
+	}
+	setCount := func(v string) {
+		t.Helper()
+		if err := f.em.editConfig("test", func(doc *etree.Document) error {
+			ensurePath(doc.Root(), "system/backupcount").SetText(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setCount("3")
+	got := backups()
+	want := []string{fmt.Sprintf("config-%d.0001.xml", past+3), fmt.Sprintf("config-%d.0001.xml", past+4), future}
+	if len(got) != 4 || !slices.Contains(got, want[0]) || !slices.Contains(got, want[1]) || !slices.Contains(got, future) {
+		t.Errorf("backups after a save with backupcount 3 = %q, want the save's own, %q", got, want)
+	}
+	setCount("")
+	if got := backups(); !slices.Equal(got, []string{future}) {
+		t.Errorf("backups after a save with an empty backupcount = %q, want only the future-dated %s", got, future)
 	}
 }

@@ -106,6 +106,7 @@ func (e *Emulator) freebsdCommands() map[string]command {
 		"/bin/chmod":              e.cmdChmod,
 		"/usr/bin/logger":         e.cmdLogger,
 		"/bin/ln":                 e.cmdLn,
+		"/usr/bin/lockf":          e.cmdLockf,
 	}
 }
 
