@@ -230,7 +230,7 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 		"if [ \"$(sha256 -q " + tmp + ")\" != " + sum + " ]; then echo \"failed $(date +%s) checksum\" > " + fired + "; exit 1; fi",
 	}
 	lines = append(lines, g.BeforeRestore...)
-	lines = append(lines, "mv "+tmp+" "+conf, "sync", "rm -f "+q(g.cachePath()), g.reload())
+	lines = append(lines, g.install(tmp, conf), "sync", "rm -f "+q(g.cachePath()), g.reload())
 	lines = append(lines, g.afterReload(LeaseOriginal, conf)...)
 	lines = append(lines,
 		"rm -f "+exp+leaseHook,

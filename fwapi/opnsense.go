@@ -310,21 +310,32 @@ const opnConfigPath = "/conf/config.xml"
 const opnConfigTemp = "/conf/.config.xml.fwab-new"
 
 // WriteConfig replaces /conf/config.xml over SSH (OPNsense has no API that
-// writes the whole config) in the order of OPNsense's own Config::save():
-// the new file is written beside it, its SHA-256 checked on the firewall,
-// renamed into place, and then the NEW file is copied to
-// /conf/backup/config-<unix.fraction>.xml, so the newest backup equals
-// config.xml as after any save on the box. description is not used: the
-// config's own <revision> block carries the audit trail.
+// writes the whole config) as OPNsense's own Config::save() does: the new
+// file is written beside it and its SHA-256 checked on the firewall; then,
+// holding the config lock (the flock on /conf/config.xml that a GUI or API
+// save holds while it writes), it is renamed into place and the NEW file
+// copied to /conf/backup/config-<unix.fraction>.xml, so the newest backup
+// equals config.xml as after any save on the box; last, backups past the
+// new config's <system><backupcount> are removed. description is not used:
+// the config's own <revision> block carries the audit trail.
 //
+// The rename keeps config.xml whole for every reader at every moment; the
+// box's own save instead truncates and rewrites the file in place under
+// the lock. A PHP request that opened config.xml before the rename and
+// saves after it writes to the old file and its change is lost, as it
+// would be lost the other way round had fwab written in place.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:751 — `if (flock($this->config_file_handle, LOCK_EX)) {`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:755 — `fwrite($this->config_file_handle, (string)$this);` (24.7: 746)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:758 — then `$this->backup($time)` (24.7: 749)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:586 — backup() writes `file_get_contents($this->config_file)` with mode `0640`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:775 — `$this->cleanupBackups();` once the lock is released
 func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description string) error {
 	if o.ssh == nil {
 		return errors.New("opnsense: write config: OPNsense has no API that writes config.xml: add an ssh section to the target")
 	}
-	if c, err := configxml.LoadBytes(config); err != nil {
+	c, err := configxml.LoadBytes(config)
+	if err != nil {
 		return fmt.Errorf("opnsense: write config: refusing a config.xml that does not load: %w", err)
 	} else if c.Flavor() != configxml.OPNsense {
 		return fmt.Errorf("opnsense: write config: refusing a %s config.xml on an OPNsense firewall", c.Flavor())
@@ -345,18 +356,84 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 		cleanup()
 		return fmt.Errorf("opnsense: write config: the uploaded file's SHA-256 is %s, want %s: config.xml left unchanged", got, want)
 	}
-	if _, err := o.shell(ctx, "chmod 0640 "+tmp+" && mv "+tmp+" "+opnConfigPath+" && sync", nil); err != nil {
-		cleanup()
-		return fmt.Errorf("opnsense: write config: rename: %w", err)
-	}
 	// OPNsense names backups config-<microtime>.xml; the fraction keeps
 	// two writes within one second from overwriting each other's backup.
 	now := o.opts.Now()
-	backup := fmt.Sprintf("/conf/backup/config-%d.%04d.xml", now.Unix(), now.Nanosecond()/100000)
-	if _, err := o.shell(ctx, "mkdir -p /conf/backup && cp "+opnConfigPath+" "+ShellQuote(backup)+" && chmod 0640 "+ShellQuote(backup), nil); err != nil {
-		return fmt.Errorf("opnsense: write config: config.xml is written, but its backup failed: %w", err)
+	stamp := fmt.Sprintf("%d.%04d", now.Unix(), now.Nanosecond()/100000)
+	backup := ShellQuote("/conf/backup/config-" + stamp + ".xml")
+	install := "chmod 0640 " + tmp + " && mv " + tmp + " " + opnConfigPath + " || exit 2; " +
+		"mkdir -p /conf/backup && cp " + opnConfigPath + " " + backup + " && chmod 0640 " + backup + " || exit 3"
+	_, errOut, exit, err := o.ssh.Run(ctx, opnLocked(install), nil)
+	switch {
+	case err != nil:
+		cleanup()
+		return fmt.Errorf("opnsense: write config: install: %w", err)
+	case exit == lockfTimedOut:
+		cleanup()
+		return fmt.Errorf("opnsense: write config: a save on the firewall held the config lock for %d s: config.xml left unchanged; run fwab again once the GUI or API is done saving", opnLockWait)
+	case exit == 3:
+		return fmt.Errorf("opnsense: write config: config.xml is written, but its backup failed: %s", clip(bytes.TrimSpace(errOut), 300))
+	case exit != 0:
+		cleanup()
+		return fmt.Errorf("opnsense: write config: rename: exit status %d: %s", exit, clip(bytes.TrimSpace(errOut), 300))
+	}
+	if err := o.trimBackups(ctx, c.OPNsenseBackupCount(), stamp); err != nil {
+		return fmt.Errorf("opnsense: write config: config.xml is written, but trimming /conf/backup failed: %w", err)
 	}
 	return nil
+}
+
+// opnLockWait is how long fwab waits for OPNsense's config lock, in
+// seconds: a save takes well under one; a firmware run may hold it longer.
+const opnLockWait = 60
+
+// lockfTimedOut is lockf(1)'s exit status when the lock stayed held
+// (EX_TEMPFAIL).
+const lockfTimedOut = 75
+
+// opnLocked runs script under OPNsense's config lock: lockf(1) takes the
+// flock(2) on /conf/config.xml that Config::save() takes (-k: the file is
+// never removed).
+//
+// upstream: not settled — lockf(1) is FreeBSD base, not in the upstream copy (its O_EXLOCK open is a flock(2) lock); checked at run time: WriteConfig reads config.xml's SHA-256 back in every session step
+func opnLocked(script string) string {
+	return fmt.Sprintf("lockf -k -t %d %s /bin/sh -c %s", opnLockWait, opnConfigPath, ShellQuote(script))
+}
+
+// trimBackups is Config::cleanupBackups() after fwab's save: of the
+// backups named config-<time>.xml, newest first by name and none dated
+// after fwab's own (stamp), all past the first keep are removed.
+//
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:730 — `if ($cnt > $revisions) {` then `@unlink($filename);`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:605 — `if ($bck_timestamp <= $now) {`, then `rsort($backups);` at 610
+func (o *OPNsense) trimBackups(ctx context.Context, keep int, stamp string) error {
+	out, err := o.shell(ctx, "ls /conf/backup", nil)
+	if err != nil {
+		return err
+	}
+	limit, _ := strconv.ParseFloat(stamp, 64)
+	var backups []string
+	for _, name := range strings.Fields(string(out)) {
+		ts, ok := strings.CutPrefix(name, "config-")
+		if !ok {
+			continue
+		}
+		ts, ok = strings.CutSuffix(ts, ".xml")
+		if v, err := strconv.ParseFloat(ts, 64); ok && err == nil && v <= limit {
+			backups = append(backups, name)
+		}
+	}
+	slices.Sort(backups)
+	slices.Reverse(backups)
+	if len(backups) <= keep {
+		return nil
+	}
+	args := make([]string, 0, len(backups)-keep)
+	for _, name := range backups[keep:] {
+		args = append(args, ShellQuote("/conf/backup/"+name))
+	}
+	_, err = o.shell(ctx, "rm -f "+strings.Join(args, " "), nil)
+	return err
 }
 
 // applyOrder is the order actions run in: interfaces first (the filter

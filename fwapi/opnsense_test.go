@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -808,5 +811,66 @@ func TestOPNsenseIPsecApplyChecksTheService(t *testing.T) {
 				t.Fatalf("Apply() error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOPNsenseWriteConfigAsConfigSave: WriteConfig replaces config.xml the
+// way OPNsense's own Config::save() does: only while it holds the config
+// lock (the flock on /conf/config.xml, which a GUI or API save holds while
+// it writes), and then /conf/backup keeps <system><backupcount> backups,
+// its own among them.
+func TestOPNsenseWriteConfigAsConfigSave(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1764470000, 0)
+	fw, em := newOPNsense(t, labtest.Options{}, true, fwapi.OPNsenseOptions{Now: func() time.Time { return now }})
+	for _, p := range em.Glob("/conf/backup/config-*.xml") {
+		if err := os.Remove(em.Path(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		em.PutFile(t, fmt.Sprintf("/conf/backup/config-%d.0001.xml", now.Unix()-100+int64(i)), []byte("<opnsense/>\n"))
+	}
+	orig := em.StoredConfig(t)
+	next := bytes.Replace(orig, []byte("<backupcount>100</backupcount>"), []byte("<backupcount>2</backupcount>"), 1)
+	if bytes.Equal(next, orig) {
+		t.Fatal("the factory config has no <backupcount>100</backupcount>")
+	}
+
+	// Someone else holds the config lock for a second.
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		em.Run(t, "lockf -k /conf/config.xml sleep 1", "")
+	}()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if _, _, code := em.Run(t, "lockf -s -t 0 /conf/config.xml true", ""); code == 75 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the test's lockf never held the config lock")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.WriteConfig(ctx, next, "fwab: test") }()
+	time.Sleep(400 * time.Millisecond)
+	if !bytes.Equal(em.StoredConfig(t), orig) {
+		t.Errorf("WriteConfig replaced config.xml while another writer held the config lock")
+	}
+	<-held
+	if err := <-done; err != nil {
+		t.Fatalf("WriteConfig() error = %v", err)
+	}
+	if !bytes.Equal(em.StoredConfig(t), next) {
+		t.Fatalf("config.xml after WriteConfig is not what it wrote")
+	}
+	var got []string
+	for _, p := range em.Glob("/conf/backup/config-*.xml") {
+		got = append(got, path.Base(p))
+	}
+	want := []string{fmt.Sprintf("config-%d.0001.xml", now.Unix()-97), fmt.Sprintf("config-%d.0000.xml", now.Unix())}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("backups after WriteConfig with backupcount 2 = %q, want %q (the newest before it and its own)", got, want)
 	}
 }

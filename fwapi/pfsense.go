@@ -21,6 +21,7 @@ import (
 const (
 	pfConfig       = "/conf/config.xml"
 	pfConfigCache  = "/tmp/config.cache"
+	pfConfigLock   = "/tmp/config.lock" // lock('config'): util.inc lock() flocks {$g['tmp_path']}/config.lock
 	pfVersionFile  = "/etc/version"
 	pfFilterReload = "/etc/rc.filter_configure_sync"
 	pfReloadAll    = "/etc/rc.reload_all"
@@ -68,7 +69,7 @@ var (
 // pfSenseGuard is the lock and the rollback of a pfSense box, restoring
 // its package services too and surviving a reboot.
 func pfSenseGuard(sh Shell) ShellGuard {
-	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache,
+	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache, ConfigLock: pfConfigLock,
 		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
 }
 

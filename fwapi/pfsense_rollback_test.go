@@ -2,6 +2,7 @@ package fwapi_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -83,4 +84,63 @@ func TestPfSenseRollbackSurvivesReboot(t *testing.T) {
 	}
 	em.Reboot(t.Context())
 	waitConfig(t, em, prev, 15*time.Second)
+}
+
+// TestRollbackWaitsForTheConfigLock: the rollback puts the saved config
+// back while it holds the product's config lock (pfSense lock('config'),
+// OPNsense's flock on config.xml), never over a save under way.
+func TestRollbackWaitsForTheConfigLock(t *testing.T) {
+	for _, tc := range []struct {
+		product configxml.Flavor
+		lock    string
+	}{
+		{configxml.PfSense, "/tmp/config.lock"},
+		{configxml.OPNsense, "/conf/config.xml"},
+	} {
+		t.Run(string(tc.product), func(t *testing.T) {
+			em := labtest.Start(t, labtest.Options{Product: tc.product})
+			fw := em.Open(t)
+			g, ok := fw.(fwapi.Guard)
+			if !ok {
+				t.Fatalf("%T is no fwapi.Guard", fw)
+			}
+			prev := em.StoredConfig(t)
+			next := bytes.Replace(prev, []byte("</hostname>"), []byte("</hostname><!-- changed -->"), 1)
+			if err := fw.WriteConfig(t.Context(), next, "test"); err != nil {
+				t.Fatal(err)
+			}
+			// A save holds the lock for 5 s from before the rollback fires.
+			sh, err := fwapi.DialSSH(t.Context(), em.SSHConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sh.Close()
+			held := make(chan struct{})
+			go func() {
+				defer close(held)
+				_, _, _, _ = sh.Run(context.Background(), "lockf -k "+tc.lock+" sleep 5", nil)
+			}()
+			start := time.Now()
+			for ; ; time.Sleep(20 * time.Millisecond) {
+				if _, _, code := em.Run(t, "lockf -s -t 0 "+tc.lock+" true", ""); code == 75 {
+					break
+				}
+				if time.Since(start) > 5*time.Second {
+					t.Fatal("the test's lockf never held the lock")
+				}
+			}
+			if err := g.ArmRollback(t.Context(), prev, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // the rollback fires at 1 s
+			if held := time.Since(start); held > 4500*time.Millisecond {
+				t.Fatalf("the test took %v to arm and wait: the lock may be free already", held)
+			}
+			if !bytes.Equal(em.StoredConfig(t), next) {
+				t.Errorf("the rollback replaced config.xml while a save held %s", tc.lock)
+			}
+			<-held
+			waitConfig(t, em, prev, 10*time.Second)
+		})
+	}
 }

@@ -206,6 +206,11 @@ type ShellGuard struct {
 	Reload string
 	// CachePath is removed before the reload; default /tmp/config.cache.
 	CachePath string
+	// ConfigLock is the file whose flock(2) the product's own config saves
+	// hold while they write (pfSense /tmp/config.lock, OPNsense
+	// config.xml itself); a restore puts the config back holding it, so
+	// never over a save under way. "" takes no lock.
+	ConfigLock string
 	// BeforeRestore run, in order, before the config is put back, while the
 	// failed change's scripts are still in place (stop its Suricata); a
 	// command that fails does not stop the rollback.
@@ -247,9 +252,24 @@ func (g ShellGuard) afterReload(saved, conf string) []string {
 	}
 	again := ShellQuote(saved + ".again")
 	return append(slices.Clone(g.AfterReload),
-		"cp "+ShellQuote(saved)+" "+again+" && mv "+again+" "+conf+" && sync",
+		"cp "+ShellQuote(saved)+" "+again+" && "+g.install(again, conf)+" && sync",
 		"rm -f "+ShellQuote(g.cachePath()),
 	)
+}
+
+// install is the restore's rename of the staged config tmp onto conf (both
+// quoted), holding the product's config lock (ConfigLock) as its own saves
+// do; after a minute of waiting it renames without it: a safety net must
+// restore.
+//
+// upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:783 — `function lock($lock, $op = LOCK_SH) {`, an flock on `{$g['tmp_path']}/{$lock}.lock` (write_config takes `lock('config', LOCK_EX)`)
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:751 — `if (flock($this->config_file_handle, LOCK_EX)) {`
+func (g ShellGuard) install(tmp, conf string) string {
+	mv := "mv " + tmp + " " + conf
+	if g.ConfigLock == "" {
+		return mv
+	}
+	return "{ lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " " + mv + " || " + mv + "; }"
 }
 
 func (g ShellGuard) configPath() string {
@@ -421,7 +441,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	}
 	lines = append(lines, g.BeforeRestore...)
 	lines = append(lines,
-		"mv "+tmp+" "+conf,
+		g.install(tmp, conf),
 		"sync",
 		"rm -f "+ShellQuote(cache),
 	)
@@ -605,7 +625,7 @@ func SHA256Hex(data []byte) string {
 // over SSH (the same FreeBSD commands; OPNsense has no config cache and
 // reloads everything with its own rc.reload_all).
 func OPNsenseShellGuard(sh Shell) ShellGuard {
-	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache",
+	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache", ConfigLock: opnConfigPath,
 		AfterReload: opnRollbackAfter, BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
 }
 
