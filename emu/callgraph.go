@@ -159,7 +159,7 @@ var EntryPoints = []EntryPoint{
 		Effects: []Effect{OffloadFlags, InterfacesReconfigured, SessionsDropped},
 		Missing: map[Effect]string{ServiceRestarted: "the lab has no resolver or DHCP server to restart"},
 		match:   progArgs("/usr/local/sbin/configctl", "interface", "reconfigure")},
-	{Key: "OPNsense: configctl ids", Flavors: opOnly, Effects: []Effect{ServiceRestarted}, match: progArgs("/usr/local/sbin/configctl", "ids")},
+	{Key: "OPNsense: configctl ids", Flavors: opOnly, Effects: []Effect{ServiceRestarted, WritesFiles}, match: progArgs("/usr/local/sbin/configctl", "ids")},
 	{Key: "OPNsense: configctl template reload OPNsense/IDS", Flavors: opOnly, Effects: []Effect{WritesFiles},
 		match: progArgs("/usr/local/sbin/configctl", "template", "reload", "OPNsense/IDS")},
 	{Key: "OPNsense: configctl ipsec", Flavors: opOnly, Effects: []Effect{ServiceRestarted, BackgroundRestart},

@@ -76,6 +76,9 @@ type Emulator struct {
 	PasswordFile string
 	Logger       *slog.Logger
 	IPsec        IPsecPlane // nil: no IPsec daemons (swanctl lists no SA)
+	// NoIDSRules leaves an OPNsense box without downloaded IDS rulesets, as
+	// after a fresh install (opnsense_rules.go); the lab's box has two.
+	NoIDSRules bool
 	// Stage3Time is how long the last stage of a pfSense upgrade (the
 	// packages' reinstall, with SSH up) takes; 0 is a second.
 	Stage3Time time.Duration
@@ -180,6 +183,11 @@ func (e *Emulator) Init() error {
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(e.Root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if e.opnsense() {
+		if err := e.seedIDSRules(); err != nil {
 			return err
 		}
 	}

@@ -80,6 +80,9 @@ type EmulatorOptions struct {
 	// Stage3Time is how long a pfSense upgrade's last stage takes with SSH
 	// up; default a second.
 	Stage3Time time.Duration
+	// NoIDSRules leaves an OPNsense without downloaded IDS rulesets, as
+	// after a fresh install; default the lab's two.
+	NoIDSRules bool
 	// Configure, when set, is called with the emulator before it boots:
 	// where a lab's test gives it the machine's IPsec, IDS or CPU.
 	Configure func(*Emulator)
@@ -171,6 +174,7 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		SSHVia:         o.SSHVia,
 		KernelPackage:  o.KernelPackage,
 		Stage3Time:     o.Stage3Time,
+		NoIDSRules:     o.NoIDSRules,
 	}
 	switch e.SSHVia {
 	case "":

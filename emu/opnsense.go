@@ -239,7 +239,7 @@ func (e *Emulator) cmdConfigctl(ctx context.Context, c *call) error {
 	case len(a) == 2 && a[0] == "ids" && (a[1] == "start" || a[1] == "stop" || a[1] == "restart"):
 		err = e.suricata(ctx, a[1])
 	case len(a) == 3 && a[0] == "ids" && a[1] == "install" && a[2] == "rules":
-		// the lab's engines load their generated rules at start
+		err = e.installRulesNow()
 	case len(a) == 3 && a[0] == "template" && a[1] == "reload" && a[2] == "OPNsense/IDS":
 		err = e.renderIDSNow()
 	case len(a) == 2 && a[0] == "ipsec" && a[1] == "restart":

@@ -170,7 +170,21 @@ func (e *Emulator) reconfigureIDS(ctx context.Context) error {
 	if !enabled {
 		return e.opnSuricata(ctx, "stop")
 	}
+	if err := e.installRulesNow(); err != nil {
+		return fmt.Errorf("error installing ids rules (%w)", err)
+	}
 	return e.opnSuricata(ctx, "restart")
+}
+
+// installRulesNow is `configctl ids install rules` (opnsense_rules.go).
+func (e *Emulator) installRulesNow() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	root, err := e.configForApply()
+	if err != nil {
+		return err
+	}
+	return e.opnInstallRules(root)
 }
 
 // renderIDSNow is `configctl template reload OPNsense/IDS`.

@@ -471,3 +471,61 @@ func TestOPNsenseSaveTrimsBackups(t *testing.T) {
 		t.Errorf("backups after a save with an empty backupcount = %q, want only the future-dated %s", got, future)
 	}
 }
+
+// TestOPNsenseInstallRules: `configctl ids install rules` installs the
+// downloaded rulesets with config.xml's rule settings applied (a sid off is
+// commented out, another given drop), lists them in installed_rules.yaml,
+// and removes an installed file whose ruleset is gone; a box with nothing
+// downloaded installs nothing.
+func TestOPNsenseInstallRules(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) { e.Flavor = configxml.OPNsense })
+	if err := f.em.editConfig("test", func(doc *etree.Document) error {
+		rules := ensurePath(doc.Root(), "OPNsense/IDS/rules")
+		for _, r := range [][3]string{{"2000001", "0", ""}, {"2000005", "1", "drop"}} {
+			el := rules.CreateElement("rule")
+			el.CreateElement("sid").SetText(r[0])
+			el.CreateElement("enabled").SetText(r[1])
+			el.CreateElement("action").SetText(r[2])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(f.em.path(opnRuleTargetDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.em.path(opnRuleTargetDir+"/gone.rules"), []byte("alert ip any any -> any any (sid:1;)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		t.Helper()
+		b, err := os.ReadFile(f.em.path(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if out := f.mustRun(t, "configctl ids install rules", ""); out != "OK\n" {
+		t.Fatalf("configctl ids install rules = %q", out)
+	}
+	scan := read(opnRuleTargetDir + "/emerging-scan.rules")
+	policy := read(opnRuleTargetDir + "/emerging-policy.rules")
+	if !strings.HasPrefix(scan, "#alert ip any any -> any any (msg:\"fwab lab stand-in for ET open/emerging-scan\"; sid:2000001;") {
+		t.Errorf("sid 2000001 set off is not commented out:\n%s", scan)
+	}
+	if !strings.HasPrefix(policy, "drop ip any any -> any any (msg:\"fwab lab stand-in for ET open/emerging-policy\"; sid:2000005;") {
+		t.Errorf("sid 2000005 set to drop is not a drop rule:\n%s", policy)
+	}
+	if got := read(opnInstalledRules); got != "%YAML 1.1\n---\nrule-files:\n - emerging-policy.rules\n - emerging-scan.rules\n" {
+		t.Errorf("installed_rules.yaml = %q", got)
+	}
+	if _, err := os.Stat(f.em.path(opnRuleTargetDir + "/gone.rules")); err == nil {
+		t.Errorf("an installed file whose ruleset is gone was left in %s", opnRuleTargetDir)
+	}
+
+	fresh := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) { e.Flavor, e.NoIDSRules = configxml.OPNsense, true })
+	fresh.mustRun(t, "configctl ids install rules", "")
+	if installed, _ := filepath.Glob(fresh.em.path(opnRuleTargetDir) + "/*.rules"); len(installed) != 0 {
+		t.Errorf("a box with nothing downloaded installed %q", installed)
+	}
+}

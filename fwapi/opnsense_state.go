@@ -143,15 +143,53 @@ func (o *OPNsense) idsState(ctx context.Context, v opnVersion, devs map[string]s
 	} else if slices.Contains(selectedValues(g["ips"]), "1") {
 		mode = "ips-inline" // ≤25.7: ips=1 is netmap
 	}
+	rules := RulesUnknown
+	if o.ssh != nil {
+		n, err := o.idsRules(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rules = n
+	}
 	var out []IDSInstance
 	for _, key := range selectedValues(g["interfaces"]) {
 		dev := devs[key]
 		if dev == "" {
 			dev = key
 		}
-		out = append(out, IDSInstance{Interface: dev, Mode: mode, Rules: RulesUnknown})
+		out = append(out, IDSInstance{Interface: dev, Mode: mode, Rules: rules})
 	}
 	return out, nil
+}
+
+// opnInstalledRulesCmd counts the rules in force: OPNsense's Suricata (one
+// for every interface) loads every file `ids install rules` wrote into
+// opnsense.rules, and a rule is a line that starts with an action
+// (disabled rules are written commented out). Each file is counted on its
+// own: installRules.py ends none with a newline, so files run together
+// would join one file's last rule to the next one's first. Without the
+// folder, nothing was ever installed: no count, 0.
+//
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/suricata.yaml:419 — `default-rule-path: /usr/local/etc/suricata/opnsense.rules`, with installed_rules.yaml (every installed file) included at 428
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/scripts/suricata/installRules.py:70 — a disabled rule is written `rule = ('#%s' % rule[i:])`
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/scripts/suricata/installRules.py:89 — each file written `'\n'.join(output_data)`, without a last newline
+const opnInstalledRulesCmd = "for f in /usr/local/etc/suricata/opnsense.rules/*.rules; do [ -f \"$f\" ] && grep -cE '^(alert|drop|reject|pass)[[:space:]]' \"$f\"; done; true"
+
+// idsRules reads how many rules OPNsense's Suricata has in force.
+func (o *OPNsense) idsRules(ctx context.Context) (int, error) {
+	out, err := o.shellString(ctx, opnInstalledRulesCmd)
+	if err != nil {
+		return 0, fmt.Errorf("ids rules: %w", err)
+	}
+	total := 0
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return 0, fmt.Errorf("ids rules: %q is not a count", f)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // selectedValues reads an OPNsense model field: "a,b" as a plain string, or

@@ -874,3 +874,41 @@ func TestOPNsenseWriteConfigAsConfigSave(t *testing.T) {
 		t.Errorf("backups after WriteConfig with backupcount 2 = %q, want %q (the newest before it and its own)", got, want)
 	}
 }
+
+// TestOPNsenseIDSRulesCounted: the runtime state counts the rules
+// OPNsense installed for Suricata (one rule set for every interface), and
+// verify says when there are none: a box where no ruleset was downloaded
+// runs Suricata with nothing to match.
+func TestOPNsenseIDSRulesCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		noRules   bool
+		wantRules int
+	}{
+		{"downloaded", false, 7},
+		{"nothing downloaded", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fw, em := newOPNsense(t, labtest.Options{NoIDSRules: tc.noRules}, true, fwapi.OPNsenseOptions{})
+			labtest.ApplyKnobs(t, fw, "ids@lan=ids")
+			st, err := fw.RuntimeState(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.IDS) != 1 || st.IDS[0].Rules != tc.wantRules {
+				t.Fatalf("RuntimeState.IDS = %+v, want one instance with %d rules", st.IDS, tc.wantRules)
+			}
+			c, err := configxml.LoadBytes(em.StoredConfig(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var noRules bool
+			for _, f := range fwapi.VerifyRuntime(c, st) {
+				noRules = noRules || f.Rule == fwapi.RuleIDSNoRules
+			}
+			if noRules != (tc.wantRules == 0) {
+				t.Errorf("verify reports FWAB112 %v with %d rules", noRules, tc.wantRules)
+			}
+		})
+	}
+}
