@@ -105,7 +105,7 @@ func TestSweepFirmwareAxis(t *testing.T) {
 		t.Error("the sweep left the lock")
 	}
 	dir, _ := stateDir(&fwapi.Target{Name: "fw1", Host: fake.Target.Host, SSH: fake.Target.SSH})
-	if _, err := os.Stat(filepath.Join(dir, bootJournalFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, fwapi.BootJournalFile)); err == nil {
 		t.Error("the boot journal is left")
 	}
 

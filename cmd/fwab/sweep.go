@@ -127,7 +127,7 @@ type sweepWiring struct {
 	links          map[string]probe.Link // every link the probes name, and the first
 	power          probe.PowerMeter
 	session        interface{ OriginalSHA256() string } // once begun
-	envs           *envSessions                         // a firmware axis's boot environments; nil without one
+	envs           *fwapi.EnvSessions                   // a firmware axis's boot environments; nil without one
 	bars           *sweepProgress                       // once begun
 
 	closers []func()
@@ -196,7 +196,7 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 		}
 	}
 	if w.envs != nil {
-		if err := w.envs.checkConfigs(ctx, w.plan, w.fc.config, w.o.allowConfigDiff); err != nil {
+		if err := checkConfigs(ctx, w.io, w.envs, w.plan, w.fc.config, w.o.allowConfigDiff); err != nil {
 			return err
 		}
 	}
@@ -384,7 +384,7 @@ func (w *sweepWiring) run() *matrix.Run {
 				id, len(plan.Points), rounds, probes, plan.Seed, plan.Estimate().Round(time.Minute), store.Redact(o.db))
 			w.bars = newSweepProgress(io, o.progress, len(plan.Steps), probes)
 			if w.envs != nil {
-				if err := w.envs.begin(ctx); err != nil {
+				if err := w.envs.Begin(ctx); err != nil {
 					return nil, err
 				}
 				w.session = w.envs
