@@ -54,8 +54,7 @@ type testFirewall struct {
 	dp     DataPlane
 	addr   string
 	client *ssh.ClientConfig
-	target *fwapi.Target  // for fwapi.Open
-	fw     *fwapi.PfSense // fwapi's driver, opened by linuxLab
+	target *fwapi.Target // for fwapi.Open
 }
 
 func startEmulator(t *testing.T, dp DataPlane, ports Ports, profiles []Profile, configure ...func(*Emulator)) *testFirewall {
