@@ -3,8 +3,6 @@ package fwapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -311,7 +309,8 @@ const opnConfigTemp = "/conf/.config.xml.fwab-new"
 
 // WriteConfig replaces /conf/config.xml over SSH (OPNsense has no API that
 // writes the whole config) as OPNsense's own Config::save() does: the new
-// file is written beside it and its SHA-256 checked on the firewall; then,
+// file is staged beside it with the one atomic write (its SHA-256 checked
+// on the firewall); then,
 // holding the config lock (the flock on /conf/config.xml that a GUI or API
 // save holds while it writes), it is renamed into place and the NEW file
 // copied to /conf/backup/config-<unix.fraction>.xml, so the newest backup
@@ -342,19 +341,8 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 	}
 	tmp := ShellQuote(opnConfigTemp)
 	cleanup := func() { o.shell(context.WithoutCancel(ctx), "rm -f "+tmp, nil) }
-	if _, err := o.shell(ctx, "cat > "+tmp+" && sync", bytes.NewReader(config)); err != nil {
-		cleanup()
-		return fmt.Errorf("opnsense: write config: upload: %w", err)
-	}
-	out, err := o.shell(ctx, "sha256 -q "+tmp, nil)
-	if err != nil {
-		cleanup()
-		return fmt.Errorf("opnsense: write config: checksum: %w", err)
-	}
-	sum := sha256.Sum256(config)
-	if got, want := strings.TrimSpace(string(out)), hex.EncodeToString(sum[:]); got != want {
-		cleanup()
-		return fmt.Errorf("opnsense: write config: the uploaded file's SHA-256 is %s, want %s: config.xml left unchanged", got, want)
+	if err := writeFileAtomic(ctx, o.ssh, opnConfigTemp, config); err != nil {
+		return fmt.Errorf("opnsense: write config: upload: %w: config.xml left unchanged", err)
 	}
 	// OPNsense names backups config-<microtime>.xml; the fraction keeps
 	// two writes within one second from overwriting each other's backup.

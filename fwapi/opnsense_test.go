@@ -238,7 +238,7 @@ func TestOPNsenseWriteConfigFaults(t *testing.T) {
 		{name: "malformed", shell: true, config: []byte("<opnsense><system></opnsense>"), wantErr: "refusing a config.xml that does not load"},
 		{name: "checksum mismatch", shell: true, config: next,
 			fault:   emu.CommandFault{On: "sha256", Stdout: strings.Repeat("0", 64) + "\n"},
-			wantErr: "SHA-256 is 000"},
+			wantErr: "checksum of the copy on the firewall is \"000"},
 		{name: "session lost before rename", shell: true, config: next,
 			fault:   emu.CommandFault{On: "mv ", Drop: true},
 			wantErr: "connection"},

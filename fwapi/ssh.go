@@ -792,7 +792,13 @@ func (c *SSHClient) ReadFile(ctx context.Context, name string) ([]byte, error) {
 // beside it, is synced and checked with sha256 -q, and only then renamed
 // over the target. On any failure the temporary file is removed (after a
 // reconnect when the connection was lost) and the target is untouched.
-func (c *SSHClient) WriteFileAtomic(ctx context.Context, name string, data []byte) (err error) {
+func (c *SSHClient) WriteFileAtomic(ctx context.Context, name string, data []byte) error {
+	return writeFileAtomic(ctx, c, name, data)
+}
+
+// writeFileAtomic is WriteFileAtomic over any Runner: the one atomic write
+// of a firewall file (the OPNsense driver stages its config with it).
+func writeFileAtomic(ctx context.Context, c Runner, name string, data []byte) (err error) {
 	var suffix [6]byte
 	rand.Read(suffix[:])
 	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".fwab-tmp-"+hex.EncodeToString(suffix[:]))
@@ -819,8 +825,13 @@ func (c *SSHClient) WriteFileAtomic(ctx context.Context, name string, data []byt
 	if got := strings.TrimSpace(string(out)); got != want {
 		return fmt.Errorf("write %s: checksum of the copy on the firewall is %q, want %s", name, got, want)
 	}
-	if _, err := c.Output(ctx, "mv "+q+" "+ShellQuote(name)+" && sync"); err != nil {
+	mv := "mv " + q + " " + ShellQuote(name) + " && sync"
+	_, errOut, code, err = c.Run(ctx, mv, nil)
+	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("write %s: %w", name, &CommandError{Cmd: mv, Exit: code, Stderr: string(errOut)})
 	}
 	return nil
 }
