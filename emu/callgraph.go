@@ -147,6 +147,9 @@ var EntryPoints = []EntryPoint{
 		Missing: map[Effect]string{FilterReloaded: "the lab's IPsec does not run through pf, so the filter_configure() first changes nothing there"},
 		match:   phpCalls("ipsec_configure(")},
 	{Key: "pfSense: suricata.sh", Flavors: pfOnly, Effects: []Effect{ServiceRestarted}, match: prog("/usr/local/etc/rc.d/suricata.sh")},
+	{Key: "pfSense: pkg-static queries", Flavors: pfOnly, Effects: []Effect{ReadOnly}, match: func(a []string) bool {
+		return a[0] == "/usr/local/sbin/pkg-static" && len(a) > 1 && (a[1] == "info" || a[1] == "query" || (a[1] == "annotate" && slices.Contains(a, "-S")))
+	}},
 	{Key: "pfSense: pfSense-upgrade", Flavors: pfOnly, Effects: []Effect{PackagesChanged, Reboots, SessionsDropped},
 		Missing: map[Effect]string{BootEnvironment: "not yet: the lab's pfSense-upgrade neither prunes, creates nor activates boot environments"},
 		match: func(a []string) bool {

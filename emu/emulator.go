@@ -122,6 +122,9 @@ type Emulator struct {
 
 	procs procTable
 
+	// pkgLocked: pfSense-upgrade's last stage holds the package database.
+	pkgLocked atomic.Bool
+
 	// ipsecUp: strongSwan runs (set by every IPsec apply, boot included,
 	// cleared when it stops).
 	ipsecUp atomic.Bool

@@ -699,14 +699,34 @@ func (e *Emulator) upgradeAtBoot() {
 			return
 		}
 	}
+	// Stage 3 runs as a process with its pid file, holding the package
+	// database's lock while it reinstalls: pkg's queries fail until it ends.
+	//
+	// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:2364 — `echo $$ > ${pid_file}` (`pid_file="/var/run/$(basename $0).pid"` at 2159)
+	// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1663 — `_pkg annotate -q -D ${kernel_pkg} next_stage` once the packages are done
 	boot := e.Boots() + 1 // this one, which Boot counts when it is done
+	run, cancel := context.WithCancel(e.lifetime())
+	p := e.procs.add("/bin/sh /usr/local/sbin/pfSense-upgrade -y -U -b 3", cancel)
+	_ = e.WriteFile(pfUpgradePIDFile, []byte(strconv.Itoa(p.pid)+"\n"))
+	e.pkgLocked.Store(true)
+	go func() { // ended or killed (a reboot)
+		<-run.Done()
+		e.pkgLocked.Store(false)
+		e.procs.remove(p.pid)
+		close(p.done)
+	}()
 	e.afterBoot(cmp.Or(e.Stage3Time, time.Second), func() {
+		defer cancel()
 		// A reboot in the meantime cut stage 3 short: the next boot runs it.
-		if e.Boots() == boot {
+		if e.Boots() == boot && run.Err() == nil {
 			_ = os.Remove(e.path(upgradeStageFile))
+			_ = os.Remove(e.path(pfUpgradePIDFile))
 		}
 	})
 }
+
+// pfUpgradePIDFile is pfSense-upgrade's pid file while it runs.
+const pfUpgradePIDFile = "/var/run/pfSense-upgrade.pid"
 
 // afterBoot runs f in the background, d after the boot under way has
 // brought SSH back.
@@ -772,6 +792,9 @@ func (e *Emulator) pfKernelPackages() []string {
 // the kernel package), and `annotate -q -S PKG next_stage`.
 func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 	a := c.args[1:]
+	if e.pkgLocked.Load() {
+		return c.errorf(1, "pkg-static: Cannot get a read lock on a database, it is locked by another process")
+	}
 	switch {
 	case len(a) == 2 && a[0] == "info":
 		var found bool
@@ -782,7 +805,15 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 			}
 		}
 		if !found {
-			return c.errorf(70, "pkg-static: No package(s) matching %s", a[1])
+			return c.errorf(1, "pkg-static: No package(s) matching %s", a[1])
+		}
+		return nil
+	case len(a) == 4 && a[0] == "query" && a[1] == "-g" && a[2] == "%n":
+		for _, p := range e.pfKernelPackages() {
+			name := p[:strings.LastIndexByte(p, '-')]
+			if ok, _ := path.Match(a[3], name); ok {
+				fmt.Fprintln(c.stdout, name)
+			}
 		}
 		return nil
 	case len(a) >= 3 && a[0] == "query" && a[1] == "%n":
@@ -797,7 +828,7 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 		return nil
 	case len(a) == 5 && a[0] == "annotate" && a[1] == "-q" && a[2] == "-S" && a[4] == "next_stage":
 	default:
-		return c.errorf(1, "pkg-static: the lab emulates only 'info GLOB', 'query %%n PKG...' and 'annotate -q -S PKG next_stage'")
+		return c.errorf(1, "pkg-static: the lab emulates only 'info GLOB', 'query [-g] %%n PKG...' and 'annotate -q -S PKG next_stage'")
 	}
 	if a[3] != e.pfKernelPackage() {
 		return nil

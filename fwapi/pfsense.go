@@ -901,14 +901,19 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	return nil
 }
 
-// pfUpgradeStageCmd prints the kernel package's name, its next_stage
-// annotation (empty when the upgrade is done), a blank line and
-// /etc/version. The kernel package is found as pfSense-upgrade finds it: a
-// Netgate model's has its own name, and a debug kernel may sit beside it.
+// pfUpgradeStageCmd prints "running" while pfSense-upgrade runs (its last
+// stage reinstalls the packages with SSH already up, holding pkg's
+// database, so that pkg's queries fail meanwhile); otherwise the kernel
+// package's name, its next_stage annotation (empty when the upgrade is
+// done), a blank line and /etc/version. The kernel package is found as
+// pfSense-upgrade finds it: a Netgate model's has its own name, and a debug
+// kernel may sit beside it. Any failure of pkg exits 3: fwab asks again.
 //
+// upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:2364 — `echo $$ > ${pid_file}`, with `pid_file="/var/run/$(basename $0).pid"` at 2159
 // upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1110 — `export kernel_pkg=$(_pkg query %n $(_pkg info \` with `${product}-kernel-\* | grep -v -- -debug-))` at 1111
 // upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1196 — `export next_stage=$(_pkg annotate -q -S ${kernel_pkg} next_stage)`
-const pfUpgradeStageCmd = `k=$(pkg-static query %n $(pkg-static info 'pfSense-kernel-*' | grep -v -- -debug-)); echo "$k"; pkg-static annotate -q -S "$k" next_stage; echo; cat ` + pfVersionFile
+const pfUpgradeStageCmd = `if [ -f /var/run/pfSense-upgrade.pid ] && kill -0 "$(cat /var/run/pfSense-upgrade.pid)" 2>/dev/null; then echo running; exit 0; fi; ` +
+	`k=$(pkg-static query -g %n 'pfSense-kernel-*' | grep -v -- -debug-) || exit 3; echo "$k"; pkg-static annotate -q -S "$k" next_stage || exit 3; echo; cat ` + pfVersionFile
 
 // awaitUpgradeStages waits, through every reboot, until the box is ready,
 // the kernel package has no next_stage annotation left, and returns
@@ -922,12 +927,13 @@ func (p *PfSense) awaitUpgradeStages(ctx context.Context, wait time.Duration, pr
 			return "", err
 		}
 		out, err := p.output(ctx, pfUpgradeStageCmd)
-		if err == nil {
-			kernel, rest, _ := strings.Cut(out, "\n")
+		switch kernel, rest, _ := strings.Cut(out, "\n"); {
+		case err != nil:
+			// pkg failed (its database locked, say): ask again.
+		case kernel == "running":
+			progress("pfSense-upgrade is still running (its last stage reinstalls the packages): waiting for it")
+		default:
 			stage, version, _ := strings.Cut(strings.TrimLeft(rest, " "), "\n")
-			if strings.TrimSpace(kernel) == "" {
-				return "", errors.New("the firewall lists no pfSense-kernel package, so the upgrade's stages cannot be followed")
-			}
 			if strings.TrimSpace(stage) == "" {
 				return strings.TrimSpace(version), nil
 			}
