@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -811,6 +812,9 @@ func TestOPNsenseBackupCount(t *testing.T) {
 		{"<backupcount></backupcount>", 0},
 		{"<backupcount>none</backupcount>", 0},
 		{"<backupcount>-3</backupcount>", 100},
+		{"<backupcount>1e3</backupcount>", 1000},
+		{"<backupcount>99999999999999999999999</backupcount>", math.MaxInt64},
+		{"<backupcount>2.9</backupcount>", 2},
 	} {
 		c, err := LoadBytes([]byte("<?xml version=\"1.0\"?>\n<opnsense><system>" + tt.system + "</system></opnsense>\n"))
 		if err != nil {
@@ -819,5 +823,15 @@ func TestOPNsenseBackupCount(t *testing.T) {
 		if got := c.OPNsenseBackupCount(); got != tt.want {
 			t.Errorf("<system>%s</system>: OPNsenseBackupCount = %d, want %d", tt.system, got, tt.want)
 		}
+	}
+}
+
+func TestOPNsenseBackups(t *testing.T) {
+	names := []string{"config-100.5.xml", "config-300.1.xml", "config-200.xml", "config.xml.bak", "configX.xml", "fwab-rollback.xml", "config-abc.xml"}
+	if got, want := OPNsenseBackups(names, 250, true), []string{"config-abc.xml", "config-200.xml", "config-100.5.xml"}; !slices.Equal(got, want) {
+		t.Errorf("26.1+: OPNsenseBackups = %q, want %q (none after now, newest first by name)", got, want)
+	}
+	if got, want := OPNsenseBackups(names, 250, false), []string{"configX.xml", "config-abc.xml", "config-300.1.xml", "config-200.xml", "config-100.5.xml"}; !slices.Equal(got, want) {
+		t.Errorf("before 26.1: OPNsenseBackups = %q, want %q (every config*.xml)", got, want)
 	}
 }

@@ -12,9 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/beevik/etree"
@@ -78,29 +75,26 @@ func (e *Emulator) editConfig(who string, edit func(doc *etree.Document) error) 
 }
 
 // opnCleanupBackups is Config::cleanupBackups(): the backups of
-// /conf/backup newest first by name, those dated after now left out, and
-// all past the first keep removed.
+// /conf/backup as the running version lists them (configxml.OPNsenseBackups:
+// from 26.1 those dated after now left out), newest first by name, all past
+// the first keep removed.
 //
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:775 — `$this->cleanupBackups();` after the save, the lock released
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:730 — `if ($cnt > $revisions) {` then `@unlink($filename);`
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:605 — getBackups() takes `if ($bck_timestamp <= $now) {`, then `rsort($backups);` at 610
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:605 — getBackups() takes `if ($bck_timestamp <= $now) {` (configxml.OPNsenseBackups)
 func (e *Emulator) opnCleanupBackups(keep int, now time.Time) error {
-	names, err := filepath.Glob(e.path("/conf/backup") + "/config-*.xml")
+	paths, err := filepath.Glob(e.path("/conf/backup") + "/config*.xml")
 	if err != nil {
 		return err
 	}
-	var backups []string
-	for _, n := range names {
-		ts, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "config-"), ".xml"), 64)
-		if err == nil && ts <= float64(now.UnixNano())/1e9 {
-			backups = append(backups, n)
-		}
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = filepath.Base(p)
 	}
-	slices.Sort(backups)
-	slices.Reverse(backups)
+	backups := configxml.OPNsenseBackups(names, float64(now.UnixNano())/1e9, e.atLeast(26, 1))
 	var errs []error
 	for _, n := range backups[min(keep, len(backups)):] {
-		if err := os.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(e.path("/conf/backup"), n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

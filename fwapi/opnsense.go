@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -310,25 +311,29 @@ const opnConfigTemp = "/conf/.config.xml.fwab-new"
 // WriteConfig replaces /conf/config.xml over SSH (OPNsense has no API that
 // writes the whole config) as OPNsense's own Config::save() does: the new
 // file is staged beside it with the one atomic write (its SHA-256 checked
-// on the firewall); then,
-// holding the config lock (the flock on /conf/config.xml that a GUI or API
-// save holds while it writes), it is renamed into place and the NEW file
-// copied to /conf/backup/config-<unix.fraction>.xml, so the newest backup
-// equals config.xml as after any save on the box; last, backups past the
-// new config's <system><backupcount> are removed. description is not used:
-// the config's own <revision> block carries the audit trail.
+// on the firewall); then, holding the config lock (the flock on
+// /conf/config.xml that a GUI or API save holds while it writes), it is
+// written into config.xml in place and the NEW file copied to
+// /conf/backup/config-<the box's time>.xml, so the newest backup equals
+// config.xml as after any save on the box; last, backups past the new
+// config's <system><backupcount> are removed as the running version does.
+// description is not used: the config's own <revision> block carries the
+// audit trail.
 //
-// The rename keeps config.xml whole for every reader at every moment; the
-// box's own save instead truncates and rewrites the file in place under
-// the lock. A PHP request that opened config.xml before the rename and
-// saves after it writes to the old file and its change is lost, as it
-// would be lost the other way round had fwab written in place.
+// In place, as the box writes it: a PHP request that opened config.xml
+// before and waited for the lock then writes to the live file (over fwab's,
+// which fwab's next check of the file's SHA-256 notices), where a rename
+// would have sent its save to a removed file, lost without a word. Readers
+// wait out the write (they retry under a shared lock when what they read
+// does not parse). The old file is copied aside first and written back if
+// the write fails.
 //
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:751 — `if (flock($this->config_file_handle, LOCK_EX)) {`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:755 — `fwrite($this->config_file_handle, (string)$this);` (24.7: 746)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:758 — then `$this->backup($time)` (24.7: 749)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:586 — backup() writes `file_get_contents($this->config_file)` with mode `0640`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:775 — `$this->cleanupBackups();` once the lock is released
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:379 — readers `flock($fp, $mode);` with LOCK_SH|LOCK_NB, then LOCK_SH when the first read did not parse
 func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description string) error {
 	if o.ssh == nil {
 		return errors.New("opnsense: write config: OPNsense has no API that writes config.xml: add an ssh section to the target")
@@ -344,14 +349,16 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 	if err := writeFileAtomic(ctx, o.ssh, opnConfigTemp, config); err != nil {
 		return fmt.Errorf("opnsense: write config: upload: %w: config.xml left unchanged", err)
 	}
-	// OPNsense names backups config-<microtime>.xml; the fraction keeps
-	// two writes within one second from overwriting each other's backup.
-	now := o.opts.Now()
-	stamp := fmt.Sprintf("%d.%04d", now.Unix(), now.Nanosecond()/100000)
-	backup := ShellQuote("/conf/backup/config-" + stamp + ".xml")
-	install := "chmod 0640 " + tmp + " && mv " + tmp + " " + opnConfigPath + " || exit 2; " +
-		"mkdir -p /conf/backup && cp " + opnConfigPath + " " + backup + " && chmod 0640 " + backup + " || exit 3"
-	_, errOut, exit, err := o.ssh.Run(ctx, opnLocked(install), nil)
+	// OPNsense names backups config-<microtime>.xml, by the box's clock;
+	// fwab's fraction keeps two writes within one second apart.
+	frac := fmt.Sprintf("%04d", o.opts.Now().Nanosecond()/100000)
+	conf, prev := ShellQuote(opnConfigPath), ShellQuote(opnConfigPrev)
+	install := "cp " + conf + " " + prev + " || exit 2; " +
+		"if ! cat " + tmp + " > " + conf + "; then cat " + prev + " > " + conf + "; rm -f " + prev + "; exit 2; fi; " +
+		"rm -f " + tmp + " " + prev + "; chmod 0640 " + conf + "; " +
+		"b=/conf/backup/config-$(date +%s)." + frac + ".xml; " +
+		"mkdir -p /conf/backup && cp " + conf + " \"$b\" && chmod 0640 \"$b\" || exit 3; echo \"$b\""
+	out, errOut, exit, err := o.ssh.Run(ctx, opnLocked(install), nil)
 	switch {
 	case err != nil:
 		cleanup()
@@ -363,13 +370,18 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 		return fmt.Errorf("opnsense: write config: config.xml is written, but its backup failed: %s", clip(bytes.TrimSpace(errOut), 300))
 	case exit != 0:
 		cleanup()
-		return fmt.Errorf("opnsense: write config: rename: exit status %d: %s", exit, clip(bytes.TrimSpace(errOut), 300))
+		return fmt.Errorf("opnsense: write config: install: exit status %d: %s", exit, clip(bytes.TrimSpace(errOut), 300))
 	}
-	if err := o.trimBackups(ctx, c.OPNsenseBackupCount(), stamp); err != nil {
+	backup := path.Base(strings.TrimSpace(string(out)))
+	if err := o.trimBackups(ctx, c.OPNsenseBackupCount(), backup); err != nil {
 		return fmt.Errorf("opnsense: write config: config.xml is written, but trimming /conf/backup failed: %w", err)
 	}
 	return nil
 }
+
+// opnConfigPrev is where WriteConfig keeps the old config.xml while it
+// writes the new one in place.
+const opnConfigPrev = "/conf/.config.xml.fwab-prev"
 
 // opnLockWait is how long fwab waits for OPNsense's config lock, in
 // seconds: a save takes well under one; a firmware run may hold it longer.
@@ -388,31 +400,25 @@ func opnLocked(script string) string {
 	return fmt.Sprintf("lockf -k -t %d %s /bin/sh -c %s", opnLockWait, opnConfigPath, ShellQuote(script))
 }
 
-// trimBackups is Config::cleanupBackups() after fwab's save: of the
-// backups named config-<time>.xml, newest first by name and none dated
-// after fwab's own (stamp), all past the first keep are removed.
+// trimBackups is Config::cleanupBackups() after fwab's save, whose backup
+// is own: newest first by name, all past the first keep are removed. From
+// 26.1 the backups are the config-<time>.xml files not dated after fwab's
+// own (by the box's clock); before, every config*.xml file.
 //
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:730 — `if ($cnt > $revisions) {` then `@unlink($filename);`
-// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:605 — `if ($bck_timestamp <= $now) {`, then `rsort($backups);` at 610
-func (o *OPNsense) trimBackups(ctx context.Context, keep int, stamp string) error {
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:605 — `if ($bck_timestamp <= $now) {`
+// upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:610 — `rsort($backups);`
+// upstream: opnsense-core 24.7 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:599 — `$backups = glob($target_dir . "config*.xml");` (25.7: 600), no date filter
+func (o *OPNsense) trimBackups(ctx context.Context, keep int, own string) error {
 	out, err := o.shell(ctx, "ls /conf/backup", nil)
 	if err != nil {
 		return err
 	}
-	limit, _ := strconv.ParseFloat(stamp, 64)
-	var backups []string
-	for _, name := range strings.Fields(string(out)) {
-		ts, ok := strings.CutPrefix(name, "config-")
-		if !ok {
-			continue
-		}
-		ts, ok = strings.CutSuffix(ts, ".xml")
-		if v, err := strconv.ParseFloat(ts, 64); ok && err == nil && v <= limit {
-			backups = append(backups, name)
-		}
+	now, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(own, "config-"), ".xml"), 64)
+	if err != nil {
+		return fmt.Errorf("the backup's name %q has no time", own)
 	}
-	slices.Sort(backups)
-	slices.Reverse(backups)
+	backups := configxml.OPNsenseBackups(strings.Fields(string(out)), now, o.version.Major > 26 || (o.version.Major == 26 && o.version.Minor >= 1))
 	if len(backups) <= keep {
 		return nil
 	}
