@@ -133,7 +133,7 @@ type Emulator struct {
 	ipsecGen atomic.Int64
 
 	pfBackups map[string]backupMeta // what cleanup_backupcache read of each backup (e.mu)
-	flocks    flocks                // flock(2) locks on the firewall's files (flock.go); taken before e.mu
+	flocks    flocks                // flock(2) locks on the firewall's files (flock.go): OPNsense's config lock is taken before e.mu, pfSense's after
 
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device

@@ -16,6 +16,12 @@ import (
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:751 — `if (flock($this->config_file_handle, LOCK_EX)) {`
 const opnConfigFile = "/conf/config.xml"
 
+// pfConfigLock is pfSense's config lock: lock('config') flocks it, and
+// write_config takes it exclusively. The emulator takes it after e.mu.
+//
+// upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:783 — `function lock($lock, $op = LOCK_SH) {`, an flock on `{$g['tmp_path']}/{$lock}.lock`
+const pfConfigLock = "/tmp/config.lock"
+
 // flocks are the flock(2) locks held on the firewall's files, by path:
 // lockf(1) holds one while its command runs, and the products' own config
 // saves take theirs (OPNsense's on /conf/config.xml). The zero value has
@@ -67,18 +73,20 @@ func (f *flocks) lock(ctx context.Context, path string, wait time.Duration) (fun
 }
 
 // cmdLockf is lockf(1): `lockf [-k] [-s] [-t seconds] file command [args]`
-// runs command while it holds the flock on file (created when missing,
-// left in place: the lab never removes it, as -k does); it waits for the
+// runs command while it holds the flock on file (created when missing, and
+// removed afterwards unless -k); it waits for the
 // lock for -t seconds (forever without -t) and fails with exit 75 when it
 // stays held, silently with -s. The command's exit status is lockf's.
 //
 // upstream: not settled — lockf(1) is FreeBSD base, not in the upstream copy (its O_EXLOCK open is a flock(2) lock, the one OPNsense's Config and pfSense's lock() take); checked at run time by fwab, which reads config.xml's SHA-256 after every write
 func (e *Emulator) cmdLockf(ctx context.Context, c *call) error {
 	args := c.args[1:]
-	wait, silent := time.Duration(-1), false
+	wait, silent, keep := time.Duration(-1), false, false
 	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' {
 		switch a := args[0]; a {
-		case "-k", "-n":
+		case "-k":
+			keep = true
+		case "-n":
 		case "-s":
 			silent = true
 		case "-t":
@@ -112,7 +120,13 @@ func (e *Emulator) cmdLockf(ctx context.Context, c *call) error {
 	if err != nil {
 		return c.errorf(75, "lockf: %v", err)
 	}
-	defer unlock()
+	defer func() {
+		// Without -k the file goes when the command is done.
+		if !keep {
+			_ = os.Remove(e.path(file))
+		}
+		unlock()
+	}()
 	return e.dispatch(ctx, e.commands(), args[1:])
 }
 

@@ -43,6 +43,9 @@ func (e *Emulator) renderIDS(root *configxml.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := e.renderUserRules(root); err != nil {
+		return err
+	}
 	var b strings.Builder
 	if len(plan) == 0 {
 		b.WriteString("suricata_enable=\"NO\"\n")

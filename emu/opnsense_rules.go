@@ -161,3 +161,30 @@ func (e *Emulator) opnInstallRules(root *configxml.Config) error {
 	}
 	return nil
 }
+
+// renderUserRules is the IDS template's OPNsense.rules: the user-defined
+// rules of config.xml that are enabled, in the rule source folder, where
+// the next install takes them like a downloaded ruleset.
+//
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/+TARGETS:1 — `OPNsense.rules:/usr/local/etc/suricata/rules/OPNsense.rules`
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/OPNsense.rules:10 — `{%          if rule.enabled|default('0') == '1' %}`, then the rule with `sid:{{` 4294967295 - loop.index
+func (e *Emulator) renderUserRules(root *configxml.Config) error {
+	var b strings.Builder
+	b.WriteString("# AUTO GENERATED, DO NOT EDIT.\n#\n# OPNsense.rules\n# User defined rules\n#\n\n# -- User defined rules\n")
+	for i, r := range root.Root().FindElements("OPNsense/IDS/userDefinedRules/rule") {
+		text := func(tag string) string {
+			if el := r.SelectElement(tag); el != nil {
+				return strings.TrimSpace(el.Text())
+			}
+			return ""
+		}
+		if text("enabled") != "1" {
+			continue
+		}
+		fmt.Fprintf(&b, "%s ip %s any -> %s any (msg:%q; sid:%d; rev:1;)\n", cmp.Or(text("action"), "alert"), cmp.Or(text("source"), "any"), cmp.Or(text("destination"), "any"), text("description"), uint64(4294967295)-uint64(i+1))
+	}
+	if err := os.MkdirAll(e.path(opnRuleSourceDir), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(e.path(opnRuleSourceDir+"/OPNsense.rules"), []byte(b.String()), 0o644)
+}

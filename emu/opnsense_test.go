@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -476,7 +477,8 @@ func TestOPNsenseSaveTrimsBackups(t *testing.T) {
 // downloaded rulesets with config.xml's rule settings applied (a sid off is
 // commented out, another given drop), lists them in installed_rules.yaml,
 // and removes an installed file whose ruleset is gone; a box with nothing
-// downloaded installs nothing.
+// downloaded installs only the user-defined rules the template renders,
+// none.
 func TestOPNsenseInstallRules(t *testing.T) {
 	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) { e.Flavor = configxml.OPNsense })
 	if err := f.em.editConfig("test", func(doc *etree.Document) error {
@@ -516,7 +518,7 @@ func TestOPNsenseInstallRules(t *testing.T) {
 	if !strings.HasPrefix(policy, "drop ip any any -> any any (msg:\"fwab lab stand-in for ET open/emerging-policy\"; sid:2000005;") {
 		t.Errorf("sid 2000005 set to drop is not a drop rule:\n%s", policy)
 	}
-	if got := read(opnInstalledRules); got != "%YAML 1.1\n---\nrule-files:\n - emerging-policy.rules\n - emerging-scan.rules\n" {
+	if got := read(opnInstalledRules); got != "%YAML 1.1\n---\nrule-files:\n - OPNsense.rules\n - emerging-policy.rules\n - emerging-scan.rules\n" {
 		t.Errorf("installed_rules.yaml = %q", got)
 	}
 	if _, err := os.Stat(f.em.path(opnRuleTargetDir + "/gone.rules")); err == nil {
@@ -525,7 +527,11 @@ func TestOPNsenseInstallRules(t *testing.T) {
 
 	fresh := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfilesFor(configxml.OPNsense), func(e *Emulator) { e.Flavor, e.NoIDSRules = configxml.OPNsense, true })
 	fresh.mustRun(t, "configctl ids install rules", "")
-	if installed, _ := filepath.Glob(fresh.em.path(opnRuleTargetDir) + "/*.rules"); len(installed) != 0 {
-		t.Errorf("a box with nothing downloaded installed %q", installed)
+	installed, _ := filepath.Glob(fresh.em.path(opnRuleTargetDir) + "/*.rules")
+	if len(installed) != 1 || filepath.Base(installed[0]) != "OPNsense.rules" {
+		t.Fatalf("a box with nothing downloaded installed %q, want only the (empty) user-defined rules", installed)
+	}
+	if b, _ := os.ReadFile(installed[0]); regexp.MustCompile(`(?m)^(alert|drop|reject|pass) `).Match(b) {
+		t.Errorf("OPNsense.rules of a config without user-defined rules has rules:\n%s", b)
 	}
 }

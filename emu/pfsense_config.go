@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,6 +37,11 @@ func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Documen
 	if e.opnsense() {
 		return errors.New("pfWriteConfig: not a pfSense")
 	}
+	unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	path := e.path("/conf/config.xml")
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -192,12 +198,18 @@ func phpString(s string) string {
 // pfInstallConfig): write_config()'s steps with pfSense's own functions.
 var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
 
-// pfInstallConfig runs it: under the emulator's lock, which the
-// packages' own saves take too (pfWriteConfigLocked), as pfSense's
-// lock('config') serialises write_config() callers.
+// pfInstallConfig runs it: under the emulator's lock and the flock on
+// /tmp/config.lock, which the packages' own saves take too
+// (pfWriteConfigLocked), as pfSense's lock('config') serialises
+// write_config() callers (and fwab's restores take with lockf).
 func (e *Emulator) pfInstallConfig(c *call, src, dst, cache string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
+	if err != nil {
+		return c.errorf(255, "php: %v", err)
+	}
+	defer unlock()
 	old, err := os.ReadFile(e.path(dst))
 	if err != nil {
 		return c.errorf(255, "php: %v", err)

@@ -145,11 +145,11 @@ func (o *OPNsense) idsState(ctx context.Context, v opnVersion, devs map[string]s
 	}
 	rules := RulesUnknown
 	if o.ssh != nil {
-		n, err := o.idsRules(ctx)
-		if err != nil {
-			return nil, err
+		if n, err := o.idsRules(ctx); err == nil {
+			rules = n
+		} else {
+			o.log.Warn("ids rules not counted", "err", err)
 		}
-		rules = n
 	}
 	var out []IDSInstance
 	for _, key := range selectedValues(g["interfaces"]) {
@@ -173,7 +173,7 @@ func (o *OPNsense) idsState(ctx context.Context, v opnVersion, devs map[string]s
 // upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/service/templates/OPNsense/IDS/suricata.yaml:419 — `default-rule-path: /usr/local/etc/suricata/opnsense.rules`, with installed_rules.yaml (every installed file) included at 428
 // upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/scripts/suricata/installRules.py:70 — a disabled rule is written `rule = ('#%s' % rule[i:])`
 // upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/scripts/suricata/installRules.py:89 — each file written `'\n'.join(output_data)`, without a last newline
-const opnInstalledRulesCmd = "for f in /usr/local/etc/suricata/opnsense.rules/*.rules; do [ -f \"$f\" ] && grep -cE '^(alert|drop|reject|pass)[[:space:]]' \"$f\"; done; true"
+const opnInstalledRulesCmd = "for f in /usr/local/etc/suricata/opnsense.rules/*.rules; do [ -f \"$f\" ] && grep -cE '^(alert|drop|reject|rejectsrc|rejectdst|rejectboth|pass)[[:space:]]' \"$f\"; done; true"
 
 // idsRules reads how many rules OPNsense's Suricata has in force.
 func (o *OPNsense) idsRules(ctx context.Context) (int, error) {

@@ -211,6 +211,11 @@ type ShellGuard struct {
 	// config.xml itself); a restore puts the config back holding it, so
 	// never over a save under way. "" takes no lock.
 	ConfigLock string
+	// ConfigInPlace writes the restored config into config.xml in place
+	// under ConfigLock, as OPNsense's saves do (the lock is config.xml's
+	// own, so a rename would send a save that waited for it to a removed
+	// file); otherwise it is renamed over config.xml.
+	ConfigInPlace bool
 	// BeforeRestore run, in order, before the config is put back, while the
 	// failed change's scripts are still in place (stop its Suricata); a
 	// command that fails does not stop the rollback.
@@ -257,10 +262,11 @@ func (g ShellGuard) afterReload(saved, conf string) []string {
 	)
 }
 
-// install is the restore's rename of the staged config tmp onto conf (both
+// install is the restore's write of the staged config tmp onto conf (both
 // quoted), holding the product's config lock (ConfigLock) as its own saves
-// do; after a minute of waiting it renames without it: a safety net must
-// restore.
+// do, in place where they write in place (ConfigInPlace); after a minute of
+// waiting, or when the write fails, it renames without the lock: a safety
+// net must restore.
 //
 // upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:783 — `function lock($lock, $op = LOCK_SH) {`, an flock on `{$g['tmp_path']}/{$lock}.lock` (write_config takes `lock('config', LOCK_EX)`)
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:751 — `if (flock($this->config_file_handle, LOCK_EX)) {`
@@ -269,7 +275,11 @@ func (g ShellGuard) install(tmp, conf string) string {
 	if g.ConfigLock == "" {
 		return mv
 	}
-	return "{ lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " " + mv + " || " + mv + "; }"
+	locked := mv
+	if g.ConfigInPlace {
+		locked = "/bin/sh -c " + ShellQuote("cat "+tmp+" > "+conf+" && rm -f "+tmp)
+	}
+	return "{ lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " " + locked + " || " + mv + "; }"
 }
 
 func (g ShellGuard) configPath() string {
@@ -625,7 +635,7 @@ func SHA256Hex(data []byte) string {
 // over SSH (the same FreeBSD commands; OPNsense has no config cache and
 // reloads everything with its own rc.reload_all).
 func OPNsenseShellGuard(sh Shell) ShellGuard {
-	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache", ConfigLock: opnConfigPath,
+	return ShellGuard{Sh: sh, ConfigPath: "/conf/config.xml", Reload: "/usr/local/etc/rc.reload_all", CachePath: "/tmp/config.cache", ConfigLock: opnConfigPath, ConfigInPlace: true,
 		AfterReload: opnRollbackAfter, BootHook: OPNsenseRollbackBootHook, LeaseHook: OPNsenseLeaseBootHook}
 }
 
