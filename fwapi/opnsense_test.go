@@ -322,9 +322,9 @@ func TestOPNsenseRuntimeState(t *testing.T) {
 		stopped bool
 		wantIDS []fwapi.IDSInstance
 	}{
-		{name: "26.1 netmap", version: "26.1.2", mode: "netmap", ifaces: "lan", wantIDS: []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline", Rules: fwapi.RulesUnknown}}},
-		{name: "26.1 pcap", version: "26.1.2", mode: "pcap", ifaces: "lan,wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ids", Rules: fwapi.RulesUnknown}, {Interface: "igb1", Mode: "ids", Rules: fwapi.RulesUnknown}}},
-		{name: "25.7 ips=1", version: "25.7.11", mode: "netmap", ifaces: "wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ips-inline", Rules: fwapi.RulesUnknown}}},
+		{name: "26.1 netmap", version: "26.1.2", mode: "netmap", ifaces: "lan", wantIDS: []fwapi.IDSInstance{{Interface: "igb1", Mode: "ips-inline", Rules: 0}}},
+		{name: "26.1 pcap", version: "26.1.2", mode: "pcap", ifaces: "lan,wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ids", Rules: 0}, {Interface: "igb1", Mode: "ids", Rules: 0}}},
+		{name: "25.7 ips=1", version: "25.7.11", mode: "netmap", ifaces: "wan", wantIDS: []fwapi.IDSInstance{{Interface: "igb0", Mode: "ips-inline", Rules: 0}}},
 		{name: "enabled but stopped", version: "26.1.2", mode: "netmap", ifaces: "lan", stopped: true},
 		{name: "off", version: "26.7.1"},
 	}
@@ -335,7 +335,9 @@ func TestOPNsenseRuntimeState(t *testing.T) {
 				idsOn(t, em, tc.mode, tc.ifaces)
 			}
 			// Without Suricata engines (root) the emulator's IDS never
-			// runs: the status route says what a running one would.
+			// runs: the status route says what a running one would. The
+			// config was written without a reconfigure, so no rule was
+			// installed: the count is 0.
 			f := emu.Fault{Requests: sas}
 			if !tc.stopped {
 				f.Requests = append(f.Requests, running)
