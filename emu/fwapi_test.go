@@ -155,7 +155,7 @@ func TestFwapiUpgradeOnTheEmulator(t *testing.T) {
 // finds it, not on a fixed name, and for the last stage, which reinstalls
 // the packages with SSH up and pkg's database locked.
 func TestFwapiUpgradeFindsTheKernelPackage(t *testing.T) {
-	f := labtest.Start(t, labtest.Options{SSHVia: emu.NoManagement, Version: "2.6.0-RELEASE", KernelPackage: "pfSense-kernel-pfSense-3100"})
+	f := labtest.Start(t, labtest.Options{SSHVia: emu.NoManagement, Version: "2.6.0-RELEASE", KernelPackage: "pfSense-kernel-pfSense-3100", Stage3Time: time.Second})
 	fw := f.Open(t).(*fwapi.PfSense)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

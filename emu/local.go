@@ -78,7 +78,7 @@ type EmulatorOptions struct {
 	// pfSense-kernel-pfSense.
 	KernelPackage string
 	// Stage3Time is how long a pfSense upgrade's last stage takes with SSH
-	// up; default a second.
+	// up; default 200 ms (the lab's daemon: a second).
 	Stage3Time time.Duration
 	// NoIDSRules leaves an OPNsense without downloaded IDS rulesets, as
 	// after a fresh install; default the lab's two.
@@ -173,7 +173,7 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		SpareNIC:       o.NICs.spare(),
 		SSHVia:         o.SSHVia,
 		KernelPackage:  o.KernelPackage,
-		Stage3Time:     o.Stage3Time,
+		Stage3Time:     cmp.Or(o.Stage3Time, 200*time.Millisecond),
 		NoIDSRules:     o.NoIDSRules,
 	}
 	switch e.SSHVia {
