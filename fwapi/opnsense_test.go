@@ -850,7 +850,7 @@ func TestOPNsenseWriteConfigAsConfigSave(t *testing.T) {
 		em.Run(t, "lockf -k /conf/config.xml sleep 1", "")
 	}()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		if _, _, code := em.Run(t, "lockf -s -t 0 /conf/config.xml true", ""); code == 75 {
+		if _, _, code := em.Run(t, "lockf -k -s -t 0 /conf/config.xml true", ""); code == 75 {
 			break
 		}
 		if time.Since(start) > 5*time.Second {

@@ -109,20 +109,19 @@ func TestRollbackWaitsForTheConfigLock(t *testing.T) {
 			if err := fw.WriteConfig(t.Context(), next, "test"); err != nil {
 				t.Fatal(err)
 			}
-			// A save holds the lock for 5 s from before the rollback fires.
+			// A save holds the lock from before the rollback fires, for
+			// longer than the rollback takes to fire.
 			sh, err := fwapi.DialSSH(t.Context(), em.SSHConfig())
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sh.Close()
 			held := make(chan struct{})
 			go func() {
 				defer close(held)
-				_, _, _, _ = sh.Run(context.Background(), "lockf -k "+tc.lock+" sleep 5", nil)
+				_, _, _, _ = sh.Run(context.Background(), "lockf -k "+tc.lock+" sleep 6", nil)
 			}()
-			start := time.Now()
-			for ; ; time.Sleep(20 * time.Millisecond) {
-				if _, _, code := em.Run(t, "lockf -s -t 0 "+tc.lock+" true", ""); code == 75 {
+			for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+				if _, _, code := em.Run(t, "lockf -k -s -t 0 "+tc.lock+" true", ""); code == 75 {
 					break
 				}
 				if time.Since(start) > 5*time.Second {
@@ -132,14 +131,24 @@ func TestRollbackWaitsForTheConfigLock(t *testing.T) {
 			if err := g.ArmRollback(t.Context(), prev, time.Second); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * time.Second) // the rollback fires at 1 s
-			if held := time.Since(start); held > 4500*time.Millisecond {
-				t.Fatalf("the test took %v to arm and wait: the lock may be free already", held)
+			// The rollback claims the restore when it fires, then waits for
+			// the lock.
+			for start := time.Now(); len(em.Glob(fwapi.RollbackClaim)) == 0; time.Sleep(50 * time.Millisecond) {
+				if time.Since(start) > 10*time.Second {
+					t.Fatal("the rollback never fired")
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-held:
+				t.Fatal("the test's save let the lock go before the check: the machine is too slow for this test")
+			default:
 			}
 			if !bytes.Equal(em.StoredConfig(t), next) {
 				t.Errorf("the rollback replaced config.xml while a save held %s", tc.lock)
 			}
 			<-held
+			sh.Close()
 			waitConfig(t, em, prev, 10*time.Second)
 		})
 	}
