@@ -85,13 +85,7 @@ type opnRuleSetting struct{ enabled, action string }
 func opnRuleSettings(root *configxml.Config) map[string]opnRuleSetting {
 	out := map[string]opnRuleSetting{}
 	for _, r := range root.Root().FindElements("OPNsense/IDS/rules/rule") {
-		text := func(tag string) string {
-			if el := r.SelectElement(tag); el != nil {
-				return strings.TrimSpace(el.Text())
-			}
-			return ""
-		}
-		out[text("sid")] = opnRuleSetting{enabled: cmp.Or(text("enabled"), "0"), action: text("action")}
+		out[text(r, "sid")] = opnRuleSetting{enabled: cmp.Or(text(r, "enabled"), "0"), action: text(r, "action")}
 	}
 	return out
 }
@@ -172,16 +166,10 @@ func (e *Emulator) renderUserRules(root *configxml.Config) error {
 	var b strings.Builder
 	b.WriteString("# AUTO GENERATED, DO NOT EDIT.\n#\n# OPNsense.rules\n# User defined rules\n#\n\n# -- User defined rules\n")
 	for i, r := range root.Root().FindElements("OPNsense/IDS/userDefinedRules/rule") {
-		text := func(tag string) string {
-			if el := r.SelectElement(tag); el != nil {
-				return strings.TrimSpace(el.Text())
-			}
-			return ""
-		}
-		if text("enabled") != "1" {
+		if text(r, "enabled") != "1" {
 			continue
 		}
-		fmt.Fprintf(&b, "%s ip %s any -> %s any (msg:%q; sid:%d; rev:1;)\n", cmp.Or(text("action"), "alert"), cmp.Or(text("source"), "any"), cmp.Or(text("destination"), "any"), text("description"), uint64(4294967295)-uint64(i+1))
+		fmt.Fprintf(&b, "%s ip %s any -> %s any (msg:%q; sid:%d; rev:1;)\n", cmp.Or(text(r, "action"), "alert"), cmp.Or(text(r, "source"), "any"), cmp.Or(text(r, "destination"), "any"), text(r, "description"), uint64(4294967295)-uint64(i+1))
 	}
 	if err := os.MkdirAll(e.path(opnRuleSourceDir), 0o755); err != nil {
 		return err
