@@ -830,8 +830,12 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 	default:
 		return c.errorf(1, "pkg-static: the lab emulates only 'info GLOB', 'query [-g] %%n PKG...' and 'annotate -q -S PKG next_stage'")
 	}
+	if !slices.ContainsFunc(e.pfKernelPackages(), func(p string) bool { return p[:strings.LastIndexByte(p, '-')] == a[3] }) {
+		// upstream: not settled — pkg(8)'s answer for a package that is not installed is FreeBSD's, not in the upstream copy; the harsher reading: an error, so a query of the wrong package never reads as "no stage left"
+		return c.errorf(1, "pkg-static: No package(s) matching %s", a[3])
+	}
 	if a[3] != e.pfKernelPackage() {
-		return nil
+		return nil // the debug kernel carries no stage
 	}
 	data, err := os.ReadFile(e.path(upgradeStageFile))
 	if err != nil {

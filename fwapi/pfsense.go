@@ -912,6 +912,7 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 // upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:2364 — `echo $$ > ${pid_file}`, with `pid_file="/var/run/$(basename $0).pid"` at 2159
 // upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1110 — `export kernel_pkg=$(_pkg query %n $(_pkg info \` with `${product}-kernel-\* | grep -v -- -debug-))` at 1111
 // upstream: pfsense/FreeBSD-ports@314385e870766782a4df90631eac38bde9d693cf sysutils/pfSense-upgrade/files/pfSense-upgrade:1196 — `export next_stage=$(_pkg annotate -q -S ${kernel_pkg} next_stage)`
+// upstream: not settled — `pkg query -g` (a glob instead of pfSense-upgrade's `query %n $(info GLOB)`) is pkg(8)'s, not in the upstream copy; checked at run time: no name, or an error, and fwab asks again
 const pfUpgradeStageCmd = `if [ -f /var/run/pfSense-upgrade.pid ] && kill -0 "$(cat /var/run/pfSense-upgrade.pid)" 2>/dev/null; then echo running; exit 0; fi; ` +
 	`k=$(pkg-static query -g %n 'pfSense-kernel-*' | grep -v -- -debug-) || exit 3; echo "$k"; pkg-static annotate -q -S "$k" next_stage || exit 3; echo; cat ` + pfVersionFile
 
