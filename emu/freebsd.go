@@ -831,7 +831,7 @@ func (e *Emulator) cmdPkgStatic(ctx context.Context, c *call) error {
 		return c.errorf(1, "pkg-static: the lab emulates only 'info GLOB', 'query [-g] %%n PKG...' and 'annotate -q -S PKG next_stage'")
 	}
 	if !slices.ContainsFunc(e.pfKernelPackages(), func(p string) bool { return p[:strings.LastIndexByte(p, '-')] == a[3] }) {
-		// upstream: not settled — pkg(8)'s answer for a package that is not installed is FreeBSD's, not in the upstream copy; the harsher reading: an error, so a query of the wrong package never reads as "no stage left"
+		// upstream: not settled — pkg(8)'s answer for a package that is not installed is FreeBSD's, not in the upstream copy; the harsher reading (an error); checked at run time by fwab's stage poll, which asks again on any pkg error
 		return c.errorf(1, "pkg-static: No package(s) matching %s", a[3])
 	}
 	if a[3] != e.pfKernelPackage() {
