@@ -304,26 +304,57 @@ func (c *Config) Check(knob, value string) error {
 	return err
 }
 
+// CheckValues is Check for several values of one knob; what does not
+// depend on the value (that the knob reads on this config, which may
+// scan every filter rule) is checked once.
+func (c *Config) CheckValues(knob string, values []string) error {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return err
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	if _, err := c.check(ref, values[0]); err != nil {
+		return err
+	}
+	k, _ := c.knob(ref)
+	for _, v := range values[1:] {
+		if err := c.checkValue(k, ref, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Config) check(ref Ref, value string) (*KnobSpec, error) {
 	k, err := c.knob(ref)
 	if err != nil {
 		return nil, err
 	}
-	if err := xmlText(value); err != nil {
-		return nil, fmt.Errorf("knob %s: %w", ref, err)
-	}
-	if k.Values != nil && !slices.Contains(k.Values, value) {
-		return nil, fmt.Errorf("knob %s: invalid value %q; valid values: %s", ref, value, strings.Join(k.Values, ", "))
-	}
-	if k.validate != nil {
-		if err := k.validate(c, ref.Qualifier, value); err != nil {
-			return nil, fmt.Errorf("knob %s: %w", ref, err)
-		}
+	if err := c.checkValue(k, ref, value); err != nil {
+		return nil, err
 	}
 	if _, err := k.get(c, ref.Qualifier); err != nil {
 		return nil, fmt.Errorf("knob %s: %w", ref, err)
 	}
 	return k, nil
+}
+
+// checkValue is check without reading the knob.
+func (c *Config) checkValue(k *KnobSpec, ref Ref, value string) error {
+	if err := xmlText(value); err != nil {
+		return fmt.Errorf("knob %s: %w", ref, err)
+	}
+	if k.Values != nil && !slices.Contains(k.Values, value) {
+		return fmt.Errorf("knob %s: invalid value %q; valid values: %s", ref, value, strings.Join(k.Values, ", "))
+	}
+	if k.validate != nil {
+		if err := k.validate(c, ref.Qualifier, value); err != nil {
+			return fmt.Errorf("knob %s: %w", ref, err)
+		}
+	}
+	return nil
 }
 
 // Set changes a knob and records the change in <revision>. A value the

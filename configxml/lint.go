@@ -33,35 +33,53 @@ type LintRule struct {
 	Severity Severity
 	Doc      string
 	check    func(c *Config) []Finding
+	// knobs are the knobs (by name, without the qualifier) whose values
+	// can change the rule's findings: a plan lints each distinct
+	// combination of them once (matrix.NewPlan). config and xml can
+	// change anything, so every rule sees them.
+	knobs []string
+}
+
+// Sees reports whether a knob's value can change the rule's findings; knob
+// is a reference such as "ids@lan" or "offload.tso".
+func (r LintRule) Sees(knob string) bool {
+	name, _, _ := strings.Cut(knob, "@")
+	return name == "config" || name == "xml" || slices.Contains(r.knobs, name)
+}
+
+// Run runs the rule alone.
+func (r LintRule) Run(c *Config) []Finding {
+	fs := r.check(c)
+	for i := range fs {
+		fs[i].Rule, fs[i].Name, fs[i].Severity = r.ID, r.Name, r.Severity
+	}
+	return fs
 }
 
 // LintRules are the checks, in ID order.
 var LintRules = []LintRule{
 	{"FWAB001", "ips-inline-offload", SeverityError,
 		"inline IPS (netmap) with a hardware offload still on: netmap needs checksum, TSO and LRO off",
-		lintInlineOffload},
+		lintInlineOffload, []string{"ids", "offload.checksum", "offload.tso", "offload.lro"}},
 	{"FWAB002", "ipsec-algorithm-version", SeverityError,
 		"an IPsec algorithm the product version does not offer (3DES, Blowfish, CAST128 and MD5 are gone from pfSense 2.7)",
-		lintAlgorithms},
+		lintAlgorithms, []string{"ipsec"}},
 	{"FWAB003", "ids-unknown-interface", SeverityError,
 		"IDS configured on an interface that does not exist",
-		lintIDSInterfaces},
+		lintIDSInterfaces, []string{"ids"}},
 	{"FWAB004", "advanced-nat-no-rules", SeverityWarning,
 		"advanced outbound NAT with no manual rules: nothing is translated at all",
-		lintAdvancedNAT},
+		lintAdvancedNAT, []string{"nat.outbound"}},
 	{"FWAB005", "duplicate-tracker", SeverityWarning,
 		"two filter rules share a tracker; pfSense renumbers them and per-rule statistics mix",
-		lintTrackers},
+		lintTrackers, []string{"rules"}},
 }
 
 // Lint runs every rule and returns the findings, errors first.
 func Lint(c *Config) []Finding {
 	var out []Finding
 	for _, r := range LintRules {
-		for _, f := range r.check(c) {
-			f.Rule, f.Name, f.Severity = r.ID, r.Name, r.Severity
-			out = append(out, f)
-		}
+		out = append(out, r.Run(c)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity == SeverityError && out[j].Severity != SeverityError })
 	return out

@@ -156,3 +156,92 @@ func TestDiffMatchesOPNsenseByUUID(t *testing.T) {
 		t.Errorf("added paths (-want +got):\n%s", diff)
 	}
 }
+
+// TestLintRuleSees: a knob a rule does not see (LintRule.Sees) never
+// changes its findings, whatever the other knobs are set to: plans lint
+// each combination of the seen knobs once and take it for every point
+// that shares it (matrix.NewPlan), so a missing name would let a point
+// that breaks the rule through. Each pair of sample assignments is tried
+// on every fixture, the first as the state (inline IPS, a weak cipher,
+// advanced NAT make the rules fire), the second as the unseen change.
+func TestLintRuleSees(t *testing.T) {
+	for _, tt := range []struct{ fixture, product string }{
+		{"configs/pfsense-2.6.xml", ""},
+		{"configs/pfsense-2.6.xml", "2.7.2"}, // its tunnel's 3DES breaks FWAB002
+		{"configs/pfsense-2.7.xml", ""},
+		{"configs/opnsense-25.7.xml", ""},
+		{"configs/opnsense-26.1.xml", ""},
+	} {
+		t.Run(tt.fixture+" "+tt.product, func(t *testing.T) {
+			fresh := func() *Config {
+				c := load(t, tt.fixture)
+				if tt.product != "" {
+					if err := c.SetProduct(tt.product); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.DefineTunnel(TunnelSpec{Name: "fwab", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
+				return c
+			}
+			var samples []string
+			for _, k := range Knobs(fresh().Flavor()) {
+				switch k.Name {
+				case "config", "firmware", "xml":
+					continue // seen by every rule, or not in config.xml
+				case "rules":
+					samples = append(samples, "rules@lan=0", "rules@lan=4", "rules@wan=3")
+				case "ids":
+					for _, v := range k.Values {
+						samples = append(samples, "ids@lan="+v, "ids@wan="+v)
+					}
+				case "ipsec":
+					for _, kv := range fresh().Values() {
+						if strings.HasPrefix(kv.Knob, "ipsec@") {
+							samples = append(samples, kv.Knob+"=aes128gcm16", kv.Knob+"=3des-sha1", kv.Knob+"=chacha20poly1305", kv.Knob+"=none")
+						}
+					}
+				case "crypto.hardware":
+					samples = append(samples, "crypto.hardware=none", "crypto.hardware=aesni")
+				default:
+					for _, v := range k.Values {
+						samples = append(samples, k.Name+"="+v)
+					}
+				}
+			}
+			tried := 0
+			for _, state := range append([]string{""}, samples...) {
+				base := fresh()
+				if state != "" && base.SetAll([]string{state}) != nil {
+					continue // not valid on this fixture
+				}
+				before := map[string][]Finding{}
+				for _, r := range LintRules {
+					before[r.ID] = r.Run(base)
+				}
+				for _, change := range samples {
+					knob, value, _ := strings.Cut(change, "=")
+					c := fresh()
+					set := []string{change}
+					if state != "" {
+						set = append([]string{state}, change)
+					}
+					if err := c.SetAll(set); err != nil {
+						continue
+					}
+					tried++
+					for _, r := range LintRules {
+						if r.Sees(knob) {
+							continue
+						}
+						if diff := cmp.Diff(before[r.ID], r.Run(c)); diff != "" {
+							t.Errorf("%s does not see %s, but %s=%s on top of %q changed its findings (-before +after):\n%s", r.ID, knob, knob, value, state, diff)
+						}
+					}
+				}
+			}
+			if tried < 50 {
+				t.Fatalf("only %d combinations applied: the samples no longer fit the fixture", tried)
+			}
+		})
+	}
+}

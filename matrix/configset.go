@@ -122,7 +122,11 @@ func (s *Spec) checkConfigSets(cfg *configxml.Config) error {
 // config before the point) when it names none or the running one, with
 // the tunnel the spec creates and the point's other knobs set on top.
 func (s *Spec) pointConfig(base *configxml.Config, pt *Point, psk string) (*configxml.Config, error) {
-	data := base.Bytes()
+	return s.pointConfigFrom(base, base.Bytes(), pt, psk)
+}
+
+// pointConfigFrom is pointConfig with base's bytes already at hand.
+func (s *Spec) pointConfigFrom(base *configxml.Config, data []byte, pt *Point, psk string) (*configxml.Config, error) {
 	if set := s.ConfigSets[pt.Value("config")]; set != nil {
 		data = set.Data
 	}

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,7 +132,7 @@ func TestConfigSetsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := NewPlan(s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config b.xml") {
+			if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config b.xml") {
 				t.Errorf("NewPlan = %v; want a refusal naming b.xml and %q", err, tc.want)
 			}
 		})

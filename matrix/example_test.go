@@ -46,7 +46,7 @@ repeats: 2
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := matrix.NewPlan(spec, cfg, 1)
+	plan, err := matrix.NewPlan(context.Background(), spec, cfg, 1)
 	if err != nil {
 		log.Fatal(err)
 	}

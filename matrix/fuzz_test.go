@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil || again.Hash() != s.Hash() {
 			t.Fatalf("a second Parse of the same bytes gave %v, hash %q vs %q", err, again.Hash(), s.Hash())
 		}
-		points, err := s.Expand()
+		points, err := s.Expand(context.Background())
 		if err != nil {
 			var se *SpecError
 			if !errors.As(err, &se) {
@@ -68,7 +69,7 @@ func FuzzParse(f *testing.F) {
 			}
 			seen[p.Key()] = true
 		}
-		plan, err := NewPlan(s, cfg, 1)
+		plan, err := NewPlan(context.Background(), s, cfg, 1)
 		if err != nil {
 			return // knob values the fixture's version refuses
 		}

@@ -58,7 +58,7 @@ func newRun(t *testing.T, st *store.Store, spec string, seed uint64) *runFixture
 		t.Fatal(err)
 	}
 	cfg := pfSense(t)
-	plan, err := NewPlan(s, cfg, seed)
+	plan, err := NewPlan(context.Background(), s, cfg, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

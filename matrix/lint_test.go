@@ -1,12 +1,15 @@
 package matrix
 
 import (
-	"time"
-
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/fixtures"
 	"github.com/fwab/fwab/store"
 )
 
@@ -19,7 +22,7 @@ func TestPlanRefusesUnsafePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewPlan(s, cfg, 1)
+	_, err = NewPlan(context.Background(), s, cfg, 1)
 	if err == nil || !strings.Contains(err.Error(), "1 point configs break a lint rule") || !strings.Contains(err.Error(), "ids@lan=ips-inline offload.tso=on") || !strings.Contains(err.Error(), "FWAB001") || !strings.Contains(err.Error(), "allow: [RULE]") {
 		t.Errorf("NewPlan = %v; want the one inline-IPS-with-TSO point refused, naming FWAB001 and allow:", err)
 	}
@@ -27,11 +30,61 @@ func TestPlanRefusesUnsafePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPlan(s, cfg, 1); err != nil {
+	if _, err := NewPlan(context.Background(), s, cfg, 1); err != nil {
 		t.Errorf("NewPlan with allow: [FWAB001] = %v", err)
 	}
 	if _, err := Parse(strings.NewReader(spec + "allow: [FWAB999]\n")); err == nil || !strings.Contains(err.Error(), "FWAB999 is no lint rule") {
 		t.Errorf("allow: [FWAB999] = %v", err)
+	}
+}
+
+// The plan lints each combination of the knobs a rule sees once: it
+// refuses exactly the points that linting each point's whole config
+// refuses, in the same order, on both products.
+func TestPlanLintByDifferenceMatchesEveryPoint(t *testing.T) {
+	for _, tt := range []struct{ fixture, spec string }{
+		{"configs/pfsense-2.7.xml", "axes:\n  rules@lan: [0, 7, 2]\n  ids@lan: [off, ips-inline, ids]\n  offload.tso: [on, off]\n  nat.outbound: [hybrid, advanced]\nfixed: {offload.lro: off}\n"},
+		{"configs/opnsense-26.1.xml", "axes:\n  ids@wan: [off, ips-inline]\n  rules@lan: [0, 5]\n  offload.checksum: [on, off]\n  offload.tso: [on, off]\n"},
+	} {
+		t.Run(tt.fixture, func(t *testing.T) {
+			cfg, err := configxml.LoadBytes(fixtures.Read(tt.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Parse(strings.NewReader("target: lab\n" + tt.spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			points, err := s.Expand(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			existing := configxml.Lint(cfg)
+			var want []string
+			for _, pt := range points {
+				c, err := s.pointConfig(cfg, pt, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range configxml.Lint(c) {
+					if f.Severity == configxml.SeverityError && !slices.Contains(existing, f) {
+						want = append(want, fmt.Sprintf("point %d (%s): %s %s: %s", pt.Index, pt.Key(), f.Rule, f.Name, f.Message))
+					}
+				}
+			}
+			if len(want) == 0 {
+				t.Fatal("no point breaks a rule: the spec tests nothing")
+			}
+			_, err = NewPlan(context.Background(), s, cfg, 1)
+			if err == nil {
+				t.Fatalf("NewPlan accepted the spec; linting every point refuses:\n%s", strings.Join(want, "\n"))
+			}
+			head := fmt.Sprintf("%d point configs break a lint rule", len(want))
+			shown := strings.Join(want[:min(5, len(want))], "\n  ")
+			if !strings.Contains(err.Error(), head) || !strings.Contains(err.Error(), shown) {
+				t.Errorf("NewPlan = %v\nwant %q with\n  %s", err, head, shown)
+			}
+		})
 	}
 }
 
@@ -42,7 +95,7 @@ func TestEstimateWithMeasuredCosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(s, pfSense(t), 1)
+	p, err := NewPlan(context.Background(), s, pfSense(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package matrix
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -97,7 +99,8 @@ func (s *Spec) knobCost(knob string) time.Duration { return actionCost[s.ActionF
 
 // Expand lists the points the axes and constraints allow, in the axes'
 // written order (the first axis varies slowest).
-func (s *Spec) Expand() ([]*Point, error) {
+// ctx stops a long expansion.
+func (s *Spec) Expand(ctx context.Context) ([]*Point, error) {
 	axes, err := s.canonicalAxes()
 	if err != nil {
 		return nil, err
@@ -109,6 +112,9 @@ func (s *Spec) Expand() ([]*Point, error) {
 	var points []*Point
 	idx := make([]int, len(axes))
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		vals := make(KnobValues, 0, len(axes)+len(fixed))
 		for i, ax := range axes {
 			vals = append(vals, KnobValue{ax.Knob, ax.Values[idx[i]]})
@@ -218,28 +224,28 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 	if s.Tunnel != nil {
 		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
-	check := func(line int, knob, value string) error {
-		if knob == "config" {
+	check := func(line int, knob string, values ...string) error {
+		switch knob {
+		case "config":
 			return nil // checkConfigSets
-		}
-		if knob == FirmwareKnob {
+		case FirmwareKnob:
 			// A version the box's boot environments hold: the sweep
 			// checks it against them before anything changes.
-			if value == "" || strings.ContainsAny(value, " \t\n'\"`$;&|<>\\/") {
-				return &SpecError{Line: line, Msg: fmt.Sprintf("firmware %q: give a product version, such as 2.8.0-RELEASE or 26.1.2", value)}
+			for _, value := range values {
+				if value == "" || strings.ContainsAny(value, " \t\n'\"`$;&|<>\\/") {
+					return &SpecError{Line: line, Msg: fmt.Sprintf("firmware %q: give a product version, such as 2.8.0-RELEASE or 26.1.2", value)}
+				}
 			}
 			return nil
 		}
-		if err := cfg.Check(knob, value); err != nil {
+		if err := cfg.CheckValues(knob, values); err != nil {
 			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
 		}
 		return nil
 	}
 	for _, ax := range s.Axes {
-		for _, v := range ax.Values {
-			if err := check(ax.line, ax.Knob, v); err != nil {
-				return err
-			}
+		if err := check(ax.line, ax.Knob, ax.Values...); err != nil {
+			return err
 		}
 	}
 	for _, set := range []KnobValues{s.Fixed, s.Baseline} {
@@ -274,11 +280,13 @@ func (t *TunnelSpec) spec(psk string) configxml.TunnelSpec {
 // NewPlan expands and orders a checked spec. cfg is the firewall's current
 // config: the first step's changes are relative to it. seed orders the
 // randomized parts; the spec's own seed wins when it has one.
-func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
+//
+// A plan of many points takes a while: ctx stops it, with ctx's error.
+func NewPlan(ctx context.Context, s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 	if err := s.Check(cfg); err != nil {
 		return nil, err
 	}
-	points, err := s.Expand()
+	points, err := s.Expand(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -312,13 +320,15 @@ func NewPlan(s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
 		}
 		p.Start = append(p.Start, KnobValue{kv.Knob, v})
 	}
-	if err := p.lintPoints(cfg); err != nil {
+	if err := p.lintPoints(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if s.Adaptive() && s.DriftCheck != nil && *s.DriftCheck {
 		return nil, &SpecError{Msg: "drift_check: true with adaptive repeats: their extra rounds come after the planned ones, so the check would not measure the run's end; use a fixed repeats: N, or drop drift_check"}
 	}
-	p.order()
+	if err := p.order(ctx); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -349,29 +359,71 @@ func checkRouterMode(points []*Point) error {
 // error-level lint rule the spec does not allow (allow: [FWAB001]): a sweep
 // would push that config to the firewall. Findings the firewall's config
 // already has are not the points' doing and do not count.
-func (p *Plan) lintPoints(cfg *configxml.Config) error {
+//
+// A rule's findings change only with the knobs it sees (LintRule.Sees), so
+// each distinct combination of those is built and linted once, for every
+// point that shares it: a rules count no error rule sees is never
+// generated, and the work grows with the combinations, not the points.
+func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	existing := map[string]bool{}
 	for _, f := range configxml.Lint(cfg) {
 		existing[f.Rule+"\x00"+f.Message] = true
 	}
-	var bad []string
-	for _, pt := range p.Points {
-		c, err := p.Spec.pointConfig(cfg, pt, "")
-		if err != nil {
-			return &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
+	type finding struct {
+		point int
+		line  string
+	}
+	var bad []finding
+	var data []byte // cfg's bytes, serialized once
+	for _, r := range configxml.LintRules {
+		if r.Severity != configxml.SeverityError || slices.Contains(p.Spec.Allow, r.ID) {
+			continue
 		}
-		for _, f := range configxml.Lint(c) {
-			if f.Severity != configxml.SeverityError || existing[f.Rule+"\x00"+f.Message] || slices.Contains(p.Spec.Allow, f.Rule) {
-				continue
+		found := map[string][]configxml.Finding{} // by the point's seen knobs
+		for _, pt := range p.Points {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			bad = append(bad, fmt.Sprintf("point %d (%s): %s %s: %s", pt.Index, pt.Key(), f.Rule, f.Name, f.Message))
+			seen := &Point{Index: pt.Index}
+			for _, kv := range pt.Values {
+				if r.Sees(kv.Knob) {
+					seen.Values = append(seen.Values, kv)
+				}
+			}
+			if len(seen.Values) == 0 {
+				continue // the running config as it is: nothing new to find
+			}
+			key := seen.Key()
+			fs, done := found[key]
+			if !done {
+				if data == nil {
+					data = cfg.Bytes()
+				}
+				c, err := p.Spec.pointConfigFrom(cfg, data, seen, "")
+				if err != nil {
+					return &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
+				}
+				fs = r.Run(c)
+				found[key] = fs
+			}
+			for _, f := range fs {
+				if !existing[f.Rule+"\x00"+f.Message] {
+					bad = append(bad, finding{pt.Index, fmt.Sprintf("point %d (%s): %s %s: %s", pt.Index, pt.Key(), f.Rule, f.Name, f.Message)})
+				}
+			}
 		}
 	}
 	if len(bad) == 0 {
 		return nil
 	}
 	const shown = 5
-	msg := strings.Join(bad[:min(shown, len(bad))], "\n  ")
+	// In the points' order, each point's findings in the rules' order.
+	slices.SortStableFunc(bad, func(a, b finding) int { return cmp.Compare(a.point, b.point) })
+	var lines []string
+	for _, f := range bad[:min(shown, len(bad))] {
+		lines = append(lines, f.line)
+	}
+	msg := strings.Join(lines, "\n  ")
 	if len(bad) > shown {
 		msg += fmt.Sprintf("\n  … and %d more", len(bad)-shown)
 	}
@@ -379,9 +431,12 @@ func (p *Plan) lintPoints(cfg *configxml.Config) error {
 }
 
 // order lays out the steps: every point once per round.
-func (p *Plan) order() {
+func (p *Plan) order(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(p.Seed, 0x66776162)) // "fwab"
-	base := p.baseOrder()
+	base, err := p.baseOrder(ctx)
+	if err != nil {
+		return err
+	}
 	state := map[string]string{}
 	for _, kv := range p.Start {
 		state[kv.Knob] = kv.Value
@@ -408,6 +463,7 @@ func (p *Plan) order() {
 	if p.DriftCheck() {
 		p.Steps = append(p.Steps, p.step(store.DriftRound, p.Baseline, state))
 	}
+	return nil
 }
 
 // step is a visit of pt from state, which it updates.
@@ -461,21 +517,25 @@ func (p *Plan) DriftCheck() bool {
 // go to the unvisited point that is cheapest to reach, so that an expensive
 // knob changes as rarely as the matrix allows. Rounds then alternate
 // direction, so a round starts where the last one ended.
-func (p *Plan) baseOrder() []*Point {
+func (p *Plan) baseOrder(ctx context.Context) ([]*Point, error) {
 	if p.Spec.Order != OrderCostAware {
-		return p.Points
+		return p.Points, nil
 	}
 	current := &Point{Values: p.Start}
+	transition := p.Spec.transitions()
 	left := slices.Clone(p.Points)
 	var out []*Point
 	for len(left) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		best := 0
-		bestCost := p.Spec.transition(current, left[0])
+		bestCost := transition(current, left[0])
 		for i, pt := range left[1:] {
 			if bestCost <= cheapestAction {
 				break // no other point is cheaper to reach: the scan's answer is known
 			}
-			if c := p.Spec.transition(current, pt); c < bestCost {
+			if c := transition(current, pt); c < bestCost {
 				best, bestCost = i+1, c
 			}
 		}
@@ -483,25 +543,42 @@ func (p *Plan) baseOrder() []*Point {
 		out = append(out, current)
 		left = slices.Delete(left, best, best+1)
 	}
-	return out
+	return out, nil
 }
 
-// transition is the cost of the service actions that take a to b.
-func (s *Spec) transition(a, b *Point) time.Duration {
+// transitions returns the cost of the service actions that take a point a
+// to b, each knob's action looked up once: the cost-aware order asks it
+// for many pairs of points.
+func (s *Spec) transitions() func(a, b *Point) time.Duration {
+	acts := map[string]configxml.Action{}
 	var actions []configxml.Action
-	for _, kv := range b.Values {
-		if a.Value(kv.Knob) != kv.Value {
-			act := s.ActionFor(kv.Knob)
+	return func(a, b *Point) time.Duration {
+		actions = actions[:0]
+		for i, kv := range b.Values {
+			var from string
+			if i < len(a.Values) && a.Values[i].Knob == kv.Knob {
+				from = a.Values[i].Value // points list their knobs alike
+			} else {
+				from = a.Value(kv.Knob)
+			}
+			if from == kv.Value {
+				continue
+			}
+			act, ok := acts[kv.Knob]
+			if !ok {
+				act = s.ActionFor(kv.Knob)
+				acts[kv.Knob] = act
+			}
 			if !slices.Contains(actions, act) {
 				actions = append(actions, act)
 			}
 		}
+		var total time.Duration
+		for _, act := range configxml.Effective(actions) {
+			total += actionCost[act]
+		}
+		return total
 	}
-	var total time.Duration
-	for _, act := range configxml.Effective(actions) {
-		total += actionCost[act]
-	}
-	return total
 }
 
 // shuffleCheap randomizes the order within each run of points that share

@@ -77,7 +77,7 @@ func newSweep(t *testing.T, spec string) *sweepFixture {
 func newSweepSpec(t *testing.T, s *Spec) *sweepFixture {
 	t.Helper()
 	cfg := pfSense(t)
-	plan, err := NewPlan(s, cfg, 9)
+	plan, err := NewPlan(context.Background(), s, cfg, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

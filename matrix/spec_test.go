@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func planSpec(t *testing.T, spec string) *Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(s, pfSense(t), 0)
+	p, err := NewPlan(context.Background(), s, pfSense(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestParseInvalid(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s, err := parseFile(t, f)
 			if err == nil {
-				_, err = s.Expand()
+				_, err = s.Expand(context.Background())
 			}
 			w := want[filepath.Base(f)]
 			if err == nil || !strings.Contains(err.Error(), w) {
@@ -101,7 +102,7 @@ func TestExpand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	points, err := s.Expand()
+	points, err := s.Expand(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ seed: 11
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(s, pfSense(t), 0)
+	p, err := NewPlan(context.Background(), s, pfSense(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,12 +212,12 @@ seed: 11
 		}
 	}
 	// The same seed gives the same plan; another seed another order.
-	again, _ := NewPlan(s, pfSense(t), 0)
+	again, _ := NewPlan(context.Background(), s, pfSense(t), 0)
 	if keys(again) != keys(p) {
 		t.Error("the same spec and seed gave two different plans")
 	}
 	s.Seed = nil
-	other, _ := NewPlan(s, pfSense(t), 12345)
+	other, _ := NewPlan(context.Background(), s, pfSense(t), 12345)
 	if keys(other) == keys(p) {
 		t.Error("a different seed gave the same order")
 	}
@@ -232,7 +233,7 @@ func TestPlanOrders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := NewPlan(s, pfSense(t), 0)
+		p, err := NewPlan(context.Background(), s, pfSense(t), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +262,7 @@ func TestPlanOrders(t *testing.T) {
 
 func TestBaseline(t *testing.T) {
 	s, _ := Parse(strings.NewReader("axes:\n  rules@lan: [0, 10]\n  nat.outbound: [automatic, disabled]\nbaseline: {rules@lan: 10, nat.outbound: disabled}\n"))
-	p, err := NewPlan(s, pfSense(t), 1)
+	p, err := NewPlan(context.Background(), s, pfSense(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("baseline = %s", p.Baseline.Key())
 	}
 	s, _ = Parse(strings.NewReader("axes:\n  rules@lan: [0, 10]\nbaseline: {rules@lan: 5}\n"))
-	if _, err := NewPlan(s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "no point of the matrix matches it") {
+	if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "no point of the matrix matches it") {
 		t.Errorf("unmatched baseline: %v", err)
 	}
 }
@@ -288,7 +289,7 @@ func TestRouterModeCombinations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = NewPlan(s, pfSense(t), 1)
+		_, err = NewPlan(context.Background(), s, pfSense(t), 1)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("NewPlan(%q) = %v; want %q", tt.yaml, err, tt.want)
 		}
@@ -307,7 +308,7 @@ func TestXMLActions(t *testing.T) {
 	if w := s.Warnings(); len(w) != 0 {
 		t.Errorf("Warnings with an action = %q; want none", w)
 	}
-	p, err := NewPlan(s, pfSense(t), 1)
+	p, err := NewPlan(context.Background(), s, pfSense(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestExamplesParse(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		if _, err := s.Expand(); err != nil {
+		if _, err := s.Expand(context.Background()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -392,7 +393,7 @@ func TestCostAwareIsCheaper(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Order = order
-			p, err := NewPlan(s, pfSense(t), 3)
+			p, err := NewPlan(context.Background(), s, pfSense(t), 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -513,7 +514,7 @@ func TestPlanDriftCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := NewPlan(s, pfSense(t), 1)
+		p, err := NewPlan(context.Background(), s, pfSense(t), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,11 +535,11 @@ func TestPlanDriftCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := NewPlan(s, pfSense(t), 1); err != nil || p.DriftCheck() {
+	if p, err := NewPlan(context.Background(), s, pfSense(t), 1); err != nil || p.DriftCheck() {
 		t.Errorf("adaptive repeats: %v, drift check %v; want none", err, p != nil && p.DriftCheck())
 	}
 	s, _ = Parse(strings.NewReader(adaptive + "drift_check: true\n"))
-	if _, err := NewPlan(s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "drift_check: true with adaptive repeats") {
+	if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "drift_check: true with adaptive repeats") {
 		t.Errorf("drift_check: true with adaptive repeats: %v", err)
 	}
 }

@@ -42,7 +42,7 @@ order: as-written
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := matrix.NewPlan(spec, cfg, 9)
+	plan, err := matrix.NewPlan(context.Background(), spec, cfg, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,7 @@ func TestContractInterrupt(t *testing.T) {
 		{"config", "show", cfg},
 		{"verify", "--offline", cfg},
 		{"matrix", "check", "../../examples/e302-modes.yaml", "--config", cfg},
+		{"matrix", "plan", "../../examples/e302-modes.yaml", "--config", cfg},
 		{"sweep", "../../examples/e302-modes.yaml", "--dry-run", "--config", cfg},
 	} {
 		var out, errOut strings.Builder

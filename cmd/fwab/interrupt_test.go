@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,6 +62,43 @@ func TestOfflineCommandsStopOnInterrupt(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("an interrupted edit wrote %s", p)
 		}
+	}
+}
+
+// An interrupt stops the commands that plan a spec while they plan: a
+// 10,000-point spec takes them seconds (expanding, linting, ordering), and
+// one that ignored the interrupt would print its plan and exit 0.
+func TestPlanCommandsStopOnInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	var counts []string
+	for i := range 625 {
+		counts = append(counts, strconv.Itoa(16*i))
+	}
+	spec := filepath.Join(dir, "big.yaml")
+	yaml := "name: big\ntarget: lab\naxes:\n  rules@lan: [" + strings.Join(counts, ", ") + "]\n" +
+		"  offload.checksum: [on, off]\n  offload.tso: [on, off]\n  offload.lro: [on, off]\n  nat.outbound: [disabled, automatic]\n" +
+		"probes:\n  - {name: up, direction: up, duration: 5s}\nrepeats: 1\n"
+	if err := os.WriteFile(spec, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	t.Chdir(dir)
+	for _, args := range [][]string{
+		{"matrix", "check", spec, "--config", cfg},
+		{"matrix", "plan", spec, "--config", cfg},
+		{"sweep", spec, "--dry-run", "--config", cfg},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, strings.NewReader(""), &stdout, &stderr)
+		cancel()
+		if code != exitCancelled || stdout.Len() > 0 {
+			t.Errorf("%s interrupted: exit %d, want %d; stdout %q, stderr %q", strings.Join(args[:2], " "), code, exitCancelled, stdout.String(), stderr.String())
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("an interrupted plan left files: %v", left)
 	}
 }
 

@@ -89,7 +89,7 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 			return nil, usageError{err}
 		}
 	}
-	plan, err := matrix.NewPlan(spec, cfg, o.seed)
+	plan, err := matrix.NewPlan(ctx, spec, cfg, o.seed)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}

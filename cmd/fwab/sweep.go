@@ -178,7 +178,7 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.plan, err = matrix.NewPlan(w.spec, w.fc.config, w.o.seed); err != nil {
+	if w.plan, err = matrix.NewPlan(ctx, w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
 	}
 	if w.t != nil {
