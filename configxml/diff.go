@@ -40,14 +40,18 @@ func Diff(a, b *Config) ([]Change, []PathChange) {
 	return diffKnobs(a, b), diffPaths(a, b)
 }
 
-func diffKnobs(a, b *Config) []Change {
+func diffKnobs(a, b *Config) []Change { return diffValues(a.Values(), b.Values()) }
+
+// diffValues lists the knobs whose values differ from a to b, in a's order
+// and then b's.
+func diffValues(a, b []KnobValue) []Change {
 	av, bv := map[string]string{}, map[string]string{}
 	var order []string
-	for _, kv := range a.Values() {
+	for _, kv := range a {
 		av[kv.Knob] = kv.Value
 		order = append(order, kv.Knob)
 	}
-	for _, kv := range b.Values() {
+	for _, kv := range b {
 		if _, ok := av[kv.Knob]; !ok {
 			order = append(order, kv.Knob)
 		}

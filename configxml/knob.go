@@ -421,6 +421,38 @@ func (c *Config) SetAll(assignments []string) error {
 	return nil
 }
 
+// Apply is SetAll that also says what changed, without a second copy of
+// the config to compare with: every knob whose value differs afterwards
+// (a change of one knob may move another's value), then each xml: path
+// given whose text changed, with secrets redacted as diffs show them.
+func (c *Config) Apply(assignments []string) ([]Change, error) {
+	before := c.Values()
+	type xmlPath struct{ ref, path, from string }
+	var paths []xmlPath
+	for _, a := range assignments {
+		ref, _, err := ParseAssignment(a)
+		if err != nil || ref.Name != "xml" || slices.ContainsFunc(paths, func(p xmlPath) bool { return p.path == ref.Qualifier }) {
+			continue // SetAll names the error
+		}
+		from, _ := getXML(c, ref.Qualifier) // an error is SetAll's too
+		paths = append(paths, xmlPath{ref.String(), ref.Qualifier, from})
+	}
+	if err := c.SetAll(assignments); err != nil {
+		return nil, err
+	}
+	changes := diffValues(before, c.Values())
+	for _, p := range paths {
+		to, _ := getXML(c, p.path)
+		if to == p.from {
+			continue
+		}
+		steps := strings.Split(p.path, "/")
+		tag := strings.SplitN(steps[len(steps)-1], "[", 2)[0]
+		changes = append(changes, Change{Knob: p.ref, From: redact(tag, p.from), To: redact(tag, to), Action: ActionFor(p.ref)})
+	}
+	return changes, nil
+}
+
 // KnobValue is one knob's current value.
 type KnobValue struct {
 	Knob  string `json:"knob"`

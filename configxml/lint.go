@@ -41,10 +41,13 @@ type LintRule struct {
 }
 
 // Sees reports whether a knob's value can change the rule's findings; knob
-// is a reference such as "ids@lan" or "offload.tso".
+// is a reference such as "ids@lan", "offload.tso" or "xml:system/hostname".
 func (r LintRule) Sees(knob string) bool {
-	name, _, _ := strings.Cut(knob, "@")
-	return name == "config" || name == "xml" || slices.Contains(r.knobs, name)
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return true // not a knob: whatever it is may change anything
+	}
+	return ref.Name == "config" || ref.Name == "xml" || slices.Contains(r.knobs, ref.Name)
 }
 
 // Run runs the rule alone.
@@ -80,6 +83,21 @@ func Lint(c *Config) []Finding {
 	var out []Finding
 	for _, r := range LintRules {
 		out = append(out, r.Run(c)...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity == SeverityError && out[j].Severity != SeverityError })
+	return out
+}
+
+// LintChanged runs the rules that see one of the knobs given (knob
+// references or knob=value assignments; see LintRule.Sees): the findings
+// an edit of those knobs can add or remove. The rest are the same as
+// before the edit, and FWAB005 alone reads every filter rule.
+func LintChanged(c *Config, knobs []string) []Finding {
+	var out []Finding
+	for _, r := range LintRules {
+		if slices.ContainsFunc(knobs, func(k string) bool { k, _, _ = strings.Cut(k, "="); return r.Sees(k) }) {
+			out = append(out, r.Run(c)...)
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity == SeverityError && out[j].Severity != SeverityError })
 	return out

@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,5 +244,36 @@ func TestLintRuleSees(t *testing.T) {
 				t.Fatalf("only %d combinations applied: the samples no longer fit the fixture", tried)
 			}
 		})
+	}
+}
+
+// LintChanged runs the rules that see the knobs an edit names: an edit of
+// the offloads says nothing of a duplicate tracker the config had, one of
+// the rules does; inline IPS with an offload on is found either way.
+func TestLintChanged(t *testing.T) {
+	c := load(t, "configs/pfsense-2.7.xml")
+	if err := c.SetAll([]string{"xml:filter/rule[3]/tracker=100000101", "ids@lan=ips-inline"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(fs []Finding) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Rule)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		knobs []string
+		want  []string
+	}{
+		{[]string{"offload.tso=on"}, []string{"FWAB001"}},
+		{[]string{"rules@lan=5"}, []string{"FWAB005"}},
+		{[]string{"ids@lan=ips-inline", "rules@lan"}, []string{"FWAB001", "FWAB005"}},
+		{[]string{"xml:system/hostname=fw"}, ids(Lint(c))},
+		{[]string{"filter=enabled"}, nil},
+	} {
+		if got := ids(LintChanged(c, tt.knobs)); !slices.Equal(got, tt.want) {
+			t.Errorf("LintChanged(%q) = %v, want %v", tt.knobs, got, tt.want)
+		}
 	}
 }

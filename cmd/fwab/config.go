@@ -168,7 +168,8 @@ func newConfigSetCmd(io *streams) *cobra.Command {
 		Use:   "set FILE KNOB=VALUE... (-o OUT | --in-place | --diff)",
 		Short: "Change knobs in a config.xml",
 		Long: "Change knobs in a config.xml. Every assignment is checked against the config's flavor and\n" +
-			"product version first; if any is invalid, nothing is written. The result is linted: a finding\n" +
+			"product version first; if any is invalid, nothing is written. The result is linted by the rules\n" +
+			"that see the knobs given ('fwab config lint' runs them all): a finding\n" +
 			"of a safety rule (" + strings.Join(configxml.SafetyRules, ", ") + ") writes nothing and exits 1 unless --allow names it.\n" +
 			"--in-place replaces FILE atomically (through a symlink, keeping mode and owner), keeps the\n" +
 			"first original as FILE.bak (later ones as FILE.bak.1, …) and writes nothing when nothing\n" +
@@ -209,22 +210,15 @@ func newConfigSetCmd(io *streams) *cobra.Command {
 }
 
 func runConfigSet(ctx context.Context, io *streams, opts *configSetOptions) error {
-	before, err := loadConfigFile(ctx, io, opts.file, opts.product)
+	c, err := loadConfigFile(ctx, io, opts.file, opts.product)
 	if err != nil {
 		return err
 	}
-	c, err := configxml.LoadBytes(before.Bytes())
+	changes, err := c.Apply(opts.assignments)
 	if err != nil {
-		return err
-	}
-	if opts.product != "" {
-		c.SetProduct(opts.product) // accepted above
-	}
-	if err := c.SetAll(opts.assignments); err != nil {
 		return usageError{err}
 	}
-	changes, _ := configxml.Diff(before, c)
-	findings := configxml.Lint(c)
+	findings := configxml.LintChanged(c, opts.assignments)
 	for _, f := range findings {
 		fmt.Fprintf(io.ErrOut, "%s: %s %s: %s\n", f.Severity, f.Rule, f.Name, f.Message)
 	}
@@ -238,23 +232,22 @@ func runConfigSet(ctx context.Context, io *streams, opts *configSetOptions) erro
 		fmt.Fprintf(io.ErrOut, "fwab: nothing written: the result breaks safety rule %s; give --allow %s to write it anyway\n", blocking[0].Rule, blocking[0].Rule)
 		return silentError{exitFailure}
 	}
-	data := c.Bytes()
+	fill := streamConfig(c)
 	switch {
 	case opts.out == "-":
-		_, err = io.Out.Write(data)
-		return err
+		return fill(io.Out)
 	case opts.inPlace:
 		if len(changes) == 0 {
 			fmt.Fprintf(io.ErrOut, "%s already has those values: nothing written\n", opts.file)
 			return nil
 		}
-		if err := replaceInPlace(opts.file, data, opts.force); err != nil {
+		if err := replaceInPlace(opts.file, fill, opts.force); err != nil {
 			return err
 		}
 		fmt.Fprintf(io.ErrOut, "wrote %s: %s changed\n", opts.file, plural(len(changes), "knob"))
 		return nil
 	default:
-		if err := atomicfile.WriteFile(opts.out, data, fileMode(opts.file)); err != nil {
+		if err := atomicfile.WriteFileFrom(opts.out, fileMode(opts.file), fill); err != nil {
 			return usageError{err}
 		}
 		fmt.Fprintf(io.ErrOut, "wrote %s: %s changed\n", opts.out, plural(len(changes), "knob"))
@@ -262,11 +255,20 @@ func runConfigSet(ctx context.Context, io *streams, opts *configSetOptions) erro
 	}
 }
 
+// streamConfig writes c to a file straight from its tree, without building
+// the whole document in memory first.
+func streamConfig(c *configxml.Config) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := c.WriteTo(w)
+		return err
+	}
+}
+
 // replaceInPlace writes data over path (through a symlink to its target,
 // keeping mode and owner), after keeping the original as path.bak — or,
 // when a backup exists already, as path.bak.N, so the pristine original is
 // never overwritten.
-func replaceInPlace(path string, data []byte, force bool) error {
+func replaceInPlace(path string, fill func(io.Writer) error, force bool) error {
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return usageError{err}
@@ -278,23 +280,28 @@ func replaceInPlace(path string, data []byte, force bool) error {
 	if st.Mode().Perm()&0o222 == 0 && !force {
 		return usageErrorf("%s is read-only (mode %v): give --force to replace it", path, st.Mode().Perm())
 	}
-	orig, err := os.ReadFile(target)
-	if err != nil {
-		return usageError{err}
-	}
-	if err := keepBackup(target, orig, st.Mode().Perm()); err != nil {
+	if err := keepBackup(target, st.Mode().Perm()); err != nil {
 		return err
 	}
-	return atomicfile.WriteFileKeepMode(target, data, st.Mode().Perm())
+	return atomicfile.WriteFileKeepModeFrom(target, st.Mode().Perm(), fill)
 }
 
-func keepBackup(path string, orig []byte, perm os.FileMode) error {
+// keepBackup keeps path's content as path.bak (or .bak.N): a second name
+// for the file, which the write then replaces by a new one, so the backup
+// costs no copy; where the file system has no hard links, a copy.
+func keepBackup(path string, perm os.FileMode) error {
 	for n := 0; n < 1000; n++ {
 		name := path + ".bak"
 		if n > 0 {
 			name += "." + strconv.Itoa(n)
 		}
-		err := atomicfile.WriteNew(name, orig, perm)
+		err := os.Link(path, name)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			var orig []byte
+			if orig, err = os.ReadFile(path); err == nil {
+				err = atomicfile.WriteNew(name, orig, perm)
+			}
+		}
 		if err == nil || !errors.Is(err, fs.ErrExist) {
 			if err != nil {
 				return fmt.Errorf("keep a backup: %w (nothing written)", err)

@@ -129,3 +129,26 @@ func TestConfigLintFilters(t *testing.T) {
 		}
 	}
 }
+
+// An xml: edit is a change like a knob's: --in-place writes it, -o counts
+// it, --diff shows it with its old and new text.
+func TestConfigSetXMLPath(t *testing.T) {
+	pf := fixtureFile(t, "configs/pfsense-2.7.xml")
+	stdout, _, code := fwab(t, "", "config", "set", pf, "xml:system/hostname=lab-fw", "--diff")
+	if code != exitOK || !strings.Contains(stdout, "xml:system/hostname") || !strings.Contains(stdout, "lab-fw") {
+		t.Errorf("config set xml:system/hostname=lab-fw --diff: exit %d\n%s", code, stdout)
+	}
+	out := filepath.Join(t.TempDir(), "new.xml")
+	if _, stderr, code := fwab(t, "", "config", "set", pf, "xml:system/hostname=lab-fw", "offload.tso=on", "-o", out); code != exitOK || !strings.Contains(stderr, "2 knobs changed") {
+		t.Errorf("config set -o: exit %d, %q; want 2 knobs changed", code, stderr)
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", pf, "xml:system/hostname=lab-fw", "--in-place"); code != exitOK || !strings.Contains(stderr, "1 knob changed") {
+		t.Errorf("config set --in-place: exit %d, %q", code, stderr)
+	}
+	if data, _ := os.ReadFile(pf); !strings.Contains(string(data), "<hostname>lab-fw</hostname>") {
+		t.Errorf("config set --in-place did not write the xml: edit")
+	}
+	if _, stderr, code := fwab(t, "", "config", "set", pf, "xml:system/hostname=lab-fw", "--in-place"); code != exitOK || !strings.Contains(stderr, "already has those values") {
+		t.Errorf("the same edit again: exit %d, %q; want nothing written", code, stderr)
+	}
+}

@@ -5,6 +5,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,17 +21,37 @@ import (
 // If name is a symbolic link, the file it points to is replaced and the link
 // stays; a link to a missing file is an error. The directory must exist.
 func WriteFile(name string, data []byte, perm fs.FileMode) error {
+	return WriteFileFrom(name, perm, bytesOf(data))
+}
+
+// WriteFileFrom is WriteFile for content that fill writes: a large
+// document streamed to the file instead of being built in memory first.
+// An error from fill leaves name as it was.
+func WriteFileFrom(name string, perm fs.FileMode, fill func(io.Writer) error) error {
 	target, err := resolve(name)
 	if err != nil {
 		return err
 	}
-	return write(target, data, perm)
+	return write(target, fill, perm)
+}
+
+func bytesOf(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
 }
 
 // WriteFileKeepMode is WriteFile, except that when name (or the file it links
 // to) already exists its permissions and, where the caller may set it
 // (root), its owner are kept; perm applies only to a new file.
 func WriteFileKeepMode(name string, data []byte, perm fs.FileMode) error {
+	return WriteFileKeepModeFrom(name, perm, bytesOf(data))
+}
+
+// WriteFileKeepModeFrom is WriteFileKeepMode for content that fill writes
+// (see WriteFileFrom).
+func WriteFileKeepModeFrom(name string, perm fs.FileMode, fill func(io.Writer) error) error {
 	target, err := resolve(name)
 	if err != nil {
 		return err
@@ -38,11 +59,11 @@ func WriteFileKeepMode(name string, data []byte, perm fs.FileMode) error {
 	st, err := os.Stat(target)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return write(target, data, perm)
+		return write(target, fill, perm)
 	case err != nil:
 		return err
 	}
-	tmp, err := writeTemp(target, data, st.Mode().Perm())
+	tmp, err := writeTemp(target, fill, st.Mode().Perm())
 	if err != nil {
 		return err
 	}
@@ -61,7 +82,7 @@ func WriteFileKeepMode(name string, data []byte, perm fs.FileMode) error {
 // a reader sees no file or the whole one, and an existing file is never
 // replaced (the error then wraps fs.ErrExist).
 func WriteNew(name string, data []byte, perm fs.FileMode) error {
-	tmp, err := writeTemp(name, data, perm)
+	tmp, err := writeTemp(name, bytesOf(data), perm)
 	if err != nil {
 		return err
 	}
@@ -87,8 +108,8 @@ func resolve(name string) (string, error) {
 	return target, nil
 }
 
-func write(name string, data []byte, perm fs.FileMode) error {
-	tmp, err := writeTemp(name, data, perm)
+func write(name string, fill func(io.Writer) error, perm fs.FileMode) error {
+	tmp, err := writeTemp(name, fill, perm)
 	if err != nil {
 		return err
 	}
@@ -99,9 +120,9 @@ func write(name string, data []byte, perm fs.FileMode) error {
 	return syncDir(filepath.Dir(name))
 }
 
-// writeTemp writes data with mode perm to a new file beside name, syncs it
-// and returns its path; on error it leaves nothing behind.
-func writeTemp(name string, data []byte, perm fs.FileMode) (path string, err error) {
+// writeTemp writes what fill writes, with mode perm, to a new file beside
+// name, syncs it and returns its path; on error it leaves nothing behind.
+func writeTemp(name string, fill func(io.Writer) error, perm fs.FileMode) (path string, err error) {
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
 	if err != nil {
 		// Name the file asked for, not the temporary one.
@@ -117,7 +138,7 @@ func writeTemp(name string, data []byte, perm fs.FileMode) (path string, err err
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	if err = fill(f); err != nil {
 		return "", err
 	}
 	if err = f.Chmod(perm); err != nil {

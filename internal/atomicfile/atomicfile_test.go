@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -172,5 +173,38 @@ func TestWriteFileErrors(t *testing.T) {
 	}
 	if got := entries(t, dir); len(got) != 1 || got[0] != "sub" {
 		t.Errorf("after a failed write the directory holds %q, want only sub", got)
+	}
+}
+
+// A fill that fails half-way leaves the old file and no temporary one.
+func TestWriteFileFromFailedFill(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "config.xml")
+	if err := WriteFile(name, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	broken := errors.New("disk full")
+	for _, write := range []func(string, fs.FileMode, func(io.Writer) error) error{WriteFileFrom, WriteFileKeepModeFrom} {
+		err := write(name, 0o600, func(w io.Writer) error {
+			if _, err := io.WriteString(w, "half of the new"); err != nil {
+				return err
+			}
+			return broken
+		})
+		if !errors.Is(err, broken) {
+			t.Errorf("write with a failing fill = %v, want its error", err)
+		}
+		if got := readFile(t, name); got != "old" {
+			t.Errorf("after a failed fill the file holds %q, want the old content", got)
+		}
+		if got := entries(t, dir); len(got) != 1 {
+			t.Errorf("after a failed fill the directory holds %q", got)
+		}
+	}
+	if err := WriteFileKeepModeFrom(name, 0o600, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, m := readFile(t, name), mode(t, name); got != "new" || m != 0o640 {
+		t.Errorf("WriteFileKeepModeFrom: %q, mode %v; want new, 0640 kept", got, m)
 	}
 }
