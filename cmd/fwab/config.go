@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -348,13 +350,15 @@ func newConfigDiffCmd(io *streams) *cobra.Command {
 }
 
 func runConfigDiff(ctx context.Context, io *streams, opts *configDiffOptions) error {
-	a, err := loadConfigFile(ctx, io, opts.a, opts.product)
-	if err != nil {
-		return err
-	}
-	b, err := loadConfigFile(ctx, io, opts.b, opts.product)
-	if err != nil {
-		return err
+	// The two files are read side by side: each parse takes one core.
+	var a, b *configxml.Config
+	var errA, errB error
+	var wg sync.WaitGroup
+	wg.Go(func() { a, errA = loadConfigFile(ctx, io, opts.a, opts.product) })
+	b, errB = loadConfigFile(ctx, io, opts.b, opts.product)
+	wg.Wait()
+	if err := cmp.Or(errA, errB); err != nil {
+		return err // A's problem first, whichever parse ended first
 	}
 	if a.Flavor() != b.Flavor() {
 		return usageErrorf("%s is %s and %s is %s: compare configs of one product", opts.a, a.Flavor(), opts.b, b.Flavor())
