@@ -3,6 +3,7 @@ package configxml
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,20 +96,27 @@ func validateIDS(c *Config, iface, value string) error {
 	if value == IDSOff {
 		return nil
 	}
-	// One mode for every interface on OPNsense.
-	g := c.doc.Root().FindElement("OPNsense/IDS/general")
-	if g == nil || childText(g, "enabled") != "1" {
-		return nil
+	// One mode for every interface on OPNsense (general/mode, ips before
+	// 26.1; upstream lines at opnIDS): the other interfaces' modes are those given
+	// with this one, else what the config runs.
+	others := map[string]string{}
+	if g := c.doc.Root().FindElement("OPNsense/IDS/general"); g != nil && childText(g, "enabled") == "1" {
+		for _, other := range splitList(childText(g, "interfaces")) {
+			others[other] = c.opnIDS(other)
+		}
 	}
-	for _, other := range splitList(childText(g, "interfaces")) {
-		if other != iface {
-			m := c.opnIDS(other)
-			if v, ok := c.pending["ids@"+other]; ok {
-				m = v
-			}
-			if m != value && m != IDSOff {
-				return fmt.Errorf("OPNsense runs one IDS mode for all its interfaces, and ids@%s is %s; set both to %s", other, m, value)
-			}
+	for knob, v := range c.pending {
+		if other, ok := strings.CutPrefix(knob, "ids@"); ok {
+			others[other] = v
+		}
+	}
+	field := "ips"
+	if c.productAtLeast("26.1") {
+		field = "mode"
+	}
+	for _, other := range slices.Sorted(maps.Keys(others)) {
+		if m := others[other]; other != iface && m != value && m != IDSOff {
+			return fmt.Errorf("OPNsense runs one IDS mode for all its interfaces, and ids@%s is %s; set both to %s (the mode is one field, OPNsense/IDS/general/%s)", other, m, value, field)
 		}
 	}
 	return nil

@@ -73,6 +73,22 @@ type KnobSpec struct {
 	set       func(c *Config, qual, value string) error
 	validate  func(c *Config, qual, value string) error
 	canon     func(value string) string // the form Get returns; nil: as given
+	// together: whether a value is valid depends on the values given
+	// with it for the knob's other qualifiers (validate reads c.pending):
+	// OPNsense's one IDS mode for all interfaces.
+	together bool
+}
+
+// CheckedTogether reports whether a knob's values are valid only together
+// with those of the same knob on its other qualifiers (ids on OPNsense):
+// a plan checks each combination its points give them (CheckAll).
+func CheckedTogether(knob string) bool {
+	ref, err := ParseRef(knob)
+	if err != nil {
+		return false
+	}
+	k := lookupKnob(ref.Name)
+	return k != nil && k.together
 }
 
 // Canonical returns value in the form Get reports it ("007" → "7" for rules,
@@ -138,7 +154,7 @@ var knobs = []*KnobSpec{
 		Name: "ids", Qualifier: "interface", Default: "lan", Values: []string{"off", "ids", "ips-legacy", "ips-inline"},
 		Action: ActionIDSRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "Suricata on the interface: off, alerts only, legacy blocking, or inline IPS (netmap)",
-		get: getIDS, set: setIDS, validate: validateIDS,
+		get: getIDS, set: setIDS, validate: validateIDS, together: true,
 	},
 	{
 		Name: "blocklist", Values: onOff,
@@ -368,33 +384,9 @@ func (c *Config) Set(knob, value string) error {
 // that could make them fail before they edit, so that an edit never stops
 // half-way.
 func (c *Config) SetAll(assignments []string) error {
-	type step struct {
-		ref   Ref
-		k     *KnobSpec
-		value string
-	}
-	var steps []step
-	c.pending = map[string]string{}
-	defer func() { c.pending = nil }()
-	for _, a := range assignments {
-		ref, value, err := ParseAssignment(a)
-		if err != nil {
-			return err
-		}
-		value = Canonical(ref.String(), value)
-		if prev, ok := c.pending[ref.String()]; ok && prev != value {
-			return fmt.Errorf("%s is given twice (%s, then %s): give each knob once", ref, prev, value)
-		}
-		c.pending[ref.String()] = value
-	}
-	for _, a := range assignments {
-		ref, value, _ := ParseAssignment(a)
-		k, err := c.check(ref, value)
-		value = Canonical(ref.String(), value)
-		if err != nil {
-			return err
-		}
-		steps = append(steps, step{ref, k, value})
+	steps, err := c.checkAll(assignments)
+	if err != nil {
+		return err
 	}
 	var done []string
 	for _, s := range steps {
@@ -451,6 +443,47 @@ func (c *Config) Apply(assignments []string) ([]Change, error) {
 		changes = append(changes, Change{Knob: p.ref, From: redact(tag, p.from), To: redact(tag, to), Action: ActionFor(p.ref)})
 	}
 	return changes, nil
+}
+
+// CheckAll is SetAll's checking alone: whether the assignments are valid
+// together (OPNsense's one IDS mode for every interface), changing nothing.
+func (c *Config) CheckAll(assignments []string) error {
+	_, err := c.checkAll(assignments)
+	return err
+}
+
+// A checked assignment.
+type setStep struct {
+	ref   Ref
+	k     *KnobSpec
+	value string
+}
+
+func (c *Config) checkAll(assignments []string) ([]setStep, error) {
+	var steps []setStep
+	c.pending = map[string]string{}
+	defer func() { c.pending = nil }()
+	for _, a := range assignments {
+		ref, value, err := ParseAssignment(a)
+		if err != nil {
+			return nil, err
+		}
+		value = Canonical(ref.String(), value)
+		if prev, ok := c.pending[ref.String()]; ok && prev != value {
+			return nil, fmt.Errorf("%s is given twice (%s, then %s): give each knob once", ref, prev, value)
+		}
+		c.pending[ref.String()] = value
+	}
+	for _, a := range assignments {
+		ref, value, _ := ParseAssignment(a)
+		k, err := c.check(ref, value)
+		value = Canonical(ref.String(), value)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, setStep{ref, k, value})
+	}
+	return steps, nil
 }
 
 // KnobValue is one knob's current value.

@@ -1,6 +1,7 @@
 package configxml
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -274,6 +275,46 @@ func TestLintChanged(t *testing.T) {
 	} {
 		if got := ids(LintChanged(c, tt.knobs)); !slices.Equal(got, tt.want) {
 			t.Errorf("LintChanged(%q) = %v, want %v", tt.knobs, got, tt.want)
+		}
+	}
+}
+
+// OPNsense has one IDS mode for every interface it listens on
+// (OPNsense/IDS/general/mode, ips before 26.1): assignments that give two
+// interfaces different modes are refused in either order, whatever the
+// config had enabled before, and nothing changes.
+func TestOPNsenseIDSOneMode(t *testing.T) {
+	for _, name := range []string{"configs/opnsense-24.7.xml", "configs/opnsense-26.1.xml"} {
+		for _, tt := range []struct {
+			start []string // the config's IDS before the assignments
+			set   []string
+		}{
+			{nil, []string{"ids@wan=ips-inline", "ids@lan=ids"}},
+			{nil, []string{"ids@lan=ids", "ids@wan=ips-inline"}},
+			{[]string{"xml:OPNsense/IDS/general/enabled=0"}, []string{"ids@wan=ips-inline", "ids@lan=ids"}},
+			{[]string{"xml:OPNsense/IDS/general/enabled=0"}, []string{"ids@lan=ids", "ids@wan=ips-inline"}},
+			{[]string{"ids@wan=off"}, []string{"ids@wan=ids", "ids@lan=ips-inline"}},
+		} {
+			set := tt.set
+			c := load(t, name)
+			if err := c.SetAll(tt.start); err != nil {
+				t.Fatal(err)
+			}
+			before := c.Bytes()
+			err := c.SetAll(set)
+			if err == nil || !strings.Contains(err.Error(), "one IDS mode") {
+				t.Errorf("%s: SetAll(%q) = %v, want the mixed modes refused", name, set, err)
+			}
+			if err := c.CheckAll(set); err == nil {
+				t.Errorf("%s: CheckAll(%q) accepted mixed modes", name, set)
+			}
+			if !bytes.Equal(c.Bytes(), before) {
+				t.Errorf("%s: a refused SetAll(%q) changed the config", name, set)
+			}
+		}
+		c := load(t, name)
+		if err := c.SetAll([]string{"ids@wan=ips-inline", "ids@lan=ips-inline"}); err != nil {
+			t.Errorf("%s: one mode on two interfaces: %v", name, err)
 		}
 	}
 }

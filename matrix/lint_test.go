@@ -88,6 +88,33 @@ func TestPlanLintByDifferenceMatchesEveryPoint(t *testing.T) {
 	}
 }
 
+// A point whose knobs cannot hold together is refused by matrix check,
+// whatever lint rules the spec allows: OPNsense runs one IDS mode for all
+// its interfaces, so a point with two would be recorded under a name it
+// does not have. The points the constraints leave are what counts.
+func TestPlanRefusesPointsThatCannotExist(t *testing.T) {
+	cfg, err := configxml.LoadBytes(fixtures.Read("configs/opnsense-26.1.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const axes = "target: lab\naxes:\n  ids@wan: [ids, ips-inline]\n  ids@lan: [ids, ips-inline]\nfixed: {offload.checksum: off, offload.tso: off, offload.lro: off}\nallow: [FWAB001, FWAB003]\n"
+	s, err := Parse(strings.NewReader(axes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewPlan(context.Background(), s, cfg, 1)
+	if err == nil || !strings.Contains(err.Error(), "one IDS mode") || !strings.Contains(err.Error(), "ids@wan=ids ids@lan=ips-inline") {
+		t.Errorf("NewPlan of mixed OPNsense IDS modes = %v; want the point refused, naming the rule", err)
+	}
+	s, err = Parse(strings.NewReader(axes + "constraints:\n  - if: {ids@wan: ids}\n    requires: {ids@lan: ids}\n  - if: {ids@wan: ips-inline}\n    requires: {ids@lan: ips-inline}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(context.Background(), s, cfg, 1); err != nil {
+		t.Errorf("NewPlan with the constraints that keep one mode per point: %v", err)
+	}
+}
+
 // The estimate uses what each action took on an earlier run where it can,
 // and counts iperf3's omitted seconds.
 func TestEstimateWithMeasuredCosts(t *testing.T) {

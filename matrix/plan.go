@@ -238,6 +238,24 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 			}
 			return nil
 		}
+		if configxml.CheckedTogether(knob) {
+			// Each value with the spec's other knobs of the name at the
+			// same value, the one combination in which none refuses
+			// another; the combinations the points give are checkTogether's.
+			name, _, _ := strings.Cut(knob, "@")
+			for _, v := range values {
+				set := []string{knob + "=" + v}
+				for _, other := range s.knobNames() {
+					if o, _, _ := strings.Cut(other, "@"); o == name && other != knob {
+						set = append(set, other+"="+v)
+					}
+				}
+				if err := cfg.CheckAll(set); err != nil {
+					return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
+				}
+			}
+			return nil
+		}
 		if err := cfg.CheckValues(knob, values); err != nil {
 			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
 		}
@@ -320,6 +338,9 @@ func NewPlan(ctx context.Context, s *Spec, cfg *configxml.Config, seed uint64) (
 		}
 		p.Start = append(p.Start, KnobValue{kv.Knob, v})
 	}
+	if err := p.checkTogether(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if err := p.lintPoints(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -353,6 +374,64 @@ func checkRouterMode(points []*Point) error {
 	}
 	return &SpecError{Msg: fmt.Sprintf("filter=disabled (router mode) loads no pf rules, so these points would not measure what they name:\n  %s\n"+
 		"add a constraint such as `- if: {filter: disabled}` with `requires: {rules@lan: 0, nat.outbound: disabled}`", strings.Join(bad, "\n  "))}
+}
+
+// knobNames are the knobs the axes and fixed: name, as written.
+func (s *Spec) knobNames() []string {
+	var out []string
+	for _, ax := range s.Axes {
+		out = append(out, ax.Knob)
+	}
+	for _, kv := range s.Fixed {
+		out = append(out, kv.Knob)
+	}
+	return out
+}
+
+// checkTogether refuses a plan with a point whose knobs cannot hold
+// together (configxml.CheckedTogether: OPNsense's one IDS mode for all
+// interfaces), whatever lint rules the spec allows: the point could not
+// be set up, or would be recorded under a name it does not have. Each
+// distinct combination of such knobs is checked once.
+func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config) error {
+	checked := map[string]error{}
+	var bad []string
+	for _, pt := range p.Points {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var set []string
+		for _, kv := range pt.Values {
+			if configxml.CheckedTogether(kv.Knob) {
+				set = append(set, kv.Knob+"="+kv.Value)
+			}
+		}
+		if len(set) < 2 {
+			continue // one alone was checked with the spec
+		}
+		key := strings.Join(set, " ")
+		err, done := checked[key]
+		if !done {
+			err = cfg.CheckAll(set)
+			checked[key] = err
+		}
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &SpecError{Msg: fmt.Sprintf("%d points cannot be set up as written:\n  %s\nadd constraints that keep their knobs together (if: … requires: …)", len(bad), capList(bad, 5))}
+}
+
+// capList joins lines, at most n of them, saying how many more there are.
+func capList(lines []string, n int) string {
+	msg := strings.Join(lines[:min(n, len(lines))], "\n  ")
+	if len(lines) > n {
+		msg += fmt.Sprintf("\n  … and %d more", len(lines)-n)
+	}
+	return msg
 }
 
 // lintPoints refuses a plan with a point whose config breaks an
@@ -416,17 +495,13 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	const shown = 5
 	// In the points' order, each point's findings in the rules' order.
 	slices.SortStableFunc(bad, func(a, b finding) int { return cmp.Compare(a.point, b.point) })
 	var lines []string
-	for _, f := range bad[:min(shown, len(bad))] {
+	for _, f := range bad {
 		lines = append(lines, f.line)
 	}
-	msg := strings.Join(lines, "\n  ")
-	if len(bad) > shown {
-		msg += fmt.Sprintf("\n  … and %d more", len(bad)-shown)
-	}
+	msg := capList(lines, 5)
 	return &SpecError{Msg: fmt.Sprintf("%d point configs break a lint rule; a sweep would push them to the firewall:\n  %s\nfix the axes or constraints, or add allow: [RULE] to the spec to measure them on purpose", len(bad), msg)}
 }
 
