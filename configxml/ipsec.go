@@ -82,7 +82,7 @@ func validateIPsec(c *Config, name, value string) error {
 			}
 		}
 		if !ok {
-			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it (remote gateway, local and remote networks, PSK file) in the target so fwab can create it", name)
+			return fmt.Errorf("no IPsec tunnel %q in this config; create it on the firewall, or describe it in the spec's tunnel: section (remote_addr, local_net, remote_net, psk_file) so fwab can create it", name)
 		}
 		if c.flavor == OPNsense {
 			if _, err := c.tunnelLocalAddr(spec); err != nil {

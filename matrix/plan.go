@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -222,6 +223,9 @@ func (s *Spec) allowed(p *Point) (bool, error) {
 // flavor, product version and interfaces. Nothing is changed.
 func (s *Spec) Check(cfg *configxml.Config) error {
 	if s.Tunnel != nil {
+		if err := s.Tunnel.check(cfg); err != nil {
+			return err
+		}
 		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
 	check := func(line int, knob string, values ...string) error {
@@ -280,6 +284,49 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
 			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
 		}
+	}
+	return nil
+}
+
+// check holds the tunnel: section against the target's config, field by
+// field, before a sweep would create the tunnel from it. The PSK file is
+// the command's to read (it never enters the plan).
+func (t *TunnelSpec) check(cfg *configxml.Config) error {
+	bad := func(format string, args ...any) error {
+		return &SpecError{Msg: "tunnel: " + fmt.Sprintf(format, args...)}
+	}
+	iface := cmp.Or(t.Interface, "wan")
+	if !slices.ContainsFunc(cfg.Interfaces(), func(i configxml.Interface) bool { return i.Key == iface }) {
+		var keys []string
+		for _, i := range cfg.Interfaces() {
+			keys = append(keys, i.Key)
+		}
+		return bad("interface %q is not an interface of the config; give one of %s (the interface's key, as in ids@ and rules@)", iface, strings.Join(keys, ", "))
+	}
+	for _, a := range []struct{ key, value string }{{"remote_addr", t.RemoteAddr}, {"local_addr", t.LocalAddr}} {
+		if a.value == "" {
+			if a.key == "remote_addr" {
+				return bad("remote_addr is missing; give the peer's IP address")
+			}
+			continue
+		}
+		if _, err := netip.ParseAddr(a.value); err != nil {
+			return bad("%s %q is not an IP address; give one such as 198.19.0.2 (fwab does not resolve names: the tunnel's end is where the probes go)", a.key, a.value)
+		}
+	}
+	var nets []netip.Prefix
+	for _, n := range []struct{ key, value string }{{"local_net", t.LocalNet}, {"remote_net", t.RemoteNet}} {
+		if n.value == "" {
+			return bad("%s is missing; give the network behind this end of the tunnel as address/bits, such as 198.18.1.0/24", n.key)
+		}
+		p, err := netip.ParsePrefix(n.value)
+		if err != nil {
+			return bad("%s %q is not a network; give address/bits, such as 198.18.1.0/24", n.key, n.value)
+		}
+		nets = append(nets, p)
+	}
+	if nets[0].Addr().Is4() != nets[1].Addr().Is4() {
+		return bad("local_net %s and remote_net %s are of two address families; a phase 2 joins networks of one", t.LocalNet, t.RemoteNet)
 	}
 	return nil
 }

@@ -609,3 +609,34 @@ func TestProbeLinks(t *testing.T) {
 		}
 	}
 }
+
+// The tunnel: section is checked against the target's config before a
+// sweep needs it: each field, with a message that names it and the fix.
+func TestTunnelChecked(t *testing.T) {
+	const good = "  name: fwab\n  interface: wan\n  remote_addr: 198.19.0.2\n  local_net: 198.18.1.0/24\n  remote_net: 198.19.1.0/24\n"
+	for _, tt := range []struct{ tunnel, want string }{
+		{strings.Replace(good, "interface: wan", "interface: wan2", 1), `tunnel: interface "wan2" is not an interface of the config`},
+		{strings.Replace(good, "198.19.0.2", "not-an-ip", 1), `tunnel: remote_addr "not-an-ip" is not an IP address`},
+		{strings.Replace(good, "  remote_addr: 198.19.0.2\n", "", 1), "tunnel: remote_addr is missing"},
+		{good + "  local_addr: 198.19.0.256\n", `tunnel: local_addr "198.19.0.256" is not an IP address`},
+		{strings.Replace(good, "198.18.1.0/24", "198.18.1.0/33", 1), `tunnel: local_net "198.18.1.0/33" is not a network`},
+		{strings.Replace(good, "198.19.1.0/24", "198.19.1.0", 1), `tunnel: remote_net "198.19.1.0" is not a network`},
+		{strings.Replace(good, "  local_net: 198.18.1.0/24\n", "", 1), "tunnel: local_net is missing"},
+		{strings.Replace(good, "198.19.1.0/24", "2001:db8::/64", 1), "tunnel: local_net 198.18.1.0/24 and remote_net 2001:db8::/64 are of two address families"},
+	} {
+		s, err := Parse(strings.NewReader("target: lab\naxes:\n  ipsec@fwab: [none, aes128gcm16]\ntunnel:\n" + tt.tunnel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("tunnel:\n%s: NewPlan = %v; want %q", tt.tunnel, err, tt.want)
+		}
+	}
+	s, err := Parse(strings.NewReader("target: lab\naxes:\n  ipsec@fwab: [none, aes128gcm16]\ntunnel:\n" + good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err != nil {
+		t.Errorf("a good tunnel: %v", err)
+	}
+}

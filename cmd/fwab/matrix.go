@@ -93,6 +93,10 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
+	// The sweep will need the tunnel's key: its file is checked now.
+	if _, err := tunnelPSK(spec); err != nil {
+		return nil, err
+	}
 	if o.config == "" {
 		plan.Measured = measuredCosts(ctx, o.db, o.target)
 	}

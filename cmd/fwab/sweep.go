@@ -170,9 +170,6 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.psk, err = tunnelPSK(w.spec); err != nil {
-		return err
-	}
 	if versions := firmwareValues(w.spec); versions != nil && w.fw != nil {
 		if w.envs, err = newEnvSessions(ctx, w.io, &w.o.targetFlags, w.t, w.fw, w.fc.info.Version, versions); err != nil {
 			return err
@@ -180,6 +177,10 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	}
 	if w.plan, err = matrix.NewPlan(ctx, w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
+	}
+	// After the spec's own checks, as matrix check reads it.
+	if w.psk, err = tunnelPSK(w.spec); err != nil {
+		return err
 	}
 	if w.t != nil {
 		w.plan.Measured = measuredCosts(ctx, w.o.db, w.t.Name)
@@ -687,15 +688,24 @@ func printSweepStats(io *streams, s matrix.Stats) {
 }
 
 // tunnelPSK reads the pre-shared key of the tunnel the spec may create.
+// tunnelPSK reads the pre-shared key of the spec's tunnel: section (one
+// line), which matrix check, matrix plan and sweep all read alike.
 func tunnelPSK(spec *matrix.Spec) (string, error) {
-	if spec.Tunnel == nil || spec.Tunnel.PSKFile == "" {
+	if spec.Tunnel == nil {
 		return "", nil
+	}
+	if spec.Tunnel.PSKFile == "" {
+		return "", usageErrorf("tunnel: psk_file is missing; give a file that holds the pre-shared key on one line (secrets are never written in the spec)")
 	}
 	b, err := os.ReadFile(spec.Tunnel.PSKFile)
 	if err != nil {
 		return "", usageError{fmt.Errorf("tunnel psk_file: %w", err)}
 	}
-	return strings.TrimSpace(string(b)), nil
+	psk := strings.TrimSpace(string(b))
+	if psk == "" {
+		return "", usageErrorf("tunnel psk_file %s is empty; put the pre-shared key in it, on one line", spec.Tunnel.PSKFile)
+	}
+	return psk, nil
 }
 
 // A sweep stops, instead of marking a point broken, when the firewall's

@@ -55,3 +55,41 @@ func TestSweepDatabaseFirst(t *testing.T) {
 		t.Errorf("sweep with a bad --db: exit %d, %q; want exit 2 about %s, before the target", code, stderr, notes)
 	}
 }
+
+// matrix check, matrix plan and a dry run judge a spec's tunnel: section
+// alike, its PSK file included, with one message.
+func TestTunnelCheckedOffline(t *testing.T) {
+	cfg := fixtureFile(t, "configs/pfsense-2.7.xml")
+	dir := t.TempDir()
+	psk := filepath.Join(dir, "psk")
+	tunnel := "tunnel:\n  interface: wan\n  remote_addr: 198.19.0.2\n  local_net: 198.18.1.0/24\n  remote_net: 198.19.1.0/24\n"
+	for _, tt := range []struct{ name, tunnel, want string }{
+		{"missing PSK file", tunnel + "  psk_file: " + psk + "\n", "tunnel psk_file: open " + psk},
+		{"no psk_file", tunnel, "tunnel: psk_file is missing"},
+		{"bad interface", strings.Replace(tunnel, "wan", "wan2", 1) + "  psk_file: " + psk + "\n", `tunnel: interface "wan2"`},
+	} {
+		spec := filepath.Join(dir, "spec.yaml")
+		if err := os.WriteFile(spec, []byte("target: lab\naxes:\n  ipsec@fwab: [none, aes128gcm16]\n"+tt.tunnel), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"matrix", "check", spec, "--config", cfg},
+			{"matrix", "plan", spec, "--config", cfg},
+			{"sweep", spec, "--dry-run", "--config", cfg},
+		} {
+			if _, stderr, code := fwab(t, "", args...); code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("%s: fwab %s: exit %d, %q; want exit 2 with %q", tt.name, strings.Join(args[:2], " "), code, stderr, tt.want)
+			}
+		}
+	}
+	if err := os.WriteFile(psk, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("target: lab\naxes:\n  ipsec@fwab: [none, aes128gcm16]\n"+tunnel+"  psk_file: "+psk+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", cfg); code != exitOK {
+		t.Errorf("a good tunnel: exit %d, %q", code, stderr)
+	}
+}
