@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fwab/fwab/internal/secretfile"
 	"github.com/go-resty/resty/v2"
 )
 
@@ -121,20 +122,9 @@ func readSecret(what, file, env string) (string, error) {
 	case file != "" && env != "":
 		return "", fmt.Errorf("api %s: both %s_file and %s_env are set: keep one", what, what, what)
 	case file != "":
-		info, err := os.Stat(file)
+		v, err := secretfile.ReadLine(file)
 		if err != nil {
 			return "", fmt.Errorf("api %s_file: %w", what, err)
-		}
-		if info.Mode().Perm()&0o077 != 0 {
-			return "", fmt.Errorf("api %s_file %s is readable by others (mode %v): chmod 600 it", what, file, info.Mode().Perm())
-		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("api %s_file: %w", what, err)
-		}
-		v := strings.TrimSpace(string(data))
-		if v == "" {
-			return "", fmt.Errorf("api %s_file %s is empty", what, file)
 		}
 		return v, nil
 	case env != "":

@@ -163,9 +163,9 @@ func TestLoadCredentials(t *testing.T) {
 		{name: "no secret", spec: fwapi.APISpec{KeyFile: keyFile}, wantErr: "api secret: set secret_file or secret_env"},
 		{name: "env unset", spec: fwapi.APISpec{KeyFile: keyFile, SecretEnv: "FWAB_TEST_UNSET_SECRET"}, wantErr: "environment variable FWAB_TEST_UNSET_SECRET (named by secret_env) is unset or empty"},
 		{name: "both", spec: fwapi.APISpec{KeyFile: keyFile, KeyEnv: "FWAB_TEST_KEY", SecretFile: secretFile}, wantErr: "both key_file and key_env are set"},
-		{name: "readable by others", spec: fwapi.APISpec{KeyFile: keyFile, SecretFile: openFile}, wantErr: "is readable by others (mode -rw-r--r--): chmod 600 it"},
+		{name: "readable by others", spec: fwapi.APISpec{KeyFile: keyFile, SecretFile: openFile}, wantErr: "is readable by others (mode 0644): run chmod 600 '" + openFile + "'"},
 		{name: "empty file", spec: fwapi.APISpec{KeyFile: emptyFile, SecretFile: secretFile}, wantErr: "is empty"},
-		{name: "missing file", spec: fwapi.APISpec{KeyFile: filepath.Join(dir, "nope"), SecretFile: secretFile}, wantErr: "no such file"},
+		{name: "missing file", spec: fwapi.APISpec{KeyFile: filepath.Join(dir, "nope"), SecretFile: secretFile}, wantErr: "nope does not exist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fwab/fwab/internal/secretfile"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -259,6 +260,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSHClient, error) {
 func authMethods(cfg SSHConfig) ([]ssh.AuthMethod, error) {
 	var methods []ssh.AuthMethod
 	if cfg.KeyFile != "" {
+		if err := secretfile.Check(cfg.KeyFile); err != nil {
+			return nil, fmt.Errorf("key file: %w", err)
+		}
 		pem, err := os.ReadFile(cfg.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("key file: %w", err)
@@ -281,6 +285,9 @@ func authMethods(cfg SSHConfig) ([]ssh.AuthMethod, error) {
 		methods = append(methods, ssh.PublicKeysCallback((&agentAuth{sock: sock}).signers))
 	}
 	if cfg.PasswordFile != "" {
+		if err := secretfile.Check(cfg.PasswordFile); err != nil {
+			return nil, fmt.Errorf("password file: %w", err)
+		}
 		data, err := os.ReadFile(cfg.PasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("password file: %w", err)

@@ -180,15 +180,11 @@ func LoadTargets(path string) (*TargetsFile, error) {
 			return nil, fmt.Errorf("targets file %s: target %q is empty", path, name)
 		}
 		t.Name = name
-		if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
-			return nil, fmt.Errorf("targets file %s: target %q: flavor %q is not one of pfsense, opnsense", path, name, t.Flavor)
-		}
-		if _, err := t.LeaseLength(); err != nil {
-			return nil, fmt.Errorf("targets file %s: %w", path, err)
-		}
-		if _, ok := t.Endpoints.Links[t.Endpoints.FirstLink()]; ok {
-			return nil, fmt.Errorf("targets file %s: target %q: endpoints: links: %s is the first link's name (endpoints: name); name it otherwise", path, name, t.Endpoints.FirstLink())
-		}
+	}
+	// What target add checks, for every target at once (Target.Problems):
+	// a hand-written file is held to the same rules.
+	if err := checkTargets(path, data, &tf); err != nil {
+		return nil, err
 	}
 	return &tf, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fwab/fwab/internal/secretfile"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -89,6 +90,9 @@ func openPostgres(ctx context.Context, raw string, readOnly bool) (*Store, error
 	if pwFile != "" {
 		if _, set := u.User.Password(); set {
 			return nil, fmt.Errorf("results database %s: the URL has both a password and a password_file: keep only the file", display)
+		}
+		if err := secretfile.Check(pwFile); err != nil {
+			return nil, fmt.Errorf("results database %s: password_file: %w", display, err)
 		}
 		b, err := os.ReadFile(pwFile)
 		if err != nil {

@@ -56,6 +56,14 @@ func TestPostgresCredentials(t *testing.T) {
 	unreachable := strings.Replace(db, "127.0.0.1:"+strconv.Itoa(srv.Port), dead, 1)
 	missingDB := strings.Replace(db, "/fwab_", "/nosuch_", 1)
 	noTLS := strings.Replace(db, "sslmode=disable", "", 1)
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readable := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(readable, []byte(srv.Password+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name, url, want, secret string
 	}{
@@ -66,7 +74,8 @@ func TestPostgresCredentials(t *testing.T) {
 		// fwab asks for verified TLS and gets none.
 		{"TLS verified by default", noTLS, "cannot connect", srv.Password},
 		{"both password and file", db + "&password_file=" + url.QueryEscape(pwFile), "both a password and a password_file", srv.Password},
-		{"empty password_file", bare + "&password_file=" + url.QueryEscape(os.DevNull), "is empty", srv.Password},
+		{"empty password_file", bare + "&password_file=" + url.QueryEscape(empty), "is empty", srv.Password},
+		{"password_file others may read", bare + "&password_file=" + url.QueryEscape(readable), "run chmod 600", srv.Password},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, open := range []func() error{

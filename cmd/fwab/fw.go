@@ -68,16 +68,9 @@ func (f *targetFlags) lookup() (*fwapi.Target, error) {
 	if f.target == "" {
 		return nil, usageErrorf("--target is required: name a firewall from %s", f.targets)
 	}
-	// A missing default file is an empty set (no target yet); a path the
-	// user typed must exist, or a typo would read as "no targets".
-	if f.targets != fwapi.DefaultTargetsPath() {
-		if _, err := os.Stat(f.targets); errors.Is(err, fs.ErrNotExist) {
-			return nil, usageErrorf("targets file %s does not exist: check the --targets path (without it fwab reads %s)", f.targets, fwapi.DefaultTargetsPath())
-		}
-	}
-	tf, err := fwapi.LoadTargets(f.targets)
+	tf, err := readTargets(f.targets)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
 	t, err := tf.Lookup(f.target)
 	if err != nil {
@@ -86,18 +79,37 @@ func (f *targetFlags) lookup() (*fwapi.Target, error) {
 	return t, nil
 }
 
+// readTargets reads the targets file at path, checked (fwapi.LoadTargets).
+// A missing default file is an empty set (no target yet); a path the user
+// typed must exist, or a typo would read as "no targets".
+func readTargets(path string) (*fwapi.TargetsFile, error) {
+	if path != fwapi.DefaultTargetsPath() {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErrorf("targets file %s does not exist: check the --targets path (without it fwab reads %s)", path, fwapi.DefaultTargetsPath())
+		}
+	}
+	tf, err := fwapi.LoadTargets(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return tf, nil
+}
+
 // open connects to the target's firewall.
 func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwapi.Firewall, error) {
 	t, err := f.lookup()
 	if err != nil {
 		return nil, nil, err
 	}
-	// A key, password or CA file the target names but that is not there
-	// is bad input, said before any connection is tried.
-	for _, nf := range targetFiles(t) {
-		if _, err := os.Stat(fwapi.ExpandHome(nf.path)); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, usageErrorf("target %s: %s does not exist (fix it in %s)", t.Name, nf.path, f.targets)
+	// A key, password or CA file the target names but that is not there,
+	// or a secret others may read, is bad input, said before any
+	// connection is tried.
+	if ps := t.FileProblems(); len(ps) > 0 {
+		var texts []string
+		for _, p := range ps {
+			texts = append(texts, p.Text(func(f string) string { return f }))
 		}
+		return nil, nil, usageErrorf("target %s: %s (fix it in %s)", t.Name, strings.Join(texts, "; "), f.targets)
 	}
 	fw, err := fwapi.Open(ctx, t, fwapi.OpenOptions{AcceptNewHostKey: f.acceptNewHostKey, Logger: logger(io)})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/secretfile"
 	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/report"
@@ -697,13 +698,9 @@ func tunnelPSK(spec *matrix.Spec) (string, error) {
 	if spec.Tunnel.PSKFile == "" {
 		return "", usageErrorf("tunnel: psk_file is missing; give a file that holds the pre-shared key on one line (secrets are never written in the spec)")
 	}
-	b, err := os.ReadFile(spec.Tunnel.PSKFile)
+	psk, err := secretfile.ReadLine(spec.Tunnel.PSKFile)
 	if err != nil {
 		return "", usageError{fmt.Errorf("tunnel psk_file: %w", err)}
-	}
-	psk := strings.TrimSpace(string(b))
-	if psk == "" {
-		return "", usageErrorf("tunnel psk_file %s is empty; put the pre-shared key in it, on one line", spec.Tunnel.PSKFile)
 	}
 	return psk, nil
 }

@@ -64,7 +64,7 @@ func TestTunnelCheckedOffline(t *testing.T) {
 	psk := filepath.Join(dir, "psk")
 	tunnel := "tunnel:\n  interface: wan\n  remote_addr: 198.19.0.2\n  local_net: 198.18.1.0/24\n  remote_net: 198.19.1.0/24\n"
 	for _, tt := range []struct{ name, tunnel, want string }{
-		{"missing PSK file", tunnel + "  psk_file: " + psk + "\n", "tunnel psk_file: open " + psk},
+		{"missing PSK file", tunnel + "  psk_file: " + psk + "\n", "tunnel psk_file: " + psk + " does not exist"},
 		{"no psk_file", tunnel, "tunnel: psk_file is missing"},
 		{"bad interface", strings.Replace(tunnel, "wan", "wan2", 1) + "  psk_file: " + psk + "\n", `tunnel: interface "wan2"`},
 	} {

@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
-	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -232,46 +230,27 @@ func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
 	return nil
 }
 
-// checkNewTarget refuses a target fwab could not drive, naming what is
-// missing, and files it names that do not exist.
+// checkNewTarget refuses a target fwab could not drive, and files it names
+// that are missing or that others may read: the targets file's own checks
+// (Target.Problems, Target.FileProblems), said with target add's flags.
 func checkNewTarget(t *fwapi.Target) error {
 	var problems []string
-	if t.Flavor != "pfsense" && t.Flavor != "opnsense" {
-		problems = append(problems, fmt.Sprintf("--flavor %q is not one of pfsense, opnsense", t.Flavor))
+	all := t.Problems()
+	if reflect.DeepEqual(t.Endpoints, fwapi.Endpoints{}) {
+		all = append(all, t.EndpointProblems()...) // a target add is for sweeps
 	}
-	if t.Host == "" {
-		problems = append(problems, "--host is required")
-	}
-	switch {
-	case t.SSH == nil && t.Flavor == "pfsense":
-		problems = append(problems, "pfSense is driven over SSH: drop --no-ssh")
-	case t.SSH == nil && t.API == nil:
-		problems = append(problems, "give SSH (--ssh-user) or the API (--api-url)")
-	case t.SSH != nil && t.SSH.User == "":
-		problems = append(problems, "--ssh-user is required (or --no-ssh for an API-only OPNsense)")
-	case t.SSH != nil && t.SSH.KeyFile == "" && t.SSH.PasswordFile == "" && !t.SSH.Agent:
-		problems = append(problems, "give --ssh-key-file, --ssh-password-file or --ssh-agent")
-	}
-	if t.API != nil {
-		if t.Flavor == "pfsense" {
-			problems = append(problems, "pfSense targets have no API section: fwab drives pfSense over SSH")
-		}
-		if !strings.HasPrefix(t.API.URL, "https://") {
-			problems = append(problems, fmt.Sprintf("--api-url %q: give the https:// URL of the firewall's GUI", t.API.URL))
-		}
-		if (t.API.KeyFile == "") == (t.API.KeyEnv == "") || (t.API.SecretFile == "") == (t.API.SecretEnv == "") {
-			problems = append(problems, "name the API key and secret each by one file (--api-key-file, --api-secret-file) or one environment variable (--api-key-env, --api-secret-env)")
-		}
-	}
-	problems = append(problems, pairProblems("--", fwapi.EndpointPair{Client: t.Endpoints.Client, Server: t.Endpoints.Server})...)
-	for _, ln := range slices.Sorted(maps.Keys(t.Endpoints.Links)) {
-		for _, p := range pairProblems("", t.Endpoints.Links[ln]) {
-			problems = append(problems, "--link "+ln+": "+p)
-		}
-	}
-	for _, f := range targetFiles(t) {
-		if _, err := os.Stat(f.path); errors.Is(err, fs.ErrNotExist) {
-			problems = append(problems, fmt.Sprintf("%s %s does not exist", f.flag, f.path))
+	for _, p := range append(all, t.FileProblems()...) {
+		link, _, inLink := strings.Cut(strings.TrimPrefix(p.Field, "endpoints.links."), ".")
+		inLink = inLink && strings.HasPrefix(p.Field, "endpoints.links.")
+		switch {
+		case inLink:
+			problems = append(problems, "--link "+link+": "+p.Text(flagOf))
+		case p.Field == "ssh" && t.Flavor == "pfsense":
+			problems = append(problems, "pfSense is driven over SSH: drop --no-ssh")
+		case p.Field == "ssh":
+			problems = append(problems, "give SSH (--ssh-user) or the API (--api-url)")
+		default:
+			problems = append(problems, p.Text(flagOf))
 		}
 	}
 	if len(problems) > 0 {
@@ -280,59 +259,29 @@ func checkNewTarget(t *fwapi.Target) error {
 	return nil
 }
 
-// pairProblems names what a link's client and server lack, their keys
-// written with prefix ("--" for the first link's flags, "" for a --link's
-// keys).
-func pairProblems(prefix string, p fwapi.EndpointPair) []string {
-	var problems []string
-	for _, side := range []struct {
-		name string
-		ep   fwapi.Endpoint
-	}{{"client", p.Client}, {"server", p.Server}} {
-		switch {
-		case side.ep.Addr == "":
-			problems = append(problems, fmt.Sprintf("%s%s-addr is required: the address traffic is sent to or from", prefix, side.name))
-		case side.ep.Netns == "" && side.ep.SSH == nil:
-			problems = append(problems, fmt.Sprintf("say where the %s runs: %s%s-netns or %s%s-ssh-host", side.name, prefix, side.name, prefix, side.name))
-		case side.ep.Netns != "" && side.ep.SSH != nil:
-			problems = append(problems, fmt.Sprintf("the %s is a namespace or an SSH host, not both: drop %s%s-netns or %s%s-ssh-host", side.name, prefix, side.name, prefix, side.name))
-		}
+// flagOf is the target add flag that writes a targets file key:
+// ssh.key_file is --ssh-key-file, endpoints.client.addr --client-addr,
+// endpoints.links.NAME.server.netns server-netns (a key of --link's value).
+func flagOf(field string) string {
+	dashed := func(s string) string { return strings.NewReplacer(".", "-", "_", "-").Replace(s) }
+	switch field {
+	case "ssh.agent":
+		return "--ssh-agent"
+	case "lease":
+		return "lease"
 	}
-	return problems
-}
-
-type namedFile struct{ flag, path string }
-
-func targetFiles(t *fwapi.Target) []namedFile {
-	var out []namedFile
-	add := func(flag, path string) {
-		if path != "" {
-			out = append(out, namedFile{flag, path})
-		}
+	rest, ok := strings.CutPrefix(field, "endpoints.")
+	if !ok {
+		return "--" + dashed(field)
 	}
-	if t.SSH != nil {
-		add("--ssh-key-file", t.SSH.KeyFile)
-		add("--ssh-password-file", t.SSH.PasswordFile)
+	if rest == "name" {
+		return "--link-name"
 	}
-	if t.API != nil {
-		add("--api-key-file", t.API.KeyFile)
-		add("--api-secret-file", t.API.SecretFile)
-		add("--api-ca-file", t.API.CAFile)
+	if link, ok := strings.CutPrefix(rest, "links."); ok {
+		_, key, _ := strings.Cut(link, ".")
+		return dashed(key) // a key of --link NAME's value
 	}
-	for side, ep := range map[string]fwapi.Endpoint{"client": t.Endpoints.Client, "server": t.Endpoints.Server} {
-		if ep.SSH != nil {
-			add("--"+side+"-ssh-key-file", ep.SSH.KeyFile)
-		}
-	}
-	for ln, p := range t.Endpoints.Links {
-		for side, ep := range map[string]fwapi.Endpoint{"client": p.Client, "server": p.Server} {
-			if ep.SSH != nil {
-				add("--link "+ln+": "+side+"-ssh-key-file", ep.SSH.KeyFile)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b namedFile) int { return strings.Compare(a.flag, b.flag) })
-	return out
+	return "--" + dashed(rest)
 }
 
 // targetRow is one target as `fwab target list --json` prints it.
@@ -356,9 +305,9 @@ func newTargetListCmd(io *streams, path *string) *cobra.Command {
 		Short: "List the targets file's firewalls",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tf, err := fwapi.LoadTargets(*path)
+			tf, err := readTargets(*path)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			names := make([]string, 0, len(tf.Targets))
 			for n := range tf.Targets {

@@ -28,7 +28,7 @@ func TestTargetsPathMustExist(t *testing.T) {
 // The known targets are listed as words, not as a Go slice.
 func TestUnknownTargetListsTheKnownOnes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "targets.yaml")
-	yaml := "targets:\n  fw-a: {flavor: pfsense, host: 127.0.0.1, ssh: {user: admin}}\n  fw-b: {flavor: pfsense, host: 127.0.0.1, ssh: {user: admin}}\n"
+	yaml := "targets:\n  fw-a: {flavor: pfsense, host: 127.0.0.1, ssh: {user: admin, agent: true}}\n  fw-b: {flavor: pfsense, host: 127.0.0.1, ssh: {user: admin, agent: true}}\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -47,5 +47,60 @@ func TestTargetsFileTypo(t *testing.T) {
 	_, stderr, code := fwab(t, "", "fw", "info", "--target", "fw-a", "--targets", path)
 	if code != exitUsage || !strings.Contains(stderr, "line 3: unknown key `flavour` (did you mean `flavor`?)") {
 		t.Errorf("exit %d, stderr %q; want exit 2 naming `flavour` and `flavor`", code, stderr)
+	}
+}
+
+// A hand-written targets file is checked by every command that reads it,
+// every problem at once with its line; a --targets path that does not
+// exist is an error for target list too.
+func TestTargetsFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "targets.yaml")
+	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: \"\"\n    ssh: {user: admin, port: 70000, agent: true}\n" +
+		"  opn:\n    flavor: opnsense\n    host: 198.18.0.2\n    api: {url: \"http://198.18.0.2\", key_env: K, secret_env: S}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"target", "list", "--targets", path},
+		{"target", "test", "fw1", "--targets", path},
+		{"fw", "info", "--target", "opn", "--targets", path},
+	} {
+		_, stderr, code := fwab(t, "", args...)
+		for _, want := range []string{"3 problems", "line 4: target fw1: host is required", "line 5: target fw1: ssh.port 70000 is not a port", `line 9: target opn: api.url "http://198.18.0.2"`} {
+			if code != exitUsage || !strings.Contains(stderr, want) {
+				t.Errorf("fwab %s: exit %d, %q; want exit 2 saying %q", strings.Join(args[:2], " "), code, stderr, want)
+			}
+		}
+	}
+	missing := filepath.Join(dir, "nosuch.yaml")
+	if _, stderr, code := fwab(t, "", "target", "list", "--targets", missing); code != exitUsage || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("target list --targets %s: exit %d, %q; want exit 2", missing, code, stderr)
+	}
+}
+
+// A secret file that others may read is refused by the command that would
+// read it, before anything is contacted, with the chmod to run.
+func TestSecretFilesMustBePrivate(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_fwab")
+	psk := filepath.Join(dir, "psk")
+	for _, f := range []string{key, psk} {
+		if err := os.WriteFile(f, []byte("secret\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	targets := filepath.Join(dir, "targets.yaml")
+	yaml := "targets:\n  fw1:\n    flavor: pfsense\n    host: 127.0.0.1\n    ssh: {port: 1, user: admin, key_file: " + key + "}\n"
+	if err := os.WriteFile(targets, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := fwab(t, "", "fw", "info", "--target", "fw1", "--targets", targets); code != exitUsage || !strings.Contains(stderr, "chmod 600 '"+key+"'") {
+		t.Errorf("a readable SSH key: exit %d, %q; want exit 2 with the chmod", code, stderr)
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	os.WriteFile(spec, []byte("target: lab\naxes:\n  ipsec@fwab: [none, aes128gcm16]\ntunnel:\n  remote_addr: 198.19.0.2\n  local_net: 198.18.1.0/24\n  remote_net: 198.19.1.0/24\n  psk_file: "+psk+"\n"), 0o600)
+	if _, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", fixtureFile(t, "configs/pfsense-2.7.xml")); code != exitUsage || !strings.Contains(stderr, "chmod 600 '"+psk+"'") {
+		t.Errorf("a readable PSK file: exit %d, %q; want exit 2 with the chmod", code, stderr)
 	}
 }
