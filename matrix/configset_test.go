@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -136,5 +137,29 @@ func TestConfigSetsRefused(t *testing.T) {
 				t.Errorf("NewPlan = %v; want a refusal naming b.xml and %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Each knob value is checked against every config set a point may start
+// from, not only the running config, whatever lint rules the spec allows:
+// advanced outbound NAT needs manual rules, which one set lacks.
+func TestConfigSetValuesChecked(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "spec.yaml")
+	os.WriteFile(p, []byte("axes:\n  config: [a.xml, b.xml]\n  nat.outbound: [hybrid, advanced]\nallow: [FWAB001, FWAB002, FWAB003]\nprobes:\n  - {name: up, direction: up, duration: 1s}\n"), 0o644)
+	base := fixtures.Read("configs/pfsense-2.7.xml")
+	os.WriteFile(filepath.Join(dir, "a.xml"), base, 0o644)
+	// b.xml: the same config without its manual outbound NAT rule.
+	rule := regexp.MustCompile(`(?s)(<outbound>\s*<mode>hybrid</mode>)\s*<rule>.*?</rule>`)
+	if !rule.Match(base) {
+		t.Fatal("the fixture's manual outbound NAT rule is not where the test looks")
+	}
+	os.WriteFile(filepath.Join(dir, "b.xml"), rule.ReplaceAll(base, []byte("$1")), 0o644)
+	s, err := ParseFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err == nil || !strings.Contains(err.Error(), "config b.xml") || !strings.Contains(err.Error(), "nat.outbound") {
+		t.Errorf("NewPlan = %v; want advanced NAT refused on b.xml", err)
 	}
 }

@@ -228,6 +228,56 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 		}
 		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
+	if err := s.checkValues(cfg, ""); err != nil {
+		return err
+	}
+	if err := s.checkConfigSets(cfg); err != nil {
+		return err
+	}
+	// A point of a config set starts from it: each value holds there too.
+	sets, err := s.startConfigs(cfg)
+	if err != nil {
+		return err
+	}
+	for _, name := range s.configNames() {
+		if err := s.checkValues(sets[name], "config "+name+": "); err != nil {
+			return err
+		}
+	}
+	for _, kv := range s.Actions {
+		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
+			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
+		}
+	}
+	return nil
+}
+
+// startConfigs are the configs of the spec's config sets by name, as a
+// point that names one starts from (pointConfig): the product version of
+// the target and the spec's tunnel. The running config is cfg itself.
+func (s *Spec) startConfigs(cfg *configxml.Config) (map[string]*configxml.Config, error) {
+	out := map[string]*configxml.Config{}
+	for _, name := range s.configNames() {
+		set := s.ConfigSets[name]
+		if set == nil {
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s: the config sets were not read (matrix.ParseFile reads them with the spec)", name)}
+		}
+		c, err := s.pointConfigFrom(cfg, set.Data, &Point{}, "")
+		if err != nil {
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// checkValues checks every value the spec gives a knob against c, the
+// config a point starts from; where names it in the errors ("config
+// b.xml: ", or "" for the target's own).
+func (s *Spec) checkValues(c *configxml.Config, where string) error {
+	fail := func(line int, err error) error {
+		return &SpecError{Line: line, Msg: fmt.Sprintf("%s%v (target runs %s %s)", where, err, c.Flavor(), c.Product().Version)}
+	}
 	check := func(line int, knob string, values ...string) error {
 		switch knob {
 		case "config":
@@ -254,14 +304,14 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 						set = append(set, other+"="+v)
 					}
 				}
-				if err := cfg.CheckAll(set); err != nil {
-					return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
+				if err := c.CheckAll(set); err != nil {
+					return fail(line, err)
 				}
 			}
 			return nil
 		}
-		if err := cfg.CheckValues(knob, values); err != nil {
-			return &SpecError{Line: line, Msg: fmt.Sprintf("%v (target runs %s %s)", err, cfg.Flavor(), cfg.Product().Version)}
+		if err := c.CheckValues(knob, values); err != nil {
+			return fail(line, err)
 		}
 		return nil
 	}
@@ -275,14 +325,6 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 			if err := check(0, kv.Knob, kv.Value); err != nil {
 				return err
 			}
-		}
-	}
-	if err := s.checkConfigSets(cfg); err != nil {
-		return err
-	}
-	for _, kv := range s.Actions {
-		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
-			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
 		}
 	}
 	return nil
@@ -337,7 +379,7 @@ func (t *TunnelSpec) spec(psk string) configxml.TunnelSpec {
 		name = "fwab"
 	}
 	return configxml.TunnelSpec{
-		Name: name, Interface: t.Interface, LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
+		Name: name, Interface: cmp.Or(t.Interface, "wan"), LocalAddr: t.LocalAddr, RemoteAddr: t.RemoteAddr,
 		LocalNet: t.LocalNet, RemoteNet: t.RemoteNet, LocalID: t.LocalID, RemoteID: t.RemoteID, PSK: psk,
 	}
 }
@@ -441,6 +483,10 @@ func (s *Spec) knobNames() []string {
 // be set up, or would be recorded under a name it does not have. Each
 // distinct combination of such knobs is checked once.
 func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config) error {
+	sets, err := p.Spec.startConfigs(cfg)
+	if err != nil {
+		return err
+	}
 	checked := map[string]error{}
 	var bad []string
 	for _, pt := range p.Points {
@@ -456,10 +502,14 @@ func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config) error {
 		if len(set) < 2 {
 			continue // one alone was checked with the spec
 		}
-		key := strings.Join(set, " ")
+		start, name := cfg, pt.Value("config")
+		if c := sets[name]; c != nil {
+			start = c
+		}
+		key := name + "\x00" + strings.Join(set, "\x00")
 		err, done := checked[key]
 		if !done {
-			err = cfg.CheckAll(set)
+			err = start.CheckAll(set)
 			checked[key] = err
 		}
 		if err != nil {
@@ -519,7 +569,8 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 			if len(seen.Values) == 0 {
 				continue // the running config as it is: nothing new to find
 			}
-			key := seen.Key()
+			// Joined with NUL: an xml: value may hold spaces and "=".
+			key := strings.Join(seen.Assignments(), "\x00")
 			fs, done := found[key]
 			if !done {
 				if data == nil {
