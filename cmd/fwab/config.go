@@ -282,16 +282,23 @@ func replaceInPlace(path string, fill func(io.Writer) error, force bool) error {
 	if st.Mode().Perm()&0o222 == 0 && !force {
 		return usageErrorf("%s is read-only (mode %v): give --force to replace it", path, st.Mode().Perm())
 	}
-	if err := keepBackup(target, st.Mode().Perm()); err != nil {
+	bak, err := keepBackup(target, st.Mode().Perm())
+	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFileKeepModeFrom(target, st.Mode().Perm(), fill)
+	if err := atomicfile.WriteFileKeepModeFrom(target, st.Mode().Perm(), fill); err != nil {
+		// The backup is the file's second name while the file stays:
+		// a later edit in place would change it too.
+		os.Remove(bak)
+		return err
+	}
+	return nil
 }
 
 // keepBackup keeps path's content as path.bak (or .bak.N): a second name
 // for the file, which the write then replaces by a new one, so the backup
 // costs no copy; where the file system has no hard links, a copy.
-func keepBackup(path string, perm os.FileMode) error {
+func keepBackup(path string, perm os.FileMode) (string, error) {
 	for n := 0; n < 1000; n++ {
 		name := path + ".bak"
 		if n > 0 {
@@ -306,12 +313,12 @@ func keepBackup(path string, perm os.FileMode) error {
 		}
 		if err == nil || !errors.Is(err, fs.ErrExist) {
 			if err != nil {
-				return fmt.Errorf("keep a backup: %w (nothing written)", err)
+				return "", fmt.Errorf("keep a backup: %w (nothing written)", err)
 			}
-			return nil
+			return name, nil
 		}
 	}
-	return fmt.Errorf("keep a backup: %s.bak through .bak.999 all exist: remove old ones (nothing written)", path)
+	return "", fmt.Errorf("keep a backup: %s.bak through .bak.999 all exist: remove old ones (nothing written)", path)
 }
 
 func plural(n int, word string) string {
@@ -350,6 +357,9 @@ func newConfigDiffCmd(io *streams) *cobra.Command {
 }
 
 func runConfigDiff(ctx context.Context, io *streams, opts *configDiffOptions) error {
+	if opts.a == "-" && opts.b == "-" {
+		return usageErrorf("config diff - -: standard input holds one config; give the other as a file")
+	}
 	// The two files are read side by side: each parse takes one core.
 	var a, b *configxml.Config
 	var errA, errB error

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,5 +153,27 @@ func TestConfigSetXMLPath(t *testing.T) {
 	}
 	if _, stderr, code := fwab(t, "", "config", "set", pf, "xml:system/hostname=lab-fw", "--in-place"); code != exitOK || !strings.Contains(stderr, "already has those values") {
 		t.Errorf("the same edit again: exit %d, %q; want nothing written", code, stderr)
+	}
+}
+
+// An in-place write that fails leaves the file as it was and no backup:
+// the backup is a second name of the file until the new one replaces it,
+// so one left behind would change with the next edit in place.
+func TestConfigSetInPlaceFailedWrite(t *testing.T) {
+	pf := fixtureFile(t, "configs/pfsense-2.7.xml")
+	before, _ := os.ReadFile(pf)
+	full := errors.New("no space left on device")
+	err := replaceInPlace(pf, func(w io.Writer) error {
+		io.WriteString(w, "<pfsense>")
+		return full
+	}, false)
+	if !errors.Is(err, full) {
+		t.Errorf("replaceInPlace with a failing write = %v", err)
+	}
+	if after, _ := os.ReadFile(pf); !bytes.Equal(after, before) {
+		t.Errorf("a failed in-place write changed the file")
+	}
+	if left, _ := filepath.Glob(pf + ".bak*"); len(left) != 0 {
+		t.Errorf("a failed in-place write left %v", left)
 	}
 }
