@@ -122,7 +122,7 @@ func readSecret(what, file, env string) (string, error) {
 	case file != "" && env != "":
 		return "", fmt.Errorf("api %s: both %s_file and %s_env are set: keep one", what, what, what)
 	case file != "":
-		v, err := secretfile.ReadLine(file)
+		v, err := secretfile.ReadLine(ExpandHome(file))
 		if err != nil {
 			return "", fmt.Errorf("api %s_file: %w", what, err)
 		}

@@ -157,36 +157,55 @@ func DefaultTargetsPath() string {
 	return filepath.Join(dir, "fwab", "targets.yaml")
 }
 
-// LoadTargets reads a targets file. A missing file is an empty set.
+// LoadTargets reads a targets file and checks every target in it
+// (Target.Problems): an error lists every problem, each with its line. A
+// missing file is an empty set.
 func LoadTargets(path string) (*TargetsFile, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &TargetsFile{Targets: map[string]*Target{}}, nil
-	}
+	tf, data, err := readTargets(path)
 	if err != nil {
 		return nil, err
+	}
+	// What target add checks, for every target at once: a hand-written
+	// file is held to the same rules.
+	if err := checkTargets(path, data, tf); err != nil {
+		return nil, err
+	}
+	return tf, nil
+}
+
+// EditTargets reads a targets file to add, replace or remove targets
+// (target add, lab up and down): without the checks LoadTargets makes, so
+// that a broken target can be replaced or removed by the commands that
+// write the file. What they write they check themselves.
+func EditTargets(path string) (*TargetsFile, error) {
+	tf, _, err := readTargets(path)
+	return tf, err
+}
+
+func readTargets(path string) (*TargetsFile, []byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &TargetsFile{Targets: map[string]*Target{}}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	var tf TargetsFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("targets file %s: %w", path, yamlerr.Translate(err, data, &tf))
+		return nil, nil, fmt.Errorf("targets file %s: %w", path, yamlerr.Translate(err, data, &tf))
 	}
 	if tf.Targets == nil {
 		tf.Targets = map[string]*Target{}
 	}
 	for name, t := range tf.Targets {
 		if t == nil {
-			return nil, fmt.Errorf("targets file %s: target %q is empty", path, name)
+			return nil, nil, fmt.Errorf("targets file %s: target %q is empty", path, name)
 		}
 		t.Name = name
 	}
-	// What target add checks, for every target at once (Target.Problems):
-	// a hand-written file is held to the same rules.
-	if err := checkTargets(path, data, &tf); err != nil {
-		return nil, err
-	}
-	return &tf, nil
+	return &tf, data, nil
 }
 
 // Lookup returns the named target, or an error that lists the known ones.

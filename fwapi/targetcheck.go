@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -75,10 +74,15 @@ func (t *Target) Problems() []TargetProblem {
 	}
 	// A target written without endpoints can be driven (fw, config) but not
 	// swept; target add asks for them (EndpointProblems).
-	if !reflect.DeepEqual(t.Endpoints, Endpoints{}) {
+	if !t.Endpoints.Empty() {
 		ps = append(ps, t.EndpointProblems()...)
 	}
 	return ps
+}
+
+// Empty reports whether no endpoint is written (an empty links: too).
+func (e Endpoints) Empty() bool {
+	return e.Client == (Endpoint{}) && e.Server == (Endpoint{}) && e.Name == "" && len(e.Links) == 0
 }
 
 // EndpointProblems lists what the target's traffic hosts lack.

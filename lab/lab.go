@@ -621,7 +621,7 @@ func writeTarget(o Options, st *State) error {
 		return err
 	}
 	p, _ := strconv.Atoi(port)
-	tf, err := fwapi.LoadTargets(o.TargetsPath)
+	tf, err := fwapi.EditTargets(o.TargetsPath) // the lab replaces its own target, whatever the others hold
 	if err != nil {
 		return err
 	}
@@ -668,7 +668,7 @@ func writeTarget(o Options, st *State) error {
 
 // removeTarget drops the "lab" target when it points into this lab folder.
 func removeTarget(path, dir string) error {
-	tf, err := fwapi.LoadTargets(path)
+	tf, err := fwapi.EditTargets(path)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -215,7 +214,7 @@ func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
 	if err := checkNewTarget(&t); err != nil {
 		return usageError{fmt.Errorf("target %s: %w", name, err)}
 	}
-	tf, err := fwapi.LoadTargets(path)
+	tf, err := fwapi.EditTargets(path) // a broken target may be the one --replace fixes
 	if err != nil {
 		return usageError{err}
 	}
@@ -236,7 +235,7 @@ func runTargetAdd(io *streams, path, name string, o targetAddOptions) error {
 func checkNewTarget(t *fwapi.Target) error {
 	var problems []string
 	all := t.Problems()
-	if reflect.DeepEqual(t.Endpoints, fwapi.Endpoints{}) {
+	if t.Endpoints.Empty() {
 		all = append(all, t.EndpointProblems()...) // a target add is for sweeps
 	}
 	for _, p := range append(all, t.FileProblems()...) {

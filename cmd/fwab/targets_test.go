@@ -104,3 +104,24 @@ func TestSecretFilesMustBePrivate(t *testing.T) {
 		t.Errorf("a readable PSK file: exit %d, %q; want exit 2 with the chmod", code, stderr)
 	}
 }
+
+// target add --replace repairs a broken target: the commands that write
+// the targets file read it without the checks that refuse it elsewhere.
+// An empty links: is no endpoint.
+func TestTargetAddRepairsABrokenTarget(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id")
+	os.WriteFile(key, []byte("key\n"), 0o600)
+	path := filepath.Join(dir, "targets.yaml")
+	os.WriteFile(path, []byte("targets:\n  fw1:\n    flavor: pfsense\n    host: \"\"\n    ssh: {user: admin, agent: true}\n    endpoints: {links: {}}\n"), 0o600)
+	if _, stderr, code := fwab(t, "", "target", "list", "--targets", path); code != exitUsage || strings.Contains(stderr, "endpoints") || !strings.Contains(stderr, "host is required") {
+		t.Errorf("target list of a broken file: exit %d, %q; want only the host named", code, stderr)
+	}
+	if _, stderr, code := fwab(t, "", "target", "add", "fw1", "--replace", "--targets", path, "--flavor", "pfsense", "--host", "198.18.0.1", "--ssh-user", "admin", "--ssh-key-file", key,
+		"--client-addr", "198.18.1.10", "--client-netns", "lan", "--server-addr", "198.19.1.10", "--server-netns", "wan"); code != exitOK {
+		t.Fatalf("target add --replace over a broken target: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := fwab(t, "", "target", "list", "--targets", path); code != exitOK {
+		t.Errorf("target list after the repair: exit %d, %q", code, stderr)
+	}
+}
