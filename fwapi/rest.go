@@ -117,7 +117,24 @@ func LoadCredentials(spec *APISpec) (Credentials, error) {
 	return c, nil
 }
 
+// SetupError is a fault in what the user set up for fwab (a credential's
+// file or variable), not in the firewall: the command exits 2.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// readSecret reads an API credential from its file or variable; what is
+// wrong with them is a *SetupError.
 func readSecret(what, file, env string) (string, error) {
+	v, err := readSecretValue(what, file, env)
+	if err != nil {
+		return "", &SetupError{err}
+	}
+	return v, nil
+}
+
+func readSecretValue(what, file, env string) (string, error) {
 	switch {
 	case file != "" && env != "":
 		return "", fmt.Errorf("api %s: both %s_file and %s_env are set: keep one", what, what, what)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,6 +182,40 @@ func TestContractMissingKeyFile(t *testing.T) {
 		_, stderr, code := fwab(t, "", args...)
 		if code != exitUsage || !strings.Contains(stderr, missing) {
 			t.Errorf("fwab %s: exit %d, %q; want exit 2 naming %s", strings.Join(args, " "), code, stderr, missing)
+		}
+	}
+}
+
+// Setup errors are the user's to fix and exit 2, never 1, which CI reads
+// as a regression: a run that is not in the database, an API key variable
+// that is unset, a secret file others may read, a certificate that does
+// not match its pin.
+func TestContractSetupErrors(t *testing.T) {
+	db := resultsDB(t)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "api.key")
+	os.WriteFile(key, []byte("k\n"), 0o644)
+	// A TLS server whose certificate is not the pinned one.
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	targets := filepath.Join(dir, "targets.yaml")
+	os.WriteFile(targets, []byte("targets:\n"+
+		"  env:\n    flavor: opnsense\n    host: 127.0.0.1\n    api: {url: \"https://127.0.0.1:1\", key_env: FWAB_TEST_UNSET_KEY, secret_env: FWAB_TEST_UNSET_SECRET}\n"+
+		"  open:\n    flavor: opnsense\n    host: 127.0.0.1\n    api: {url: \"https://127.0.0.1:1\", key_file: "+key+", secret_file: "+key+"}\n"+
+		"  pin:\n    flavor: opnsense\n    host: 127.0.0.1\n    api: {url: \""+srv.URL+"\", key_env: FWAB_TEST_KEY, secret_env: FWAB_TEST_KEY, fingerprint: \""+strings.Repeat("ab", 32)+"\"}\n"), 0o600)
+	t.Setenv("FWAB_TEST_KEY", "k")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "999", "--db", db}, "no run 999"},
+		{[]string{"runs", "show", "999", "--db", db}, "no run 999"},
+		{[]string{"fw", "info", "--target", "env", "--targets", targets}, "FWAB_TEST_UNSET_KEY"},
+		{[]string{"fw", "info", "--target", "open", "--targets", targets}, "chmod 600"},
+		{[]string{"fw", "info", "--target", "pin", "--targets", targets}, "does not match the pinned fingerprint"},
+	} {
+		if _, stderr, code := fwab(t, "", tt.args...); code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 saying %q", strings.Join(tt.args, " "), code, stderr, tt.want)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func parseRunID(s string) (int64, error) {
 func loadRun(ctx context.Context, st *store.Store, db string, id int64) (*report.Run, error) {
 	r, err := report.Load(ctx, st, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(db))
+		return nil, usageErrorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(db))
 	}
 	return r, err
 }

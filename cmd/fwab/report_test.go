@@ -106,7 +106,7 @@ func TestReportErrors(t *testing.T) {
 		{[]string{"report", "1", "--confidence", "x"}, exitUsage, `--confidence "x"`},
 		{[]string{"report", "one"}, exitUsage, `run "one": give the run's number`},
 		{[]string{"report"}, exitUsage, "accepts 1 arg(s)"},
-		{[]string{"report", "9"}, exitFailure, "no run 9 in " + db},
+		{[]string{"report", "9"}, exitUsage, "no run 9 in " + db},
 		{[]string{"report", "1", "--db", filepath.Join(t.TempDir(), "none.db")}, exitUsage, "no results database at"},
 	} {
 		args := tc.args

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/fwab/fwab/fwapi"
 	"github.com/spf13/cobra"
 )
 
@@ -95,11 +96,25 @@ func exitCode(err error, io *streams) int {
 		return exitCancelled
 	}
 	fmt.Fprintf(io.ErrOut, "fwab: %v\n", err)
-	var usage usageError
-	if errors.As(err, &usage) {
+	if isSetupError(err) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// isSetupError reports whether err is the user's to fix before fwab can
+// run (exit 2, never 1, which CI reads as a regression): bad input, a
+// credential's file or variable, a certificate or host key that does not
+// match what the targets file trusts.
+func isSetupError(err error) bool {
+	var (
+		usage    usageError
+		setup    *fwapi.SetupError
+		cert     *fwapi.CertificateError
+		mismatch *fwapi.HostKeyMismatchError
+		unknown  *fwapi.UnknownHostKeyError
+	)
+	return errors.As(err, &usage) || errors.As(err, &setup) || errors.As(err, &cert) || errors.As(err, &mismatch) || errors.As(err, &unknown)
 }
 
 func newRootCmd(io *streams) *cobra.Command {

@@ -233,7 +233,7 @@ func runRunsShow(ctx context.Context, opts *runsOptions, id int64, io *streams) 
 	defer s.Close()
 	r, err := s.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(opts.db))
+		return usageErrorf("no run %d in %s: 'fwab runs list' shows the runs there", id, store.Redact(opts.db))
 	}
 	if err != nil {
 		return err

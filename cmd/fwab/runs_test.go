@@ -131,7 +131,7 @@ func TestRunsErrors(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{[]string{"runs", "show", "9", "--db", db}, 1, "no run 9 in " + db},
+		{[]string{"runs", "show", "9", "--db", db}, exitUsage, "no run 9 in " + db},
 		{[]string{"runs", "show", "abc", "--db", db}, 2, `run "abc": give the run's number`},
 		{[]string{"runs", "show", "--db", db}, 2, "accepts 1 arg"},
 		{[]string{"runs", "list", "--db", filepath.Join(t.TempDir(), "none.db")}, 2, "no results database at"},
