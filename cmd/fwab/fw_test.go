@@ -78,8 +78,8 @@ func TestFwInfoAndPull(t *testing.T) {
 func TestFwUnknownHostKey(t *testing.T) {
 	_, targets := labTarget(t, nil, false)
 	_, errOut, code := fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets)
-	if code != 1 || !strings.Contains(errOut, "--accept-new-host-key") || !strings.Contains(errOut, "SHA256:") {
-		t.Fatalf("fw info with an unknown host = %d: %s; want exit 1 naming the fingerprint and the flag", code, errOut)
+	if code != exitUsage || !strings.Contains(errOut, "--accept-new-host-key") || !strings.Contains(errOut, "SHA256:") {
+		t.Fatalf("fw info with an unknown host = %d: %s; want exit 2 (a setup error) naming the fingerprint and the flag", code, errOut)
 	}
 	if _, errOut, code = fwabRun(t, "fw", "info", "--target", "fw1", "--targets", targets, "--accept-new-host-key"); code != 0 {
 		t.Fatalf("fw info --accept-new-host-key = %d: %s", code, errOut)
