@@ -100,22 +100,28 @@ func (s *Spec) LoadConfigSets(dir string) error {
 
 // checkConfigSets holds each config set against the firewall's config:
 // the same product, every interface the firewall assigns, and nothing
-// that changes how fwab reaches the box.
-func (s *Spec) checkConfigSets(cfg *configxml.Config) error {
+// that changes how fwab reaches the box. It returns each set's config by
+// name as a point that names it starts from (prepare).
+func (s *Spec) checkConfigSets(cfg *configxml.Config) (map[string]*configxml.Config, error) {
+	out := map[string]*configxml.Config{}
 	for _, name := range s.configNames() {
 		set := s.ConfigSets[name]
 		if set == nil {
-			return &SpecError{Msg: fmt.Sprintf("config %s: the config sets were not read (matrix.ParseFile reads them with the spec)", name)}
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s: the config sets were not read (matrix.ParseFile reads them with the spec)", name)}
 		}
 		c, err := configxml.LoadBytes(set.Data)
 		if err != nil {
-			return &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
 		}
 		if diff := configxml.ReachDiff(cfg, c); len(diff) > 0 {
-			return &SpecError{Msg: fmt.Sprintf("config %s would change how fwab reaches the firewall, so a sweep could lock itself out: %s; make the set's SSH, web GUI, users and interface addresses the running config's (fwab config diff shows them)", name, strings.Join(diff, "; "))}
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s would change how fwab reaches the firewall, so a sweep could lock itself out: %s; make the set's SSH, web GUI, users and interface addresses the running config's (fwab config diff shows them)", name, strings.Join(diff, "; "))}
 		}
+		if err := s.prepare(c, cfg, ""); err != nil {
+			return nil, &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
+		}
+		out[name] = c
 	}
-	return nil
+	return out, nil
 }
 
 // pointConfig is the config a point pushes: its config set, or base (the
@@ -134,13 +140,8 @@ func (s *Spec) pointConfigFrom(base *configxml.Config, data []byte, pt *Point, p
 	if err != nil {
 		return nil, err
 	}
-	if !base.Product().Inferred {
-		if err := c.SetProduct(base.Product().Version); err != nil {
-			return nil, err
-		}
-	}
-	if s.Tunnel != nil {
-		c.DefineTunnel(s.Tunnel.spec(psk))
+	if err := s.prepare(c, base, psk); err != nil {
+		return nil, err
 	}
 	var knobs []string
 	for _, kv := range pt.Values {
@@ -152,6 +153,20 @@ func (s *Spec) pointConfigFrom(base *configxml.Config, data []byte, pt *Point, p
 		return nil, err
 	}
 	return c, nil
+}
+
+// prepare makes c a config a point starts from: base's product version
+// (when the firewall reported it) and the tunnel the spec creates.
+func (s *Spec) prepare(c, base *configxml.Config, psk string) error {
+	if !base.Product().Inferred {
+		if err := c.SetProduct(base.Product().Version); err != nil {
+			return err
+		}
+	}
+	if s.Tunnel != nil {
+		c.DefineTunnel(s.Tunnel.spec(psk))
+	}
+	return nil
 }
 
 // ConfigBeyondKnobs lists where config b differs from config a once the

@@ -222,53 +222,38 @@ func (s *Spec) allowed(p *Point) (bool, error) {
 // Check validates every value of the spec against the target's config:
 // flavor, product version and interfaces. Nothing is changed.
 func (s *Spec) Check(cfg *configxml.Config) error {
+	_, err := s.checkAgainst(cfg)
+	return err
+}
+
+// checkAgainst is Check returning the config sets' configs by name, as a point
+// that names one starts from (checkConfigSets).
+func (s *Spec) checkAgainst(cfg *configxml.Config) (map[string]*configxml.Config, error) {
 	if s.Tunnel != nil {
 		if err := s.Tunnel.check(cfg); err != nil {
-			return err
+			return nil, err
 		}
 		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
 	if err := s.checkValues(cfg, ""); err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.checkConfigSets(cfg); err != nil {
-		return err
+	sets, err := s.checkConfigSets(cfg)
+	if err != nil {
+		return nil, err
 	}
 	// A point of a config set starts from it: each value holds there too.
-	sets, err := s.startConfigs(cfg)
-	if err != nil {
-		return err
-	}
 	for _, name := range s.configNames() {
 		if err := s.checkValues(sets[name], "config "+name+": "); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, kv := range s.Actions {
 		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
-			return &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
+			return nil, &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
 		}
 	}
-	return nil
-}
-
-// startConfigs are the configs of the spec's config sets by name, as a
-// point that names one starts from (pointConfig): the product version of
-// the target and the spec's tunnel. The running config is cfg itself.
-func (s *Spec) startConfigs(cfg *configxml.Config) (map[string]*configxml.Config, error) {
-	out := map[string]*configxml.Config{}
-	for _, name := range s.configNames() {
-		set := s.ConfigSets[name]
-		if set == nil {
-			return nil, &SpecError{Msg: fmt.Sprintf("config %s: the config sets were not read (matrix.ParseFile reads them with the spec)", name)}
-		}
-		c, err := s.pointConfigFrom(cfg, set.Data, &Point{}, "")
-		if err != nil {
-			return nil, &SpecError{Msg: fmt.Sprintf("config %s: %v", name, err)}
-		}
-		out[name] = c
-	}
-	return out, nil
+	return sets, nil
 }
 
 // checkValues checks every value the spec gives a knob against c, the
@@ -390,7 +375,8 @@ func (t *TunnelSpec) spec(psk string) configxml.TunnelSpec {
 //
 // A plan of many points takes a while: ctx stops it, with ctx's error.
 func NewPlan(ctx context.Context, s *Spec, cfg *configxml.Config, seed uint64) (*Plan, error) {
-	if err := s.Check(cfg); err != nil {
+	sets, err := s.checkAgainst(cfg)
+	if err != nil {
 		return nil, err
 	}
 	points, err := s.Expand(ctx)
@@ -427,7 +413,7 @@ func NewPlan(ctx context.Context, s *Spec, cfg *configxml.Config, seed uint64) (
 		}
 		p.Start = append(p.Start, KnobValue{kv.Knob, v})
 	}
-	if err := p.checkTogether(ctx, cfg); err != nil {
+	if err := p.checkTogether(ctx, cfg, sets); err != nil {
 		return nil, err
 	}
 	if err := p.lintPoints(ctx, cfg); err != nil {
@@ -482,11 +468,8 @@ func (s *Spec) knobNames() []string {
 // interfaces), whatever lint rules the spec allows: the point could not
 // be set up, or would be recorded under a name it does not have. Each
 // distinct combination of such knobs is checked once.
-func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config) error {
-	sets, err := p.Spec.startConfigs(cfg)
-	if err != nil {
-		return err
-	}
+// sets are the config sets' configs (Spec.checkAgainst).
+func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config, sets map[string]*configxml.Config) error {
 	checked := map[string]error{}
 	var bad []string
 	for _, pt := range p.Points {
@@ -556,13 +539,19 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 			continue
 		}
 		found := map[string][]configxml.Finding{} // by the point's seen knobs
+		sees := map[string]bool{}                 // r.Sees, by knob
 		for _, pt := range p.Points {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			seen := &Point{Index: pt.Index}
 			for _, kv := range pt.Values {
-				if r.Sees(kv.Knob) {
+				see, ok := sees[kv.Knob]
+				if !ok {
+					see = r.Sees(kv.Knob)
+					sees[kv.Knob] = see
+				}
+				if see {
 					seen.Values = append(seen.Values, kv)
 				}
 			}
