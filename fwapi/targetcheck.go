@@ -39,6 +39,9 @@ func (p TargetProblem) Text(name func(field string) string) string {
 	})
 }
 
+// String is the problem as the targets file names its fields.
+func (p TargetProblem) String() string { return p.Text(func(f string) string { return f }) }
+
 // Problems lists what is wrong with the target as written: every fault at
 // once, none of them needing the network or the files it names (see
 // FileProblems). LoadTargets refuses a file with any, as target add
@@ -258,7 +261,6 @@ func plural(n int, word string) string {
 func checkTargets(path string, data []byte, tf *TargetsFile) error {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root) // it decoded once already
-	var lines []string
 	type at struct {
 		line int
 		text string
@@ -266,17 +268,18 @@ func checkTargets(path string, data []byte, tf *TargetsFile) error {
 	var all []at
 	for _, name := range slices.Sorted(maps.Keys(tf.Targets)) {
 		for _, p := range tf.Targets[name].Problems() {
-			all = append(all, at{lineOf(&root, name, p.Field), "target " + name + ": " + p.Text(func(f string) string { return f })})
+			all = append(all, at{lineOf(&root, name, p.Field), "target " + name + ": " + p.String()})
 		}
 	}
-	slices.SortStableFunc(all, func(a, b at) int { return a.line - b.line })
-	for _, a := range all {
-		lines = append(lines, "line "+strconv.Itoa(a.line)+": "+a.text)
-	}
-	if len(lines) == 0 {
+	if len(all) == 0 {
 		return nil
 	}
-	return &TargetsError{Path: path, Lines: lines}
+	slices.SortStableFunc(all, func(a, b at) int { return a.line - b.line })
+	e := &TargetsError{Path: path}
+	for _, a := range all {
+		e.Lines = append(e.Lines, "line "+strconv.Itoa(a.line)+": "+a.text)
+	}
+	return e
 }
 
 // lineOf is the line of the key field (dotted) of the target name: the

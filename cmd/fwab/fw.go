@@ -107,7 +107,7 @@ func (f *targetFlags) open(ctx context.Context, io *streams) (*fwapi.Target, fwa
 	if ps := t.FileProblems(); len(ps) > 0 {
 		var texts []string
 		for _, p := range ps {
-			texts = append(texts, p.Text(func(f string) string { return f }))
+			texts = append(texts, p.String())
 		}
 		return nil, nil, usageErrorf("target %s: %s (fix it in %s)", t.Name, strings.Join(texts, "; "), f.targets)
 	}

@@ -688,7 +688,6 @@ func printSweepStats(io *streams, s matrix.Stats) {
 		s.Wall.Round(time.Second), pct(s.Probe), pct(s.Idle), pct(s.Apply), pct(s.Settle), pct(s.Overhead()), s.Overhead().Round(time.Millisecond), s.Samples, strings.Join(actions, ", "))
 }
 
-// tunnelPSK reads the pre-shared key of the tunnel the spec may create.
 // tunnelPSK reads the pre-shared key of the spec's tunnel: section (one
 // line), which matrix check, matrix plan and sweep all read alike.
 func tunnelPSK(spec *matrix.Spec) (string, error) {

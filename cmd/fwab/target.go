@@ -239,8 +239,8 @@ func checkNewTarget(t *fwapi.Target) error {
 		all = append(all, t.EndpointProblems()...) // a target add is for sweeps
 	}
 	for _, p := range append(all, t.FileProblems()...) {
-		link, _, inLink := strings.Cut(strings.TrimPrefix(p.Field, "endpoints.links."), ".")
-		inLink = inLink && strings.HasPrefix(p.Field, "endpoints.links.")
+		rest, inLink := strings.CutPrefix(p.Field, "endpoints.links.")
+		link, _, _ := strings.Cut(rest, ".")
 		switch {
 		case inLink:
 			problems = append(problems, "--link "+link+": "+p.Text(flagOf))
