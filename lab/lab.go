@@ -347,10 +347,12 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err
 	}
-	if err := startDaemon(ctx, o); err != nil {
+	proc, err := startDaemon(ctx, o)
+	if err != nil {
 		return nil, err
 	}
-	st, err = waitReady(ctx, o.Dir, 60*time.Second)
+	st, err = waitReady(ctx, o.Dir, proc, 60*time.Second)
+	_ = proc.Release()
 	if err != nil {
 		return nil, err
 	}
@@ -400,17 +402,19 @@ func labFlavor(name string) (configxml.Flavor, error) {
 	return "", fmt.Errorf("flavor %q: the lab emulates pfsense or opnsense", name)
 }
 
-func startDaemon(ctx context.Context, o Options) error {
+// startDaemon starts the emulator daemon in a session of its own, its
+// output appended to serve.log, and records its pid. The caller waits for it
+// (waitReady), then releases proc.
+func startDaemon(ctx context.Context, o Options) (proc *os.Process, err error) {
 	exe := o.Executable
 	if exe == "" {
-		var err error
 		if exe, err = os.Executable(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	logf, err := os.OpenFile(filepath.Join(o.Dir, serveLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	args := append(append([]string{}, o.ServeArgs...), "--dir", o.Dir)
@@ -419,11 +423,14 @@ func startDaemon(ctx context.Context, o Options) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the emulated firewall: %w", err)
+		return nil, fmt.Errorf("start the emulated firewall: %w", err)
 	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
-	return atomicfile.WriteFile(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	if err := atomicfile.WriteFile(filepath.Join(o.Dir, servePid), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return nil, err
+	}
+	return cmd.Process, nil
 }
 
 // closeInheritedOnExec marks every descriptor above stderr close-on-exec,
@@ -442,16 +449,19 @@ func closeInheritedOnExec() {
 	}
 }
 
-// waitReady waits for the daemon to record its SSH address (and, for
-// OPNsense, its API address) in lab.json.
-func waitReady(ctx context.Context, dir string, timeout time.Duration) (*State, error) {
+// waitReady waits for the daemon proc to record its SSH address (and, for
+// OPNsense, its API address) in lab.json. A daemon that ends first is
+// reaped, and the error says how it ended: one killed before it wrote a
+// line leaves serve.log empty.
+func waitReady(ctx context.Context, dir string, proc *os.Process, timeout time.Duration) (*State, error) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if st, err := readState(dir); err == nil && st.SSHAddr != "" && (st.Flavor != string(configxml.OPNsense) || st.APIAddr != "") {
 			return st, nil
 		}
-		if _, err := daemonPID(dir); err != nil {
-			return nil, fmt.Errorf("the emulated firewall exited; see %s", filepath.Join(dir, serveLog))
+		var ws syscall.WaitStatus
+		if pid, err := syscall.Wait4(proc.Pid, &ws, syscall.WNOHANG, nil); err != nil || pid == proc.Pid {
+			return nil, daemonExited(dir, ws, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -460,6 +470,24 @@ func waitReady(ctx context.Context, dir string, timeout time.Duration) (*State, 
 		}
 	}
 	return nil, fmt.Errorf("the emulated firewall did not start within %v; see %s", timeout, filepath.Join(dir, serveLog))
+}
+
+// daemonExited says how the daemon ended, with serve.log's last line.
+func daemonExited(dir string, ws syscall.WaitStatus, werr error) error {
+	how := "exit status " + strconv.Itoa(ws.ExitStatus())
+	switch {
+	case werr != nil:
+		how = "wait: " + werr.Error()
+	case ws.Signaled():
+		how = "killed by signal " + ws.Signal().String()
+	}
+	log := filepath.Join(dir, serveLog)
+	b, _ := os.ReadFile(log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if last := lines[len(lines)-1]; last != "" {
+		how += ": " + last
+	}
+	return fmt.Errorf("the emulated firewall exited (%s); see %s", how, log)
 }
 
 // daemonPID returns the running emulator's pid, checking that the pid file
