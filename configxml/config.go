@@ -126,6 +126,9 @@ func (c *Config) SetProduct(version string) error {
 	if err != nil {
 		return fmt.Errorf("product version %q: %w", version, err)
 	}
+	if err := CheckVersion(c.flavor, v); err != nil {
+		return fmt.Errorf("product version: %w", err)
+	}
 	if err := c.layoutAllows(pv); err != nil {
 		return fmt.Errorf("product version %s: %w", v, err)
 	}

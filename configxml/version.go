@@ -25,6 +25,42 @@ func parseVersion(s string) (version, error) {
 	return v, nil
 }
 
+// CheckVersion refuses a product version outside f's version scheme, so
+// that a version of the other product (or none) is named where it is
+// given instead of read as some release: pfSense CE is 2.MINOR[.PATCH]
+// and pfSense Plus YY.MM[.PATCH] (a two-digit month); OPNsense is
+// YY.M[.PATCH] from 15.1 on. s may be what a firewall reports
+// ("2.7.2-RELEASE", "OPNsense 26.1.2_1").
+//
+// upstream: not settled — neither product's source states its scheme; the release branches read are pfsense/pfsense RELENG_2_6_0 and RELENG_2_7_2 (2.x.y) and opnsense/core stable/24.7 to stable/26.7 (YY.M), Plus's YY.MM is from its release names; checked at run time by SetProduct on the version the firewall reports, which names a box outside the scheme
+func CheckVersion(f Flavor, s string) error {
+	v, err := parseVersion(s)
+	if err != nil {
+		return err
+	}
+	n := normalizeProduct(s)
+	parts := strings.Split(n, ".")
+	twoDigitMinor := len(parts) > 1 && len(parts[1]) == 2
+	ce := len(v) >= 2 && v[0] == 2
+	plus := len(v) >= 2 && v[0] >= 21 && v[0] <= 99 && twoDigitMinor && v[1] >= 1 && v[1] <= 12
+	opn := len(v) >= 2 && v[0] >= 15 && v[0] <= 99 && v[1] >= 1 && v[1] <= 12
+	const (
+		pfScheme  = "pfSense CE is 2.x.y (2.7.2), pfSense Plus YY.MM (24.11)"
+		opnScheme = "OPNsense is YY.M[.patch] (26.1, 24.7.12)"
+	)
+	switch {
+	case f == PfSense && !ce && !plus && opn:
+		return fmt.Errorf("%s looks like an OPNsense version, not a pfSense one: %s; give the version the firewall runs", n, pfScheme)
+	case f == PfSense && !ce && !plus:
+		return fmt.Errorf("%s is not a pfSense version: %s", n, pfScheme)
+	case f == OPNsense && ce:
+		return fmt.Errorf("%s looks like a pfSense version, not an OPNsense one: %s; give the version the firewall runs", n, opnScheme)
+	case f == OPNsense && !opn:
+		return fmt.Errorf("%s is not an OPNsense version: %s", n, opnScheme)
+	}
+	return nil
+}
+
 // normalizeProduct turns what a firewall reports into a dotted version:
 // "2.7.2-RELEASE" → "2.7.2", "OPNsense 26.1.2_1" → "26.1.2".
 func normalizeProduct(s string) string {

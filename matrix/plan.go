@@ -274,6 +274,9 @@ func (s *Spec) checkValues(c *configxml.Config, where string) error {
 				if value == "" || strings.ContainsAny(value, " \t\n'\"`$;&|<>\\/") {
 					return &SpecError{Line: line, Msg: fmt.Sprintf("firmware %q: give a product version, such as 2.8.0-RELEASE or 26.1.2", value)}
 				}
+				if err := configxml.CheckVersion(c.Flavor(), value); err != nil {
+					return &SpecError{Line: line, Msg: fmt.Sprintf("firmware %q: %v", value, err)}
+				}
 			}
 			return nil
 		}

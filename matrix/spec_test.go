@@ -136,6 +136,9 @@ func TestCheckAgainstTarget(t *testing.T) {
 		{"axes:\n  ids@dmz: [off, ids]\n", `line 2: knob ids@dmz: no interface "dmz" in this config; it has: wan, lan, opt1`},
 		{"axes:\n  blocklist: [off, on]\n", ""},
 		{"axes:\n  offload.tso: [on, off]\nfixed:\n  nat.outbound: sideways\n", `invalid value "sideways"`},
+		{"axes:\n  firmware: [2.7.2-RELEASE, 2.8.0-RELEASE]\n", ""},
+		{"axes:\n  firmware: [2.7.2-RELEASE, banana]\n", `line 2: firmware "banana": "banana" is not a dotted version`},
+		{"axes:\n  firmware: [2.7.2-RELEASE, 26.1.2]\n", `line 2: firmware "26.1.2": 26.1.2 looks like an OPNsense version`},
 	}
 	for _, tt := range tests {
 		s, err := Parse(strings.NewReader(tt.yaml))

@@ -175,6 +175,9 @@ func TestConfigUsageErrors(t *testing.T) {
 		{[]string{"config", "show", "/nonexistent/config.xml"}, "no such file or directory"},
 		{[]string{"config", "knobs", "--flavor", "sophos"}, `--flavor "sophos": use pfsense or opnsense`},
 		{[]string{"config", "show", pf, "--product", "two"}, `product version "two"`},
+		{[]string{"config", "show", pf, "--product", "26.1"}, "26.1 looks like an OPNsense version"},
+		{[]string{"config", "knobs", "--flavor", "pfsense", "--version", "9.9"}, "9.9 is not a pfSense version"},
+		{[]string{"config", "knobs", "--flavor", "opnsense", "--version", "2.7.2"}, "2.7.2 looks like a pfSense version"},
 		{[]string{"config", "show"}, "accepts 1 arg(s), received 0"},
 		{[]string{"config", "show", pf, "--bogus"}, "unknown flag: --bogus"},
 	}

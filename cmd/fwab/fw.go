@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -77,6 +78,26 @@ func (f *targetFlags) lookup() (*fwapi.Target, error) {
 		return nil, usageError{err}
 	}
 	return t, nil
+}
+
+// checkOfflineFlavor checks an offline --config against the target the
+// command plans for (--target, else the spec's target:): a config of the
+// other product would plan changes that target cannot take. Without that
+// target in the targets file there is nothing to compare.
+func (f *targetFlags) checkOfflineFlavor(specTarget, configPath string, c *configxml.Config) error {
+	name := cmp.Or(f.target, specTarget)
+	if name == "" {
+		return nil
+	}
+	tf, err := fwapi.LoadTargets(f.targets)
+	if err != nil {
+		return nil // offline: the targets file is not needed
+	}
+	t, err := tf.Lookup(name)
+	if err != nil || t.Flavor == string(c.Flavor()) {
+		return nil
+	}
+	return usageErrorf("target %s is %s but %s is a %s config: give the target's own config.xml (fwab fw pull --target %s -o FILE), or drop --config to plan against the firewall", name, t.Flavor, configPath, c.Flavor(), name)
 }
 
 // readTargets reads the targets file at path, checked (fwapi.LoadTargets).
@@ -598,6 +619,16 @@ func keepFirmware(ctx context.Context, io *streams, fw fwapi.Firewall) error {
 func runFwUpgrade(ctx context.Context, io *streams, f *targetFlags, version string, timeout time.Duration, keep bool) error {
 	if err := fwapi.CheckUpgradeVersion(version); err != nil {
 		return usageError{err}
+	}
+	if version != "" {
+		// The version is held to the target's scheme before any connection.
+		t, err := f.lookup()
+		if err != nil {
+			return err
+		}
+		if err := configxml.CheckVersion(configxml.Flavor(t.Flavor), version); err != nil {
+			return usageErrorf("--version: %w", err)
+		}
 	}
 	t, fw, err := f.open(ctx, io)
 	if err != nil {

@@ -58,6 +58,9 @@ func loadPlan(ctx context.Context, io *streams, o *matrixOptions) (*matrix.Plan,
 		if cfg, err = loadConfigFile(ctx, io, o.config, o.product); err != nil {
 			return nil, err
 		}
+		if err := o.checkOfflineFlavor(spec.Target, o.config, cfg); err != nil {
+			return nil, err
+		}
 	default:
 		if o.target == "" {
 			o.target = spec.Target

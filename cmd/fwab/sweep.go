@@ -162,6 +162,9 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 		if w.fc.config, err = loadConfigFile(ctx, w.io, w.o.config, w.o.product); err != nil {
 			return err
 		}
+		if err := w.o.checkOfflineFlavor(w.spec.Target, w.o.config, w.fc.config); err != nil {
+			return err
+		}
 	} else {
 		if w.t, w.fw, err = w.o.open(ctx, w.io); err != nil {
 			return err

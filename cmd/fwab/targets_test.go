@@ -125,3 +125,40 @@ func TestTargetAddRepairsABrokenTarget(t *testing.T) {
 		t.Errorf("target list after the repair: exit %d, %q", code, stderr)
 	}
 }
+
+// TestOfflineConfigOfTheOtherProduct: planning an OPNsense target against a
+// pfSense --config (a plan of changes the target cannot take) is refused,
+// by matrix check, matrix plan and sweep --dry-run alike.
+func TestOfflineConfigOfTheOtherProduct(t *testing.T) {
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets.yaml")
+	yaml := "targets:\n  opn:\n    flavor: opnsense\n    host: 198.18.0.2\n    api: {url: \"https://198.18.0.2\", key_env: K, secret_env: S}\n"
+	if err := os.WriteFile(targets, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("target: opn\naxes:\n  offload.tso: [on, off]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pf := fixtureFile(t, "configs/pfsense-2.7.xml")
+	for _, args := range [][]string{
+		{"matrix", "check", spec, "--config", pf},
+		{"matrix", "plan", spec, "--config", pf},
+		{"sweep", spec, "--dry-run", "--config", pf},
+	} {
+		_, stderr, code := fwab(t, "", append(args, "--targets", targets)...)
+		if want := "target opn is opnsense but " + pf + " is a pfsense config"; code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("fwab %s: exit %d, %q; want exit 2 saying %q", strings.Join(args[:2], " "), code, stderr, want)
+		}
+	}
+	// An upgrade to the other product's version is refused before any
+	// connection (the target's address is not dialled).
+	if _, stderr, code := fwab(t, "", "fw", "upgrade", "2.8.0", "--target", "opn", "--targets", targets); code != exitUsage || !strings.Contains(stderr, "2.8.0 looks like a pfSense version") {
+		t.Errorf("fw upgrade 2.8.0 on an OPNsense target: exit %d, %q; want exit 2 naming the scheme", code, stderr)
+	}
+	// The same spec with the target's own product plans.
+	opn := fixtureFile(t, "configs/opnsense-26.1.xml")
+	if _, stderr, code := fwab(t, "", "matrix", "check", spec, "--config", opn, "--targets", targets); code != 0 {
+		t.Errorf("matrix check with an OPNsense config: exit %d, %s", code, stderr)
+	}
+}
