@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/store"
 )
@@ -228,30 +229,34 @@ func (s *Spec) Check(cfg *configxml.Config) error {
 
 // checkAgainst is Check returning the config sets' configs by name, as a point
 // that names one starts from (checkConfigSets).
+//
+// It reports every problem it finds (SpecErrors); the values are checked
+// on the config sets only once those load.
 func (s *Spec) checkAgainst(cfg *configxml.Config) (map[string]*configxml.Config, error) {
+	var errs SpecErrors
 	if s.Tunnel != nil {
 		if err := s.Tunnel.check(cfg); err != nil {
-			return nil, err
+			errs.add(err)
+		} else {
+			cfg.DefineTunnel(s.Tunnel.spec(""))
 		}
-		cfg.DefineTunnel(s.Tunnel.spec(""))
 	}
-	if err := s.checkValues(cfg, ""); err != nil {
-		return nil, err
-	}
+	errs.add(s.checkValues(cfg, ""))
 	sets, err := s.checkConfigSets(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// A point of a config set starts from it: each value holds there too.
-	for _, name := range s.configNames() {
-		if err := s.checkValues(sets[name], "config "+name+": "); err != nil {
-			return nil, err
+	errs.add(err)
+	if err == nil {
+		// A point of a config set starts from it: each value holds there too.
+		for _, name := range s.configNames() {
+			errs.add(s.checkValues(sets[name], "config "+name+": "))
 		}
 	}
 	for _, kv := range s.Actions {
 		if configxml.Action(kv.Value) == configxml.ActionBlocklistUpdate && cfg.Flavor() != configxml.PfSense {
-			return nil, &SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())}
+			errs.add(&SpecError{Msg: fmt.Sprintf("actions: %s: blocklist-update is pfBlockerNG's, which %s does not have", kv.Knob, cfg.Flavor())})
 		}
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
 	}
 	return sets, nil
 }
@@ -303,19 +308,16 @@ func (s *Spec) checkValues(c *configxml.Config, where string) error {
 		}
 		return nil
 	}
+	var errs SpecErrors
 	for _, ax := range s.Axes {
-		if err := check(ax.line, ax.Knob, ax.Values...); err != nil {
-			return err
-		}
+		errs.add(check(ax.line, ax.Knob, ax.Values...))
 	}
 	for _, set := range []KnobValues{s.Fixed, s.Baseline} {
 		for _, kv := range set {
-			if err := check(0, kv.Knob, kv.Value); err != nil {
-				return err
-			}
+			errs.add(check(0, kv.Knob, kv.Value))
 		}
 	}
-	return nil
+	return errs.err()
 }
 
 // check holds the tunnel: section against the target's config, field by
@@ -450,8 +452,8 @@ func checkRouterMode(points []*Point) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return &SpecError{Msg: fmt.Sprintf("filter=disabled (router mode) loads no pf rules, so these points would not measure what they name:\n  %s\n"+
-		"add a constraint such as `- if: {filter: disabled}` with `requires: {rules@lan: 0, nat.outbound: disabled}`", strings.Join(bad, "\n  "))}
+	return &SpecError{Msg: fmt.Sprintf("filter=disabled (router mode) loads no pf rules, so %s points would not measure what they name: "+
+		"add a constraint such as `- if: {filter: disabled}` with `requires: {rules@lan: 0, nat.outbound: disabled}`:\n  %s", humanize.Comma(int64(len(bad))), capList(bad, 5))}
 }
 
 // knobNames are the knobs the axes and fixed: name, as written.
@@ -505,14 +507,14 @@ func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config, sets ma
 	if len(bad) == 0 {
 		return nil
 	}
-	return &SpecError{Msg: fmt.Sprintf("%d points cannot be set up as written:\n  %s\nadd constraints that keep their knobs together (if: … requires: …)", len(bad), capList(bad, 5))}
+	return &SpecError{Msg: fmt.Sprintf("%s points cannot be set up as written: add constraints that keep their knobs together (if: … requires: …):\n  %s", humanize.Comma(int64(len(bad))), capList(bad, 5))}
 }
 
 // capList joins lines, at most n of them, saying how many more there are.
 func capList(lines []string, n int) string {
 	msg := strings.Join(lines[:min(n, len(lines))], "\n  ")
 	if len(lines) > n {
-		msg += fmt.Sprintf("\n  … and %d more", len(lines)-n)
+		msg += fmt.Sprintf("\n  … and %s more", humanize.Comma(int64(len(lines)-n)))
 	}
 	return msg
 }
@@ -591,8 +593,7 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	for _, f := range bad {
 		lines = append(lines, f.line)
 	}
-	msg := capList(lines, 5)
-	return &SpecError{Msg: fmt.Sprintf("%d point configs break a lint rule; a sweep would push them to the firewall:\n  %s\nfix the axes or constraints, or add allow: [RULE] to the spec to measure them on purpose", len(bad), msg)}
+	return &SpecError{Msg: fmt.Sprintf("%s point configs break a lint rule, and a sweep would push them to the firewall: fix the axes or constraints, or add allow: [RULE] to the spec to measure them on purpose:\n  %s", humanize.Comma(int64(len(bad))), capList(lines, 5))}
 }
 
 // order lays out the steps: every point once per round.

@@ -326,6 +326,54 @@ func (e *SpecError) Error() string {
 	return e.Msg
 }
 
+// SpecErrors are every problem found in a spec, in the order checked.
+type SpecErrors []*SpecError
+
+// maxShown is how many of a long list of problems are printed.
+const maxShown = 20
+
+func (es SpecErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return fmt.Sprintf("%d problems:\n  %s", len(es), capList(lines, maxShown))
+}
+
+// Unwrap gives the problems one by one (errors.As finds the first).
+func (es SpecErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// add records err: a *SpecError, SpecErrors, or another error as a
+// SpecError of its own. nil is nothing.
+func (es *SpecErrors) add(err error) {
+	switch e := err.(type) {
+	case nil:
+	case SpecErrors:
+		*es = append(*es, e...)
+	case *SpecError:
+		*es = append(*es, e)
+	default:
+		*es = append(*es, &SpecError{Msg: err.Error()})
+	}
+}
+
+// err is nil, the one problem, or all of them.
+func (es SpecErrors) err() error {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return es[0]
+	}
+	return es
+}
+
 func lineErr(n *yaml.Node, format string, args ...any) error {
 	return &SpecError{Line: n.Line, Msg: fmt.Sprintf(format, args...)}
 }
@@ -472,68 +520,124 @@ const (
 	MaxSteps  = 200_000
 )
 
-// check validates what needs no target.
+// check validates what needs no target. It reports every problem it finds
+// (SpecErrors), each axis, probe and constraint checked on its own.
 func (s *Spec) check() error {
 	if len(s.Axes) == 0 {
 		return &SpecError{Msg: "the spec has no axes: give at least one knob and its values under axes:"}
 	}
+	var errs SpecErrors
 	seen := map[string]bool{}
 	for _, ax := range s.Axes {
-		ref, err := configxml.ParseRef(ax.Knob)
-		if err != nil {
-			return &SpecError{Line: ax.line, Msg: err.Error()}
-		}
-		key := ref.String()
-		if seen[key] {
-			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s appears twice", key)}
-		}
-		seen[key] = true
-		if len(ax.Values) == 0 {
-			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s has no values", key)}
-		}
-		canon := map[string]string{} // canonical value → as written
-		for _, v := range ax.Values {
-			c := configxml.Canonical(key, v)
-			if first, ok := canon[c]; ok {
-				if first == v {
-					return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
-				}
-				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q and %q, which are the same value", key, first, v)}
+		errs.add(func() error {
+			ref, err := configxml.ParseRef(ax.Knob)
+			if err != nil {
+				return &SpecError{Line: ax.line, Msg: err.Error()}
 			}
-			canon[c] = v
-		}
+			key := ref.String()
+			if seen[key] {
+				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s appears twice", key)}
+			}
+			seen[key] = true
+			if len(ax.Values) == 0 {
+				return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s has no values", key)}
+			}
+			canon := map[string]string{} // canonical value → as written
+			for _, v := range ax.Values {
+				c := configxml.Canonical(key, v)
+				if first, ok := canon[c]; ok {
+					if first == v {
+						return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q twice", key, v)}
+					}
+					return &SpecError{Line: ax.line, Msg: fmt.Sprintf("axis %s lists %q and %q, which are the same value", key, first, v)}
+				}
+				canon[c] = v
+			}
+			return nil
+		}())
 	}
 	combos := 1
 	for _, ax := range s.Axes {
-		combos *= len(ax.Values)
+		combos *= max(1, len(ax.Values))
 		if combos > MaxPoints {
-			return &SpecError{Line: ax.line, Msg: fmt.Sprintf("the axes make more than %d points (at axis %s); split the matrix into several specs", MaxPoints, ax.Knob)}
+			// The matrix as written cannot be planned: what depends on
+			// its size is not checked.
+			errs.add(&SpecError{Line: ax.line, Msg: fmt.Sprintf("the axes make more than %d points (at axis %s); split the matrix into several specs", MaxPoints, ax.Knob)})
+			return errs.err()
 		}
 	}
 	for _, kv := range s.Fixed {
-		ref, err := configxml.ParseRef(kv.Knob)
-		if err != nil {
-			return &SpecError{Msg: "fixed: " + err.Error()}
-		}
-		if seen[ref.String()] {
-			return &SpecError{Msg: fmt.Sprintf("fixed: %s is also an axis; a knob is either fixed or swept", ref)}
-		}
+		errs.add(func() error {
+			ref, err := configxml.ParseRef(kv.Knob)
+			if err != nil {
+				return &SpecError{Msg: "fixed: " + err.Error()}
+			}
+			if seen[ref.String()] {
+				return &SpecError{Msg: fmt.Sprintf("fixed: %s is also an axis; a knob is either fixed or swept", ref)}
+			}
+			return nil
+		}())
 	}
 	for _, kv := range s.Actions {
-		ref, err := configxml.ParseRef(kv.Knob)
-		if err != nil {
-			return &SpecError{Msg: "actions: " + err.Error()}
-		}
-		if ref.Name != "xml" {
-			return &SpecError{Msg: fmt.Sprintf("actions: %s has its own action (%s); actions: names one for xml: knobs only", ref, configxml.ActionFor(ref.String()))}
-		}
-		if !seen[ref.String()] && !s.fixedHas(ref.String()) {
-			return &SpecError{Msg: fmt.Sprintf("actions: %s is neither an axis nor fixed", ref)}
-		}
-		if !slices.Contains(configxml.XMLActions, configxml.Action(kv.Value)) {
-			return &SpecError{Msg: fmt.Sprintf("actions: %s: %q is not a service action; known actions: %s", ref, kv.Value, joinActions(configxml.XMLActions))}
+		errs.add(func() error {
+			ref, err := configxml.ParseRef(kv.Knob)
+			if err != nil {
+				return &SpecError{Msg: "actions: " + err.Error()}
+			}
+			if ref.Name != "xml" {
+				return &SpecError{Msg: fmt.Sprintf("actions: %s has its own action (%s); actions: names one for xml: knobs only", ref, configxml.ActionFor(ref.String()))}
+			}
+			if !seen[ref.String()] && !s.fixedHas(ref.String()) {
+				return &SpecError{Msg: fmt.Sprintf("actions: %s is neither an axis nor fixed", ref)}
+			}
+			if !slices.Contains(configxml.XMLActions, configxml.Action(kv.Value)) {
+				return &SpecError{Msg: fmt.Sprintf("actions: %s: %q is not a service action; known actions: %s", ref, kv.Value, joinActions(configxml.XMLActions))}
+			}
+			return nil
+		}())
+	}
+	errs.add(s.checkRepeats(combos))
+	switch s.Order {
+	case OrderCostAware, OrderRandomized, OrderAsWritten:
+	default:
+		errs.add(&SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)})
+	}
+	if d := s.IdleDuration(); d < 0 || d > MaxIdle {
+		errs.add(&SpecError{Msg: fmt.Sprintf("idle: %v is outside 0s..%v (0s turns the idle phase off)", d, MaxIdle)})
+	}
+	names := map[string]bool{}
+	probesOK := true
+	for _, p := range s.Probes {
+		err := p.check(names)
+		probesOK = probesOK && err == nil
+		errs.add(err)
+	}
+	for _, id := range s.Allow {
+		if !slices.ContainsFunc(configxml.LintRules, func(r configxml.LintRule) bool { return r.ID == id }) {
+			errs.add(&SpecError{Msg: fmt.Sprintf("allow: %s is no lint rule (fwab config lint --help lists them)", id)})
 		}
 	}
+	// What iperf3 and the power meter would refuse is refused here, so that
+	// check, plan and --dry-run accept no spec the sweep then refuses.
+	if probesOK {
+		for _, pr := range s.ProbeRuns() {
+			if err := pr.Validate(); err != nil {
+				errs.add(&SpecError{Msg: fmt.Sprintf("probe %s: %v", pr.Name, err)})
+			}
+		}
+	}
+	if s.Power != nil && s.Power.URL == "" && s.Power.Watts <= 0 {
+		errs.add(&SpecError{Msg: "power: give url (and json_path) of a meter, or watts measured by hand"})
+	} else if _, err := s.PowerMeter(); err != nil {
+		errs.add(err)
+	}
+	for _, c := range s.Constraints {
+		errs.add(s.checkConstraint(c, seen))
+	}
+	return errs.err()
+}
+
+func (s *Spec) checkRepeats(combos int) error {
 	if s.Repeats < 1 || s.Repeats > 1000 {
 		return &SpecError{Msg: fmt.Sprintf("repeats: %d is out of range 1..1000", s.Repeats)}
 	}
@@ -548,99 +652,79 @@ func (s *Spec) check() error {
 			return &SpecError{Msg: fmt.Sprintf("%d points × %d repeats (repeats.max) is more than %d steps; lower repeats.max or split the matrix", combos, r.Max, MaxSteps)}
 		}
 	}
-	switch s.Order {
-	case OrderCostAware, OrderRandomized, OrderAsWritten:
-	default:
-		return &SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)}
+	return nil
+}
+
+// check checks one probe; names are the probes' names seen so far.
+func (p ProbeSpec) check(names map[string]bool) error {
+	if names[p.Name] {
+		return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
 	}
-	if d := s.IdleDuration(); d < 0 || d > MaxIdle {
-		return &SpecError{Msg: fmt.Sprintf("idle: %v is outside 0s..%v (0s turns the idle phase off)", d, MaxIdle)}
+	if strings.ContainsAny(p.Name, "@+") {
+		return &SpecError{Msg: fmt.Sprintf("probes: the name %q: '@' and '+' name a probe's links (up@link1, up@link1+link2); name it without them", p.Name)}
 	}
-	names := map[string]bool{}
-	for _, p := range s.Probes {
-		if names[p.Name] {
-			return &SpecError{Msg: fmt.Sprintf("probes: two probes are named %q", p.Name)}
-		}
-		if strings.ContainsAny(p.Name, "@+") {
-			return &SpecError{Msg: fmt.Sprintf("probes: the name %q: '@' and '+' name a probe's links (up@link1, up@link1+link2); name it without them", p.Name)}
-		}
-		if p.Name == probe.IdleProbe {
-			return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
-		}
-		names[p.Name] = true
-		if !slices.Contains([]string{"iperf3", "ndr", "connect"}, p.Kind) {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr, connect)", p.Name, p.Kind)}
-		}
-		if err := p.checkNDR(); err != nil {
-			return err
-		}
-		if err := p.checkConnect(); err != nil {
-			return err
-		}
-		if err := p.checkLinks(); err != nil {
-			return err
-		}
-		if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
-		}
-		if p.Parallel < 0 || p.Parallel > 128 {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..128", p.Name, p.Parallel)}
-		}
-		if p.Duration <= 0 {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: duration %v must be positive, such as 30s", p.Name, p.Duration.D())}
-		}
-		if p.Omit >= p.Duration {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: omit (%v) must be shorter than duration (%v)", p.Name, p.Omit.D(), p.Duration.D())}
-		}
-		if p.UDP && p.Bitrate == "" {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: a UDP probe needs a bitrate (e.g. bitrate: 1G), or iperf3 sends only 1 Mbit/s", p.Name)}
-		}
-		if len(p.Lengths) > 0 && !p.UDP {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: lengths (a packet-size sweep) needs udp: true", p.Name)}
-		}
-		for _, l := range p.Lengths {
-			if l < 16 || l > 65507 {
-				return &SpecError{Msg: fmt.Sprintf("probe %s: length %d is outside 16..65507 bytes", p.Name, l)}
-			}
-		}
+	if p.Name == probe.IdleProbe {
+		return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
 	}
-	for _, id := range s.Allow {
-		if !slices.ContainsFunc(configxml.LintRules, func(r configxml.LintRule) bool { return r.ID == id }) {
-			return &SpecError{Msg: fmt.Sprintf("allow: %s is no lint rule (fwab config lint --help lists them)", id)}
-		}
+	names[p.Name] = true
+	if !slices.Contains([]string{"iperf3", "ndr", "connect"}, p.Kind) {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr, connect)", p.Name, p.Kind)}
 	}
-	// What iperf3 and the power meter would refuse is refused here, so that
-	// check, plan and --dry-run accept no spec the sweep then refuses.
-	for _, pr := range s.ProbeRuns() {
-		if err := pr.Validate(); err != nil {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", pr.Name, err)}
-		}
-	}
-	if s.Power != nil && s.Power.URL == "" && s.Power.Watts <= 0 {
-		return &SpecError{Msg: "power: give url (and json_path) of a meter, or watts measured by hand"}
-	}
-	if _, err := s.PowerMeter(); err != nil {
+	if err := p.checkNDR(); err != nil {
 		return err
 	}
-	for _, c := range s.Constraints {
-		n := 0
-		for _, set := range []KnobValues{c.Exclude, c.Only, c.If} {
-			if len(set) > 0 {
-				n++
+	if err := p.checkConnect(); err != nil {
+		return err
+	}
+	if err := p.checkLinks(); err != nil {
+		return err
+	}
+	if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
+	}
+	if p.Parallel < 0 || p.Parallel > 128 {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..128", p.Name, p.Parallel)}
+	}
+	if p.Duration <= 0 {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: duration %v must be positive, such as 30s", p.Name, p.Duration.D())}
+	}
+	if p.Omit >= p.Duration {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: omit (%v) must be shorter than duration (%v)", p.Name, p.Omit.D(), p.Duration.D())}
+	}
+	if p.UDP && p.Bitrate == "" {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: a UDP probe needs a bitrate (e.g. bitrate: 1G), or iperf3 sends only 1 Mbit/s", p.Name)}
+	}
+	if len(p.Lengths) > 0 && !p.UDP {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: lengths (a packet-size sweep) needs udp: true", p.Name)}
+	}
+	for _, l := range p.Lengths {
+		if l < 16 || l > 65507 {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: length %d is outside 16..65507 bytes", p.Name, l)}
+		}
+	}
+	return nil
+}
+
+// checkConstraint checks one constraint's form and that it names knobs the
+// spec sets (seen: the axes).
+func (s *Spec) checkConstraint(c Constraint, seen map[string]bool) error {
+	n := 0
+	for _, set := range []KnobValues{c.Exclude, c.Only, c.If} {
+		if len(set) > 0 {
+			n++
+		}
+	}
+	if n != 1 || (len(c.If) > 0) != (len(c.Requires) > 0) {
+		return &SpecError{Line: c.line, Msg: "a constraint is one of: exclude: {…}, only: {…}, or if: {…} with requires: {…}"}
+	}
+	for _, set := range []KnobValues{c.Exclude, c.Only, c.If, c.Requires} {
+		for _, kv := range set {
+			ref, err := configxml.ParseRef(kv.Knob)
+			if err != nil {
+				return &SpecError{Line: c.line, Msg: err.Error()}
 			}
-		}
-		if n != 1 || (len(c.If) > 0) != (len(c.Requires) > 0) {
-			return &SpecError{Line: c.line, Msg: "a constraint is one of: exclude: {…}, only: {…}, or if: {…} with requires: {…}"}
-		}
-		for _, set := range []KnobValues{c.Exclude, c.Only, c.If, c.Requires} {
-			for _, kv := range set {
-				ref, err := configxml.ParseRef(kv.Knob)
-				if err != nil {
-					return &SpecError{Line: c.line, Msg: err.Error()}
-				}
-				if !seen[ref.String()] && !s.fixedHas(ref.String()) {
-					return &SpecError{Line: c.line, Msg: fmt.Sprintf("constraint names %s, which is neither an axis nor fixed", ref)}
-				}
+			if !seen[ref.String()] && !s.fixedHas(ref.String()) {
+				return &SpecError{Line: c.line, Msg: fmt.Sprintf("constraint names %s, which is neither an axis nor fixed", ref)}
 			}
 		}
 	}

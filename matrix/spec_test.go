@@ -2,6 +2,8 @@ package matrix
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -641,5 +643,53 @@ func TestTunnelChecked(t *testing.T) {
 	}
 	if _, err := NewPlan(context.Background(), s, pfSense(t), 1); err != nil {
 		t.Errorf("a good tunnel: %v", err)
+	}
+}
+
+// TestEveryProblemAtOnce: a spec with several mistakes names all of them,
+// offline (Parse) and against the target (Check), so that fixing one does
+// not reveal the next.
+func TestEveryProblemAtOnce(t *testing.T) {
+	_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, on]\n  offload.lro: [on, off]\nrepeats: 2000\nprobes:\n  - {name: a, direction: sideways}\n  - {name: b, duration: 10s, omit: 20s}\n"))
+	for _, want := range []string{"4 problems", `line 2: axis offload.tso lists "on" twice`, "repeats: 2000 is out of range", `probe a: direction "sideways"`, "probe b: omit (20s) must be shorter"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse: %v\nwant it to say %q", err, want)
+		}
+	}
+	var se *SpecError
+	if !errors.As(err, &se) {
+		t.Errorf("Parse error %T: errors.As finds no *SpecError", err)
+	}
+
+	s, err := Parse(strings.NewReader("axes:\n  ids@dmz: [off, ids]\n  nat.outbound: [automatic, sideways]\n  firmware: [banana]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Check(pfSense(t))
+	for _, want := range []string{"3 problems", `line 2: knob ids@dmz: no interface "dmz"`, `line 3: knob nat.outbound: invalid value "sideways"`, `line 4: firmware "banana"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check: %v\nwant it to say %q", err, want)
+		}
+	}
+}
+
+// TestLongListsKeepTheFixFirst: a list of problems too long to print is
+// cut, with the count in thousands and the advice before the list.
+func TestLongListsKeepTheFixFirst(t *testing.T) {
+	lines := make([]string, 7545)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("point %d", i+1)
+	}
+	got := capList(lines, 5)
+	if !strings.HasSuffix(got, "\n  … and 7,540 more") || strings.Count(got, "\n") != 5 {
+		t.Errorf("capList = %q, want 5 lines and … and 7,540 more", got)
+	}
+	s, err := Parse(strings.NewReader("axes:\n  filter: [enabled, disabled]\n  rules@lan: [0, 10, 100, 1000, 2000, 3000, 4000, 5000]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewPlan(t.Context(), s, pfSense(t), 1)
+	if err == nil || !strings.Contains(err.Error(), "7 points would not measure what they name: add a constraint") || !strings.Contains(err.Error(), "… and 2 more") {
+		t.Errorf("NewPlan: %v\nwant the advice before a list cut at five", err)
 	}
 }
