@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/fwab/fwab/internal/atomicfile"
@@ -24,12 +23,13 @@ type compareOptions struct {
 	ignore    []string
 	axis      string
 	base      string
+	testbed   string
 }
 
 func newCompareCmd(io *streams) *cobra.Command {
 	opts := &compareOptions{}
 	cmd := &cobra.Command{
-		Use:   "compare RUN_A RUN_B | compare RUN --axis KNOB [--base VALUE]",
+		Use:   "compare RUN_A RUN_B | compare RUN --axis KNOB [--base VALUE] | compare --testbed TESTBED",
 		Short: "Compare two runs point by point, or one run across an axis; exit 1 on a regression",
 		Long: `Compare run B against run A (the baseline: before a firmware upgrade, or box A),
 or, with --axis, the points of one run that differ in that knob alone.
@@ -53,6 +53,10 @@ Two designs, and the output names the one used:
     at 8), so a gate over m comparisons needs 2/2^n·m < 0.05: compare refuses,
     naming the rounds needed, when no comparison could be flagged.
 
+compare --testbed TESTBED, for a nightly job, compares the testbed's newest
+finished run (B) with the finished run of the same spec on that testbed
+before it (A). When there is none, the first night, it says so and exits 0.
+
 A regression is a change the significance test shows (p < 0.05 after
 Benjamini-Hochberg adjustment over every gated comparison, so an unchanged
 firmware fails about 1 run in 20 however large the matrix) that is larger than
@@ -60,21 +64,44 @@ the threshold in the bad direction: throughput or UDP packet rate (pps) down;
 retransmits, DUT CPU, UDP loss or jitter, ping latency (latency) or ping loss
 under load up. Loss and ping-loss changes are in percentage points, so
 --metric loss --fail-on-regression 0.5% fails when loss rose by more than half
-a point; every other change is in percent of run A's figure.
+a point; every other change is in percent of run A's figure. Write the
+threshold 3% or 0.03 (` + percentRule + `).
 Each row states its raw and adjusted p and the smallest change the gate would
 have flagged at that point alone; a warning names the repeats needed when none
 could be. The exit status is 1 only when there is a regression, 2 for bad
 arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
+		Example: "  fwab compare 12 14 --fail-on-regression 3% --junit compare.xml\n" +
+			"  fwab compare 14 --axis ids@lan --base off\n" +
+			"  fwab compare --testbed t730 --fail-on-regression 0.03",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if opts.axis != "" {
-				if len(args) != 1 {
-					return usageErrorf("compare --axis takes one run, the one whose points it pairs by round; got %d arguments", len(args))
-				}
+			switch {
+			case opts.testbed != "" && opts.axis != "":
+				return usageErrorf("--testbed compares two runs; --axis compares within one: give the run, compare RUN --axis %s", opts.axis)
+			case opts.testbed != "" && len(args) > 0:
+				return usageErrorf("--testbed picks the two runs itself: give no run with it, or give two runs without --testbed")
+			case opts.testbed != "":
 				return nil
+			case opts.axis != "" && len(args) != 1:
+				return usageErrorf("compare --axis takes one run, the one whose points it pairs by round; got %d arguments", len(args))
+			case opts.axis != "":
+				return nil
+			case len(args) == 1:
+				return usageErrorf("compare %s: one run is compared within itself, across an axis: give --axis KNOB (fwab compare %s --axis KNOB), or a second run to compare it with", args[0], args[0])
+			case len(args) != 2:
+				return usageErrorf("compare takes two runs, RUN_A RUN_B; got %d arguments (or one run with --axis KNOB, or --testbed TESTBED alone)", len(args))
 			}
-			return exactArgs(2)(cmd, args)
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Every flag is checked first, so that a first night with
+			// nothing to compare does not pass a flag that fails later.
+			copts, err := opts.parse()
+			if err != nil {
+				return err
+			}
+			if opts.testbed != "" {
+				return runCompareTestbed(cmd.Context(), opts, copts, io)
+			}
 			a, err := parseRunID(args[0])
 			if err != nil {
 				return err
@@ -83,7 +110,7 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 				if cmd.Flags().Changed("ignore-knob") {
 					return usageErrorf("--ignore-knob matches two runs' points; with --axis the points differ in %s alone", opts.axis)
 				}
-				return runCompare(cmd.Context(), opts, a, a, io)
+				return runCompare(cmd.Context(), opts, copts, a, a, io)
 			}
 			if opts.base != "" {
 				return usageErrorf("--base %s names the value of --axis compared against; give --axis KNOB too", opts.base)
@@ -92,16 +119,17 @@ arguments or input, 0 otherwise. --junit writes JUnit XML for CI systems.`,
 			if err != nil {
 				return err
 			}
-			return runCompare(cmd.Context(), opts, a, b, io)
+			return runCompare(cmd.Context(), opts, copts, a, b, io)
 		},
 	}
 	addDBFlag(cmd.Flags(), &opts.db, "results `database`")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the comparison as JSON (the exit status is the same)")
-	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression, in `percent`")
+	cmd.Flags().StringVar(&opts.threshold, "fail-on-regression", "3%", "smallest change that counts as a regression: a `percentage`, 3% or 0.03 ("+percentRule+")")
 	cmd.Flags().StringVar(&opts.junit, "junit", "", "write JUnit XML to `file`")
 	cmd.Flags().StringVar(&opts.test, "test", "", "significance test: for two runs utest (Mann-Whitney, on medians; the default) or ttest (Welch, on means; works with fewer repeats); with --axis signrank (Wilcoxon signed-rank of the per-round differences; the default) or sign (the exact sign test)")
 	cmd.Flags().StringVar(&opts.axis, "axis", "", "compare the points of one run that differ in this `knob` alone, paired by round")
 	cmd.Flags().StringVar(&opts.base, "base", "", "with --axis, the `value` the others are compared against (default: the axis's first value)")
+	cmd.Flags().StringVar(&opts.testbed, "testbed", "", "compare the newest finished run on `TESTBED` (as 'fwab runs list' shows it, or a target name) with the one of the same spec before it; exit 0 when there is none yet")
 	cmd.Flags().StringSliceVar(&opts.ignore, "ignore-knob", report.DefaultIgnore, "knobs left out when points are matched (a firmware knob differs by design)")
 	cmd.Flags().StringSliceVar(&opts.metrics, "metric", gateNames(report.DefaultGate), "metrics that can fail the gate: "+metricNames())
 	return cmd
@@ -125,19 +153,12 @@ func metricNames() string {
 	return strings.Join(names, ", ")
 }
 
-// parseThreshold reads "3%", "3" or "0.5%" as a percentage.
-func parseThreshold(s string) (float64, error) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v >= 100 {
-		return 0, usageErrorf("--fail-on-regression %q: give a percentage from 0 to below 100, such as 3%%", s)
-	}
-	return v, nil
-}
-
-func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *streams) error {
-	threshold, err := parseThreshold(opts.threshold)
+// parse checks compare's flags and turns them into the options
+// of a comparison.
+func (opts *compareOptions) parse() (report.CompareOptions, error) {
+	threshold, err := parsePercent("--fail-on-regression", opts.threshold, true)
 	if err != nil {
-		return err
+		return report.CompareOptions{}, err
 	}
 	copts := report.CompareOptions{Threshold: threshold, Test: report.Test(opts.test), Ignore: append([]string{}, opts.ignore...)}
 	switch {
@@ -146,21 +167,81 @@ func runCompare(ctx context.Context, opts *compareOptions, a, b int64, io *strea
 		if copts.Test == report.SignRank || copts.Test == report.Sign {
 			hint = " (signrank and sign pair the rounds of one run: compare RUN --axis KNOB)"
 		}
-		return usageErrorf("--test %q: two runs are independent: use utest or ttest%s", opts.test, hint)
+		return copts, usageErrorf("--test %q: two runs are independent: use utest or ttest%s", opts.test, hint)
 	case opts.axis != "" && copts.Test != "" && copts.Test != report.SignRank && copts.Test != report.Sign:
-		return usageErrorf("--test %q: --axis pairs rounds within one run: use signrank or sign", opts.test)
+		return copts, usageErrorf("--test %q: --axis pairs rounds within one run: use signrank or sign", opts.test)
 	}
 	for _, m := range opts.metrics {
 		metric, err := report.ParseMetric(strings.TrimSpace(m))
 		if err != nil {
-			return usageErrorf("--metric: %w", err)
+			return copts, usageErrorf("--metric: %w", err)
 		}
 		copts.Metrics = append(copts.Metrics, metric)
 	}
+	return copts, nil
+}
+
+// firstRunJSON is `fwab compare --testbed --json` when the testbed has no
+// earlier run to compare with.
+type firstRunJSON struct {
+	Compared bool   `json:"compared"` // always false
+	Run      int64  `json:"run"`
+	Testbed  string `json:"testbed"`
+	Message  string `json:"message"`
+}
+
+// runCompareTestbed compares the testbed's newest finished run with the
+// one of the same spec before it, or says that there is none yet.
+func runCompareTestbed(ctx context.Context, opts *compareOptions, copts report.CompareOptions, io *streams) error {
+	a, b, err := latestRuns(ctx, opts.db, opts.testbed)
+	if err != nil {
+		return err
+	}
+	if a.ID == 0 {
+		msg := fmt.Sprintf("run %d is the first finished run of its spec on testbed %s: nothing to compare it with yet; the next run is compared with it", b.ID, testbedCell(b))
+		if opts.json {
+			return writeJSON(io.Out, firstRunJSON{Run: b.ID, Testbed: testbedCell(b), Message: msg})
+		}
+		fmt.Fprintln(io.Out, msg)
+		return nil
+	}
+	return runCompare(ctx, opts, copts, a.ID, b.ID, io)
+}
+
+// latestRuns returns the newest finished run on testbed, b, and the
+// finished run before it on b's testbed made from the same spec, a; a.ID
+// is 0 when there is none.
+func latestRuns(ctx context.Context, db, testbed string) (a, b store.Run, err error) {
+	st, err := openResults(ctx, db)
+	if err != nil {
+		return a, b, err
+	}
+	defer st.Close()
+	runs, err := st.Runs(ctx) // newest first
+	if err != nil {
+		return a, b, err
+	}
+	for _, r := range runs {
+		switch {
+		case r.Status != store.Done || !onTestbed(r.Run, testbed):
+		case b.ID == 0:
+			b = r.Run
+		case r.Testbed == b.Testbed && r.SpecHash == b.SpecHash:
+			return r.Run, b, nil
+		}
+	}
+	if b.ID == 0 {
+		return a, b, usageErrorf("no finished run on testbed %s in %s: 'fwab runs list --testbed %s' shows its runs", testbed, store.Redact(db), testbed)
+	}
+	return a, b, nil
+}
+
+func runCompare(ctx context.Context, opts *compareOptions, copts report.CompareOptions, a, b int64, io *streams) error {
 	// Exit status 1 means a regression and nothing else, so that CI can
 	// tell a slower firmware from a broken job: every other failure is 2.
 	var c *report.Comparison
 	var testbeds string
+	var err error
 	if opts.axis != "" {
 		c, err = compareAxis(ctx, opts.db, a, opts.axis, opts.base, copts)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -47,7 +48,7 @@ knob's values. The html format is one self-contained file with charts; without
 	cmd.Flags().StringVar(&opts.format, "format", "md", "output format: "+strings.Join(reportFormats(), ", "))
 	cmd.Flags().StringVar(&opts.pivot, "pivot", "", "add a \"% gained / lost\" table by this `knob`'s values")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to `file` instead of standard output")
-	cmd.Flags().StringVar(&opts.confidence, "confidence", "95%", "confidence `level` of the intervals, such as 95% or 0.99")
+	cmd.Flags().StringVar(&opts.confidence, "confidence", "95%", "confidence `level` of the intervals: a percentage, 95% or 0.95 ("+percentRule+")")
 	cmd.Flags().BoolVar(&opts.studentT, "student", false, "add the Student's t view: means, their intervals, Welch's t-test")
 	return cmd
 }
@@ -75,10 +76,11 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 	if err != nil {
 		return usageError{err}
 	}
-	confidence, err := parseConfidence(opts.confidence)
+	confidence, err := parsePercent("--confidence", opts.confidence, false)
 	if err != nil {
 		return err
 	}
+	confidence /= 100
 	st, err := openResults(ctx, opts.db)
 	if err != nil {
 		return err
@@ -112,16 +114,39 @@ func runReport(ctx context.Context, opts *reportOptions, id int64, io *streams) 
 	return nil
 }
 
-// parseConfidence reads "95%", "95" or "0.95" as 0.95.
-func parseConfidence(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	pct := strings.HasSuffix(t, "%")
-	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
-	if err == nil && (pct || v > 1) {
-		v /= 100
+// percentRule is how a percentage flag is read, for the flags' help.
+const percentRule = "a plain number below 1 is a fraction; 1 or more needs its % sign"
+
+// parsePercent reads the value of a percentage flag as a percentage: "3%"
+// is 3, and a plain number below 1 is a fraction, so "0.03" is 3 too. A
+// plain number of 1 or more is refused: "3" could mean 3 % or 300 %. The
+// value must be below 100 %, and above 0 unless zeroOK.
+func parsePercent(flag, s string, zeroOK bool) (float64, error) {
+	example := "3% or 0.03"
+	if !zeroOK {
+		example = "95% or 0.95"
 	}
-	if err != nil || !(v > 0 && v < 1) {
-		return 0, usageErrorf("--confidence %q: give a level between 0 and 100%%, such as 95%% or 0.99", s)
+	num, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	num = strings.TrimSpace(num)
+	// Parsed as a ratio, so that 0.07 is 7 and not 7.000000000000001.
+	v, err := strconv.ParseFloat(num, 64)
+	r, ok := new(big.Rat).SetString(num)
+	if err != nil || !ok {
+		return 0, usageErrorf("%s %q: not a number: write a percentage such as %s", flag, s, example)
 	}
-	return v, nil
+	hundred := big.NewRat(100, 1)
+	if !pct {
+		if r.Cmp(big.NewRat(1, 1)) >= 0 && r.Cmp(hundred) < 0 {
+			return 0, usageErrorf("%s %q is ambiguous: write %s%% or %s (%s)", flag, s, num, strconv.FormatFloat(v/100, 'f', -1, 64), percentRule)
+		}
+		r.Mul(r, hundred)
+	}
+	if r.Sign() < 0 || r.Sign() == 0 && !zeroOK || r.Cmp(hundred) >= 0 {
+		if zeroOK {
+			return 0, usageErrorf("%s %q: give a percentage from 0 to below 100%%, such as %s", flag, s, example)
+		}
+		return 0, usageErrorf("%s %q: give a percentage above 0 and below 100%%, such as %s", flag, s, example)
+	}
+	out, _ := r.Float64()
+	return out, nil
 }

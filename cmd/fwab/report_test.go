@@ -65,7 +65,7 @@ func TestReportCommand(t *testing.T) {
 
 func TestReportConfidence(t *testing.T) {
 	db := sweepDB(t)
-	for _, level := range []string{"99%", "0.99", "99"} {
+	for _, level := range []string{"99%", "0.99", " 99 % "} {
 		out, errOut, code := runFwab(t, "report", "1", "--confidence", level, "--db", db)
 		if code != 0 || !strings.Contains(out, "median ± its 99 % confidence interval") || !strings.Contains(out, "n=5 is too few for a 99% interval of the median; use 8 or more repeats") {
 			t.Errorf("--confidence %s: exit %d, %s\n%s", level, code, errOut, out)
@@ -102,7 +102,7 @@ func TestReportErrors(t *testing.T) {
 	}{
 		{[]string{"report", "1", "--format", "pdf"}, exitUsage, `format "pdf": use one of md, csv, json, html, benchstat`},
 		{[]string{"report", "1", "--pivot", "rules@lan"}, exitUsage, `pivot "rules@lan": not an axis of run 1; pick one of: blocklist, ids@lan, offload.checksum`},
-		{[]string{"report", "1", "--confidence", "100%"}, exitUsage, `--confidence "100%": give a level between 0 and 100%`},
+		{[]string{"report", "1", "--confidence", "100%"}, exitUsage, `--confidence "100%": give a percentage above 0 and below 100%, such as 95% or 0.95`},
 		{[]string{"report", "1", "--confidence", "x"}, exitUsage, `--confidence "x"`},
 		{[]string{"report", "one"}, exitUsage, `run "one": give the run's number`},
 		{[]string{"report"}, exitUsage, "accepts 1 arg(s)"},
@@ -145,8 +145,8 @@ func TestCompareCommand(t *testing.T) {
 	golden.File(t, "compare-regression.xml", b)
 
 	// Above the threshold nothing counts.
-	if _, errOut, code := runFwab(t, "compare", "1", "3", "--db", db, "--fail-on-regression", "20"); code != 0 {
-		t.Errorf("--fail-on-regression 20: exit %d, want 0; %s", code, errOut)
+	if _, errOut, code := runFwab(t, "compare", "1", "3", "--db", db, "--fail-on-regression", "20%"); code != 0 {
+		t.Errorf("--fail-on-regression 20%%: exit %d, want 0; %s", code, errOut)
 	}
 	// At n=5 the t-test finds it too.
 	if _, _, code := runFwab(t, "compare", "1", "3", "--db", db, "--test", "ttest"); code != exitFailure {
@@ -162,12 +162,12 @@ func TestCompareErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"compare", "1", "2", "--fail-on-regression", "abc"}, `--fail-on-regression "abc": give a percentage`},
+		{[]string{"compare", "1", "2", "--fail-on-regression", "abc"}, `--fail-on-regression "abc": not a number: write a percentage such as 3% or 0.03`},
 		{[]string{"compare", "1", "2", "--fail-on-regression", "-3%"}, `give a percentage from 0`},
 		{[]string{"compare", "1", "2", "--test", "ztest"}, `--test "ztest": two runs are independent: use utest or ttest`},
 		{[]string{"compare", "1", "2", "--metric", "speed"}, `metric "speed": use one of throughput, retransmits, dut-cpu, pps, loss, jitter, latency, ping-loss`},
 		{[]string{"compare", "1", "9"}, "no run 9 in"},
-		{[]string{"compare", "1"}, "accepts 2 arg(s)"},
+		{[]string{"compare", "1"}, "give --axis KNOB (fwab compare 1 --axis KNOB)"},
 		{[]string{"compare", "1", "2", "--junit", "/nonexistent/dir/j.xml"}, "junit:"},
 	} {
 		_, errOut, code := runFwab(t, append(tc.args, "--db", db)...)

@@ -32,7 +32,7 @@ func newTrendCmd(io *streams) *cobra.Command {
 			"the runs where the level changed: the runs of a window before and of a window from the run differ\n" +
 			"by a Mann–Whitney U test (p ≤ 0.01) and their medians by at least the threshold.\n" +
 			"Exit status 1 when there is a change, so that a nightly job can flag it.",
-		Example: "  fwab trend examples/t730-packages.yaml --testbed t730\n  fwab trend nightly.yaml --testbed apu2@3f2a9c1b0d4e --html trend.html",
+		Example: "  fwab trend examples/t730-packages.yaml --testbed t730\n  fwab trend nightly.yaml --testbed apu2@3f2a9c1b0d4e --threshold 5% --html trend.html",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTrend(cmd.Context(), io, o, args[0])
@@ -41,7 +41,7 @@ func newTrendCmd(io *streams) *cobra.Command {
 	addDBFlag(cmd.Flags(), &o.db, "results `database`")
 	cmd.Flags().StringVar(&o.testbed, "testbed", "", "the testbed, as 'fwab runs list' shows it (name@fingerprint), or a target name with one testbed (required)")
 	cmd.Flags().IntVar(&o.window, "window", 5, "runs on each side of a candidate change")
-	cmd.Flags().StringVar(&o.threshold, "threshold", "3%", "the smallest change of the median that counts")
+	cmd.Flags().StringVar(&o.threshold, "threshold", "3%", "the smallest change of the median that counts: a `percentage`, 3% or 0.03 ("+percentRule+")")
 	cmd.Flags().StringVar(&o.html, "html", "", "also write the table and a chart per series, change points marked, to `FILE`")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
@@ -54,7 +54,7 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 	if o.window < 2 {
 		return usageErrorf("--window %d: give at least 2 runs", o.window)
 	}
-	threshold, err := parseThreshold(o.threshold)
+	threshold, err := parsePercent("--threshold", o.threshold, true)
 	if err != nil {
 		return err
 	}
