@@ -76,6 +76,9 @@ var LintRules = []LintRule{
 	{"FWAB005", "duplicate-tracker", SeverityWarning,
 		"two filter rules share a tracker; pfSense renumbers them and per-rule statistics mix",
 		lintTrackers, []string{"rules"}},
+	{"FWAB006", "hybrid-nat-no-rules", SeverityWarning,
+		"hybrid outbound NAT with no manual rules: it translates exactly as automatic does",
+		lintHybridNAT, []string{"nat.outbound"}},
 }
 
 // Lint runs every rule and returns the findings, errors first.
@@ -250,6 +253,24 @@ func lintAdvancedNAT(c *Config) []Finding {
 	if m, _ := getNATMode(c, ""); m == "advanced" && c.outboundRules() == 0 {
 		return []Finding{{
 			Message: "outbound NAT is advanced but there are no enabled manual rules, so no traffic is translated; add rules or use hybrid",
+			Path:    "nat/outbound",
+		}}
+	}
+	return nil
+}
+
+// lintHybridNAT finds hybrid outbound NAT with no manual rule: the
+// automatic rules alone, the same pf ruleset as automatic, so a point of
+// each would measure one thing twice.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:2432 — `case "hybrid":` adds the manual rules
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:2555 — `($natomode == "hybrid")` adds the automatic ones too
+// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:196 — manual rules for `array("advanced", "hybrid")`
+// upstream: opnsense-core 26.1 src/etc/inc/filter.inc:209 — the standard outbound rules for `array("automatic", "hybrid")`
+func lintHybridNAT(c *Config) []Finding {
+	if m, _ := getNATMode(c, ""); m == "hybrid" && c.outboundRules() == 0 {
+		return []Finding{{
+			Message: "outbound NAT is hybrid but there are no enabled manual rules, so it translates exactly as automatic does; add manual rules, or measure automatic alone",
 			Path:    "nat/outbound",
 		}}
 	}

@@ -31,6 +31,8 @@ func TestLint(t *testing.T) {
 		{"OPNsense IDS on a missing interface", "configs/opnsense-26.1.xml", "", []string{"xml:OPNsense/IDS/general/interfaces=wan,opt7"}, []string{"FWAB003"}},
 		{"advanced NAT with rules", "configs/pfsense-2.7.xml", "", []string{"nat.outbound=advanced"}, nil},
 		{"advanced NAT without rules", "configs/opnsense-26.1.xml", "", []string{"xml:nat/outbound/mode=advanced"}, []string{"FWAB004"}},
+		{"hybrid NAT without rules", "configs/opnsense-26.1.xml", "", []string{"nat.outbound=hybrid"}, []string{"FWAB006"}},
+		{"hybrid NAT with rules", "configs/pfsense-2.7.xml", "", []string{"nat.outbound=hybrid"}, nil},
 		{"duplicate tracker", "configs/pfsense-2.7.xml", "", []string{"xml:filter/rule[3]/tracker=100000101"}, []string{"FWAB005"}},
 	}
 	for _, tt := range tests {
@@ -92,6 +94,7 @@ func TestLintRuleIDsStable(t *testing.T) {
 		"FWAB003 ids-unknown-interface error",
 		"FWAB004 advanced-nat-no-rules warning",
 		"FWAB005 duplicate-tracker warning",
+		"FWAB006 hybrid-nat-no-rules warning",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lint rules changed (-want +got); IDs are a public contract:\n%s", diff)

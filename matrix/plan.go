@@ -3,10 +3,12 @@ package matrix
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +71,52 @@ type Plan struct {
 	// Measured holds what service actions took on an earlier run of the
 	// same target (MeasuredCosts); Estimate prefers it to the defaults.
 	Measured map[configxml.Action]time.Duration
+	// PointWarnings are what warning-level lint rules find in the points'
+	// configs and not in the firewall's own, each with the points it holds
+	// for; Identical are the groups of points whose configs are the same.
+	PointWarnings []PointWarning
+	Identical     [][]int
+}
+
+// PointWarning is one lint warning and the points (by index) whose
+// configs have it.
+type PointWarning struct {
+	configxml.Finding
+	Points []int
+}
+
+func (w PointWarning) String() string {
+	return fmt.Sprintf("%s: %s %s: %s", pointList(w.Points), w.Rule, w.Name, w.Message)
+}
+
+// pointList names points by index, cut after ten: "point 3", "points 3, 7,
+// 11", "points 1, 2, … and 40 more".
+func pointList(idx []int) string {
+	const shown = 10
+	var parts []string
+	for _, i := range idx[:min(shown, len(idx))] {
+		parts = append(parts, strconv.Itoa(i))
+	}
+	if len(idx) > shown {
+		parts = append(parts, "… and "+humanize.Comma(int64(len(idx)-shown))+" more")
+	}
+	if len(idx) == 1 {
+		return "point " + parts[0]
+	}
+	return "points " + strings.Join(parts, ", ")
+}
+
+// Warnings are the spec's warnings, then the points': lint warnings
+// collapsed by finding, and points whose configs are identical.
+func (p *Plan) Warnings() []string {
+	out := p.Spec.Warnings()
+	for _, w := range p.PointWarnings {
+		out = append(out, w.String())
+	}
+	for _, g := range p.Identical {
+		out = append(out, fmt.Sprintf("%s have identical configs: each measures the same firewall; drop all but one (a value the config already has, or two values that write the same)", pointList(g)))
+	}
+	return out
 }
 
 // actionCost estimates what each service action takes on a real box; the
@@ -519,42 +567,74 @@ func capList(lines []string, n int) string {
 	return msg
 }
 
+// MaxIdentical bounds the plans whose points' configs are compared
+// (Plan.Identical): each point's whole config is built, which for the
+// largest plans would cost more than the rest of the plan.
+const MaxIdentical = 2000
+
 // lintPoints refuses a plan with a point whose config breaks an
 // error-level lint rule the spec does not allow (allow: [FWAB001]): a sweep
-// would push that config to the firewall. Findings the firewall's config
-// already has are not the points' doing and do not count.
+// would push that config to the firewall. Warnings go to PointWarnings.
+// Findings the firewall's config already has are not the points' doing
+// and do not count.
 //
 // A rule's findings change only with the knobs it sees (LintRule.Sees), so
 // each distinct combination of those is built and linted once, for every
-// point that shares it: a rules count no error rule sees is never
-// generated, and the work grows with the combinations, not the points.
+// point that shares it, and a config built for one rule serves every rule
+// that sees the same: a rules count no rule sees is never generated, and
+// the work grows with the combinations, not the points.
+//
+// It also groups the points whose whole configs are the same (Identical),
+// in plans of up to MaxIdentical points.
 func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	existing := map[string]bool{}
 	for _, f := range configxml.Lint(cfg) {
 		existing[f.Rule+"\x00"+f.Message] = true
+	}
+	var rules []configxml.LintRule
+	for _, r := range configxml.LintRules {
+		if r.Severity != configxml.SeverityError || !slices.Contains(p.Spec.Allow, r.ID) { // allowed: measured on purpose
+			rules = append(rules, r)
+		}
+	}
+	found := make([]map[string][]configxml.Finding, len(rules)) // by rule, by the point's seen knobs
+	sees := make([]map[string]bool, len(rules))                 // r.Sees, by rule, by knob
+	for i := range rules {
+		found[i], sees[i] = map[string][]configxml.Finding{}, map[string]bool{}
 	}
 	type finding struct {
 		point int
 		line  string
 	}
 	var bad []finding
-	var data []byte // cfg's bytes, serialized once
-	for _, r := range configxml.LintRules {
-		if r.Severity != configxml.SeverityError || slices.Contains(p.Spec.Allow, r.ID) {
-			continue
+	warned := map[string]int{} // PointWarnings' index, by rule and message
+	identical := len(p.Points) >= 2 && len(p.Points) <= MaxIdentical
+	sums := map[[sha256.Size]byte][]int{} // points, by their configs' hash
+	var sumOrder [][sha256.Size]byte
+	data := cfg.Bytes()
+	for _, pt := range p.Points {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		found := map[string][]configxml.Finding{} // by the point's seen knobs
-		sees := map[string]bool{}                 // r.Sees, by knob
-		for _, pt := range p.Points {
-			if err := ctx.Err(); err != nil {
-				return err
+		built := map[string]*configxml.Config{} // this point's configs, by seen knobs
+		build := func(seen *Point, key string) (*configxml.Config, error) {
+			if c := built[key]; c != nil {
+				return c, nil
 			}
+			c, err := p.Spec.pointConfigFrom(cfg, data, seen, "")
+			if err != nil {
+				return nil, &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
+			}
+			built[key] = c
+			return c, nil
+		}
+		for i, r := range rules {
 			seen := &Point{Index: pt.Index}
 			for _, kv := range pt.Values {
-				see, ok := sees[kv.Knob]
+				see, ok := sees[i][kv.Knob]
 				if !ok {
 					see = r.Sees(kv.Knob)
-					sees[kv.Knob] = see
+					sees[i][kv.Knob] = see
 				}
 				if see {
 					seen.Values = append(seen.Values, kv)
@@ -565,23 +645,47 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 			}
 			// Joined with NUL: an xml: value may hold spaces and "=".
 			key := strings.Join(seen.Assignments(), "\x00")
-			fs, done := found[key]
+			fs, done := found[i][key]
 			if !done {
-				if data == nil {
-					data = cfg.Bytes()
-				}
-				c, err := p.Spec.pointConfigFrom(cfg, data, seen, "")
+				c, err := build(seen, key)
 				if err != nil {
-					return &SpecError{Msg: fmt.Sprintf("point %d (%s): %v", pt.Index, pt.Key(), err)}
+					return err
 				}
 				fs = r.Run(c)
-				found[key] = fs
+				found[i][key] = fs
 			}
 			for _, f := range fs {
-				if !existing[f.Rule+"\x00"+f.Message] {
+				fkey := f.Rule + "\x00" + f.Message
+				switch {
+				case existing[fkey]:
+				case f.Severity == configxml.SeverityError:
 					bad = append(bad, finding{pt.Index, fmt.Sprintf("point %d (%s): %s %s: %s", pt.Index, pt.Key(), f.Rule, f.Name, f.Message)})
+				default:
+					w, ok := warned[fkey]
+					if !ok {
+						w = len(p.PointWarnings)
+						warned[fkey] = w
+						p.PointWarnings = append(p.PointWarnings, PointWarning{Finding: f})
+					}
+					p.PointWarnings[w].Points = append(p.PointWarnings[w].Points, pt.Index)
 				}
 			}
+		}
+		if identical {
+			c, err := build(pt, strings.Join(pt.Assignments(), "\x00"))
+			if err != nil {
+				return err
+			}
+			sum := configSum(c, pt.Value(FirmwareKnob))
+			if _, ok := sums[sum]; !ok {
+				sumOrder = append(sumOrder, sum)
+			}
+			sums[sum] = append(sums[sum], pt.Index)
+		}
+	}
+	for _, sum := range sumOrder {
+		if g := sums[sum]; len(g) > 1 {
+			p.Identical = append(p.Identical, g)
 		}
 	}
 	if len(bad) == 0 {
@@ -594,6 +698,21 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 		lines = append(lines, f.line)
 	}
 	return &SpecError{Msg: fmt.Sprintf("%s point configs break a lint rule, and a sweep would push them to the firewall: fix the axes or constraints, or add allow: [RULE] to the spec to measure them on purpose:\n  %s", humanize.Comma(int64(len(bad))), capList(lines, 5))}
+}
+
+// configSum is the hash of a point's config without its <revision> (which
+// names the change, not the config) and with the firmware it boots: points
+// of two firmwares differ whatever their configs. c loses its revision.
+func configSum(c *configxml.Config, firmware string) [sha256.Size]byte {
+	if rev := c.Root().SelectElement("revision"); rev != nil {
+		c.Root().RemoveChild(rev)
+	}
+	h := sha256.New()
+	h.Write([]byte(firmware + "\x00"))
+	h.Write(c.Bytes())
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // order lays out the steps: every point once per round.

@@ -693,3 +693,67 @@ func TestLongListsKeepTheFixFirst(t *testing.T) {
 		t.Errorf("NewPlan: %v\nwant the advice before a list cut at five", err)
 	}
 }
+
+// TestPlanWarnings: what warning rules find in the points' configs reaches
+// the plan, collapsed by finding with the points named, and points whose
+// configs are the same are flagged; findings of the firewall's own config
+// are not the points' doing.
+func TestPlanWarnings(t *testing.T) {
+	opn, err := configxml.LoadBytes(fixtures.Read("configs/opnsense-26.1.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(strings.NewReader("axes:\n  nat.outbound: [automatic, hybrid]\n  offload.tso: [on, off]\norder: as-written\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(t.Context(), s, opn, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"points 2, 3: FWAB006 hybrid-nat-no-rules: outbound NAT is hybrid but there are no enabled manual rules"}
+	if got := p.Warnings(); len(got) != len(want) || !strings.HasPrefix(got[0], want[0]) {
+		t.Errorf("Warnings() = %q, want %q…", got, want)
+	}
+
+	// Two config files with the same content: points 0 and 2 are one config.
+	dir := t.TempDir()
+	for _, f := range []string{"a.xml", "b.xml"} {
+		if err := os.WriteFile(filepath.Join(dir, f), fixtures.Read("configs/pfsense-2.7.xml"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("axes:\n  config: [a.xml, b.xml]\n  offload.tso: [on, off]\norder: as-written\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = ParseFile(spec); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = NewPlan(t.Context(), s, pfSense(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]int{{0, 2}, {1, 3}}, p.Identical); diff != "" {
+		for _, pt := range p.Points {
+			t.Logf("point %d: %s", pt.Index, pt.Key())
+		}
+		t.Errorf("Identical (-want +got):\n%s", diff)
+	}
+	if w := p.Warnings(); len(w) != 2 || !strings.HasPrefix(w[0], "points 0, 2 have identical configs") {
+		t.Errorf("Warnings() = %q, want the two pairs of identical points", w)
+	}
+
+	// The firewall's own hybrid NAT is no warning of the points.
+	if err := opn.Set("nat.outbound", "hybrid"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\n")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = NewPlan(t.Context(), s, opn, 1); err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() = %q, want none: the firewall's own config has the finding", w)
+	}
+}

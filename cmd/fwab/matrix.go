@@ -122,9 +122,7 @@ func newMatrixCheckCmd(io *streams) *cobra.Command {
 			if o.json {
 				return writeJSON(io.Out, summarizePlan(o.file, plan, false))
 			}
-			for _, w := range plan.Spec.Warnings() {
-				fmt.Fprintf(io.ErrOut, "%s: warning: %s\n", o.file, w)
-			}
+			printWarnings(io, o.file, plan)
 			est := plan.Estimate()
 			if r := plan.Spec.RepeatsSpec; r.Width > 0 && r.Max > r.Min {
 				// Adaptive rounds measure only the points still too wide (and
@@ -163,12 +161,20 @@ func newMatrixPlanCmd(io *streams) *cobra.Command {
 			if o.json {
 				return writeJSON(io.Out, summarizePlan(o.file, plan, true))
 			}
+			printWarnings(io, o.file, plan)
 			printPlan(io, plan)
 			return nil
 		},
 	}
 	o.flags(cmd)
 	return cmd
+}
+
+// printWarnings prints what the plan of spec file warns of, on stderr.
+func printWarnings(io *streams, file string, plan *matrix.Plan) {
+	for _, w := range plan.Warnings() {
+		fmt.Fprintf(io.ErrOut, "%s: warning: %s\n", file, w)
+	}
 }
 
 // planJSON is a plan as `matrix check --json` (without steps) and
@@ -206,7 +212,7 @@ type planStep struct {
 
 func summarizePlan(file string, plan *matrix.Plan, withSteps bool) planJSON {
 	out := planJSON{Spec: file, Repeats: plan.Spec.Repeats, Order: string(plan.Spec.Order), Seed: plan.Seed,
-		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds(), Warnings: plan.Spec.Warnings()}
+		ServiceActions: map[string]int{}, EstimateSeconds: plan.Estimate().Seconds(), Warnings: plan.Warnings()}
 	if r := plan.Spec.RepeatsSpec; r.Width > 0 && r.Max > r.Min {
 		out.RepeatsMax, out.WidthPct = r.Max, r.Width
 		out.EstimateMaxSeconds = out.EstimateSeconds * float64(r.Max) / float64(r.Min)

@@ -182,6 +182,7 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 	if w.plan, err = matrix.NewPlan(ctx, w.spec, w.fc.config, w.o.seed); err != nil {
 		return usageError{fmt.Errorf("%s: %w", w.o.file, err)}
 	}
+	printWarnings(w.io, w.o.file, w.plan)
 	// After the spec's own checks, as matrix check reads it.
 	if w.psk, err = tunnelPSK(w.spec); err != nil {
 		return err

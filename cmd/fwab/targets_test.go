@@ -162,3 +162,30 @@ func TestOfflineConfigOfTheOtherProduct(t *testing.T) {
 		t.Errorf("matrix check with an OPNsense config: exit %d, %s", code, stderr)
 	}
 }
+
+// TestPlanWarningsShown: what the points' configs warn of is printed by
+// matrix check, matrix plan and sweep --dry-run, with the points named, and
+// is in the JSON; it does not fail the check.
+func TestPlanWarningsShown(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("axes:\n  nat.outbound: [automatic, hybrid]\norder: as-written\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opn := fixtureFile(t, "configs/opnsense-26.1.xml")
+	want := spec + ": warning: point 1: FWAB006 hybrid-nat-no-rules"
+	for _, args := range [][]string{
+		{"matrix", "check", spec, "--config", opn},
+		{"matrix", "plan", spec, "--config", opn},
+		{"sweep", spec, "--dry-run", "--config", opn},
+	} {
+		_, stderr, code := fwab(t, "", args...)
+		if code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("fwab %s: exit %d, stderr %q; want exit 0 and %q", strings.Join(args[:2], " "), code, stderr, want)
+		}
+	}
+	out, _, code := fwab(t, "", "matrix", "check", spec, "--config", opn, "--json")
+	if code != 0 || !strings.Contains(out, `"point 1: FWAB006 hybrid-nat-no-rules`) {
+		t.Errorf("matrix check --json: exit %d, %s; want the warning in warnings", code, out)
+	}
+}
