@@ -180,7 +180,9 @@ func (e *Emulator) path(p string) string {
 // Init creates the firewall filesystem with the factory config and the first
 // firmware profile's version, unless it exists.
 func (e *Emulator) Init() error {
-	dirs := []string{"conf/backup", "etc", "tmp", "var/run", "var/log", "var/db", "var/etc", "root", "boot/kernel", "usr/local/etc/rc.d"}
+	// var/crash: savecore's dump folder, which FreeBSD's mtree
+	// (BSD.var.dist) makes on every install; fwab lists it (probe.Health).
+	dirs := []string{"conf/backup", "etc", "tmp", "var/run", "var/log", "var/db", "var/etc", "var/crash", "root", "boot/kernel", "usr/local/etc/rc.d"}
 	if e.opnsense() {
 		dirs = append(dirs, "usr/local/etc/rc.syshook.d/start")
 	}
@@ -1062,6 +1064,19 @@ func (t *procTable) add(command string, cancel context.CancelFunc) *proc {
 	p := &proc{pid: t.next, command: command, cancel: cancel, done: make(chan struct{})}
 	t.m[p.pid] = p
 	return p
+}
+
+// reserve takes a pid for a process the table does not run (an emulated
+// Suricata): each start gets a new one, as on the product.
+func (t *procTable) reserve() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[int]*proc{}
+		t.next = 41000
+	}
+	t.next++
+	return t.next
 }
 
 func (t *procTable) remove(pid int) {

@@ -368,6 +368,14 @@ func meminfo() map[string]int64 {
 // softirq time is not in it (it runs in whichever task's context sent the
 // packet, on this machine's veths, and cannot be told apart per namespace).
 func (e *Emulator) sysctlValue(name string) (string, bool) {
+	if name == "kern.boottime" {
+		// FreeBSD prints the struct timeval and its ctime(3).
+		// upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1886 — `preg_match("/sec = (\d+)/", $boottime, $matches);`
+		e.mu.Lock()
+		b := e.booted
+		e.mu.Unlock()
+		return fmt.Sprintf("{ sec = %d, usec = %d } %s", b.Unix(), b.Nanosecond()/1000, b.Format("Mon Jan _2 15:04:05 2006")), true
+	}
 	if g := e.CPU; g != nil {
 		switch name {
 		case "hw.ncpu":

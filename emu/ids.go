@@ -118,8 +118,8 @@ func (e *Emulator) suricataProcesses() [][2]string {
 		e.smu.Lock()
 		defer e.smu.Unlock()
 		var out [][2]string
-		for i, dev := range slices.Sorted(maps.Keys(e.suricataRun)) {
-			out = append(out, [2]string{strconv.Itoa(61000 + i), e.suricataRun[dev].cmd})
+		for _, dev := range slices.Sorted(maps.Keys(e.suricataRun)) {
+			out = append(out, [2]string{strconv.Itoa(e.suricataRun[dev].pid), e.suricataRun[dev].cmd})
 		}
 		return out
 	}

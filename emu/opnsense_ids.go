@@ -145,7 +145,7 @@ func (e *Emulator) opnSuricataSet(ctx context.Context, plan IDSPlan, start bool)
 			if e.suricataRun == nil {
 				e.suricataRun = map[string]bakedInstance{}
 			}
-			e.suricataRun[d] = bakedInstance{dev: d, mode: m, cmd: opnSuricataCmd}
+			e.suricataRun[d] = bakedInstance{dev: d, mode: m, cmd: opnSuricataCmd, pid: e.procs.reserve()}
 		}
 	}
 	return nil

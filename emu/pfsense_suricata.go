@@ -52,6 +52,7 @@ const suricataRC = "/usr/local/etc/rc.d/suricata.sh"
 // lab engine mode it stands for.
 type bakedInstance struct {
 	dev, mode, cmd string
+	pid            int // while it runs: a new one at each start
 }
 
 // bakeSuricataRC is sync_suricata_package_config's create_rc: it writes the
@@ -148,6 +149,7 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 				if e.suricataRun == nil {
 					e.suricataRun = map[string]bakedInstance{}
 				}
+				b.pid = e.procs.reserve()
 				e.suricataRun[b.dev] = b
 			}
 		}

@@ -42,3 +42,26 @@ func TestFailedPoints(t *testing.T) {
 		t.Errorf("FailedPoints = %v of %d, %v; want [1 2] of 3", failed, points, err)
 	}
 }
+
+// TestFailedPointsInvalidSamples: invalid samples (the firewall changed
+// under them) fail their point only when they are more than half of it.
+func TestFailedPointsInvalidSamples(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	measure := f.sweep.Measure
+	f.sweep.Measure = func(ctx context.Context, pr ProbeRun) probe.Sample {
+		c, _ := configxml.LoadBytes(f.fw.config)
+		v, _ := c.Get("rules@lan")
+		// Point 1: its down probes; point 2: every probe.
+		if v == "200" || v == "100" && pr.Name == "down" {
+			return probe.Sample{Probe: "iperf3", Failed: true, Reason: probe.InvalidReason + "suricata restarted (pid 812 → 1403)"}
+		}
+		return measure(ctx, pr)
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	failed, points, err := FailedPoints(t.Context(), f.st, f.sweep.Run)
+	if err != nil || points != 3 || !slices.Equal(failed, []int{2}) {
+		t.Errorf("FailedPoints = %v of %d, %v; want [2] of 3 (point 1 has half its samples invalid, point 2 all)", failed, points, err)
+	}
+}

@@ -235,6 +235,9 @@ type Sweep struct {
 	Apply   func(ctx context.Context, config []byte, changes []configxml.Change) error
 	Settle  func(ctx context.Context) error
 	Measure func(ctx context.Context, p ProbeRun) probe.Sample
+	// Health reads what a sample's validity rests on (fwapi.HealthReader),
+	// before and after every probe; nil skips.
+	Health func(ctx context.Context) (probe.Health, error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
 	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.
@@ -466,7 +469,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		for _, pr := range todo {
 			report("probe", pr.Name, "")
 			t0 := time.Now()
-			sample := s.Measure(ctx, pr)
+			sample := s.measure(ctx, pr)
 			if sample.Failed && ctx.Err() == nil {
 				// An endpoint that went away or a firewall that rebooted
 				// mid-probe: wait for traffic to pass again and measure once
@@ -475,7 +478,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("probe %s failed, retrying: %s", pr.Name, sample.Reason))
 				first := sample.Reason
 				if err := s.settle(ctx); err == nil {
-					sample = s.Measure(ctx, pr)
+					sample = s.measure(ctx, pr)
 					sample.Warnings = append(sample.Warnings, "measured again: the first attempt failed: "+first)
 				}
 			}
@@ -493,6 +496,42 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// measure runs one probe between two readings of the firewall's health
+// (Health): a sample the box changed under — a reboot, a service that
+// restarted, a crash dump — measured two boxes, and is failed with what
+// changed as its reason (probe.InvalidReason), so that it is kept, left out
+// of the statistics and measured once more. A box whose health cannot be
+// read before the probe gives a warning; one that stops answering during
+// it, an invalid sample.
+func (s *Sweep) measure(ctx context.Context, pr ProbeRun) probe.Sample {
+	if s.Health == nil {
+		return s.Measure(ctx, pr)
+	}
+	before, err := s.Health(ctx)
+	sample := s.Measure(ctx, pr)
+	if ctx.Err() != nil {
+		return sample
+	}
+	if err != nil {
+		sample.Warnings = append(sample.Warnings, "the firewall's health was not read before the probe: "+err.Error())
+		return sample
+	}
+	var changes []string
+	if after, err := s.Health(ctx); err != nil {
+		changes = []string{"its health could not be read after the probe: " + err.Error()}
+	} else {
+		changes = before.Changes(after)
+	}
+	if len(changes) > 0 {
+		reason := probe.InvalidReason + strings.Join(changes, "; ")
+		if sample.Failed {
+			reason += " (the probe failed too: " + sample.Reason + ")"
+		}
+		sample.Failed, sample.Reason = true, reason
+	}
+	return sample
 }
 
 // idle runs and records the point's idle phase, when the sweep has one.
@@ -544,8 +583,9 @@ func (s *Sweep) extraRound(ctx context.Context, round int, broken map[int]string
 }
 
 // FailedPoints lists, in order, the points of run that were not measured
-// in full: those whose apply or settling failed (store.Broken), and those
-// with a probe's sample failed. A failed idle phase does not count (it is
+// in full: those whose apply or settling failed (store.Broken), those
+// with a probe's sample failed, and those with more than half of their
+// samples invalid. A failed idle phase does not count (it is
 // recorded as a warning). points is how many the run has.
 func FailedPoints(ctx context.Context, st *store.Store, run int64) (failed []int, points int, err error) {
 	pts, err := st.Points(ctx, run)
@@ -562,9 +602,25 @@ func FailedPoints(ctx context.Context, st *store.Store, run int64) (failed []int
 			bad[p.Index] = true
 		}
 	}
+	// A sample the firewall changed under (probe.InvalidReason) says
+	// nothing of the point: the point fails when more than half of its
+	// samples are such.
+	invalid, total := map[int]int{}, map[int]int{}
 	for _, x := range samples {
-		if x.Failed && x.Probe != probe.IdleProbe {
+		if x.Probe == probe.IdleProbe {
+			continue
+		}
+		total[x.Point]++
+		switch {
+		case x.Failed && strings.HasPrefix(x.Reason, probe.InvalidReason):
+			invalid[x.Point]++
+		case x.Failed:
 			bad[x.Point] = true
+		}
+	}
+	for p, n := range invalid {
+		if 2*n > total[p] {
+			bad[p] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(bad)), len(pts), nil

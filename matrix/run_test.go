@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -582,4 +583,77 @@ order: cost-aware
 			t.Errorf("Execute = %v", err)
 		}
 	})
+}
+
+// TestSweepInvalidatesSamplesTheBoxChangedUnder: a probe during which a
+// watched service restarted is failed with the change as its reason (kept,
+// left out of the statistics) and measured once more; a box whose health
+// cannot be read at all only warns.
+func TestSweepInvalidatesSamplesTheBoxChangedUnder(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	reads := 0
+	f.sweep.Health = func(context.Context) (probe.Health, error) {
+		reads++
+		pid := 812
+		if reads >= 4 { // Suricata restarts during the second probe
+			pid = 1403
+		}
+		return probe.Health{Boot: 1700000000, Services: map[string][]int{"suricata": {pid}}}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, s := range samples {
+		if s.Failed {
+			failed = append(failed, s.Reason)
+		}
+		for _, w := range s.Warnings {
+			if strings.Contains(w, "measured again") && !strings.Contains(w, "suricata restarted (pid 812 → 1403)") {
+				t.Errorf("retry warning %q does not say why", w)
+			}
+		}
+	}
+	if len(samples) != 20 || len(failed) != 0 || f.calls != 21 {
+		t.Errorf("%d samples, failed %q, %d probe calls; want 20, none failed (the retry measured one box), 21", len(samples), failed, f.calls)
+	}
+
+	// The retry is invalidated too: the sample stays failed, saying why.
+	f = newSweep(t, twoPoints)
+	reads = 0
+	f.sweep.Health = func(context.Context) (probe.Health, error) {
+		reads++
+		boot := int64(1700000000)
+		if reads >= 3 && reads <= 6 { // the second probe and its retry each span a reboot
+			boot += int64(reads)
+		}
+		return probe.Health{Boot: boot, Services: map[string][]int{}}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if samples, err = f.st.Samples(t.Context(), f.sweep.Run); err != nil {
+		t.Fatal(err)
+	}
+	want := probe.InvalidReason + "the firewall rebooted"
+	if !slices.ContainsFunc(samples, func(s store.Sample) bool { return s.Failed && s.Reason == want }) {
+		t.Errorf("no sample failed with %q", want)
+	}
+
+	// Health that cannot be read: samples stand, with a warning.
+	f = newSweep(t, twoPoints)
+	f.sweep.Health = func(context.Context) (probe.Health, error) { return probe.Health{}, errors.New("no shell") }
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if samples, err = f.st.Samples(t.Context(), f.sweep.Run); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(samples, func(s store.Sample) bool { return s.Failed }) || !slices.ContainsFunc(samples[0].Warnings, func(w string) bool { return strings.Contains(w, "health was not read before the probe: no shell") }) {
+		t.Errorf("unreadable health: samples %+v", samples[0])
+	}
 }

@@ -503,6 +503,7 @@ type jsonCell struct {
 	Probe       string      `json:"probe"`
 	N           int         `json:"n"`
 	Failed      int         `json:"failed"`
+	Invalid     int         `json:"invalid,omitempty"` // of failed, the samples the firewall changed under
 	Mbps        jsonSummary `json:"mbps"`
 	Delta       *jsonDelta  `json:"delta"`
 	Retransmits *float64    `json:"retransmits"`
@@ -616,7 +617,7 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			p.Knobs[k] = r.Values[i]
 		}
 		for _, c := range r.Cells {
-			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
+			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Invalid: c.Invalid, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
 			for _, mc := range c.Extra {
 				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
 			}

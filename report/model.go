@@ -67,6 +67,7 @@ type ProbeSamples struct {
 	ConnectRate  []float64 // a connect probe's connections a second
 	ConnectMS    []float64 // its median handshake time, ms
 	Failed       int       // failed samples, not counted above
+	Invalid      int       // of Failed, those the firewall changed under (probe.InvalidReason)
 	CPUBound     int       // samples limited by an endpoint's CPU
 	Series       []Series  // per-interval throughput, where the raw report has it
 	Figures      []Figures // each successful sample's figures, in recorded order
@@ -204,6 +205,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	}
 	seenProbe := map[string]bool{}
 	var failed, cpuBound, idleFailed int
+	var invalid []string // what changed under each invalid sample
 	for _, x := range samples {
 		p, ok := byIndex[x.Point]
 		if !ok {
@@ -247,7 +249,12 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 		// probe's, whose figure is the connection rate.
 		if x.Failed || !isFinite(x.BitsPerSecond) && rawOf(x).Connect == nil {
 			ps.Failed++
-			failed++
+			if why, ok := strings.CutPrefix(x.Reason, probe.InvalidReason); ok {
+				ps.Invalid++
+				invalid = append(invalid, why)
+			} else {
+				failed++
+			}
 			continue
 		}
 		client := clientReport(x)
@@ -265,6 +272,9 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 	}
 	if failed > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d failed samples are left out of the statistics ('fwab runs show %d' lists their reasons)", failed, info.ID))
+	}
+	if len(invalid) > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d samples are invalid, the firewall changed during them (%s): they are left out of the statistics ('fwab runs show %d' lists them)", len(invalid), countReasons(invalid), info.ID))
 	}
 	if cpuBound > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d samples were limited by an endpoint's CPU: they may measure the endpoints rather than the firewall", cpuBound))
@@ -583,4 +593,30 @@ func routerModeNotes(info store.Run, points []*Point) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("point %s ran with filter=disabled: pfSense loads no NAT without its filter, so they measured routing without NAT whatever nat.outbound says", strings.Join(idx, ", "))}
+}
+
+// countReasons says how often each reason occurred, most frequent first:
+// "suricata restarted ×2, the firewall rebooted".
+// Restarts are counted by service, whatever their pids.
+func countReasons(reasons []string) string {
+	n := map[string]int{}
+	var order []string
+	for _, r := range reasons {
+		for _, part := range strings.Split(r, "; ") {
+			if i := strings.Index(part, " (pid "); i >= 0 {
+				part = part[:i]
+			}
+			if n[part] == 0 {
+				order = append(order, part)
+			}
+			n[part]++
+		}
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return n[b] - n[a] })
+	for i, r := range order {
+		if n[r] > 1 {
+			order[i] = fmt.Sprintf("%s ×%d", r, n[r])
+		}
+	}
+	return strings.Join(order, ", ")
 }

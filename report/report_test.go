@@ -16,6 +16,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/fwab/fwab/internal/golden"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
 )
@@ -506,5 +507,50 @@ func TestReportLinks(t *testing.T) {
 	}
 	if err := json.Unmarshal(js, &got); err != nil || len(got.Points) != 1 || len(got.Points[0].Probes[0].Links) != 2 || got.Points[0].Probes[0].Links[1].Mbps.Median != 938 {
 		t.Errorf("JSON report links %+v, %v; want link1 and link2, link2's median 938", got, err)
+	}
+}
+
+// TestInvalidSamplesNamed: samples the firewall changed under are left out
+// like failed ones, and the run's warnings count them apart, by what
+// changed.
+func TestInvalidSamplesNamed(t *testing.T) {
+	ctx := t.Context()
+	st := openEmpty(t)
+	info, points, samples := reporttest.Generate(t730Run())
+	id, err := st.CreateRun(ctx, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddPoints(ctx, id, points); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range samples {
+		x.Run = id
+		if !x.Failed && x.Point == 0 && x.Probe == "up" && n < 3 {
+			x.Failed, x.Reason = true, probe.InvalidReason+[]string{"suricata restarted (pid 812 → 1403)", "suricata restarted (pid 1403 → 1555)", "the firewall rebooted; new crash dump /var/crash/vmcore.0"}[n]
+			n++
+		}
+		if err := st.RecordSample(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Load(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "3 samples are invalid, the firewall changed during them (suricata restarted ×2, the firewall rebooted, new crash dump /var/crash/vmcore.0)"
+	if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+		t.Errorf("warnings %q lack %q", r.Warnings, want)
+	}
+	if up := r.Points[0].Probes["up"]; up.Failed != 3 || up.Invalid != 3 || len(up.Mbps) != 4 {
+		t.Errorf("point 0 up: %d values, %d failed, %d invalid; want 4 and the 3 invalid left out", len(up.Mbps), up.Failed, up.Invalid)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r, JSON, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"invalid": 3`) {
+		t.Errorf("the JSON report does not count the invalid samples:\n%.2000s", b.String())
 	}
 }

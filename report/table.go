@@ -93,6 +93,7 @@ type IdleFigures struct {
 type Cell struct {
 	Probe       string
 	Failed      int
+	Invalid     int // of Failed, the samples the firewall changed under
 	Mbps        Summary
 	Delta       *Delta // nil at the baseline and where either side has no samples
 	Retransmits float64
@@ -180,7 +181,7 @@ func NewTable(r *Run, opts Options) *Table {
 				c.Extra = append(c.Extra, metricCell(m, base, ps, t.Confidence))
 			}
 			if ps != nil {
-				c.Failed = ps.Failed
+				c.Failed, c.Invalid = ps.Failed, ps.Invalid
 				c.Retransmits = median(ps.Retransmits)
 				for _, l := range ps.Links {
 					c.Links = append(c.Links, LinkCell{Name: l.Name, Mbps: SummarizeAt(l.Mbps, t.Confidence)})

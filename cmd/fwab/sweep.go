@@ -406,6 +406,7 @@ func (w *sweepWiring) run() *matrix.Run {
 		},
 		Sweep: matrix.Sweep{
 			Config: w.fc.config, Firmware: w.fc.info.Version, SwitchFirmware: w.switchFirmware(), PSK: w.psk, Log: logger(io),
+			Health:   w.health(),
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle: func(ctx context.Context) error {
 				if stubProbe != nil {
@@ -448,6 +449,15 @@ func (w *sweepWiring) switchFirmware() func(context.Context, string) (*configxml
 		return nil
 	}
 	return w.envs.Switch
+}
+
+// health reads the firewall's health before and after every probe
+// (matrix.Sweep.Health); nil for a driver that cannot.
+func (w *sweepWiring) health() func(context.Context) (probe.Health, error) {
+	if hr, ok := w.fw.(fwapi.HealthReader); ok {
+		return hr.Health
+	}
+	return nil
 }
 
 // idle is the sweep's idle phase: at rest the same figures as under load,

@@ -16,6 +16,7 @@ import (
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 )
 
 // Versions are the product versions the knobs know, one release of each
@@ -457,6 +458,45 @@ func (s *Suite) TestMetricsSane(t *testing.T) {
 	}
 	if d := time.Since(m.Time); d < 0 || d > time.Minute {
 		t.Errorf("Metrics().Time = %v, want now", m.Time)
+	}
+}
+
+// TestHealthSeesRestartsAndReboots: the health a sample rests on stays
+// the same while nothing happens, and names a Suricata restart (a new
+// pid, as the product's) and a reboot.
+func (s *Suite) TestHealthSeesRestartsAndReboots(t *testing.T) {
+	f := s.start(t)
+	hr, ok := f.fw.(fwapi.HealthReader)
+	if !ok {
+		t.Fatalf("%T has no Health", f.fw)
+	}
+	read := func() probe.Health {
+		t.Helper()
+		h, err := hr.Health(t.Context())
+		if err != nil {
+			t.Fatalf("Health: %v", err)
+		}
+		return h
+	}
+	ApplyKnobs(t, f.fw, "ids@lan=ids")
+	h0 := read()
+	if len(h0.Services["suricata"]) == 0 || h0.Boot == 0 {
+		t.Fatalf("Health with IDS on lan = %+v, want Suricata running and a boot time", h0)
+	}
+	if c := h0.Changes(read()); len(c) != 0 {
+		t.Errorf("nothing happened, yet Changes = %q", c)
+	}
+	if err := f.fw.Apply(t.Context(), []configxml.Change{{Knob: "ids@lan", From: "ids", To: "ids", Action: configxml.ActionIDSRestart}}); err != nil {
+		t.Fatal(err)
+	}
+	h1 := read()
+	if c := h0.Changes(h1); len(c) != 1 || !strings.HasPrefix(c[0], "suricata restarted") {
+		t.Errorf("after an IDS restart, Changes = %q, want suricata restarted", c)
+	}
+	time.Sleep(1100 * time.Millisecond) // kern.boottime counts seconds
+	f.reboot(t)
+	if c := h1.Changes(read()); !slices.Contains(c, "the firewall rebooted") {
+		t.Errorf("after a reboot, Changes = %q, want the reboot named", c)
 	}
 }
 

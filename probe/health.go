@@ -1,0 +1,77 @@
+package probe
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// WatchedServices are the daemons whose restart makes a sample measure two
+// boxes: the inspection engine and the IPsec daemon, by process name.
+// pfBlockerNG's lists are pf tables, loaded by the filter and not held by a
+// daemon of their own; the filter itself is in the kernel and goes only
+// with a reboot.
+var WatchedServices = []string{"suricata", "charon"}
+
+// Health is what a sample's validity rests on, read from the firewall just
+// before and just after the probe: when the box booted, which pids each
+// watched service runs under, and the crash dumps it holds.
+type Health struct {
+	Boot     int64            `json:"boot"`              // kern.boottime: seconds since the epoch
+	Services map[string][]int `json:"services"`          // watched service → its pids, sorted; none when it is not running
+	Crashes  []string         `json:"crashes,omitempty"` // the entries of /var/crash
+}
+
+// Changes lists how the box changed between h (before the probe) and
+// after: a reboot, a service that restarted, stopped or started, a new
+// crash dump. None means one box served the whole sample.
+func (h Health) Changes(after Health) []string {
+	var out []string
+	if h.Boot != after.Boot {
+		out = append(out, "the firewall rebooted")
+	}
+	for _, name := range slices.Sorted(maps.Keys(joinKeys(h.Services, after.Services))) {
+		a, b := h.Services[name], after.Services[name]
+		switch {
+		case slices.Equal(a, b):
+		case len(b) == 0:
+			out = append(out, fmt.Sprintf("%s stopped (pid %s)", name, pids(a)))
+		case len(a) == 0:
+			out = append(out, fmt.Sprintf("%s started (pid %s)", name, pids(b)))
+		default:
+			out = append(out, fmt.Sprintf("%s restarted (pid %s → %s)", name, pids(a), pids(b)))
+		}
+	}
+	for _, c := range after.Crashes {
+		if !slices.Contains(h.Crashes, c) {
+			out = append(out, "new crash dump /var/crash/"+c)
+		}
+	}
+	return out
+}
+
+func joinKeys(a, b map[string][]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+func pids(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// InvalidReason is how a sample the box changed under says so in its
+// Reason: such a sample is failed, kept with the others and left out of
+// the statistics.
+const InvalidReason = "invalid: the firewall changed during the probe: "
