@@ -667,17 +667,7 @@ func (p Iperf3) Check(ctx context.Context, client, server Endpoint) error {
 	}
 	p = p.withDefaults()
 	for i, e := range []Endpoint{client, server} {
-		if e.Runner == nil {
-			return fmt.Errorf("%s: no way to run commands there (set netns or ssh)", e)
-		}
-		out, err := e.Runner.Run(ctx, []string{p.Binary, "--version"})
-		if err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return errors.New(endpointError(e, "iperf3", err))
-			}
-			return fmt.Errorf("%s: iperf3 --version: %w", e, err)
-		}
-		if err := p.checkVersion(strings.TrimSpace(firstLine(string(out))), i == 0, e); err != nil {
+		if _, err := p.CheckEndpoint(ctx, e, i == 0); err != nil {
 			return err
 		}
 	}
@@ -688,6 +678,36 @@ func (p Iperf3) Check(ctx context.Context, client, server Endpoint) error {
 	}
 	return nil
 }
+
+// CheckEndpoint makes sure iperf3 runs on e, the probe's client (or its
+// server), and is new enough for every option the probe passes on that
+// side. It returns the first line of iperf3 --version ("iperf 3.12
+// (cJSON 1.7.15)"); the error names the endpoint and the fix, and matches
+// ErrNotFound where iperf3 is not installed.
+func (p Iperf3) CheckEndpoint(ctx context.Context, e Endpoint, client bool) (string, error) {
+	p = p.withDefaults()
+	if e.Runner == nil {
+		return "", fmt.Errorf("%s: no way to run commands there (set netns or ssh)", e)
+	}
+	out, err := e.Runner.Run(ctx, []string{p.Binary, "--version"})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return "", &fixError{endpointError(e, "iperf3", err), err}
+		}
+		return "", fmt.Errorf("%s: iperf3 --version: %w", e, err)
+	}
+	version := strings.TrimSpace(firstLine(string(out)))
+	return version, p.checkVersion(version, client, e)
+}
+
+// fixError is an error said with its fix; errors.Is and As see its cause.
+type fixError struct {
+	text  string
+	cause error
+}
+
+func (e *fixError) Error() string { return e.text }
+func (e *fixError) Unwrap() error { return e.cause }
 
 // iperf3Option is an option fwab passes and the release that added it.
 type iperf3Option struct {

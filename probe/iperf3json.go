@@ -24,6 +24,10 @@ type Iperf3Result struct {
 	Bidir    bool    // --bidir: both sent
 	Omit     float64 // seconds excluded at the start (-O)
 	Seconds  float64 // measured length of the test
+	// Peer is the address the reporting side saw the other at: in a
+	// server's report the client's own address, or the firewall's where
+	// it translates the client's (outbound NAT).
+	Peer string
 
 	// Flow is the test's main flow: client to server, or server to client
 	// with -R. BidirFlow is the opposite flow of a --bidir test.
@@ -98,6 +102,9 @@ type iperfReport struct {
 	Start struct {
 		Version   string `json:"version"`
 		Cookie    string `json:"cookie"`
+		Connected []struct {
+			RemoteHost string `json:"remote_host"`
+		} `json:"connected"`
 		TestStart struct {
 			Protocol   string `json:"protocol"`
 			NumStreams jnum   `json:"num_streams"`
@@ -223,6 +230,9 @@ func ParseIperf3(data []byte) (Iperf3Result, error) {
 	st := rep.Start.TestStart
 	res.Version = rep.Start.Version
 	res.Cookie = rep.Start.Cookie
+	if len(rep.Start.Connected) > 0 {
+		res.Peer = rep.Start.Connected[0].RemoteHost
+	}
 	res.Protocol = strings.ToUpper(st.Protocol)
 	res.Streams = int(finiteOr(st.NumStreams, 0))
 	res.Reverse = finiteOr(st.Reverse, 0) != 0

@@ -372,26 +372,29 @@ func newTargetTestCmd(io *streams, path *string) *cobra.Command {
 	var acceptNew bool
 	cmd := &cobra.Command{
 		Use:   "test NAME",
-		Short: "Connect to a target and check that it is the firewall the targets file says (changes nothing)",
-		Args:  exactArgs(1),
+		Short: "Check a target's firewall and every endpoint, and that traffic passes between them (changes nothing)",
+		Long: "Check, one line each and all of them whatever fails: that the firewall is the flavor the targets file\n" +
+			"says; that each link's client and server are reached as written (SSH, a network namespace, or this\n" +
+			"machine), run an iperf3 new enough for fwab's probes and, over SSH, have fwab on the PATH for connect\n" +
+			"probes; that a 1 s probe passes from client to server through the firewall; and that the server\n" +
+			"routes the client's own address back through the firewall, as points with outbound NAT disabled need.\n" +
+			"Nothing on the firewall changes. Exit 1 when a check fails, 2 when a failure is one to set up first\n" +
+			"(a tool to install, a route to add, the targets file).",
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := targetFlags{target: args[0], targets: *path, acceptNewHostKey: acceptNew}
-			t, fw, err := f.open(cmd.Context(), io)
+			t, err := f.lookup()
 			if err != nil {
 				return err
 			}
-			defer fw.Close()
-			info, err := fw.Info(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("target %s: %w", t.Name, err)
+			r := &testReport{w: io.Out}
+			if err := testFirewall(cmd.Context(), io, &f, t, r); err != nil {
+				return err
 			}
-			fmt.Fprintf(io.Out, "target %s: %s %s, hostname %s, NICs %s\n", t.Name, info.Flavor, info.Version, info.Hostname, strings.Join(info.NICs, ", "))
-			if string(info.Flavor) != t.Flavor {
-				return fmt.Errorf("target %s is written as %s but the firewall is %s: fix flavor in %s", t.Name, t.Flavor, info.Flavor, *path)
-			}
-			return nil
+			testEndpoints(cmd.Context(), t, r, fwapi.OpenOptions{AcceptNewHostKey: acceptNew, Logger: logger(io)})
+			return r.result(t, *path)
 		},
 	}
-	cmd.Flags().BoolVar(&acceptNew, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time")
+	cmd.Flags().BoolVar(&acceptNew, "accept-new-host-key", false, "trust and remember an SSH host key seen for the first time (the firewall's and the endpoints')")
 	return cmd
 }

@@ -69,17 +69,39 @@ func TestTargetAddAndList(t *testing.T) {
 	}
 }
 
+// TestTargetTest: target test checks the firewall and each endpoint, one
+// line each. Without endpoints the firewall alone is checked; an endpoint
+// without iperf3 is a setup error (exit 2) that names the fix; a firewall
+// that is not what the file says fails. The lab with namespaces:
+// TestTargetTestEndpointsLab.
 func TestTargetTest(t *testing.T) {
 	_, targets := labTarget(t, nil, true)
-	out, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets)
-	if code != exitOK || !strings.Contains(out, "target fw1: pfsense 2.7") {
-		t.Errorf("target test: exit %d, %q %q", code, out, stderr)
-	}
-	// The file says OPNsense; the box is a pfSense.
 	b, _ := os.ReadFile(targets)
-	os.WriteFile(targets, []byte(strings.Replace(string(b), "flavor: pfsense", "flavor: opnsense", 1)), 0o600)
-	if _, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets); code == exitOK {
-		t.Errorf("target test of a pfSense written as opnsense: exit 0, %q", stderr)
+	withEndpoints := string(b)
+	firewallOnly, _, _ := strings.Cut(withEndpoints, "    endpoints:")
+	os.WriteFile(targets, []byte(firewallOnly), 0o600)
+	out, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets)
+	if code != exitOK || !strings.Contains(out, "target fw1: pfsense 2.7") || !strings.Contains(out, "ok    firewall 127.0.0.1: pfsense 2.7") || !strings.Contains(out, "warn  endpoints: none") {
+		t.Errorf("target test without endpoints: exit %d, %q %q", code, out, stderr)
+	}
+
+	// The endpoints are this machine, whose PATH has no iperf3.
+	t.Setenv("PATH", t.TempDir())
+	os.WriteFile(targets, []byte(withEndpoints), 0o600)
+	out, stderr, code = fwab(t, "", "target", "test", "fw1", "--targets", targets)
+	for _, side := range []string{"client 198.18.1.10 (this machine)", "server 198.19.1.10 (this machine)"} {
+		if reportLine(out, "FAIL", side, "iperf3 is not installed", "install it there") == "" {
+			t.Errorf("no FAIL line for %s's missing iperf3:\n%s", side, out)
+		}
+	}
+	if code != exitUsage || reportLine(out, "skip", "link main:") == "" || !strings.Contains(stderr, "2 of 9 checks failed") {
+		t.Errorf("target test without iperf3: exit %d, want 2, the probe skipped and the count said:\n%s%s", code, out, stderr)
+	}
+
+	// The file says OPNsense; the box is a pfSense (which has no API).
+	os.WriteFile(targets, []byte(strings.Replace(firewallOnly, "flavor: pfsense", "flavor: opnsense", 1)), 0o600)
+	if out, stderr, code := fwab(t, "", "target", "test", "fw1", "--targets", targets); code == exitOK || reportLine(out, "FAIL", "firewall 127.0.0.1") == "" {
+		t.Errorf("target test of a pfSense written as opnsense: exit %d, want a FAIL line for the firewall: %q %q", code, out, stderr)
 	}
 }
 
