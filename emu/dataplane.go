@@ -51,6 +51,9 @@ type IDSPlane interface {
 	Restart(ctx context.Context, plan IDSPlan, ports Ports) error
 	// StopAll stops every engine.
 	StopAll()
+	// Kill ends every engine at once, as a Suricata that crashes: nothing
+	// is cleaned up, and none starts again until the next restart.
+	Kill()
 	// SuricataProcesses lists the running engines as ps shows Suricata
 	// processes: pid and command line.
 	SuricataProcesses() [][2]string

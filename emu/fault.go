@@ -40,6 +40,10 @@ type Fault struct {
 	// RebootAt reboots the firewall at that time (once per fault written),
 	// as a power cut or a watchdog would.
 	RebootAt time.Time `json:"reboot_at,omitzero"`
+	// Kill ends a service at KillAt (once per time written), as a crash
+	// would: "suricata" (KillService).
+	Kill   string    `json:"kill,omitempty"`
+	KillAt time.Time `json:"kill_at,omitzero"`
 	// LinkDown cuts the management link (SSH and the REST API) for as long
 	// as it is set, as LinkDownUntil does for a while.
 	LinkDown bool `json:"link_down,omitempty"`
@@ -104,9 +108,13 @@ const (
 func (f Fault) validate() error {
 	switch f.Disk {
 	case "", DiskFull, DiskReadOnly:
-		return nil
+	default:
+		return fmt.Errorf("disk fault %q: want %s or %s", f.Disk, DiskFull, DiskReadOnly)
 	}
-	return fmt.Errorf("disk fault %q: want %s or %s", f.Disk, DiskFull, DiskReadOnly)
+	if f.Kill != "" && f.Kill != "suricata" {
+		return fmt.Errorf("kill %q: the lab kills suricata (the inspection engine)", f.Kill)
+	}
+	return nil
 }
 
 // linkTrigger is an armed LinkDownOn fault.
@@ -204,6 +212,17 @@ func (e *Emulator) SetFault(f Fault) {
 	}
 	if f.LinkDownUntil.After(time.Now()) && !f.LinkDownUntil.Equal(prev.LinkDownUntil) {
 		go e.dropLink(ctx, f.LinkDownUntil)
+	}
+	if f.Kill != "" && !f.KillAt.IsZero() && !f.KillAt.Equal(prev.KillAt) {
+		go func(name string, at time.Time) {
+			select {
+			case <-time.After(time.Until(at)):
+				if err := e.KillService(name); err != nil {
+					e.logger().Error("fault: kill", "err", err)
+				}
+			case <-ctx.Done():
+			}
+		}(f.Kill, f.KillAt)
 	}
 	if !f.RebootAt.IsZero() && !f.RebootAt.Equal(prev.RebootAt) {
 		go func(at time.Time) {

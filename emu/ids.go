@@ -111,6 +111,25 @@ func (e *Emulator) stopIDS() {
 	}
 }
 
+// KillService ends a service as a crash would (Fault.Kill): it stays
+// down until something starts it again. The lab kills "suricata": every
+// inspection engine, without the clean-up a stop does, so inline steering
+// is left pointing at an engine that is gone.
+func (e *Emulator) KillService(name string) error {
+	if name != "suricata" {
+		return fmt.Errorf("kill %q: the lab kills suricata", name)
+	}
+	e.logger().Warn("fault: suricata killed")
+	if e.IDS != nil {
+		e.IDS.Kill()
+		return nil
+	}
+	e.smu.Lock()
+	defer e.smu.Unlock()
+	e.suricataRun = nil
+	return nil
+}
+
 // suricataProcesses lists the running engines as Suricata processes; on
 // an emulator without engines, the instances the rc script started.
 func (e *Emulator) suricataProcesses() [][2]string {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,6 +230,29 @@ func (g *IDSEngines) StopAll() {
 	g.mu.Unlock()
 	for _, eng := range engines {
 		stopEngine(eng)
+	}
+	if len(engines) > 0 && g.Netns != "" {
+		// An engine that crashed (Kill) or needed SIGKILL left its
+		// steering behind; stopping Suricata on the product leaves no
+		// interface diverted, so neither does the lab.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := (inspect.Steerer{}).Remove(ctx, g.Netns); err != nil {
+			g.logger().Warn("ids: remove the steering rules", "err", err)
+		}
+	}
+}
+
+// Kill ends every engine's process group at once (SIGKILL), as a crash
+// would: no steering rule is removed, and the engines stay gone until the
+// next Restart, which stops what is left and starts afresh.
+func (g *IDSEngines) Kill() {
+	g.mu.Lock()
+	engines := slices.Collect(maps.Values(g.running))
+	g.mu.Unlock()
+	for _, eng := range engines {
+		_ = syscall.Kill(-eng.cmd.Process.Pid, syscall.SIGKILL)
+		<-eng.done
 	}
 }
 

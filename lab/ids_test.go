@@ -121,6 +121,27 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	}
 	lastPID, _ = strconv.Atoi(ps[0][0])
 
+	// A crash (lab fault --kill suricata): the engine is gone at once and
+	// stays gone, and the firewall's health says so.
+	var hr fwapi.HealthReader = f.fw
+	before, err := hr.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.em.KillService("suricata"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(lastPID, 0); err == nil {
+		t.Errorf("after a crash: the engine (pid %d) still runs", lastPID)
+	}
+	after, err := hr.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := before.Changes(after); len(c) != 1 || c[0] != "suricata stopped (pid "+strconv.Itoa(lastPID)+")" {
+		t.Errorf("after a crash: health changes %q, want suricata stopped", c)
+	}
+
 	labtest.ApplyKnobs(t, f.fw, "ids@lan=off")
 	st, err := f.fw.RuntimeState(ctx)
 	if err != nil {

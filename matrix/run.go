@@ -469,7 +469,19 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		for _, pr := range todo {
 			report("probe", pr.Name, "")
 			t0 := time.Now()
-			sample := s.measure(ctx, pr)
+			sample, gone := s.measure(ctx, pr)
+			if len(gone) > 0 && ctx.Err() == nil {
+				// A service the point runs is gone: what follows would
+				// measure a box without it under the point's name.
+				s.Stats.Probe += time.Since(t0)
+				s.Stats.Samples++
+				if err := s.Store.RecordSample(ctx, store.FromProbe(s.key(st, pr), sample)); err != nil {
+					return fmt.Errorf("record sample: %w", err)
+				}
+				msg := fmt.Sprintf("%s stopped during probe %s and did not come back: the firewall no longer runs point %d's config", strings.Join(gone, " and "), pr.Name, st.Point.Index)
+				s.event(ctx, "error", st.Point.Index, "sweep stopped: "+msg)
+				return fmt.Errorf("sweep stopped at point %d (%s): %s; fix its cause, then resume the run", st.Point.Index, st.Point.Key(), msg)
+			}
 			if sample.Failed && ctx.Err() == nil {
 				// An endpoint that went away or a firewall that rebooted
 				// mid-probe: wait for traffic to pass again and measure once
@@ -478,7 +490,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("probe %s failed, retrying: %s", pr.Name, sample.Reason))
 				first := sample.Reason
 				if err := s.settle(ctx); err == nil {
-					sample = s.measure(ctx, pr)
+					sample, _ = s.measure(ctx, pr)
 					sample.Warnings = append(sample.Warnings, "measured again: the first attempt failed: "+first)
 				}
 			}
@@ -505,33 +517,53 @@ func (s *Sweep) Execute(ctx context.Context) error {
 // of the statistics and measured once more. A box whose health cannot be
 // read before the probe gives a warning; one that stops answering during
 // it, an invalid sample.
-func (s *Sweep) measure(ctx context.Context, pr ProbeRun) probe.Sample {
+//
+// gone names the watched services that ran before the probe and still do
+// not after a second look: the point's state is no longer in force.
+func (s *Sweep) measure(ctx context.Context, pr ProbeRun) (sample probe.Sample, gone []string) {
 	if s.Health == nil {
-		return s.Measure(ctx, pr)
+		return s.Measure(ctx, pr), nil
 	}
 	before, err := s.Health(ctx)
-	sample := s.Measure(ctx, pr)
+	sample = s.Measure(ctx, pr)
 	if ctx.Err() != nil {
-		return sample
+		return sample, nil
 	}
 	if err != nil {
 		sample.Warnings = append(sample.Warnings, "the firewall's health was not read before the probe: "+err.Error())
-		return sample
+		return sample, nil
 	}
 	var changes []string
-	if after, err := s.Health(ctx); err != nil {
+	after, err := s.Health(ctx)
+	if err != nil {
 		changes = []string{"its health could not be read after the probe: " + err.Error()}
 	} else {
 		changes = before.Changes(after)
 	}
-	if len(changes) > 0 {
-		reason := probe.InvalidReason + strings.Join(changes, "; ")
-		if sample.Failed {
-			reason += " (the probe failed too: " + sample.Reason + ")"
-		}
-		sample.Failed, sample.Reason = true, reason
+	if len(changes) == 0 {
+		return sample, nil
 	}
-	return sample
+	reason := probe.InvalidReason + strings.Join(changes, "; ")
+	if sample.Failed {
+		reason += " (the probe failed too: " + sample.Reason + ")"
+	}
+	sample.Failed, sample.Reason = true, reason
+	if err == nil && before.Boot == after.Boot {
+		// After a reboot the services start again at boot; else one
+		// stopped stays stopped unless it was merely slow to come back.
+		for name, pids := range before.Services {
+			if len(pids) > 0 && len(after.Services[name]) == 0 {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) > 0 && s.settle(ctx) == nil {
+			if again, err := s.Health(ctx); err == nil {
+				gone = slices.DeleteFunc(gone, func(name string) bool { return len(again.Services[name]) > 0 })
+			}
+		}
+	}
+	slices.Sort(gone)
+	return sample, gone
 }
 
 // idle runs and records the point's idle phase, when the sweep has one.

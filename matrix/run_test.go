@@ -657,3 +657,31 @@ func TestSweepInvalidatesSamplesTheBoxChangedUnder(t *testing.T) {
 		t.Errorf("unreadable health: samples %+v", samples[0])
 	}
 }
+
+// TestSweepStopsWhenAServiceStaysDown: a watched service that stopped
+// during a probe and is still down after settling leaves the box outside
+// the point's state: the sweep keeps the invalid sample and stops, naming
+// the service, rather than measure a box without it under the point's name.
+func TestSweepStopsWhenAServiceStaysDown(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	reads := 0
+	f.sweep.Health = func(context.Context) (probe.Health, error) {
+		reads++
+		h := probe.Health{Boot: 1700000000, Services: map[string][]int{"suricata": {812}, "charon": nil}}
+		if reads >= 4 { // Suricata dies during the second probe, for good
+			h.Services["suricata"] = nil
+		}
+		return h, nil
+	}
+	err := f.sweep.Execute(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "suricata stopped during probe down and did not come back") {
+		t.Fatalf("Execute = %v, want the sweep stopped naming suricata", err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 2 || !samples[1].Failed || samples[1].Reason != probe.InvalidReason+"suricata stopped (pid 812)" {
+		t.Errorf("samples %+v: want the first and the invalid second", samples)
+	}
+}

@@ -13,6 +13,8 @@ import (
 type labFaultOptions struct {
 	disk     string
 	linkDown time.Duration
+	kill     string
+	reboot   bool
 }
 
 // newLabFaultCmd injects faults into the lab's emulated firewall, for the
@@ -21,11 +23,13 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 	o := &labFaultOptions{}
 	cmd := &cobra.Command{
 		Use:    "fault",
-		Short:  "Inject a fault into the lab's emulated firewall (disk, management link); no flags clears them",
+		Short:  "Inject a fault into the lab's emulated firewall (disk, management link, a crash, a reboot); no flags clears them",
 		Hidden: true,
 		Args:   exactArgs(0),
 		Example: "  fwab lab fault --disk enospc     # writes under /conf, /var/run, /tmp fail\n" +
 			"  fwab lab fault --link-down 10s   # SSH cut and refused for 10 s\n" +
+			"  fwab lab fault --kill suricata   # the inspection engine crashes now (mid-probe, say)\n" +
+			"  fwab lab fault --reboot          # the firewall reboots now, as a power cut would\n" +
 			"  fwab lab fault                   # clear",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := emu.Fault{Disk: o.disk}
@@ -35,14 +39,22 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 			if o.linkDown > 0 {
 				f.LinkDownUntil = time.Now().Add(o.linkDown)
 			}
+			if o.kill != "" {
+				f.Kill, f.KillAt = o.kill, time.Now()
+			}
+			if o.reboot {
+				f.RebootAt = time.Now()
+			}
 			if err := lab.SetFault(opts.dir, f); err != nil {
 				return usageError{err}
 			}
-			fmt.Fprintf(io.Out, "lab fault: disk %q, link down %v\n", f.Disk, o.linkDown)
+			fmt.Fprintf(io.Out, "lab fault: disk %q, link down %v, kill %q, reboot %v\n", f.Disk, o.linkDown, f.Kill, o.reboot)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.disk, "disk", "", "make writes under /conf, /var/run and /tmp fail: "+emu.DiskFull+" or "+emu.DiskReadOnly)
 	cmd.Flags().DurationVar(&o.linkDown, "link-down", 0, "cut the management link (SSH) for this long")
+	cmd.Flags().StringVar(&o.kill, "kill", "", "end a `service` now as a crash would, left down until it is restarted: suricata")
+	cmd.Flags().BoolVar(&o.reboot, "reboot", false, "reboot the firewall now, as a power cut or a watchdog would")
 	return cmd
 }
