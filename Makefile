@@ -25,6 +25,13 @@ test: vet
 demo: build
 	./scripts/demo.sh
 
+# examples/sample-results.db, the results database to try report, compare
+# and trend on: four short nightly runs on a lab of its own, a firmware
+# upgrade with a 10 % slowdown between runs 2 and 3 (root; about 7 minutes).
+.PHONY: sample-db
+sample-db: build
+	./scripts/sample-db.sh
+
 bench: build
 	./bench/run.sh
 
