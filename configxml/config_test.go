@@ -276,7 +276,7 @@ func TestSetEveryKnob(t *testing.T) {
 					vals = ov
 				}
 				for _, v := range vals {
-					if knob == "nat.outbound" && v == "advanced" && c.outboundRules() == 0 {
+					if knob == "nat.outbound" && v == "advanced" && c.manualOutboundRules() == 0 {
 						if err := c.Set(knob, v); err == nil {
 							t.Errorf("Set(nat.outbound, advanced) with no manual rules = nil error, want a refusal")
 						}

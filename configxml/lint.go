@@ -250,7 +250,7 @@ func lintIDSInterfaces(c *Config) []Finding {
 }
 
 func lintAdvancedNAT(c *Config) []Finding {
-	if m, _ := getNATMode(c, ""); m == "advanced" && c.outboundRules() == 0 {
+	if m, _ := getNATMode(c, ""); m == "advanced" && c.manualOutboundRules() == 0 {
 		return []Finding{{
 			Message: "outbound NAT is advanced but there are no enabled manual rules, so no traffic is translated; add rules or use hybrid",
 			Path:    "nat/outbound",
@@ -268,7 +268,7 @@ func lintAdvancedNAT(c *Config) []Finding {
 // upstream: opnsense-core 26.1 src/etc/inc/filter.inc:196 — manual rules for `array("advanced", "hybrid")`
 // upstream: opnsense-core 26.1 src/etc/inc/filter.inc:209 — the standard outbound rules for `array("automatic", "hybrid")`
 func lintHybridNAT(c *Config) []Finding {
-	if m, _ := getNATMode(c, ""); m == "hybrid" && c.outboundRules() == 0 {
+	if m, _ := getNATMode(c, ""); m == "hybrid" && !c.hybridAddsRules() {
 		return []Finding{{
 			Message: "outbound NAT is hybrid but there are no enabled manual rules, so it translates exactly as automatic does; add manual rules, or measure automatic alone",
 			Path:    "nat/outbound",

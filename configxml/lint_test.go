@@ -321,3 +321,41 @@ func TestOPNsenseIDSOneMode(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridNATRulesAsTheProductCounts: hybrid is automatic under another
+// name unless it adds rules; which rules count follows each product: a
+// pfSense rule with <disabled> at all is skipped, an OPNsense one only
+// when <disabled> is not empty in PHP's sense, an MVC rule when <enabled>
+// is; and OPNsense loads MVC rules in automatic mode too before 26.1.11.
+func TestHybridNATRulesAsTheProductCounts(t *testing.T) {
+	mvc := "xml:OPNsense/Firewall/Filter/snatrules/rule/enabled="
+	legacy := "xml:nat/outbound/rule/disabled="
+	for _, tt := range []struct {
+		name, fixture, product string
+		set                    []string
+		warn                   bool
+	}{
+		{"OPNsense legacy rule with <disabled>0</disabled> counts", "configs/opnsense-26.1.xml", "", []string{legacy + "0"}, false},
+		{"OPNsense legacy rule with <disabled>1</disabled> does not", "configs/opnsense-26.1.xml", "", []string{legacy + "1"}, true},
+		{"pfSense rule with an empty <disabled> does not", "configs/pfsense-2.7.xml", "", []string{legacy}, true},
+		{"MVC rule on 26.1.11 adds to hybrid", "configs/opnsense-26.1.xml", "26.1.11", []string{mvc + "1"}, false},
+		{"MVC rule on 26.1.10 is in automatic too", "configs/opnsense-26.1.xml", "26.1.10", []string{mvc + "1"}, true},
+		{"MVC rule with an empty <enabled> is off", "configs/opnsense-26.1.xml", "26.1.11", []string{mvc}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := load(t, tt.fixture)
+			if tt.product != "" {
+				if err := c.SetProduct(tt.product); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.SetAll(append(tt.set, "nat.outbound=hybrid")); err != nil {
+				t.Fatal(err)
+			}
+			got := slices.ContainsFunc(Lint(c), func(f Finding) bool { return f.Rule == "FWAB006" })
+			if got != tt.warn {
+				t.Errorf("FWAB006 found = %v, want %v", got, tt.warn)
+			}
+		})
+	}
+}

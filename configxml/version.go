@@ -9,6 +9,13 @@ import (
 // version is a dotted product version, compared numerically: 2.7.2, 26.1.
 type version []int
 
+// parseVersion reads the numbers of a dotted version. A development or
+// pre-release build is read as the release it leads to: the numbers end at
+// the first part that starts with a letter, and what follows is the
+// build's ("26.1.r1" and "26.7.a" are 26.1 and 26.7; a pfSense snapshot
+// package "2.8.0.a.20240115.0600" is 2.8.0).
+//
+// upstream: opnsense/core@d9ac167d3b2a603dd28500db089f94fc00fad74e src/opnsense/mvc/app/controllers/OPNsense/Core/Api/FirmwareController.php:934 — `/^\d+\.\d+\.[a-z]/`, how OPNsense itself tells a development version
 func parseVersion(s string) (version, error) {
 	s = normalizeProduct(s)
 	if s == "" {
@@ -16,6 +23,9 @@ func parseVersion(s string) (version, error) {
 	}
 	var v version
 	for _, part := range strings.Split(s, ".") {
+		if len(v) >= 2 && part != "" && part[0] >= 'a' && part[0] <= 'z' {
+			break // a pre-release or snapshot: the build's, not the release's
+		}
 		n, err := strconv.Atoi(part)
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("%q is not a dotted version such as 2.7.2 or 26.1", s)
@@ -32,7 +42,7 @@ func parseVersion(s string) (version, error) {
 // YY.M[.PATCH] from 15.1 on. s may be what a firewall reports
 // ("2.7.2-RELEASE", "OPNsense 26.1.2_1").
 //
-// upstream: not settled — neither product's source states its scheme; the release branches read are pfsense/pfsense RELENG_2_6_0 and RELENG_2_7_2 (2.x.y) and opnsense/core stable/24.7 to stable/26.7 (YY.M), Plus's YY.MM is from its release names; checked at run time by SetProduct on the version the firewall reports, which names a box outside the scheme
+// upstream: not settled — neither product's source states its scheme; the release branches read are pfsense/pfsense RELENG_2_6_0 and RELENG_2_7_2 (2.x.y) and opnsense/core stable/24.7 to stable/26.7 (YY.M), Plus's YY.MM is from its release names; checked at run time through SetProduct on the version the firewall reports: sweep and fw print a note and use the release the config's layout shows, a boot environment's version is refused
 func CheckVersion(f Flavor, s string) error {
 	v, err := parseVersion(s)
 	if err != nil {

@@ -28,6 +28,10 @@ func TestCheckVersion(t *testing.T) {
 		{OPNsense, "OPNsense 26.1.2_1", ""},
 		{OPNsense, "24.7.12", ""},
 		{OPNsense, "25.10", ""},
+		{OPNsense, "26.1.r1", ""}, // a release candidate (opnsense/core Makefile: tags 26.1.r1)
+		{OPNsense, "26.7.a_355", ""},
+		{OPNsense, "26.1.r1_2", ""},
+		{PfSense, "2.8.0.a.20240115.0600", ""}, // a development snapshot's package version
 		{OPNsense, "2.7.2", "looks like a pfSense version"},
 		{OPNsense, "9.9", "not an OPNsense version"},
 		{OPNsense, "26.13", "not an OPNsense version"},
