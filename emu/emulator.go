@@ -128,6 +128,9 @@ type Emulator struct {
 	// ipsecUp: strongSwan runs (set by every IPsec apply, boot included,
 	// cleared when it stops).
 	ipsecUp atomic.Bool
+	// charonPID is the DUT's charon's pid as ps shows it while ipsecUp: a
+	// new one at each start, the same across a reload (setIPsecUp).
+	charonPID atomic.Int64
 	// ipsecGen counts IPsec applies: a background step that a later
 	// apply superseded does nothing.
 	ipsecGen atomic.Int64

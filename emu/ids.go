@@ -113,8 +113,7 @@ func (e *Emulator) stopIDS() {
 
 // KillService ends a service as a crash would (Fault.Kill): it stays
 // down until something starts it again. The lab kills "suricata": every
-// inspection engine, without the clean-up a stop does, so inline steering
-// is left pointing at an engine that is gone.
+// inspection engine (IDSPlane.Kill).
 func (e *Emulator) KillService(name string) error {
 	if name != "suricata" {
 		return fmt.Errorf("kill %q: the lab kills suricata", name)
@@ -137,8 +136,12 @@ func (e *Emulator) suricataProcesses() [][2]string {
 		e.smu.Lock()
 		defer e.smu.Unlock()
 		var out [][2]string
+		seen := map[int]bool{} // OPNsense's one Suricata serves every interface
 		for _, dev := range slices.Sorted(maps.Keys(e.suricataRun)) {
-			out = append(out, [2]string{strconv.Itoa(e.suricataRun[dev].pid), e.suricataRun[dev].cmd})
+			if b := e.suricataRun[dev]; !seen[b.pid] {
+				seen[b.pid] = true
+				out = append(out, [2]string{strconv.Itoa(b.pid), b.cmd})
+			}
 		}
 		return out
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/fwab/fwab/configxml"
@@ -154,7 +155,7 @@ func (e *Emulator) ipsecStepFor(root *configxml.Config, how ipsecHow) ipsecStep 
 // foreground as both products stop it.
 func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
 	if st.plane == nil {
-		e.ipsecUp.Store(st.up)
+		e.setIPsecUp(st.up)
 		return nil
 	}
 	if st.t == nil {
@@ -162,7 +163,7 @@ func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
 		if err := st.plane.Stop(ctx); err != nil {
 			return err
 		}
-		e.ipsecUp.Store(st.up) // OPNsense: charon without connections
+		e.setIPsecUp(st.up) // OPNsense: charon without connections
 		e.logger().Info("ipsec: no tunnel enabled; plain routing")
 		return nil
 	}
@@ -175,7 +176,7 @@ func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
 	if err != nil {
 		return err
 	}
-	e.ipsecUp.Store(st.up)
+	e.setIPsecUp(st.up)
 	e.logger().Info("ipsec: "+st.how.String(), "name", st.t.Name, "conn", st.conn, "ike", st.t.Proposal.IKE.String(), "esp", st.t.Proposal.ESP.String())
 	return nil
 }
@@ -185,7 +186,7 @@ func (e *Emulator) runIPsecStep(ctx context.Context, st ipsecStep) error {
 func (e *Emulator) applyIPsec(ctx context.Context, root *configxml.Config, how ipsecHow) error {
 	st := e.ipsecStepFor(root, how)
 	if how == ipsecRestart {
-		e.ipsecUp.Store(false)
+		e.setIPsecUp(false)
 	}
 	return e.runIPsecStep(ctx, st)
 }
@@ -209,7 +210,7 @@ func (e *Emulator) applyIPsecBackground(ctx context.Context, root *configxml.Con
 		return e.runIPsecStep(ctx, st)
 	}
 	if how == ipsecRestart {
-		e.ipsecUp.Store(false)
+		e.setIPsecUp(false)
 	}
 	// The rc script as ps shows it on each product.
 	command := "/bin/sh /usr/local/sbin/strongswanrc " + how.String()
@@ -240,9 +241,40 @@ func (e *Emulator) applyIPsecBackground(ctx context.Context, root *configxml.Con
 	return nil
 }
 
+// setIPsecUp records whether strongSwan runs: a charon that starts takes a
+// new pid, one that keeps running (a reload) keeps its own.
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/usr/local/sbin/strongswanrc:27 — `command_args="-S -P ${pidfile} ${charon_command} --use-syslog"`: daemon(8) runs charon, and a restart is a new process
+func (e *Emulator) setIPsecUp(up bool) {
+	e.ipsecUp.Store(up)
+	switch {
+	case !up:
+		e.charonPID.Store(0)
+	case e.charonPID.Load() == 0:
+		e.procs.reserve() // daemon(8), the supervisor
+		e.charonPID.Store(int64(e.procs.reserve()))
+	}
+}
+
+// charonProcesses are the ps lines of the DUT's charon while it runs: the
+// daemon(8) supervisor pfSense's strongswanrc starts it under, then charon.
+//
+// upstream: not settled — OPNsense starts charon through the strongswan port's rc.d script, not in the upstream copy; the lab shows pfSense's command line on both, which fwab matches by its program name only
+func (e *Emulator) charonProcesses() [][2]string {
+	pid := e.charonPID.Load()
+	if pid == 0 {
+		return nil
+	}
+	const charon = "/usr/local/libexec/ipsec/charon"
+	return [][2]string{
+		{strconv.FormatInt(pid-1, 10), "daemon: " + charon + "[" + strconv.FormatInt(pid, 10) + "] (daemon)"},
+		{strconv.FormatInt(pid, 10), charon + " --use-syslog"},
+	}
+}
+
 // stopIPsec ends the IPsec daemons (reboot, shutdown).
 func (e *Emulator) stopIPsec(ctx context.Context) {
-	e.ipsecUp.Store(false)
+	e.setIPsecUp(false)
 	e.mu.Lock()
 	p := e.IPsec
 	e.mu.Unlock()

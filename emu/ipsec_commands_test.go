@@ -194,3 +194,49 @@ const listSAsSample = `con1: #1, ESTABLISHED, IKEv2, 0b5f5c2a1f6c2f3e_i* 6a7c1d9
     local  198.18.1.0/24
     remote 198.19.1.0/24
 `
+
+// TestEmulatorCharonPID: ps shows the DUT's charon while strongSwan runs,
+// under daemon(8) as pfSense's strongswanrc starts it; a reload (the GUI's
+// apply) keeps its pid, a restart gives a new one, and it is gone once
+// IPsec is off.
+func TestEmulatorCharonPID(t *testing.T) {
+	ip := &fakeIPsec{sas: listSAsSample}
+	f := labtest.Start(t, labtest.Options{SSHVia: emu.NoManagement, Configure: func(e *emu.Emulator) { e.IPsec = ip }})
+	fw := f.Open(t)
+	charon := func() []int {
+		t.Helper()
+		out, errOut, code := f.Run(t, "ps ax -o pid,command", "")
+		if code != 0 {
+			t.Fatalf("ps: exit %d, %s", code, errOut)
+		}
+		return fwapi.ParseServicePIDs(out, []string{"charon"})["charon"]
+	}
+	if got := charon(); len(got) != 0 {
+		t.Fatalf("charon %v with no tunnel, want none", got)
+	}
+	labtest.ApplyKnobs(t, fw, "ipsec@fwab=aes256gcm16")
+	waitBackground(t, f.Emulator)
+	started := charon()
+	if len(started) != 1 {
+		t.Fatalf("charon %v after the tunnel's apply, want one", started)
+	}
+	ip.mu.Lock()
+	ip.sas = strings.ReplaceAll(listSAsSample, "AES_GCM_16-256", "AES_GCM_16-128") // what the new proposal negotiates
+	ip.mu.Unlock()
+	labtest.ApplyKnobs(t, fw, "ipsec@fwab=aes128gcm16")
+	waitBackground(t, f.Emulator)
+	if got := charon(); !slices.Equal(got, started) {
+		t.Errorf("charon %v after a reload, want it still %v", got, started)
+	}
+	if _, errOut, code := f.Run(t, "/usr/local/sbin/pfSsh.php playback restartipsec", ""); code != 0 {
+		t.Fatalf("restartipsec: exit %d, %s", code, errOut)
+	}
+	waitBackground(t, f.Emulator)
+	if got := charon(); len(got) != 1 || got[0] == started[0] {
+		t.Errorf("charon %v after a restart, want a new pid (was %v)", got, started)
+	}
+	labtest.ApplyKnobs(t, fw, "ipsec@fwab=none")
+	if got := charon(); len(got) != 0 {
+		t.Errorf("charon %v with IPsec off, want none", got)
+	}
+}

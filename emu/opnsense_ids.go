@@ -140,12 +140,15 @@ func (e *Emulator) opnSuricataSet(ctx context.Context, plan IDSPlan, start bool)
 	if !start {
 		return nil
 	}
+	// One Suricata for every interface, as OPNsense's rc script starts it
+	// (one pid file, /var/run/suricata.pid).
+	pid := e.procs.reserve()
 	for m, devs := range plan {
 		for _, d := range devs {
 			if e.suricataRun == nil {
 				e.suricataRun = map[string]bakedInstance{}
 			}
-			e.suricataRun[d] = bakedInstance{dev: d, mode: m, cmd: opnSuricataCmd, pid: e.procs.reserve()}
+			e.suricataRun[d] = bakedInstance{dev: d, mode: m, cmd: opnSuricataCmd, pid: pid}
 		}
 	}
 	return nil

@@ -1133,6 +1133,7 @@ func (e *Emulator) processList() [][2]string {
 	for _, p := range ps {
 		out = append(out, [2]string{strconv.Itoa(p.pid - 1), "daemon: " + p.command + "[" + strconv.Itoa(p.pid) + "] (daemon)"}, [2]string{strconv.Itoa(p.pid), p.command})
 	}
+	out = append(out, e.charonProcesses()...)
 	return append(out, e.suricataProcesses()...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fwab/fwab/probe"
 )
@@ -44,18 +45,30 @@ func (o *OPNsense) Health(ctx context.Context) (probe.Health, error) {
 // upstream: not settled — /var/crash as savecore's folder and `ps ax -o pid,command` are FreeBSD's (not in the upstream copy); checked at run time: an answer that does not parse is an error, and the sample keeps a warning instead of a verdict
 func readHealth(ctx context.Context, run func(context.Context, string) (string, error)) (probe.Health, error) {
 	var h probe.Health
-	out, err := run(ctx, "sysctl -n kern.boottime")
+	// The clock with the boot time: their difference, the uptime, goes
+	// back only with a reboot (kern.boottime moves when the clock is
+	// stepped).
+	h.Read = time.Now()
+	out, err := run(ctx, "sysctl -n kern.boottime && date +%s")
 	if err != nil {
 		return h, err
 	}
-	if h.Boot, err = ParseBootTime(out); err != nil {
+	boot, now, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	if h.Boot, err = ParseBootTime(boot); err != nil {
 		return h, err
 	}
+	n, err := strconv.ParseInt(strings.TrimSpace(now), 10, 64)
+	if err != nil {
+		return h, fmt.Errorf("date +%%s: %q is not a time", clip([]byte(now), 100))
+	}
+	h.Uptime = n - h.Boot
 	if out, err = run(ctx, "ps ax -o pid,command"); err != nil {
 		return h, err
 	}
 	h.Services = ParseServicePIDs(out, probe.WatchedServices)
-	if out, err = run(ctx, "ls /var/crash"); err != nil {
+	// OPNsense makes /var/crash when its crash reporter first looks
+	// (crash_reporter.php): a box without it has no crash dump.
+	if out, err = run(ctx, "ls /var/crash"); err != nil && !strings.Contains(err.Error(), "No such file or directory") {
 		return h, err
 	}
 	h.Crashes = strings.Fields(out)

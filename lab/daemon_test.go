@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,5 +37,25 @@ func TestWaitReadySaysHowTheDaemonEnded(t *testing.T) {
 				t.Errorf("waitReady = %v, want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestWaitReadyKillsADaemonItGivesUpOn: a daemon that does not get ready
+// in time is killed and reaped, not left running half-started.
+func TestWaitReadyKillsADaemonItGivesUpOn(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "serve.sh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := startDaemon(context.Background(), Options{Executable: exe, ServeArgs: []string{}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitReady(context.Background(), dir, proc, 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not start within") {
+		t.Errorf("waitReady = %v, want it to give up", err)
+	}
+	if err := syscall.Kill(proc.Pid, 0); err == nil {
+		t.Errorf("the daemon (pid %d) still runs", proc.Pid)
 	}
 }

@@ -244,15 +244,29 @@ func (g *IDSEngines) StopAll() {
 }
 
 // Kill ends every engine's process group at once (SIGKILL), as a crash
-// would: no steering rule is removed, and the engines stay gone until the
-// next Restart, which stops what is left and starts afresh.
+// would, and the engines stay gone until the next Restart. Their steering
+// goes with them: when the process holding a netmap port dies, FreeBSD
+// hands the NIC back to the host stack, so inline traffic passes
+// uninspected (fails open), the harder case for fwab: only the box's
+// health shows that anything happened.
+//
+// upstream: not settled — netmap's release of a dead process's port is FreeBSD's kernel (not in the upstream copy); the lab takes the fail-open reading, which hides the crash from throughput; checked at run time by the sweep's health readings, which see the crash whatever the traffic does
 func (g *IDSEngines) Kill() {
+	g.op.Lock()
+	defer g.op.Unlock()
 	g.mu.Lock()
 	engines := slices.Collect(maps.Values(g.running))
 	g.mu.Unlock()
 	for _, eng := range engines {
 		_ = syscall.Kill(-eng.cmd.Process.Pid, syscall.SIGKILL)
 		<-eng.done
+	}
+	if len(engines) > 0 && g.Netns != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := (inspect.Steerer{}).Remove(ctx, g.Netns); err != nil {
+			g.logger().Warn("ids: remove the steering rules of the killed engines", "err", err)
+		}
 	}
 }
 

@@ -141,6 +141,11 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	if c := before.Changes(after); len(c) != 1 || c[0] != "suricata stopped (pid "+strconv.Itoa(lastPID)+")" {
 		t.Errorf("after a crash: health changes %q, want suricata stopped", c)
 	}
+	// Netmap hands the NIC back to the host stack: inline traffic passes,
+	// uninspected.
+	if _, err := IperfMbit(ctx, topo, 1, false); err != nil {
+		t.Errorf("iperf3 after the inline engine crashed: %v (want it to pass, uninspected)", err)
+	}
 
 	labtest.ApplyKnobs(t, f.fw, "ids@lan=off")
 	st, err := f.fw.RuntimeState(ctx)

@@ -454,6 +454,13 @@ func closeInheritedOnExec() {
 // reaped, and the error says how it ended: one killed before it wrote a
 // line leaves serve.log empty.
 func waitReady(ctx context.Context, dir string, proc *os.Process, timeout time.Duration) (*State, error) {
+	// A daemon given up on is not left behind half-started.
+	giveUp := func(err error) (*State, error) {
+		_ = syscall.Kill(proc.Pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(proc.Pid, &ws, 0, nil)
+		return nil, err
+	}
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if st, err := readState(dir); err == nil && st.SSHAddr != "" && (st.Flavor != string(configxml.OPNsense) || st.APIAddr != "") {
@@ -465,11 +472,11 @@ func waitReady(ctx context.Context, dir string, proc *os.Process, timeout time.D
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return giveUp(ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil, fmt.Errorf("the emulated firewall did not start within %v; see %s", timeout, filepath.Join(dir, serveLog))
+	return giveUp(fmt.Errorf("the emulated firewall did not start within %v; see %s", timeout, filepath.Join(dir, serveLog)))
 }
 
 // daemonExited says how the daemon ended, with serve.log's last line.

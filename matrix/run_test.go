@@ -627,11 +627,11 @@ func TestSweepInvalidatesSamplesTheBoxChangedUnder(t *testing.T) {
 	reads = 0
 	f.sweep.Health = func(context.Context) (probe.Health, error) {
 		reads++
-		boot := int64(1700000000)
-		if reads >= 3 && reads <= 6 { // the second probe and its retry each span a reboot
-			boot += int64(reads)
+		boot, up := int64(1700000000), int64(3600+reads)
+		if reads == 4 || reads == 6 { // the second probe and its retry each span a reboot
+			boot, up = boot+int64(3600+reads), 0
 		}
-		return probe.Health{Boot: boot, Services: map[string][]int{}}, nil
+		return probe.Health{Boot: boot, Uptime: up, Read: time.Now(), Services: map[string][]int{}}, nil
 	}
 	if err := f.sweep.Execute(t.Context()); err != nil {
 		t.Fatal(err)
@@ -664,6 +664,7 @@ func TestSweepInvalidatesSamplesTheBoxChangedUnder(t *testing.T) {
 // the service, rather than measure a box without it under the point's name.
 func TestSweepStopsWhenAServiceStaysDown(t *testing.T) {
 	f := newSweep(t, twoPoints)
+	f.sweep.ServiceComeback = 1500 * time.Millisecond // the test's Suricata never comes back
 	reads := 0
 	f.sweep.Health = func(context.Context) (probe.Health, error) {
 		reads++
@@ -683,5 +684,36 @@ func TestSweepStopsWhenAServiceStaysDown(t *testing.T) {
 	}
 	if len(samples) != 2 || !samples[1].Failed || samples[1].Reason != probe.InvalidReason+"suricata stopped (pid 812)" {
 		t.Errorf("samples %+v: want the first and the invalid second", samples)
+	}
+}
+
+// TestSweepWaitsForAServiceToComeBack: Suricata stopped during a probe and
+// started again within ServiceComeback (pfSense's rule update: stop, sleep
+// 5 s, start) invalidates that sample only: the sweep measures it again and
+// goes on.
+func TestSweepWaitsForAServiceToComeBack(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	f.sweep.ServiceComeback = 5 * time.Second
+	reads := 0
+	f.sweep.Health = func(context.Context) (probe.Health, error) {
+		reads++
+		pid := []int{812}
+		switch {
+		case reads == 4:
+			pid = nil // stopped during the second probe
+		case reads > 4:
+			pid = []int{1500} // back a second later
+		}
+		return probe.Health{Boot: 1700000000, Services: map[string][]int{"suricata": pid}}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatalf("Execute: %v, want the sweep to go on", err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 20 || f.calls != 21 {
+		t.Errorf("%d samples, %d probe calls; want 20 and 21 (one measured again)", len(samples), f.calls)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // WatchedServices are the daemons whose restart makes a sample measure two
@@ -20,6 +21,8 @@ var WatchedServices = []string{"suricata", "charon"}
 // watched service runs under, and the crash dumps it holds.
 type Health struct {
 	Boot     int64            `json:"boot"`              // kern.boottime: seconds since the epoch
+	Uptime   int64            `json:"uptime"`            // the box's clock less Boot, in seconds: a reboot sets it back
+	Read     time.Time        `json:"read"`              // when it was read, by this machine's clock
 	Services map[string][]int `json:"services"`          // watched service → its pids, sorted; none when it is not running
 	Crashes  []string         `json:"crashes,omitempty"` // the entries of /var/crash
 }
@@ -29,7 +32,7 @@ type Health struct {
 // crash dump. None means one box served the whole sample.
 func (h Health) Changes(after Health) []string {
 	var out []string
-	if h.Boot != after.Boot {
+	if h.Rebooted(after) {
 		out = append(out, "the firewall rebooted")
 	}
 	for _, name := range slices.Sorted(maps.Keys(joinKeys(h.Services, after.Services))) {
@@ -47,6 +50,32 @@ func (h Health) Changes(after Health) []string {
 	for _, c := range after.Crashes {
 		if !slices.Contains(h.Crashes, c) {
 			out = append(out, "new crash dump /var/crash/"+c)
+		}
+	}
+	return out
+}
+
+// Rebooted reports whether the box booted between h and after. FreeBSD
+// moves kern.boottime when its clock is stepped (ntpd), so a new boot
+// time counts only when the uptime fell behind the time that passed here
+// between the two readings (less 2 s for whole seconds and the round
+// trips).
+func (h Health) Rebooted(after Health) bool {
+	if h.Boot == after.Boot {
+		return false
+	}
+	want := float64(h.Uptime) + after.Read.Sub(h.Read).Seconds()
+	return float64(after.Uptime) < want-2
+}
+
+// Short lists the watched services that run under fewer pids after than
+// in h: stopped, or one of several (pfSense runs a Suricata per
+// interface) gone and not replaced.
+func (h Health) Short(after Health) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(h.Services)) {
+		if len(after.Services[name]) < len(h.Services[name]) {
+			out = append(out, name)
 		}
 	}
 	return out

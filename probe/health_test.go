@@ -3,17 +3,20 @@ package probe
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestHealthChanges(t *testing.T) {
-	before := Health{Boot: 1700000000, Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree"}}
+	t0 := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
+	before := Health{Boot: 1700000000, Uptime: 3600, Read: t0, Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree"}}
 	for _, tt := range []struct {
 		name  string
 		after Health
 		want  []string
 	}{
-		{"unchanged", Health{Boot: 1700000000, Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree"}}, nil},
-		{"rebooted", Health{Boot: 1700000400, Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree", "vmcore.0"}},
+		{"unchanged", Health{Boot: 1700000000, Uptime: 3610, Read: t0.Add(10 * time.Second), Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree"}}, nil},
+		{"clock stepped", Health{Boot: 1700000007, Uptime: 3610, Read: t0.Add(10 * time.Second), Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree"}}, nil},
+		{"rebooted", Health{Boot: 1700003605, Uptime: 4, Read: t0.Add(10 * time.Second), Services: map[string][]int{"suricata": {812}, "charon": {640}}, Crashes: []string{"bounds", "minfree", "vmcore.0"}},
 			[]string{"the firewall rebooted", "new crash dump /var/crash/vmcore.0"}},
 		{"restarted and stopped", Health{Boot: 1700000000, Services: map[string][]int{"suricata": {1403}, "charon": nil}, Crashes: []string{"bounds", "minfree"}},
 			[]string{"charon stopped (pid 640)", "suricata restarted (pid 812 → 1403)"}},
@@ -26,5 +29,22 @@ func TestHealthChanges(t *testing.T) {
 	}
 	if got := (Health{Services: map[string][]int{}}).Changes(Health{Services: map[string][]int{"suricata": {9}}}); !slices.Equal(got, []string{"suricata started (pid 9)"}) {
 		t.Errorf("a service that started: %q", got)
+	}
+}
+
+func TestHealthShort(t *testing.T) {
+	before := Health{Services: map[string][]int{"suricata": {812, 813}, "charon": {640}}}
+	for _, tt := range []struct {
+		after map[string][]int
+		want  []string
+	}{
+		{map[string][]int{"suricata": {812, 813}, "charon": {640}}, nil},
+		{map[string][]int{"suricata": {812, 1400}, "charon": {700}}, nil}, // restarted: replaced
+		{map[string][]int{"suricata": {812}, "charon": {640}}, []string{"suricata"}},
+		{map[string][]int{"suricata": {812, 813}}, []string{"charon"}},
+	} {
+		if got := before.Short(Health{Services: tt.after}); !slices.Equal(got, tt.want) {
+			t.Errorf("Short(%v) = %q, want %q", tt.after, got, tt.want)
+		}
 	}
 }

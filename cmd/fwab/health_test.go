@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/matrix"
@@ -33,7 +34,8 @@ func TestSweepStopsWhenSuricataCrashes(t *testing.T) {
 		})
 		return s
 	}
-	t.Cleanup(func() { stubProbe = saved })
+	serviceComeback = time.Second // the crashed Suricata does not come back
+	t.Cleanup(func() { stubProbe, serviceComeback = saved, 0 })
 	spec := filepath.Join(t.TempDir(), "spec.yaml")
 	if err := os.WriteFile(spec, []byte("target: fw1\naxes:\n  offload.tso: [on, off]\nfixed: {ids@lan: ids}\nrepeats: 2\ndrift_check: false\nprobes:\n  - {name: up, direction: up, duration: 1s}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -406,7 +406,7 @@ func (w *sweepWiring) run() *matrix.Run {
 		},
 		Sweep: matrix.Sweep{
 			Config: w.fc.config, Firmware: w.fc.info.Version, SwitchFirmware: w.switchFirmware(), PSK: w.psk, Log: logger(io),
-			Health:   w.health(),
+			Health: w.health(), ServiceComeback: serviceComeback,
 			Progress: func(p matrix.Progress) { w.bars.update(p) },
 			Settle: func(ctx context.Context) error {
 				if stubProbe != nil {
@@ -537,6 +537,11 @@ func (w *sweepWiring) failedPoints(ctx context.Context, run int64) error {
 // and each probe's sample is what it returns. It lets tests run whole
 // sweeps against the emulator without root (no namespaces, no iperf3).
 var stubProbe func(ctx context.Context, pr matrix.ProbeRun) probe.Sample
+
+// serviceComeback, which only this package's tests set, shortens how long
+// the sweep waits for a stopped service to start again (0: matrix's
+// default).
+var serviceComeback time.Duration
 
 // loadSweepSpec reads the matrix file and settles the target it names.
 func loadSweepSpec(o *sweepOptions) (*matrix.Spec, error) {
