@@ -259,7 +259,7 @@ func (e *Emulator) setIPsecUp(up bool) {
 // charonProcesses are the ps lines of the DUT's charon while it runs: the
 // daemon(8) supervisor pfSense's strongswanrc starts it under, then charon.
 //
-// upstream: not settled — OPNsense starts charon through the strongswan port's rc.d script, not in the upstream copy; the lab shows pfSense's command line on both, which fwab matches by its program name only
+// upstream: not settled — OPNsense starts charon through the strongswan port's rc.d script, not in the upstream copy; the lab shows pfSense's command line on both; checked at run time by fwapi, which matches charon by its program name only
 func (e *Emulator) charonProcesses() [][2]string {
 	pid := e.charonPID.Load()
 	if pid == 0 {
