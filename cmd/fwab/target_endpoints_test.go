@@ -221,7 +221,7 @@ func TestJudgeReturnRoute(t *testing.T) {
 			parseIPRouteGet("198.18.1.10 via 198.19.1.1 dev eth1 src 198.19.1.10 uid 0\n"),
 			parseIPRouteGet("198.19.0.1 via 198.19.1.1 dev eth1 src 198.19.1.10 uid 0\n"), "ok", "the way it reaches the firewall"},
 		{"linux, default route out of the management NIC",
-			parseIPRouteGet("198.18.1.10 via 10.0.0.1 dev eth0 src 10.0.0.5 uid 0\n"),
+			parseIPRouteGet("198.18.1.10 via 198.19.200.1 dev eth0 src 198.19.200.5 uid 0\n"),
 			parseIPRouteGet("198.19.0.1 dev eth1 src 198.19.0.10 uid 0\n"), "fail", "ip route add 198.18.1.0/24 via 198.19.0.1"},
 		{"linux, another router on the firewall's network",
 			parseIPRouteGet("198.18.1.10 via 198.19.0.254 dev eth1 src 198.19.0.10 uid 0\n"),
@@ -233,7 +233,7 @@ func TestJudgeReturnRoute(t *testing.T) {
 			parseBSDRouteGet("   route to: 198.18.1.10\ndestination: 198.18.1.0\n       mask: 255.255.255.0\n    gateway: 198.19.0.1\n        fib: 0\n  interface: igb1\n      flags: <UP,GATEWAY,DONE,STATIC>\n"),
 			parseBSDRouteGet("   route to: 198.19.0.1\ndestination: 198.19.0.0\n       mask: 255.255.255.0\n        fib: 0\n  interface: igb1\n      flags: <UP,DONE,PINNED>\n"), "ok", "via 198.19.0.1 on igb1"},
 		{"freebsd, default route elsewhere",
-			parseBSDRouteGet("   route to: 198.18.1.10\ndestination: default\n       mask: default\n    gateway: 10.0.0.1\n        fib: 0\n  interface: em0\n"),
+			parseBSDRouteGet("   route to: 198.18.1.10\ndestination: default\n       mask: default\n    gateway: 198.19.200.1\n        fib: 0\n  interface: em0\n"),
 			parseBSDRouteGet("   route to: 198.19.0.1\ndestination: 198.19.0.0\n  interface: igb1\n"), "fail", "route add -net 198.18.1.0/24 198.19.0.1"},
 	} {
 		status, text := judgeReturnRoute(client, fw, tc.toClient, tc.toFw)
