@@ -184,6 +184,15 @@ func mdEscape(s string) string {
 	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
 }
 
+// mbpsCell is a cell's throughput, with how many samples were invalid and
+// why where any was.
+func mbpsCell(c Cell) string {
+	if note := c.InvalidNote(); note != "" {
+		return formatMbps(c.Mbps) + " (" + note + ")"
+	}
+	return formatMbps(c.Mbps)
+}
+
 func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Run %d", t.Run)
@@ -244,7 +253,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		cells := append([]string{pointCell(r)}, r.Values...)
 		for pi, c := range r.Cells {
 			if t.Throughput[pi] {
-				cells = append(cells, formatMbps(c.Mbps), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
+				cells = append(cells, mbpsCell(c), deltaCell(c.Delta), formatP(pOf(c.Delta)), formatP(pAdjOf(c.Delta)), formatNum(c.Retransmits, 0))
 				if t.StudentT {
 					cells = append(cells, formatMean(c.Mbps), tDeltaCell(c.Delta), formatTP(c.Delta))
 				}
@@ -503,7 +512,8 @@ type jsonCell struct {
 	Probe       string      `json:"probe"`
 	N           int         `json:"n"`
 	Failed      int         `json:"failed"`
-	Invalid     int         `json:"invalid,omitempty"` // of failed, the samples the firewall changed under
+	Invalid     int         `json:"invalid,omitempty"`     // of failed, the samples the firewall changed under
+	InvalidWhy  string      `json:"invalid_why,omitempty"` // what changed under them, counted by kind
 	Mbps        jsonSummary `json:"mbps"`
 	Delta       *jsonDelta  `json:"delta"`
 	Retransmits *float64    `json:"retransmits"`
@@ -617,7 +627,7 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			p.Knobs[k] = r.Values[i]
 		}
 		for _, c := range r.Cells {
-			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Invalid: c.Invalid, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
+			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Invalid: c.Invalid, InvalidWhy: c.InvalidWhy, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
 			for _, mc := range c.Extra {
 				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
 			}

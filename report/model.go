@@ -68,6 +68,7 @@ type ProbeSamples struct {
 	ConnectMS    []float64 // its median handshake time, ms
 	Failed       int       // failed samples, not counted above
 	Invalid      int       // of Failed, those the firewall changed under (probe.InvalidReason)
+	InvalidWhy   []string  // what changed under each of them
 	CPUBound     int       // samples limited by an endpoint's CPU
 	Series       []Series  // per-interval throughput, where the raw report has it
 	Figures      []Figures // each successful sample's figures, in recorded order
@@ -251,6 +252,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			ps.Failed++
 			if why, ok := strings.CutPrefix(x.Reason, probe.InvalidReason); ok {
 				ps.Invalid++
+				ps.InvalidWhy = append(ps.InvalidWhy, why)
 				invalid = append(invalid, why)
 			} else {
 				failed++

@@ -550,7 +550,19 @@ func TestInvalidSamplesNamed(t *testing.T) {
 	if err := Write(&b, r, JSON, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), `"invalid": 3`) {
-		t.Errorf("the JSON report does not count the invalid samples:\n%.2000s", b.String())
+	if !strings.Contains(b.String(), `"invalid": 3`) || !strings.Contains(b.String(), `"invalid_why": "suricata restarted ×2, the firewall rebooted, new crash dump /var/crash/vmcore.0"`) {
+		t.Errorf("the JSON report does not count and name the invalid samples:\n%.2000s", b.String())
+	}
+	// The table says it in the cell too: the warning names the run, the
+	// cell the point and probe the samples were lost from.
+	cell := "invalid 3/7: suricata restarted ×2, the firewall rebooted, new crash dump /var/crash/vmcore.0"
+	for _, f := range []Format{Markdown, HTML} {
+		b.Reset()
+		if err := Write(&b, r, f, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(b.String(), cell); n != 1 {
+			t.Errorf("the %s report shows %q %d times, want once (point 0's up cell):\n%.3000s", f, cell, n, b.String())
+		}
 	}
 }

@@ -89,11 +89,22 @@ type IdleFigures struct {
 	LatencyMS float64
 }
 
+// InvalidNote says how many of the cell's samples the firewall changed
+// under, of all it took, and what changed: "invalid 2/8: suricata
+// restarted ×2". Empty when none was.
+func (c Cell) InvalidNote() string {
+	if c.Invalid == 0 {
+		return ""
+	}
+	return fmt.Sprintf("invalid %d/%d: %s", c.Invalid, c.Mbps.N+c.Failed, c.InvalidWhy)
+}
+
 // Cell is one probe at one point.
 type Cell struct {
 	Probe       string
 	Failed      int
-	Invalid     int // of Failed, the samples the firewall changed under
+	Invalid     int    // of Failed, the samples the firewall changed under
+	InvalidWhy  string // what changed under them, counted by kind
 	Mbps        Summary
 	Delta       *Delta // nil at the baseline and where either side has no samples
 	Retransmits float64
@@ -181,7 +192,7 @@ func NewTable(r *Run, opts Options) *Table {
 				c.Extra = append(c.Extra, metricCell(m, base, ps, t.Confidence))
 			}
 			if ps != nil {
-				c.Failed, c.Invalid = ps.Failed, ps.Invalid
+				c.Failed, c.Invalid, c.InvalidWhy = ps.Failed, ps.Invalid, countReasons(ps.InvalidWhy)
 				c.Retransmits = median(ps.Retransmits)
 				for _, l := range ps.Links {
 					c.Links = append(c.Links, LinkCell{Name: l.Name, Mbps: SummarizeAt(l.Mbps, t.Confidence)})
