@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -13,7 +14,9 @@ import (
 // does on an endpoint host: "connect-server --listen ADDR:PORT [--for D]"
 // accepts connections until D has passed, "connect-client --to ADDR:PORT
 // [--time D] [--parallel N] [--timeout D]" opens them and writes its
-// ConnectResult to w as JSON.
+// ConnectResult to w as JSON; "blackout-recv" and "blackout-send" are the
+// two ends of a Blackout stream, each reporting to w when its context
+// ends (SIGTERM).
 func Agent(ctx context.Context, args []string, w io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("agent: name connect-server or connect-client")
@@ -50,8 +53,37 @@ func Agent(ctx context.Context, args []string, w io.Writer) error {
 			return err
 		}
 		return json.NewEncoder(w).Encode(r)
+	case "blackout-recv", "blackout-send":
+		id := fs.String("id", "", "the stream's id")
+		addr := fs.String("listen", "", "address:port to listen on (blackout-recv)")
+		to := fs.String("to", "", "address:port of the blackout-recv (blackout-send)")
+		life := fs.Duration("for", time.Hour, "stop after this long")
+		rate := fs.Float64("rate", 1000, "datagrams a second")
+		size := fs.Int("size", 64, "UDP payload bytes")
+		conns := fs.Int("conns", 4, "TCP connections to hold open")
+		if err := parseAgent(fs, args[1:]); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(*id, "fwab-blackout-") {
+			return fmt.Errorf("agent %s: --id fwab-blackout-HEX is required", args[0])
+		}
+		if err := (Blackout{Rate: *rate, Size: *size, Conns: *conns}).Validate(); err != nil {
+			return fmt.Errorf("agent %s: %w", args[0], err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *life)
+		defer cancel()
+		if args[0] == "blackout-recv" {
+			if *addr == "" {
+				return fmt.Errorf("agent blackout-recv: --listen ADDR:PORT is required")
+			}
+			return ReceiveBlackout(ctx, *id, *addr, w)
+		}
+		if *to == "" {
+			return fmt.Errorf("agent blackout-send: --to ADDR:PORT is required")
+		}
+		return SendBlackout(ctx, *id, *to, *rate, *size, *conns, w)
 	}
-	return fmt.Errorf("agent: %q is not connect-server or connect-client", args[0])
+	return fmt.Errorf("agent: %q is not connect-server, connect-client, blackout-recv or blackout-send", args[0])
 }
 
 func parseAgent(fs *flag.FlagSet, args []string) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -13,7 +15,11 @@ import (
 // Connect probe with Binary set to it runs "BINARY agent ...".
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		if err := Agent(context.Background(), os.Args[2:], os.Stdout); err != nil {
+		// As fwab's main does: SIGTERM ends the agent's context, and
+		// the blackout agents report then.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := Agent(ctx, os.Args[2:], os.Stdout); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
 		}
