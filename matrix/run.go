@@ -242,6 +242,11 @@ type Sweep struct {
 	// ServiceComeback is how long a service that stopped during a probe
 	// is given to start again; 0 is DefaultServiceComeback.
 	ServiceComeback time.Duration
+	// Blackout starts a stream through the firewall (probe.Blackout.Start)
+	// that runs while a step's change is applied, from before the write
+	// to the end of its verification, a firmware switch's reboot
+	// included; stop reports what the change dropped. Nil measures none.
+	Blackout func(ctx context.Context) (stop func(context.Context) (probe.BlackoutResult, error), err error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
 	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.
@@ -381,16 +386,19 @@ func (s *Sweep) Execute(ctx context.Context) error {
 
 		if fw := st.Point.Value(FirmwareKnob); fw != "" && fw != s.runningFirmware() {
 			report("apply", "", "firmware="+fw+" (the firewall boots that environment)")
+			blackout := s.startBlackout(ctx, st.Point.Index)
 			t0 := time.Now()
 			base, err := s.switchFirmware(ctx, fw)
-			s.Stats.Apply += time.Since(t0)
+			took := time.Since(t0)
+			blackout(ctx, []configxml.Action{configxml.ActionFirmware}, err)
+			s.Stats.Apply += took
 			if err != nil {
 				// The box is in a state the sweep cannot build on: stop,
 				// and let the session's close restore what it can.
 				s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
 				return fmt.Errorf("sweep stopped at point %d: switching to firmware %s: %w", st.Point.Index, fw, err)
 			}
-			s.recordApplyCost(ctx, st.Point.Index, []configxml.Action{configxml.ActionFirmware}, time.Since(t0))
+			s.recordApplyCost(ctx, st.Point.Index, []configxml.Action{configxml.ActionFirmware}, took)
 			s.event(ctx, "firmware", st.Point.Index, "booted the environment holding "+fw)
 			s.Stats.Actions[configxml.ActionFirmware]++
 			current, s.set = base, ""
@@ -401,6 +409,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 		if len(changes) > 0 {
 			report("apply", "", describe(changes))
+			blackout := s.startBlackout(ctx, st.Point.Index)
 			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
 			if err != nil && ctx.Err() == nil && !stops(err) {
@@ -408,9 +417,11 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				s.event(ctx, "retry", st.Point.Index, fmt.Sprintf("apply %s failed, retrying: %v", describe(changes), err))
 				err = s.Apply(ctx, next.Bytes(), changes)
 			}
-			s.Stats.Apply += time.Since(t0)
+			took := time.Since(t0)
+			blackout(ctx, actionsOf(changes), err)
+			s.Stats.Apply += took
 			if err == nil {
-				s.recordApplyCost(ctx, st.Point.Index, actionsOf(changes), time.Since(t0))
+				s.recordApplyCost(ctx, st.Point.Index, actionsOf(changes), took)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -792,6 +803,44 @@ const EventAdaptive = "adaptive"
 type applyCost struct {
 	Actions []configxml.Action `json:"actions"`
 	Seconds float64            `json:"seconds"`
+}
+
+// EventBlackout is the event a sweep records after each apply it measured
+// a blackout of (Sweep.Blackout): the actions and the probe's result.
+const EventBlackout = "blackout"
+
+// BlackoutEvent is an EventBlackout's message.
+type BlackoutEvent struct {
+	Actions []configxml.Action `json:"actions"`
+	probe.BlackoutResult
+	// Failed is true where the apply failed: the blackout then includes
+	// the retry and whatever the failure did.
+	Failed bool `json:"failed,omitempty"`
+}
+
+// startBlackout starts the blackout stream for an apply at point; the
+// function it returns stops it and records the result. A stream that
+// cannot start or report is a warning, not the point's failure.
+func (s *Sweep) startBlackout(ctx context.Context, point int) func(ctx context.Context, actions []configxml.Action, applyErr error) {
+	if s.Blackout == nil {
+		return func(context.Context, []configxml.Action, error) {}
+	}
+	stop, err := s.Blackout(ctx)
+	if err != nil {
+		s.event(ctx, "warning", point, "blackout not measured: "+err.Error())
+		return func(context.Context, []configxml.Action, error) {}
+	}
+	return func(ctx context.Context, actions []configxml.Action, applyErr error) {
+		r, err := stop(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.event(ctx, "warning", point, "blackout not measured: "+err.Error())
+			}
+			return
+		}
+		b, _ := json.Marshal(BlackoutEvent{Actions: actions, BlackoutResult: r, Failed: applyErr != nil})
+		s.event(ctx, EventBlackout, point, string(b))
+	}
 }
 
 func (s *Sweep) recordApplyCost(ctx context.Context, point int, actions []configxml.Action, d time.Duration) {

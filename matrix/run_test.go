@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -715,5 +716,55 @@ func TestSweepWaitsForAServiceToComeBack(t *testing.T) {
 	}
 	if len(samples) != 20 || f.calls != 21 {
 		t.Errorf("%d samples, %d probe calls; want 20 and 21 (one measured again)", len(samples), f.calls)
+	}
+}
+
+// TestSweepBlackout: a blackout stream runs around every apply, from
+// before the write to after the verify, and its result is recorded with
+// the apply's actions; a stream that cannot start is a warning and the
+// point is still measured.
+func TestSweepBlackout(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	var streaming, starts int
+	apply := f.sweep.Apply
+	f.sweep.Apply = func(ctx context.Context, config []byte, changes []configxml.Change) error {
+		if starts != 2 && streaming != 1 {
+			t.Errorf("apply with %d streams running, want 1", streaming)
+		}
+		return apply(ctx, config, changes)
+	}
+	f.sweep.Blackout = func(ctx context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+		starts++
+		if starts == 2 {
+			return nil, errors.New("agent not found")
+		}
+		streaming++
+		return func(context.Context) (probe.BlackoutResult, error) {
+			streaming--
+			return probe.BlackoutResult{Rate: 1000, Sent: 900, Received: 850, Lost: 50, BlockedMS: 50, MaxGapMS: 48, TCPHeld: 4, TCPSurvived: 4}, nil
+		}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if streaming != 0 {
+		t.Errorf("%d streams left running", streaming)
+	}
+	events, _ := f.st.Events(t.Context(), f.sweep.Run)
+	var blackouts, warnings int
+	for _, e := range events {
+		switch {
+		case e.Kind == EventBlackout:
+			blackouts++
+			var b BlackoutEvent
+			if err := json.Unmarshal([]byte(e.Message), &b); err != nil || b.BlockedMS != 50 || len(b.Actions) != 1 || b.Actions[0] != configxml.ActionFilterReload || b.TCPSurvived != 4 {
+				t.Errorf("blackout event %q (%v): want 50 ms on a filter reload, 4 connections survived", e.Message, err)
+			}
+		case e.Kind == "warning" && strings.Contains(e.Message, "blackout not measured: agent not found"):
+			warnings++
+		}
+	}
+	if blackouts != f.fw.applies-1 || warnings != 1 || starts != f.fw.applies {
+		t.Errorf("%d applies, %d streams started, %d blackouts recorded, %d warnings; want one stream per apply, each recorded but the one that did not start", f.fw.applies, starts, blackouts, warnings)
 	}
 }

@@ -50,9 +50,12 @@ type Spec struct {
 	Idle *Duration `yaml:"idle"`
 	// DriftCheck re-measures the baseline at the run's end; nil is the
 	// default (Plan.DriftCheck).
-	DriftCheck *bool       `yaml:"drift_check"`
-	Tunnel     *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow      []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	DriftCheck *bool `yaml:"drift_check"`
+	// Blackout measures the traffic each apply drops (probe.Blackout);
+	// nil measures none.
+	Blackout *BlackoutSpec `yaml:"blackout"`
+	Tunnel   *TunnelSpec   `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow    []string      `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 	// ConfigSets are the files the config axis names, read by
 	// LoadConfigSets (ParseFile), by the name the spec gives them.
 	ConfigSets map[string]*ConfigSet `yaml:"-"`
@@ -208,6 +211,54 @@ func (s *Spec) Pings() bool {
 type Settle struct {
 	Timeout Duration `yaml:"timeout"` // give up on the point after this
 	Pause   Duration `yaml:"pause"`   // wait after traffic passes, before probing
+}
+
+// BlackoutSpec is the spec's blackout: a stream held through the
+// firewall while each step's change is applied.
+type BlackoutSpec struct {
+	// Rate is datagrams a second ("2000"), or a bit rate of Size-byte
+	// payloads with a unit as iperf3 -b takes it ("10M").
+	Rate  string `yaml:"rate"`
+	Size  int    `yaml:"size"`  // UDP payload bytes; default 64
+	Conns *int   `yaml:"conns"` // TCP connections held across; default 4, 0 none
+}
+
+// Probe is the stream the spec asks for.
+func (b *BlackoutSpec) Probe() (probe.Blackout, error) {
+	out := probe.Blackout{Size: b.Size, Conns: 4}
+	if b.Conns != nil {
+		out.Conns = *b.Conns
+	}
+	if out.Size == 0 {
+		out.Size = 64
+	}
+	rate := strings.TrimSpace(b.Rate)
+	switch {
+	case rate == "":
+		out.Rate = 1000
+	case strings.HasSuffix(rate, "%"):
+		return out, &SpecError{Msg: fmt.Sprintf("blackout: rate %q: a share of the baseline's throughput is not supported yet; give datagrams a second (2000) or a bit rate (10M)", b.Rate)}
+	default:
+		if v, err := strconv.ParseFloat(rate, 64); err == nil {
+			out.Rate = v
+			break
+		}
+		bits, err := probe.ParseBitrate(rate)
+		if err != nil {
+			return out, &SpecError{Msg: fmt.Sprintf("blackout: %v; or datagrams a second, such as 2000", err)}
+		}
+		out.Rate = bits / 8 / float64(out.Size)
+	}
+	if out.Conns == 0 {
+		out.Conns = -1 // none: probe.Blackout's zero is its default
+	}
+	if err := out.Validate(); err != nil {
+		return out, &SpecError{Msg: "blackout: " + strings.TrimPrefix(err.Error(), "blackout ")}
+	}
+	if out.Rate < 10 {
+		return out, &SpecError{Msg: fmt.Sprintf("blackout: %.3g datagrams a second resolves a blackout no finer than %.0f ms; give at least 10 (default 1000)", out.Rate, 1000/out.Rate)}
+	}
+	return out, nil
 }
 
 // PowerSpec reads a power meter, or records a figure entered by hand.
@@ -601,6 +652,11 @@ func (s *Spec) check() error {
 	case OrderCostAware, OrderRandomized, OrderAsWritten:
 	default:
 		errs.add(&SpecError{Msg: fmt.Sprintf("order: %q is not one of cost-aware, randomized, as-written", s.Order)})
+	}
+	if s.Blackout != nil {
+		if _, err := s.Blackout.Probe(); err != nil {
+			errs.add(err)
+		}
 	}
 	if d := s.IdleDuration(); d < 0 || d > MaxIdle {
 		errs.add(&SpecError{Msg: fmt.Sprintf("idle: %v is outside 0s..%v (0s turns the idle phase off)", d, MaxIdle)})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/fixtures"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
 
@@ -755,5 +756,38 @@ func TestPlanWarnings(t *testing.T) {
 	}
 	if w := p.Warnings(); len(w) != 0 {
 		t.Errorf("Warnings() = %q, want none: the firewall's own config has the finding", w)
+	}
+}
+
+func TestBlackoutSpec(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want probe.Blackout
+		err  string
+	}{
+		{yaml: "{}", want: probe.Blackout{Rate: 1000, Size: 64, Conns: 4}},
+		{yaml: "{rate: 2000, conns: 0}", want: probe.Blackout{Rate: 2000, Size: 64, Conns: -1}},
+		{yaml: "{rate: 10M, size: 1250}", want: probe.Blackout{Rate: 1000, Size: 1250, Conns: 4}},
+		{yaml: "{rate: 50%}", err: "not supported yet"},
+		{yaml: "{rate: 5}", err: "give at least 10"},
+		{yaml: "{rate: fast}", err: "datagrams a second"},
+		{yaml: "{size: 4}", err: "blackout: size 4 bytes"},
+	} {
+		spec := "axes:\n  rules@lan: [0, 100]\nprobes:\n  - {name: up, direction: up, duration: 1s}\nblackout: " + tc.yaml + "\n"
+		s, err := Parse(strings.NewReader(spec))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("blackout: %s: error %v, want one containing %q", tc.yaml, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("blackout: %s: %v", tc.yaml, err)
+			continue
+		}
+		got, err := s.Blackout.Probe()
+		if err != nil || got != tc.want {
+			t.Errorf("blackout: %s = %+v, %v; want %+v", tc.yaml, got, err, tc.want)
+		}
 	}
 }

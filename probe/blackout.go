@@ -32,7 +32,7 @@ import (
 type Blackout struct {
 	Rate  float64 // datagrams a second; default 1000 (a 1 ms resolution)
 	Size  int     // UDP payload bytes; default 64
-	Conns int     // TCP connections held across the change; default 4
+	Conns int     // TCP connections held across the change; 0 is 4, -1 none
 	// Port is the server port (UDP and TCP); zero picks one in
 	// 30000..39999.
 	Port int
@@ -88,8 +88,8 @@ func (b Blackout) Validate() error {
 		return fmt.Errorf("blackout rate %g datagrams/s: use 1 to 1,000,000", b.Rate)
 	case b.Size != 0 && (b.Size < blackoutHeader || b.Size > 1472):
 		return fmt.Errorf("blackout size %d bytes: use %d to 1472 (one frame)", b.Size, blackoutHeader)
-	case b.Conns < 0 || b.Conns > 64:
-		return fmt.Errorf("blackout conns %d: use 1 to 64", b.Conns)
+	case b.Conns < -1 || b.Conns > 64:
+		return fmt.Errorf("blackout conns %d: use 0 to 64", b.Conns)
 	case b.Port < 0 || b.Port > 65535:
 		return fmt.Errorf("blackout port %d: use 1 to 65535, or 0 for a fresh port", b.Port)
 	}

@@ -240,6 +240,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			head = append(head, "idle ping ms")
 		}
 	}
+	if len(t.Blackouts) > 0 {
+		head = append(head, "blackout ms")
+	}
 	mdRow(&b, head)
 	sep := make([]string, len(head))
 	for i := range sep {
@@ -269,6 +272,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 				cells = append(cells, formatNum(r.Idle.LatencyMS, 3))
 			}
 		}
+		if len(t.Blackouts) > 0 {
+			cells = append(cells, formatNum(r.Blackout.BlockedMS, 0))
+		}
 		for i := range cells {
 			cells[i] = mdEscape(cells[i])
 		}
@@ -284,6 +290,14 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 					mdRow(&b, []string{mdEscape(pointCell(r)), mdEscape(c.Probe), mdEscape(formatMbps(c.Mbps)), mdEscape(linksText(c))})
 				}
 			}
+		}
+	}
+	if len(t.Blackouts) > 0 {
+		b.WriteString("\n## Blackout per change\n\n" + blackoutLegend + "\n\n")
+		mdRow(&b, blackoutHead)
+		mdRow(&b, []string{"---", "---:", "---:", "---:", "---:", "---:"})
+		for _, f := range t.Blackouts {
+			mdRow(&b, blackoutCells(f))
 		}
 	}
 	if ef != nil && len(ef.Rows) > 0 {
@@ -305,6 +319,19 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 }
 
 // linksLegend introduces the links-at-once table in every format.
+const blackoutLegend = "Traffic each change dropped while it was applied: a steady UDP stream ran through the firewall from just before the write to the end of its verification (a firmware switch's reboot included); blocked is the datagrams lost ÷ the rate, the longest gap the longest time between two that arrived, and TCP survived the connections held open across the change that still passed data after it. The table's blackout ms column is each point's median."
+
+var blackoutHead = []string{"change", "applies", "blocked ms (median)", "blocked ms (max)", "longest gap ms", "TCP survived"}
+
+// blackoutCells is a row of the blackout table.
+func blackoutCells(f BlackoutFigures) []string {
+	n := strconv.Itoa(f.N)
+	if f.Failed > 0 {
+		n += fmt.Sprintf(" (%d failed)", f.Failed)
+	}
+	return []string{f.Actions, n, formatNum(f.BlockedMS, 0), formatNum(f.MaxMS, 0), formatNum(f.MaxGapMS, 0), f.TCPText()}
+}
+
 const linksLegend = "Links at once: a probe that ran several links together shows their sum in the table above; here each link's own median Mbit/s ± its confidence interval within it."
 
 // pointCell is the point's number, marked when it is the baseline or was
@@ -483,7 +510,26 @@ type jsonReport struct {
 	Points     []jsonPoint       `json:"points"`
 	Pivot      *jsonPivot        `json:"pivot,omitempty"`
 	Effects    *jsonEffects      `json:"effects,omitempty"`
-	Warnings   []string          `json:"warnings"`
+	// Blackouts are the applies' blackouts by service actions; empty
+	// when the run measured none.
+	Blackouts []jsonBlackout `json:"blackouts"`
+	Warnings  []string       `json:"warnings"`
+}
+
+// jsonBlackout summarizes applies' blackouts (BlackoutFigures).
+type jsonBlackout struct {
+	Actions     string   `json:"actions,omitempty"` // in the run's list only
+	N           int      `json:"n"`
+	Failed      int      `json:"failed"`
+	BlackoutMS  *float64 `json:"blackout_ms"` // the median time blocked
+	MaxMS       *float64 `json:"blackout_ms_max"`
+	MaxGapMS    *float64 `json:"max_gap_ms"`
+	TCPHeld     int      `json:"tcp_held"`
+	TCPSurvived int      `json:"tcp_survived"`
+}
+
+func toJSONBlackout(f BlackoutFigures) jsonBlackout {
+	return jsonBlackout{Actions: f.Actions, N: f.N, Failed: f.Failed, BlackoutMS: known(f.BlockedMS), MaxMS: known(f.MaxMS), MaxGapMS: known(f.MaxGapMS), TCPHeld: f.TCPHeld, TCPSurvived: f.TCPSurvived}
 }
 
 type jsonPoint struct {
@@ -496,7 +542,8 @@ type jsonPoint struct {
 	DUTCPU   *float64          `json:"dut_cpu_percent"`
 	TempC    *float64          `json:"temp_celsius"`
 	PowerW   *float64          `json:"power_watts"`
-	Idle     *jsonIdle         `json:"idle"` // null when the point had no idle phase
+	Idle     *jsonIdle         `json:"idle"`     // null when the point had no idle phase
+	Blackout *jsonBlackout     `json:"blackout"` // its applies' blackouts; null when none was measured
 }
 
 // jsonIdle is a point's figures at rest: the medians over its idle phases.
@@ -616,12 +663,19 @@ func toJSONMetric(mc MetricCell) jsonMetric {
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Testbed: t.Testbed, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
-		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Warnings: nonNil(t.Warnings)}
+		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Blackouts: []jsonBlackout{}, Warnings: nonNil(t.Warnings)}
+	for _, f := range t.Blackouts {
+		out.Blackouts = append(out.Blackouts, toJSONBlackout(f))
+	}
 	for _, r := range t.Rows {
 		p := jsonPoint{Point: r.Point, Knobs: map[string]string{}, Baseline: r.Baseline, Status: r.Status, Reason: r.Reason, Probes: []jsonCell{},
 			DUTCPU: known(r.DUTCPU), TempC: known(r.TempC), PowerW: known(r.PowerW)}
 		if i := r.Idle; i.N > 0 {
 			p.Idle = &jsonIdle{N: i.N, DUTCPU: known(i.DUTCPU), TempC: known(i.TempC), PowerW: known(i.PowerW), LatencyMS: known(i.LatencyMS)}
+		}
+		if r.Blackout.N > 0 {
+			jb := toJSONBlackout(r.Blackout)
+			p.Blackout = &jb
 		}
 		for i, k := range t.Knobs {
 			p.Knobs[k] = r.Values[i]

@@ -8,22 +8,25 @@ import (
 // The HTML report is one file that fetches nothing: inline CSS, inline SVG
 // charts, no scripts, fonts or links.
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"mbps":        formatMbps,
-	"mean":        formatMean,
-	"delta":       deltaCell,
-	"tdelta":      tDeltaCell,
-	"p":           func(d *Delta) string { return formatP(pOf(d)) },
-	"padj":        func(d *Delta) string { return formatP(pAdjOf(d)) },
-	"family":      familyText,
-	"links":       linksText,
-	"linksLegend": func() string { return linksLegend },
-	"tp":          formatTP,
-	"num":         formatNum,
-	"pivot":       pivotCell,
-	"fixed":       KnobsKey,
-	"point":       pointCell,
-	"percent":     percent,
-	"svg":         func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
+	"mbps":           formatMbps,
+	"mean":           formatMean,
+	"delta":          deltaCell,
+	"tdelta":         tDeltaCell,
+	"p":              func(d *Delta) string { return formatP(pOf(d)) },
+	"padj":           func(d *Delta) string { return formatP(pAdjOf(d)) },
+	"family":         familyText,
+	"links":          linksText,
+	"linksLegend":    func() string { return linksLegend },
+	"blackoutLegend": func() string { return blackoutLegend },
+	"blackoutHead":   func() []string { return blackoutHead },
+	"blackoutCells":  blackoutCells,
+	"tp":             formatTP,
+	"num":            formatNum,
+	"pivot":          pivotCell,
+	"fixed":          KnobsKey,
+	"point":          pointCell,
+	"percent":        percent,
+	"svg":            func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot, text escaped by vgsvg
 	"sig": func(d *Delta) string {
 		switch {
 		case d == nil || !d.Significant:
@@ -76,10 +79,16 @@ figure svg { max-width: 100%; height: auto; }
 <p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}{{if .T.AnyThroughput}}Throughput in Mbit/s{{else}}Connection rate in conn/s{{end}}: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}{{if .T.HasExtra}} {{legend}}{{end}}{{if .T.Idle}} {{idlelegend}}{{end}}</p>
 <table id="points">
-<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range $i, $p := .T.Probes}}{{if index $.T.Throughput $i}}<th>{{$p}} Mbit/s</th><th>{{$p}} Δ</th><th>{{$p}} p</th><th>{{$p}} p adj</th><th>{{$p}} retr</th>{{if $.T.StudentT}}<th>{{$p}} mean</th><th>{{$p}} Δ mean</th><th>{{$p}} t-test p</th>{{end}}{{end}}{{range index $.T.Extra $i}}<th>{{$p}} {{label .}}</th><th>{{$p}} {{label .}} Δ</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th>{{if .T.Idle}}<th>idle CPU %</th><th>idle temp °C</th><th>idle power W</th>{{if .T.IdleLatency}}<th>idle ping ms</th>{{end}}{{end}}</tr>
-{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range $pi, $c := .Cells}}{{if index $.T.Throughput $pi}}<td class="num">{{mbps .Mbps}}{{with .InvalidNote}}<br><small class="invalid">{{.}}</small>{{end}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}{{range .Extra}}<td class="num">{{mval .}}</td><td class="num {{msig .}}">{{mdelta .}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td>{{if $.T.Idle}}<td class="num">{{num .Idle.DUTCPU 1}}</td><td class="num">{{num .Idle.TempC 1}}</td><td class="num">{{num .Idle.PowerW 1}}</td>{{if $.T.IdleLatency}}<td class="num">{{num .Idle.LatencyMS 3}}</td>{{end}}{{end}}</tr>
+<tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range $i, $p := .T.Probes}}{{if index $.T.Throughput $i}}<th>{{$p}} Mbit/s</th><th>{{$p}} Δ</th><th>{{$p}} p</th><th>{{$p}} p adj</th><th>{{$p}} retr</th>{{if $.T.StudentT}}<th>{{$p}} mean</th><th>{{$p}} Δ mean</th><th>{{$p}} t-test p</th>{{end}}{{end}}{{range index $.T.Extra $i}}<th>{{$p}} {{label .}}</th><th>{{$p}} {{label .}} Δ</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th>{{if .T.Idle}}<th>idle CPU %</th><th>idle temp °C</th><th>idle power W</th>{{if .T.IdleLatency}}<th>idle ping ms</th>{{end}}{{end}}{{if .T.Blackouts}}<th>blackout ms</th>{{end}}</tr>
+{{range .T.Rows}}<tr{{if .Baseline}} class="baseline"{{end}}><td>{{point .}}</td>{{range .Values}}<td>{{.}}</td>{{end}}{{range $pi, $c := .Cells}}{{if index $.T.Throughput $pi}}<td class="num">{{mbps .Mbps}}{{with .InvalidNote}}<br><small class="invalid">{{.}}</small>{{end}}</td><td class="num {{sig .Delta}}">{{delta .Delta}}</td><td class="num">{{p .Delta}}</td><td class="num">{{padj .Delta}}</td><td class="num">{{num .Retransmits 0}}</td>{{if $.T.StudentT}}<td class="num">{{mean .Mbps}}</td><td class="num">{{tdelta .Delta}}</td><td class="num">{{tp .Delta}}</td>{{end}}{{end}}{{range .Extra}}<td class="num">{{mval .}}</td><td class="num {{msig .}}">{{mdelta .}}</td>{{end}}{{end}}<td class="num">{{num .DUTCPU 1}}</td><td class="num">{{num .TempC 1}}</td><td class="num">{{num .PowerW 1}}</td>{{if $.T.Idle}}<td class="num">{{num .Idle.DUTCPU 1}}</td><td class="num">{{num .Idle.TempC 1}}</td><td class="num">{{num .Idle.PowerW 1}}</td>{{if $.T.IdleLatency}}<td class="num">{{num .Idle.LatencyMS 3}}</td>{{end}}{{end}}{{if $.T.Blackouts}}<td class="num">{{num .Blackout.BlockedMS 0}}</td>{{end}}</tr>
 {{end}}</table>
-{{if .T.HasLinks}}<p>{{linksLegend}}</p>
+{{with .T.Blackouts}}<h2>Blackout per change</h2>
+<p>{{blackoutLegend}}</p>
+<table id="blackouts">
+<tr>{{range blackoutHead}}<th>{{.}}</th>{{end}}</tr>
+{{range .}}<tr>{{range $i, $c := blackoutCells .}}<td{{if $i}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+{{end}}{{if .T.HasLinks}}<p>{{linksLegend}}</p>
 <table id="links">
 <tr><th>point</th><th>probe</th><th>sum Mbit/s</th><th>each link's Mbit/s</th></tr>
 {{range $r := .T.Rows}}{{range .Cells}}{{if .Links}}<tr><td>{{point $r}}</td><td>{{.Probe}}</td><td class="num">{{mbps .Mbps}}</td><td>{{links .}}</td></tr>

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -27,7 +28,16 @@ type Run struct {
 	Probes   []string          // probe names in the order they were first recorded
 	Points   []*Point          // in point order
 	Baseline *Point            // nil when no point has samples
-	Warnings []string
+	// Blackouts are the traffic each apply dropped, where the spec
+	// measured it (matrix.EventBlackout), in the order of the applies.
+	Blackouts []Blackout
+	Warnings  []string
+}
+
+// Blackout is one apply's blackout at a point.
+type Blackout struct {
+	Point int
+	matrix.BlackoutEvent
 }
 
 // Point is one configuration and what was measured there.
@@ -190,7 +200,23 @@ func Load(ctx context.Context, st *store.Store, run int64) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return build(info, points, samples)
+	r, err := build(info, points, samples)
+	if err != nil {
+		return nil, err
+	}
+	events, err := st.Events(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		var b Blackout
+		if e.Kind != matrix.EventBlackout || json.Unmarshal([]byte(e.Message), &b.BlackoutEvent) != nil {
+			continue
+		}
+		b.Point = e.Point
+		r.Blackouts = append(r.Blackouts, b)
+	}
+	return r, nil
 }
 
 func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, error) {

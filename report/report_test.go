@@ -11,11 +11,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/golden"
+	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
@@ -563,6 +566,72 @@ func TestInvalidSamplesNamed(t *testing.T) {
 		}
 		if n := strings.Count(b.String(), cell); n != 1 {
 			t.Errorf("the %s report shows %q %d times, want once (point 0's up cell):\n%.3000s", f, cell, n, b.String())
+		}
+	}
+}
+
+// TestBlackoutsReported: the applies' blackouts are summed up per point
+// (the table's blackout ms column) and per service actions (their own
+// table), in Markdown, HTML and JSON.
+func TestBlackoutsReported(t *testing.T) {
+	ctx := t.Context()
+	st := openEmpty(t)
+	info, points, samples := reporttest.Generate(t730Run())
+	id, err := st.CreateRun(ctx, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddPoints(ctx, id, points); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range samples {
+		x.Run = id
+		if err := st.RecordSample(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record := func(point int, b matrix.BlackoutEvent) {
+		msg, _ := json.Marshal(b)
+		if err := st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: matrix.EventBlackout, Point: point, Message: string(msg)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload := []configxml.Action{configxml.ActionFilterReload}
+	record(1, matrix.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 30, MaxGapMS: 31, TCPHeld: 4, TCPSurvived: 4}})
+	record(1, matrix.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 70, MaxGapMS: 72, TCPHeld: 4, TCPSurvived: 3}})
+	record(2, matrix.BlackoutEvent{Actions: []configxml.Action{configxml.ActionIDSRestart, configxml.ActionFilterReload}, BlackoutResult: probe.BlackoutResult{BlockedMS: 2400, MaxGapMS: 2300, TCPHeld: 4}, Failed: true})
+	st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: matrix.EventBlackout, Point: 3, Message: "not json"})
+	r, err := Load(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := NewTable(r, Options{})
+	want := []BlackoutFigures{
+		{Actions: "filter-reload", N: 2, BlockedMS: 50, MaxMS: 70, MaxGapMS: 72, TCPHeld: 8, TCPSurvived: 7},
+		{Actions: "ids-restart+filter-reload", N: 1, Failed: 1, BlockedMS: 2400, MaxMS: 2400, MaxGapMS: 2300, TCPHeld: 4},
+	}
+	if diff := cmp.Diff(want, tab.Blackouts); diff != "" {
+		t.Errorf("blackouts by actions (-want +got):\n%s", diff)
+	}
+	if got := tab.Rows[1].Blackout; got.N != 2 || got.BlockedMS != 50 {
+		t.Errorf("point 1's blackout %+v, want the median of 30 and 70 ms", got)
+	}
+	if got := tab.Rows[0].Blackout; got.N != 0 {
+		t.Errorf("point 0's blackout %+v, want none", got)
+	}
+	for f, wants := range map[Format][]string{
+		Markdown: {"| blackout ms |", "## Blackout per change", "| filter-reload | 2 | 50 | 70 | 72 | 7/8 |", "| ids-restart+filter-reload | 1 (1 failed) | 2400 | 2400 | 2300 | 0/4 |"},
+		HTML:     {"<th>blackout ms</th>", `<table id="blackouts">`, "<td>filter-reload</td>"},
+		JSON:     {`"blackout_ms": 50`, `"actions": "ids-restart+filter-reload"`, `"tcp_survived": 7`},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, r, f, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("the %s report lacks %q:\n%.4000s", f, w, b.String())
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/store"
 )
 
@@ -40,7 +41,52 @@ type Table struct {
 	Idle, IdleLatency bool
 	StudentT          bool    // show the Student's t view next to the medians
 	Confidence        float64 // of the intervals
-	Warnings          []string
+	// Blackouts are the applies' blackouts by the service actions they
+	// ran ("filter-reload", "ids-restart+filter-reload"), in the order
+	// first seen; empty when the run measured none.
+	Blackouts []BlackoutFigures
+	Warnings  []string
+}
+
+// BlackoutFigures summarize the blackouts of several applies: a point's,
+// or all those that ran the same service actions.
+type BlackoutFigures struct {
+	Actions   string  // the service actions, joined by +
+	N         int     // applies measured
+	Failed    int     // of them, applies that failed (the retry included)
+	BlockedMS float64 // the median time blocked
+	MaxMS     float64 // the longest time blocked
+	MaxGapMS  float64 // the longest gap between two datagrams
+	// TCPHeld and TCPSurvived count the held connections over the
+	// applies, and those that still passed data after them.
+	TCPHeld, TCPSurvived int
+}
+
+// summarizeBlackouts puts bs together; N is 0 when bs is empty.
+func summarizeBlackouts(bs []Blackout) BlackoutFigures {
+	var f BlackoutFigures
+	var blocked []float64
+	for _, b := range bs {
+		f.N++
+		if b.Failed {
+			f.Failed++
+		}
+		blocked = append(blocked, b.BlockedMS)
+		f.MaxMS = max(f.MaxMS, b.BlockedMS)
+		f.MaxGapMS = max(f.MaxGapMS, b.MaxGapMS)
+		f.TCPHeld += b.TCPHeld
+		f.TCPSurvived += b.TCPSurvived
+	}
+	f.BlockedMS = median(blocked)
+	return f
+}
+
+// TCPText is "4/4", or "-" where no connection was held.
+func (f BlackoutFigures) TCPText() string {
+	if f.TCPHeld == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", f.TCPSurvived, f.TCPHeld)
 }
 
 // HasLinks says some cell has links run at once.
@@ -77,6 +123,7 @@ type Row struct {
 	TempC    float64
 	PowerW   float64
 	Idle     IdleFigures
+	Blackout BlackoutFigures // the point's applies; N is 0 where none was measured
 }
 
 // IdleFigures are a point's figures at rest, from its idle phases: medians,
@@ -209,12 +256,27 @@ func NewTable(r *Run, opts Options) *Table {
 		}
 		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
 		row.Idle = idleFigures(p.Idle)
+		row.Blackout = summarizeBlackouts(slices.DeleteFunc(slices.Clone(r.Blackouts), func(b Blackout) bool { return b.Point != p.Index }))
 		t.Idle = t.Idle || row.Idle.N > 0
 		t.IdleLatency = t.IdleLatency || isFinite(row.Idle.LatencyMS)
 		t.Rows = append(t.Rows, row)
 	}
 	for pi := range r.Probes {
 		t.Throughput = append(t.Throughput, measuresThroughput(t, pi))
+	}
+	byActions := map[string][]Blackout{}
+	var order []string
+	for _, b := range r.Blackouts {
+		k := actionsText(b.Actions)
+		if byActions[k] == nil {
+			order = append(order, k)
+		}
+		byActions[k] = append(byActions[k], b)
+	}
+	for _, k := range order {
+		f := summarizeBlackouts(byActions[k])
+		f.Actions = k
+		t.Blackouts = append(t.Blackouts, f)
 	}
 	// One family per metric: a metric's p-values are adjusted over its
 	// comparisons with the baseline, whatever else the table shows.
@@ -231,6 +293,19 @@ func NewTable(r *Run, opts Options) *Table {
 		AdjustDeltas(f)
 	}
 	return t
+}
+
+// actionsText names an apply's service actions: "filter-reload",
+// "ids-restart+filter-reload"; "none" for an apply that ran none.
+func actionsText(as []configxml.Action) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = string(a)
+	}
+	return strings.Join(parts, "+")
 }
 
 // idleFigures are the medians of a point's idle phases.

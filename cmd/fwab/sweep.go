@@ -429,7 +429,8 @@ func (w *sweepWiring) run() *matrix.Run {
 				}
 				return s
 			},
-			Idle: w.idle(),
+			Idle:     w.idle(),
+			Blackout: w.blackout(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -439,6 +440,21 @@ func (w *sweepWiring) run() *matrix.Run {
 			},
 		},
 		Swept: func(s matrix.Stats) { w.bars.wait(); printSweepStats(io, s) },
+	}
+}
+
+// blackout starts the spec's blackout stream between the first link's
+// endpoints; nil without one (or with the stub probe of the tests).
+func (w *sweepWiring) blackout() func(context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+	if w.spec.Blackout == nil || stubProbe != nil {
+		return nil
+	}
+	b, err := w.spec.Blackout.Probe()
+	if err != nil {
+		return nil // the spec was checked
+	}
+	return func(ctx context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+		return b.Start(ctx, w.client, w.server)
 	}
 }
 
@@ -686,6 +702,22 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 		}
 		if err != nil {
 			return nil, fmt.Errorf("before touching the firewall: %w", err)
+		}
+	}
+	// The blackout stream: the agent on both hosts, and a second of it
+	// passing the firewall as it is.
+	if spec.Blackout != nil {
+		b, err := spec.Blackout.Probe()
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		}
+		stop, err := b.Start(ctx, client, server)
+		if err == nil {
+			time.Sleep(time.Second)
+			_, err = stop(ctx)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("before touching the firewall: the blackout stream: %w", err)
 		}
 	}
 	return power, nil
