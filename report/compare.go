@@ -176,6 +176,7 @@ func CompareRuns(a, b *Run, opts CompareOptions) (*Comparison, error) {
 			label = key
 		}
 		cr.comparePoint(label, a.Probes, pa, pb)
+		cr.compareApplies(label, a.blackoutsAt(pa.Index), b.blackoutsAt(pb.Index))
 	}
 	for _, p := range b.Points {
 		if key := matchKey(p, opts.Ignore); measuredWithSamples(p) && !matchedB[key] {
@@ -274,6 +275,53 @@ func (cr *comparer) comparePoint(label string, probes []string, pa, pb *Point) {
 		}
 		cr.compareProbe(label, probe, sa, sb)
 	}
+}
+
+// ApplyProbe is the probe name compare gives the rows of an apply's
+// figures (BlackoutTime, TCPSurvived), which belong to no probe.
+const ApplyProbe = "apply"
+
+// compareApplies adds the rows of the blackouts of two matched points'
+// applies, where both runs measured some.
+func (cr *comparer) compareApplies(label string, ba, bb []Blackout) {
+	for _, m := range []Metric{BlackoutTime, TCPSurvived} {
+		va, vb := applyValues(ba, m), applyValues(bb, m)
+		if len(va) == 0 || len(vb) == 0 {
+			continue
+		}
+		row := cr.row(label, ApplyProbe, m, Compare(va, vb))
+		cr.c.Rows = append(cr.c.Rows, row)
+		cr.samples = append(cr.samples, [2][]float64{va, vb})
+		if row.Gated {
+			cr.warnOnce(row.Delta.Warnings)
+		}
+	}
+}
+
+// applyValues are the applies' figures of metric m: the time blocked, or
+// the share of held connections that survived (none where none was held).
+func applyValues(bs []Blackout, m Metric) []float64 {
+	var out []float64
+	for _, b := range bs {
+		switch {
+		case m == BlackoutTime:
+			out = append(out, b.BlockedMS)
+		case m == TCPSurvived && b.TCPHeld > 0:
+			out = append(out, 100*float64(b.TCPSurvived)/float64(b.TCPHeld))
+		}
+	}
+	return out
+}
+
+// blackoutsAt are the blackouts of the applies of point.
+func (r *Run) blackoutsAt(point int) []Blackout {
+	var out []Blackout
+	for _, b := range r.Blackouts {
+		if b.Point == point {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // compareProbe adds a row per metric both runs' samples of a probe have.
@@ -421,16 +469,26 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "design: %s\n", c.Design)
 	names := make([]string, len(c.Metrics))
-	var points []string
+	var points, ms []string
 	for i, m := range c.Metrics {
 		names[i] = string(m)
-		if m.InPoints() {
+		switch {
+		case m == BlackoutTime:
+			ms = append(ms, string(m))
+		case m.InPoints():
 			points = append(points, string(m))
 		}
 	}
-	inPoints := ""
+	var units []string
 	if len(points) > 0 {
-		inPoints = " (percentage points for " + strings.Join(points, ", ") + ")"
+		units = append(units, "percentage points for "+strings.Join(points, ", "))
+	}
+	if len(ms) > 0 {
+		units = append(units, "ms for "+strings.Join(ms, ", "))
+	}
+	inPoints := ""
+	if len(units) > 0 {
+		inPoints = " (" + strings.Join(units, "; ") + ")"
 	}
 	fmt.Fprintf(&b, "regression: %s changed beyond %s%%%s in the bad direction, shown by the %s at α=0.05 after Benjamini–Hochberg adjustment over the %d gated comparisons (p adj)\n",
 		strings.Join(names, ", "), strconv.FormatFloat(c.Threshold, 'f', -1, 64), inPoints, c.testName(), c.Family)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/golden"
+	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
 )
@@ -300,5 +302,45 @@ func TestCompareConnectRate(t *testing.T) {
 	}
 	if ps := a.Points[0].Probes["cps"]; len(ps.ConnectRate) != 6 || len(ps.Mbps) != 0 || ps.ConnectRate[0] < 500 || ps.ConnectRate[0] > 1500 {
 		t.Errorf("filter on: connect rates %v, throughput %v: want six rates near 1000/s and no throughput", ps.ConnectRate, ps.Mbps)
+	}
+}
+
+// TestCompareBlackouts: the applies' blackouts of matched points are
+// compared in ms (their own unit), and gate when asked: a change that
+// blocks 300 ms where it blocked none is a regression, one whose held
+// connections stopped surviving too.
+func TestCompareBlackouts(t *testing.T) {
+	a, b := firmwarePair(t, 0)
+	blackouts := func(point int, ms []float64, survived int) []Blackout {
+		var out []Blackout
+		for _, v := range ms {
+			out = append(out, Blackout{Point: point, BlackoutEvent: store.BlackoutEvent{Actions: []string{string(configxml.ActionIDSRestart)}, BlackoutResult: probe.BlackoutResult{BlockedMS: v, TCPHeld: 4, TCPSurvived: survived}}})
+		}
+		return out
+	}
+	a.Blackouts = blackouts(1, []float64{0, 1, 0, 2, 1, 0}, 4)
+	b.Blackouts = blackouts(1, []float64{300, 310, 290, 305, 295, 320}, 0)
+	for _, tc := range []struct {
+		metrics []Metric
+		want    int
+	}{
+		{nil, 0}, // the default gate: throughput alone
+		{[]Metric{Throughput, BlackoutTime}, 1},
+		{[]Metric{BlackoutTime, TCPSurvived}, 2},
+	} {
+		c, err := CompareRuns(a, b, CompareOptions{Threshold: 50, Metrics: tc.metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Regressions(); got != tc.want {
+			t.Errorf("gate %v: %d regressions, want %d", tc.metrics, got, tc.want)
+		}
+		var text bytes.Buffer
+		if err := c.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "blackout ms") || len(tc.metrics) > 1 && !strings.Contains(text.String(), "ms for blackout") {
+			t.Errorf("gate %v: the comparison does not show the blackout:\n%s", tc.metrics, text.String())
+		}
 	}
 }

@@ -29,6 +29,12 @@ const (
 	// ConnectTime their median handshake time.
 	ConnectRate Metric = "connect-rate"
 	ConnectTime Metric = "connect-ms"
+	// BlackoutTime is the time an apply blocked traffic (Run.Blackouts), ms,
+	// one value per apply of the point; TCPSurvived the share of the
+	// connections held across it that survived, %. Neither belongs to a
+	// probe: compare shows them as probe "apply".
+	BlackoutTime Metric = "blackout"
+	TCPSurvived  Metric = "tcp-survived"
 )
 
 // DefaultGate are the metrics that fail compare's gate unless told
@@ -36,7 +42,7 @@ const (
 var DefaultGate = []Metric{Throughput, ConnectRate}
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
@@ -68,6 +74,10 @@ var metricInfos = map[Metric]metricInfo{
 	WattsPerGbps: {label: "W per Gbit/s", key: "watts_per_gbps", bench: "W/Gbit/s", prec: 2},
 	ConnectRate:  {label: "conn/s", key: "connects_per_second", bench: "conns/s", prec: 0, higher: true},
 	ConnectTime:  {label: "connect ms", key: "connect_ms", bench: "connect-ms", prec: 3},
+	// Told in their own units: a good change blocks 0 ms, from which
+	// any change is an infinite percentage.
+	BlackoutTime: {label: "blackout ms", key: "blackout_ms", bench: "blackout-ms", prec: 0, points: true},
+	TCPSurvived:  {label: "TCP survived %", key: "tcp_survived_percent", bench: "tcp-survived-%", prec: 0, higher: true, points: true},
 }
 
 func (m Metric) info() metricInfo { return metricInfos[m] }
@@ -151,9 +161,13 @@ func (m Metric) change(d *Delta, mean bool) float64 {
 	return d.Pct
 }
 
-// changeUnit is "pp" for a metric told in points, "%" otherwise.
+// changeUnit is "pp" for a metric told in percentage points, "ms" for
+// the blackout, "%" otherwise.
 func (m Metric) changeUnit() string {
-	if m.InPoints() {
+	switch {
+	case m == BlackoutTime:
+		return " ms"
+	case m.InPoints():
 		return " pp"
 	}
 	return "%"
