@@ -345,7 +345,7 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.clearRunDirs(); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
-	if err := e.DataPlane.Reset(ctx); err != nil {
+	if err := e.goDown(ctx); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
 	if !e.opnsense() {
@@ -779,6 +779,20 @@ func (e *Emulator) Shutdown(ctx context.Context) {
 	e.stopIPsec(ctx)
 }
 
+// goDown is the data plane of a box that is down or booting: what the
+// emulator applied is gone, the state table empty, and nothing forwards
+// until the boot's filter load (applyFilter replaces the table).
+//
+// upstream: pfsense 2.7.2 src/etc/rc.bootup:252 — `interfaces_configure();`
+// upstream: pfsense 2.7.2 src/etc/rc.bootup:278 — `filter_configure_sync();` (the first filter load, after the interfaces)
+// not settled — whether the kernel forwards between the two (net.inet.ip.forwarding is set by the routing setup, FreeBSD's pf before its first ruleset): the emulator takes the harsher reading, nothing forwards; a rebooting box forwards nothing, and its pf state table (kernel memory) starts empty.
+func (e *Emulator) goDown(ctx context.Context) error {
+	if err := e.DataPlane.Reset(ctx); err != nil {
+		return err
+	}
+	return e.DataPlane.LoadRuleset(ctx, DownRuleset)
+}
+
 // Reboot takes SSH away, kills background processes, clears /tmp and
 // /var/run, rebuilds the data plane from config.xml, and listens again.
 func (e *Emulator) Reboot(ctx context.Context) {
@@ -788,7 +802,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	e.logger().Info("reboot: going down")
 	e.procs.killAll()
 	e.stopIDS()
-	if err := e.DataPlane.Reset(ctx); err != nil {
+	if err := e.goDown(ctx); err != nil {
 		e.logger().Error("reboot: reset data plane", "err", err)
 	}
 	e.stopIPsec(ctx)

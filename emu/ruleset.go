@@ -162,6 +162,10 @@ func interfaces(c *configxml.Config, ports Ports) map[string]iface {
 	return out
 }
 
+// DownRuleset is the data plane of a firewall that is down or booting:
+// the filter table drops everything it would forward.
+var DownRuleset = fmt.Sprintf("table ip %s {}\ndelete table ip %s\ntable ip %s {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy drop;\n\t}\n}\n", FilterTable, FilterTable, FilterTable)
+
 // BuildRuleset turns a pfSense config.xml into the lab's nftables ruleset.
 // It is a pure function: same config, same text.
 //

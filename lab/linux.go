@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/fwab/fwab/emu"
 )
@@ -166,7 +170,33 @@ func (d *LinuxDataPlane) Reset(ctx context.Context) error {
 	for _, v := range []string{d.Topo.DUTLanIf(), d.Topo.DUTWanIf()} {
 		_ = d.Shape(ctx, v, 0)
 	}
-	return err
+	return errors.Join(err, d.flushStates())
+}
+
+// flushStates empties the DUT's connection-tracking table, as a reboot
+// empties pf's (kernel memory): ctnetlink's IPCTNL_MSG_CT_DELETE without
+// a tuple deletes every entry of the family, what conntrack -F sends. A
+// namespace that never tracked a connection has no table to empty.
+func (d *LinuxDataPlane) flushStates() error {
+	ns, err := os.Open(filepath.Join("/var/run/netns", d.ns()))
+	if err != nil {
+		return fmt.Errorf("flush states: %w", err)
+	}
+	defer ns.Close()
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(ns.Fd())})
+	if err != nil {
+		return fmt.Errorf("flush states: %w", err)
+	}
+	defer c.Close()
+	const ctnetlink, ctDelete = 1, 2 // NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE
+	_, err = c.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(ctnetlink<<8 | ctDelete), Flags: netlink.Request | netlink.Acknowledge},
+		Data:   []byte{unix.AF_INET, 0, 0, 0}, // nfgenmsg: family, NFNETLINK_V0, res_id
+	})
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("flush states: %w", err)
+	}
+	return nil
 }
 
 func (d *LinuxDataPlane) StateCount(ctx context.Context) (int, error) {

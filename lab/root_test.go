@@ -862,3 +862,39 @@ func testSecondLink(t *testing.T, flavor string) {
 		t.Errorf("lab down left %v", left)
 	}
 }
+
+// TestRebootForwardsNothing: a rebooting firewall passes no traffic from
+// the moment it goes down until its boot has loaded the filter, and comes
+// back with an empty state table: the emulator must not keep forwarding,
+// unfiltered and un-NATed, while SSH is away.
+func TestRebootForwardsNothing(t *testing.T) {
+	f, topo := linuxLab(t, nil)
+	ctx := context.Background()
+	dp := &LinuxDataPlane{Topo: topo}
+	ping := func() error {
+		out, err := exec.Command("ip", "netns", "exec", topo.Namespace("lan"), "ping", "-c", "1", "-W", "1", emu.ServerAddr).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("before the reboot: %v", err)
+	}
+	if n, _ := dp.StateCount(ctx); n == 0 {
+		t.Fatal("before the reboot: no state for the ping")
+	}
+	done := make(chan struct{})
+	go func() { f.em.Reboot(ctx); close(done) }()
+	time.Sleep(200 * time.Millisecond)
+	if err := ping(); err == nil {
+		t.Error("a ping passed the firewall while it rebooted")
+	}
+	<-done
+	if n, _ := dp.StateCount(ctx); n != 0 {
+		t.Errorf("after the reboot: %d states, want the table empty", n)
+	}
+	if err := ping(); err != nil {
+		t.Errorf("after the reboot: %v", err)
+	}
+}
