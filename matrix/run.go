@@ -805,21 +805,9 @@ type applyCost struct {
 	Seconds float64            `json:"seconds"`
 }
 
-// EventBlackout is the event a sweep records after each apply it measured
-// a blackout of (Sweep.Blackout): the actions and the probe's result.
-const EventBlackout = "blackout"
-
-// BlackoutEvent is an EventBlackout's message.
-type BlackoutEvent struct {
-	Actions []configxml.Action `json:"actions"`
-	probe.BlackoutResult
-	// Failed is true where the apply failed: the blackout then includes
-	// the retry and whatever the failure did.
-	Failed bool `json:"failed,omitempty"`
-}
-
 // startBlackout starts the blackout stream for an apply at point; the
-// function it returns stops it and records the result. A stream that
+// function it returns stops it and records the result
+// (store.EventBlackout). A stream that
 // cannot start or report is a warning, not the point's failure.
 func (s *Sweep) startBlackout(ctx context.Context, point int) func(ctx context.Context, actions []configxml.Action, applyErr error) {
 	if s.Blackout == nil {
@@ -838,8 +826,12 @@ func (s *Sweep) startBlackout(ctx context.Context, point int) func(ctx context.C
 			}
 			return
 		}
-		b, _ := json.Marshal(BlackoutEvent{Actions: actions, BlackoutResult: r, Failed: applyErr != nil})
-		s.event(ctx, EventBlackout, point, string(b))
+		names := make([]string, len(actions))
+		for i, a := range actions {
+			names[i] = string(a)
+		}
+		b, _ := json.Marshal(store.BlackoutEvent{Actions: names, BlackoutResult: r, Failed: applyErr != nil})
+		s.event(ctx, store.EventBlackout, point, string(b))
 	}
 }
 

@@ -754,10 +754,10 @@ func TestSweepBlackout(t *testing.T) {
 	var blackouts, warnings int
 	for _, e := range events {
 		switch {
-		case e.Kind == EventBlackout:
+		case e.Kind == store.EventBlackout:
 			blackouts++
-			var b BlackoutEvent
-			if err := json.Unmarshal([]byte(e.Message), &b); err != nil || b.BlockedMS != 50 || len(b.Actions) != 1 || b.Actions[0] != configxml.ActionFilterReload || b.TCPSurvived != 4 {
+			var b store.BlackoutEvent
+			if err := json.Unmarshal([]byte(e.Message), &b); err != nil || b.BlockedMS != 50 || len(b.Actions) != 1 || b.Actions[0] != string(configxml.ActionFilterReload) || b.TCPSurvived != 4 {
 				t.Errorf("blackout event %q (%v): want 50 ms on a filter reload, 4 connections survived", e.Message, err)
 			}
 		case e.Kind == "warning" && strings.Contains(e.Message, "blackout not measured: agent not found"):

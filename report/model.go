@@ -14,7 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fwab/fwab/configxml"
-	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/store"
 )
@@ -29,7 +28,7 @@ type Run struct {
 	Points   []*Point          // in point order
 	Baseline *Point            // nil when no point has samples
 	// Blackouts are the traffic each apply dropped, where the spec
-	// measured it (matrix.EventBlackout), in the order of the applies.
+	// measured it (store.EventBlackout), in the order of the applies.
 	Blackouts []Blackout
 	Warnings  []string
 }
@@ -37,7 +36,7 @@ type Run struct {
 // Blackout is one apply's blackout at a point.
 type Blackout struct {
 	Point int
-	matrix.BlackoutEvent
+	store.BlackoutEvent
 }
 
 // Point is one configuration and what was measured there.
@@ -210,7 +209,7 @@ func Load(ctx context.Context, st *store.Store, run int64) (*Run, error) {
 	}
 	for _, e := range events {
 		var b Blackout
-		if e.Kind != matrix.EventBlackout || json.Unmarshal([]byte(e.Message), &b.BlackoutEvent) != nil {
+		if e.Kind != store.EventBlackout || json.Unmarshal([]byte(e.Message), &b.BlackoutEvent) != nil {
 			continue
 		}
 		b.Point = e.Point

@@ -18,7 +18,6 @@ import (
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/internal/golden"
-	"github.com/fwab/fwab/matrix"
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/report/reporttest"
 	"github.com/fwab/fwab/store"
@@ -590,17 +589,17 @@ func TestBlackoutsReported(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	record := func(point int, b matrix.BlackoutEvent) {
+	record := func(point int, b store.BlackoutEvent) {
 		msg, _ := json.Marshal(b)
-		if err := st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: matrix.EventBlackout, Point: point, Message: string(msg)}); err != nil {
+		if err := st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: store.EventBlackout, Point: point, Message: string(msg)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reload := []configxml.Action{configxml.ActionFilterReload}
-	record(1, matrix.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 30, MaxGapMS: 31, TCPHeld: 4, TCPSurvived: 4}})
-	record(1, matrix.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 70, MaxGapMS: 72, TCPHeld: 4, TCPSurvived: 3}})
-	record(2, matrix.BlackoutEvent{Actions: []configxml.Action{configxml.ActionIDSRestart, configxml.ActionFilterReload}, BlackoutResult: probe.BlackoutResult{BlockedMS: 2400, MaxGapMS: 2300, TCPHeld: 4}, Failed: true})
-	st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: matrix.EventBlackout, Point: 3, Message: "not json"})
+	reload := []string{string(configxml.ActionFilterReload)}
+	record(1, store.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 30, MaxGapMS: 31, TCPHeld: 4, TCPSurvived: 4}})
+	record(1, store.BlackoutEvent{Actions: reload, BlackoutResult: probe.BlackoutResult{BlockedMS: 70, MaxGapMS: 72, TCPHeld: 4, TCPSurvived: 3}})
+	record(2, store.BlackoutEvent{Actions: []string{string(configxml.ActionIDSRestart), string(configxml.ActionFilterReload)}, BlackoutResult: probe.BlackoutResult{BlockedMS: 2400, MaxGapMS: 2300, TCPHeld: 4}, Failed: true})
+	st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: store.EventBlackout, Point: 3, Message: "not json"})
 	r, err := Load(ctx, st, id)
 	if err != nil {
 		t.Fatal(err)

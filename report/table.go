@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/store"
 )
 
@@ -297,15 +296,11 @@ func NewTable(r *Run, opts Options) *Table {
 
 // actionsText names an apply's service actions: "filter-reload",
 // "ids-restart+filter-reload"; "none" for an apply that ran none.
-func actionsText(as []configxml.Action) string {
+func actionsText(as []string) string {
 	if len(as) == 0 {
 		return "none"
 	}
-	parts := make([]string, len(as))
-	for i, a := range as {
-		parts[i] = string(a)
-	}
-	return strings.Join(parts, "+")
+	return strings.Join(as, "+")
 }
 
 // idleFigures are the medians of a point's idle phases.

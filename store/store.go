@@ -883,6 +883,21 @@ type Event struct {
 	Message string
 }
 
+// EventBlackout is the kind of the event a sweep records after each apply
+// whose blackout it measured (probe.Blackout); the message is a
+// BlackoutEvent in JSON.
+const EventBlackout = "blackout"
+
+// BlackoutEvent is an EventBlackout's message: the apply's service
+// actions and what the blackout stream saw.
+type BlackoutEvent struct {
+	Actions []string `json:"actions"`
+	probe.BlackoutResult
+	// Failed is true where the apply failed: the blackout then includes
+	// the retry and whatever the failure did.
+	Failed bool `json:"failed,omitempty"`
+}
+
 // RecordEvent appends an event to a run's journal.
 func (s *Store) RecordEvent(ctx context.Context, run int64, e Event) error {
 	if e.Kind == "" {
