@@ -46,11 +46,59 @@ func Charts(r *Run, t *Table, ef *Effects) ([]Chart, error) {
 	} else if c != nil {
 		out = append(out, *c)
 	}
+	if c, err := blackoutChart(r); err != nil {
+		return nil, err
+	} else if c != nil {
+		out = append(out, *c)
+	}
 	series, err := seriesCharts(r)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, series...), nil
+}
+
+// blackoutChart shows the time each apply blocked, in the order of the
+// applies, one series per service action; nil where the run measured no
+// blackout.
+func blackoutChart(r *Run) (*Chart, error) {
+	if len(r.Blackouts) == 0 {
+		return nil, nil
+	}
+	p := newPlot()
+	title := "Time blocked by each apply, in the order applied"
+	p.Title.Text = title
+	p.X.Label.Text = "apply"
+	p.Y.Label.Text = "blocked ms"
+	p.Y.Min = 0
+	byActions := map[string]plotter.XYs{}
+	var order []string
+	top := 0.0
+	for i, b := range r.Blackouts {
+		k := actionsText(b.Actions)
+		if _, ok := byActions[k]; !ok {
+			order = append(order, k)
+		}
+		byActions[k] = append(byActions[k], plotter.XY{X: float64(i + 1), Y: b.BlockedMS})
+		top = math.Max(top, b.BlockedMS)
+	}
+	for i, k := range order {
+		s, err := plotter.NewScatter(byActions[k])
+		if err != nil {
+			return nil, fmt.Errorf("chart %q: %w", title, err)
+		}
+		s.Color, s.Shape, s.Radius = plotutil.Color(i), draw.CircleGlyph{}, vg.Points(3)
+		p.Add(s)
+		p.Legend.Add(k, s)
+	}
+	p.Y.Max = math.Max(1, top) * (1.15 + 0.07*float64(len(order)))
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	c, err := render(p, title, 9*vg.Inch, 3.5*vg.Inch)
+	if c != nil {
+		c.Caption = "Each dot is one apply: the datagrams its blackout stream lost ÷ the rate, from just before the write to the end of the verification."
+	}
+	return c, err
 }
 
 // whiskers are horizontal confidence intervals around bar ends.

@@ -620,7 +620,7 @@ func TestBlackoutsReported(t *testing.T) {
 	}
 	for f, wants := range map[Format][]string{
 		Markdown: {"| blackout ms |", "## Blackout per change", "| filter-reload | 2 | 50 | 70 | 72 | 7/8 |", "| ids-restart+filter-reload | 1 (1 failed) | 2400 | 2400 | 2300 | 0/4 |"},
-		HTML:     {"<th>blackout ms</th>", `<table id="blackouts">`, "<td>filter-reload</td>"},
+		HTML:     {"<th>blackout ms</th>", `<table id="blackouts">`, "<td>filter-reload</td>", "Time blocked by each apply"},
 		JSON:     {`"blackout_ms": 50`, `"actions": "ids-restart+filter-reload"`, `"tcp_survived": 7`},
 	} {
 		var b bytes.Buffer
