@@ -321,10 +321,31 @@ repeats: 1
 idle: 0s
 order: cost-aware
 settle: {timeout: 30s, pause: 500ms}
+blackout: {rate: 1000}
 `)
-	_, samples := runSamples(t, db)
+	st, samples := runSamples(t, db)
 	if len(samples) != 4+1 { // and the drift check
 		t.Errorf("%d samples, want 5", len(samples))
+	}
+	// Every apply ran the blackout stream through the lab, which is up
+	// all along: a few ms at most, and the held connections survive.
+	events, err := st.Events(t.Context(), samples[0].Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blackouts int
+	for _, e := range events {
+		var b store.BlackoutEvent
+		if e.Kind != store.EventBlackout || json.Unmarshal([]byte(e.Message), &b) != nil {
+			continue
+		}
+		blackouts++
+		if b.Sent < 500 || b.BlockedMS > 500 || b.TCPHeld != 4 {
+			t.Errorf("point %d: blackout %s over %d datagrams; want a stream of at least 0.5 s that lost under 500 ms, 4 connections held", e.Point, b.Summary(), b.Sent)
+		}
+	}
+	if blackouts < 3 || !strings.Contains(report, "## Blackout per change") {
+		t.Errorf("%d blackouts recorded, want one per apply (3 or more), and the report's blackout table:\n%s", blackouts, report)
 	}
 	for _, s := range samples {
 		if s.Failed {
