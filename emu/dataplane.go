@@ -22,8 +22,10 @@ type DataPlane interface {
 	Link(ctx context.Context, veth string) (VethState, error)
 	// Shape caps a veth's egress at rateMbit; 0 removes the cap.
 	Shape(ctx context.Context, veth string, rateMbit float64) error
-	// Reset removes everything the emulator applied (tables, caps), as a
-	// reboot does.
+	// Reset removes everything the emulator applied (tables, caps) and
+	// the connection-tracking states, as a reboot does, and leaves the
+	// DUT forwarding nothing (DownRuleset, in the same transaction) until
+	// the next ruleset load.
 	Reset(ctx context.Context) error
 	// StateCount is the number of connection-tracking entries.
 	StateCount(ctx context.Context) (int, error)

@@ -781,16 +781,18 @@ func (e *Emulator) Shutdown(ctx context.Context) {
 
 // goDown is the data plane of a box that is down or booting: what the
 // emulator applied is gone, the state table empty, and nothing forwards
-// until the boot's filter load (applyFilter replaces the table).
+// until the boot's filter load (applyFilter replaces the table). On
+// pfSense forwarding starts later still, with the routing setup after the
+// filter; on OPNsense the filter loads before the interfaces, so nothing
+// is lenient there. The box goes down at once: a real one forwards on its
+// old rules for the seconds its shutdown takes (harsher by those).
 //
 // upstream: pfsense 2.7.2 src/etc/rc.bootup:252 — `interfaces_configure();`
 // upstream: pfsense 2.7.2 src/etc/rc.bootup:278 — `filter_configure_sync();` (the first filter load, after the interfaces)
-// not settled — whether the kernel forwards between the two (net.inet.ip.forwarding is set by the routing setup, FreeBSD's pf before its first ruleset): the emulator takes the harsher reading, nothing forwards; a rebooting box forwards nothing, and its pf state table (kernel memory) starts empty.
+// upstream: pfsense 2.7.2 src/etc/rc.bootup:315 — `system_routing_enable();`, which sets net.inet.ip.forwarding (system.inc)
+// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/etc/rc.bootup:88 — `filter_configure_sync(true, false); /* apply default policy before interface setup */`
 func (e *Emulator) goDown(ctx context.Context) error {
-	if err := e.DataPlane.Reset(ctx); err != nil {
-		return err
-	}
-	return e.DataPlane.LoadRuleset(ctx, DownRuleset)
+	return e.DataPlane.Reset(ctx)
 }
 
 // Reboot takes SSH away, kills background processes, clears /tmp and

@@ -207,6 +207,13 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 
 	rs.PF["fwab:state"] = "pass out inet all flags S/SA keep state allow-opts ridentifier 1000000111 label \"let out anything IPv4 from firewall host itself\""
 	b.WriteString("\t\tct state established,related accept comment \"fwab:state\"\n")
+	// A TCP segment pf has no state for passes no rule unless it opens a
+	// connection: pass rules match flags S/SA. So a connection whose state
+	// was lost (a reboot) dies at the default deny, where conntrack would
+	// pick it up mid-stream as new.
+	// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3522 — `$aline['flags'] = "flags S/SA ";` for TCP pass rules without flags of their own
+	// not settled — OPNsense's rules leave the flags to pf's default for pass rules, also flags S/SA (FreeBSD's pf.conf(5), not in the upstream copy)
+	b.WriteString("\t\tct state new tcp flags & (syn | ack) != syn drop\n")
 	n := 0
 	// OPNsense's MVC rules (26.x "Rules [new]", the only kind from 26.7)
 	// come before the legacy ones, in sequence order: pf.inc registers them

@@ -165,8 +165,9 @@ func (d *LinuxDataPlane) Shape(ctx context.Context, veth string, rateMbit float6
 }
 
 func (d *LinuxDataPlane) Reset(ctx context.Context) error {
-	_, err := d.inNS(ctx, []byte(fmt.Sprintf("table ip %s {}\ndelete table ip %s\ntable ip %s {}\ndelete table ip %s\n",
-		emu.FilterTable, emu.FilterTable, emu.BlocklistTable, emu.BlocklistTable)), "nft", "-f", "-")
+	// One transaction: the filter table goes from the last ruleset to
+	// dropping everything, with no moment of unfiltered forwarding.
+	_, err := d.inNS(ctx, []byte(fmt.Sprintf("table ip %s {}\ndelete table ip %s\n%s", emu.BlocklistTable, emu.BlocklistTable, emu.DownRuleset)), "nft", "-f", "-")
 	for _, v := range []string{d.Topo.DUTLanIf(), d.Topo.DUTWanIf()} {
 		_ = d.Shape(ctx, v, 0)
 	}
@@ -175,8 +176,8 @@ func (d *LinuxDataPlane) Reset(ctx context.Context) error {
 
 // flushStates empties the DUT's connection-tracking table, as a reboot
 // empties pf's (kernel memory): ctnetlink's IPCTNL_MSG_CT_DELETE without
-// a tuple deletes every entry of the family, what conntrack -F sends. A
-// namespace that never tracked a connection has no table to empty.
+// a tuple, what conntrack -F sends; with nfgenmsg version 0 the kernel
+// flushes every family, not only the one named.
 func (d *LinuxDataPlane) flushStates() error {
 	ns, err := os.Open(filepath.Join("/var/run/netns", d.ns()))
 	if err != nil {
@@ -193,8 +194,8 @@ func (d *LinuxDataPlane) flushStates() error {
 		Header: netlink.Header{Type: netlink.HeaderType(ctnetlink<<8 | ctDelete), Flags: netlink.Request | netlink.Acknowledge},
 		Data:   []byte{unix.AF_INET, 0, 0, 0}, // nfgenmsg: family, NFNETLINK_V0, res_id
 	})
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("flush states: %w", err)
+	if err != nil {
+		return fmt.Errorf("flush states (ctnetlink): %w", err)
 	}
 	return nil
 }

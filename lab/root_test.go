@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,6 +26,7 @@ import (
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/internal/netnstest"
 	"github.com/fwab/fwab/lab/labtest"
 	"github.com/fwab/fwab/probe"
 )
@@ -884,6 +887,44 @@ func TestRebootForwardsNothing(t *testing.T) {
 	if n, _ := dp.StateCount(ctx); n == 0 {
 		t.Fatal("before the reboot: no state for the ping")
 	}
+	// A TCP connection through the firewall, established before it goes
+	// down: pf forgets it, so after the boot its next segment is dropped.
+	var ln net.Listener
+	if err := netnstest.Do(topo.Namespace("wan"), func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(emu.ServerAddr, "0"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c) // echo
+		}
+	}()
+	var conn net.Conn
+	if err := netnstest.Do(topo.Namespace("lan"), func() (err error) {
+		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	echo := func() error {
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := conn.Write([]byte("x")); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(conn, make([]byte, 1))
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatalf("before the reboot, the connection does not echo: %v", err)
+	}
 	done := make(chan struct{})
 	go func() { f.em.Reboot(ctx); close(done) }()
 	time.Sleep(200 * time.Millisecond)
@@ -896,5 +937,17 @@ func TestRebootForwardsNothing(t *testing.T) {
 	}
 	if err := ping(); err != nil {
 		t.Errorf("after the reboot: %v", err)
+	}
+	if err := echo(); err == nil {
+		t.Error("after the reboot, a connection from before it still passes: its state survived")
+	}
+
+	// Reset alone, in one transaction, leaves nothing forwarded: there
+	// is no moment between the old ruleset and the drop.
+	if err := dp.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(); err == nil {
+		t.Error("a ping passed the data plane after Reset")
 	}
 }

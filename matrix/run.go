@@ -244,8 +244,8 @@ type Sweep struct {
 	ServiceComeback time.Duration
 	// Blackout starts a stream through the firewall (probe.Blackout.Start)
 	// that runs while a step's change is applied, from before the write
-	// to the end of its verification, a firmware switch's reboot
-	// included; stop reports what the change dropped. Nil measures none.
+	// (or the firmware switch) until settling finds traffic passing
+	// again; stop reports what the change dropped. Nil measures none.
 	Blackout func(ctx context.Context) (stop func(context.Context) (probe.BlackoutResult, error), err error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
@@ -384,15 +384,19 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			continue
 		}
 
+		// One blackout stream covers the step's changes, from before the
+		// firmware switch or the write to the end of settling, when traffic
+		// passes again (or the step fails).
+		stream := &blackoutRun{s: s, point: st.Point.Index}
 		if fw := st.Point.Value(FirmwareKnob); fw != "" && fw != s.runningFirmware() {
 			report("apply", "", "firmware="+fw+" (the firewall boots that environment)")
-			blackout := s.startBlackout(ctx, st.Point.Index)
+			stream.start(ctx, configxml.ActionFirmware)
 			t0 := time.Now()
 			base, err := s.switchFirmware(ctx, fw)
 			took := time.Since(t0)
-			blackout(ctx, []configxml.Action{configxml.ActionFirmware}, err)
 			s.Stats.Apply += took
 			if err != nil {
+				stream.stop(ctx, err)
 				// The box is in a state the sweep cannot build on: stop,
 				// and let the session's close restore what it can.
 				s.event(ctx, "error", st.Point.Index, "sweep stopped: "+err.Error())
@@ -405,11 +409,12 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		}
 		next, changes, err := s.target(current, st.Point)
 		if err != nil {
+			stream.stop(ctx, err)
 			return err // the plan was checked: this is a bug, not the firewall
 		}
 		if len(changes) > 0 {
 			report("apply", "", describe(changes))
-			blackout := s.startBlackout(ctx, st.Point.Index)
+			stream.start(ctx, actionsOf(changes)...)
 			t0 := time.Now()
 			err := s.Apply(ctx, next.Bytes(), changes)
 			if err != nil && ctx.Err() == nil && !stops(err) {
@@ -418,12 +423,12 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				err = s.Apply(ctx, next.Bytes(), changes)
 			}
 			took := time.Since(t0)
-			blackout(ctx, actionsOf(changes), err)
 			s.Stats.Apply += took
 			if err == nil {
 				s.recordApplyCost(ctx, st.Point.Index, actionsOf(changes), took)
 			}
 			if err != nil {
+				stream.stop(ctx, err)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -456,6 +461,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		t0 := time.Now()
 		err = s.settle(ctx)
 		s.Stats.Settle += time.Since(t0)
+		stream.stop(ctx, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -805,34 +811,56 @@ type applyCost struct {
 	Seconds float64            `json:"seconds"`
 }
 
-// startBlackout starts the blackout stream for an apply at point; the
-// function it returns stops it and records the result
-// (store.EventBlackout). A stream that
-// cannot start or report is a warning, not the point's failure.
-func (s *Sweep) startBlackout(ctx context.Context, point int) func(ctx context.Context, actions []configxml.Action, applyErr error) {
-	if s.Blackout == nil {
-		return func(context.Context, []configxml.Action, error) {}
+// blackoutRun is a step's blackout stream (Sweep.Blackout): started
+// before its first change, stopped once traffic passes again, and
+// recorded as a store.EventBlackout with the service actions it spanned.
+// A stream that cannot start or report is a warning, not the point's
+// failure; without Sweep.Blackout it does nothing.
+type blackoutRun struct {
+	s       *Sweep
+	point   int
+	actions []configxml.Action
+	stopFn  func(context.Context) (probe.BlackoutResult, error)
+	started bool
+}
+
+// start starts the stream, unless it runs already, and adds the actions
+// it spans.
+func (b *blackoutRun) start(ctx context.Context, actions ...configxml.Action) {
+	b.actions = append(b.actions, actions...)
+	if b.s.Blackout == nil || b.started {
+		return
 	}
-	stop, err := s.Blackout(ctx)
+	b.started = true
+	stop, err := b.s.Blackout(ctx)
 	if err != nil {
-		s.event(ctx, "warning", point, "blackout not measured: "+err.Error())
-		return func(context.Context, []configxml.Action, error) {}
+		b.s.event(ctx, "warning", b.point, "blackout not measured: "+err.Error())
+		return
 	}
-	return func(ctx context.Context, actions []configxml.Action, applyErr error) {
-		r, err := stop(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.event(ctx, "warning", point, "blackout not measured: "+err.Error())
-			}
-			return
-		}
-		names := make([]string, len(actions))
-		for i, a := range actions {
-			names[i] = string(a)
-		}
-		b, _ := json.Marshal(store.BlackoutEvent{Actions: names, BlackoutResult: r, Failed: applyErr != nil})
-		s.event(ctx, store.EventBlackout, point, string(b))
+	b.stopFn = stop
+}
+
+// stop ends the stream and records it; failed is the step's error, if it
+// failed. A second stop does nothing.
+func (b *blackoutRun) stop(ctx context.Context, failed error) {
+	if b.stopFn == nil {
+		return
 	}
+	stop := b.stopFn
+	b.stopFn = nil
+	r, err := stop(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.s.event(ctx, "warning", b.point, "blackout not measured: "+err.Error())
+		}
+		return
+	}
+	names := make([]string, len(b.actions))
+	for i, a := range b.actions {
+		names[i] = string(a)
+	}
+	msg, _ := json.Marshal(store.BlackoutEvent{Actions: names, BlackoutResult: r, Failed: failed != nil})
+	b.s.event(ctx, store.EventBlackout, b.point, string(msg))
 }
 
 func (s *Sweep) recordApplyCost(ctx context.Context, point int, actions []configxml.Action, d time.Duration) {

@@ -20,10 +20,10 @@ import (
 // Blackout measures the traffic a change drops while it is applied, as
 // FD.io CSIT measures a reconfiguration's "effective blocked time": a
 // steady stream of numbered UDP datagrams runs from client to server
-// through the firewall from just before the change is written to the end
-// of its verification, and the time blocked is the datagrams lost divided
-// by the rate. A few TCP connections are held open across the change, to
-// tell whether established sessions survive it.
+// through the firewall from just before the change is written until
+// traffic passes again after it, and the time blocked is the datagrams
+// lost divided by the rate. A few TCP connections are held open across
+// the change, to tell whether established sessions survive it.
 //
 // Both ends run fwab's own agent (blackout-recv and blackout-send), not
 // iperf3: iperf3's UDP mode counts lost and reordered datagrams but
@@ -84,17 +84,21 @@ func (b Blackout) withDefaults() Blackout {
 // Validate reports a setting the agent would refuse.
 func (b Blackout) Validate() error {
 	switch {
-	case b.Rate < 0 || b.Rate > 1e6 || math.IsNaN(b.Rate):
+	case b.Rate != 0 && (b.Rate < 1 || b.Rate > 1e6) || math.IsNaN(b.Rate):
 		return fmt.Errorf("blackout rate %g datagrams/s: use 1 to 1,000,000", b.Rate)
 	case b.Size != 0 && (b.Size < blackoutHeader || b.Size > 1472):
 		return fmt.Errorf("blackout size %d bytes: use %d to 1472 (one frame)", b.Size, blackoutHeader)
 	case b.Conns < -1 || b.Conns > 64:
-		return fmt.Errorf("blackout conns %d: use 0 to 64", b.Conns)
+		return fmt.Errorf("blackout conns %d: use 0 to 64, or -1 for none", b.Conns)
 	case b.Port < 0 || b.Port > 65535:
 		return fmt.Errorf("blackout port %d: use 1 to 65535, or 0 for a fresh port", b.Port)
 	}
 	return nil
 }
+
+// startDelay is how long the stream runs before Start returns and the
+// change may begin.
+const startDelay = 500 * time.Millisecond
 
 // blackoutLife bounds how long the agents run if fwab never stops them
 // (its session lost): longer than any apply fwab waits for.
@@ -141,14 +145,16 @@ func (b Blackout) Start(ctx context.Context, client, server Endpoint) (stop func
 		return nil, fmt.Errorf("blackout sender: %s", agentError(client, err))
 	}
 	// The agents stop on SIGTERM and report; pkill finds them by their
-	// id. The pattern's [x] keeps it from matching a shell that runs the
-	// pkill itself (over SSH the command line is sh -c's argument).
+	// id. The pattern's [x] keeps it from matching any process whose
+	// command line holds the pattern itself (a shell running the pkill).
+	// A stop whose context has ended (Ctrl-C) still stops them, within
+	// a few seconds.
 	term := func(ctx context.Context, e Endpoint, role string) {
 		pattern := "blackout-" + role[:len(role)-1] + "[" + role[len(role)-1:] + "] --id " + id
 		e.Runner.Run(ctx, []string{"pkill", "-TERM", "-f", pattern})
 	}
-	// Half a second of stream before the change: the first datagrams
-	// wait for ARP and the firewall's first state.
+	// Half a second of stream before the change (startDelay): the first
+	// datagrams wait for ARP and the firewall's first state.
 	select {
 	case <-send.Done():
 		out, err := send.Wait()
@@ -157,11 +163,13 @@ func (b Blackout) Start(ctx context.Context, client, server Endpoint) (stop func
 			return nil, fmt.Errorf("blackout sender: %s", agentError(client, err))
 		}
 		return nil, fmt.Errorf("blackout sender on %s ended at once: %s", client, excerpt(out))
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(startDelay):
 	}
 	return func(ctx context.Context) (BlackoutResult, error) {
 		defer recv.Kill()
 		defer send.Kill()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
 		term(ctx, client, "send")
 		sout, serr := waitFor(ctx, send, 10*time.Second)
 		// The datagrams still in flight arrive before the receiver stops.
@@ -199,6 +207,12 @@ func waitFor(ctx context.Context, p Process, d time.Duration) ([]byte, error) {
 func blackoutResult(rate float64, st blackoutSent, rt blackoutReceived) (BlackoutResult, error) {
 	if rt.Received == 0 {
 		return BlackoutResult{}, fmt.Errorf("none of the %d datagrams arrived: the stream never passed the firewall (check the route between the endpoints)", st.Sent)
+	}
+	// Start gives the stream startDelay before the change begins. A first
+	// arrival later than that came after the change had begun, and the
+	// loss before it cannot be told from start-up: no figure.
+	if late := float64(rt.First) / rate; late > startDelay.Seconds() {
+		return BlackoutResult{}, fmt.Errorf("the first datagram to arrive was number %d, %.1f s into the stream: it did not pass the firewall before the change began, so the change's blackout is unknown", rt.First, late)
 	}
 	r := BlackoutResult{Rate: rate, Seconds: st.Seconds, Received: rt.Received, Reordered: rt.Reordered, TCPHeld: st.TCPHeld, TCPSurvived: st.TCPSurvived}
 	if st.Sent > rt.First {
@@ -253,7 +267,7 @@ func SendBlackout(ctx context.Context, id, addr string, rate float64, size, conn
 		return err
 	}
 	defer udp.Close()
-	held := holdConns(ctx, addr, conns)
+	held := holdConns(ctx, addr, conns) // dialled beside the stream, not before it
 	buf := make([]byte, max(size, blackoutHeader))
 	copy(buf, "FWBO")
 	binary.BigEndian.PutUint64(buf[4:], streamID(id))
@@ -280,6 +294,8 @@ func SendBlackout(ctx context.Context, id, addr string, rate float64, size, conn
 // heldConns are TCP connections kept open across a change; each sends a
 // byte every 100 ms.
 type heldConns struct {
+	wg    sync.WaitGroup // the dials
+	mu    sync.Mutex
 	conns []*heldConn
 }
 
@@ -290,17 +306,23 @@ type heldConn struct {
 	dead bool // reset or closed by the network
 }
 
+// holdConns dials n connections at once, each in the background; one
+// that is not open within 2 s is not held.
 func holdConns(ctx context.Context, addr string, n int) *heldConns {
 	h := &heldConns{}
 	for range n {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			continue
-		}
-		hc := &heldConn{c: c, ok: make(chan struct{}, 1)}
-		h.conns = append(h.conns, hc)
-		go hc.read()
-		go hc.keep(ctx)
+		h.wg.Go(func() {
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				return
+			}
+			hc := &heldConn{c: c, ok: make(chan struct{}, 1)}
+			h.mu.Lock()
+			h.conns = append(h.conns, hc)
+			h.mu.Unlock()
+			go hc.read()
+			go hc.keep(ctx)
+		})
 	}
 	return h
 }
@@ -353,6 +375,7 @@ const survivalWait = 5 * time.Second
 // check ends the connections: one that is not dead must answer a '!'
 // within survivalWait to count as survived.
 func (h *heldConns) check() (held, survived int) {
+	h.wg.Wait()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, hc := range h.conns {
@@ -411,7 +434,12 @@ func ReceiveBlackout(ctx context.Context, id, addr string, w io.Writer) error {
 
 	want := streamID(id)
 	var out blackoutReceived
-	var seen []uint64 // a bit per sequence number from First
+	// seen has a bit for each of the last seenWindow sequence numbers up
+	// to the highest (a ring): enough to count a duplicate once however
+	// long the stream runs; a datagram later than that counts as lost.
+	const seenWindow = 1 << 20
+	seen := make([]uint64, seenWindow/64)
+	bit := func(seq uint64) (*uint64, uint64) { i := seq % seenWindow; return &seen[i/64], 1 << (i % 64) }
 	var last time.Time
 	buf := make([]byte, 2048)
 	for {
@@ -430,20 +458,18 @@ func ReceiveBlackout(ctx context.Context, id, addr string, w io.Writer) error {
 		if last.IsZero() {
 			out.First, out.Last = seq, seq
 		}
-		if seq < out.First {
-			continue // before the stream's first arrival: start-up, not the change
+		if seq < out.First || seq+seenWindow <= out.Last {
+			continue // before the stream's first arrival (start-up), or too late to tell from a duplicate
 		}
-		i := seq - out.First
-		if i/64 >= 1<<22 {
-			continue // beyond a billion datagrams: not a stream fwab sends
+		for s := out.Last + 1; s <= seq && s <= out.Last+seenWindow; s++ {
+			w, m := bit(s) // the ring moves on: forget what it held there
+			*w &^= m
 		}
-		for uint64(len(seen)) <= i/64 {
-			seen = append(seen, 0)
-		}
-		if seen[i/64]&(1<<(i%64)) != 0 {
+		w, m := bit(seq)
+		if *w&m != 0 {
 			continue // a duplicate
 		}
-		seen[i/64] |= 1 << (i % 64)
+		*w |= m
 		out.Received++
 		if seq < out.Last {
 			out.Reordered++

@@ -105,6 +105,11 @@ func TestReceiveBlackoutCounts(t *testing.T) {
 	if _, err := blackoutResult(1000, blackoutSent{Sent: 50}, blackoutReceived{}); err == nil {
 		t.Error("a stream of which nothing arrived: no error, want one naming the route")
 	}
+	// The first arrival came 0.9 s into the stream, after the change had
+	// begun: what was lost before it is not start-up.
+	if _, err := blackoutResult(1000, blackoutSent{Sent: 2000}, blackoutReceived{Received: 1000, First: 900, Last: 1999}); err == nil || !strings.Contains(err.Error(), "before the change began") {
+		t.Errorf("a stream that passed only after the change began: error %v, want one saying the blackout is unknown", err)
+	}
 }
 
 // TestBlackoutStream runs both agents (this test binary) through their

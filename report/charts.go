@@ -96,7 +96,7 @@ func blackoutChart(r *Run) (*Chart, error) {
 	p.Add(plotter.NewGrid())
 	c, err := render(p, title, 9*vg.Inch, 3.5*vg.Inch)
 	if c != nil {
-		c.Caption = "Each dot is one apply: the datagrams its blackout stream lost ÷ the rate, from just before the write to the end of the verification."
+		c.Caption = "Each dot is one apply: the datagrams its blackout stream lost ÷ the rate, from just before the write until traffic passed again."
 	}
 	return c, err
 }

@@ -285,16 +285,7 @@ const ApplyProbe = "apply"
 // applies, where both runs measured some.
 func (cr *comparer) compareApplies(label string, ba, bb []Blackout) {
 	for _, m := range []Metric{BlackoutTime, TCPSurvived} {
-		va, vb := applyValues(ba, m), applyValues(bb, m)
-		if len(va) == 0 || len(vb) == 0 {
-			continue
-		}
-		row := cr.row(label, ApplyProbe, m, Compare(va, vb))
-		cr.c.Rows = append(cr.c.Rows, row)
-		cr.samples = append(cr.samples, [2][]float64{va, vb})
-		if row.Gated {
-			cr.warnOnce(row.Delta.Warnings)
-		}
+		cr.add(label, ApplyProbe, m, applyValues(ba, m), applyValues(bb, m))
 	}
 }
 
@@ -327,16 +318,20 @@ func (r *Run) blackoutsAt(point int) []Blackout {
 // compareProbe adds a row per metric both runs' samples of a probe have.
 func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
 	for _, m := range AllMetrics {
-		va, vb := m.values(sa), m.values(sb)
-		if len(va) == 0 || len(vb) == 0 {
-			continue
-		}
-		row := cr.row(label, probe, m, Compare(va, vb))
-		cr.c.Rows = append(cr.c.Rows, row)
-		cr.samples = append(cr.samples, [2][]float64{va, vb})
-		if row.Gated {
-			cr.warnOnce(row.Delta.Warnings)
-		}
+		cr.add(label, probe, m, m.values(sa), m.values(sb))
+	}
+}
+
+// add is the row of metric m where both runs have values of it.
+func (cr *comparer) add(label, probe string, m Metric, va, vb []float64) {
+	if len(va) == 0 || len(vb) == 0 {
+		return
+	}
+	row := cr.row(label, probe, m, Compare(va, vb))
+	cr.c.Rows = append(cr.c.Rows, row)
+	cr.samples = append(cr.samples, [2][]float64{va, vb})
+	if row.Gated {
+		cr.warnOnce(row.Delta.Warnings)
 	}
 }
 

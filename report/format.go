@@ -319,7 +319,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 }
 
 // linksLegend introduces the links-at-once table in every format.
-const blackoutLegend = "Traffic each change dropped while it was applied: a steady UDP stream ran through the firewall from just before the write to the end of its verification (a firmware switch's reboot included); blocked is the datagrams lost ÷ the rate, the longest gap the longest time between two that arrived, and TCP survived the connections held open across the change that still passed data after it. The table's blackout ms column is each point's median."
+const blackoutLegend = "Traffic each change dropped while it was applied: a steady UDP stream ran through the firewall from just before the write until traffic passed again after it (the end of settling; a firmware switch's reboot included); blocked is the datagrams lost ÷ the rate, the longest gap the longest time between two that arrived, and TCP survived the connections held open across the change that still passed data after it. The table's blackout ms column is each point's median."
 
 var blackoutHead = []string{"change", "applies", "blocked ms (median)", "blocked ms (max)", "longest gap ms", "TCP survived"}
 

@@ -512,10 +512,10 @@ func TestReportLinks(t *testing.T) {
 	}
 }
 
-// TestInvalidSamplesNamed: samples the firewall changed under are left out
-// like failed ones, and the run's warnings count them apart, by what
-// changed.
-func TestInvalidSamplesNamed(t *testing.T) {
+// storedT730 records the T730 example run in a database of its own, each
+// sample passed through edit first (nil: as generated).
+func storedT730(t *testing.T, edit func(*store.Sample)) (*store.Store, int64) {
+	t.Helper()
 	ctx := t.Context()
 	st := openEmpty(t)
 	info, points, samples := reporttest.Generate(t730Run())
@@ -526,17 +526,30 @@ func TestInvalidSamplesNamed(t *testing.T) {
 	if err := st.AddPoints(ctx, id, points); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	for _, x := range samples {
 		x.Run = id
-		if !x.Failed && x.Point == 0 && x.Probe == "up" && n < 3 {
-			x.Failed, x.Reason = true, probe.InvalidReason+[]string{"suricata restarted (pid 812 → 1403)", "suricata restarted (pid 1403 → 1555)", "the firewall rebooted; new crash dump /var/crash/vmcore.0"}[n]
-			n++
+		if edit != nil {
+			edit(&x)
 		}
 		if err := st.RecordSample(ctx, x); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return st, id
+}
+
+// TestInvalidSamplesNamed: samples the firewall changed under are left out
+// like failed ones, and the run's warnings count them apart, by what
+// changed.
+func TestInvalidSamplesNamed(t *testing.T) {
+	ctx := t.Context()
+	n := 0
+	st, id := storedT730(t, func(x *store.Sample) {
+		if !x.Failed && x.Point == 0 && x.Probe == "up" && n < 3 {
+			x.Failed, x.Reason = true, probe.InvalidReason+[]string{"suricata restarted (pid 812 → 1403)", "suricata restarted (pid 1403 → 1555)", "the firewall rebooted; new crash dump /var/crash/vmcore.0"}[n]
+			n++
+		}
+	})
 	r, err := Load(ctx, st, id)
 	if err != nil {
 		t.Fatal(err)
@@ -574,21 +587,7 @@ func TestInvalidSamplesNamed(t *testing.T) {
 // table), in Markdown, HTML and JSON.
 func TestBlackoutsReported(t *testing.T) {
 	ctx := t.Context()
-	st := openEmpty(t)
-	info, points, samples := reporttest.Generate(t730Run())
-	id, err := st.CreateRun(ctx, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AddPoints(ctx, id, points); err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range samples {
-		x.Run = id
-		if err := st.RecordSample(ctx, x); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, id := storedT730(t, nil)
 	record := func(point int, b store.BlackoutEvent) {
 		msg, _ := json.Marshal(b)
 		if err := st.RecordEvent(ctx, id, store.Event{Time: time.Now(), Kind: store.EventBlackout, Point: point, Message: string(msg)}); err != nil {

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -22,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/fwab/fwab/internal/netnstest"
 )
 
 // The end-to-end tests build client — dut — server namespaces:
@@ -251,26 +250,10 @@ func (e *engineProc) stop(t *testing.T) Stats {
 	return s
 }
 
-// inNetns runs fn on an OS thread inside namespace ns. Sockets fn opens stay
-// in ns when used from other threads. The thread is discarded afterwards.
+// inNetns runs fn on an OS thread inside namespace ns (netnstest.Do).
 func inNetns(t *testing.T, ns string, fn func() error) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		f, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	if err := <-errc; err != nil {
+	if err := netnstest.Do(ns, fn); err != nil {
 		t.Fatal(err)
 	}
 }
