@@ -77,7 +77,7 @@ func (d *RecordingDataPlane) Shape(_ context.Context, veth string, rate float64)
 func (d *RecordingDataPlane) Reset(context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.script = ""
+	d.script = DownRuleset
 	d.shapes = map[string]float64{}
 	d.resets++
 	return nil

@@ -210,10 +210,12 @@ func BuildRuleset(c *configxml.Config, opts RulesetOptions) (Ruleset, error) {
 	// A TCP segment pf has no state for passes no rule unless it opens a
 	// connection: pass rules match flags S/SA. So a connection whose state
 	// was lost (a reboot) dies at the default deny, where conntrack would
-	// pick it up mid-stream as new.
+	// pick it up mid-stream as new; a stray RST, FIN or SYN+ACK (conntrack's
+	// invalid) is dropped too. Rules with flags or state of their own are
+	// not emulated (filterRule), so every rule here has the default.
 	// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3522 — `$aline['flags'] = "flags S/SA ";` for TCP pass rules without flags of their own
 	// not settled — OPNsense's rules leave the flags to pf's default for pass rules, also flags S/SA (FreeBSD's pf.conf(5), not in the upstream copy)
-	b.WriteString("\t\tct state new tcp flags & (syn | ack) != syn drop\n")
+	b.WriteString("\t\ttcp flags & (syn | ack) != syn drop\n")
 	n := 0
 	// OPNsense's MVC rules (26.x "Rules [new]", the only kind from 26.7)
 	// come before the legacy ones, in sequence order: pf.inc registers them
@@ -406,6 +408,12 @@ func mvcRulesAsLegacy(parent *etree.Element) []*etree.Element {
 		if text(m, "quick") == "0" {
 			r.CreateElement("fwab-nonquick")
 		}
+		// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/opnsense/mvc/app/library/OPNsense/Firewall/FilterRule.php:206 — `if (!empty($rule['tcpflags_any'])) {`
+		if text(m, "tcpflags_any") == "1" {
+			r.CreateElement("tcpflags_any")
+		}
+		leaf("tcpflags2", text(m, "tcpflags2"))
+		leaf("statetype", text(m, "statetype"))
 		leaf("type", text(m, "action"))
 		leaf("interface", text(m, "interface"))
 		leaf("ipprotocol", text(m, "ipprotocol"))
@@ -532,6 +540,14 @@ func filterRule(r *etree.Element, ifs map[string]iface) (l ruleLine, pf, why str
 	}
 	if present(r, "fwab-nonquick") {
 		return ruleLine{}, "", "non-quick rules (quick off: the last match wins) are not emulated"
+	}
+	// The lab's ruleset gives every TCP pass rule pf's flags S/SA keep
+	// state (BuildRuleset); a rule that says otherwise would pass what
+	// the lab drops.
+	// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3493 — `if (isset($rule['tcpflags_any'])) {` (flags any), else tcpflags2 gives flags of the rule's own
+	// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3540 — `case "none":` … `" no state "`
+	if present(r, "tcpflags_any") || text(r, "tcpflags2") != "" || text(r, "statetype") == "none" {
+		return ruleLine{}, "", "rules with TCP flags or state of their own (flags any, no state) are not emulated"
 	}
 	in, ok := ifs[text(r, "interface")]
 	if !ok {

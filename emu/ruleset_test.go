@@ -606,3 +606,43 @@ func TestIfcapOptions(t *testing.T) {
 		t.Errorf("ifcapOptions = %s", got)
 	}
 }
+
+// TestBuildRulesetSkipsOwnFlagsAndState: the lab gives every TCP pass
+// rule pf's default flags S/SA keep state (a segment without state that
+// opens nothing is dropped before the rules); a rule with flags any, flags
+// of its own or no state would pass what that drops, so it is skipped and
+// named, legacy and MVC alike.
+func TestBuildRulesetSkipsOwnFlagsAndState(t *testing.T) {
+	root := labConfig(t, func(r *etree.Element) {
+		filter := r.SelectElement("filter")
+		for _, own := range [][2]string{{"tcpflags_any", ""}, {"tcpflags2", "syn,ack"}, {"statetype", "none"}} {
+			rule := filter.CreateElement("rule")
+			for _, kv := range [][2]string{{"type", "pass"}, {"interface", "lan"}, {"protocol", "tcp"}, own} {
+				rule.CreateElement(kv[0]).SetText(kv[1])
+			}
+			rule.CreateElement("source").CreateElement("any")
+			rule.CreateElement("destination").CreateElement("any")
+		}
+		rules := r.CreateElement("OPNsense").CreateElement("Firewall").CreateElement("Filter").CreateElement("rules")
+		m := rules.CreateElement("rule")
+		for _, kv := range [][2]string{{"enabled", "1"}, {"action", "pass"}, {"interface", "lan"}, {"ipprotocol", "inet"}, {"protocol", "TCP"}, {"tcpflags_any", "1"}, {"sequence", "10"}} {
+			m.CreateElement(kv[0]).SetText(kv[1])
+		}
+	})
+	rs, err := BuildRuleset(root, RulesetOptions{Ports: xPorts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range rs.Skipped {
+		if strings.Contains(s, "TCP flags or state of their own") {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d rules skipped for flags or state of their own, want 4: skipped %q", n, rs.Skipped)
+	}
+	if chain := filterChain(t, rs.Script); chain[1] != "tcp flags & (syn | ack) != syn drop" {
+		t.Errorf("second rule of the filter chain is %q, want the flags S/SA drop right after the state accept", chain[1])
+	}
+}

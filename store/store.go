@@ -893,8 +893,9 @@ const EventBlackout = "blackout"
 type BlackoutEvent struct {
 	Actions []string `json:"actions"`
 	probe.BlackoutResult
-	// Failed is true where the apply failed: the blackout then includes
-	// the retry and whatever the failure did.
+	// Failed is true where the step failed (its apply, or traffic never
+	// passed again): the blackout then includes the retry and whatever
+	// the failure did.
 	Failed bool `json:"failed,omitempty"`
 }
 
