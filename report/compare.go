@@ -304,17 +304,6 @@ func applyValues(bs []Blackout, m Metric) []float64 {
 	return out
 }
 
-// blackoutsAt are the blackouts of the applies of point.
-func (r *Run) blackoutsAt(point int) []Blackout {
-	var out []Blackout
-	for _, b := range r.Blackouts {
-		if b.Point == point {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 // compareProbe adds a row per metric both runs' samples of a probe have.
 func (cr *comparer) compareProbe(label, probe string, sa, sb *ProbeSamples) {
 	for _, m := range AllMetrics {

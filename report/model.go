@@ -39,6 +39,17 @@ type Blackout struct {
 	store.BlackoutEvent
 }
 
+// blackoutsAt are the blackouts of the applies of point.
+func (r *Run) blackoutsAt(point int) []Blackout {
+	var out []Blackout
+	for _, b := range r.Blackouts {
+		if b.Point == point {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Point is one configuration and what was measured there.
 type Point struct {
 	Index  int

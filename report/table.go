@@ -255,7 +255,7 @@ func NewTable(r *Run, opts Options) *Table {
 		}
 		row.DUTCPU, row.TempC, row.PowerW = median(cpu), median(temp), median(power)
 		row.Idle = idleFigures(p.Idle)
-		row.Blackout = summarizeBlackouts(slices.DeleteFunc(slices.Clone(r.Blackouts), func(b Blackout) bool { return b.Point != p.Index }))
+		row.Blackout = summarizeBlackouts(r.blackoutsAt(p.Index))
 		t.Idle = t.Idle || row.Idle.N > 0
 		t.IdleLatency = t.IdleLatency || isFinite(row.Idle.LatencyMS)
 		t.Rows = append(t.Rows, row)
