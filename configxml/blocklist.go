@@ -6,14 +6,14 @@ package configxml
 const pfbPath = "installedpackages/pfblockerng/config"
 
 func getBlocklist(c *Config, _ string) (string, error) {
-	if e := c.doc.Root().FindElement(pfbPath + "/enable_cb"); e != nil && e.Text() == "on" {
+	if e := c.find(pfbPath + "/enable_cb"); e != nil && e.Text() == "on" {
 		return "on", nil
 	}
 	return "off", nil
 }
 
 func setBlocklist(c *Config, _ string, value string) error {
-	cfg := c.ensure(c.doc.Root(), pfbPath)
+	cfg := c.ensure(c.top(), pfbPath)
 	text := ""
 	if value == "on" {
 		text = "on"

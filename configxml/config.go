@@ -30,6 +30,9 @@ type Config struct {
 	product Product
 	tunnels map[string]TunnelSpec
 	pending map[string]string // the assignments SetAll is checking, by knob
+	// touched, while not nil, records the sections code asks for ("*"
+	// for the whole root): what a knob's value is read from.
+	touched map[string]bool
 
 	// Now and User fill <revision> on every change. Nil Now means
 	// time.Now; empty User means "fwab".
@@ -108,7 +111,7 @@ func (c *Config) Flavor() Flavor { return c.flavor }
 
 // ConfigVersion is the config schema version, <version> under the root.
 func (c *Config) ConfigVersion() string {
-	if v := c.doc.Root().SelectElement("version"); v != nil {
+	if v := c.section("version"); v != nil {
 		return strings.TrimSpace(v.Text())
 	}
 	return ""
@@ -138,7 +141,83 @@ func (c *Config) SetProduct(version string) error {
 
 // Root gives read access to the document. Changes must go through Set:
 // edits made directly are written out, but skip validation and <revision>.
-func (c *Config) Root() *etree.Element { return c.doc.Root() }
+func (c *Config) Root() *etree.Element { return c.root() }
+
+// root is the root element with every section read: what code that walks
+// the document as a whole needs.
+func (c *Config) root() *etree.Element {
+	c.touch("*")
+	r := c.doc.Root()
+	c.src.readAll(r)
+	return r
+}
+
+// top is the root element as it is, its sections perhaps unread: for
+// code that works on the root's own children (<revision>, where a new
+// section goes), not on what is inside them.
+func (c *Config) top() *etree.Element { return c.doc.Root() }
+
+func (c *Config) touch(tag string) {
+	if c.touched != nil {
+		c.touched[tag] = true
+	}
+}
+
+// section is the root's first child element named tag, read, or nil: the
+// way to one part of a config that leaves the others unread.
+func (c *Config) section(tag string) *etree.Element {
+	c.touch(tag)
+	e := c.doc.Root().SelectElement(tag)
+	if e != nil {
+		c.src.read(e)
+	}
+	return e
+}
+
+// find is Root().FindElement(path) for a relative path whose first step
+// is a plain tag, reading only the sections that tag names.
+func (c *Config) find(path string) *etree.Element {
+	if found := c.findAll(path, true); len(found) > 0 {
+		return found[0]
+	}
+	return nil
+}
+
+// findAll is Root().FindElements(path) for a relative path whose first
+// step is a plain tag, reading only the sections that tag names; first
+// stops at the first match.
+func (c *Config) findAll(path string, first bool) []*etree.Element {
+	tag, rest, nested := strings.Cut(path, "/")
+	if strings.ContainsAny(tag, "[]@*.:") || tag == "" {
+		if first {
+			if e := c.root().FindElement(path); e != nil {
+				return []*etree.Element{e}
+			}
+			return nil
+		}
+		return c.root().FindElements(path)
+	}
+	c.touch(tag)
+	var out []*etree.Element
+	for _, sec := range c.doc.Root().SelectElements(tag) {
+		if !nested {
+			out = append(out, sec)
+		} else {
+			c.src.read(sec)
+			if first {
+				if e := sec.FindElement(rest); e != nil {
+					return []*etree.Element{e}
+				}
+				continue
+			}
+			out = append(out, sec.FindElements(rest)...)
+		}
+		if first && len(out) > 0 {
+			return out
+		}
+	}
+	return out
+}
 
 // Interface is one assigned interface, <interfaces><KEY>.
 type Interface struct {
@@ -152,7 +231,7 @@ type Interface struct {
 
 // Interfaces lists the assigned interfaces in document order.
 func (c *Config) Interfaces() []Interface {
-	ifs := c.doc.Root().SelectElement("interfaces")
+	ifs := c.section("interfaces")
 	if ifs == nil {
 		return nil
 	}

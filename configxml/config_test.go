@@ -545,18 +545,18 @@ func TestOPNsenseIPsecSwitch(t *testing.T) {
 	if v, _ := c.Get("ipsec@site-b"); v == "none" {
 		t.Fatalf("fixture's site-b reads none; want its proposal")
 	}
-	c.removeElement(c.doc.Root().FindElement("ipsec/enable"))
+	c.removeElement(c.root().FindElement("ipsec/enable"))
 	if v, _ := c.Get("ipsec@site-b"); v != "none" {
 		t.Errorf("without <ipsec><enable> ipsec@site-b = %q; want none", v)
 	}
-	general := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text()
+	general := c.root().FindElement("OPNsense/IPsec/general/enabled").Text()
 	if err := c.Set("ipsec@site-b", "aes256-sha256"); err != nil {
 		t.Fatal(err)
 	}
-	if e := c.doc.Root().FindElement("ipsec/enable"); e == nil || e.Text() != "1" {
+	if e := c.root().FindElement("ipsec/enable"); e == nil || e.Text() != "1" {
 		t.Errorf("after ipsec@site-b=aes256-sha256 <ipsec><enable> = %v; want 1", e)
 	}
-	if got := c.doc.Root().FindElement("OPNsense/IPsec/general/enabled").Text(); got != general {
+	if got := c.root().FindElement("OPNsense/IPsec/general/enabled").Text(); got != general {
 		t.Errorf("the read-only OPNsense/IPsec/general/enabled changed: %q → %q", general, got)
 	}
 	if v, _ := c.Get("ipsec@site-b"); v != "aes256-sha256" {
@@ -620,7 +620,7 @@ func TestOPNsenseTunnelLocalAddrFromInterface(t *testing.T) {
 		t.Errorf("local_addrs = %q, want wan's address 198.19.0.1", got)
 	}
 	c = load(t, "configs/opnsense-26.1.xml")
-	c.doc.Root().FindElement("interfaces/wan/ipaddr").SetText("dhcp")
+	c.root().FindElement("interfaces/wan/ipaddr").SetText("dhcp")
 	orig := c.Bytes()
 	c.DefineTunnel(TunnelSpec{Name: "t1", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
 	if err := c.Set("ipsec@t1", "aes256gcm16"); err == nil || !strings.Contains(err.Error(), "local_addr") {

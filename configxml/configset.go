@@ -38,7 +38,7 @@ func validateConfigKnob(*Config, string, string) error { return errConfigKnob }
 // OPNsense's IDS is part of its core, so it always restarts.
 func ReloadActions(from, to *Config) []Action {
 	has := func(path string) bool {
-		return from.doc.Root().FindElement(path) != nil || to.doc.Root().FindElement(path) != nil
+		return from.find(path) != nil || to.find(path) != nil
 	}
 	out := []Action{ActionInterfaces, ActionFilterReload}
 	if to.flavor == PfSense && has("installedpackages/pfblockerng") {
@@ -71,7 +71,7 @@ func ReachDiff(running, set *Config) []string {
 		return []string{fmt.Sprintf("the set is a %s config, the firewall runs %s", set.flavor, running.flavor)}
 	}
 	for _, p := range reachPaths {
-		a, b := canonicalAll(running.doc.Root().FindElements(p)), canonicalAll(set.doc.Root().FindElements(p))
+		a, b := canonicalAll(running.findAll(p, false)), canonicalAll(set.findAll(p, false))
 		if !slices.Equal(a, b) {
 			out = append(out, fmt.Sprintf("<%s> differs (%d element(s) running, %d in the set)", p, len(a), len(b)))
 		}

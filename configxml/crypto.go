@@ -71,7 +71,7 @@ func CryptoLoads(f Flavor, value string) []string {
 }
 
 func getCrypto(c *Config, _ string) (string, error) {
-	e := c.doc.Root().FindElement("system/crypto_hardware")
+	e := c.find("system/crypto_hardware")
 	if e == nil || strings.TrimSpace(e.Text()) == "" {
 		return CryptoNone, nil
 	}
@@ -79,7 +79,7 @@ func getCrypto(c *Config, _ string) (string, error) {
 }
 
 func validateCrypto(c *Config, _, value string) error {
-	if c.doc.Root().SelectElement("system") == nil {
+	if c.section("system") == nil {
 		return fmt.Errorf("the config has no <system> element")
 	}
 	valid := CryptoValues(c.flavor)
@@ -106,7 +106,7 @@ func validateCrypto(c *Config, _, value string) error {
 }
 
 func setCrypto(c *Config, _ string, value string) error {
-	system := c.doc.Root().SelectElement("system")
+	system := c.section("system")
 	if system == nil {
 		return fmt.Errorf("the config has no <system> element")
 	}

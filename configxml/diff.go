@@ -245,7 +245,7 @@ type differ struct {
 
 func diffPaths(a, b *Config) []PathChange {
 	d := &differ{a: a, b: b}
-	d.element("", a.doc.Root(), b.doc.Root())
+	d.element("", a.root(), b.root())
 	return d.out
 }
 

@@ -48,7 +48,14 @@ type textSpan struct {
 // recorded: elements with attributes, self-closing or with space inside
 // their tags; text with entities; comments and processing instructions.
 type source struct {
-	data   []byte
+	data []byte
+	// unread holds the sections (the root's child elements) whose
+	// content has not been built yet: the span between the start and the
+	// end tag. Load checks the whole document but builds a section only
+	// when something reads it (Config.section), so a command that sets
+	// one knob never builds the 20,000 rules of <filter>, and Save copies
+	// an unread section's bytes straight from the input.
+	unread map[*etree.Element]span
 	elems  map[*etree.Element]elemSpan
 	texts  map[*etree.CharData]textSpan
 	others map[etree.Token]span // comments, processing instructions
@@ -89,38 +96,78 @@ func (e *ParseError) Error() string {
 }
 
 // parse reads data into an etree document and records what Save needs to
-// reproduce it.
+// reproduce it. The sections are checked but left unread (source.unread):
+// source.read builds one when it is needed.
 func parse(ctx context.Context, data []byte) (*etree.Document, *source, error) {
 	if err := checkSize(data); err != nil {
 		return nil, nil, err
 	}
 	p := newParser(data)
+	p.lazy = true
+	if err := p.run(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := p.finish(); err != nil {
+		return nil, nil, err
+	}
+	return p.doc, p.src, nil
+}
+
+// run feeds the scanner's tokens to the parser until the end of its data.
+func (p *parser) run(ctx context.Context) error {
 	for n := 0; ; n++ {
 		// A large config takes seconds to read: an interrupt stops it.
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, nil, err
+				return err
 			}
 		}
 		tok, err := p.sc.next()
 		if err != nil {
 			var se *scanError
 			if errors.As(err, &se) {
-				return nil, nil, p.errAt(se.off, "%s", se.msg)
+				return p.errAt(se.off, "%s", se.msg)
 			}
-			return nil, nil, err
+			return err
 		}
 		if tok.kind == tokEOF {
-			break
+			return nil
 		}
 		if err := p.token(&tok); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
-	if err := p.finish(); err != nil {
-		return nil, nil, err
+}
+
+// read builds the content of section el if it is still unread. Load has
+// checked it already, so building it cannot fail.
+func (src *source) read(el *etree.Element) {
+	sp, ok := src.unread[el]
+	if !ok {
+		return
 	}
-	return p.doc, p.src, nil
+	delete(src.unread, el)
+	p := &parser{
+		data:   src.data,
+		sc:     &scanner{data: src.data[:sp.end], pos: sp.off, names: map[string]string{}},
+		src:    src,
+		stack:  []*etree.Element{el},
+		opened: []int{sp.off},
+		top:    el,
+	}
+	if err := p.run(context.Background()); err != nil {
+		panic(fmt.Sprintf("configxml: section <%s> was checked at load and now fails: %v", el.Tag, err))
+	}
+}
+
+// readAll builds every unread section under root.
+func (src *source) readAll(root *etree.Element) {
+	if len(src.unread) == 0 || root == nil {
+		return
+	}
+	for _, e := range root.ChildElements() {
+		src.read(e)
+	}
 }
 
 // checkSize refuses a document too large or empty to be a config.xml.
@@ -147,6 +194,20 @@ type parser struct {
 	// empties counts the elements with no children, selfClosed those of them
 	// written <x/>: detectStyle picks the document's way from them.
 	empties, selfClosed int
+
+	// lazy: check a section's content but do not build it (parse).
+	lazy bool
+	// skipped are the open elements inside a section being checked, not
+	// built; sectionAt is where that section's content starts, and
+	// justOpened whether the last token opened an element.
+	skipped    []skippedElem
+	sectionAt  int
+	justOpened bool
+}
+
+type skippedElem struct {
+	name string
+	off  int
 }
 
 // newParser starts a document, past a byte order mark (which it keeps as
@@ -158,6 +219,7 @@ func newParser(data []byte) *parser {
 		doc:  etree.NewDocument(),
 		src: &source{
 			data:   data,
+			unread: map[*etree.Element]span{},
 			elems:  map[*etree.Element]elemSpan{},
 			texts:  map[*etree.CharData]textSpan{},
 			others: map[etree.Token]span{},
@@ -180,6 +242,9 @@ func (p *parser) errAt(off int, format string, args ...any) error {
 
 // token adds one token to the document.
 func (p *parser) token(tok *scanToken) error {
+	if p.lazy && len(p.stack) >= 2 {
+		return p.skip(tok)
+	}
 	switch tok.kind {
 	case tokStart:
 		return p.start(tok)
@@ -209,12 +274,12 @@ func (p *parser) start(tok *scanToken) error {
 	if len(p.stack) >= maxDepth {
 		return p.errAt(tok.off, "elements nested more than %d deep: not a firewall config", maxDepth)
 	}
+	if err := p.checkName(tok); err != nil {
+		return err
+	}
 	el := p.top.CreateElement(tok.name)
 	for _, a := range tok.attrs {
 		el.CreateAttr(a.name, a.value)
-	}
-	if el.FullTag() != tok.name || len(el.Attr) != len(tok.attrs) {
-		return p.errAt(tok.off, "<%s> is not a plain XML name", tok.name)
 	}
 	if tok.selfClosing {
 		p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
@@ -228,6 +293,78 @@ func (p *parser) start(tok *scanToken) error {
 	p.stack = append(p.stack, el)
 	p.opened = append(p.opened, tok.off)
 	p.top = el
+	p.sectionAt = tok.end
+	return nil
+}
+
+// checkName refuses what etree would not keep as written: a name it
+// splits into an empty namespace prefix, or an attribute given twice.
+func (p *parser) checkName(tok *scanToken) error {
+	bad := strings.HasPrefix(tok.name, ":")
+	for i, a := range tok.attrs {
+		for _, b := range tok.attrs[:i] {
+			if attrKey(a.name) == attrKey(b.name) {
+				bad = true
+			}
+		}
+	}
+	if bad {
+		return p.errAt(tok.off, "<%s> is not a plain XML name", tok.name)
+	}
+	return nil
+}
+
+// attrKey is the attribute name as etree keys it: ":x" and "x" are one.
+func attrKey(name string) string {
+	if space, key, ok := strings.Cut(name, ":"); ok && space == "" {
+		return key
+	}
+	return name
+}
+
+// skip checks a token inside a section without building it: what start,
+// end, text and procInst would refuse, it refuses too, and it counts the
+// empty elements for detectStyle.
+func (p *parser) skip(tok *scanToken) error {
+	opened := p.justOpened
+	p.justOpened = false
+	switch tok.kind {
+	case tokStart:
+		if len(p.stack)+len(p.skipped) >= maxDepth {
+			return p.errAt(tok.off, "elements nested more than %d deep: not a firewall config", maxDepth)
+		}
+		if err := p.checkName(tok); err != nil {
+			return err
+		}
+		if tok.selfClosing {
+			p.empties++
+			p.selfClosed++
+			return nil
+		}
+		p.skipped = append(p.skipped, skippedElem{tok.name, tok.off})
+		p.justOpened = true
+	case tokEnd:
+		if len(p.skipped) == 0 {
+			// The section itself ends: its content stays unread.
+			if tok.off > p.sectionAt {
+				p.src.unread[p.top] = span{p.sectionAt, tok.off}
+			}
+			return p.end(tok)
+		}
+		open := p.skipped[len(p.skipped)-1]
+		if tok.name != open.name {
+			line, col := position(p.data, open.off)
+			return p.errAt(tok.off, "</%s> does not close <%s> opened at %d:%d", tok.name, open.name, line, col)
+		}
+		if opened {
+			p.empties++
+		}
+		p.skipped = p.skipped[:len(p.skipped)-1]
+	case tokProcInst:
+		if strings.EqualFold(tok.name, "xml") {
+			return p.checkDeclaration(tok)
+		}
+	}
 	return nil
 }
 
@@ -250,13 +387,14 @@ func (p *parser) end(tok *scanToken) error {
 		es.end = span{tok.off, tok.end}
 		p.src.elems[el] = es
 	}
-	if len(el.Child) == 0 {
+	if len(el.Child) == 0 && p.src.unread[el] == (span{}) {
 		p.empties++
 	}
 	p.stack, p.opened = p.stack[:len(p.stack)-1], p.opened[:len(p.opened)-1]
-	p.top = &p.doc.Element
 	if len(p.stack) > 0 {
 		p.top = p.stack[len(p.stack)-1]
+	} else {
+		p.top = &p.doc.Element
 	}
 	return nil
 }
@@ -318,6 +456,10 @@ func (p *parser) checkDeclaration(tok *scanToken) error {
 
 // finish checks that the document is whole and settles its style.
 func (p *parser) finish() error {
+	if n := len(p.skipped); n > 0 {
+		line, col := position(p.data, p.skipped[n-1].off)
+		return p.errAt(len(p.data), "unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", p.skipped[n-1].name, line, col)
+	}
 	if len(p.stack) > 0 {
 		line, col := position(p.data, p.opened[len(p.opened)-1])
 		return p.errAt(len(p.data), "unexpected end of file: <%s> opened at %d:%d is never closed (truncated config?)", p.stack[len(p.stack)-1].FullTag(), line, col)

@@ -216,12 +216,17 @@ func (c *Config) format(el *etree.Element, indent string) {
 // creating what is missing.
 func (c *Config) ensure(parent *etree.Element, path string) *etree.Element {
 	e := parent
+	if parent == c.doc.Root() {
+		first, _, _ := strings.Cut(path, "/")
+		c.touch(first)
+	}
 	for _, tag := range strings.Split(path, "/") {
 		next := e.SelectElement(tag)
 		if next == nil {
 			next = etree.NewElement(tag)
 			c.insertChild(e, next, "")
 		}
+		c.src.read(next) // a section: what is inside it is needed now
 		e = next
 	}
 	return e

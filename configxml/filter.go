@@ -23,21 +23,21 @@ const (
 )
 
 func getFilter(c *Config, _ string) (string, error) {
-	if c.doc.Root().FindElement("system/disablefilter") != nil {
+	if c.find("system/disablefilter") != nil {
 		return FilterDisabled, nil
 	}
 	return FilterEnabled, nil
 }
 
 func validateFilter(c *Config, _, _ string) error {
-	if c.doc.Root().SelectElement("system") == nil {
+	if c.section("system") == nil {
 		return fmt.Errorf("the config has no <system> element")
 	}
 	return nil
 }
 
 func setFilter(c *Config, _ string, value string) error {
-	system := c.doc.Root().SelectElement("system")
+	system := c.section("system")
 	if system == nil {
 		return fmt.Errorf("the config has no <system> element")
 	}

@@ -35,6 +35,11 @@ func FuzzLoad(f *testing.F) {
 		if want, got := stdTokens(t, data), docTokens(c); !slices.Equal(want, got) {
 			t.Fatalf("scanner and encoding/xml disagree:\n std %q\nfwab %q", want, got)
 		}
+		// Every section is read now: written from the tree, the
+		// document is still the same bytes.
+		if got := c.Bytes(); !bytes.Equal(got, data) {
+			t.Fatalf("round trip of the read document changed it:\n%s", lineDiff(string(data), string(got)))
+		}
 	})
 }
 

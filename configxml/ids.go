@@ -44,7 +44,7 @@ const (
 // not in the upstream copy, and the line is not given here.
 
 func (c *Config) suricataRule(iface string) *etree.Element {
-	for _, r := range c.doc.Root().FindElements("installedpackages/suricata/rule") {
+	for _, r := range c.findAll("installedpackages/suricata/rule", false) {
 		if childText(r, "interface") == iface {
 			return r
 		}
@@ -100,7 +100,7 @@ func validateIDS(c *Config, iface, value string) error {
 	// 26.1; upstream lines at opnIDS): the other interfaces' modes are those given
 	// with this one, else what the config runs.
 	others := map[string]string{}
-	if g := c.doc.Root().FindElement("OPNsense/IDS/general"); g != nil && childText(g, "enabled") == "1" {
+	if g := c.find("OPNsense/IDS/general"); g != nil && childText(g, "enabled") == "1" {
 		for _, other := range splitList(childText(g, "interfaces")) {
 			others[other] = c.opnIDS(other)
 		}
@@ -132,7 +132,7 @@ func setIDS(c *Config, iface, value string) error {
 			return nil
 		}
 		r = newSuricataRule(iface)
-		c.insertChild(c.ensure(c.doc.Root(), "installedpackages/suricata"), r, "rule")
+		c.insertChild(c.ensure(c.top(), "installedpackages/suricata"), r, "rule")
 	}
 	// ids also resets ips_mode: the package's rc script writer picks
 	// --netmap on ips_mode alone, so an old inline mode would start
@@ -197,7 +197,7 @@ func newSuricataRule(iface string) *etree.Element {
 }
 
 func (c *Config) opnIDS(iface string) string {
-	g := c.doc.Root().FindElement("OPNsense/IDS/general")
+	g := c.find("OPNsense/IDS/general")
 	if g == nil || childText(g, "enabled") != "1" || !slices.Contains(splitList(childText(g, "interfaces")), iface) {
 		return IDSOff
 	}
@@ -214,7 +214,7 @@ func (c *Config) opnIDS(iface string) string {
 }
 
 func (c *Config) setOPNIDS(iface, value string) error {
-	g := c.ensure(c.doc.Root(), "OPNsense/IDS/general")
+	g := c.ensure(c.top(), "OPNsense/IDS/general")
 	var ifs []string
 	// While the IDS is disabled its interface list means nothing (every
 	// ids@IF reads off): enabling it for one interface must not switch on

@@ -164,7 +164,7 @@ func setIPsec(c *Config, name, value string) error {
 	c.removeElements(p1, func(e *etree.Element) bool { return e.Tag == "disabled" })
 	c.setPfPhase1(p1, p.IKE)
 	ikeid := childText(p1, "ikeid")
-	for _, p2 := range c.doc.Root().FindElements("ipsec/phase2") {
+	for _, p2 := range c.findAll("ipsec/phase2", false) {
 		if childText(p2, "ikeid") == ikeid {
 			c.setPfPhase2(p2, p.ESP)
 		}
@@ -249,7 +249,7 @@ func (c *Config) setCipher(e *etree.Element, enc string) {
 }
 
 func (c *Config) pfPhase1(name string) *etree.Element {
-	for _, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+	for _, p1 := range c.findAll("ipsec/phase1", false) {
 		if childText(p1, "descr") == name {
 			return p1
 		}
@@ -260,7 +260,7 @@ func (c *Config) pfPhase1(name string) *etree.Element {
 // createPfTunnel adds a phase 1 and its phase 2 as pfSense's GUI writes them
 // (firewall.md A-d), with the proposal filled in by the caller.
 func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
-	ipsec := c.ensure(c.doc.Root(), "ipsec")
+	ipsec := c.ensure(c.top(), "ipsec")
 	ikeid := 1
 	for _, p1 := range ipsec.SelectElements("phase1") {
 		if n, err := strconv.Atoi(childText(p1, "ikeid")); err == nil && n >= ikeid {
@@ -297,7 +297,7 @@ func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
 	p2 := elem("phase2",
 		leaf("ikeid", id),
 		leaf("uniqid", uniqID(t.Name)),
-		leaf("reqid", newReqid(c.doc.Root())),
+		leaf("reqid", c.newReqid()),
 		leaf("mode", "tunnel"),
 		elem("localid", leaf("type", "network"), leaf("address", localNet), leaf("netbits", localBits)),
 		elem("remoteid", leaf("type", "network"), leaf("address", remoteNet), leaf("netbits", remoteBits)),
@@ -315,9 +315,9 @@ func (c *Config) createPfTunnel(t TunnelSpec) *etree.Element {
 // phase 2.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:330 — `for ($i = 1; $i < 16000; $i++) {`, the first unused (ipsec_new_reqid)
-func newReqid(root *etree.Element) string {
+func (c *Config) newReqid() string {
 	used := map[string]bool{}
-	for _, p2 := range root.FindElements("ipsec/phase2") {
+	for _, p2 := range c.findAll("ipsec/phase2", false) {
 		used[childText(p2, "reqid")] = true
 	}
 	for i := 1; ; i++ {
@@ -351,7 +351,7 @@ func uniqID(name string) string {
 // upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:430 — `return "{$ipsec_conid_prefix}-mobile";`
 // upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2779 — `if (!isset($ph1ent['mobile']) && (($ikeversion == 1) || isset($ph1ent['splitconn']))) {`: a child per phase 2, named with its reqid (:438, separator `_` :36)
 // upstream: pfsense 2.7.2 src/etc/inc/ipsec.inc:2486 — `case 'auto':` is IKE version 0, not 1; an empty iketype is IKEv1 (:2484)
-func pfSwanctlNames(root, p1 *etree.Element) (conn string, children []string) {
+func pfSwanctlNames(ipsec, p1 *etree.Element) (conn string, children []string) {
 	id := childText(p1, "ikeid")
 	conn = "con" + id
 	if p1.SelectElement("mobile") != nil {
@@ -359,7 +359,7 @@ func pfSwanctlNames(root, p1 *etree.Element) (conn string, children []string) {
 	}
 	ike := childText(p1, "iketype")
 	split := (ike != "ikev2" && ike != "auto") || p1.SelectElement("splitconn") != nil
-	for _, p2 := range root.FindElements("ipsec/phase2") {
+	for _, p2 := range ipsec.SelectElements("phase2") {
 		if childText(p2, "ikeid") != id || p2.SelectElement("disabled") != nil {
 			continue
 		}
@@ -378,8 +378,7 @@ func (c *Config) Tunnels() []Tunnel {
 		return c.swanctlTunnels()
 	}
 	var out []Tunnel
-	root := c.doc.Root()
-	for _, p1 := range root.FindElements("ipsec/phase1") {
+	for _, p1 := range c.findAll("ipsec/phase1", false) {
 		t := Tunnel{
 			Name:       childText(p1, "descr"),
 			Enabled:    p1.SelectElement("disabled") == nil,
@@ -410,8 +409,8 @@ func (c *Config) Tunnels() []Tunnel {
 				DH:    dhName(strings.Split(childText(p1, "dhgroup"), ",")[0]),
 			}
 		}
-		t.Conn, t.Children = pfSwanctlNames(root, p1)
-		for _, p2 := range root.FindElements("ipsec/phase2") {
+		t.Conn, t.Children = pfSwanctlNames(c.section("ipsec"), p1)
+		for _, p2 := range c.findAll("ipsec/phase2", false) {
 			if childText(p2, "ikeid") != childText(p1, "ikeid") || p2.SelectElement("disabled") != nil {
 				continue
 			}
@@ -431,4 +430,11 @@ func (c *Config) Tunnels() []Tunnel {
 		out = append(out, t)
 	}
 	return out
+}
+
+// ipsecParts: a tunnel is read from pfSense's <ipsec> or OPNsense's
+// Swanctl and IPsec models (legacy <ipsec> too, for the switch), with its
+// local address from <interfaces>; a change writes the former.
+func ipsecParts(*Config, string) ([]string, []string) {
+	return []string{"ipsec", "OPNsense/IPsec", swanctl, "interfaces"}, []string{"ipsec", "OPNsense/IPsec", swanctl}
 }

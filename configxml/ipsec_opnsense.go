@@ -30,14 +30,14 @@ const swanctl = "OPNsense/Swanctl"
 // ipsecSwitch is the legacy element that turns OPNsense's IPsec on.
 const ipsecSwitch = "ipsec/enable"
 
-func (c *Config) opnIPsecOn() bool { return c.doc.Root().FindElement(ipsecSwitch) != nil }
+func (c *Config) opnIPsecOn() bool { return c.find(ipsecSwitch) != nil }
 
 // IPsecSwitch reports whether an OPNsense config turns the IPsec service
 // on (<ipsec><enable> present), and names the Swanctl connections it
 // enables (enabled=1) whatever the switch says: connections enabled under
 // a switch that is off never start, and reconfigure stops strongSwan.
 func (c *Config) IPsecSwitch() (on bool, enabled []string) {
-	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+	for _, conn := range c.findAll(swanctl+"/Connections/Connection", false) {
 		if childText(conn, "enabled") == "1" {
 			enabled = append(enabled, childText(conn, "description"))
 		}
@@ -46,7 +46,7 @@ func (c *Config) IPsecSwitch() (on bool, enabled []string) {
 }
 
 func (c *Config) swanctlConnection(name string) *etree.Element {
-	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+	for _, conn := range c.findAll(swanctl+"/Connections/Connection", false) {
 		if childText(conn, "description") == name {
 			return conn
 		}
@@ -55,7 +55,7 @@ func (c *Config) swanctlConnection(name string) *etree.Element {
 }
 
 func (c *Config) swanctlLinked(kind, connUUID string) *etree.Element {
-	for _, e := range c.doc.Root().FindElements(swanctl + "/" + kind) {
+	for _, e := range c.findAll(swanctl+"/"+kind, false) {
 		if childText(e, "connection") == connUUID {
 			return e
 		}
@@ -66,7 +66,7 @@ func (c *Config) swanctlLinked(kind, connUUID string) *etree.Element {
 func (c *Config) swanctlTunnels() []Tunnel {
 	var out []Tunnel
 	on := c.opnIPsecOn()
-	for _, conn := range c.doc.Root().FindElements(swanctl + "/Connections/Connection") {
+	for _, conn := range c.findAll(swanctl+"/Connections/Connection", false) {
 		id := conn.SelectAttrValue("uuid", "")
 		t := Tunnel{
 			Name:       childText(conn, "description"),
@@ -84,7 +84,7 @@ func (c *Config) swanctlTunnels() []Tunnel {
 			t.RemoteID = childText(r, "id")
 		}
 		t.Conn = id
-		for _, ch := range c.doc.Root().FindElements(swanctl + "/children/child") {
+		for _, ch := range c.findAll(swanctl+"/children/child", false) {
 			// upstream: opnsense/core@0a4ccc54a83af0b8cab919011011d80299d9bfba src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.php:249 — only children whose `enabled` is set are written (an empty one is skipped, as `empty()` is)
 			if childText(ch, "connection") == id && childText(ch, "enabled") == "1" {
 				t.Children = append(t.Children, ch.SelectAttrValue("uuid", ""))
@@ -98,7 +98,7 @@ func (c *Config) swanctlTunnels() []Tunnel {
 			}
 			t.Enabled = t.Enabled && childText(ch, "enabled") != "0"
 		}
-		for _, k := range c.doc.Root().FindElements("OPNsense/IPsec/preSharedKeys/preSharedKey") {
+		for _, k := range c.findAll("OPNsense/IPsec/preSharedKeys/preSharedKey", false) {
 			if childText(k, "ident") == t.LocalID && childText(k, "remote_ident") == t.RemoteID {
 				t.PSK = childText(k, "Key")
 			}
@@ -137,7 +137,7 @@ func (c *Config) setSwanctl(name, value string) error {
 	}
 	c.setLeaf(child, "esp_proposals", p.ESP.String(), false)
 	c.setLeaf(child, "enabled", "1", false)
-	c.setLeaf(c.ensure(c.doc.Root(), "ipsec"), "enable", "1", false)
+	c.setLeaf(c.ensure(c.top(), "ipsec"), "enable", "1", false)
 	return nil
 }
 
@@ -152,7 +152,7 @@ func (c *Config) setSwanctl(name, value string) error {
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/Swanctl.xml:234 — `<connection type="ModelRelationField">` on local, remote and child
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IPsec/IPsec.xml:198 — `<preSharedKey type="ArrayField">` below preSharedKeys, mount //OPNsense/IPsec
 func (c *Config) createSwanctl(t TunnelSpec) *etree.Element {
-	root := c.doc.Root()
+	root := c.top() // ensure reads the sections it goes into
 	connUUID := stableUUID("conn:" + t.Name)
 	conn := elem("Connection",
 		leaf("enabled", "1"),
@@ -240,7 +240,7 @@ func (c *Config) opnLegacyTunnel(name string) error {
 	if c.flavor != OPNsense || c.swanctlConnection(name) != nil {
 		return nil
 	}
-	for _, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+	for _, p1 := range c.findAll("ipsec/phase1", false) {
 		n := childText(p1, "descr")
 		if n == "" {
 			n = "ikeid" + childText(p1, "ikeid")

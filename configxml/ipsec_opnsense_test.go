@@ -12,9 +12,9 @@ import (
 // second connection to the same peer beside it.
 func TestOPNsenseLegacyTunnelRefused(t *testing.T) {
 	c := load(t, "configs/opnsense-24.7.xml")
-	ipsec := c.doc.Root().SelectElement("ipsec")
+	ipsec := c.root().SelectElement("ipsec")
 	if ipsec == nil {
-		ipsec = c.doc.Root().CreateElement("ipsec")
+		ipsec = c.root().CreateElement("ipsec")
 	}
 	p1 := ipsec.CreateElement("phase1")
 	p1.CreateElement("ikeid").SetText("1")

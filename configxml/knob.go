@@ -73,6 +73,11 @@ type KnobSpec struct {
 	set       func(c *Config, qual, value string) error
 	validate  func(c *Config, qual, value string) error
 	canon     func(value string) string // the form Get returns; nil: as given
+	// parts says where the knob lives in a config: the paths (from the
+	// root element; "*" is anywhere) its value is read from, and those
+	// setting it may write. Apply reads again only the knobs that read
+	// what a change writes; TestKnobParts holds them to the code.
+	parts func(c *Config, qual string) (reads, writes []string)
 	// together: whether a value is valid depends on the values given
 	// with it for the knob's other qualifiers (validate reads c.pending):
 	// OPNsense's one IDS mode for all interfaces.
@@ -131,18 +136,21 @@ var knobs = []*KnobSpec{
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "pf itself, <system><disablefilter>; disabled is router mode: no rules, no NAT, no tables",
 		get: getFilter, set: setFilter, validate: validateFilter,
+		parts: in("system"),
 	},
 	{
 		Name: "nat.outbound", Values: []string{"automatic", "hybrid", "advanced", "disabled"},
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "outbound NAT mode, <nat><outbound><mode>; advanced uses only the manual rules",
 		get: getNATMode, set: setNATMode, validate: validateNATMode,
+		parts: in("nat"),
 	},
 	{
 		Name: "rules", Qualifier: "interface", Default: "lan", Syntax: "a count N ≥ 0",
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "N generated filter rules on the interface that match no real traffic; 0 removes them, user rules untouched",
 		get: getRules, set: setRules, validate: validateRules,
+		parts: in("filter", "OPNsense/Firewall"),
 		canon: func(v string) string {
 			if n, err := strconv.Atoi(v); err == nil {
 				return strconv.Itoa(n)
@@ -155,18 +163,21 @@ var knobs = []*KnobSpec{
 		Action: ActionIDSRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "Suricata on the interface: off, alerts only, legacy blocking, or inline IPS (netmap)",
 		get: getIDS, set: setIDS, validate: validateIDS, together: true,
+		parts: in("installedpackages/suricata", "OPNsense/IDS"),
 	},
 	{
 		Name: "blocklist", Values: onOff,
 		Action: ActionBlocklistUpdate, InConfig: true, flavors: []Flavor{PfSense},
 		Doc: "pfBlockerNG IP blocklists (pfSense package)",
 		get: getBlocklist, set: setBlocklist,
+		parts: in("installedpackages/pfblockerng"),
 	},
 	{
 		Name: "ipsec", Qualifier: "tunnel", Default: "fwab", Syntax: "an ESP proposal (aes128gcm16, aes256-sha256, 3des-sha1, chacha20poly1305), optionally IKE/ESP (aes256-sha256-modp2048/aes128gcm16), or none",
 		Action: ActionIPsecRestart, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "the named tunnel's phase 1 and phase 2 proposal; none disables the tunnel",
 		get: getIPsec, set: setIPsec, validate: validateIPsec,
+		parts: ipsecParts,
 		canon: func(v string) string {
 			if p, err := ParseProposal(v); err == nil {
 				return p.String()
@@ -179,12 +190,14 @@ var knobs = []*KnobSpec{
 		Action: ActionReboot, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "the crypto accelerator modules the boot loads, <system><crypto_hardware>; applied by a reboot",
 		get: getCrypto, set: setCrypto, validate: validateCrypto,
+		parts: in("system"),
 	},
 	{
 		Name: "config", Syntax: "a whole config.xml file (a path, relative to the spec)",
 		Action: ActionReloadAll, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "whole configs to switch between (bench-lab's configuration sets); other knobs apply on top; fwab refuses one that changes how it reaches the box",
 		get: getConfigKnob, set: setConfigKnob, validate: validateConfigKnob,
+		parts: in("*"),
 	},
 	{
 		Name: "firmware", Syntax: "a product version", Action: ActionFirmware, flavors: []Flavor{PfSense, OPNsense},
@@ -200,7 +213,44 @@ var knobs = []*KnobSpec{
 		Action: ActionNone, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "escape hatch: xml:system/hostname=fw1 sets any element's text (paths from the root element)",
 		get: getXML, set: setXML, validate: validateXML,
+		parts: xmlParts,
 	},
+}
+
+// in is the parts of a knob that is read from and written to the same
+// places whatever the config holds.
+func in(paths ...string) func(*Config, string) ([]string, []string) {
+	return func(*Config, string) ([]string, []string) { return paths, paths }
+}
+
+// overlaps reports whether one of the paths a is, holds or lies in one of
+// the paths b.
+func overlaps(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == "*" || y == "*" || x == y || strings.HasPrefix(x, y+"/") || strings.HasPrefix(y, x+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readsFrom are the paths a knob's values are read from: its parts' and,
+// for a qualified knob, where its qualifiers are listed.
+func (k *KnobSpec) readsFrom(c *Config) []string {
+	if k.parts == nil {
+		return nil // firmware: not in config.xml
+	}
+	reads, _ := k.parts(c, "")
+	switch k.Qualifier {
+	case "interface":
+		reads = append(slices.Clip(reads), "interfaces")
+	case "tunnel":
+		r, _ := ipsecParts(c, "")
+		reads = append(slices.Clip(reads), r...)
+	}
+	return reads
 }
 
 // Knobs lists the knobs a flavor offers. An empty flavor lists them all.
@@ -418,7 +468,22 @@ func (c *Config) SetAll(assignments []string) error {
 // (a change of one knob may move another's value), then each xml: path
 // given whose text changed, with secrets redacted as diffs show them.
 func (c *Config) Apply(assignments []string) ([]Change, error) {
-	before := c.Values()
+	// Only the knobs that read what the assignments write can change:
+	// the others are not read at all, so a config's <filter> of 20,000
+	// rules stays unread when an offload changes.
+	var writes []string
+	for _, a := range assignments {
+		ref, _, err := ParseAssignment(a)
+		k := lookupKnob(ref.Name)
+		if err != nil || k == nil || k.parts == nil {
+			writes = []string{"*"} // SetAll names the error, if any
+			break
+		}
+		_, w := k.parts(c, ref.Qualifier)
+		writes = append(writes, w...)
+	}
+	affected := func(k *KnobSpec) bool { return overlaps(k.readsFrom(c), writes) }
+	before := c.values(affected)
 	type xmlPath struct{ ref, path, from string }
 	var paths []xmlPath
 	for _, a := range assignments {
@@ -432,7 +497,7 @@ func (c *Config) Apply(assignments []string) ([]Change, error) {
 	if err := c.SetAll(assignments); err != nil {
 		return nil, err
 	}
-	changes := diffValues(before, c.Values())
+	changes := diffValues(before, c.values(affected))
 	for _, p := range paths {
 		to, _ := getXML(c, p.path)
 		if to == p.from {
@@ -494,7 +559,10 @@ type KnobValue struct {
 
 // Values lists every knob that has a meaning in this config, with its value:
 // the global knobs, rules and ids for each interface, and each IPsec tunnel.
-func (c *Config) Values() []KnobValue {
+func (c *Config) Values() []KnobValue { return c.values(nil) }
+
+// values is Values for the knobs want accepts (all when nil).
+func (c *Config) values(want func(*KnobSpec) bool) []KnobValue {
 	var out []KnobValue
 	add := func(ref Ref) {
 		k := lookupKnob(ref.Name)
@@ -503,7 +571,7 @@ func (c *Config) Values() []KnobValue {
 		}
 	}
 	for _, k := range knobs {
-		if !slices.Contains(k.flavors, c.flavor) || k.Name == "xml" || k.Name == "firmware" {
+		if !slices.Contains(k.flavors, c.flavor) || k.Name == "xml" || k.Name == "firmware" || want != nil && !want(k) {
 			continue
 		}
 		switch k.Qualifier {
@@ -541,11 +609,10 @@ func (c *Config) bumpRevision(desc string) {
 	if c.flavor == OPNsense {
 		stamp = fmt.Sprintf("%d.%02d", t.Unix(), t.Nanosecond()/10_000_000)
 	}
-	root := c.doc.Root()
-	rev := root.SelectElement("revision")
+	rev := c.section("revision")
 	if rev == nil {
 		rev = etree.NewElement("revision")
-		c.insertChild(root, rev, "")
+		c.insertChild(c.top(), rev, "")
 	}
 	c.setLeaf(rev, "time", stamp, false)
 	c.setLeaf(rev, "description", desc, c.flavor == PfSense)

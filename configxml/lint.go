@@ -183,7 +183,7 @@ func lintAlgorithms(c *Config) []Finding {
 		}
 	}
 	if c.flavor == PfSense {
-		for i, p1 := range c.doc.Root().FindElements("ipsec/phase1") {
+		for i, p1 := range c.findAll("ipsec/phase1", false) {
 			if p1.SelectElement("disabled") != nil {
 				continue
 			}
@@ -193,7 +193,7 @@ func lintAlgorithms(c *Config) []Finding {
 				check(childText(item, "hash-algorithm"), path)
 			}
 		}
-		for i, p2 := range c.doc.Root().FindElements("ipsec/phase2") {
+		for i, p2 := range c.findAll("ipsec/phase2", false) {
 			if p2.SelectElement("disabled") != nil {
 				continue
 			}
@@ -226,7 +226,7 @@ func trimHMAC(s string) string {
 func lintIDSInterfaces(c *Config) []Finding {
 	var out []Finding
 	if c.flavor == PfSense {
-		for i, r := range c.doc.Root().FindElements("installedpackages/suricata/rule") {
+		for i, r := range c.findAll("installedpackages/suricata/rule", false) {
 			if iface := childText(r, "interface"); !c.hasInterface(iface) && childText(r, "enable") == "on" {
 				out = append(out, Finding{
 					Message: fmt.Sprintf("Suricata runs on interface %q, which does not exist; interfaces: %v", iface, c.interfaceKeys()),
@@ -236,7 +236,7 @@ func lintIDSInterfaces(c *Config) []Finding {
 		}
 		return out
 	}
-	if g := c.doc.Root().FindElement("OPNsense/IDS/general"); g != nil {
+	if g := c.find("OPNsense/IDS/general"); g != nil {
 		for _, iface := range splitList(childText(g, "interfaces")) {
 			if !c.hasInterface(iface) {
 				out = append(out, Finding{
@@ -280,7 +280,7 @@ func lintHybridNAT(c *Config) []Finding {
 func lintTrackers(c *Config) []Finding {
 	seen := map[string]int{}
 	var out []Finding
-	for i, r := range c.doc.Root().FindElements("filter/rule") {
+	for i, r := range c.findAll("filter/rule", false) {
 		t := childText(r, "tracker")
 		if t == "" {
 			continue

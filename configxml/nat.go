@@ -13,7 +13,7 @@ import "fmt"
 // upstream: opnsense-core 26.7 src/opnsense/mvc/app/models/OPNsense/Firewall/Filter.xml:441 — MVC outbound rules live in `<snatrules>`
 
 func getNATMode(c *Config, _ string) (string, error) {
-	if e := c.doc.Root().FindElement("nat/outbound/mode"); e != nil && e.Text() != "" {
+	if e := c.find("nat/outbound/mode"); e != nil && e.Text() != "" {
 		return e.Text(), nil
 	}
 	return "automatic", nil
@@ -37,7 +37,7 @@ func validateNATMode(c *Config, _, value string) error {
 }
 
 func setNATMode(c *Config, _ string, value string) error {
-	outbound := c.ensure(c.doc.Root(), "nat/outbound")
+	outbound := c.ensure(c.top(), "nat/outbound")
 	c.setLeaf(outbound, "mode", value, false)
 	return nil
 }
@@ -53,13 +53,13 @@ func setNATMode(c *Config, _ string, value string) error {
 // upstream: opnsense/core@8cc69b21e0f4c2622fc8a62df2a15ba7cb1e731f src/opnsense/mvc/app/models/OPNsense/Firewall/FieldTypes/SourceNatRuleField.php:79 — `$result['disabled'] = empty((string)$this->enabled);`
 func (c *Config) outboundRules() (legacy, mvc int) {
 	phpEmpty := func(s string) bool { return s == "" || s == "0" }
-	for _, r := range c.doc.Root().FindElements("nat/outbound/rule") {
+	for _, r := range c.findAll("nat/outbound/rule", false) {
 		d := r.SelectElement("disabled")
 		if c.flavor == OPNsense && (d == nil || phpEmpty(d.Text())) || c.flavor != OPNsense && d == nil {
 			legacy++
 		}
 	}
-	for _, r := range c.doc.Root().FindElements("OPNsense/Firewall/Filter/snatrules/rule") {
+	for _, r := range c.findAll("OPNsense/Firewall/Filter/snatrules/rule", false) {
 		if !phpEmpty(childText(r, "enabled")) {
 			mvc++
 		}

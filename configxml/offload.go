@@ -39,8 +39,9 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 		get: func(c *Config, _ string) (string, error) {
 			return c.offloadKnobValue(flag), nil
 		},
+		parts: offloadParts,
 		validate: func(c *Config, _ string, value string) error {
-			if !c.offloadMVC() && c.doc.Root().SelectElement("system") == nil {
+			if !c.offloadMVC() && c.section("system") == nil {
 				return fmt.Errorf("the config has no <system> element")
 			}
 			if name == "offload.checksum" && value == "on" && c.flavor == PfSense {
@@ -53,7 +54,6 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 			return nil
 		},
 		set: func(c *Config, _ string, value string) error {
-			root := c.doc.Root()
 			// An override is written as the GUI writes it: the flag true
 			// (1) or absent, which both readings take alike.
 			// upstream: opnsense/core@f95e81516ee0e2fb184f06bb7f858d3dd45da9cc src/www/interfaces.php:1343 — `$new_config['disablechecksumoffloading'] = true;` only under `hw_settings_overwrite`
@@ -65,7 +65,7 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 				}
 			}
 			if c.offloadMVC() {
-				settings := c.ensure(root, "OPNsense/Interfaces/settings")
+				settings := c.ensure(c.top(), "OPNsense/Interfaces/settings")
 				v := "1"
 				if value == "on" {
 					v = "0"
@@ -73,7 +73,7 @@ func offloadKnob(name, flag, doc string) *KnobSpec {
 				c.setLeaf(settings, flag, v, false)
 				return nil
 			}
-			system := root.SelectElement("system")
+			system := c.section("system")
 			if system == nil {
 				return fmt.Errorf("the config has no <system> element")
 			}
@@ -123,7 +123,7 @@ func (c *Config) offloadKnobValue(flag string) string {
 		return global
 	}
 	seen := map[string]bool{}
-	for _, e := range c.doc.Root().SelectElement("interfaces").ChildElements() {
+	for _, e := range c.section("interfaces").ChildElements() {
 		if dev := childText(e, "if"); dev == "" || opnSkipsHardware(dev) {
 			continue
 		}
@@ -151,16 +151,28 @@ func opnSkipsHardware(dev string) bool {
 		strings.HasPrefix(dev, "vxlan") || strings.HasPrefix(dev, "ipsec") || strings.HasPrefix(dev, "/")
 }
 
+// offloadParts: an offload is read from the global flags (pfSense's
+// <system>, OPNsense's settings model), OPNsense's per-interface
+// overrides and the VLANs and LAGGs under them; a change writes the flags
+// and removes the overrides.
+func offloadParts(c *Config, _ string) ([]string, []string) {
+	reads := []string{"system", "OPNsense/Interfaces", "interfaces", "vlans", "laggs"}
+	writes := []string{"system", "OPNsense/Interfaces"}
+	if len(c.offloadOverrides()) > 0 {
+		writes = append(writes, "interfaces")
+	}
+	return reads, writes
+}
+
 // offloadGlobal is the knob's value from the global flag alone.
 func (c *Config) offloadGlobal(flag string) string {
-	root := c.doc.Root()
 	if c.offloadMVC() {
-		if e := root.FindElement("OPNsense/Interfaces/settings/" + flag); e == nil || e.Text() != "0" {
+		if e := c.find("OPNsense/Interfaces/settings/" + flag); e == nil || e.Text() != "0" {
 			return "off"
 		}
 		return "on"
 	}
-	if root.FindElement("system/"+flag) != nil {
+	if c.find("system/"+flag) != nil {
 		return "off"
 	}
 	return "on"
@@ -173,7 +185,7 @@ func (c *Config) offloadGlobal(flag string) string {
 // upstream: opnsense-core 24.7 src/etc/inc/interfaces.lib.inc:556 — `if (!empty($ifconf['hw_settings_overwrite'])) {` then `$hwsettings = $ifconf;` (25.7: interfaces.inc:620)
 // upstream: opnsense-core 26.1 src/etc/inc/interfaces.inc:602 — `if (!empty($ifconf['hw_settings_overwrite'])) {` (26.7: line 596)
 func (c *Config) offloadOverrides() []*etree.Element {
-	ifs := c.doc.Root().SelectElement("interfaces")
+	ifs := c.section("interfaces")
 	if c.flavor != OPNsense || ifs == nil {
 		return nil
 	}
@@ -282,13 +294,12 @@ func (c *Config) UnderneathDevices(dev string) []string {
 // upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:5788 — `$vlan = interface_is_vlan($realif);` first
 // upstream: pfsense 2.7.2 src/etc/inc/interfaces.inc:5798 — then the LAGG's members: `explode(",", $lagg['members'])`
 func (c *Config) lowerDevices(dev string) []string {
-	root := c.doc.Root()
-	for _, v := range root.FindElements("vlans/vlan") {
+	for _, v := range c.findAll("vlans/vlan", false) {
 		if childText(v, "vlanif") == dev && childText(v, "if") != "" {
 			return []string{childText(v, "if")}
 		}
 	}
-	for _, l := range root.FindElements("laggs/lagg") {
+	for _, l := range c.findAll("laggs/lagg", false) {
 		if childText(l, "laggif") == dev && childText(l, "members") != "" {
 			var members []string
 			for _, m := range strings.Split(childText(l, "members"), ",") {

@@ -25,7 +25,7 @@ func TestChecksumOnRefusedOnVirtioAndENA(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fixture+"/"+tt.dev+"/"+tt.value, func(t *testing.T) {
 			c := load(t, tt.fixture)
-			lan := c.doc.Root().FindElement("interfaces/lan/if")
+			lan := c.root().FindElement("interfaces/lan/if")
 			if lan == nil {
 				t.Fatal("fixture has no interfaces/lan/if")
 			}
@@ -61,7 +61,7 @@ func TestChecksumOnRefusedOnVirtioAndENA(t *testing.T) {
 func lagged(t *testing.T) *Config {
 	t.Helper()
 	c := load(t, "configs/pfsense-2.7.xml")
-	root := c.doc.Root()
+	root := c.root()
 	root.FindElement("interfaces/wan/if").SetText("igb0")
 	root.FindElement("interfaces/lan/if").SetText("lagg0")
 	opt2 := root.FindElement("interfaces").CreateElement("opt2")
@@ -109,7 +109,7 @@ func TestUnderneathDevices(t *testing.T) {
 // given flags present in it.
 func overrideLan(t *testing.T, c *Config, flags ...string) string {
 	t.Helper()
-	lan := c.doc.Root().FindElement("interfaces/lan")
+	lan := c.root().FindElement("interfaces/lan")
 	lan.CreateElement("hw_settings_overwrite").SetText("1")
 	for _, f := range flags {
 		lan.CreateElement(f).SetText("1")
@@ -154,7 +154,7 @@ func TestOffloadPerInterfaceOverride(t *testing.T) {
 				flags = append(flags, "disablechecksumoffloading")
 			} // else the flag absent: not disabled
 			lan := overrideLan(t, c, flags...)
-			wan := c.doc.Root().FindElement("interfaces/wan/if").Text()
+			wan := c.root().FindElement("interfaces/wan/if").Text()
 			for dev, want := range map[string]string{lan: other, wan: global} {
 				if got, err := c.OffloadFor("offload.checksum", dev); err != nil || got != want {
 					t.Errorf("OffloadFor(offload.checksum, %s) = %q, %v; want %q", dev, got, err, want)
@@ -185,7 +185,7 @@ func TestOffloadPerInterfaceOverride(t *testing.T) {
 	// still set. From 26.1 by value.
 	for fixture, want := range map[string]string{"configs/opnsense-25.7.xml": "off", "configs/opnsense-26.1.xml": "on"} {
 		c := load(t, fixture)
-		lan := c.doc.Root().FindElement("interfaces/lan")
+		lan := c.root().FindElement("interfaces/lan")
 		lan.CreateElement("hw_settings_overwrite").SetText("1")
 		lan.CreateElement("disablelargereceiveoffloading").SetText("0")
 		if got, _ := c.OffloadFor("offload.lro", childText(lan, "if")); got != want {
@@ -238,7 +238,7 @@ func TestInlineIPSLintSeesOverrides(t *testing.T) {
 func TestOffloadOverrideOnAVLANMeansNothing(t *testing.T) {
 	c := load(t, "configs/opnsense-25.7.xml")
 	global, _ := c.Get("offload.tso")
-	opt := c.doc.Root().FindElement("interfaces").CreateElement("opt9")
+	opt := c.root().FindElement("interfaces").CreateElement("opt9")
 	opt.CreateElement("if").SetText("vlan0.20")
 	opt.CreateElement("hw_settings_overwrite").SetText("1") // no flag: all on
 	if got, _ := c.Get("offload.tso"); got != global {

@@ -157,7 +157,7 @@ func eachElement(e *etree.Element, path string, f func(*etree.Element, string)) 
 // plantEverywhere puts a marker in every leaf element, and with attrs in
 // every uuid attribute too.
 func plantEverywhere(c *Config, p *planter, attrs bool) {
-	eachElement(c.doc.Root(), "", func(e *etree.Element, path string) {
+	eachElement(c.root(), "", func(e *etree.Element, path string) {
 		if len(e.ChildElements()) == 0 {
 			e.SetText(p.next(path))
 		}
@@ -174,7 +174,7 @@ func plantEverywhere(c *Config, p *planter, attrs bool) {
 // reads): its fields are planted where the config has one. It returns the
 // fields planted.
 func plantSecrets(c *Config, p *planter) []string {
-	root := c.doc.Root()
+	root := c.root()
 	fields := secretFields[c.flavor]
 	var planted []string
 	for _, f := range fields {

@@ -65,9 +65,9 @@ func (c *Config) isGenerated(r *etree.Element, iface string) bool {
 
 func (c *Config) ruleParent() *etree.Element {
 	if c.rulesMVC() {
-		return c.doc.Root().FindElement("OPNsense/Firewall/Filter/rules")
+		return c.find("OPNsense/Firewall/Filter/rules")
 	}
-	return c.doc.Root().SelectElement("filter")
+	return c.section("filter")
 }
 
 func getRules(c *Config, iface string) (string, error) {
@@ -87,9 +87,9 @@ func setRules(c *Config, iface, value string) error {
 	parent := c.ruleParent()
 	if parent == nil {
 		if c.rulesMVC() {
-			parent = c.ensure(c.doc.Root(), "OPNsense/Firewall/Filter/rules")
+			parent = c.ensure(c.top(), "OPNsense/Firewall/Filter/rules")
 		} else {
-			parent = c.ensure(c.doc.Root(), "filter")
+			parent = c.ensure(c.top(), "filter")
 		}
 	}
 	c.removeElements(parent, func(e *etree.Element) bool { return e.Tag == "rule" && c.isGenerated(e, iface) })

@@ -129,15 +129,15 @@ func undo(orig, written, current []byte, shortcut bool) (UndoResult, error) {
 	}
 	o, w, c := cs[0], cs[1], cs[2]
 	if o.flavor != w.flavor || o.flavor != c.flavor {
-		return UndoResult{}, fmt.Errorf("the configs are of different products: orig <%s>, written <%s>, current <%s>", o.doc.Root().Tag, w.doc.Root().Tag, c.doc.Root().Tag)
+		return UndoResult{}, fmt.Errorf("the configs are of different products: orig <%s>, written <%s>, current <%s>", o.root().Tag, w.root().Tag, c.root().Tag)
 	}
 	sm := newSummer()
-	if shortcut && sm.sameRoots(w.doc.Root(), c.doc.Root()) {
-		o.replaceRevision(c.doc.Root().SelectElement("revision"))
+	if shortcut && sm.sameRoots(w.root(), c.root()) {
+		o.replaceRevision(c.section("revision"))
 		return UndoResult{Config: o.Bytes()}, nil
 	}
 	u := &undoer{dst: c, sm: sm}
-	u.merge(o.doc.Root(), w.doc.Root(), c.doc.Root(), "", true)
+	u.merge(o.root(), w.root(), c.root(), "", true)
 	res := UndoResult{Foreign: sortedSet(u.foreign), Conflicts: sortedSet(u.conflicts)}
 	if len(res.Conflicts) == 0 {
 		res.Config = c.Bytes()
@@ -159,11 +159,13 @@ func undo(orig, written, current []byte, shortcut bool) (UndoResult, error) {
 // changed nothing an edit. Only the <revision> directly below the root is
 // ignored. Inputs that do not parse are the same only when byte-identical.
 func SameIgnoringRevision(a, b []byte) bool {
-	da, _, errA := parse(context.Background(), a)
-	db, _, errB := parse(context.Background(), b)
+	da, sa, errA := parse(context.Background(), a)
+	db, sb, errB := parse(context.Background(), b)
 	if errA != nil || errB != nil {
 		return string(a) == string(b)
 	}
+	sa.readAll(da.Root())
+	sb.readAll(db.Root())
 	return newSummer().sameRoots(da.Root(), db.Root())
 }
 
@@ -177,7 +179,7 @@ func (sm *summer) sameRoots(a, b *etree.Element) bool {
 // replaceRevision gives c the top-level <revision> rev (a copy; none when
 // rev is nil), where c's own stood, or last.
 func (c *Config) replaceRevision(rev *etree.Element) {
-	root := c.doc.Root()
+	root := c.root()
 	old := root.SelectElement("revision")
 	switch {
 	case old == nil && rev == nil:

@@ -95,7 +95,7 @@ func undoBoxSaves(t *testing.T, data []byte, edit func(c *Config)) []byte {
 
 // undoAdminHostname changes <system><hostname>.
 func undoAdminHostname(c *Config) {
-	c.setLeaf(c.doc.Root().SelectElement("system"), "hostname", undoAdminHost, false)
+	c.setLeaf(c.root().SelectElement("system"), "hostname", undoAdminHost, false)
 }
 
 // undoAdminRuleOnTop adds a rule of the admin's before every other rule, as the
@@ -130,7 +130,7 @@ func undoTopRevision(t *testing.T, data []byte) *etree.Element {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.doc.Root().SelectElement("revision")
+	return c.root().SelectElement("revision")
 }
 
 // undoWithoutRevision is the file's bytes with its top-level <revision> (and
@@ -141,7 +141,7 @@ func undoWithoutRevision(t *testing.T, data []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.doc.Root().SelectElement("revision"); r != nil {
+	if r := c.root().SelectElement("revision"); r != nil {
 		c.removeElement(r)
 	}
 	return string(c.Bytes())
@@ -204,7 +204,7 @@ func TestUndoKeepsForeignEdits(t *testing.T) {
 				t.Errorf("Foreign = %q, want %q", res.Foreign, wantForeign)
 			}
 			got := undoLoad(t, res.Config, tt.product)
-			if h := childText(got.doc.Root(), "system/hostname"); h != undoAdminHost {
+			if h := childText(got.root(), "system/hostname"); h != undoAdminHost {
 				t.Errorf("hostname = %q, want the admin's %q", h, undoAdminHost)
 			}
 			if !bytes.Contains(res.Config, []byte(undoAdminRule)) {
@@ -244,13 +244,13 @@ func TestUndoConflictSameLeaf(t *testing.T) {
 		want          string
 	}{
 		{undoPfDefault, "2.7.0", []string{"nat.outbound=hybrid", "rules@lan=3"}, func(c *Config) {
-			c.doc.Root().FindElement("nat/outbound/mode").SetText("advanced")
+			c.root().FindElement("nat/outbound/mode").SetText("advanced")
 		}, "nat/outbound/mode"},
 		{undoOPNSample, "26.7", []string{"offload.tso=on"}, func(c *Config) {
-			c.doc.Root().FindElement("OPNsense/Interfaces/settings/disablesegmentationoffloading").SetText("1")
+			c.root().FindElement("OPNsense/Interfaces/settings/disablesegmentationoffloading").SetText("1")
 		}, "OPNsense/Interfaces/settings/disablesegmentationoffloading"},
 		{undoOPNLegacy, "24.7", []string{"nat.outbound=disabled"}, func(c *Config) {
-			c.doc.Root().FindElement("nat/outbound/mode").SetText("hybrid")
+			c.root().FindElement("nat/outbound/mode").SetText("hybrid")
 		}, "nat/outbound/mode"},
 	}
 	for _, tt := range tests {
@@ -331,27 +331,27 @@ func TestUndoRemovedOrGone(t *testing.T) {
 			"removed element re-added with another value",
 			[]string{"xml:system/timeservers=!absent"},
 			func(c *Config) {
-				c.setLeaf(c.doc.Root().SelectElement("system"), "timeservers", "time.example.org", false)
+				c.setLeaf(c.root().SelectElement("system"), "timeservers", "time.example.org", false)
 			},
 			[]string{"system/timeservers"}, []string{"system/timeservers"}, false,
 		},
 		{
 			"changed leaf whose parent the admin deleted",
 			[]string{"xml:interfaces/lan/ipaddr=198.18.1.1"},
-			func(c *Config) { c.removeElement(c.doc.Root().FindElement("interfaces/lan")) },
+			func(c *Config) { c.removeElement(c.root().FindElement("interfaces/lan")) },
 			[]string{"interfaces/lan"}, []string{"interfaces/lan"}, false,
 		},
 		{
 			"removed leaf whose parent the admin deleted",
 			[]string{"xml:interfaces/lan/ipaddrv6=!absent"},
-			func(c *Config) { c.removeElement(c.doc.Root().FindElement("interfaces/lan")) },
+			func(c *Config) { c.removeElement(c.root().FindElement("interfaces/lan")) },
 			[]string{"interfaces/lan"}, []string{"interfaces/lan"}, false,
 		},
 		{
 			"removed flag the admin set again the same way",
 			[]string{"offload.tso=on"},
 			func(c *Config) {
-				c.insertChild(c.doc.Root().SelectElement("system"), leaf("disablesegmentationoffloading", ""), "")
+				c.insertChild(c.root().SelectElement("system"), leaf("disablesegmentationoffloading", ""), "")
 			},
 			// The GUI appends the flag to <system>: it stays where the
 			// admin put it, once.
@@ -402,7 +402,7 @@ func TestUndoPutsMovedBack(t *testing.T) {
 	orig := undoUpstream(t, undoPfDefault)
 	written := undoFwabWrites(t, orig, "2.7.0", []string{"offload.tso=on"}, []string{"offload.tso=off", "rules@lan=2"})
 	for name, data := range map[string][]byte{"orig": orig, "written": written} {
-		last := lastChildElement(undoLoad(t, data, "").doc.Root().SelectElement("system"))
+		last := lastChildElement(undoLoad(t, data, "").root().SelectElement("system"))
 		if (last.Tag == "disablesegmentationoffloading") != (name == "written") {
 			t.Fatalf("<system> of %s ends with <%s>; the test needs the flag moved to the end", name, last.Tag)
 		}
@@ -418,7 +418,7 @@ func TestUndoPutsMovedBack(t *testing.T) {
 
 	// The admin moved the flag to the top of <system>: it stays there.
 	moved := func(c *Config) {
-		system := c.doc.Root().SelectElement("system")
+		system := c.root().SelectElement("system")
 		flag := system.SelectElement("disablesegmentationoffloading")
 		c.removeElement(flag)
 		c.insertChildrenBefore(system, []*etree.Element{flag}, system.ChildElements()[0])
@@ -568,17 +568,17 @@ func undoCandidates(c *Config, rng *rand.Rand) []string {
 
 // undoForeignEdits are edits someone else makes where fwab never writes.
 var undoForeignEdits = map[string]func(c *Config){
-	"domain": func(c *Config) { c.setLeaf(c.doc.Root().SelectElement("system"), "domain", "admin.example", false) },
+	"domain": func(c *Config) { c.setLeaf(c.root().SelectElement("system"), "domain", "admin.example", false) },
 	"rule on top": func(c *Config) {
 		if c.ruleParent() != nil {
 			undoAdminRuleOnTop(c)
 		}
 	},
 	"new section": func(c *Config) {
-		c.insertChild(c.doc.Root(), elem("widgets", leaf("sequence", "system_information:col1:show")), "")
+		c.insertChild(c.root(), elem("widgets", leaf("sequence", "system_information:col1:show")), "")
 	},
 	"cert renewed": func(c *Config) {
-		if crt := c.doc.Root().FindElement("cert/crt"); crt != nil {
+		if crt := c.root().FindElement("cert/crt"); crt != nil {
 			crt.SetText("UmVuZXdlZCBieSBBQ01F")
 		}
 	},

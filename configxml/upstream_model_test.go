@@ -509,8 +509,8 @@ func leafText(e *etree.Element) string {
 func (m *opnModels) conformance(t testing.TB, before, after *Config) []string {
 	t.Helper()
 	var errs []string
-	changed := written(before.doc.Root(), after.doc.Root())
-	root := after.doc.Root()
+	changed := written(before.root(), after.root())
+	root := after.root()
 	for _, e := range changed {
 		if top := topChild(e); top == nil || top.Tag != "OPNsense" {
 			continue
@@ -582,7 +582,7 @@ func (m *opnModels) serviceEnabled(t testing.TB, c *Config, controller, modelCla
 	if f.typ == "LegacyLinkField" {
 		path = strings.ReplaceAll(f.prop("Source"), ".", "/")
 	}
-	e := c.doc.Root().FindElement(path)
+	e := c.root().FindElement(path)
 	if e == nil {
 		return path, ""
 	}

@@ -157,15 +157,14 @@ func inferProduct(f Flavor, configVersion string) string {
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/models/OPNsense/IDS/IDS.xml:137 — `<mode type="OptionField">`, new in 26.1
 // upstream: not settled — releases between the four read (25.1, 25.4) and the layout of an upgraded box; fwab takes the version the firewall reports (SetProduct), checked at run time by the driver's version query
 func (c *Config) inferOPNsense() string {
-	root := c.doc.Root()
 	switch {
-	case root.FindElement("OPNsense/Firewall/Filter/rules/rule") != nil && root.FindElement("filter/rule") == nil:
+	case c.find("OPNsense/Firewall/Filter/rules/rule") != nil && c.find("filter/rule") == nil:
 		return "26.7"
-	case root.FindElement("OPNsense/Interfaces/settings") != nil,
-		root.FindElement("OPNsense/IDS/general/mode") != nil,
-		root.FindElement("system/disablechecksumoffloading") == nil &&
-			root.FindElement("system/disablesegmentationoffloading") == nil &&
-			root.FindElement("system/disablelargereceiveoffloading") == nil:
+	case c.find("OPNsense/Interfaces/settings") != nil,
+		c.find("OPNsense/IDS/general/mode") != nil,
+		c.find("system/disablechecksumoffloading") == nil &&
+			c.find("system/disablesegmentationoffloading") == nil &&
+			c.find("system/disablelargereceiveoffloading") == nil:
 		return "26.1"
 	default:
 		return "25.7"
@@ -192,7 +191,7 @@ func (c *Config) layoutAllows(v version) error {
 		return nil
 	}
 	for _, p := range []string{"OPNsense/Interfaces/settings", "OPNsense/IDS/general/mode"} {
-		if c.doc.Root().FindElement(p) != nil {
+		if c.find(p) != nil {
 			return fmt.Errorf("the config has %s, which OPNsense writes from 26.1 on: give the version the firewall runs", p)
 		}
 	}

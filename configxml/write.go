@@ -101,8 +101,12 @@ func (wr *writer) element(e *etree.Element) {
 		}
 		wr.w.WriteByte('>')
 	}
-	for _, c := range e.Child {
-		wr.token(c)
+	if inner, unread := wr.src.unread[e]; unread {
+		wr.raw(inner) // a section nothing has read is as it was
+	} else {
+		for _, c := range e.Child {
+			wr.token(c)
+		}
 	}
 	if irregular && !sp.selfClosing() {
 		wr.raw(sp.end)

@@ -20,7 +20,7 @@ var xmlStep = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]*(\[[1-9][0-9]*\])?$`
 
 func (c *Config) xmlSteps(path string) ([]string, error) {
 	path = strings.Trim(path, "/")
-	if rest, ok := strings.CutPrefix(path, c.doc.Root().Tag+"/"); ok {
+	if rest, ok := strings.CutPrefix(path, c.top().Tag+"/"); ok {
 		path = rest
 	}
 	if path == "" {
@@ -40,9 +40,9 @@ func validateXML(c *Config, path, value string) error {
 	if err != nil || value == xmlAbsent {
 		return err
 	}
-	e := c.doc.Root()
+	e := c.top()
 	for i, s := range steps {
-		next := e.FindElement("./" + s)
+		next := c.step(e, s)
 		if next == nil {
 			if strings.Contains(strings.Join(steps[i:], "/"), "[") {
 				return fmt.Errorf("no element %s to change; only plain steps are created", strings.Join(steps[:i+1], "/"))
@@ -55,7 +55,30 @@ func validateXML(c *Config, path, value string) error {
 }
 
 func (c *Config) xmlFind(steps []string) *etree.Element {
-	return c.doc.Root().FindElement("./" + strings.Join(steps, "/"))
+	return c.find(strings.Join(steps, "/"))
+}
+
+// step is e's child the path step s names, read if it is a section.
+func (c *Config) step(e *etree.Element, s string) *etree.Element {
+	next := e.FindElement("./" + s)
+	if e == c.doc.Root() {
+		tag, _, _ := strings.Cut(s, "[")
+		c.touch(tag)
+		if next != nil {
+			c.src.read(next)
+		}
+	}
+	return next
+}
+
+// xmlParts: an xml: knob lives in the section its path starts in.
+func xmlParts(c *Config, path string) ([]string, []string) {
+	steps, err := c.xmlSteps(path)
+	if err != nil {
+		return []string{"*"}, []string{"*"}
+	}
+	tag, _, _ := strings.Cut(steps[0], "[")
+	return []string{tag}, []string{tag}
 }
 
 func getXML(c *Config, path string) (string, error) {
@@ -86,9 +109,9 @@ func setXML(c *Config, path, value string) error {
 		}
 		return nil
 	}
-	e := c.doc.Root()
+	e := c.top()
 	for i, s := range steps {
-		next := e.FindElement("./" + s)
+		next := c.step(e, s)
 		if next == nil {
 			if strings.Contains(s, "[") {
 				return fmt.Errorf("no element %s to change; only plain steps are created", strings.Join(steps[:i+1], "/"))

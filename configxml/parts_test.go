@@ -1,0 +1,110 @@
+package configxml
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/fwab/fwab/fixtures"
+)
+
+// partsSamples are values of each knob to set in TestKnobParts.
+func partsSamples(k *KnobSpec, f Flavor) []string {
+	switch k.Name {
+	case "rules":
+		return []string{"0", "3"}
+	case "ipsec":
+		return []string{"aes128gcm16", "aes256-sha256", "none"}
+	case "crypto.hardware":
+		if f == PfSense {
+			return []string{"none", "aesni"}
+		}
+		return []string{"none", "qat"}
+	}
+	return k.Values
+}
+
+// TestKnobParts holds each knob's parts to the code: its value is read
+// only from where it says, and Apply, which reads again only the knobs
+// that read what a change writes, reports exactly the changes a
+// comparison of every knob's value before and after reports.
+func TestKnobParts(t *testing.T) {
+	for _, name := range fixtures.Configs() {
+		t.Run(name, func(t *testing.T) {
+			base := loadFixture(t, name)
+			var assignments [][]string
+			for _, kv := range base.Values() {
+				ref, _ := ParseRef(kv.Knob)
+				k := lookupKnob(ref.Name)
+
+				c := loadFixture(t, name)
+				c.touched = map[string]bool{}
+				if _, err := k.get(c, ref.Qualifier); err != nil {
+					t.Fatal(err)
+				}
+				for tag := range c.touched {
+					if !overlaps([]string{tag}, k.readsFrom(c)) {
+						t.Errorf("%s is read from <%s>, which its parts %v do not name", kv.Knob, tag, k.readsFrom(c))
+					}
+				}
+				for _, v := range partsSamples(k, base.flavor) {
+					assignments = append(assignments, []string{kv.Knob + "=" + v})
+				}
+			}
+			assignments = append(assignments,
+				[]string{"xml:system/disablefilter="},
+				[]string{"xml:interfaces/lan/hw_settings_overwrite=1", "offload.tso=on"},
+				[]string{"xml:interfaces/opt9/if=igb9"},
+				[]string{"xml:interfaces/lan=!absent"},
+				[]string{"offload.lro=off", "rules@lan=2", "nat.outbound=hybrid"},
+			)
+			for _, as := range assignments {
+				c := loadFixture(t, name)
+				got, err := c.Apply(as)
+				if err != nil {
+					continue // refused: nothing to compare
+				}
+				all := loadFixture(t, name)
+				before := all.Values()
+				if err := all.SetAll(as); err != nil {
+					t.Fatalf("%v: Apply took it, SetAll refuses: %v", as, err)
+				}
+				want := diffValues(before, all.Values())
+				got = slices.DeleteFunc(got, func(ch Change) bool { return ch.Knob[:4] == "xml:" })
+				if !slices.Equal(got, want) {
+					t.Errorf("%v: Apply reports %v, a comparison of every knob %v", as, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestApplyLeavesFilterUnread: setting an offload does not build the
+// filter rules, and the unread <filter> is written back as it was.
+func TestApplyLeavesFilterUnread(t *testing.T) {
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	if _, err := c.Apply([]string{"rules@lan=50"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadBytes(c.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply([]string{"offload.tso=off"}); err != nil {
+		t.Fatal(err)
+	}
+	LintChanged(c, []string{"offload.tso=off"})
+	filter := c.top().SelectElement("filter")
+	if _, unread := c.src.unread[filter]; !unread {
+		t.Fatal("<filter> was read to set an offload")
+	}
+	again, err := LoadBytes(c.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := getRules(again, "lan"); n != "50" {
+		t.Errorf("rules@lan = %s after the write, want 50", n)
+	}
+	if v, _ := again.Get("offload.tso"); v != "off" {
+		t.Errorf("offload.tso = %s after the write, want off", v)
+	}
+}
