@@ -33,6 +33,11 @@ type Config struct {
 	// touched, while not nil, records the sections code asks for ("*"
 	// for the whole root): what a knob's value is read from.
 	touched map[string]bool
+	// generated caches generatedUnread's counts for the unread <filter> of.
+	generated struct {
+		of     *etree.Element
+		counts map[string]int
+	}
 
 	// Now and User fill <revision> on every change. Nil Now means
 	// time.Now; empty User means "fwab".
@@ -172,6 +177,18 @@ func (c *Config) section(tag string) *etree.Element {
 		c.src.read(e)
 	}
 	return e
+}
+
+// each calls fn for each element tag below each section named section,
+// in document order, until fn returns false; it reads no section that is
+// unread (source.each): fn reads what it is given, and changes nothing.
+func (c *Config) each(section, tag string, fn func(*etree.Element) bool) {
+	c.touch(section)
+	for _, sec := range c.doc.Root().SelectElements(section) {
+		if !c.src.each(sec, tag, fn) {
+			return
+		}
+	}
 }
 
 // find is Root().FindElement(path) for a relative path whose first step

@@ -245,8 +245,58 @@ type differ struct {
 
 func diffPaths(a, b *Config) []PathChange {
 	d := &differ{a: a, b: b}
-	d.element("", a.root(), b.root())
+	d.element("", a.top(), b.top())
 	return d.out
+}
+
+// sections compares two sections, each unread in its config, without
+// reading them: their children are matched by key as element matches
+// them, each built on its own from the input (source.eachIn), and only a
+// pair whose bytes differ is built again and compared, so two configs
+// with the same 20,000 rules compare them as byte strings.
+func (d *differ) sections(path string, a, b *etree.Element) {
+	keys := func(src *source, sec *etree.Element) []keyed {
+		var out []keyed
+		count := map[string]int{}
+		src.eachIn(src.unread[sec], func(e *etree.Element, sp span) bool {
+			k := d.childKey(count, e)
+			k.el, k.sp = nil, sp // e is gone once this returns
+			out = append(out, k)
+			return true
+		})
+		return out
+	}
+	ak, bk := keys(d.a.src, a), keys(d.b.src, b)
+	if len(ak) == 0 || len(bk) == 0 {
+		// Text on one side at least: element compares it.
+		d.a.src.read(a)
+		d.b.src.read(b)
+		d.element(path, a, b)
+		return
+	}
+	bm := make(map[string]keyed, len(bk))
+	for _, k := range bk {
+		bm[k.key] = k
+	}
+	am := make(map[string]bool, len(ak))
+	for _, k := range ak {
+		am[k.key] = true
+		p := joinPath(path, tidy(k.shown))
+		d.tags = append(d.tags, k.tag)
+		if other, ok := bm[k.key]; !ok {
+			d.out = append(d.out, PathChange{Path: p, Kind: "removed", From: d.summary(d.a.src.view(k.sp))})
+		} else if !bytes.Equal(d.a.src.bytes(k.sp), d.b.src.bytes(other.sp)) {
+			d.element(p, d.a.src.view(k.sp), d.b.src.view(other.sp))
+		}
+		d.tags = d.tags[:len(d.tags)-1]
+	}
+	for _, k := range bk {
+		if !am[k.key] {
+			d.tags = append(d.tags, k.tag)
+			d.out = append(d.out, PathChange{Path: joinPath(path, tidy(k.shown)), Kind: "added", To: d.summary(d.b.src.view(k.sp))})
+			d.tags = d.tags[:len(d.tags)-1]
+		}
+	}
 }
 
 // show is how the diff shows the text of the element at d.tags.
@@ -289,6 +339,8 @@ type keyed struct {
 	key   string // identifies the child among its siblings
 	shown string // the key as the path shows it
 	el    *etree.Element
+	tag   string
+	sp    span // where el is in the input, when it was built on its own (sections)
 }
 
 // childKeys names each child element: its tag, its stable identity when it
@@ -303,6 +355,15 @@ func (d *differ) childKeys(e *etree.Element) []keyed {
 	count := make(map[string]int, len(children))
 	out := make([]keyed, 0, len(children))
 	for _, c := range children {
+		out = append(out, d.childKey(count, c))
+	}
+	return out
+}
+
+// childKey is childKeys' name for c, the next child, with count holding
+// how many of each identity came before it.
+func (d *differ) childKey(count map[string]int, c *etree.Element) keyed {
+	{
 		id, odd := c.Tag, ""
 		stable := true
 		uuid, tracker := c.SelectAttrValue("uuid", ""), ""
@@ -335,9 +396,8 @@ func (d *differ) childKeys(e *etree.Element) []keyed {
 		if odd != "" {
 			shown = odd
 		}
-		out = append(out, keyed{key, shown, c})
+		return keyed{key: key, shown: shown, el: c, tag: c.Tag}
 	}
-	return out
 }
 
 func (d *differ) element(path string, a, b *etree.Element) {
@@ -359,18 +419,36 @@ func (d *differ) element(path string, a, b *etree.Element) {
 		p := joinPath(path, tidy(k.shown))
 		d.tags = append(d.tags, k.el.Tag)
 		if other, ok := bm[k.key]; ok {
-			d.element(p, k.el, other)
+			d.pair(p, k.el, other)
 		} else {
+			d.a.src.read(k.el)
 			d.out = append(d.out, PathChange{Path: p, Kind: "removed", From: d.summary(k.el)})
 		}
 		d.tags = d.tags[:len(d.tags)-1]
 	}
 	for _, k := range bc {
 		if !am[k.key] {
+			d.b.src.read(k.el)
 			d.tags = append(d.tags, k.el.Tag)
 			d.out = append(d.out, PathChange{Path: joinPath(path, tidy(k.shown)), Kind: "added", To: d.summary(k.el)})
 			d.tags = d.tags[:len(d.tags)-1]
 		}
+	}
+}
+
+// pair compares two matched elements: sections unread on both sides by
+// their bytes first, then as sections does; anything else as element.
+func (d *differ) pair(path string, a, b *etree.Element) {
+	sa, ua := d.a.src.unread[a]
+	sb, ub := d.b.src.unread[b]
+	switch {
+	case ua && ub && bytes.Equal(d.a.src.bytes(sa), d.b.src.bytes(sb)):
+	case ua && ub:
+		d.sections(path, a, b)
+	default:
+		d.a.src.read(a)
+		d.b.src.read(b)
+		d.element(path, a, b)
 	}
 }
 

@@ -149,7 +149,7 @@ func (src *source) read(el *etree.Element) {
 	delete(src.unread, el)
 	p := &parser{
 		data:   src.data,
-		sc:     &scanner{data: src.data[:sp.end], pos: sp.off, names: map[string]string{}},
+		sc:     &scanner{data: src.data[:sp.end], pos: sp.off},
 		src:    src,
 		stack:  []*etree.Element{el},
 		opened: []int{sp.off},
@@ -158,6 +158,129 @@ func (src *source) read(el *etree.Element) {
 	if err := p.run(context.Background()); err != nil {
 		panic(fmt.Sprintf("configxml: section <%s> was checked at load and now fails: %v", el.Tag, err))
 	}
+}
+
+// each calls fn for each child element of section el named tag, in
+// document order, until fn returns false. An unread section stays unread:
+// each child is built on its own from the input, without the white space
+// between its elements, and dropped after fn, so going through 20,000
+// filter rules never holds more than one. fn reads the child (trimmed
+// texts read the same); a change to it would be lost.
+func (src *source) each(el *etree.Element, tag string, fn func(*etree.Element) bool) bool {
+	if _, unread := src.unread[el]; !unread {
+		for _, e := range el.SelectElements(tag) {
+			if !fn(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return src.eachIn(src.unread[el], func(e *etree.Element, _ span) bool {
+		return e.Tag != tag || fn(e)
+	})
+}
+
+// eachIn builds each element directly inside the span sp of the input on
+// its own, as each does, and calls fn with it and its span until fn
+// returns false.
+func (src *source) eachIn(sp span, fn func(*etree.Element, span) bool) bool {
+	holder := etree.NewElement("")
+	p := &parser{
+		data: src.data,
+		sc:   &scanner{data: src.data[:sp.end], pos: sp.off},
+		// A throwaway source: the children are built to be read
+		// (view), the section stays unread.
+		src:    &source{data: src.data, others: map[etree.Token]span{}},
+		view:   true,
+		slab:   &slab{},
+		stack:  []*etree.Element{holder},
+		opened: []int{sp.off},
+		top:    holder,
+	}
+	more := true
+	p.done = func(e *etree.Element, sp span) {
+		if more {
+			more = fn(e, sp)
+		}
+		holder.Child = holder.Child[:0]
+		clear(p.src.others)
+		p.slab.reset()
+	}
+	for more {
+		tok, err := p.sc.next()
+		if err != nil {
+			panic(fmt.Sprintf("configxml: a section was checked at load and now fails: %v", err))
+		}
+		if tok.kind == tokEOF {
+			break
+		}
+		if err := p.token(&tok); err != nil {
+			panic(fmt.Sprintf("configxml: a section was checked at load and now fails: %v", err))
+		}
+	}
+	return more
+}
+
+// bytes is the input at sp.
+func (src *source) bytes(sp span) []byte { return src.data[sp.off:sp.end] }
+
+// view builds the element at span sp of the input to be read, as each
+// does, to keep.
+func (src *source) view(sp span) *etree.Element {
+	var out *etree.Element
+	src.eachIn(sp, func(e *etree.Element, _ span) bool {
+		out = e.Copy()
+		return false
+	})
+	return out
+}
+
+// slab holds the elements and texts of the child source.each builds, for
+// the next child to reuse: going through a large section makes no
+// garbage. Its chunks never move, as the elements point to each other.
+type slab struct {
+	elems        [][]etree.Element
+	texts        [][]etree.CharData
+	nelem, ntext int
+}
+
+const slabChunk = 256
+
+func (s *slab) reset() { s.nelem, s.ntext = 0, 0 }
+
+// element is a new element named name, its slices kept from last use.
+func (s *slab) element(name string) *etree.Element {
+	i := s.nelem
+	s.nelem++
+	if i/slabChunk == len(s.elems) {
+		s.elems = append(s.elems, make([]etree.Element, slabChunk))
+	}
+	el := &s.elems[i/slabChunk][i%slabChunk]
+	space, tag := "", name
+	if j := strings.IndexByte(name, ':'); j >= 0 {
+		space, tag = name[:j], name[j+1:] // as etree splits it
+	}
+	*el = etree.Element{Space: space, Tag: tag, Attr: el.Attr[:0], Child: el.Child[:0]}
+	return el
+}
+
+var cdataProto = etree.NewCData("")
+
+// text is a new text node, a CDATA section if cdata.
+func (s *slab) text(data string, cdata bool) *etree.CharData {
+	i := s.ntext
+	s.ntext++
+	if i/slabChunk == len(s.texts) {
+		s.texts = append(s.texts, make([]etree.CharData, slabChunk))
+	}
+	cd := &s.texts[i/slabChunk][i%slabChunk]
+	if cdata {
+		*cd = *cdataProto
+	} else {
+		*cd = etree.CharData{}
+	}
+	cd.Data = data
+	return cd
 }
 
 // readAll builds every unread section under root.
@@ -197,6 +320,14 @@ type parser struct {
 
 	// lazy: check a section's content but do not build it (parse).
 	lazy bool
+	// done, when set, is called with each element closed directly below
+	// the bottom of the stack, and its span (source.each).
+	done func(*etree.Element, span)
+	// view: build elements to read, not to write back: no white space
+	// between them and no record of their source, taken from slab
+	// (source.each).
+	view bool
+	slab *slab
 	// skipped are the open elements inside a section being checked, not
 	// built; sectionAt is where that section's content starts, and
 	// justOpened whether the last token opened an element.
@@ -215,7 +346,7 @@ type skippedElem struct {
 func newParser(data []byte) *parser {
 	p := &parser{
 		data: data,
-		sc:   &scanner{data: data, names: map[string]string{}},
+		sc:   &scanner{data: data},
 		doc:  etree.NewDocument(),
 		src: &source{
 			data:   data,
@@ -277,17 +408,28 @@ func (p *parser) start(tok *scanToken) error {
 	if err := p.checkName(tok); err != nil {
 		return err
 	}
-	el := p.top.CreateElement(tok.name)
+	var el *etree.Element
+	if p.view {
+		el = p.slab.element(tok.name)
+		p.top.AddChild(el)
+	} else {
+		el = p.top.CreateElement(tok.name)
+	}
 	for _, a := range tok.attrs {
 		el.CreateAttr(a.name, a.value)
 	}
 	if tok.selfClosing {
-		p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
+		if !p.view {
+			p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, end: span{tok.end, tok.end}, attrs: el.Attr}
+		}
 		p.empties++
 		p.selfClosed++
+		if p.done != nil && len(p.stack) == 1 {
+			p.done(el, span{tok.off, tok.end})
+		}
 		return nil
 	}
-	if len(el.Attr) > 0 || tok.end-tok.off != len(tok.name)+2 {
+	if !p.view && (len(el.Attr) > 0 || tok.end-tok.off != len(tok.name)+2) {
 		p.src.elems[el] = elemSpan{start: span{tok.off, tok.end}, attrs: slices.Clone(el.Attr)}
 	}
 	p.stack = append(p.stack, el)
@@ -380,7 +522,7 @@ func (p *parser) end(tok *scanToken) error {
 		return p.errAt(tok.off, "</%s> does not close <%s> opened at %d:%d", tok.name, el.FullTag(), line, col)
 	}
 	es, irregular := p.src.elems[el]
-	if irregular || tok.end-tok.off != len(tok.name)+3 {
+	if !p.view && (irregular || tok.end-tok.off != len(tok.name)+3) {
 		if !irregular {
 			es.start = span{openedAt, openedAt + len(tok.name) + 2}
 		}
@@ -396,6 +538,9 @@ func (p *parser) end(tok *scanToken) error {
 	} else {
 		p.top = &p.doc.Element
 	}
+	if p.done != nil && len(p.stack) == 1 {
+		p.done(el, span{openedAt, tok.end})
+	}
 	return nil
 }
 
@@ -404,6 +549,12 @@ func (p *parser) text(tok *scanToken) error {
 	raw := p.data[tok.off:tok.end]
 	if len(p.stack) == 0 && !isSpace(raw) {
 		return p.errAt(tok.off, "text outside the root element")
+	}
+	if p.view {
+		if !isSpace(raw) {
+			p.top.AddChild(p.slab.text(tok.text, false))
+		}
+		return nil
 	}
 	cd := p.top.CreateText(tok.text)
 	if isSpace(raw) {
@@ -419,6 +570,10 @@ func (p *parser) text(tok *scanToken) error {
 func (p *parser) cdata(tok *scanToken) error {
 	if len(p.stack) == 0 {
 		return p.errAt(tok.off, "CDATA outside the root element")
+	}
+	if p.view {
+		p.top.AddChild(p.slab.text(tok.text, true))
+		return nil
 	}
 	cd := p.top.CreateCData(tok.text)
 	if bytes.IndexByte(p.data[tok.off:tok.end], '\r') >= 0 {

@@ -280,10 +280,12 @@ func lintHybridNAT(c *Config) []Finding {
 func lintTrackers(c *Config) []Finding {
 	seen := map[string]int{}
 	var out []Finding
-	for i, r := range c.findAll("filter/rule", false) {
+	i := -1
+	c.each("filter", "rule", func(r *etree.Element) bool {
+		i++
 		t := childText(r, "tracker")
 		if t == "" {
-			continue
+			return true
 		}
 		if n, err := strconv.ParseUint(t, 10, 64); err == nil {
 			t = strconv.FormatUint(n, 10) // 0100000101 and 100000101 are the same tracker
@@ -293,9 +295,10 @@ func lintTrackers(c *Config) []Finding {
 				Message: fmt.Sprintf("rules %d and %d share tracker %s", first, i+1, t),
 				Path:    fmt.Sprintf("filter/rule[%d]/tracker", i+1),
 			})
-			continue
+			return true
 		}
 		seen[t] = i + 1
-	}
+		return true
+	})
 	return out
 }

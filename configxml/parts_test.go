@@ -108,3 +108,43 @@ func TestApplyLeavesFilterUnread(t *testing.T) {
 		t.Errorf("offload.tso = %s after the write, want off", v)
 	}
 }
+
+// TestDiffUnreadAsRead: Diff of configs whose sections are unread (each
+// compared by its bytes, then child by child from the input) finds what
+// it finds when every section has been read and compared as a tree.
+func TestDiffUnreadAsRead(t *testing.T) {
+	edits := [][]string{
+		{"rules@lan=3"},
+		{"offload.tso=on", "rules@lan=2", "xml:system/hostname=other"},
+		{"xml:filter/rule[1]/descr=changed", "xml:filter/rule[2]=!absent"},
+		{"xml:nat/outbound/mode=advanced"},
+		{"xml:interfaces/opt9/if=igb9", "xml:filter/rule[1]/tracker=42"},
+		{"xml:unheard/of=1"},
+	}
+	for _, name := range fixtures.Configs() {
+		for _, edit := range edits {
+			orig := loadFixture(t, name)
+			changed := loadFixture(t, name)
+			if err := changed.SetAll(edit); err != nil {
+				continue
+			}
+			data := changed.Bytes()
+			lazy := func(b []byte) *Config {
+				c, err := LoadBytes(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			read := func(b []byte) *Config { c := lazy(b); c.Root(); return c }
+			ga := diffPaths(lazy(orig.Bytes()), lazy(data))
+			want := diffPaths(read(orig.Bytes()), read(data))
+			if !slices.Equal(ga, want) {
+				t.Errorf("%s %v: unread sections diff to\n%v\nread ones to\n%v", name, edit, ga, want)
+			}
+			if ga, want := diffPaths(lazy(data), lazy(orig.Bytes())), diffPaths(read(data), read(orig.Bytes())); !slices.Equal(ga, want) {
+				t.Errorf("%s %v, reversed: unread sections diff to\n%v\nread ones to\n%v", name, edit, ga, want)
+			}
+		}
+	}
+}

@@ -72,14 +72,52 @@ func (c *Config) ruleParent() *etree.Element {
 
 func getRules(c *Config, iface string) (string, error) {
 	n := 0
-	if p := c.ruleParent(); p != nil {
-		for _, r := range p.SelectElements("rule") {
-			if c.isGenerated(r, iface) {
-				n++
+	count := func(r *etree.Element) bool {
+		if c.isGenerated(r, iface) {
+			n++
+		}
+		return true
+	}
+	switch {
+	case c.rulesMVC():
+		if p := c.ruleParent(); p != nil {
+			for _, r := range p.SelectElements("rule") {
+				count(r)
 			}
+		}
+	default:
+		c.touch("filter")
+		p := c.top().SelectElement("filter")
+		if p == nil {
+			break
+		}
+		if _, unread := c.src.unread[p]; unread {
+			n = c.generatedUnread(p)[iface]
+			break
+		}
+		for _, r := range p.SelectElements("rule") {
+			count(r)
 		}
 	}
 	return strconv.Itoa(n), nil
+}
+
+// generatedUnread counts the generated rules of each interface in the
+// unread <filter> filter without building it (source.each), once: an
+// unread section does not change, and <filter> may hold tens of thousands
+// of rules.
+func (c *Config) generatedUnread(filter *etree.Element) map[string]int {
+	if c.generated.of != filter {
+		counts := map[string]int{}
+		c.src.each(filter, "rule", func(r *etree.Element) bool {
+			if iface := childText(r, "interface"); c.isGenerated(r, iface) {
+				counts[iface]++
+			}
+			return true
+		})
+		c.generated.of, c.generated.counts = filter, counts
+	}
+	return c.generated.counts
 }
 
 func setRules(c *Config, iface, value string) error {

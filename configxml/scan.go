@@ -25,7 +25,6 @@ import (
 type scanner struct {
 	data  []byte
 	pos   int
-	names map[string]string // interned element and attribute names
 }
 
 type tokenKind uint8
@@ -76,15 +75,6 @@ func (s *scanner) str(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
-}
-
-func (s *scanner) intern(b []byte) string {
-	if n, ok := s.names[string(b)]; ok {
-		return n
-	}
-	n := string(b)
-	s.names[n] = n
-	return n
 }
 
 func (s *scanner) next() (scanToken, error) {
@@ -169,7 +159,7 @@ func (s *scanner) endTag(start int) (scanToken, error) {
 	if n == 0 {
 		return scanToken{}, s.fail(p, "</ must be followed by an element name")
 	}
-	name := s.intern(d[p : p+n])
+	name := s.str(d[p : p+n])
 	p += n
 	for p < len(d) && isWS(d[p]) {
 		p++
@@ -191,7 +181,7 @@ func (s *scanner) startTag(start int) (scanToken, error) {
 	if n == 0 {
 		return scanToken{}, s.fail(p, "< must be followed by an element name (a literal < in text is written &lt;)")
 	}
-	tok := scanToken{kind: tokStart, off: start, name: s.intern(d[p : p+n])}
+	tok := scanToken{kind: tokStart, off: start, name: s.str(d[p : p+n])}
 	p += n
 	for {
 		ws := p
@@ -221,7 +211,7 @@ func (s *scanner) startTag(start int) (scanToken, error) {
 		if an == 0 {
 			return scanToken{}, s.fail(p, "expected an attribute name in <%s", tok.name)
 		}
-		attr := scanAttr{name: s.intern(d[p : p+an])}
+		attr := scanAttr{name: s.str(d[p : p+an])}
 		p += an
 		for p < len(d) && isWS(d[p]) {
 			p++
