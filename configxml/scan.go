@@ -23,8 +23,8 @@ import (
 // comments and processing instructions. A DOCTYPE is refused, so no entity
 // is ever expanded.
 type scanner struct {
-	data  []byte
-	pos   int
+	data []byte
+	pos  int
 }
 
 type tokenKind uint8
