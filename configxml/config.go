@@ -191,6 +191,17 @@ func (c *Config) each(section, tag string, fn func(*etree.Element) bool) {
 	}
 }
 
+// has reports whether a section named section has an element tag, going
+// no further into it than the first (each).
+func (c *Config) has(section, tag string) bool {
+	found := false
+	c.each(section, tag, func(*etree.Element) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
 // find is Root().FindElement(path) for a relative path whose first step
 // is a plain tag, reading only the sections that tag names.
 func (c *Config) find(path string) *etree.Element {

@@ -158,7 +158,7 @@ func inferProduct(f Flavor, configVersion string) string {
 // upstream: not settled — releases between the four read (25.1, 25.4) and the layout of an upgraded box; fwab takes the version the firewall reports (SetProduct), checked at run time by the driver's version query
 func (c *Config) inferOPNsense() string {
 	switch {
-	case c.find("OPNsense/Firewall/Filter/rules/rule") != nil && c.find("filter/rule") == nil:
+	case c.find("OPNsense/Firewall/Filter/rules/rule") != nil && !c.has("filter", "rule"):
 		return "26.7"
 	case c.find("OPNsense/Interfaces/settings") != nil,
 		c.find("OPNsense/IDS/general/mode") != nil,
