@@ -33,11 +33,6 @@ type Config struct {
 	// touched, while not nil, records the sections code asks for ("*"
 	// for the whole root): what a knob's value is read from.
 	touched map[string]bool
-	// generated caches generatedUnread's counts for the unread <filter> of.
-	generated struct {
-		of     *etree.Element
-		counts map[string]int
-	}
 
 	// Now and User fill <revision> on every change. Nil Now means
 	// time.Now; empty User means "fwab".
@@ -189,6 +184,24 @@ func (c *Config) each(section, tag string, fn func(*etree.Element) bool) {
 			return
 		}
 	}
+}
+
+// indexOf is children's index of the first section named section, from
+// the input if it is unread, else from its tree; nil when there is none.
+func (c *Config) indexOf(section string) []child {
+	c.touch(section)
+	sec := c.top().SelectElement(section)
+	if sec == nil {
+		return nil
+	}
+	if _, unread := c.src.unread[sec]; unread {
+		return c.src.children(sec)
+	}
+	var ix []child
+	for _, e := range sec.ChildElements() {
+		ix = append(ix, childOf(e, span{}))
+	}
+	return ix
 }
 
 // has reports whether a section named section has an element tag, going

@@ -256,14 +256,12 @@ func diffPaths(a, b *Config) []PathChange {
 // with the same 20,000 rules compare them as byte strings.
 func (d *differ) sections(path string, a, b *etree.Element) {
 	keys := func(src *source, sec *etree.Element) []keyed {
-		var out []keyed
-		count := map[string]int{}
-		src.eachIn(src.unread[sec], func(e *etree.Element, sp span) bool {
-			k := d.childKey(count, e)
-			k.el, k.sp = nil, sp // e is gone once this returns
-			out = append(out, k)
-			return true
-		})
+		ix := src.children(sec)
+		out := make([]keyed, 0, len(ix))
+		count := make(map[string]int, len(ix))
+		for _, c := range ix {
+			out = append(out, d.childKey(count, c))
+		}
 		return out
 	}
 	ak, bk := keys(d.a.src, a), keys(d.b.src, b)
@@ -355,31 +353,33 @@ func (d *differ) childKeys(e *etree.Element) []keyed {
 	count := make(map[string]int, len(children))
 	out := make([]keyed, 0, len(children))
 	for _, c := range children {
-		out = append(out, d.childKey(count, c))
+		k := d.childKey(count, childOf(c, span{}))
+		k.el = c
+		out = append(out, k)
 	}
 	return out
 }
 
 // childKey is childKeys' name for c, the next child, with count holding
 // how many of each identity came before it.
-func (d *differ) childKey(count map[string]int, c *etree.Element) keyed {
+func (d *differ) childKey(count map[string]int, c child) keyed {
 	{
-		id, odd := c.Tag, ""
+		id, odd := c.tag, ""
 		stable := true
-		uuid, tracker := c.SelectAttrValue("uuid", ""), ""
-		if uuid == "" && c.Tag == "rule" {
-			tracker = childText(c, "tracker")
+		uuid, tracker := c.uuid, ""
+		if uuid == "" && c.tag == "rule" {
+			tracker = c.tracker
 		}
 		switch {
 		case uuid != "":
 			id += `[@uuid="` + uuid + `"]`
 			if !uuidText.MatchString(uuid) {
-				odd = c.Tag + `[@uuid="` + d.hash(uuid) + `"]`
+				odd = c.tag + `[@uuid="` + d.hash(uuid) + `"]`
 			}
 		case tracker != "":
 			id += "[tracker=" + tracker + "]"
 			if !number.MatchString(tracker) {
-				odd = c.Tag + "[tracker=" + d.hash(tracker) + "]"
+				odd = c.tag + "[tracker=" + d.hash(tracker) + "]"
 			}
 		default:
 			stable = false
@@ -396,7 +396,7 @@ func (d *differ) childKey(count map[string]int, c *etree.Element) keyed {
 		if odd != "" {
 			shown = odd
 		}
-		return keyed{key: key, shown: shown, el: c, tag: c.Tag}
+		return keyed{key: key, shown: shown, tag: c.tag, sp: c.sp}
 	}
 }
 

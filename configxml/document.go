@@ -56,6 +56,8 @@ type source struct {
 	// one knob never builds the 20,000 rules of <filter>, and Save copies
 	// an unread section's bytes straight from the input.
 	unread map[*etree.Element]span
+	// index holds children's index of unread sections.
+	index  map[*etree.Element][]child
 	elems  map[*etree.Element]elemSpan
 	texts  map[*etree.CharData]textSpan
 	others map[etree.Token]span // comments, processing instructions
@@ -219,6 +221,42 @@ func (src *source) eachIn(sp span, fn func(*etree.Element, span) bool) bool {
 		}
 	}
 	return more
+}
+
+// child is what an index keeps of one child element of a section: where
+// it is in the input, and the leaves that identify it (OPNsense's uuid
+// attribute, pfSense's <tracker>) and tell a generated rule (<descr>,
+// <interface>), trimmed.
+type child struct {
+	sp                           span
+	tag, uuid                    string
+	tracker, descr, iface string
+}
+
+func childOf(e *etree.Element, sp span) child {
+	return child{
+		sp: sp, tag: e.Tag, uuid: e.SelectAttrValue("uuid", ""),
+		tracker: childText(e, "tracker"), descr: childText(e, "descr"), iface: childText(e, "interface"),
+	}
+}
+
+// children indexes the child elements of the unread section el, read from
+// the input once (eachIn) and kept: an unread section does not change.
+// Diff, FWAB005 and the rules count share the one pass.
+func (src *source) children(el *etree.Element) []child {
+	if ix, ok := src.index[el]; ok {
+		return ix
+	}
+	var ix []child
+	src.eachIn(src.unread[el], func(e *etree.Element, sp span) bool {
+		ix = append(ix, childOf(e, sp))
+		return true
+	})
+	if src.index == nil {
+		src.index = map[*etree.Element][]child{}
+	}
+	src.index[el] = ix
+	return ix
 }
 
 // bytes is the input at sp.

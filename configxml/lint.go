@@ -280,25 +280,27 @@ func lintHybridNAT(c *Config) []Finding {
 func lintTrackers(c *Config) []Finding {
 	seen := map[string]int{}
 	var out []Finding
-	i := -1
-	c.each("filter", "rule", func(r *etree.Element) bool {
+	i := 0
+	for _, r := range c.indexOf("filter") {
+		if r.tag != "rule" {
+			continue
+		}
 		i++
-		t := childText(r, "tracker")
+		t := r.tracker
 		if t == "" {
-			return true
+			continue
 		}
 		if n, err := strconv.ParseUint(t, 10, 64); err == nil {
 			t = strconv.FormatUint(n, 10) // 0100000101 and 100000101 are the same tracker
 		}
 		if first, dup := seen[t]; dup {
 			out = append(out, Finding{
-				Message: fmt.Sprintf("rules %d and %d share tracker %s", first, i+1, t),
-				Path:    fmt.Sprintf("filter/rule[%d]/tracker", i+1),
+				Message: fmt.Sprintf("rules %d and %d share tracker %s", first, i, t),
+				Path:    fmt.Sprintf("filter/rule[%d]/tracker", i),
 			})
-			return true
+			continue
 		}
-		seen[t] = i + 1
-		return true
-	})
+		seen[t] = i
+	}
 	return out
 }

@@ -53,11 +53,16 @@ func (c *Config) isGenerated(r *etree.Element, iface string) bool {
 	if c.rulesMVC() {
 		return strings.HasPrefix(childText(r, "description"), GeneratedPrefix+" ") && childText(r, "interface") == iface
 	}
-	if !strings.HasPrefix(childText(r, "descr"), GeneratedPrefix+" ") || childText(r, "interface") != iface {
+	return c.generatedRule(childOf(r, span{}), iface)
+}
+
+// generatedRule is isGenerated for a legacy rule from its index entry.
+func (c *Config) generatedRule(r child, iface string) bool {
+	if r.tag != "rule" || !strings.HasPrefix(r.descr, GeneratedPrefix+" ") || r.iface != iface {
 		return false
 	}
 	if c.flavor == PfSense {
-		t, err := strconv.ParseUint(childText(r, "tracker"), 10, 64)
+		t, err := strconv.ParseUint(r.tracker, 10, 64)
 		return err == nil && t >= trackerBase
 	}
 	return true
@@ -86,38 +91,15 @@ func getRules(c *Config, iface string) (string, error) {
 			}
 		}
 	default:
-		c.touch("filter")
-		p := c.top().SelectElement("filter")
-		if p == nil {
-			break
-		}
-		if _, unread := c.src.unread[p]; unread {
-			n = c.generatedUnread(p)[iface]
-			break
-		}
-		for _, r := range p.SelectElements("rule") {
-			count(r)
+		// From the index: <filter> may hold tens of thousands of
+		// rules, and an unread one is not built.
+		for _, r := range c.indexOf("filter") {
+			if c.generatedRule(r, iface) {
+				n++
+			}
 		}
 	}
 	return strconv.Itoa(n), nil
-}
-
-// generatedUnread counts the generated rules of each interface in the
-// unread <filter> filter without building it (source.each), once: an
-// unread section does not change, and <filter> may hold tens of thousands
-// of rules.
-func (c *Config) generatedUnread(filter *etree.Element) map[string]int {
-	if c.generated.of != filter {
-		counts := map[string]int{}
-		c.src.each(filter, "rule", func(r *etree.Element) bool {
-			if iface := childText(r, "interface"); c.isGenerated(r, iface) {
-				counts[iface]++
-			}
-			return true
-		})
-		c.generated.of, c.generated.counts = filter, counts
-	}
-	return c.generated.counts
 }
 
 func setRules(c *Config, iface, value string) error {
