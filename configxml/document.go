@@ -228,8 +228,8 @@ func (src *source) eachIn(sp span, fn func(*etree.Element, span) bool) bool {
 // attribute, pfSense's <tracker>) and tell a generated rule (<descr>,
 // <interface>), trimmed.
 type child struct {
-	sp                           span
-	tag, uuid                    string
+	sp                    span
+	tag, uuid             string
 	tracker, descr, iface string
 }
 
