@@ -17,7 +17,7 @@ import (
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:688 — `$this->statusIsValid && isset($this->simplexml->system->backupcount)`
 // upstream: opnsense-core 26.1 src/opnsense/mvc/app/library/OPNsense/Core/Config.php:693 — `return 100;`
 func (c *Config) OPNsenseBackupCount() int {
-	el := c.Root().FindElement("system/backupcount")
+	el := c.find("system/backupcount")
 	if el == nil {
 		return 100
 	}

@@ -22,7 +22,8 @@ import (
 	"github.com/beevik/etree"
 )
 
-// Config is one loaded config.xml.
+// Config is one loaded config.xml. It is not safe for concurrent use, not
+// even to read: reading a section builds it.
 type Config struct {
 	doc     *etree.Document
 	src     *source
@@ -241,16 +242,15 @@ func (c *Config) findAll(path string, first bool) []*etree.Element {
 	c.touch(tag)
 	var out []*etree.Element
 	for _, sec := range c.doc.Root().SelectElements(tag) {
-		if !nested {
+		c.src.read(sec) // what is found is read, the section itself too
+		switch {
+		case !nested:
 			out = append(out, sec)
-		} else {
-			c.src.read(sec)
-			if first {
-				if e := sec.FindElement(rest); e != nil {
-					return []*etree.Element{e}
-				}
-				continue
+		case first:
+			if e := sec.FindElement(rest); e != nil {
+				out = append(out, e)
 			}
+		default:
 			out = append(out, sec.FindElements(rest)...)
 		}
 		if first && len(out) > 0 {

@@ -589,7 +589,9 @@ func (p *parser) text(tok *scanToken) error {
 		return p.errAt(tok.off, "text outside the root element")
 	}
 	if p.view {
-		if !isSpace(raw) {
+		// White space between elements is dropped; between texts (and
+		// comments), which etree's Text joins, it is kept.
+		if !isSpace(raw) || len(p.top.Child) > 0 && !isElement(p.top.Child[len(p.top.Child)-1]) {
 			p.top.AddChild(p.slab.text(tok.text, false))
 		}
 		return nil
@@ -602,6 +604,11 @@ func (p *parser) text(tok *scanToken) error {
 		p.src.texts[cd] = textSpan{span{tok.off, tok.end}, tok.text}
 	}
 	return nil
+}
+
+func isElement(t etree.Token) bool {
+	_, ok := t.(*etree.Element)
+	return ok
 }
 
 // cdata adds a CDATA section inside the root.

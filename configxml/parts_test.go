@@ -148,3 +148,60 @@ func TestDiffUnreadAsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestXMLKnobOnWholeSection: an xml: path that names a section reads it
+// first, unread or not: it has child elements, so it is refused, and a
+// section holding only text reports its change.
+func TestXMLKnobOnWholeSection(t *testing.T) {
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	if v, err := c.Get("xml:filter"); err == nil {
+		t.Errorf("Get(xml:filter) = %q, nil; want the error for an element with child elements", v)
+	}
+	c = loadFixture(t, "configs/pfsense-2.7.xml")
+	if err := c.SetAll([]string{"xml:filter=!absent"}); err == nil {
+		if v, _ := c.Get("rules@lan"); c.find("filter") == nil {
+			t.Errorf("xml:filter=!absent removed the whole <filter> (rules@lan now %s)", v)
+		}
+	}
+	for _, name := range fixtures.Configs() {
+		c := loadFixture(t, name)
+		c.Root() // every section read: the value as the tree has it
+		theme, err := c.Get("xml:theme")
+		if err != nil || theme == xmlAbsent {
+			continue
+		}
+		c = loadFixture(t, name)
+		changes, err := c.Apply([]string{"xml:theme=other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) != 1 || changes[0].From != theme {
+			t.Errorf("%s: Apply(xml:theme=other) = %v, want one change from %q", name, changes, theme)
+		}
+	}
+}
+
+// TestViewKeepsSpaceBetweenTexts: a child read from the input on its own
+// drops the white space between elements, not that between two texts,
+// which etree's Text joins: "a b" is not "ab".
+func TestViewKeepsSpaceBetweenTexts(t *testing.T) {
+	doc := func(descr string) []byte {
+		return []byte("<pfsense>\n\t<filter>\n\t\t<rule>\n\t\t\t<tracker>7</tracker>\n\t\t\t<descr>" + descr + "</descr>\n\t\t</rule>\n\t</filter>\n</pfsense>\n")
+	}
+	for _, descr := range []string{"<![CDATA[a]]> <![CDATA[b]]>", "a<!--c--> <!--d-->b", "a<!--c-->\n<![CDATA[b]]>"} {
+		a, err := LoadBytes(doc(descr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := LoadBytes(doc("ab"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := diffPaths(a, b)
+		a.Root()
+		b.Root()
+		if want := diffPaths(a, b); !slices.Equal(got, want) || len(want) != 1 {
+			t.Errorf("%s against ab: unread %v, read %v; want the descr changed", descr, got, want)
+		}
+	}
+}
