@@ -75,7 +75,7 @@ var LintRules = []LintRule{
 		lintAdvancedNAT, []string{"nat.outbound"}},
 	{"FWAB005", "duplicate-tracker", SeverityWarning,
 		"two filter rules share a tracker; pfSense renumbers them and per-rule statistics mix",
-		lintTrackers, []string{"rules"}},
+		lintTrackers, nil}, // rules counts take trackers no rule has (trackersFree)
 	{"FWAB006", "hybrid-nat-no-rules", SeverityWarning,
 		"hybrid outbound NAT with no manual rules: it translates exactly as automatic does",
 		lintHybridNAT, []string{"nat.outbound"}},

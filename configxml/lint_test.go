@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -252,8 +253,10 @@ func TestLintRuleSees(t *testing.T) {
 }
 
 // LintChanged runs the rules that see the knobs an edit names: an edit of
-// the offloads says nothing of a duplicate tracker the config had, one of
-// the rules does; inline IPS with an offload on is found either way.
+// the offloads or of a rules count (whose rules take trackers no rule has,
+// TestRulesRefuseTakenTracker) says nothing of a duplicate tracker the
+// config had, an xml: edit does; inline IPS with an offload on is found
+// either way.
 func TestLintChanged(t *testing.T) {
 	c := load(t, "configs/pfsense-2.7.xml")
 	if err := c.SetAll([]string{"xml:filter/rule[3]/tracker=100000101", "ids@lan=ips-inline"}); err != nil {
@@ -271,8 +274,8 @@ func TestLintChanged(t *testing.T) {
 		want  []string
 	}{
 		{[]string{"offload.tso=on"}, []string{"FWAB001"}},
-		{[]string{"rules@lan=5"}, []string{"FWAB005"}},
-		{[]string{"ids@lan=ips-inline", "rules@lan"}, []string{"FWAB001", "FWAB005"}},
+		{[]string{"rules@lan=5"}, nil},
+		{[]string{"ids@lan=ips-inline", "rules@lan"}, []string{"FWAB001"}},
 		{[]string{"xml:system/hostname=fw"}, ids(Lint(c))},
 		{[]string{"filter=enabled"}, nil},
 	} {
@@ -357,5 +360,42 @@ func TestHybridNATRulesAsTheProductCounts(t *testing.T) {
 				t.Errorf("FWAB006 found = %v, want %v", got, tt.warn)
 			}
 		})
+	}
+}
+
+// TestRulesRefuseTakenTracker: a rules count whose generated rules would
+// take the tracker of a rule fwab did not generate is refused, so a count
+// never adds a duplicate tracker (FWAB005 need not see rules counts).
+func TestRulesRefuseTakenTracker(t *testing.T) {
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	lan := slices.Index(c.interfaceKeys(), "lan")
+	taken := strconv.Itoa(trackerBase + lan*trackerPerIf + 3)
+	if err := c.SetAll([]string{"xml:filter/rule[1]/tracker=" + taken}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{{"0", true}, {"2", true}, {"3", false}, {"50", false}} {
+		err := c.CheckAll([]string{"rules@lan=" + tt.value})
+		if (err == nil) != tt.ok {
+			t.Errorf("rules@lan=%s: %v, want ok %v", tt.value, err, tt.ok)
+		}
+	}
+	if err := c.CheckAll([]string{"rules@lan=3"}); err == nil || !strings.Contains(err.Error(), "at most 2 rules on lan") {
+		t.Errorf("rules@lan=3: %v, want it to say at most 2", err)
+	}
+	// Rules fwab generated keep their trackers: a count over them is fine.
+	if err := c.SetAll([]string{"xml:filter/rule[1]/tracker=1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAll([]string{"rules@lan=5"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckAll([]string{"rules@lan=9"}); err != nil {
+		t.Errorf("rules@lan=9 over 5 generated: %v", err)
+	}
+	if fs := Lint(c); slices.ContainsFunc(fs, func(f Finding) bool { return f.Rule == "FWAB005" }) {
+		t.Errorf("generated rules share a tracker: %v", fs)
 	}
 }

@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,13 +27,39 @@ func generatedRule(i int) (src, dst, port string) {
 	return src, "198.19.200.1", strconv.Itoa(10000 + i/32768)
 }
 
-func validateRules(c *Config, _ string, value string) error {
+func validateRules(c *Config, iface string, value string) error {
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 0 {
 		return fmt.Errorf("invalid value %q: give a rule count N ≥ 0", value)
 	}
 	if n > maxRules {
 		return fmt.Errorf("%d rules is more than the %d fwab generates", n, maxRules)
+	}
+	return c.trackersFree(iface, n)
+}
+
+// trackersFree refuses a count whose generated rules would take a tracker
+// a rule fwab did not generate has already: pfSense gives a duplicate a
+// new tracker and its per-rule counters mix (FWAB005). No GUI gives out
+// trackers that high, so only a hand-made config meets this.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/filter.inc:3687 — `$rule['tracker']` becomes the rule's ridentifier and label
+func (c *Config) trackersFree(iface string, n int) error {
+	if c.flavor != PfSense || n == 0 {
+		return nil
+	}
+	first := uint64(trackerBase + slices.Index(c.interfaceKeys(), iface)*trackerPerIf + 1)
+	i := 0
+	for _, r := range c.indexOf("filter") {
+		if r.tag != "rule" {
+			continue
+		}
+		i++
+		t, err := strconv.ParseUint(r.tracker, 10, 64)
+		if err != nil || t < first || t >= first+uint64(n) || c.generatedRule(r, iface) {
+			continue
+		}
+		return fmt.Errorf("generated rule %d would take tracker %d, which filter rule %d already has: give at most %d rules on %s, or give that rule another tracker", t-first+1, t, i, t-first, iface)
 	}
 	return nil
 }

@@ -567,6 +567,23 @@ func capList(lines []string, n int) string {
 	return msg
 }
 
+// opaqueKnobs reports whether the points set knobs whose values do not
+// tell their configs apart: xml: paths and whole configs, which can set
+// what another knob does, or the same thing two ways. Without them, two
+// points with different values have different configs (each knob reads
+// back the value it was set to, configxml's TestSetEveryKnob), so only
+// points with opaque knobs are compared whole.
+func (p *Plan) opaqueKnobs() bool {
+	for _, pt := range p.Points {
+		for _, kv := range pt.Values {
+			if strings.HasPrefix(kv.Knob, "xml:") || kv.Knob == "config" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // MaxIdentical bounds the plans whose points' configs are compared
 // (Plan.Identical): each point's whole config is built, which for the
 // largest plans would cost more than the rest of the plan.
@@ -608,7 +625,7 @@ func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	}
 	var bad []finding
 	warned := map[string]int{} // PointWarnings' index, by rule and message
-	identical := len(p.Points) >= 2 && len(p.Points) <= MaxIdentical
+	identical := len(p.Points) >= 2 && len(p.Points) <= MaxIdentical && p.opaqueKnobs()
 	sums := map[[sha256.Size]byte][]int{} // points, by their configs' hash
 	var sumOrder [][sha256.Size]byte
 	data := cfg.Bytes()
