@@ -3,7 +3,12 @@
 //
 // A Config keeps the bytes it was loaded from: writing an unchanged Config
 // gives back the same bytes, and a change alters only the changed elements'
-// lines plus <revision>. Changes are made through knobs (see Knobs), typed
+// lines plus <revision>. Load checks the whole document but builds a
+// section (a child of the root: <system>, <filter>, <rrd>) only when
+// something reads it, and Save copies unread sections straight from the
+// input, so setting an offload on a config with 20,000 rules and years of
+// RRD data builds neither; diff, lint and the rules count go through a
+// large unread section one child at a time. Changes are made through knobs (see Knobs), typed
 // per flavor and version, so that a value the target cannot take is refused
 // before anything is written.
 //

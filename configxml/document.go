@@ -240,24 +240,10 @@ func childOf(e *etree.Element, sp span) child {
 	}
 }
 
-// children indexes the child elements of the unread section el, read from
-// the input once (eachIn) and kept: an unread section does not change.
-// Diff, FWAB005 and the rules count share the one pass.
-func (src *source) children(el *etree.Element) []child {
-	if ix, ok := src.index[el]; ok {
-		return ix
-	}
-	var ix []child
-	src.eachIn(src.unread[el], func(e *etree.Element, sp span) bool {
-		ix = append(ix, childOf(e, sp))
-		return true
-	})
-	if src.index == nil {
-		src.index = map[*etree.Element][]child{}
-	}
-	src.index[el] = ix
-	return ix
-}
+// children is the index of the child elements of the unread section el,
+// made while Load checks it (indexer) and kept: an unread section does not
+// change. Diff, FWAB005 and the rules count read it.
+func (src *source) children(el *etree.Element) []child { return src.index[el] }
 
 // bytes is the input at sp.
 func (src *source) bytes(sp span) []byte { return src.data[sp.off:sp.end] }
@@ -294,10 +280,7 @@ func (s *slab) element(name string) *etree.Element {
 		s.elems = append(s.elems, make([]etree.Element, slabChunk))
 	}
 	el := &s.elems[i/slabChunk][i%slabChunk]
-	space, tag := "", name
-	if j := strings.IndexByte(name, ':'); j >= 0 {
-		space, tag = name[:j], name[j+1:] // as etree splits it
-	}
+	space, tag := splitName(name)
 	*el = etree.Element{Space: space, Tag: tag, Attr: el.Attr[:0], Child: el.Child[:0]}
 	return el
 }
@@ -372,6 +355,7 @@ type parser struct {
 	skipped    []skippedElem
 	sectionAt  int
 	justOpened bool
+	ix         indexer // the index of the section being checked
 }
 
 type skippedElem struct {
@@ -389,6 +373,7 @@ func newParser(data []byte) *parser {
 		src: &source{
 			data:   data,
 			unread: map[*etree.Element]span{},
+			index:  map[*etree.Element][]child{},
 			elems:  map[*etree.Element]elemSpan{},
 			texts:  map[*etree.CharData]textSpan{},
 			others: map[etree.Token]span{},
@@ -508,6 +493,7 @@ func attrKey(name string) string {
 func (p *parser) skip(tok *scanToken) error {
 	opened := p.justOpened
 	p.justOpened = false
+	depth := len(p.skipped)
 	switch tok.kind {
 	case tokStart:
 		if len(p.stack)+len(p.skipped) >= maxDepth {
@@ -516,6 +502,7 @@ func (p *parser) skip(tok *scanToken) error {
 		if err := p.checkName(tok); err != nil {
 			return err
 		}
+		p.ix.start(depth, tok)
 		if tok.selfClosing {
 			p.empties++
 			p.selfClosed++
@@ -528,7 +515,9 @@ func (p *parser) skip(tok *scanToken) error {
 			// The section itself ends: its content stays unread.
 			if tok.off > p.sectionAt {
 				p.src.unread[p.top] = span{p.sectionAt, tok.off}
+				p.src.index[p.top] = slices.Concat(p.ix.chunks...)
 			}
+			p.ix = indexer{}
 			return p.end(tok)
 		}
 		open := p.skipped[len(p.skipped)-1]
@@ -539,13 +528,96 @@ func (p *parser) skip(tok *scanToken) error {
 		if opened {
 			p.empties++
 		}
+		p.ix.end(depth, tok)
 		p.skipped = p.skipped[:len(p.skipped)-1]
+	case tokText, tokCDATA:
+		p.ix.text(depth, tok.text)
 	case tokProcInst:
 		if strings.EqualFold(tok.name, "xml") {
 			return p.checkDeclaration(tok)
 		}
+		p.ix.stop(depth)
 	}
 	return nil
+}
+
+// indexer builds the index of a section skip checks (source.children):
+// what childOf would read from each child, had it been built. depth is
+// how deep a token is in the section: 0 for its children, 1 for theirs.
+type indexer struct {
+	chunks   [][]child // the children so far, in chunks that never move
+	last     *child
+	field    *string // the leaf being read: a field of the last child
+	leaf     string  // its text so far
+	stopped  bool    // an element or instruction ended its text, as etree's Text ends
+	seen     [3]bool // the leaves of the last child read (SelectElement finds the first)
+}
+
+func (ix *indexer) start(depth int, tok *scanToken) {
+	_, tag := splitName(tok.name)
+	switch {
+	case depth == 0:
+		c := child{sp: span{tok.off, tok.end}, tag: tag}
+		for _, a := range tok.attrs {
+			if _, key := splitName(a.name); key == "uuid" {
+				c.uuid = a.value
+				break
+			}
+		}
+		if n := len(ix.chunks); n == 0 || len(ix.chunks[n-1]) == cap(ix.chunks[n-1]) {
+			ix.chunks = append(ix.chunks, make([]child, 0, 1024))
+		}
+		n := len(ix.chunks) - 1
+		ix.chunks[n] = append(ix.chunks[n], c)
+		ix.last = &ix.chunks[n][len(ix.chunks[n])-1]
+		ix.seen = [3]bool{}
+	case depth == 1 && ix.field == nil:
+		c := ix.last
+		for i, f := range []*string{&c.tracker, &c.descr, &c.iface} {
+			if tag == indexLeaves[i] && !ix.seen[i] {
+				ix.seen[i] = true
+				if !tok.selfClosing {
+					ix.field, ix.leaf, ix.stopped = f, "", false
+				}
+			}
+		}
+	case depth == 2:
+		ix.stop(depth)
+	}
+}
+
+var indexLeaves = [3]string{"tracker", "descr", "interface"}
+
+func (ix *indexer) text(depth int, s string) {
+	if depth == 2 && ix.field != nil && !ix.stopped {
+		ix.leaf += s
+	}
+}
+
+func (ix *indexer) stop(depth int) {
+	if depth == 2 {
+		ix.stopped = true
+	}
+}
+
+func (ix *indexer) end(depth int, tok *scanToken) {
+	switch depth {
+	case 1:
+		ix.last.sp.end = tok.end
+	case 2:
+		if ix.field != nil {
+			*ix.field = strings.TrimSpace(ix.leaf)
+			ix.field = nil
+		}
+	}
+}
+
+// splitName splits a name as etree does: "a:b" is b in namespace a.
+func splitName(name string) (space, tag string) {
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
 }
 
 // end closes the innermost open element, which must be the one named.

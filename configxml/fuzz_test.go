@@ -28,6 +28,7 @@ func FuzzLoad(f *testing.F) {
 		if got := c.Bytes(); !bytes.Equal(got, data) {
 			t.Fatalf("round trip changed an accepted document:\n%s", lineDiff(string(data), string(got)))
 		}
+		checkIndex(t, c)
 		c.Values()
 		Lint(c)
 		// What fwab's scanner accepts, encoding/xml accepts too, with the

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/beevik/etree"
 	"github.com/fwab/fwab/fixtures"
 )
 
@@ -203,5 +204,48 @@ func TestViewKeepsSpaceBetweenTexts(t *testing.T) {
 		if want := diffPaths(a, b); !slices.Equal(got, want) || len(want) != 1 {
 			t.Errorf("%s against ab: unread %v, read %v; want the descr changed", descr, got, want)
 		}
+	}
+}
+
+// viewIndex is the index of an unread section made from its children
+// built on their own: what Load's indexer must give.
+func viewIndex(src *source, sec *etree.Element) []child {
+	var ix []child
+	src.eachIn(src.unread[sec], func(e *etree.Element, sp span) bool {
+		ix = append(ix, childOf(e, sp))
+		return true
+	})
+	return ix
+}
+
+// checkIndex compares Load's index of every unread section with the one
+// built from the children.
+func checkIndex(t *testing.T, c *Config) {
+	t.Helper()
+	for _, sec := range c.top().ChildElements() {
+		if _, unread := c.src.unread[sec]; !unread {
+			continue
+		}
+		if got, want := c.src.children(sec), viewIndex(c.src, sec); !slices.Equal(got, want) {
+			t.Fatalf("index of <%s>:\n got %+v\nwant %+v", sec.Tag, got, want)
+		}
+	}
+}
+
+func TestLoadIndex(t *testing.T) {
+	for _, name := range fixtures.Configs() {
+		checkIndex(t, load(t, name))
+	}
+	c, err := LoadBytes([]byte(`<pfsense><filter>
+	<rule uuid="u1" x:uuid="u2"><x:tracker> 7 </x:tracker><tracker>8</tracker><descr>a<!--c--> <![CDATA[b]]><i/>c</descr><interface/></rule>
+	<rule/><separator><descr><?pi?>x</descr></separator>
+	<rule><source><descr>deep</descr></source><interface>
+	  lan </interface></rule></filter></pfsense>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, c)
+	if ix := c.src.children(c.top().SelectElement("filter")); len(ix) != 4 || ix[0].tracker != "7" || ix[0].descr != "a b" || ix[3].iface != "lan" {
+		t.Errorf("index %+v", ix)
 	}
 }

@@ -105,7 +105,7 @@ func (s *scanner) next() (scanToken, error) {
 			return scanToken{}, err
 		}
 		s.pos = start + 9 + i + 3
-		return scanToken{kind: tokCDATA, off: start, end: s.pos, text: normalizeNewlines(string(body))}, nil
+		return scanToken{kind: tokCDATA, off: start, end: s.pos, text: normalizeNewlines(s.str(body))}, nil // a view of the input, like plain text
 	case bytes.HasPrefix(rest, []byte("<!--")):
 		i := bytes.Index(rest[4:], []byte("-->"))
 		if i < 0 {
