@@ -545,12 +545,12 @@ func (p *parser) skip(tok *scanToken) error {
 // what childOf would read from each child, had it been built. depth is
 // how deep a token is in the section: 0 for its children, 1 for theirs.
 type indexer struct {
-	chunks   [][]child // the children so far, in chunks that never move
-	last     *child
-	field    *string // the leaf being read: a field of the last child
-	leaf     string  // its text so far
-	stopped  bool    // an element or instruction ended its text, as etree's Text ends
-	seen     [3]bool // the leaves of the last child read (SelectElement finds the first)
+	chunks  [][]child // the children so far, in chunks that never move
+	last    *child
+	field   *string // the leaf being read: a field of the last child
+	leaf    string  // its text so far
+	stopped bool    // an element or instruction ended its text, as etree's Text ends
+	seen    [3]bool // the leaves of the last child read (SelectElement finds the first)
 }
 
 func (ix *indexer) start(depth int, tok *scanToken) {
