@@ -602,7 +602,8 @@ const MaxIdentical = 2000
 // the work grows with the combinations, not the points.
 //
 // It also groups the points whose whole configs are the same (Identical),
-// in plans of up to MaxIdentical points.
+// in plans of up to MaxIdentical points that set xml: or config knobs
+// (opaqueKnobs).
 func (p *Plan) lintPoints(ctx context.Context, cfg *configxml.Config) error {
 	existing := map[string]bool{}
 	for _, f := range configxml.Lint(cfg) {
