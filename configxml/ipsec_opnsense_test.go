@@ -41,3 +41,58 @@ func TestOPNsenseLegacyTunnelRefused(t *testing.T) {
 		t.Errorf("Get(ipsec@fwab) = %q, %v; want none (no such tunnel yet)", v, err)
 	}
 }
+
+// TestIPsecCanonicalIsTheConfig: two ipsec values have the same Canonical
+// form exactly when they write the same settings (the config less its
+// <revision>, which names the change), on both products. The
+// matrix relies on it to skip comparing whole configs (Plan.opaqueKnobs),
+// and a spec that lists one proposal twice, spelt two ways, is refused.
+// strongSwan reads curve25519 and x25519 (curve448 and x448) as one group.
+func TestIPsecCanonicalIsTheConfig(t *testing.T) {
+	values := []string{
+		"aes256-sha256-x25519/aes256gcm16", "aes256-sha256-curve25519/aes256gcm16", "AES256-SHA256-X25519/AES256GCM16",
+		"aes256-sha256-x448/aes256gcm16", "aes256-sha256-curve448/aes256gcm16",
+		"aes256-sha256-modp2048/aes256gcm16", "aes256gcm16",
+		"chacha20poly1305-sha256-x25519/chacha20poly1305", "chacha20poly1305-sha256-curve25519/chacha20poly1305",
+		"aes128gcm16-x25519", "aes128gcm16-curve25519",
+	}
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		t.Run(name, func(t *testing.T) {
+			configs := map[string]string{} // config, by canonical value
+			var set int
+			for _, v := range values {
+				c := loadFixture(t, name)
+				canon := Canonical("ipsec@site-b", v)
+				err := c.Set("ipsec@site-b", v)
+				if rev := c.Root().SelectElement("revision"); rev != nil {
+					c.Root().RemoveChild(rev)
+				}
+				if prev, ok := configs[canon]; ok {
+					if got := string(c.Bytes()); (err == nil) != (prev != "") || got != prev && err == nil {
+						t.Errorf("%s: same Canonical (%s) as an earlier value, but a different config or verdict (err %v)", v, canon, err)
+					}
+					continue
+				}
+				if err != nil {
+					configs[canon] = ""
+					continue
+				}
+				set++
+				configs[canon] = string(c.Bytes())
+			}
+			seen := map[string]string{}
+			for canon, cfg := range configs {
+				if cfg == "" {
+					continue
+				}
+				if other, ok := seen[cfg]; ok {
+					t.Errorf("%s and %s write the same config but have different Canonical forms", other, canon)
+				}
+				seen[cfg] = canon
+			}
+			if set < 3 {
+				t.Errorf("only %d values were accepted; the test compares too little", set)
+			}
+		})
+	}
+}

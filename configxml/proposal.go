@@ -1,6 +1,7 @@
 package configxml
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,6 +50,11 @@ var (
 		"modp2048s224": 23, "modp2048s256": 24, "ecp192": 25, "ecp224": 26, "ecp224bp": 27,
 		"ecp256bp": 28, "ecp384bp": 29, "ecp512bp": 30, "curve25519": 31, "x25519": 31, "curve448": 32, "x448": 32,
 	}
+	// dhAliases are second names strongSwan reads as the same group; fwab
+	// writes and reports the first, so one group has one canonical form.
+	//
+	// upstream: strongswan/strongswan@00520b3ae8c1a3d306fa7c829517bbbc3e183b06 src/libstrongswan/crypto/proposal/proposal_keywords_static.txt:174 — `curve25519, KEY_EXCHANGE_METHOD, CURVE_25519`, then x25519 (175), curve448 and x448 (176, 177) with CURVE_448
+	dhAliases = map[string]string{"curve25519": "x25519", "curve448": "x448"}
 )
 
 func isAEAD(enc string) bool { return slices.Contains(aeadEncs, enc) }
@@ -100,7 +106,7 @@ func parseAlgos(s string, ike bool) (Algos, error) {
 			if a.DH != "" {
 				return a, fmt.Errorf("two DH groups")
 			}
-			a.DH = p
+			a.DH = cmp.Or(dhAliases[p], p)
 		default:
 			return a, fmt.Errorf("unknown algorithm %q; integrity: %s; DH groups such as modp2048, ecp256, x25519", p, strings.Join(integs, ", "))
 		}
@@ -198,13 +204,12 @@ func dhNumber(dh string) string {
 }
 
 func dhName(n string) string {
-	best := ""
 	for name, num := range dhGroups {
-		if strconv.Itoa(num) == n && (best == "" || len(name) < len(best) || (len(name) == len(best) && name < best)) {
-			best = name
+		if strconv.Itoa(num) == n && dhAliases[name] == "" {
+			return name
 		}
 	}
-	return best
+	return ""
 }
 
 // commonProposals are the ESP proposals the seeds compare.
