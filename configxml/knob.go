@@ -432,12 +432,28 @@ func (c *Config) Set(knob, value string) error {
 // SetAll applies several knob=value assignments as one change. All are
 // checked first; if any is invalid, nothing changes. Knobs check everything
 // that could make them fail before they edit, so that an edit never stops
-// half-way.
+// half-way. A knob that reads what an xml: assignment among them writes is
+// checked again on the config the whole set makes (on a copy, first).
 func (c *Config) SetAll(assignments []string) error {
 	steps, err := c.checkAll(assignments)
 	if err != nil {
 		return err
 	}
+	if after := c.checkedAfter(steps); len(after) > 0 {
+		cp, err := c.copy()
+		if err != nil {
+			return err
+		}
+		if err := cp.apply(steps, after); err != nil {
+			return err
+		}
+	}
+	return c.apply(steps, nil)
+}
+
+// apply makes the checked steps' edits, records them in <revision>, and
+// then checks the steps after (by index) again.
+func (c *Config) apply(steps []setStep, after []int) error {
 	var done []string
 	for _, s := range steps {
 		before, err := s.k.get(c, s.ref.Qualifier)
@@ -450,17 +466,108 @@ func (c *Config) SetAll(assignments []string) error {
 		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
 			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
 		}
-		shown := s.value
-		if s.ref.Name == "xml" {
-			steps := strings.Split(s.ref.Qualifier, "/")
-			shown = redact(strings.SplitN(steps[len(steps)-1], "[", 2)[0], s.value)
-		}
-		done = append(done, s.ref.String()+"="+shown)
+		done = append(done, s.shown())
 	}
 	if len(done) > 0 {
 		c.bumpRevision("fwab: " + strings.Join(done, ", "))
 	}
+	if len(after) == 0 {
+		return nil
+	}
+	c.pending = map[string]string{}
+	defer func() { c.pending = nil }()
+	var xml []string
+	for _, s := range steps {
+		c.pending[s.ref.String()] = s.value
+		if s.ref.Name == "xml" {
+			xml = append(xml, s.shown())
+		}
+	}
+	for _, i := range after {
+		if err := c.checkValue(steps[i].k, steps[i].ref, steps[i].value); err != nil {
+			return fmt.Errorf("%w (with %s)", err, strings.Join(xml, ", "))
+		}
+	}
 	return nil
+}
+
+// checkedAfter returns the steps (by index) whose knobs read what an xml:
+// step among them writes, so that checking them on the config before the
+// change proves nothing: an xml: path can give a filter rule the tracker a
+// rules count would generate. Typed knobs check one another through
+// c.pending where they must (KnobSpec.together).
+func (c *Config) checkedAfter(steps []setStep) []int {
+	after, _ := c.entangled(steps)
+	return after
+}
+
+// entangled returns checkedAfter's steps and the xml: steps they read.
+func (c *Config) entangled(steps []setStep) (after, writers []int) {
+	writes := make([][]string, len(steps))
+	for j, s := range steps {
+		if s.ref.Name == "xml" {
+			_, writes[j] = s.k.parts(c, s.ref.Qualifier)
+		}
+	}
+	used := map[int]bool{}
+	for i, s := range steps {
+		if s.ref.Name == "xml" || s.k.parts == nil {
+			continue
+		}
+		reads := s.k.readsFrom(c)
+		for j, w := range writes {
+			if len(w) > 0 && overlaps(reads, w) {
+				used[j] = true
+				if len(after) == 0 || after[len(after)-1] != i {
+					after = append(after, i)
+				}
+			}
+		}
+	}
+	for j := range steps {
+		if used[j] {
+			writers = append(writers, j)
+		}
+	}
+	return after, writers
+}
+
+// Entangled returns the assignments SetAll checks on the config the set
+// makes (knobs that read what an xml: assignment writes) and the xml:
+// assignments they read, in the order given; nil if there are none. A
+// plan checks each combination of them its points give (CheckAll).
+func (c *Config) Entangled(assignments []string) []string {
+	var steps []setStep
+	for _, a := range assignments {
+		ref, value, err := ParseAssignment(a)
+		if err != nil {
+			continue
+		}
+		if k, err := c.knob(ref); err == nil {
+			steps = append(steps, setStep{ref, k, value})
+		}
+	}
+	after, writers := c.entangled(steps)
+	if len(after) == 0 {
+		return nil
+	}
+	var out []string
+	for i, s := range steps {
+		if slices.Contains(after, i) || slices.Contains(writers, i) {
+			out = append(out, s.ref.String()+"="+s.value)
+		}
+	}
+	return out
+}
+
+// copy is an independent copy of c, product version included.
+func (c *Config) copy() (*Config, error) {
+	cp, err := LoadBytes(c.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	cp.product = c.product
+	return cp, nil
 }
 
 // Apply is SetAll that also says what changed, without a second copy of
@@ -513,8 +620,18 @@ func (c *Config) Apply(assignments []string) ([]Change, error) {
 // CheckAll is SetAll's checking alone: whether the assignments are valid
 // together (OPNsense's one IDS mode for every interface), changing nothing.
 func (c *Config) CheckAll(assignments []string) error {
-	_, err := c.checkAll(assignments)
-	return err
+	steps, err := c.checkAll(assignments)
+	if err != nil {
+		return err
+	}
+	if after := c.checkedAfter(steps); len(after) > 0 {
+		cp, err := c.copy()
+		if err != nil {
+			return err
+		}
+		return cp.apply(steps, after)
+	}
+	return nil
 }
 
 // A checked assignment.
@@ -522,6 +639,17 @@ type setStep struct {
 	ref   Ref
 	k     *KnobSpec
 	value string
+}
+
+// shown is the assignment as <revision> and errors show it: an xml:
+// path's secret redacted.
+func (s setStep) shown() string {
+	value := s.value
+	if s.ref.Name == "xml" {
+		steps := strings.Split(s.ref.Qualifier, "/")
+		value = redact(strings.SplitN(steps[len(steps)-1], "[", 2)[0], s.value)
+	}
+	return s.ref.String() + "=" + value
 }
 
 func (c *Config) checkAll(assignments []string) ([]setStep, error) {

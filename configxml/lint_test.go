@@ -385,6 +385,27 @@ func TestRulesRefuseTakenTracker(t *testing.T) {
 	if err := c.CheckAll([]string{"rules@lan=3"}); err == nil || !strings.Contains(err.Error(), "at most 2 rules on lan") {
 		t.Errorf("rules@lan=3: %v, want it to say at most 2", err)
 	}
+	// The same through an xml: assignment given with the count, in either
+	// order: the count is checked on the config the set makes.
+	fresh := loadFixture(t, "configs/pfsense-2.7.xml")
+	for _, set := range [][]string{
+		{"xml:filter/rule[1]/tracker=" + taken, "rules@lan=5"},
+		{"rules@lan=5", "xml:filter/rule[1]/tracker=" + taken},
+	} {
+		if err := fresh.CheckAll(set); err == nil || !strings.Contains(err.Error(), "at most 2 rules on lan") {
+			t.Errorf("CheckAll(%q) = %v, want the count refused", set, err)
+		}
+		if err := fresh.SetAll(set); err == nil || !strings.Contains(err.Error(), "at most 2 rules on lan") {
+			t.Errorf("SetAll(%q) = %v, want the count refused", set, err)
+		}
+		fresh = loadFixture(t, "configs/pfsense-2.7.xml")
+	}
+	if err := fresh.CheckAll([]string{"xml:filter/rule[1]/tracker=" + taken, "rules@lan=2"}); err != nil {
+		t.Errorf("a count below the tracker with it: %v", err)
+	}
+	if got, _ := fresh.Get("rules@lan"); got != "0" {
+		t.Errorf("CheckAll changed the config: rules@lan = %s", got)
+	}
 	// Rules fwab generated keep their trackers: a count over them is fine.
 	if err := c.SetAll([]string{"xml:filter/rule[1]/tracker=1"}); err != nil {
 		t.Fatal(err)

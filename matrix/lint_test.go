@@ -148,3 +148,17 @@ func TestEstimateWithMeasuredCosts(t *testing.T) {
 		t.Errorf("Estimate %v leaves out the omitted seconds", before)
 	}
 }
+
+// A point's xml: assignment can make another of its knobs invalid: here it
+// gives a filter rule the tracker the rules count would generate. The
+// count is checked on the config the point makes, so the plan refuses it.
+func TestPlanChecksKnobsWithTheirXML(t *testing.T) {
+	s, err := Parse(strings.NewReader("target: lab\nfixed:\n  \"xml:filter/rule[1]/tracker\": \"4110000003\"\naxes:\n  rules@lan: [0, 2, 5]\norder: as-written\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewPlan(context.Background(), s, pfSense(t), 1)
+	if err == nil || !strings.Contains(err.Error(), "1 points cannot be set up") || !strings.Contains(err.Error(), "point 2 (rules@lan=5") || !strings.Contains(err.Error(), "at most 2 rules on lan") {
+		t.Errorf("NewPlan = %v; want point 2 refused for the tracker its xml: assignment takes", err)
+	}
+}

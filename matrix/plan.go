@@ -518,7 +518,9 @@ func (s *Spec) knobNames() []string {
 
 // checkTogether refuses a plan with a point whose knobs cannot hold
 // together (configxml.CheckedTogether: OPNsense's one IDS mode for all
-// interfaces), whatever lint rules the spec allows: the point could not
+// interfaces; configxml.Entangled: a knob that reads what an xml:
+// assignment writes, such as a rules count whose trackers an xml: path
+// gives away), whatever lint rules the spec allows: the point could not
 // be set up, or would be recorded under a name it does not have. Each
 // distinct combination of such knobs is checked once.
 // sets are the config sets' configs (Spec.checkAgainst).
@@ -529,18 +531,27 @@ func (p *Plan) checkTogether(ctx context.Context, cfg *configxml.Config, sets ma
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var set []string
+		start, name := cfg, pt.Value("config")
+		if c := sets[name]; c != nil {
+			start = c
+		}
+		var set, all []string
 		for _, kv := range pt.Values {
+			a := kv.Knob + "=" + kv.Value
 			if configxml.CheckedTogether(kv.Knob) {
-				set = append(set, kv.Knob+"="+kv.Value)
+				set = append(set, a)
+			}
+			if kv.Knob != "config" && kv.Knob != FirmwareKnob {
+				all = append(all, a)
+			}
+		}
+		for _, a := range start.Entangled(all) {
+			if !slices.Contains(set, a) {
+				set = append(set, a)
 			}
 		}
 		if len(set) < 2 {
 			continue // one alone was checked with the spec
-		}
-		start, name := cfg, pt.Value("config")
-		if c := sets[name]; c != nil {
-			start = c
 		}
 		key := name + "\x00" + strings.Join(set, "\x00")
 		err, done := checked[key]
