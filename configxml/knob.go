@@ -2,6 +2,7 @@ package configxml
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -439,16 +440,31 @@ func (c *Config) SetAll(assignments []string) error {
 	if err != nil {
 		return err
 	}
-	if after := c.checkedAfter(steps); len(after) > 0 {
-		cp, err := c.copy()
-		if err != nil {
-			return err
-		}
-		if err := cp.apply(steps, after); err != nil {
-			return err
-		}
+	if err := c.checkOnCopy(steps); err != nil {
+		return err
 	}
 	return c.apply(steps, nil)
+}
+
+// checkOnCopy applies the steps to a copy of c and checks the
+// checkedAfter ones again there, each held to the value its knob had
+// before the set (Config.was); nil when no step needs it.
+func (c *Config) checkOnCopy(steps []setStep) error {
+	after := c.checkedAfter(steps)
+	if len(after) == 0 {
+		return nil
+	}
+	cp, err := c.copy()
+	if err != nil {
+		return err
+	}
+	cp.was = map[string]string{}
+	for _, i := range after {
+		if v, err := steps[i].k.get(c, steps[i].ref.Qualifier); err == nil {
+			cp.was[steps[i].ref.String()] = v
+		}
+	}
+	return cp.apply(steps, after)
 }
 
 // apply makes the checked steps' edits, records them in <revision>, and
@@ -464,6 +480,9 @@ func (c *Config) apply(steps []setStep, after []int) error {
 			continue
 		}
 		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
+			if c.was != nil {
+				return fmt.Errorf("knob %s: %w", s.ref, err) // a copy's: nothing changed
+			}
 			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
 		}
 		done = append(done, s.shown())
@@ -560,13 +579,14 @@ func (c *Config) Entangled(assignments []string) []string {
 	return out
 }
 
-// copy is an independent copy of c, product version included.
+// copy is an independent copy of c with what it holds beside the
+// document: the product version, the tunnels defined, Now and User.
 func (c *Config) copy() (*Config, error) {
 	cp, err := LoadBytes(c.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	cp.product = c.product
+	cp.product, cp.tunnels, cp.Now, cp.User = c.product, maps.Clone(c.tunnels), c.Now, c.User
 	return cp, nil
 }
 
@@ -624,14 +644,7 @@ func (c *Config) CheckAll(assignments []string) error {
 	if err != nil {
 		return err
 	}
-	if after := c.checkedAfter(steps); len(after) > 0 {
-		cp, err := c.copy()
-		if err != nil {
-			return err
-		}
-		return cp.apply(steps, after)
-	}
-	return nil
+	return c.checkOnCopy(steps)
 }
 
 // A checked assignment.

@@ -420,3 +420,30 @@ func TestRulesRefuseTakenTracker(t *testing.T) {
 		t.Errorf("generated rules share a tracker: %v", fs)
 	}
 }
+
+// TestCheckedAfterOnAFaithfulCopy: the copy a set is checked on again
+// holds what the config holds beside its document (the tunnels a spec
+// defines), and a knob whose check allows the box's own state
+// (nat.outbound already advanced) is held to the state before the set.
+func TestCheckedAfterOnAFaithfulCopy(t *testing.T) {
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		c := loadFixture(t, name)
+		c.DefineTunnel(TunnelSpec{Name: "newtun", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
+		set := []string{"ipsec@newtun=aes256gcm16", "xml:ipsec/client/enable=", "xml:interfaces/wan/descr=WAN2"}
+		if err := c.CheckAll(set); err != nil {
+			t.Errorf("%s: CheckAll(%q) = %v, want it valid", name, set, err)
+		}
+		if err := c.SetAll(set); err != nil {
+			t.Errorf("%s: SetAll(%q) = %v, want it valid", name, set, err)
+		}
+	}
+	c := loadFixture(t, "configs/pfsense-2.7.xml")
+	orig := c.Bytes()
+	set := []string{"nat.outbound=advanced", "xml:nat/outbound/rule[1]/disabled="}
+	if err := c.SetAll(set); err == nil || !strings.Contains(err.Error(), "advanced needs manual rules") || strings.Contains(err.Error(), "partly changed") {
+		t.Errorf("SetAll(%q) = %v, want advanced refused: the set leaves no enabled manual rule", set, err)
+	}
+	if !bytes.Equal(orig, c.Bytes()) {
+		t.Error("a refused SetAll changed the config")
+	}
+}
