@@ -40,6 +40,13 @@ type VethState struct {
 	MAC   string
 	Up    bool
 	Addrs []netip.Prefix
+	Stats LinkStats
+}
+
+// LinkStats are a veth's counters, as netstat -i shows a NIC's.
+type LinkStats struct {
+	InPackets, InErrors, InDrops, InBytes     uint64
+	OutPackets, OutErrors, OutDrops, OutBytes uint64
 }
 
 // IPsecPlane (ipsec.go) runs the IPsec daemons; IDSPlane and CPUBudget are

@@ -53,6 +53,10 @@ type Fault struct {
 	// nor write. What was sent meanwhile arrives afterwards, as TCP's
 	// retransmissions would deliver it, unless the client gave up.
 	SilentUntil time.Time `json:"silent_until,omitzero"`
+	// LinkErrors adds input errors to interfaces' counters, by FreeBSD
+	// name ("igb1": 40), as a bad cable's damaged frames would: netstat -i
+	// shows them on top of what the data plane counted.
+	LinkErrors map[string]uint64 `json:"link_errors,omitempty"`
 	// Commands make SSH command lines fail, stall or lose their connection;
 	// the first that matches a line applies.
 	Commands []CommandFault `json:"commands,omitempty"`

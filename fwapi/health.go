@@ -19,8 +19,8 @@ type HealthReader interface {
 	Health(ctx context.Context) (probe.Health, error)
 }
 
-// Health reads the box's boot time, its watched services' pids and its
-// crash dumps.
+// Health reads the box's boot time, its watched services' pids, its
+// crash dumps and its interfaces' error counters.
 func (p *PfSense) Health(ctx context.Context) (probe.Health, error) {
 	h, err := readHealth(ctx, p.output)
 	if err != nil {
@@ -29,8 +29,9 @@ func (p *PfSense) Health(ctx context.Context) (probe.Health, error) {
 	return h, nil
 }
 
-// Health reads the box's boot time, its watched services' pids and its
-// crash dumps, over SSH: the API has none of them.
+// Health reads the box's boot time, its watched services' pids, its
+// crash dumps and its interfaces' error counters, over SSH: the API has
+// none of them.
 func (o *OPNsense) Health(ctx context.Context) (probe.Health, error) {
 	h, err := readHealth(ctx, o.shellString)
 	if err != nil {
@@ -39,7 +40,8 @@ func (o *OPNsense) Health(ctx context.Context) (probe.Health, error) {
 	return h, nil
 }
 
-// readHealth runs the three readings with run.
+// readHealth runs the four readings with run: the boot time, the watched
+// services' pids, the crash dumps and the interfaces' error counters.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1885 — `$boottime = get_single_sysctl("kern.boottime");`, the boot time pfSense's own uptime reads
 // upstream: not settled — /var/crash as savecore's folder and `ps ax -o pid,command` are FreeBSD's (not in the upstream copy); checked at run time: an answer that does not parse is an error, and the sample keeps a warning instead of a verdict
@@ -72,6 +74,12 @@ func readHealth(ctx context.Context, run func(context.Context, string) (string, 
 		return h, err
 	}
 	h.Crashes = strings.Fields(out)
+	if out, err = run(ctx, NetstatLinks); err != nil {
+		return h, err
+	}
+	if h.Links, err = ParseNetstatLinks(out); err != nil {
+		return h, err
+	}
 	return h, nil
 }
 

@@ -1,6 +1,7 @@
 package fwapi_test
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fwab/fwab/fixtures/transcripts"
 	"github.com/fwab/fwab/fwapi"
+	"github.com/fwab/fwab/probe"
 )
 
 // transcript returns the recorded stdout of a pfSense command line.
@@ -222,6 +224,26 @@ func TestParseNetstatMbufs(t *testing.T) {
 	}
 	if _, err := fwapi.ParseNetstatMbufs("netstat: kvm not available\n"); err == nil {
 		t.Errorf("ParseNetstatMbufs(no line) = nil error, want one")
+	}
+}
+
+func TestParseNetstatLinks(t *testing.T) {
+	got, err := fwapi.ParseNetstatLinks(transcript(t, fwapi.NetstatLinks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]probe.LinkCounters{"igb0": {}, "igb1": {InErrors: 17, OutErrors: 2}, "enc0": {}, "lo0": {}}
+	if !maps.Equal(got, want) {
+		t.Errorf("ParseNetstatLinks = %v, want %v", got, want)
+	}
+	for _, bad := range []string{
+		"netstat: unknown option -- -\n",
+		`{"statistics": {"interface": []}}`,
+		`{"statistics": {"interface": [{"name":"igb0","network":"<Link#1>","received-packets":5}]}}`,
+	} {
+		if _, err := fwapi.ParseNetstatLinks(bad); err == nil {
+			t.Errorf("ParseNetstatLinks(%q) = nil error, want one", bad)
+		}
 	}
 }
 

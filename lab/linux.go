@@ -122,9 +122,15 @@ func parseEthtoolFeatures(out string) emu.Offloads {
 }
 
 func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.VethState, error) {
-	out, err := run(ctx, nil, "ip", "-n", d.ns(), "-j", "addr", "show", "dev", veth)
+	out, err := run(ctx, nil, "ip", "-n", d.ns(), "-s", "-j", "addr", "show", "dev", veth)
 	if err != nil {
 		return emu.VethState{}, err
+	}
+	type counters struct {
+		Bytes   uint64 `json:"bytes"`
+		Packets uint64 `json:"packets"`
+		Errors  uint64 `json:"errors"`
+		Dropped uint64 `json:"dropped"`
 	}
 	var links []struct {
 		MTU       int    `json:"mtu"`
@@ -135,11 +141,19 @@ func (d *LinuxDataPlane) Link(ctx context.Context, veth string) (emu.VethState, 
 			Local     string `json:"local"`
 			PrefixLen int    `json:"prefixlen"`
 		} `json:"addr_info"`
+		Stats struct {
+			RX counters `json:"rx"`
+			TX counters `json:"tx"`
+		} `json:"stats64"`
 	}
 	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) == 0 {
 		return emu.VethState{}, fmt.Errorf("ip addr show %s: unexpected output", veth)
 	}
-	l := emu.VethState{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP"}
+	rx, tx := links[0].Stats.RX, links[0].Stats.TX
+	l := emu.VethState{MTU: links[0].MTU, MAC: links[0].Address, Up: links[0].OperState == "UP", Stats: emu.LinkStats{
+		InPackets: rx.Packets, InErrors: rx.Errors, InDrops: rx.Dropped, InBytes: rx.Bytes,
+		OutPackets: tx.Packets, OutErrors: tx.Errors, OutDrops: tx.Dropped, OutBytes: tx.Bytes,
+	}}
 	for _, a := range links[0].AddrInfo {
 		if p, err := netip.ParseAddr(a.Local); err == nil && a.Family == "inet" {
 			l.Addrs = append(l.Addrs, netip.PrefixFrom(p, a.PrefixLen))

@@ -535,9 +535,10 @@ func (s *Sweep) Execute(ctx context.Context) error {
 // (Health): a sample the box changed under — a reboot, a service that
 // restarted, a crash dump — measured two boxes, and is failed with what
 // changed as its reason (probe.InvalidReason), so that it is kept, left out
-// of the statistics and measured once more. A box whose health cannot be
-// read before the probe gives a warning; one that stops answering during
-// it, an invalid sample.
+// of the statistics and measured once more. Interface errors counted
+// during the probe are the sample's warnings (probe.Health.LinkErrors). A
+// box whose health cannot be read before the probe gives a warning; one
+// that stops answering during it, an invalid sample.
 //
 // gone names the watched services that ran before the probe and still do
 // not after a second look: the point's state is no longer in force.
@@ -560,6 +561,7 @@ func (s *Sweep) measure(ctx context.Context, pr ProbeRun) (sample probe.Sample, 
 		changes = []string{"its health could not be read after the probe: " + err.Error()}
 	} else {
 		changes = before.Changes(after)
+		sample.Warnings = append(sample.Warnings, before.LinkErrors(after)...)
 	}
 	if len(changes) == 0 {
 		return sample, nil

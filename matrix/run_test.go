@@ -659,6 +659,45 @@ func TestSweepInvalidatesSamplesTheBoxChangedUnder(t *testing.T) {
 	}
 }
 
+// TestSweepWarnsOfLinkErrors: errors an interface counted during a probe
+// are the sample's warning, and the sample stands.
+func TestSweepWarnsOfLinkErrors(t *testing.T) {
+	f := newSweep(t, twoPoints)
+	reads := 0
+	f.sweep.Health = func(context.Context) (probe.Health, error) {
+		reads++
+		errs := uint64(0)
+		if reads >= 4 { // igb1 counts errors during the second probe
+			errs = 40
+		}
+		return probe.Health{Boot: 1700000000, Services: map[string][]int{}, Links: map[string]probe.LinkCounters{"igb1": {InErrors: errs}}}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 20 || f.calls != 20 {
+		t.Fatalf("%d samples, %d probe calls; want 20 and 20: none measured again", len(samples), f.calls)
+	}
+	var warned []int
+	for i, s := range samples {
+		if s.Failed {
+			t.Errorf("sample %d failed: %s", i, s.Reason)
+		}
+		if slices.ContainsFunc(s.Warnings, func(w string) bool {
+			return strings.Contains(w, "igb1 counted 40 input and 0 output errors during the probe")
+		}) {
+			warned = append(warned, i)
+		}
+	}
+	if !slices.Equal(warned, []int{1}) {
+		t.Errorf("samples warned of igb1's errors: %v, want [1]", warned)
+	}
+}
+
 // TestSweepStopsWhenAServiceStaysDown: a watched service that stopped
 // during a probe and is still down after settling leaves the box outside
 // the point's state: the sweep keeps the invalid sample and stops, naming

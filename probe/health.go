@@ -25,6 +25,40 @@ type Health struct {
 	Read     time.Time        `json:"read"`              // when it was read, by this machine's clock
 	Services map[string][]int `json:"services"`          // watched service → its pids, sorted; none when it is not running
 	Crashes  []string         `json:"crashes,omitempty"` // the entries of /var/crash
+	// Links are the interfaces' error counters, by FreeBSD name; nil when
+	// they were not read.
+	Links map[string]LinkCounters `json:"links,omitempty"`
+}
+
+// LinkCounters are an interface's error counters, as netstat -i shows
+// them (Ierrs, Oerrs): frames the NIC received damaged or could not
+// send. Drops (Idrop, Drop) are not among them: a firewall at its limit
+// drops, and that is what a sample measures.
+type LinkCounters struct {
+	InErrors  uint64 `json:"in_errors"`
+	OutErrors uint64 `json:"out_errors"`
+}
+
+// LinkErrors lists the interfaces that counted errors between h (before
+// the probe) and after, or whose counters went back (the interface was
+// made again). They are a sample's warnings, not a reason to drop it:
+// errors say the link was bad, not that another box answered, and some
+// NICs' drivers count receive overruns — load — as input errors (FreeBSD's
+// vte(4) adds rx_fifo_full, bxe(4) its buffer drops).
+func (h Health) LinkErrors(after Health) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(after.Links)) {
+		a, ok := h.Links[name]
+		b := after.Links[name]
+		switch {
+		case !ok || a == b:
+		case b.InErrors < a.InErrors || b.OutErrors < a.OutErrors:
+			out = append(out, fmt.Sprintf("%s's error counters went back to %d in, %d out: the interface was made again during the probe", name, b.InErrors, b.OutErrors))
+		default:
+			out = append(out, fmt.Sprintf("%s counted %d input and %d output errors during the probe (damaged or unsent frames; some drivers count receive overruns here)", name, b.InErrors-a.InErrors, b.OutErrors-a.OutErrors))
+		}
+	}
+	return out
 }
 
 // Changes lists how the box changed between h (before the probe) and

@@ -32,6 +32,27 @@ func TestHealthChanges(t *testing.T) {
 	}
 }
 
+// TestHealthLinkErrors: interfaces that counted errors during a probe, or
+// whose counters went back, are named with the counts; unchanged ones,
+// and ones not read before, are not.
+func TestHealthLinkErrors(t *testing.T) {
+	before := Health{Links: map[string]LinkCounters{"igb0": {3, 0}, "igb1": {0, 0}, "igb2": {5, 5}}}
+	after := Health{Links: map[string]LinkCounters{"igb0": {3, 0}, "igb1": {12, 1}, "igb2": {0, 0}, "igb3": {7, 0}}}
+	want := []string{
+		"igb1 counted 12 input and 1 output errors during the probe (damaged or unsent frames; some drivers count receive overruns here)",
+		"igb2's error counters went back to 0 in, 0 out: the interface was made again during the probe",
+	}
+	if got := before.LinkErrors(after); !slices.Equal(got, want) {
+		t.Errorf("LinkErrors = %q\nwant %q", got, want)
+	}
+	if got := before.LinkErrors(before); got != nil {
+		t.Errorf("LinkErrors of the same readings = %q, want none", got)
+	}
+	if got := before.Changes(after); got != nil {
+		t.Errorf("Changes = %q: link errors do not invalidate a sample", got)
+	}
+}
+
 func TestHealthShort(t *testing.T) {
 	before := Health{Services: map[string][]int{"suricata": {812, 813}, "charon": {640}}}
 	for _, tt := range []struct {

@@ -15,6 +15,7 @@ type labFaultOptions struct {
 	linkDown time.Duration
 	kill     string
 	reboot   bool
+	errors   map[string]int64
 }
 
 // newLabFaultCmd injects faults into the lab's emulated firewall, for the
@@ -23,13 +24,14 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 	o := &labFaultOptions{}
 	cmd := &cobra.Command{
 		Use:    "fault",
-		Short:  "Inject a fault into the lab's emulated firewall (disk, management link, a crash, a reboot); no flags clears them",
+		Short:  "Inject a fault into the lab's emulated firewall (disk, management link, a crash, a reboot, link errors); no flags clears them",
 		Hidden: true,
 		Args:   exactArgs(0),
 		Example: "  fwab lab fault --disk enospc     # writes under /conf, /var/run, /tmp fail\n" +
 			"  fwab lab fault --link-down 10s   # SSH cut and refused for 10 s\n" +
 			"  fwab lab fault --kill suricata   # the inspection engine crashes now (mid-probe, say)\n" +
 			"  fwab lab fault --reboot          # the firewall reboots now, as a power cut would\n" +
+			"  fwab lab fault --link-errors igb1=40  # igb1 counts 40 input errors, as a bad cable's\n" +
 			"  fwab lab fault                   # clear",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := emu.Fault{Disk: o.disk}
@@ -45,10 +47,19 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 			if o.reboot {
 				f.RebootAt = time.Now()
 			}
+			for dev, n := range o.errors {
+				if n <= 0 {
+					return usageErrorf("--link-errors %s=%d: want a count above 0, such as %s=40", dev, n, dev)
+				}
+				if f.LinkErrors == nil {
+					f.LinkErrors = map[string]uint64{}
+				}
+				f.LinkErrors[dev] = uint64(n)
+			}
 			if err := lab.SetFault(opts.dir, f); err != nil {
 				return usageError{err}
 			}
-			fmt.Fprintf(io.Out, "lab fault: disk %q, link down %v, kill %q, reboot %v\n", f.Disk, o.linkDown, f.Kill, o.reboot)
+			fmt.Fprintf(io.Out, "lab fault: disk %q, link down %v, kill %q, reboot %v, link errors %v\n", f.Disk, o.linkDown, f.Kill, o.reboot, f.LinkErrors)
 			return nil
 		},
 	}
@@ -56,5 +67,6 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&o.linkDown, "link-down", 0, "cut the management link (SSH) for this long")
 	cmd.Flags().StringVar(&o.kill, "kill", "", "end a `service` now as a crash would, left down until it is restarted: suricata")
 	cmd.Flags().BoolVar(&o.reboot, "reboot", false, "reboot the firewall now, as a power cut or a watchdog would")
+	cmd.Flags().StringToInt64Var(&o.errors, "link-errors", nil, "add input errors to interfaces' counters (`DEV=N`, e.g. igb1=40), as a bad cable's damaged frames would")
 	return cmd
 }

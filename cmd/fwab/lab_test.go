@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,5 +40,27 @@ func TestLabCommandUsage(t *testing.T) {
 				t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, errOut.String(), tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestLabFaultLinkErrors: --link-errors writes the counts into the lab's
+// fault file, and a count that is not above 0 is refused, named.
+func TestLabFaultLinkErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := fwab(t, "", "lab", "fault", "--dir", dir, "--link-errors", "igb1=40,igb0=2"); code != exitOK || !strings.Contains(out, "link errors map[igb0:2 igb1:40]") {
+		t.Fatalf("lab fault --link-errors: %q %q (exit %d)", out, stderr, code)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "fault.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"link_errors":{"igb0":2,"igb1":40}`) {
+		t.Errorf("fault file %s: want the link errors", data)
+	}
+	if _, stderr, code := fwab(t, "", "lab", "fault", "--dir", dir, "--link-errors", "igb1=0"); code != exitUsage || !strings.Contains(stderr, "--link-errors igb1=0: want a count above 0") {
+		t.Errorf("--link-errors igb1=0: %q (exit %d), want a usage error", stderr, code)
 	}
 }

@@ -486,6 +486,20 @@ func (s *Suite) TestHealthSeesRestartsAndReboots(t *testing.T) {
 	if c := h0.Changes(read()); len(c) != 0 {
 		t.Errorf("nothing happened, yet Changes = %q", c)
 	}
+	// The ports' error counters, read as netstat -i shows them: a bad
+	// cable's damaged frames are named, and are no change of the box.
+	if _, ok := h0.Links["igb1"]; !ok {
+		t.Errorf("Health().Links = %v, want the ports' counters", h0.Links)
+	}
+	f.SetFault(emu.Fault{LinkErrors: map[string]uint64{"igb1": 40}})
+	hErr := read()
+	f.SetFault(emu.Fault{})
+	if w := h0.LinkErrors(hErr); len(w) != 1 || !strings.HasPrefix(w[0], "igb1 counted 40 input and 0 output errors") {
+		t.Errorf("with 40 input errors on igb1, LinkErrors = %q", w)
+	}
+	if c := h0.Changes(hErr); len(c) != 0 {
+		t.Errorf("link errors are not a change of the box, yet Changes = %q", c)
+	}
 	if err := f.fw.Apply(t.Context(), []configxml.Change{{Knob: "ids@lan", From: "ids", To: "ids", Action: configxml.ActionIDSRestart}}); err != nil {
 		t.Fatal(err)
 	}
