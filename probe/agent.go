@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -61,8 +62,13 @@ func Agent(ctx context.Context, args []string, w io.Writer) error {
 		rate := fs.Float64("rate", 1000, "datagrams a second")
 		size := fs.Int("size", 64, "UDP payload bytes")
 		conns := fs.Int("conns", 4, "TCP connections to hold open")
+		payload := fs.String("payload", "", "hex bytes every datagram carries after its header (blackout-send)")
 		if err := parseAgent(fs, args[1:]); err != nil {
 			return err
+		}
+		body, err := hex.DecodeString(*payload)
+		if err != nil || len(body) > 1472-blackoutHeader {
+			return fmt.Errorf("agent %s: --payload %q: want up to %d bytes in hex", args[0], *payload, 1472-blackoutHeader)
 		}
 		if !strings.HasPrefix(*id, "fwab-blackout-") {
 			return fmt.Errorf("agent %s: --id fwab-blackout-HEX is required", args[0])
@@ -81,7 +87,7 @@ func Agent(ctx context.Context, args []string, w io.Writer) error {
 		if *to == "" {
 			return fmt.Errorf("agent blackout-send: --to ADDR:PORT is required")
 		}
-		return SendBlackout(ctx, *id, *to, *rate, *size, *conns, w)
+		return SendBlackout(ctx, *id, *to, *rate, *size, *conns, body, w)
 	}
 	return fmt.Errorf("agent: %q is not connect-server, connect-client, blackout-recv or blackout-send", args[0])
 }

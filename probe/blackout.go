@@ -112,37 +112,69 @@ func (b Blackout) Start(ctx context.Context, client, server Endpoint) (stop func
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
+	s, err := startStream(ctx, client, server, stream{what: "blackout", rate: b.Rate, size: b.Size, conns: b.Conns, port: b.Port, binary: b.Binary})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (BlackoutResult, error) {
+		st, rt, err := s(ctx)
+		if err != nil {
+			return BlackoutResult{}, err
+		}
+		return blackoutResult(b.Rate, st, rt)
+	}, nil
+}
+
+// stream is one run of the agents' numbered datagrams (blackout-send to
+// blackout-recv): what names it in errors, its rate, datagram size, held
+// connections and payload (hex, after the header).
+type stream struct {
+	what        string
+	rate        float64
+	size, conns int
+	port        int
+	binary      string
+	payload     string
+}
+
+// startStream starts the stream and returns once it has run startDelay;
+// stop ends both agents and returns their reports.
+func startStream(ctx context.Context, client, server Endpoint, s stream) (stop func(context.Context) (blackoutSent, blackoutReceived, error), err error) {
 	if client.Runner == nil || server.Runner == nil || server.Addr == "" {
-		return nil, errors.New("blackout: the client and server endpoints need a way to run commands, and the server an address")
+		return nil, fmt.Errorf("%s: the client and server endpoints need a way to run commands, and the server an address", s.what)
 	}
 	var raw [6]byte
 	rand.Read(raw[:])
 	id := "fwab-blackout-" + hex.EncodeToString(raw[:])
-	port := b.Port
+	port := s.port
 	if port == 0 {
 		port = nextPort(30000, 39999)
 	}
 	addr := net.JoinHostPort(server.Addr, strconv.Itoa(port))
-	c := Connect{Binary: b.Binary}
+	c := Connect{Binary: s.binary}
 	life := blackoutLife.String()
 	recv, err := server.Runner.Start(ctx, c.agent(server, "blackout-recv", "--id", id, "--listen", addr, "--for", life))
 	if err != nil {
-		return nil, fmt.Errorf("blackout receiver: %s", agentError(server, err))
+		return nil, fmt.Errorf("%s receiver: %s", s.what, agentError(server, err))
 	}
 	select {
 	case <-recv.Done():
 		out, err := recv.Wait()
 		if err != nil {
-			return nil, fmt.Errorf("blackout receiver: %s", agentError(server, err))
+			return nil, fmt.Errorf("%s receiver: %s", s.what, agentError(server, err))
 		}
-		return nil, fmt.Errorf("blackout receiver on %s ended at once: %s", server, excerpt(out))
+		return nil, fmt.Errorf("%s receiver on %s ended at once: %s", s.what, server, excerpt(out))
 	case <-time.After(300 * time.Millisecond):
 	}
-	send, err := client.Runner.Start(ctx, c.agent(client, "blackout-send", "--id", id, "--to", addr, "--for", life,
-		"--rate", strconv.FormatFloat(b.Rate, 'f', -1, 64), "--size", strconv.Itoa(b.Size), "--conns", strconv.Itoa(b.Conns)))
+	args := []string{"--id", id, "--to", addr, "--for", life,
+		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--size", strconv.Itoa(s.size), "--conns", strconv.Itoa(s.conns)}
+	if s.payload != "" {
+		args = append(args, "--payload", s.payload)
+	}
+	send, err := client.Runner.Start(ctx, c.agent(client, append([]string{"blackout-send"}, args...)...))
 	if err != nil {
 		recv.Kill()
-		return nil, fmt.Errorf("blackout sender: %s", agentError(client, err))
+		return nil, fmt.Errorf("%s sender: %s", s.what, agentError(client, err))
 	}
 	// The agents stop on SIGTERM and report; pkill finds them by their
 	// id. The pattern's [x] keeps it from matching any process whose
@@ -160,12 +192,12 @@ func (b Blackout) Start(ctx context.Context, client, server Endpoint) (stop func
 		out, err := send.Wait()
 		recv.Kill()
 		if err != nil {
-			return nil, fmt.Errorf("blackout sender: %s", agentError(client, err))
+			return nil, fmt.Errorf("%s sender: %s", s.what, agentError(client, err))
 		}
-		return nil, fmt.Errorf("blackout sender on %s ended at once: %s", client, excerpt(out))
+		return nil, fmt.Errorf("%s sender on %s ended at once: %s", s.what, client, excerpt(out))
 	case <-time.After(startDelay):
 	}
-	return func(ctx context.Context) (BlackoutResult, error) {
+	return func(ctx context.Context) (blackoutSent, blackoutReceived, error) {
 		defer recv.Kill()
 		defer send.Kill()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -176,18 +208,18 @@ func (b Blackout) Start(ctx context.Context, client, server Endpoint) (stop func
 		time.Sleep(200 * time.Millisecond)
 		term(ctx, server, "recv")
 		rout, rerr := waitFor(ctx, recv, 10*time.Second)
-		if err := errors.Join(serr, rerr); err != nil {
-			return BlackoutResult{}, fmt.Errorf("blackout stream: %w", err)
-		}
 		var st blackoutSent
 		var rt blackoutReceived
+		if err := errors.Join(serr, rerr); err != nil {
+			return st, rt, fmt.Errorf("%s stream: %w", s.what, err)
+		}
 		if err := json.Unmarshal(sout, &st); err != nil {
-			return BlackoutResult{}, fmt.Errorf("blackout sender on %s wrote no report (%v): %s", client, err, excerpt(sout))
+			return st, rt, fmt.Errorf("%s sender on %s wrote no report (%v): %s", s.what, client, err, excerpt(sout))
 		}
 		if err := json.Unmarshal(rout, &rt); err != nil {
-			return BlackoutResult{}, fmt.Errorf("blackout receiver on %s wrote no report (%v): %s", server, err, excerpt(rout))
+			return st, rt, fmt.Errorf("%s receiver on %s wrote no report (%v): %s", s.what, server, err, excerpt(rout))
 		}
-		return blackoutResult(b.Rate, st, rt)
+		return st, rt, nil
 	}, nil
 }
 
@@ -261,14 +293,18 @@ func streamID(id string) uint64 {
 // holding conns TCP connections to it open meanwhile, and reports what it
 // sent and how many connections still pass data at the end. It is the
 // agent's blackout-send.
-func SendBlackout(ctx context.Context, id, addr string, rate float64, size, conns int, w io.Writer) error {
+//
+// payload, when given, follows the header in every datagram (a Canary's
+// nonce), the datagram growing to hold it.
+func SendBlackout(ctx context.Context, id, addr string, rate float64, size, conns int, payload []byte, w io.Writer) error {
 	udp, err := net.Dial("udp", addr)
 	if err != nil {
 		return err
 	}
 	defer udp.Close()
 	held := holdConns(ctx, addr, conns) // dialled beside the stream, not before it
-	buf := make([]byte, max(size, blackoutHeader))
+	buf := make([]byte, max(size, blackoutHeader+len(payload)))
+	copy(buf[blackoutHeader:], payload)
 	copy(buf, "FWBO")
 	binary.BigEndian.PutUint64(buf[4:], streamID(id))
 	start := time.Now()

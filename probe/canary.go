@@ -1,0 +1,90 @@
+package probe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+)
+
+// Canary checks that an IPS still drops what its rules say while a probe
+// loads the firewall (RFC 9411 §4.2.1: the security features verified
+// working during the benchmark): a slow stream of datagrams, each
+// carrying a nonce that a drop rule of fwab's own matches, runs from
+// client to server beside the load, and the server counts what passed.
+// A working inline IPS passes none; any that passes means the box let
+// through traffic its rules drop (fail-open, a saturated or bypassed
+// engine).
+//
+// The stream is the blackout agents' (blackout-send with --payload), so
+// it needs nothing on the endpoints that a Blackout does not.
+type Canary struct {
+	Rate  float64 // triggers a second; default 20
+	Nonce []byte  // what the drop rule matches; NewNonce makes one
+	// Port is the server port; zero picks one in 30000..39999.
+	Port int
+	// Binary runs fwab's agent on an endpoint, as Connect.Binary.
+	Binary string
+}
+
+// CanaryResult is what one probe's canary saw.
+type CanaryResult struct {
+	Sent   uint64 `json:"sent"`   // triggers sent
+	Passed uint64 `json:"passed"` // of them, arrived: the IPS did not drop them
+}
+
+// FailOpen reports whether any trigger passed.
+func (r CanaryResult) FailOpen() bool { return r.Passed > 0 }
+
+// CanaryPrefix starts every nonce, so that a rule and a datagram are
+// fwab's at a glance.
+const CanaryPrefix = "fwab-canary-"
+
+// NewNonce returns a fresh nonce: CanaryPrefix and 16 random hex digits,
+// printable so that it reads in a rules file and in a packet capture.
+func NewNonce() []byte {
+	var b [8]byte
+	rand.Read(b[:])
+	return []byte(CanaryPrefix + hex.EncodeToString(b[:]))
+}
+
+// SuricataRule is the drop rule that matches the nonce, with sid.
+func (c Canary) SuricataRule(sid int) string {
+	return fmt.Sprintf("drop udp any any -> any any (msg:\"fwab canary\"; content:\"%s\"; sid:%d; rev:1;)", c.Nonce, sid)
+}
+
+// Validate reports a setting Start would refuse.
+func (c Canary) Validate() error {
+	switch {
+	case c.Rate != 0 && (c.Rate < 1 || c.Rate > 1000):
+		return fmt.Errorf("canary rate %g triggers/s: use 1 to 1,000", c.Rate)
+	case len(c.Nonce) < len(CanaryPrefix)+8:
+		return fmt.Errorf("canary nonce %q: too short to be fwab's alone; use NewNonce", c.Nonce)
+	case len(c.Nonce) > 1472-blackoutHeader:
+		return fmt.Errorf("canary nonce of %d bytes: more than a datagram holds", len(c.Nonce))
+	}
+	return nil
+}
+
+// Start starts the triggers from client to server; stop ends them and
+// reports how many passed. Unlike a blackout stream, none arriving is
+// the expected outcome, not an error.
+func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(context.Context) (CanaryResult, error), err error) {
+	if c.Rate == 0 {
+		c.Rate = 20
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s, err := startStream(ctx, client, server, stream{what: "canary", rate: c.Rate, conns: -1, port: c.Port, binary: c.Binary, payload: hex.EncodeToString(c.Nonce)})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (CanaryResult, error) {
+		st, rt, err := s(ctx)
+		if err != nil {
+			return CanaryResult{}, err
+		}
+		return CanaryResult{Sent: st.Sent, Passed: rt.Received}, nil
+	}, nil
+}

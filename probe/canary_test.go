@@ -1,0 +1,71 @@
+package probe
+
+import (
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCanaryNetns sends canary triggers between two namespaces: with
+// nothing in the way all pass; with a drop rule on the nonce (nftables on
+// the server side, matching the payload after the stream's header) none
+// do, and the triggers sent are still counted.
+func TestCanaryNetns(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("skipping: nft (nftables) is not installed")
+	}
+	client, server, _ := netnsPair(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Canary{Rate: 100, Nonce: NewNonce(), Binary: self}
+	run := func() CanaryResult {
+		t.Helper()
+		stop, err := c.Start(t.Context(), client, server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		r, err := stop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := run(); r.Sent < 50 || r.Passed != r.Sent {
+		t.Errorf("nothing in the way: %+v, want about 100 sent and all passed", r)
+	}
+	// The nonce starts 8 (UDP header) + 20 (the stream's header) bytes
+	// into the transport header.
+	rule := "table inet fwabcanary { chain in { type filter hook input priority 0; meta l4proto udp @th,224," +
+		"96 0x" + hex.EncodeToString([]byte(CanaryPrefix)) + " drop; }; }"
+	cmd := exec.Command("ip", "netns", "exec", server.Runner.(Local).Netns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rule)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	r := run()
+	if r.Sent < 50 || r.Passed != 0 || r.FailOpen() {
+		t.Errorf("behind a drop rule on the nonce: %+v, want about 100 sent and none passed", r)
+	}
+}
+
+func TestCanaryRule(t *testing.T) {
+	c := Canary{Nonce: []byte("fwab-canary-0011223344556677")}
+	want := `drop udp any any -> any any (msg:"fwab canary"; content:"fwab-canary-0011223344556677"; sid:9999001; rev:1;)`
+	if got := c.SuricataRule(9999001); got != want {
+		t.Errorf("SuricataRule = %s\nwant %s", got, want)
+	}
+	for _, bad := range []Canary{{Nonce: []byte("short")}, {Nonce: NewNonce(), Rate: 5000}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+	if a, b := NewNonce(), NewNonce(); string(a) == string(b) || !strings.HasPrefix(string(a), CanaryPrefix) {
+		t.Errorf("NewNonce gave %q and %q", a, b)
+	}
+}
