@@ -22,6 +22,7 @@ type labInspectOptions struct {
 	queues      int
 	rules       int
 	seed        uint64
+	ruleFiles   []string
 	dropEvery   int
 	failOpen    bool
 	interfaces  []string
@@ -52,6 +53,7 @@ func newLabInspectCmd(io *streams) *cobra.Command {
 	f.IntVar(&o.queues, "queues", 1, "inline: number of queues, one consumer each (iptables --queue-balance)")
 	f.IntVar(&o.rules, "rules", 10000, "number of generated content rules")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the generated ruleset")
+	f.StringArrayVar(&o.ruleFiles, "rules-file", nil, "also load the rules of this file, in Suricata's syntax (one content each); repeatable")
 	f.IntVar(&o.dropEvery, "drop-every", 10, "every Nth rule is a drop rule, the others alert")
 	f.BoolVar(&o.failOpen, "failopen", false, "inline: accept packets when the queue is full (NFQA_CFG_F_FAIL_OPEN)")
 	f.StringSliceVar(&o.interfaces, "iface", nil, "interface to inspect (ids, legacy: capture on it; inline: offload check and, with --steer, its traffic); repeatable")
@@ -67,7 +69,20 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 	if err != nil {
 		return usageError{err}
 	}
-	rs, err := inspect.GenerateRuleset(inspect.RulesetSpec{Rules: o.rules, Seed: o.seed, DropEvery: o.dropEvery})
+	var extra []inspect.Rule
+	for _, name := range o.ruleFiles {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		rules, err := inspect.ParseRules(f, name)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		extra = append(extra, rules...)
+	}
+	rs, err := inspect.GenerateRuleset(inspect.RulesetSpec{Rules: o.rules, Seed: o.seed, DropEvery: o.dropEvery, Extra: extra})
 	if err != nil {
 		return usageError{err}
 	}

@@ -1,10 +1,14 @@
 package inspect
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 )
 
 // Action is what a rule asks for when its content matches.
@@ -54,6 +58,9 @@ type RulesetSpec struct {
 	// messages). A candidate content that occurs in any of them, or that is
 	// printable ASCII only, is rejected and another one drawn.
 	Exclude [][]byte
+	// Extra are rules loaded from rules files (ParseRules), matched after
+	// the generated ones.
+	Extra []Rule
 }
 
 // Ruleset is a generated set of content rules with the automaton that
@@ -95,6 +102,7 @@ func GenerateRuleset(spec RulesetSpec) (*Ruleset, error) {
 		}
 		rules = append(rules, Rule{SID: FirstSID + i, Content: c, Action: a})
 	}
+	rules = append(rules, spec.Extra...)
 	patterns := make([][]byte, len(rules))
 	for i, r := range rules {
 		patterns[i] = r.Content
@@ -174,4 +182,137 @@ func (rs *Ruleset) WriteRules(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// ParseRules reads rules in Suricata's syntax, as a rules file holds them
+// (custom.rules): one per line, `#` comments and blank lines skipped. The
+// lab matches a rule by its action (alert or drop) and its one content —
+// text with |hex| runs, as Suricata writes it — and keeps its sid; the
+// header (protocol, addresses, ports) and the other options are not
+// matched. A rule without a content matches nothing here and is skipped;
+// one with two contents, or a content it cannot read, is an error, so
+// that a rule the lab would match otherwise than Suricata does is not
+// loaded in silence.
+func ParseRules(r io.Reader, name string) ([]Rule, error) {
+	var out []Rule
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rule, ok, err := parseRule(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+		if ok {
+			out = append(out, rule)
+		}
+	}
+	return out, sc.Err()
+}
+
+// parseRule reads one rule; ok is false for a rule without a content.
+func parseRule(line string) (rule Rule, ok bool, err error) {
+	action, rest, _ := strings.Cut(line, " ")
+	switch action {
+	case "alert":
+		rule.Action = Alert
+	case "drop", "reject":
+		rule.Action = Drop
+	default:
+		return rule, false, fmt.Errorf("action %q: the lab matches alert and drop rules", action)
+	}
+	open := strings.IndexByte(rest, '(')
+	if open < 0 || !strings.HasSuffix(rest, ")") {
+		return rule, false, fmt.Errorf("no (options) after the header")
+	}
+	contents := 0
+	for _, opt := range splitOptions(rest[open+1 : len(rest)-1]) {
+		key, value, _ := strings.Cut(opt, ":")
+		value = strings.TrimSpace(value)
+		switch strings.TrimSpace(key) {
+		case "content":
+			if contents++; contents > 1 {
+				return rule, false, fmt.Errorf("two contents: the lab matches one content per rule")
+			}
+			if rule.Content, err = parseContent(value); err != nil {
+				return rule, false, err
+			}
+		case "sid":
+			if rule.SID, err = strconv.Atoi(value); err != nil || rule.SID <= 0 {
+				return rule, false, fmt.Errorf("sid %q is not a positive number", value)
+			}
+		}
+	}
+	if rule.SID == 0 {
+		return rule, false, fmt.Errorf("no sid")
+	}
+	return rule, contents == 1, nil
+}
+
+// splitOptions splits a rule's options at the semicolons outside quotes.
+func splitOptions(s string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, escaped := false, false
+	for _, r := range s {
+		switch {
+		case escaped:
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '"':
+			quoted = !quoted
+		case r == ';' && !quoted:
+			if o := strings.TrimSpace(cur.String()); o != "" {
+				out = append(out, o)
+			}
+			cur.Reset()
+			continue
+		}
+		cur.WriteRune(r)
+	}
+	if o := strings.TrimSpace(cur.String()); o != "" {
+		out = append(out, o)
+	}
+	return out
+}
+
+// parseContent reads a quoted content: text, |hex bytes| runs, and \"
+// \; \\ \| escapes.
+func parseContent(v string) ([]byte, error) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return nil, fmt.Errorf("content %s: want a quoted string", v)
+	}
+	v = v[1 : len(v)-1]
+	var out []byte
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			if i+1 == len(v) {
+				return nil, fmt.Errorf("content %q ends in a lone backslash", v)
+			}
+			i++
+			out = append(out, v[i])
+		case '|':
+			end := strings.IndexByte(v[i+1:], '|')
+			if end < 0 {
+				return nil, fmt.Errorf("content %q: a |hex| run is not closed", v)
+			}
+			b, err := hex.DecodeString(strings.ReplaceAll(v[i+1:i+1+end], " ", ""))
+			if err != nil {
+				return nil, fmt.Errorf("content %q: %v", v, err)
+			}
+			out = append(out, b...)
+			i += end + 1
+		default:
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty content")
+	}
+	return out, nil
 }
