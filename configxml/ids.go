@@ -1,6 +1,7 @@
 package configxml
 
 import (
+	"encoding/base64"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -262,4 +263,40 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// SuricataCustomRules are a pfSense Suricata interface's custom rules, as
+// the package keeps them (base64 in its customrules field) decoded; ""
+// for an interface without any, or without a Suricata entry.
+func (c *Config) SuricataCustomRules(iface string) (string, error) {
+	r := c.suricataRule(iface)
+	if r == nil {
+		return "", nil
+	}
+	text := strings.TrimSpace(childText(r, "customrules"))
+	b, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return "", fmt.Errorf("suricata on %s: customrules is not base64: %w", iface, err)
+	}
+	return string(b), nil
+}
+
+// SetSuricataCustomRules replaces a pfSense Suricata interface's custom
+// rules with rules (base64 in customrules, as the package's rules page
+// saves them); "" removes the field. The interface needs a Suricata
+// entry (ids@IF set to something else than off first).
+func (c *Config) SetSuricataCustomRules(iface, rules string) error {
+	if c.flavor != PfSense {
+		return fmt.Errorf("custom Suricata rules: only pfSense's package keeps them in config.xml")
+	}
+	r := c.suricataRule(iface)
+	if r == nil {
+		return fmt.Errorf("custom Suricata rules: %s has no Suricata entry", iface)
+	}
+	if rules == "" {
+		c.removeElements(r, func(e *etree.Element) bool { return e.Tag == "customrules" })
+		return nil
+	}
+	c.setLeaf(r, "customrules", base64.StdEncoding.EncodeToString([]byte(rules)), false)
+	return nil
 }

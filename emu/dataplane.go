@@ -57,7 +57,9 @@ type LinkStats struct {
 type IDSPlane interface {
 	// Restart stops every engine and starts those the plan asks for,
 	// waiting until each is ready, as Suricata's rc script restart does.
-	Restart(ctx context.Context, plan IDSPlan, ports Ports) error
+	// rules are the rules files each device's Suricata loads beside its
+	// rulesets (pfSense's custom.rules), by FreeBSD device.
+	Restart(ctx context.Context, plan IDSPlan, ports Ports, rules map[string][]string) error
 	// StopAll stops every engine.
 	StopAll()
 	// Kill ends every engine at once, as a Suricata that crashes: nothing

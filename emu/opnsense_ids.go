@@ -132,7 +132,7 @@ func (e *Emulator) opnSuricataSet(ctx context.Context, plan IDSPlan, start bool)
 			e.IDS.StopAll()
 			return nil
 		}
-		return e.IDS.Restart(ctx, plan, e.Ports)
+		return e.IDS.Restart(ctx, plan, e.Ports, nil)
 	}
 	e.smu.Lock()
 	defer e.smu.Unlock()

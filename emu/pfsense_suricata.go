@@ -52,7 +52,8 @@ const suricataRC = "/usr/local/etc/rc.d/suricata.sh"
 // lab engine mode it stands for.
 type bakedInstance struct {
 	dev, mode, cmd string
-	pid            int // while it runs: a new one at each start
+	dir            string // its folder, /usr/local/etc/suricata/suricata_<uuid>_<if>
+	pid            int    // while it runs: a new one at each start
 }
 
 // bakeSuricataRC is sync_suricata_package_config's create_rc: it writes the
@@ -73,11 +74,12 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 		// The package names the folder suricata_<rule uuid>_<if>; the lab
 		// numbers it by interface position instead.
 		uuid := strconv.Itoa(10000 + i)
-		if err := e.buildSuricataRules(root, ifc.Key, fmt.Sprintf("/usr/local/etc/suricata/suricata_%s_%s/rules", uuid, ifc.Device)); err != nil {
+		dir := fmt.Sprintf("/usr/local/etc/suricata/suricata_%s_%s", uuid, ifc.Device)
+		if err := e.buildSuricataRules(root, ifc.Key, dir+"/rules"); err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "# fwab-lab %s %s\n/usr/local/bin/suricata %s -D -c /usr/local/etc/suricata/suricata_%s_%s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
-			ifc.Device, v, runMode, uuid, ifc.Device, ifc.Device, uuid)
+		fmt.Fprintf(&b, "# fwab-lab %s %s %s\n/usr/local/bin/suricata %s -D -c %s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
+			ifc.Device, v, dir, runMode, dir, ifc.Device, uuid)
 	}
 	if err := os.MkdirAll(filepath.Dir(e.path(suricataRC)), 0o755); err != nil {
 		return err
@@ -86,12 +88,15 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 }
 
 // buildSuricataRules is the sync's rule build for one interface: the
-// enforcing rules file in its folder, from the rulesets enabled for it.
-// The lab has no ruleset files (its engines load a generated ruleset of
-// their own), so it writes one stand-in rule per enabled ruleset: an
-// interface without rulesets gets an empty file, as on the box.
+// enforcing rules file in its folder, from the rulesets enabled for it,
+// and custom.rules from the interface's custom rules. The lab has no
+// ruleset files (its engines load a generated ruleset of their own), so
+// it writes one stand-in rule per enabled ruleset: an interface without
+// rulesets gets an empty file, as on the box. The custom rules are
+// written as they are, and the engines load them (they match by content).
 //
 // upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1304 — `suricata_prepare_rule_files($suricatacfg, $suricatacfgdir);`
+// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1316 — `if (file_exists("{$suricatacfgdir}/rules/custom.rules")) {`, then listed in rule-files when not empty
 func (e *Emulator) buildSuricataRules(root *configxml.Config, iface, dir string) error {
 	var b strings.Builder
 	for i, name := range root.SuricataRulesets(iface) {
@@ -100,7 +105,27 @@ func (e *Emulator) buildSuricataRules(root *configxml.Config, iface, dir string)
 	if err := os.MkdirAll(e.path(dir), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(e.path(dir+"/suricata.rules"), []byte(b.String()), 0o644)
+	if err := atomicfile.WriteFile(e.path(dir+"/suricata.rules"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	custom, err := root.SuricataCustomRules(iface)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(e.path(dir+"/custom.rules"), []byte(custom), 0o644)
+}
+
+// customRulesFiles are the custom.rules files Suricata loads for the
+// instances: those that are not empty, as the package lists them.
+func (e *Emulator) customRulesFiles(instances []bakedInstance) map[string][]string {
+	out := map[string][]string{}
+	for _, b := range instances {
+		f := e.path(b.dir + "/rules/custom.rules")
+		if st, err := os.Stat(f); err == nil && st.Size() > 0 {
+			out[b.dev] = append(out[b.dev], f)
+		}
+	}
+	return out
 }
 
 // bakedSuricata reads the rc script's instances.
@@ -116,8 +141,8 @@ func (e *Emulator) bakedSuricata() ([]bakedInstance, error) {
 	lines := strings.Split(string(data), "\n")
 	for i, l := range lines {
 		f := strings.Fields(l)
-		if len(f) == 4 && f[0] == "#" && f[1] == "fwab-lab" && i+1 < len(lines) {
-			out = append(out, bakedInstance{dev: f[2], mode: f[3], cmd: lines[i+1]})
+		if len(f) == 5 && f[0] == "#" && f[1] == "fwab-lab" && i+1 < len(lines) {
+			out = append(out, bakedInstance{dev: f[2], mode: f[3], dir: f[4], cmd: lines[i+1]})
 		}
 	}
 	return out, nil
@@ -155,7 +180,9 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 		}
 	}
 	plan := IDSPlan{}
+	var running []bakedInstance
 	for _, b := range e.suricataRun {
+		running = append(running, b)
 		m, err := idsMode(b.mode)
 		if err != nil {
 			e.smu.Unlock()
@@ -172,5 +199,5 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 	}
 	// The lab's engines are one per mode: they follow the instances the
 	// script left running.
-	return e.IDS.Restart(ctx, plan, e.Ports)
+	return e.IDS.Restart(ctx, plan, e.Ports, e.customRulesFiles(running))
 }

@@ -75,13 +75,16 @@ func (g *IDSEngines) logger() *slog.Logger {
 // Restart stops every engine and starts those the plan asks for, waiting
 // until each is ready (bound to its queue or capture sockets), as
 // `suricata.sh restart` does.
-func (g *IDSEngines) Restart(ctx context.Context, plan emu.IDSPlan, ports emu.Ports) error {
+func (g *IDSEngines) Restart(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, rules map[string][]string) error {
 	g.StopAll()
-	return g.Start(ctx, plan, ports)
+	return g.Start(ctx, plan, ports, rules)
 }
 
-// Start starts the engines of the plan that do not run yet.
-func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Ports) error {
+// Start starts the engines of the plan that do not run yet. Each engine
+// loads the rules files of its devices (rules, by device) beside its
+// generated ruleset: one engine serves every device of its mode, so a
+// device's custom rules apply to the others of that mode too.
+func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, rules map[string][]string) error {
 	g.op.Lock()
 	defer g.op.Unlock()
 	var errs []error
@@ -98,7 +101,15 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 		if len(devs) == 0 || runs {
 			continue
 		}
-		eng, err := g.start(ctx, m, devs, ports)
+		var files []string
+		for _, d := range devs {
+			for _, f := range rules[d] {
+				if !slices.Contains(files, f) {
+					files = append(files, f)
+				}
+			}
+		}
+		eng, err := g.start(ctx, m, devs, ports, files)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -113,7 +124,7 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 	return errors.Join(errs...)
 }
 
-func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports emu.Ports) (*idsEngine, error) {
+func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports emu.Ports, ruleFiles []string) (*idsEngine, error) {
 	exe := g.Executable
 	if exe == "" {
 		var err error
@@ -143,6 +154,9 @@ func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, p
 		eng.veths = append(eng.veths, v)
 		args = append(args, "--iface", v)
 	}
+	for _, f := range ruleFiles {
+		args = append(args, "--rules-file", f)
+	}
 	if m != inspect.IDS {
 		args = append(args, "--steer")
 	}
@@ -166,7 +180,7 @@ func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, p
 		g.logger().Info("ids engine exited", "mode", m.Knob(), "pid", cmd.Process.Pid, "err", err)
 		close(eng.done)
 	}()
-	g.logger().Info("ids engine started", "mode", m.Knob(), "pid", cmd.Process.Pid, "interfaces", strings.Join(eng.veths, ","), "rules", rules)
+	g.logger().Info("ids engine started", "mode", m.Knob(), "pid", cmd.Process.Pid, "interfaces", strings.Join(eng.veths, ","), "rules", rules, "rules_files", ruleFiles)
 
 	timeout := g.StartTimeout
 	if timeout == 0 {

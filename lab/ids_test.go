@@ -9,11 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/emu"
 	"github.com/fwab/fwab/fwapi"
 	"github.com/fwab/fwab/lab/inspect"
 	"github.com/fwab/fwab/lab/labtest"
+	"github.com/fwab/fwab/probe"
 )
 
 // buildFwab builds the fwab binary, which the lab starts as its inspection
@@ -269,7 +272,75 @@ func TestIDSModesAreTheEngines(t *testing.T) {
 		}
 	}
 	g := &IDSEngines{}
-	if err := g.Start(context.Background(), emu.IDSPlan{"inline": {"igb1"}}, testPorts); err == nil {
+	if err := g.Start(context.Background(), emu.IDSPlan{"inline": {"igb1"}}, testPorts, nil); err == nil {
 		t.Errorf("Start with a plan keyed %q (not an ids@IF mode) = nil, want an error", "inline")
+	}
+}
+
+// TestCanaryThroughInlineIPS: the inline engine drops by rule, through
+// the rules file the package writes: canary triggers pass while no rule
+// matches their nonce, none pass once the drop rule is in the interface's
+// custom rules (config.xml, the sync, a restart), and they pass again,
+// uninspected, when the engine crashes (netmap gives the NIC back): the
+// fail-open the canary is there to show.
+func TestCanaryThroughInlineIPS(t *testing.T) {
+	requireRoot(t)
+	bin := buildFwab(t)
+	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
+	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
+		engines.Netns = topo.Namespace("dut")
+		e.IDS = engines
+	})
+	t.Cleanup(engines.StopAll)
+	ctx := t.Context()
+	labtest.ApplyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline")
+
+	client := probe.Endpoint{Name: "client", Addr: emu.ClientAddr, Runner: probe.Local{Netns: topo.Namespace("lan")}}
+	server := probe.Endpoint{Name: "server", Addr: emu.ServerAddr, Runner: probe.Local{Netns: topo.Namespace("wan")}}
+	canary := probe.Canary{Rate: 50, Nonce: probe.NewNonce(), Binary: bin}
+	measure := func(what string) probe.CanaryResult {
+		t.Helper()
+		stop, err := canary.Start(ctx, client, server)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(time.Second)
+		r, err := stop(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Logf("%s: %d sent, %d passed", what, r.Sent, r.Passed)
+		return r
+	}
+	if r := measure("no rule"); r.Sent < 25 || r.Passed < r.Sent*9/10 {
+		t.Errorf("no rule on the nonce: %+v, want the triggers to pass", r)
+	}
+
+	data, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.SetSuricataCustomRules("lan", canary.SuricataRule(9999001)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(ctx, cfg.Bytes(), "canary rule"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "ids@lan", From: "ips-inline", To: "ips-inline", Action: configxml.ActionIDSRestart}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := measure("drop rule"); r.Sent < 25 || r.Passed != 0 {
+		t.Errorf("drop rule on the nonce: %+v, want none to pass", r)
+	}
+
+	if err := f.em.KillService("suricata"); err != nil {
+		t.Fatal(err)
+	}
+	if r := measure("engine crashed"); r.Passed < r.Sent*9/10 || !r.FailOpen() {
+		t.Errorf("after the engine crashed: %+v, want the triggers to pass (fail-open)", r)
 	}
 }
