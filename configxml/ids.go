@@ -268,6 +268,9 @@ func splitList(s string) []string {
 // SuricataCustomRules are a pfSense Suricata interface's custom rules, as
 // the package keeps them (base64 in its customrules field) decoded; ""
 // for an interface without any, or without a Suricata entry.
+//
+// upstream: pfsense/FreeBSD-ports@87356efba71155b0c3620b9dc58805c379c1ce59 security/pfSense-pkg-suricata/files/usr/local/www/suricata/suricata_rules.php:803 — `$a_rule['customrules'] = base64_encode(str_replace("\r\n", "\n", $_POST['customrules']));`
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3442 — `@file_put_contents("{$suricatacfgdir}/rules/custom.rules", base64_decode($suricatacfg['customrules']));`
 func (c *Config) SuricataCustomRules(iface string) (string, error) {
 	r := c.suricataRule(iface)
 	if r == nil {

@@ -96,6 +96,7 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 // written as they are, and the engines load them (they match by content).
 //
 // upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1304 — `suricata_prepare_rule_files($suricatacfg, $suricatacfgdir);`
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3442 — `@file_put_contents("{$suricatacfgdir}/rules/custom.rules", base64_decode($suricatacfg['customrules']));` (an empty file without custom rules, :3446)
 // upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1316 — `if (file_exists("{$suricatacfgdir}/rules/custom.rules")) {`, then listed in rule-files when not empty
 func (e *Emulator) buildSuricataRules(root *configxml.Config, iface, dir string) error {
 	var b strings.Builder
