@@ -36,10 +36,10 @@ type Config struct {
 	product Product
 	tunnels map[string]TunnelSpec
 	pending map[string]string // the assignments SetAll is checking, by knob
-	// was, on a copy SetAll checks knobs again on (checkOnCopy), holds
-	// their values before the set: a check that allows the box's own
+	// before, on a copy SetAll checks knobs again on (checkOnCopy), is
+	// the config the set started from: a check that allows the box's own
 	// state reads it there, not the state the set made.
-	was map[string]string
+	before *Config
 	// touched, while not nil, records the sections code asks for ("*"
 	// for the whole root): what a knob's value is read from.
 	touched map[string]bool

@@ -74,7 +74,8 @@ func validateIPsec(c *Config, name, value string) error {
 			return fmt.Errorf("IPsec connection %q has no child (phase 2) to carry the ESP proposal; add one on the firewall", name)
 		}
 	}
-	if !c.hasTunnel(name) {
+	// A tunnel the set creates is checked as new on the copy too.
+	if !c.hasTunnel(name) || c.before != nil && !c.before.hasTunnel(name) {
 		spec, ok := c.tunnels[name]
 		for _, f := range []string{spec.Name, spec.Interface, spec.LocalAddr, spec.RemoteAddr, spec.LocalNet, spec.RemoteNet, spec.LocalID, spec.RemoteID, spec.PSK} {
 			if err := xmlText(f); err != nil {

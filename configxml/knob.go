@@ -144,7 +144,10 @@ var knobs = []*KnobSpec{
 		Action: ActionFilterReload, InConfig: true, flavors: []Flavor{PfSense, OPNsense},
 		Doc: "outbound NAT mode, <nat><outbound><mode>; advanced uses only the manual rules",
 		get: getNATMode, set: setNATMode, validate: validateNATMode,
-		parts: in("nat"),
+		// outboundRules counts OPNsense's MVC source NAT rules too.
+		parts: func(*Config, string) ([]string, []string) {
+			return []string{"nat", "OPNsense/Firewall/Filter/snatrules"}, []string{"nat"}
+		},
 	},
 	{
 		Name: "rules", Qualifier: "interface", Default: "lan", Syntax: "a count N ≥ 0",
@@ -447,8 +450,9 @@ func (c *Config) SetAll(assignments []string) error {
 }
 
 // checkOnCopy applies the steps to a copy of c and checks the
-// checkedAfter ones again there, each held to the value its knob had
-// before the set (Config.was); nil when no step needs it.
+// checkedAfter ones again there (a check that allows the box's own state
+// reads that in c, Config.before), and that each still reads the value
+// it was given; nil when no step needs it.
 func (c *Config) checkOnCopy(steps []setStep) error {
 	after := c.checkedAfter(steps)
 	if len(after) == 0 {
@@ -458,12 +462,7 @@ func (c *Config) checkOnCopy(steps []setStep) error {
 	if err != nil {
 		return err
 	}
-	cp.was = map[string]string{}
-	for _, i := range after {
-		if v, err := steps[i].k.get(c, steps[i].ref.Qualifier); err == nil {
-			cp.was[steps[i].ref.String()] = v
-		}
-	}
+	cp.before = c
 	return cp.apply(steps, after)
 }
 
@@ -480,7 +479,7 @@ func (c *Config) apply(steps []setStep, after []int) error {
 			continue
 		}
 		if err := s.k.set(c, s.ref.Qualifier, s.value); err != nil {
-			if c.was != nil {
+			if c.before != nil {
 				return fmt.Errorf("knob %s: %w", s.ref, err) // a copy's: nothing changed
 			}
 			return fmt.Errorf("knob %s: %w (the config in memory is partly changed; do not save it)", s.ref, err)
@@ -503,8 +502,19 @@ func (c *Config) apply(steps []setStep, after []int) error {
 		}
 	}
 	for _, i := range after {
-		if err := c.checkValue(steps[i].k, steps[i].ref, steps[i].value); err != nil {
+		s := steps[i]
+		if err := c.checkValue(s.k, s.ref, s.value); err != nil {
 			return fmt.Errorf("%w (with %s)", err, strings.Join(xml, ", "))
+		}
+	}
+	// Each assignment reads back what it was given, or another of the
+	// set wrote over it.
+	for _, s := range steps {
+		if got, err := s.k.get(c, s.ref.Qualifier); err != nil || got != s.value {
+			if err != nil {
+				got = err.Error()
+			}
+			return fmt.Errorf("%s: after the whole set it reads %s: the assignments set one thing two ways (with %s); give one of them", s.shown(), redactStep(s, got), strings.Join(xml, ", "))
 		}
 	}
 	return nil
@@ -656,13 +666,16 @@ type setStep struct {
 
 // shown is the assignment as <revision> and errors show it: an xml:
 // path's secret redacted.
-func (s setStep) shown() string {
-	value := s.value
-	if s.ref.Name == "xml" {
-		steps := strings.Split(s.ref.Qualifier, "/")
-		value = redact(strings.SplitN(steps[len(steps)-1], "[", 2)[0], s.value)
+func (s setStep) shown() string { return s.ref.String() + "=" + redactStep(s, s.value) }
+
+// redactStep is value as errors show it for s: redacted when s's xml:
+// path names a secret.
+func redactStep(s setStep, value string) string {
+	if s.ref.Name != "xml" {
+		return value
 	}
-	return s.ref.String() + "=" + value
+	steps := strings.Split(s.ref.Qualifier, "/")
+	return redact(strings.SplitN(steps[len(steps)-1], "[", 2)[0], value)
 }
 
 func (c *Config) checkAll(assignments []string) ([]setStep, error) {

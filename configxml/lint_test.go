@@ -446,4 +446,37 @@ func TestCheckedAfterOnAFaithfulCopy(t *testing.T) {
 	if !bytes.Equal(orig, c.Bytes()) {
 		t.Error("a refused SetAll changed the config")
 	}
+
+	// OPNsense's MVC source NAT rules count for advanced too.
+	opn := loadFixture(t, "configs/opnsense-26.1.xml")
+	if err := opn.SetAll([]string{"xml:OPNsense/Firewall/Filter/snatrules/rule/enabled=1"}); err != nil {
+		t.Fatal(err)
+	}
+	set = []string{"nat.outbound=advanced", "xml:OPNsense/Firewall/Filter/snatrules/rule[1]/enabled=0"}
+	if err := opn.CheckAll(set); err == nil || !strings.Contains(err.Error(), "advanced needs manual rules") {
+		t.Errorf("OPNsense CheckAll(%q) = %v, want advanced refused", set, err)
+	}
+	// A tunnel the set creates is checked as new: its interface's address.
+	opn = loadFixture(t, "configs/opnsense-26.1.xml")
+	opn.DefineTunnel(TunnelSpec{Name: "newtun", Interface: "wan", RemoteAddr: "198.19.0.2", LocalNet: "198.18.1.0/24", RemoteNet: "198.19.1.0/24", LocalID: "a", RemoteID: "b", PSK: "k"})
+	for _, set := range [][]string{
+		{"ipsec@newtun=aes256gcm16", "xml:interfaces/wan/ipaddr=dhcp"},
+		{"xml:interfaces/wan/ipaddr=dhcp", "ipsec@newtun=aes256gcm16"},
+	} {
+		if err := opn.CheckAll(set); err == nil || !strings.Contains(err.Error(), "local_addr") {
+			t.Errorf("OPNsense CheckAll(%q) = %v, want the new tunnel refused for its address", set, err)
+		}
+	}
+	// One thing set two ways is refused, whatever the order.
+	for _, name := range []string{"configs/pfsense-2.7.xml", "configs/opnsense-26.1.xml"} {
+		c := loadFixture(t, name)
+		for _, set := range [][]string{
+			{"nat.outbound=hybrid", "xml:nat/outbound/mode=automatic"},
+			{"xml:nat/outbound/mode=automatic", "nat.outbound=hybrid"},
+		} {
+			if err := c.CheckAll(set); err == nil || !strings.Contains(err.Error(), "set one thing two ways") {
+				t.Errorf("%s: CheckAll(%q) = %v, want it refused", name, set, err)
+			}
+		}
+	}
 }

@@ -29,11 +29,11 @@ func getNATMode(c *Config, _ string) (string, error) {
 // upstream: not settled — OPNsense's outbound NAT page is not in the upstream copy; opnsense/core@30366b8bee0a4740b40fd6c18eee5821bbebb25c removed its copy (2018), so advanced with no rules translates nothing; checked at run time by fwapi.VerifyRuntime's NAT check (pfctl -sn)
 func validateNATMode(c *Config, _, value string) error {
 	if value == "advanced" && c.manualOutboundRules() == 0 {
-		m, _ := getNATMode(c, "")
-		if was, ok := c.was["nat.outbound"]; ok {
-			m = was // checked again after the set: was it the box's own?
+		src := c
+		if c.before != nil {
+			src = c.before // checked again after the set: was it the box's own?
 		}
-		if m != "advanced" {
+		if m, _ := getNATMode(src, ""); m != "advanced" {
 			return fmt.Errorf("advanced needs manual rules, and the config has no enabled manual outbound NAT rule: the firewall would translate nothing (pfSense's GUI copies the automatic rules first, fwab does not; OPNsense's never does); use hybrid, or add manual rules (an xml: knob) in an earlier step")
 		}
 	}
