@@ -43,19 +43,27 @@ func buildFwab(t *testing.T) string {
 	return bin
 }
 
+// engineLab is a lab pfSense on namespaces whose Suricata is the lab's
+// inspection engines, run from bin (the fwab binary built for the test).
+func engineLab(t *testing.T) (f *testFirewall, topo Topology, engines *IDSEngines, bin string) {
+	t.Helper()
+	requireRoot(t)
+	bin = buildFwab(t)
+	engines = &IDSEngines{Executable: bin, Dir: t.TempDir()}
+	f, topo = linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
+		engines.Netns = topo.Namespace("dut")
+		e.IDS = engines
+	})
+	t.Cleanup(engines.StopAll)
+	return f, topo, engines, bin
+}
+
 // TestIDSModesThroughFwapi applies each ids@lan mode through fwapi's pfSense
 // driver and checks that the runtime state reports the engine in that mode,
 // that off stops it, and that inline IPS costs clearly more throughput than
 // IDS.
 func TestIDSModesThroughFwapi(t *testing.T) {
-	requireRoot(t)
-	bin := buildFwab(t)
-	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
-	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
-		engines.Netns = topo.Namespace("dut")
-		e.IDS = engines
-	})
-	t.Cleanup(engines.StopAll)
+	f, topo, engines, _ := engineLab(t)
 	ctx := context.Background()
 
 	// Inline IPS needs the offloads off (fwab refuses it otherwise); the
@@ -178,14 +186,7 @@ func TestIDSFigures(t *testing.T) {
 	if !*figures {
 		t.Skip("skipped: pass -lab.figures to measure (about 2 minutes)")
 	}
-	requireRoot(t)
-	bin := buildFwab(t)
-	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
-	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
-		engines.Netns = topo.Namespace("dut")
-		e.IDS = engines
-	})
-	t.Cleanup(engines.StopAll)
+	f, topo, _, _ := engineLab(t)
 	ctx := context.Background()
 	labtest.ApplyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off")
 	modes := []string{"off", "ids", "ips-legacy", "ips-inline"}
@@ -284,14 +285,7 @@ func TestIDSModesAreTheEngines(t *testing.T) {
 // uninspected, when the engine crashes (netmap gives the NIC back): the
 // fail-open the canary is there to show.
 func TestCanaryThroughInlineIPS(t *testing.T) {
-	requireRoot(t)
-	bin := buildFwab(t)
-	engines := &IDSEngines{Executable: bin, Dir: t.TempDir()}
-	f, topo := linuxLab(t, emu.DefaultProfiles(), func(e *emu.Emulator, topo Topology) {
-		engines.Netns = topo.Namespace("dut")
-		e.IDS = engines
-	})
-	t.Cleanup(engines.StopAll)
+	f, topo, _, bin := engineLab(t)
 	ctx := t.Context()
 	labtest.ApplyKnobs(t, f.fw, "offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline")
 

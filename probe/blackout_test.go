@@ -122,16 +122,7 @@ func TestBlackoutStream(t *testing.T) {
 	}
 	client := Endpoint{Name: "client", Addr: "127.0.0.1", Runner: Local{}}
 	server := Endpoint{Name: "server", Addr: "127.0.0.1", Runner: Local{}}
-	b := Blackout{Rate: 2000, Conns: 3, Binary: self}
-	stop, err := b.Start(t.Context(), client, server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	r, err := stop(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runStream(t, Blackout{Rate: 2000, Conns: 3, Binary: self}.Start, client, server, 500*time.Millisecond)
 	if r.Sent < 1000 || r.Sent > 5000 || r.Lost != 0 || r.BlockedMS != 0 {
 		t.Errorf("%s; want about 2,000 sent in 1 s and none lost on loopback", r.Summary())
 	}
@@ -151,27 +142,53 @@ func TestBlackoutValidate(t *testing.T) {
 	}
 }
 
+// runStream starts a stream, lets it run for d and stops it.
+func runStream[R any](t *testing.T, start func(context.Context, Endpoint, Endpoint) (func(context.Context) (R, error), error), client, server Endpoint, d time.Duration) R {
+	t.Helper()
+	stop, err := start(t.Context(), client, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	r, err := stop(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// nftPair is netnsPair for a test that filters with nftables, and this
+// test binary, which runs the agents.
+func nftPair(t *testing.T) (client, server Endpoint, self string) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("skipping: nft (nftables) is not installed")
+	}
+	client, server, _ = netnsPair(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, server, self
+}
+
+// nftIn loads an nftables script in e's namespace.
+func nftIn(t *testing.T, e Endpoint, script string) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", e.Runner.(Local).Netns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+}
+
 // TestBlackoutNetns drops everything the server's namespace receives for
 // 300 ms in the middle of a stream: the blocked time is the window's, the
 // longest gap too, and the held TCP connections survive (TCP retransmits
 // through it).
 func TestBlackoutNetns(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("skipping: nft (nftables) is not installed")
-	}
-	client, server, _ := netnsPair(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nft := func(script string) {
-		t.Helper()
-		cmd := exec.Command("ip", "netns", "exec", server.Runner.(Local).Netns, "nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("nft: %v: %s", err, out)
-		}
-	}
+	client, server, self := nftPair(t)
+	nft := func(script string) { t.Helper(); nftIn(t, server, script) }
 	// A firewall that forgot its states resets the connections instead.
 	t.Run("connections reset", func(t *testing.T) {
 		stop, err := Blackout{Rate: 500, Conns: 2, Binary: self}.Start(t.Context(), client, server)

@@ -2,8 +2,6 @@ package probe
 
 import (
 	"encoding/hex"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,28 +12,9 @@ import (
 // the server side, matching the payload after the stream's header) none
 // do, and the triggers sent are still counted.
 func TestCanaryNetns(t *testing.T) {
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("skipping: nft (nftables) is not installed")
-	}
-	client, server, _ := netnsPair(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, server, self := nftPair(t)
 	c := Canary{Rate: 100, Nonce: NewNonce(), Binary: self}
-	run := func() CanaryResult {
-		t.Helper()
-		stop, err := c.Start(t.Context(), client, server)
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		r, err := stop(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	run := func() CanaryResult { t.Helper(); return runStream(t, c.Start, client, server, 500*time.Millisecond) }
 	if r := run(); r.Sent < 50 || r.Passed != r.Sent {
 		t.Errorf("nothing in the way: %+v, want about 100 sent and all passed", r)
 	}
@@ -43,11 +22,7 @@ func TestCanaryNetns(t *testing.T) {
 	// into the transport header.
 	rule := "table inet fwabcanary { chain in { type filter hook input priority 0; meta l4proto udp @th,224," +
 		"96 0x" + hex.EncodeToString([]byte(CanaryPrefix)) + " drop; }; }"
-	cmd := exec.Command("ip", "netns", "exec", server.Runner.(Local).Netns, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rule)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
+	nftIn(t, server, rule)
 	r := run()
 	if r.Sent < 50 || r.Passed != 0 || r.FailOpen() {
 		t.Errorf("behind a drop rule on the nonce: %+v, want about 100 sent and none passed", r)
