@@ -49,6 +49,18 @@ type LinkStats struct {
 	OutPackets, OutErrors, OutDrops, OutBytes uint64
 }
 
+// Since is s counted from base (each counter less base's, never below 0).
+func (s LinkStats) Since(base LinkStats) LinkStats {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return LinkStats{d(s.InPackets, base.InPackets), d(s.InErrors, base.InErrors), d(s.InDrops, base.InDrops), d(s.InBytes, base.InBytes),
+		d(s.OutPackets, base.OutPackets), d(s.OutErrors, base.OutErrors), d(s.OutDrops, base.OutDrops), d(s.OutBytes, base.OutBytes)}
+}
+
 // IPsecPlane (ipsec.go) runs the IPsec daemons; IDSPlane and CPUBudget are
 // the other two things of the machine the emulated firewall drives.
 

@@ -141,8 +141,13 @@ type Emulator struct {
 	smu         sync.Mutex
 	suricataRun map[string]bakedInstance // pfSense Suricata instances running, by device
 
-	fmu         sync.Mutex
-	fault       Fault        // the injected faults (fault.go)
+	fmu   sync.Mutex
+	fault Fault // the injected faults (fault.go)
+	// linkErrs are the input errors faults added since the boot, and
+	// linkBase the veths' counters at the boot, by device: netstat's
+	// counters start at zero with the boot, as FreeBSD's do.
+	linkErrs    map[string]uint64
+	linkBase    map[string]LinkStats
 	linkTrigger *linkTrigger // an armed LinkDownOn fault
 	linkHeld    bool         // the link is down for fault.LinkDown
 	resetUntil  time.Time    // the management NIC's link resets until then (management.go)
@@ -818,6 +823,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.Boot(ctx); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
+	e.zeroLinkCounters(ctx)
 	e.startRCScripts(ctx)
 	e.linkUp()
 }

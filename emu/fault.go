@@ -53,10 +53,12 @@ type Fault struct {
 	// nor write. What was sent meanwhile arrives afterwards, as TCP's
 	// retransmissions would deliver it, unless the client gave up.
 	SilentUntil time.Time `json:"silent_until,omitzero"`
-	// LinkErrors adds input errors to interfaces' counters, by FreeBSD
-	// name ("igb1": 40), as a bad cable's damaged frames would: netstat -i
-	// shows them on top of what the data plane counted.
-	LinkErrors map[string]uint64 `json:"link_errors,omitempty"`
+	// LinkErrors adds input errors to interfaces' counters at
+	// LinkErrorsAt (once per time written), by FreeBSD name ("igb1": 40),
+	// as a bad cable's damaged frames would: netstat -i shows them on top
+	// of what the data plane counted, until the next boot zeroes them.
+	LinkErrors   map[string]uint64 `json:"link_errors,omitempty"`
+	LinkErrorsAt time.Time         `json:"link_errors_at,omitzero"`
 	// Commands make SSH command lines fail, stall or lose their connection;
 	// the first that matches a line applies.
 	Commands []CommandFault `json:"commands,omitempty"`
@@ -216,6 +218,17 @@ func (e *Emulator) SetFault(f Fault) {
 	}
 	if f.LinkDownUntil.After(time.Now()) && !f.LinkDownUntil.Equal(prev.LinkDownUntil) {
 		go e.dropLink(ctx, f.LinkDownUntil)
+	}
+	if len(f.LinkErrors) > 0 && !f.LinkErrorsAt.Equal(prev.LinkErrorsAt) {
+		e.fmu.Lock()
+		if e.linkErrs == nil {
+			e.linkErrs = map[string]uint64{}
+		}
+		for dev, n := range f.LinkErrors {
+			e.linkErrs[dev] += n
+		}
+		e.fmu.Unlock()
+		e.logger().Warn("fault: link errors", "added", f.LinkErrors)
 	}
 	if f.Kill != "" && !f.KillAt.IsZero() && !f.KillAt.Equal(prev.KillAt) {
 		go func(name string, at time.Time) {

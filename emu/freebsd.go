@@ -490,7 +490,7 @@ const netstatLinks = "-i -n -W -b -d --libxo json"
 // upstream: not settled — the keys (statistics.interface[], name, network "<Link#N>", received-errors, send-errors) are FreeBSD's usr.bin/netstat/if.c intpr(), not in the upstream copy; OPNsense's InterfaceController.php getInterfaceStatisticsAction reads statistics.interface[].name and address; checked at run time: fwapi.ParseNetstatLinks refuses an answer without a link row that has both counters
 func (e *Emulator) netstatLinks(ctx context.Context, c *call) error {
 	e.fmu.Lock()
-	added := maps.Clone(e.fault.LinkErrors)
+	added, base := maps.Clone(e.linkErrs), maps.Clone(e.linkBase)
 	e.fmu.Unlock()
 	type row struct {
 		Name       string `json:"name"`
@@ -517,16 +517,42 @@ func (e *Emulator) netstatLinks(ctx context.Context, c *call) error {
 			}
 		}
 		flags := "0x8843"
-		if !l.Up {
+		if !l.Up || in.veth == "" { // the spare NIC is assigned to nothing: down
 			flags = "0x8802"
 		}
-		st := l.Stats
+		st := l.Stats.Since(base[in.veth])
 		rows = append(rows, row{in.dev, flags, l.MTU, fmt.Sprintf("<Link#%d>", i+1), l.MAC,
 			st.InPackets, st.InErrors + added[in.dev], st.InDrops, st.InBytes, st.OutPackets, st.OutErrors, st.OutBytes, 0})
 	}
-	rows = append(rows, row{Name: "lo0", Flags: "0x8049", MTU: 16384, Network: fmt.Sprintf("<Link#%d>", len(rows)+1), InErrors: added["lo0"]})
-	out := map[string]any{"statistics": map[string]any{"interface": rows}}
-	return json.NewEncoder(c.stdout).Encode(out)
+	// The pseudo-interfaces every box has; their link rows carry the
+	// name as the address.
+	for _, p := range []struct {
+		name, flags string
+		mtu         int
+	}{{"enc0", "0x0", 1536}, {"lo0", "0x8049", 16384}, {"pflog0", "0x100", 33152}} {
+		rows = append(rows, row{Name: p.name, Flags: p.flags, MTU: p.mtu, Network: fmt.Sprintf("<Link#%d>", len(rows)+1), Address: p.name, InErrors: added[p.name]})
+	}
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false) // "<Link#1>" as libxo writes it
+	return enc.Encode(map[string]any{"statistics": map[string]any{"interface": rows}})
+}
+
+// zeroLinkCounters starts the counters netstat shows from zero, as a
+// boot does: the veths' counters now are the base, the faults' errors
+// are gone.
+func (e *Emulator) zeroLinkCounters(ctx context.Context) {
+	base := map[string]LinkStats{}
+	for _, in := range e.fbIfaces() {
+		if in.veth == "" {
+			continue
+		}
+		if l, err := e.DataPlane.Link(ctx, in.veth); err == nil {
+			base[in.veth] = l.Stats
+		}
+	}
+	e.fmu.Lock()
+	e.linkBase, e.linkErrs = base, nil
+	e.fmu.Unlock()
 }
 
 // cmdPhp runs pfBlockerNG's update: it loads or removes the blocklist table
@@ -947,7 +973,9 @@ func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 	if err != nil {
 		return c.errorf(255, "php: %v", err)
 	}
-	if err := e.bakeSuricataRC(root); err != nil {
+	// fwab's sync sets $rebuild_rules (fwapi's pfSuricataSync); a sync
+	// without it leaves the rule files as they are.
+	if err := e.bakeSuricataRC(root, strings.Contains(code, "$rebuild_rules = true;")); err != nil {
 		return c.errorf(255, "php: %v", err)
 	}
 	if err := e.suricataCronLocked(); err != nil {

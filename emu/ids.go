@@ -88,7 +88,7 @@ func (e *Emulator) suricata(ctx context.Context, action string) error {
 func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
 	if !e.opnsense() {
 		e.suricataRun = nil
-		if err := e.bakeSuricataRC(root); err != nil {
+		if err := e.bakeSuricataRC(root, false); err != nil {
 			return err
 		}
 		return e.suricataBakedLocked(ctx, "start")

@@ -59,7 +59,14 @@ type bakedInstance struct {
 // bakeSuricataRC is sync_suricata_package_config's create_rc: it writes the
 // rc script for the enabled interfaces of root, each with its mode as it
 // is now. The lab engine mode is kept in a comment line per interface.
-func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
+// With rebuild (the global $rebuild_rules set, as fwab's sync sets it) the
+// interfaces' rule files are written again; without (the boot's sync) the
+// files of the last rebuild stay, as suricata_prepare_rule_files returns
+// at once.
+//
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3262 — `if (!$rebuild_rules)`, the return before any rule file is written
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);`, the boot's sync, which sets no $rebuild_rules
+func (e *Emulator) bakeSuricataRC(root *configxml.Config, rebuild bool) error {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# This file was automatically generated\n# by the pfSense service handler (emulated by fwab lab).\n")
 	for i, ifc := range root.Interfaces() {
@@ -75,8 +82,10 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config) error {
 		// numbers it by interface position instead.
 		uuid := strconv.Itoa(10000 + i)
 		dir := fmt.Sprintf("/usr/local/etc/suricata/suricata_%s_%s", uuid, ifc.Device)
-		if err := e.buildSuricataRules(root, ifc.Key, dir+"/rules"); err != nil {
-			return err
+		if rebuild {
+			if err := e.buildSuricataRules(root, ifc.Key, dir+"/rules"); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(&b, "# fwab-lab %s %s %s\n/usr/local/bin/suricata %s -D -c %s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
 			ifc.Device, v, dir, runMode, dir, ifc.Device, uuid)

@@ -81,9 +81,8 @@ func (g *IDSEngines) Restart(ctx context.Context, plan emu.IDSPlan, ports emu.Po
 }
 
 // Start starts the engines of the plan that do not run yet. Each engine
-// loads the rules files of its devices (rules, by device) beside its
-// generated ruleset: one engine serves every device of its mode, so a
-// device's custom rules apply to the others of that mode too.
+// loads its devices' rules files (rules, by device) beside its generated
+// ruleset, when every device of its mode has the same (sharedRules).
 func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, rules map[string][]string) error {
 	g.op.Lock()
 	defer g.op.Unlock()
@@ -101,15 +100,7 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 		if len(devs) == 0 || runs {
 			continue
 		}
-		var files []string
-		for _, d := range devs {
-			for _, f := range rules[d] {
-				if !slices.Contains(files, f) {
-					files = append(files, f)
-				}
-			}
-		}
-		eng, err := g.start(ctx, m, devs, ports, files)
+		eng, err := g.start(ctx, m, devs, ports, g.sharedRules(m, devs, rules))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -122,6 +113,35 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 		g.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// sharedRules are the rules files one engine for devs loads: the first
+// device's, when every device's files hold the same rules. One engine
+// serves every device of its mode where the box runs a Suricata per
+// interface, so rules that differ between devices are loaded for none,
+// with a warning: the lab then drops less than the box (a canary shows a
+// fail-open the box would not have), never more (a drop that would hide a
+// rule put on the wrong interface).
+func (g *IDSEngines) sharedRules(m inspect.Mode, devs []string, rules map[string][]string) []string {
+	content := func(dev string) string {
+		var b strings.Builder
+		for _, f := range rules[dev] {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return "unreadable " + f
+			}
+			b.Write(data)
+		}
+		return b.String()
+	}
+	first := content(devs[0])
+	for _, d := range devs[1:] {
+		if content(d) != first {
+			g.logger().Warn("ids engine: custom rules differ between interfaces of one mode; the lab's one engine loads none of them", "mode", m.Knob(), "interfaces", strings.Join(devs, ","))
+			return nil
+		}
+	}
+	return rules[devs[0]]
 }
 
 func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports emu.Ports, ruleFiles []string) (*idsEngine, error) {

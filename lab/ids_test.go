@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -336,5 +337,34 @@ func TestCanaryThroughInlineIPS(t *testing.T) {
 	}
 	if r := measure("engine crashed"); r.Passed < r.Sent*9/10 || !r.FailOpen() {
 		t.Errorf("after the engine crashed: %+v, want the triggers to pass (fail-open)", r)
+	}
+}
+
+// TestSharedRules: one engine serves every interface of its mode, so it
+// loads custom rules only when they are the same on all of them.
+func TestSharedRules(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b, c := write("a.rules", "drop udp any any -> any any (content:\"x\"; sid:1;)\n"), write("b.rules", "drop udp any any -> any any (content:\"x\"; sid:1;)\n"), write("c.rules", "alert ip any any -> any any (content:\"y\"; sid:2;)\n")
+	g := &IDSEngines{}
+	if got := g.sharedRules(inspect.Inline, []string{"igb1", "igb2"}, map[string][]string{"igb1": {a}, "igb2": {b}}); !slices.Equal(got, []string{a}) {
+		t.Errorf("the same rules on both: %q, want igb1's file", got)
+	}
+	for name, rules := range map[string]map[string][]string{
+		"different rules": {"igb1": {a}, "igb2": {c}},
+		"rules on one":    {"igb2": {a}},
+	} {
+		if got := g.sharedRules(inspect.Inline, []string{"igb1", "igb2"}, rules); got != nil {
+			t.Errorf("%s: %q, want none loaded", name, got)
+		}
+	}
+	if got := g.sharedRules(inspect.IDS, []string{"igb1"}, map[string][]string{"igb1": {c}}); !slices.Equal(got, []string{c}) {
+		t.Errorf("one interface: %q, want its file", got)
 	}
 }

@@ -26,8 +26,10 @@ type Health struct {
 	Services map[string][]int `json:"services"`          // watched service → its pids, sorted; none when it is not running
 	Crashes  []string         `json:"crashes,omitempty"` // the entries of /var/crash
 	// Links are the interfaces' error counters, by FreeBSD name; nil when
-	// they were not read.
-	Links map[string]LinkCounters `json:"links,omitempty"`
+	// they were not read, LinksUnread then saying why. They are read on a
+	// best-effort basis: the rest of the health stands without them.
+	Links       map[string]LinkCounters `json:"links,omitempty"`
+	LinksUnread string                  `json:"links_unread,omitempty"`
 }
 
 // LinkCounters are an interface's error counters, as netstat -i shows
@@ -47,6 +49,9 @@ type LinkCounters struct {
 // vte(4) adds rx_fifo_full, bxe(4) its buffer drops).
 func (h Health) LinkErrors(after Health) []string {
 	var out []string
+	if after.LinksUnread != "" {
+		out = append(out, "the interfaces' error counters were not read after the probe: "+after.LinksUnread)
+	}
 	for _, name := range slices.Sorted(maps.Keys(after.Links)) {
 		a, ok := h.Links[name]
 		b := after.Links[name]

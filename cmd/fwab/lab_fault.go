@@ -52,7 +52,7 @@ func newLabFaultCmd(io *streams, opts *labOptions) *cobra.Command {
 					return usageErrorf("--link-errors %s=%d: want a count above 0, such as %s=40", dev, n, dev)
 				}
 				if f.LinkErrors == nil {
-					f.LinkErrors = map[string]uint64{}
+					f.LinkErrors, f.LinkErrorsAt = map[string]uint64{}, time.Now()
 				}
 				f.LinkErrors[dev] = uint64(n)
 			}

@@ -57,7 +57,7 @@ func TestLabFaultLinkErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), `"link_errors":{"igb0":2,"igb1":40}`) {
+	if !strings.Contains(string(data), `"link_errors":{"igb0":2,"igb1":40},"link_errors_at":"`) {
 		t.Errorf("fault file %s: want the link errors", data)
 	}
 	if _, stderr, code := fwab(t, "", "lab", "fault", "--dir", dir, "--link-errors", "igb1=0"); code != exitUsage || !strings.Contains(stderr, "--link-errors igb1=0: want a count above 0") {

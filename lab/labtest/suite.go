@@ -491,12 +491,24 @@ func (s *Suite) TestHealthSeesRestartsAndReboots(t *testing.T) {
 	if _, ok := h0.Links["igb1"]; !ok {
 		t.Errorf("Health().Links = %v, want the ports' counters", h0.Links)
 	}
-	f.SetFault(emu.Fault{LinkErrors: map[string]uint64{"igb1": 40}})
+	f.SetFault(emu.Fault{LinkErrors: map[string]uint64{"igb1": 40}, LinkErrorsAt: time.Now()})
 	hErr := read()
-	f.SetFault(emu.Fault{})
 	if w := h0.LinkErrors(hErr); len(w) != 1 || !strings.HasPrefix(w[0], "igb1 counted 40 input and 0 output errors") {
 		t.Errorf("with 40 input errors on igb1, LinkErrors = %q", w)
 	}
+	// Counters only grow: clearing the fault takes no error back.
+	f.SetFault(emu.Fault{})
+	if w := hErr.LinkErrors(read()); len(w) != 0 {
+		t.Errorf("after the fault is cleared, LinkErrors = %q, want none", w)
+	}
+	// A netstat that fails costs the counters, not the rest.
+	f.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "netstat -i", Exit: 1, Stderr: "netstat: kvm not available"}}})
+	if h := read(); h.Links != nil || h.LinksUnread == "" || h.Boot != h0.Boot || len(h.Services["suricata"]) == 0 {
+		t.Errorf("with netstat failing, Health() = %+v, want the boot and pids read and the counters' absence said", h)
+	} else if w := h0.LinkErrors(h); len(w) != 1 || !strings.Contains(w[0], "were not read after the probe") {
+		t.Errorf("with netstat failing, LinkErrors = %q", w)
+	}
+	f.SetFault(emu.Fault{})
 	if c := h0.Changes(hErr); len(c) != 0 {
 		t.Errorf("link errors are not a change of the box, yet Changes = %q", c)
 	}
@@ -511,8 +523,13 @@ func (s *Suite) TestHealthSeesRestartsAndReboots(t *testing.T) {
 	// step by an uptime that fell behind by more than 2 s.
 	time.Sleep(3 * time.Second)
 	f.reboot(t)
-	if c := h1.Changes(read()); !slices.Contains(c, "the firewall rebooted") {
+	h2 := read()
+	if c := h1.Changes(h2); !slices.Contains(c, "the firewall rebooted") {
 		t.Errorf("after a reboot, Changes = %q, want the reboot named", c)
+	}
+	// The boot starts the counters from zero, the fault's errors with them.
+	if w := hErr.LinkErrors(h2); !slices.ContainsFunc(w, func(s string) bool { return strings.HasPrefix(s, "igb1's error counters went back to 0 in") }) {
+		t.Errorf("after a reboot, LinkErrors = %q, want igb1's counters back at 0", w)
 	}
 }
 
