@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"strings"
 )
 
 // Canary checks that an IPS still drops what its rules say while a probe
@@ -56,8 +58,12 @@ func (c Canary) SuricataRule(sid int) string {
 // Validate reports a setting Start would refuse.
 func (c Canary) Validate() error {
 	switch {
-	case c.Rate != 0 && (c.Rate < 1 || c.Rate > 1000):
+	case c.Rate != 0 && (c.Rate < 1 || c.Rate > 1000) || math.IsNaN(c.Rate):
 		return fmt.Errorf("canary rate %g triggers/s: use 1 to 1,000", c.Rate)
+	case strings.Trim(string(c.Nonce), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "":
+		return fmt.Errorf("canary nonce %q: letters, digits and - only, so that it stands in a rule's content as it is", c.Nonce)
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("canary port %d: use 1 to 65535, or 0 for a fresh port", c.Port)
 	case len(c.Nonce) < len(CanaryPrefix)+8:
 		return fmt.Errorf("canary nonce %q: too short to be fwab's alone; use NewNonce", c.Nonce)
 	case len(c.Nonce) > 1472-blackoutHeader:

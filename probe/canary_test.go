@@ -35,7 +35,7 @@ func TestCanaryRule(t *testing.T) {
 	if got := c.SuricataRule(9999001); got != want {
 		t.Errorf("SuricataRule = %s\nwant %s", got, want)
 	}
-	for _, bad := range []Canary{{Nonce: []byte("short")}, {Nonce: NewNonce(), Rate: 5000}} {
+	for _, bad := range []Canary{{Nonce: []byte("short")}, {Nonce: NewNonce(), Rate: 5000}, {Nonce: []byte(`fwab-canary-"; sid:1; x`)}, {Nonce: NewNonce(), Port: 70000}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -186,13 +187,17 @@ func (rs *Ruleset) WriteRules(w io.Writer) error {
 
 // ParseRules reads rules in Suricata's syntax, as a rules file holds them
 // (custom.rules): one per line, `#` comments and blank lines skipped. The
-// lab matches a rule by its action (alert or drop) and its one content —
-// text with |hex| runs, as Suricata writes it — and keeps its sid; the
-// header (protocol, addresses, ports) and the other options are not
-// matched. A rule without a content matches nothing here and is skipped;
-// one with two contents, or a content it cannot read, is an error, so
-// that a rule the lab would match otherwise than Suricata does is not
-// loaded in silence.
+// lab matches a rule by its action (alert, or drop and reject, which drop)
+// and its one content, and keeps its sid; it does not match the header
+// (protocol, addresses, ports). A rule without a content matches nothing
+// here and is skipped. A rule the lab would match otherwise than Suricata
+// — two contents, a content modifier such as nocase or depth, any option
+// beyond msg, sid, rev, gid, classtype, priority, reference and metadata —
+// is refused with its file and line, as is one Suricata itself refuses
+// (an option list not ended by ";", an escape other than \: \; \\ \").
+//
+// Options end at a ";" not after a backslash, quoted or not, as
+// Suricata's SigParseOptions splits them.
 func ParseRules(r io.Reader, name string) ([]Rule, error) {
 	var out []Rule
 	sc := bufio.NewScanner(r)
@@ -213,6 +218,9 @@ func ParseRules(r io.Reader, name string) ([]Rule, error) {
 	return out, sc.Err()
 }
 
+// ignoredOptions change nothing the lab matches.
+var ignoredOptions = []string{"msg", "rev", "gid", "classtype", "priority", "reference", "metadata"}
+
 // parseRule reads one rule; ok is false for a rule without a content.
 func parseRule(line string) (rule Rule, ok bool, err error) {
 	action, rest, _ := strings.Cut(line, " ")
@@ -222,28 +230,35 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	case "drop", "reject":
 		rule.Action = Drop
 	default:
-		return rule, false, fmt.Errorf("action %q: the lab matches alert and drop rules", action)
+		return rule, false, fmt.Errorf("action %q: the lab matches alert, drop and reject rules", action)
 	}
 	open := strings.IndexByte(rest, '(')
 	if open < 0 || !strings.HasSuffix(rest, ")") {
 		return rule, false, fmt.Errorf("no (options) after the header")
 	}
+	opts := strings.TrimSpace(rest[open+1 : len(rest)-1])
+	if !strings.HasSuffix(opts, ";") || strings.HasSuffix(opts, "\\;") {
+		return rule, false, fmt.Errorf("the options do not end with \";\"")
+	}
 	contents := 0
-	for _, opt := range splitOptions(rest[open+1 : len(rest)-1]) {
+	for _, opt := range splitOptions(opts) {
 		key, value, _ := strings.Cut(opt, ":")
-		value = strings.TrimSpace(value)
-		switch strings.TrimSpace(key) {
-		case "content":
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		switch {
+		case key == "content":
 			if contents++; contents > 1 {
 				return rule, false, fmt.Errorf("two contents: the lab matches one content per rule")
 			}
 			if rule.Content, err = parseContent(value); err != nil {
 				return rule, false, err
 			}
-		case "sid":
+		case key == "sid":
 			if rule.SID, err = strconv.Atoi(value); err != nil || rule.SID <= 0 {
 				return rule, false, fmt.Errorf("sid %q is not a positive number", value)
 			}
+		case slices.Contains(ignoredOptions, key):
+		default:
+			return rule, false, fmt.Errorf("option %s: the lab matches one plain content, and %s would change what matches", key, key)
 		}
 	}
 	if rule.SID == 0 {
@@ -252,36 +267,29 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	return rule, contents == 1, nil
 }
 
-// splitOptions splits a rule's options at the semicolons outside quotes.
+// splitOptions splits a rule's options at each ";" not after a backslash.
 func splitOptions(s string) []string {
 	var out []string
-	var cur strings.Builder
-	quoted, escaped := false, false
-	for _, r := range s {
-		switch {
-		case escaped:
-			escaped = false
-		case r == '\\':
-			escaped = true
-		case r == '"':
-			quoted = !quoted
-		case r == ';' && !quoted:
-			if o := strings.TrimSpace(cur.String()); o != "" {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case ';':
+			if o := strings.TrimSpace(s[start:i]); o != "" {
 				out = append(out, o)
 			}
-			cur.Reset()
-			continue
+			start = i + 1
 		}
-		cur.WriteRune(r)
 	}
-	if o := strings.TrimSpace(cur.String()); o != "" {
+	if o := strings.TrimSpace(s[start:]); o != "" {
 		out = append(out, o)
 	}
 	return out
 }
 
-// parseContent reads a quoted content: text, |hex bytes| runs, and \"
-// \; \\ \| escapes.
+// parseContent reads a quoted content: text, |hex bytes| runs, and the
+// escapes Suricata's DetectContentDataParse takes: \: \; \\ \".
 func parseContent(v string) ([]byte, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return nil, fmt.Errorf("content %s: want a quoted string", v)
@@ -291,11 +299,13 @@ func parseContent(v string) ([]byte, error) {
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; c {
 		case '\\':
-			if i+1 == len(v) {
-				return nil, fmt.Errorf("content %q ends in a lone backslash", v)
+			if i+1 == len(v) || !strings.ContainsRune(`:;\"`, rune(v[i+1])) {
+				return nil, fmt.Errorf("content %q: Suricata escapes only \\: \\; \\\\ and \\\"", v)
 			}
 			i++
 			out = append(out, v[i])
+		case ';', '"':
+			return nil, fmt.Errorf("content %q: an unescaped %c", v, c)
 		case '|':
 			end := strings.IndexByte(v[i+1:], '|')
 			if end < 0 {

@@ -286,6 +286,11 @@ drop udp any any -> any any (msg:"fwab canary"; content:"fwab-canary|3a 00|a\;b\
 
 	for line, msg := range map[string]string{
 		`pass ip any any -> any any (content:"x"; sid:1;)`:              "action",
+		`drop ip any any -> any any (content:"a;b"; sid:1;)`:            "want a quoted string",
+		`drop ip any any -> any any (content:"a\nb"; sid:1;)`:           "Suricata escapes only",
+		`drop ip any any -> any any (content:"abc"; sid:5)`:             "do not end with",
+		`drop tcp any any -> any any (content:"abc"; nocase; sid:5;)`:   "option nocase",
+		`drop tcp any any -> any any (content:"abc"; depth:3; sid:5;)`:  "option depth",
 		`drop ip any any -> any any (content:"x"; content:"y"; sid:1;)`: "two contents",
 		`drop ip any any -> any any (content:"|zz|"; sid:1;)`:           "invalid byte",
 		`drop ip any any -> any any (content:"x";)`:                     "no sid",
