@@ -247,6 +247,10 @@ type Sweep struct {
 	// (or the firmware switch) until settling finds traffic passing
 	// again; stop reports what the change dropped. Nil measures none.
 	Blackout func(ctx context.Context) (stop func(context.Context) (probe.BlackoutResult, error), err error)
+	// Canary starts an IPS canary (probe.Canary.Start) beside a probe, at
+	// the points where the spec's canary (Spec.Canary) placed its rule;
+	// stop reports how many of its triggers passed. Nil runs none.
+	Canary func(ctx context.Context, c probe.Canary) (stop func(context.Context) (probe.CanaryResult, error), err error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
 	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.
@@ -270,6 +274,8 @@ type Sweep struct {
 	// Stats accounts for where Execute's time went.
 	Stats Stats
 
+	canary   *canary                      // the run's IPS canary; nil without one
+	canaryAt []string                     // the interfaces whose config carries the canary rule now
 	set      string                       // the config set the firewall runs (config axis); "" the running one
 	firmware string                       // the firmware the firewall runs (firmware axis); "" the one it started on
 	bases    map[string]*configxml.Config // each firmware's own config as its environment booted
@@ -338,6 +344,12 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	}
 	probes := s.Plan.Spec.ProbeRuns()
 	current := s.Config
+	if err := s.startCanary(ctx); err != nil {
+		return err
+	}
+	if s.canary != nil {
+		s.canaryAt = canaryOn(current, s.canary.rule)
+	}
 	broken := map[int]string{}
 	valid := map[int]bool{}
 	idled := map[int]bool{} // points whose idle phase is recorded
@@ -406,6 +418,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			s.event(ctx, "firmware", st.Point.Index, "booted the environment holding "+fw)
 			s.Stats.Actions[configxml.ActionFirmware]++
 			current, s.set = base, ""
+			if s.canary != nil {
+				s.canaryAt = canaryOn(current, s.canary.rule)
+			}
 		}
 		next, changes, err := s.target(current, st.Point)
 		if err != nil {
@@ -448,6 +463,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				continue
 			}
 			current = next
+			if s.canary != nil {
+				s.canaryAt = canaryOn(current, s.canary.rule)
+			}
 			if v := st.Point.Value("config"); v != "" {
 				s.set = v
 			}
@@ -544,10 +562,10 @@ func (s *Sweep) Execute(ctx context.Context) error {
 // not after a second look: the point's state is no longer in force.
 func (s *Sweep) measure(ctx context.Context, pr ProbeRun) (sample probe.Sample, gone []string) {
 	if s.Health == nil {
-		return s.Measure(ctx, pr), nil
+		return s.measureCanary(ctx, pr), nil
 	}
 	before, err := s.Health(ctx)
-	sample = s.Measure(ctx, pr)
+	sample = s.measureCanary(ctx, pr)
 	if ctx.Err() != nil {
 		return sample, nil
 	}
@@ -752,7 +770,7 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 		}
 	}
 	if len(changes) == 0 && switchTo == "" {
-		return current, nil, nil
+		return s.placeCanary(current, current, nil)
 	}
 	base := current
 	if switchTo != "" {
@@ -773,7 +791,7 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 			changes = append(changes, configxml.Change{Knob: "config", From: set, To: switchTo, Action: a})
 		}
 	}
-	return next, changes, nil
+	return s.placeCanary(current, next, changes)
 }
 
 func (s *Sweep) settle(ctx context.Context) error {

@@ -54,6 +54,10 @@ type Spec struct {
 	// Blackout measures the traffic each apply drops (probe.Blackout);
 	// nil measures none.
 	Blackout *BlackoutSpec `yaml:"blackout"`
+	// Canary checks, at points running inline IPS, that the IPS still
+	// drops what its rules say during every probe; nil or false checks
+	// nothing.
+	Canary *CanarySpec `yaml:"canary"`
 	Tunnel   *TunnelSpec   `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
 	Allow    []string      `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 	// ConfigSets are the files the config axis names, read by
@@ -655,6 +659,11 @@ func (s *Spec) check() error {
 	}
 	if s.Blackout != nil {
 		if _, err := s.Blackout.Probe(); err != nil {
+			errs.add(err)
+		}
+	}
+	if s.Canary.On() {
+		if _, err := s.Canary.Probe(probe.NonceFrom("check")); err != nil {
 			errs.add(err)
 		}
 	}

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -48,6 +49,14 @@ func NewNonce() []byte {
 	var b [8]byte
 	rand.Read(b[:])
 	return []byte(CanaryPrefix + hex.EncodeToString(b[:]))
+}
+
+// NonceFrom returns the nonce of seed: CanaryPrefix and 16 hex digits of
+// its SHA-256, so that a sweep resumed later places and sends the same
+// one as the run that began it.
+func NonceFrom(seed string) []byte {
+	sum := sha256.Sum256([]byte(seed))
+	return []byte(CanaryPrefix + hex.EncodeToString(sum[:8]))
 }
 
 // SuricataRule is the drop rule that matches the nonce, with sid.

@@ -43,4 +43,13 @@ func TestCanaryRule(t *testing.T) {
 	if a, b := NewNonce(), NewNonce(); string(a) == string(b) || !strings.HasPrefix(string(a), CanaryPrefix) {
 		t.Errorf("NewNonce gave %q and %q", a, b)
 	}
+	// A nonce from a seed is the same for the same seed (a resumed run
+	// keeps the rule it placed), another for another seed, and valid.
+	a, b, c2 := NonceFrom("run 7 at 1"), NonceFrom("run 7 at 1"), NonceFrom("run 8 at 1")
+	if string(a) != string(b) || string(a) == string(c2) {
+		t.Errorf("NonceFrom: %q, %q (same seed), %q (another)", a, b, c2)
+	}
+	if err := (Canary{Nonce: a}).Validate(); err != nil || len(a) != len(NewNonce()) {
+		t.Errorf("NonceFrom gave %q: %v", a, err)
+	}
 }

@@ -145,6 +145,9 @@ type Sample struct {
 	NDR  *NDRResult // a rate search's outcome and trials (NDR.Measure)
 	// Connect is a connection-rate probe's report (Connect.Measure).
 	Connect *ConnectResult
+	// Canary is what an IPS canary run beside the probe saw; nil where
+	// none ran.
+	Canary *CanaryResult
 	DUT     []DUTMetrics
 	Power   []PowerReading
 

@@ -627,6 +627,9 @@ func FromProbe(k Key, ps probe.Sample) Sample {
 	if ps.Connect != nil {
 		raw["connect"] = ps.Connect // a connection-rate probe's report
 	}
+	if ps.Canary != nil {
+		raw["canary"] = ps.Canary // the IPS canary run beside the probe
+	}
 	if len(ps.Links) > 0 {
 		raw["links"] = ps.Links // each link's figures, where the sample sums several run at once
 		raw["start_skew_ms"] = float64(ps.StartSkew) / float64(time.Millisecond)

@@ -431,6 +431,7 @@ func (w *sweepWiring) run() *matrix.Run {
 			},
 			Idle:     w.idle(),
 			Blackout: w.blackout(),
+			Canary:   w.canary(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -455,6 +456,17 @@ func (w *sweepWiring) blackout() func(context.Context) (func(context.Context) (p
 	}
 	return func(ctx context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
 		return b.Start(ctx, w.client, w.server)
+	}
+}
+
+// canary starts the IPS canary's triggers between the first link's
+// endpoints; nil without one (or with the stub probe of the tests).
+func (w *sweepWiring) canary() func(context.Context, probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+	if !w.spec.Canary.On() || stubProbe != nil {
+		return nil
+	}
+	return func(ctx context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+		return c.Start(ctx, w.client, w.server)
 	}
 }
 
@@ -718,6 +730,26 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 		}
 		if err != nil {
 			return nil, fmt.Errorf("before touching the firewall: the blackout stream: %w", err)
+		}
+	}
+	// The canary: its triggers must pass the firewall as it is, with no
+	// rule for them, or none passing later would show nothing.
+	if spec.Canary.On() {
+		c, err := spec.Canary.Probe(probe.NewNonce())
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
+		}
+		stop, err := c.Start(ctx, client, server)
+		var r probe.CanaryResult
+		if err == nil {
+			time.Sleep(time.Second)
+			r, err = stop(ctx)
+		}
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("before touching the firewall: the IPS canary: %w", err)
+		case r.Sent == 0 || r.Passed == 0:
+			return nil, fmt.Errorf("before touching the firewall: the IPS canary: %d of %d triggers passed the firewall with no rule against them; a canary that cannot pass cannot show an IPS that fails open: check that UDP passes from %s to %s", r.Passed, r.Sent, client, server)
 		}
 	}
 	return power, nil

@@ -406,3 +406,82 @@ settle: {timeout: 30s, pause: 500ms}
 		t.Errorf("the sweep's report has no conn/s column:\n%s", out)
 	}
 }
+
+// TestCanaryLabSweep: a sweep with the IPS canary on the lab's inline IPS
+// (pfSense's Suricata emulated by the lab's inspection engine, the
+// canary's rule loaded from the custom.rules the package writes). While
+// the engine works, none of the triggers passes; when the lab kills it
+// mid-probe, the triggers pass (the port goes back to the host stack) and
+// the sample is both fail-open and invalid; the sweep stops and the
+// firewall ends on its original config.
+func TestCanaryLabSweep(t *testing.T) {
+	l := newLab(t)
+	original := l.configHash(t)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	os.WriteFile(spec, []byte(`target: lab
+axes:
+  ids@lan: [ips-inline]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: {rate: 50}
+probes:
+  - {name: up, direction: up, duration: 2s}
+  - {name: down, direction: down, duration: 4s}
+repeats: 1
+idle: 0s
+drift_check: false
+`), 0o644)
+	db := filepath.Join(t.TempDir(), "results.db")
+	sweep := l.fwabChild(t.Context(), "sweep", spec, "--targets", l.targets, "--db", db, "--progress=false")
+	var errOut bytes.Buffer
+	sweep.Stderr = &errOut
+	if err := sweep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the first probe is in, the engine dies during the second.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, err := store.Open(t.Context(), db)
+		n := 0
+		if err == nil {
+			s, _ := st.Samples(t.Context(), 1)
+			n = len(s)
+			st.Close()
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sweep.Process.Kill()
+			t.Fatalf("no sample after 2 minutes; sweep said:\n%s", errOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	l.mustRun(t, "lab", "fault", "--dir", l.dir, "--kill", "suricata")
+	if err := sweep.Wait(); err == nil || !strings.Contains(errOut.String(), "suricata stopped during probe down") {
+		t.Fatalf("sweep = %v, want it stopped naming Suricata:\n%s", err, errOut.String())
+	}
+	_, samples := runSamples(t, db)
+	if len(samples) != 2 {
+		t.Fatalf("%d samples, want up and down", len(samples))
+	}
+	canary := func(x store.Sample) probe.CanaryResult {
+		var raw struct {
+			Canary *probe.CanaryResult `json:"canary"`
+		}
+		if err := json.Unmarshal(x.Raw, &raw); err != nil || raw.Canary == nil {
+			t.Fatalf("sample %s has no canary (%v): warnings %q", x.Key, err, x.Warnings)
+		}
+		return *raw.Canary
+	}
+	t.Logf("canary: up %+v, down %+v", canary(samples[0]), canary(samples[1]))
+	if c := canary(samples[0]); samples[0].Failed || c.Sent < 50 || c.Passed != 0 {
+		t.Errorf("up, the engine working: canary %+v, failed %v (%s); want about 100 sent, none passed", c, samples[0].Failed, samples[0].Reason)
+	}
+	if c := canary(samples[1]); !strings.HasPrefix(samples[1].Reason, probe.InvalidReason+"suricata stopped") || !c.FailOpen() {
+		t.Errorf("down, the engine killed: canary %+v, reason %q; want fail-open and invalid", c, samples[1].Reason)
+	}
+	if got := l.configHash(t); got != original {
+		t.Errorf("the firewall ends on config %s, want its original %s", got[:12], original[:12])
+	}
+}

@@ -1,0 +1,230 @@
+package matrix
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
+)
+
+// CanarySpec is the spec's IPS canary (probe.Canary): at every point that
+// runs inline IPS, a drop rule of fwab's own in the ruleset the box
+// loads, and triggers that it matches sent beside every probe. Written
+// canary: true for the defaults, or canary: {rate: 50}.
+type CanarySpec struct {
+	Rate float64 `yaml:"rate"` // triggers a second; default 20
+	off  bool    // canary: false
+}
+
+func (c *CanarySpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var on bool
+		if err := n.Decode(&on); err != nil {
+			return lineErr(n, "canary: give true, false or {rate: TRIGGERS_A_SECOND}")
+		}
+		c.off = !on
+		return nil
+	}
+	type plain CanarySpec
+	return n.Decode((*plain)(c))
+}
+
+// On reports whether the spec asks for a canary.
+func (c *CanarySpec) On() bool { return c != nil && !c.off }
+
+// Probe is the canary the spec asks for, with nonce.
+func (c *CanarySpec) Probe(nonce []byte) (probe.Canary, error) {
+	out := probe.Canary{Rate: c.Rate, Nonce: nonce}
+	if err := out.Validate(); err != nil {
+		return out, &SpecError{Msg: "canary: " + strings.TrimPrefix(err.Error(), "canary ")}
+	}
+	return out, nil
+}
+
+// CanarySID is the canary rule's signature id, from the range Suricata
+// leaves to local rules (1000000–1999999).
+const CanarySID = 1990001
+
+// canaryMode is the IDS mode whose points carry the canary. Legacy
+// blocking mode inspects copies of the packets and blocks an offender's
+// address only after the alert, so the trigger that alerts always
+// passes: a canary there would call every sample fail-open.
+const canaryMode = configxml.IDSInlineIPS
+
+// canary is a sweep's IPS canary once its run is known.
+type canary struct {
+	probe probe.Canary
+	rule  string // the Suricata rule placed on inline interfaces
+	// own are the custom rules each interface had as the sweep began,
+	// so that taking the rule off gives back the text as it was.
+	own map[string]string
+}
+
+// startCanary sets up the run's canary: its nonce comes from the run's
+// id and creation time, so that a resumed run places and sends the same
+// one as the sweep that began it.
+func (s *Sweep) startCanary(ctx context.Context) error {
+	spec := s.Plan.Spec.Canary
+	if !spec.On() || s.Canary == nil {
+		return nil
+	}
+	if s.Config.Flavor() != configxml.PfSense {
+		s.event(ctx, "warning", -1, "canary not placed: on OPNsense fwab does not yet put its rule where the IDS loads custom rules; the inline points run without one")
+		return nil
+	}
+	run, err := s.Store.Run(ctx, s.Run)
+	if err != nil {
+		return err
+	}
+	p, err := spec.Probe(probe.NonceFrom(fmt.Sprintf("fwab run %d created %d", s.Run, run.Created.UnixNano())))
+	if err != nil {
+		return err
+	}
+	c := &canary{probe: p, rule: p.SuricataRule(CanarySID), own: map[string]string{}}
+	for _, i := range s.Config.Interfaces() {
+		text, err := s.Config.SuricataCustomRules(i.Key)
+		if err != nil {
+			return fmt.Errorf("canary: %w", err)
+		}
+		if strings.Contains(text, fmt.Sprintf("sid:%d;", CanarySID)) && !strings.Contains(text, c.rule) {
+			return fmt.Errorf("canary: the custom Suricata rules on %s already use sid %d, the canary's; renumber that rule (Services → Suricata → %s → Rules → custom.rules) or set canary: false", i.Key, CanarySID, i.Key)
+		}
+		c.own[i.Key] = strip(text, c.rule)
+	}
+	s.canary = c
+	return nil
+}
+
+// strip takes the canary rule's line out of custom rules text.
+func strip(text, rule string) string {
+	lines := strings.SplitAfter(text, "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.TrimRight(l, "\r\n") == rule })
+	return strings.Join(lines, "")
+}
+
+// place puts the canary rule on every interface of c that runs inline IPS
+// and takes it off every other, each interface's own custom rules kept.
+// It returns the interfaces that carry it.
+func (cn *canary) place(c *configxml.Config) ([]string, error) {
+	var on []string
+	for _, i := range c.Interfaces() {
+		mode, err := c.Get("ids@" + i.Key)
+		if err != nil {
+			continue // an interface the IDS knob does not take
+		}
+		text, err := c.SuricataCustomRules(i.Key)
+		if err != nil {
+			return nil, fmt.Errorf("canary: %w", err)
+		}
+		want := cn.own[i.Key]
+		if mode == canaryMode {
+			if want != "" && !strings.HasSuffix(want, "\n") {
+				want += "\n"
+			}
+			want += cn.rule + "\n"
+			on = append(on, i.Key)
+		}
+		if text == want {
+			continue
+		}
+		if want == "" && mode != canaryMode && !strings.Contains(text, cn.rule) {
+			continue
+		}
+		if err := c.SetSuricataCustomRules(i.Key, want); err != nil {
+			return nil, fmt.Errorf("canary: %w", err)
+		}
+	}
+	return on, nil
+}
+
+// placeCanary gives next the canary as its point needs it and adds the
+// Suricata resync that writes the rule files where the changes do not
+// already run one (the package writes custom.rules only when it
+// rebuilds the rules: fwapi's ids-restart). next may be current itself
+// when the point changes no knob; it is then copied first.
+func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml.Change) (*configxml.Config, []configxml.Change, error) {
+	if s.canary == nil {
+		return next, changes, nil
+	}
+	copied := next == current
+	if copied {
+		c, err := configxml.LoadBytes(current.Bytes())
+		if err != nil {
+			return nil, nil, err
+		}
+		next = c
+	}
+	before := canaryOn(current, s.canary.rule)
+	on, err := s.canary.place(next)
+	if err != nil {
+		return nil, nil, err
+	}
+	if copied && slices.Equal(before, on) && bytes.Equal(next.Bytes(), current.Bytes()) {
+		return current, changes, nil
+	}
+	restarts := slices.ContainsFunc(changes, func(c configxml.Change) bool { return c.Action == configxml.ActionIDSRestart })
+	if !restarts && !slices.Equal(before, on) {
+		for _, i := range next.Interfaces() {
+			was, is := slices.Contains(before, i.Key), slices.Contains(on, i.Key)
+			if was != is {
+				changes = append(changes, configxml.Change{Knob: "canary@" + i.Key, From: onOff(was), To: onOff(is), Action: configxml.ActionIDSRestart})
+			}
+		}
+	}
+	return next, changes, nil
+}
+
+// canaryOn are the interfaces whose custom rules in c hold rule.
+func canaryOn(c *configxml.Config, rule string) []string {
+	var out []string
+	for _, i := range c.Interfaces() {
+		if text, err := c.SuricataCustomRules(i.Key); err == nil && strings.Contains(text, rule) {
+			out = append(out, i.Key)
+		}
+	}
+	return out
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// measureCanary runs the probe, with the canary's triggers beside it
+// where the firewall's config carries the canary rule. Triggers that
+// passed make the sample fail-open (a warning; the throughput stands, and
+// the report flags it); a canary that cannot run costs the sample only
+// its canary, with a warning.
+func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
+	if s.canary == nil || len(s.canaryAt) == 0 {
+		return s.Measure(ctx, pr)
+	}
+	stop, err := s.Canary(ctx, s.canary.probe)
+	if err != nil {
+		sample := s.Measure(ctx, pr)
+		sample.Warnings = append(sample.Warnings, "canary not run: "+err.Error())
+		return sample
+	}
+	sample := s.Measure(ctx, pr)
+	r, err := stop(context.WithoutCancel(ctx))
+	switch {
+	case err != nil:
+		sample.Warnings = append(sample.Warnings, "canary not counted: "+err.Error())
+	case r.Sent == 0:
+		sample.Warnings = append(sample.Warnings, "canary: no trigger was sent during the probe")
+	default:
+		sample.Canary = &r
+		if r.FailOpen() {
+			sample.Warnings = append(sample.Warnings, fmt.Sprintf("fail-open: %d of %d canary triggers passed the inline IPS on %s, which its drop rule (sid %d) should have stopped", r.Passed, r.Sent, strings.Join(s.canaryAt, ", "), CanarySID))
+		}
+	}
+	return sample
+}

@@ -1,0 +1,220 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fwab/fwab/configxml"
+	"github.com/fwab/fwab/probe"
+)
+
+// canaryFixture is a sweep with a canary whose triggers the fake firewall
+// drops exactly when its config runs inline IPS on lan with the canary's
+// rule among lan's custom rules, as the box's Suricata would.
+func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (*sweepFixture, *[]string) {
+	t.Helper()
+	s, err := Parse(strings.NewReader(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newSweepSpec(t, s)
+	if prepare != nil {
+		prepare(f.sweep.Config)
+		f.fw.config = f.sweep.Config.Bytes()
+	}
+	var nonces []string
+	f.sweep.Canary = func(_ context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+		nonces = append(nonces, string(c.Nonce))
+		f.fw.mu.Lock()
+		cfg, err := configxml.LoadBytes(f.fw.config)
+		f.fw.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode, _ := cfg.Get("ids@lan")
+		rules, _ := cfg.SuricataCustomRules("lan")
+		passed := uint64(40)
+		if mode == configxml.IDSInlineIPS && strings.Contains(rules, `content:"`+string(c.Nonce)+`"`) {
+			passed = 0
+		}
+		return func(context.Context) (probe.CanaryResult, error) {
+			return probe.CanaryResult{Sent: 40, Passed: passed}, nil
+		}, nil
+	}
+	return f, &nonces
+}
+
+// TestSweepCanary: at inline-IPS points the canary's rule is in the config
+// the firewall gets, beside the interface's own custom rules, and every
+// probe there runs the canary and records what passed; the other points
+// carry neither rule nor canary, and the interface's own rules come back
+// as they were.
+func TestSweepCanary(t *testing.T) {
+	const own = "alert tcp any any -> any 23 (msg:\"telnet\"; sid:5000001; rev:1;)"
+	f, nonces := canaryFixture(t, `
+axes:
+  ids@lan: [off, ips-inline, ids]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: {rate: 40}
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 2
+order: as-written
+drift_check: false
+idle: 0s
+`, func(c *configxml.Config) {
+		if err := c.Set("ids@lan", "ids"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetSuricataCustomRules("lan", own); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var configs []*configxml.Config
+	apply := f.sweep.Apply
+	f.sweep.Apply = func(ctx context.Context, config []byte, changes []configxml.Change) error {
+		c, err := configxml.LoadBytes(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, c)
+		return apply(ctx, config, changes)
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := f.st.Samples(t.Context(), f.sweep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canaries := 0
+	for _, x := range samples {
+		var raw struct {
+			Canary *probe.CanaryResult `json:"canary"`
+		}
+		if err := json.Unmarshal(x.Raw, &raw); err != nil {
+			t.Fatal(err)
+		}
+		inline := x.Point == 1
+		switch {
+		case inline && (raw.Canary == nil || raw.Canary.Sent != 40 || raw.Canary.Passed != 0):
+			t.Errorf("point %d round %d: canary %+v, want 40 sent and none passed", x.Point, x.Round, raw.Canary)
+		case !inline && raw.Canary != nil:
+			t.Errorf("point %d round %d: canary %+v at a point without inline IPS", x.Point, x.Round, raw.Canary)
+		}
+		if raw.Canary != nil {
+			canaries++
+		}
+	}
+	if canaries != 2 || len(*nonces) != 2 {
+		t.Errorf("%d samples with a canary, %d canaries started; want 2 (point 1's rounds)", canaries, len(*nonces))
+	}
+	for _, c := range configs {
+		mode, _ := c.Get("ids@lan")
+		rules, err := c.SuricataCustomRules("lan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := probe.Canary{Nonce: []byte((*nonces)[0])}.SuricataRule(CanarySID)
+		want := own
+		if mode == configxml.IDSInlineIPS {
+			want = own + "\n" + rule + "\n"
+		}
+		if rules != want {
+			t.Errorf("ids@lan=%s: custom rules written\n%q\nwant\n%q", mode, rules, want)
+		}
+	}
+}
+
+// TestSweepCanaryNeedsItsOwnRestart: on a box already running inline IPS,
+// a point that changes no IDS knob still gets the rule, with the Suricata
+// resync that writes it (the package writes custom.rules only when it
+// rebuilds its rules); a resumed run places the same nonce.
+func TestSweepCanaryNeedsItsOwnRestart(t *testing.T) {
+	spec := `
+axes:
+  rules@lan: [0, 100]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: true
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+order: as-written
+drift_check: false
+idle: 0s
+`
+	f, nonces := canaryFixture(t, spec, func(c *configxml.Config) {
+		for _, kv := range [][2]string{{"offload.checksum", "off"}, {"offload.tso", "off"}, {"offload.lro", "off"}, {"ids@lan", "ips-inline"}} {
+			if err := c.Set(kv[0], kv[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	var changes [][]configxml.Change
+	apply := f.sweep.Apply
+	f.sweep.Apply = func(ctx context.Context, config []byte, ch []configxml.Change) error {
+		changes = append(changes, ch)
+		return apply(ctx, config, ch)
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) == 0 || !containsChange(changes[0], configxml.Change{Knob: "canary@lan", From: "off", To: "on", Action: configxml.ActionIDSRestart}) {
+		t.Errorf("first apply %+v: want canary@lan off→on with an ids-restart", changes)
+	}
+	for _, ch := range changes[1:] {
+		for _, c := range ch {
+			if c.Action == configxml.ActionIDSRestart {
+				t.Errorf("apply %+v: the canary was placed already; no resync needed", ch)
+			}
+		}
+	}
+	// The same run swept again gives the same nonce.
+	again := *f.sweep
+	again.canary = nil
+	if err := again.startCanary(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(*nonces) == 0 || string(again.canary.probe.Nonce) != (*nonces)[0] {
+		t.Errorf("resumed run's nonce %q, first %q", again.canary.probe.Nonce, *nonces)
+	}
+}
+
+func containsChange(ch []configxml.Change, want configxml.Change) bool {
+	for _, c := range ch {
+		if c == want {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCanarySpec(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		on   bool
+		err  string
+	}{
+		{"canary: true", true, ""},
+		{"canary: false", false, ""},
+		{"canary: {rate: 50}", true, ""},
+		{"canary: {rate: 5000}", true, "canary: rate 5000 triggers/s: use 1 to 1,000"},
+		{"canary: sometimes", false, "canary: give true, false or {rate: TRIGGERS_A_SECOND}"},
+	} {
+		s, err := Parse(strings.NewReader("axes:\n  ids@lan: [off, ips-inline]\nfixed: {offload.checksum: off, offload.tso: off, offload.lro: off}\nprobes:\n  - {name: up, direction: up, duration: 1s}\n" + tc.yaml + "\n"))
+		if err == nil {
+			err = s.Check(pfSense(t))
+		}
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.yaml, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || s.Canary.On() != tc.on {
+			t.Errorf("%s: on=%v, %v; want on=%v", tc.yaml, s != nil && s.Canary.On(), err, tc.on)
+		}
+	}
+}
