@@ -58,8 +58,8 @@ type Spec struct {
 	// drops what its rules say during every probe; nil or false checks
 	// nothing.
 	Canary *CanarySpec `yaml:"canary"`
-	Tunnel   *TunnelSpec   `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
-	Allow    []string      `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
+	Tunnel *TunnelSpec `yaml:"tunnel"` // the IPsec tunnel ipsec@ axes create when absent
+	Allow  []string    `yaml:"allow"`  // lint rules (by ID) a point may break, e.g. FWAB001 to measure an unsafe config on purpose
 	// ConfigSets are the files the config axis names, read by
 	// LoadConfigSets (ParseFile), by the name the spec gives them.
 	ConfigSets map[string]*ConfigSet `yaml:"-"`

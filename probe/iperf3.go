@@ -148,8 +148,8 @@ type Sample struct {
 	// Canary is what an IPS canary run beside the probe saw; nil where
 	// none ran.
 	Canary *CanaryResult
-	DUT     []DUTMetrics
-	Power   []PowerReading
+	DUT    []DUTMetrics
+	Power  []PowerReading
 
 	Failed   bool
 	Reason   string
