@@ -371,6 +371,12 @@ func (cr *comparer) judge() {
 			bad = r.Change < -cr.opts.Threshold
 		}
 		r.Regression = r.Gated && r.Shown && bad
+		if r.Gated && r.Metric == CanaryPassed && slices.Max(cr.samples[i][0]) == 0 && slices.Max(cr.samples[i][1]) > 0 {
+			// A trigger through an IPS that passed none before is the box
+			// letting through what its rules drop: a fact, not noise.
+			r.Regression = true
+			cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("fail-open at %s, probe %s: the IPS canary's triggers passed in run %d's samples where run %d's IPS let none through; a regression whatever the statistics", r.Point, r.Probe, cr.c.B.ID, cr.c.A.ID))
+		}
 	}
 }
 

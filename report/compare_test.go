@@ -344,3 +344,42 @@ func TestCompareBlackouts(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareCanary: a rise in the IPS canary's passed triggers fails the
+// default gate; one fail-open sample where the base had none is a
+// regression whatever the test says (it is a fact of the box, not
+// noise); equal canaries are not.
+func TestCompareCanary(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b []float64
+		want int
+	}{
+		{"both held", []float64{0, 0, 0, 0, 0, 0, 0, 0}, []float64{0, 0, 0, 0, 0, 0, 0, 0}, 0},
+		{"one fail-open sample", []float64{0, 0, 0, 0, 0}, []float64{0, 0, 3, 0, 0}, 1},
+		{"saturated", []float64{0, 0, 0, 0, 0, 0, 0, 0}, []float64{50, 60, 40, 55, 45, 52, 48, 58}, 1},
+		{"fail-open on both", []float64{40, 60, 50, 45, 55, 52, 48, 58}, []float64{50, 60, 40, 55, 45, 52, 48, 58}, 0},
+		{"fail-open fixed", []float64{0, 0, 3, 0, 0}, []float64{0, 0, 0, 0, 0}, 0},
+	} {
+		a, b := firmwarePair(t, 0)
+		for _, pair := range []struct {
+			r *Run
+			v []float64
+		}{{a, tc.a}, {b, tc.b}} {
+			for _, p := range pair.r.Points {
+				if p.Knobs["ids@lan"] == "ips-inline" {
+					p.Probes["up"].CanaryPct = pair.v
+				}
+			}
+		}
+		c, err := CompareRuns(a, b, CompareOptions{Threshold: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Regressions(); got != tc.want {
+			var text bytes.Buffer
+			c.WriteText(&text)
+			t.Errorf("%s: %d regressions, want %d:\n%s", tc.name, got, tc.want, text.String())
+		}
+	}
+}

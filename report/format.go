@@ -185,10 +185,16 @@ func mdEscape(s string) string {
 }
 
 // mbpsCell is a cell's throughput, with how many samples were invalid and
-// why where any was.
+// why where any was, and what the IPS canary saw where one ran.
 func mbpsCell(c Cell) string {
-	if note := c.InvalidNote(); note != "" {
-		return formatMbps(c.Mbps) + " (" + note + ")"
+	var notes []string
+	for _, n := range []string{c.InvalidNote(), c.CanaryNote()} {
+		if n != "" {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) > 0 {
+		return formatMbps(c.Mbps) + " (" + strings.Join(notes, "; ") + ")"
 	}
 	return formatMbps(c.Mbps)
 }
@@ -556,14 +562,19 @@ type jsonIdle struct {
 }
 
 type jsonCell struct {
-	Probe       string      `json:"probe"`
-	N           int         `json:"n"`
-	Failed      int         `json:"failed"`
-	Invalid     int         `json:"invalid,omitempty"`     // of failed, the samples the firewall changed under
-	InvalidWhy  string      `json:"invalid_why,omitempty"` // what changed under them, counted by kind
-	Mbps        jsonSummary `json:"mbps"`
-	Delta       *jsonDelta  `json:"delta"`
-	Retransmits *float64    `json:"retransmits"`
+	Probe      string `json:"probe"`
+	N          int    `json:"n"`
+	Failed     int    `json:"failed"`
+	Invalid    int    `json:"invalid,omitempty"`     // of failed, the samples the firewall changed under
+	InvalidWhy string `json:"invalid_why,omitempty"` // what changed under them, counted by kind
+	// The IPS canary, where one ran: its triggers sent and passed over
+	// every sample, and the samples any passed in.
+	CanarySent   *uint64     `json:"canary_sent,omitempty"`
+	CanaryPassed *uint64     `json:"canary_passed,omitempty"`
+	FailOpen     *int        `json:"fail_open,omitempty"`
+	Mbps         jsonSummary `json:"mbps"`
+	Delta        *jsonDelta  `json:"delta"`
+	Retransmits  *float64    `json:"retransmits"`
 	// Metrics are the figures measured beside throughput (UDP loss,
 	// jitter and packet rate; ping latency and loss under load).
 	Metrics []jsonMetric `json:"metrics"`
@@ -682,6 +693,9 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		}
 		for _, c := range r.Cells {
 			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Invalid: c.Invalid, InvalidWhy: c.InvalidWhy, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
+			if k := c.Canary; k.Samples > 0 {
+				jc.CanarySent, jc.CanaryPassed, jc.FailOpen = &k.Sent, &k.Passed, &k.FailOpen
+			}
 			for _, mc := range c.Extra {
 				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))
 			}

@@ -35,14 +35,19 @@ const (
 	// probe: compare shows them as probe "apply".
 	BlackoutTime Metric = "blackout"
 	TCPSurvived  Metric = "tcp-survived"
+	// CanaryPassed is the share of an IPS canary's triggers that passed
+	// the inline IPS during a probe, %: above 0, the box let through
+	// what its rules drop (fail-open).
+	CanaryPassed Metric = "canary-passed"
 )
 
 // DefaultGate are the metrics that fail compare's gate unless told
-// otherwise: each probe's headline, throughput or the connection rate.
-var DefaultGate = []Metric{Throughput, ConnectRate}
+// otherwise: each probe's headline, throughput or the connection rate,
+// and the IPS canary's passed triggers where both runs ran one.
+var DefaultGate = []Metric{Throughput, ConnectRate, CanaryPassed}
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived, CanaryPassed}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
@@ -78,6 +83,7 @@ var metricInfos = map[Metric]metricInfo{
 	// any change is an infinite percentage.
 	BlackoutTime: {label: "blackout ms", key: "blackout_ms", bench: "blackout-ms", prec: 0, points: true},
 	TCPSurvived:  {label: "TCP survived %", key: "tcp_survived_percent", bench: "tcp-survived-%", prec: 0, higher: true, points: true},
+	CanaryPassed: {label: "canary passed %", key: "canary_passed_percent", bench: "canary-passed-%", prec: 1, points: true},
 }
 
 func (m Metric) info() metricInfo { return metricInfos[m] }
@@ -141,6 +147,8 @@ func (m Metric) of(f Figures) float64 {
 		return f.ConnectRate
 	case ConnectTime:
 		return f.ConnectMS
+	case CanaryPassed:
+		return f.CanaryPct
 	}
 	return math.NaN()
 }

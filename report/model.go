@@ -86,15 +86,38 @@ type ProbeSamples struct {
 	WattsPerGbps []float64 // the DUT's power per Gbit/s of throughput
 	ConnectRate  []float64 // a connect probe's connections a second
 	ConnectMS    []float64 // its median handshake time, ms
-	Failed       int       // failed samples, not counted above
-	Invalid      int       // of Failed, those the firewall changed under (probe.InvalidReason)
-	InvalidWhy   []string  // what changed under each of them
-	CPUBound     int       // samples limited by an endpoint's CPU
-	Series       []Series  // per-interval throughput, where the raw report has it
-	Figures      []Figures // each successful sample's figures, in recorded order
+	CanaryPct    []float64 // an IPS canary's triggers that passed, % of those sent
+	// Canary counts the IPS canary over every sample that ran one, the
+	// invalid ones too: a box that let triggers through did so whatever
+	// else changed under the sample.
+	Canary     CanaryCount
+	Failed     int       // failed samples, not counted above
+	Invalid    int       // of Failed, those the firewall changed under (probe.InvalidReason)
+	InvalidWhy []string  // what changed under each of them
+	CPUBound   int       // samples limited by an endpoint's CPU
+	Series     []Series  // per-interval throughput, where the raw report has it
+	Figures    []Figures // each successful sample's figures, in recorded order
 	// Links are, for a probe of several links at once, each link's own
 	// Mbit/s, by link in the order first recorded.
 	Links []LinkValues
+}
+
+// CanaryCount is what the IPS canary saw over a probe's samples at one
+// point.
+type CanaryCount struct {
+	Samples  int    // samples that ran a canary
+	FailOpen int    // of them, those any trigger passed
+	Sent     uint64 // triggers sent
+	Passed   uint64 // of them, arrived: the IPS let them through
+}
+
+func (c *CanaryCount) add(r probe.CanaryResult) {
+	c.Samples++
+	if r.FailOpen() {
+		c.FailOpen++
+	}
+	c.Sent += r.Sent
+	c.Passed += r.Passed
 }
 
 // LinkValues are one link's Mbit/s within the samples of a probe that
@@ -120,6 +143,7 @@ type Figures struct {
 	WattsPerGbps  float64
 	ConnectRate   float64
 	ConnectMS     float64
+	CanaryPct     float64 // canary triggers passed, %; NaN without a canary
 }
 
 // slice is where the probe keeps the metric's values; nil for a metric it
@@ -132,6 +156,8 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 		return &ps.ConnectRate
 	case ConnectTime:
 		return &ps.ConnectMS
+	case CanaryPassed:
+		return &ps.CanaryPct
 	case Retransmits:
 		return &ps.Retransmits
 	case DUTCPU:
@@ -282,6 +308,9 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 			ps = &ProbeSamples{Name: x.Probe, Direction: x.Direction}
 			p.Probes[x.Probe] = ps
 		}
+		if c := rawOf(x).Canary; c != nil {
+			ps.Canary.add(*c)
+		}
 		// A sample without throughput failed, unless it is a connect
 		// probe's, whose figure is the connection rate.
 		if x.Failed || !isFinite(x.BitsPerSecond) && rawOf(x).Connect == nil {
@@ -333,7 +362,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
 		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
-		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN()}
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN()}
 	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
 	if x.Retransmits >= 0 {
 		f.Retransmits = float64(x.Retransmits)
@@ -349,6 +378,9 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	}
 	if c := raw.Connect; c != nil {
 		f.ConnectRate, f.ConnectMS = c.PerSecond, c.ConnectMS.Median
+	}
+	if c := raw.Canary; c != nil && c.Sent > 0 {
+		f.CanaryPct = 100 * float64(c.Passed) / float64(c.Sent)
 	}
 	for _, l := range raw.Links {
 		if l.Failed {
@@ -425,6 +457,7 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 type rawReports struct {
 	NDR     *probe.NDRResult     `json:"ndr"`
 	Connect *probe.ConnectResult `json:"connect"`
+	Canary  *probe.CanaryResult  `json:"canary"`
 	Links   []probe.LinkSample   `json:"links"` // a sample of several links at once
 }
 

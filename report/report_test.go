@@ -633,3 +633,82 @@ func TestBlackoutsReported(t *testing.T) {
 		}
 	}
 }
+
+// withCanary adds an IPS canary's counts to a sample's raw record, as the
+// sweep records them (store.FromProbe).
+func withCanary(t *testing.T, x *store.Sample, c probe.CanaryResult) {
+	t.Helper()
+	raw := map[string]json.RawMessage{}
+	if len(x.Raw) > 0 {
+		if err := json.Unmarshal(x.Raw, &raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw["canary"], _ = json.Marshal(c)
+	x.Raw, _ = json.Marshal(raw)
+}
+
+// TestCanaryReported: at the inline-IPS point every sample's canary is
+// counted, invalid samples too (an engine that died let triggers
+// through all the same); a cell where any trigger passed says fail-open
+// with the counts, one where none did says so, in Markdown, HTML and
+// JSON; points without a canary say nothing of it.
+func TestCanaryReported(t *testing.T) {
+	ctx := t.Context()
+	up := 0
+	st, id := storedT730(t, func(x *store.Sample) {
+		if x.Point != 3 || x.Drift() {
+			return
+		}
+		c := probe.CanaryResult{Sent: 50}
+		if x.Probe == "up" {
+			c.Sent = 100
+			switch up {
+			case 1:
+				c.Passed = 7 // saturated: fail-open under load
+			case 4:
+				c.Passed = 90 // the engine died mid-probe
+				x.Failed, x.Reason = true, probe.InvalidReason+"suricata stopped (pid 812)"
+			}
+			up++
+		}
+		withCanary(t, x, c)
+	})
+	r, err := Load(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := r.Points[3]
+	if got, want := inline.Probes["up"].Canary, (CanaryCount{Samples: 7, FailOpen: 2, Sent: 700, Passed: 97}); got != want {
+		t.Errorf("point 3 up canary %+v, want %+v", got, want)
+	}
+	if got := inline.Probes["down"].Canary; got.Samples == 0 || got.FailOpen != 0 || got.Passed != 0 {
+		t.Errorf("point 3 down canary %+v, want every sample counted, none passed", got)
+	}
+	if got := r.Points[0].Probes["up"].Canary; got != (CanaryCount{}) {
+		t.Errorf("point 0 up canary %+v, want none", got)
+	}
+	if got := CanaryPassed.values(inline.Probes["up"]); len(got) != 6 || slices.Max(got) != 7 {
+		t.Errorf("canary-passed values %v: want the 6 valid samples', 7 %% at most", got)
+	}
+	failOpen := "fail-open 2/7: 97 of 700 canary triggers passed"
+	held := fmt.Sprintf("canary: none of %d triggers passed", inline.Probes["down"].Canary.Sent)
+	for f, wants := range map[Format][]string{
+		Markdown: {failOpen, held},
+		HTML:     {failOpen, held},
+		JSON:     {`"canary_sent": 700`, `"canary_passed": 97`, `"fail_open": 2`},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, r, f, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if n := strings.Count(b.String(), w); n != 1 {
+				t.Errorf("the %s report shows %q %d times, want once:\n%.4000s", f, w, n, b.String())
+			}
+		}
+		if f != JSON && strings.Count(b.String(), "canary") != 2 {
+			t.Errorf("the %s report speaks of the canary %d times, want only at point 3's two cells", f, strings.Count(b.String(), "canary"))
+		}
+	}
+}

@@ -145,12 +145,26 @@ func (c Cell) InvalidNote() string {
 	return fmt.Sprintf("invalid %d/%d: %s", c.Invalid, c.Mbps.N+c.Failed, c.InvalidWhy)
 }
 
+// CanaryNote says what the IPS canary saw in the cell's samples:
+// "fail-open 2/7: 97 of 700 canary triggers passed", or "canary: none of
+// 700 triggers passed". Empty where no canary ran.
+func (c Cell) CanaryNote() string {
+	switch k := c.Canary; {
+	case k.FailOpen > 0:
+		return fmt.Sprintf("fail-open %d/%d: %d of %d canary triggers passed", k.FailOpen, k.Samples, k.Passed, k.Sent)
+	case k.Samples > 0:
+		return fmt.Sprintf("canary: none of %d triggers passed", k.Sent)
+	}
+	return ""
+}
+
 // Cell is one probe at one point.
 type Cell struct {
 	Probe       string
 	Failed      int
 	Invalid     int    // of Failed, the samples the firewall changed under
 	InvalidWhy  string // what changed under them, counted by kind
+	Canary      CanaryCount
 	Mbps        Summary
 	Delta       *Delta // nil at the baseline and where either side has no samples
 	Retransmits float64
@@ -238,7 +252,7 @@ func NewTable(r *Run, opts Options) *Table {
 				c.Extra = append(c.Extra, metricCell(m, base, ps, t.Confidence))
 			}
 			if ps != nil {
-				c.Failed, c.Invalid, c.InvalidWhy = ps.Failed, ps.Invalid, countReasons(ps.InvalidWhy)
+				c.Failed, c.Invalid, c.InvalidWhy, c.Canary = ps.Failed, ps.Invalid, countReasons(ps.InvalidWhy), ps.Canary
 				c.Retransmits = median(ps.Retransmits)
 				for _, l := range ps.Links {
 					c.Links = append(c.Links, LinkCell{Name: l.Name, Mbps: SummarizeAt(l.Mbps, t.Confidence)})
