@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -53,17 +54,30 @@ const CanarySID = 1990001
 
 // canaryMode is the IDS mode whose points carry the canary. Legacy
 // blocking mode inspects copies of the packets and blocks an offender's
-// address only after the alert, so the trigger that alerts always
-// passes: a canary there would call every sample fail-open.
+// address only after the alert (alert-pf), so the trigger that alerts
+// always passes, and with the package's default block-ip both the
+// offender is the client or the server itself: a canary there would
+// block the probe's own endpoints.
 const canaryMode = configxml.IDSInlineIPS
 
 // canary is a sweep's IPS canary once its run is known.
 type canary struct {
 	probe probe.Canary
 	rule  string // the Suricata rule placed on inline interfaces
-	// own are the custom rules each interface had as the sweep began,
-	// so that taking the rule off gives back the text as it was.
-	own map[string]string
+}
+
+// free checks that no custom rule of c's takes the canary's sid.
+func (cn *canary) free(c *configxml.Config) error {
+	for _, i := range c.Interfaces() {
+		text, err := c.SuricataCustomRules(i.Key)
+		if err != nil {
+			return fmt.Errorf("canary: %w", err)
+		}
+		if strings.Contains(own(text, cn.rule), fmt.Sprintf("sid:%d;", CanarySID)) {
+			return fmt.Errorf("canary: the custom Suricata rules on %s already use sid %d, the canary's; renumber that rule (Services → Suricata → %s → Rules → custom.rules) or set canary: false", i.Key, CanarySID, i.Key)
+		}
+	}
+	return nil
 }
 
 // startCanary sets up the run's canary: its nonce comes from the run's
@@ -86,27 +100,19 @@ func (s *Sweep) startCanary(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := &canary{probe: p, rule: p.SuricataRule(CanarySID), own: map[string]string{}}
-	for _, i := range s.Config.Interfaces() {
-		text, err := s.Config.SuricataCustomRules(i.Key)
-		if err != nil {
-			return fmt.Errorf("canary: %w", err)
-		}
-		if strings.Contains(text, fmt.Sprintf("sid:%d;", CanarySID)) && !strings.Contains(text, c.rule) {
-			return fmt.Errorf("canary: the custom Suricata rules on %s already use sid %d, the canary's; renumber that rule (Services → Suricata → %s → Rules → custom.rules) or set canary: false", i.Key, CanarySID, i.Key)
-		}
-		c.own[i.Key] = strip(text, c.rule)
+	c := &canary{probe: p, rule: p.SuricataRule(CanarySID)}
+	if err := c.free(s.Config); err != nil {
+		return err
 	}
 	s.canary = c
 	return nil
 }
 
-// strip takes the canary rule's line out of custom rules text.
-func strip(text, rule string) string {
-	lines := strings.SplitAfter(text, "\n")
-	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.TrimRight(l, "\r\n") == rule })
-	return strings.Join(lines, "")
-}
+// own is custom rules text without the canary rule. The rule is put
+// first, on a line of its own, so that taking it off gives back the
+// interface's own rules byte for byte, whatever config they came from (a
+// config set, a boot environment).
+func own(text, rule string) string { return strings.TrimPrefix(text, rule+"\n") }
 
 // place puts the canary rule on every interface of c that runs inline IPS
 // and takes it off every other, each interface's own custom rules kept.
@@ -122,18 +128,15 @@ func (cn *canary) place(c *configxml.Config) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("canary: %w", err)
 		}
-		want := cn.own[i.Key]
+		want := own(text, cn.rule)
 		if mode == canaryMode {
-			if want != "" && !strings.HasSuffix(want, "\n") {
-				want += "\n"
+			if strings.Contains(want, fmt.Sprintf("sid:%d;", CanarySID)) {
+				return nil, fmt.Errorf("canary: the custom Suricata rules on %s already use sid %d, the canary's; renumber that rule or set canary: false", i.Key, CanarySID)
 			}
-			want += cn.rule + "\n"
+			want = cn.rule + "\n" + want
 			on = append(on, i.Key)
 		}
 		if text == want {
-			continue
-		}
-		if want == "" && mode != canaryMode && !strings.Contains(text, cn.rule) {
 			continue
 		}
 		if err := c.SetSuricataCustomRules(i.Key, want); err != nil {
@@ -148,6 +151,9 @@ func (cn *canary) place(c *configxml.Config) ([]string, error) {
 // already run one (the package writes custom.rules only when it
 // rebuilds the rules: fwapi's ids-restart). next may be current itself
 // when the point changes no knob; it is then copied first.
+//
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3442 — `@file_put_contents("{$suricatacfgdir}/rules/custom.rules", base64_decode($suricatacfg['customrules']));`
+// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1316 — `if (file_exists("{$suricatacfgdir}/rules/custom.rules")) {`, then listed in rule-files when not empty
 func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml.Change) (*configxml.Config, []configxml.Change, error) {
 	if s.canary == nil {
 		return next, changes, nil
@@ -184,7 +190,7 @@ func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml
 func canaryOn(c *configxml.Config, rule string) []string {
 	var out []string
 	for _, i := range c.Interfaces() {
-		if text, err := c.SuricataCustomRules(i.Key); err == nil && strings.Contains(text, rule) {
+		if text, err := c.SuricataCustomRules(i.Key); err == nil && strings.HasPrefix(text, rule+"\n") {
 			out = append(out, i.Key)
 		}
 	}
@@ -227,4 +233,41 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 		}
 	}
 	return sample
+}
+
+// settleCanary waits, after an apply at a point that carries the canary,
+// until the IPS drops the triggers: Suricata's rc script starts the
+// daemon and returns before it inspects anything (a real ruleset loads
+// for seconds), so probes at once would measure a box that lets
+// everything through. It gives up after the spec's settle timeout with a
+// warning; the samples then say what they saw.
+func (s *Sweep) settleCanary(ctx context.Context, point int) {
+	if s.canary == nil || len(s.canaryAt) == 0 {
+		return
+	}
+	deadline := time.Now().Add(s.Plan.Spec.Settle.Timeout.D())
+	for {
+		stop, err := s.Canary(ctx, s.canary.probe)
+		if err != nil {
+			s.event(ctx, "warning", point, "canary: not settled: "+err.Error())
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+		r, err := stop(context.WithoutCancel(ctx))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.event(ctx, "warning", point, "canary: not settled: "+err.Error())
+			return
+		case r.Sent > 0 && r.Passed == 0:
+			return
+		case time.Now().After(deadline):
+			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IPS on %s still let %d of %d triggers through %s after the change: it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Passed, r.Sent, s.Plan.Spec.Settle.Timeout.D()))
+			return
+		}
+	}
 }

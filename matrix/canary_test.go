@@ -3,11 +3,13 @@ package matrix
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
 	"github.com/fwab/fwab/probe"
+	"github.com/fwab/fwab/store"
 )
 
 // canaryFixture is a sweep with a canary whose triggers the fake firewall
@@ -108,8 +110,11 @@ idle: 0s
 			canaries++
 		}
 	}
-	if canaries != 2 || len(*nonces) != 2 {
-		t.Errorf("%d samples with a canary, %d canaries started; want 2 (point 1's rounds)", canaries, len(*nonces))
+	// Point 1 is applied in each round (as-written order takes the
+	// points round by round): one canary waits for the IPS after each
+	// apply, one runs beside each probe.
+	if canaries != 2 || len(*nonces) != 4 {
+		t.Errorf("%d samples with a canary, %d canaries started; want 2 and 4 (a settle and a probe in each of point 1's rounds)", canaries, len(*nonces))
 	}
 	for _, c := range configs {
 		mode, _ := c.Get("ids@lan")
@@ -120,7 +125,7 @@ idle: 0s
 		rule := probe.Canary{Nonce: []byte((*nonces)[0])}.SuricataRule(CanarySID)
 		want := own
 		if mode == configxml.IDSInlineIPS {
-			want = own + "\n" + rule + "\n"
+			want = rule + "\n" + own
 		}
 		if rules != want {
 			t.Errorf("ids@lan=%s: custom rules written\n%q\nwant\n%q", mode, rules, want)
@@ -216,5 +221,103 @@ func TestCanarySpec(t *testing.T) {
 		if err != nil || s.Canary.On() != tc.on {
 			t.Errorf("%s: on=%v, %v; want on=%v", tc.yaml, s != nil && s.Canary.On(), err, tc.on)
 		}
+	}
+}
+
+// TestCanaryKeepsEachConfigsRules: placing and taking off the rule gives
+// back each config's own custom rules byte for byte, whichever config
+// they come from (a config set, a boot environment), and a rule of the
+// config's own with the canary's sid is refused by name.
+func TestCanaryKeepsEachConfigsRules(t *testing.T) {
+	cn := &canary{rule: probe.Canary{Nonce: probe.NonceFrom("t")}.SuricataRule(CanarySID)}
+	for _, text := range []string{"", "alert ip any any -> any any (msg:\"a\"; sid:5000001;)", "alert ip any any -> any any (msg:\"b\"; sid:5000002;)\n\n"} {
+		c := pfSense(t)
+		if err := c.Set("ids@lan", "ips-inline"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetSuricataCustomRules("lan", text); err != nil {
+			t.Fatal(err)
+		}
+		on, err := cn.place(c)
+		if got, _ := c.SuricataCustomRules("lan"); err != nil || len(on) != 1 || got != cn.rule+"\n"+text {
+			t.Errorf("placed on %q: %q on %v (%v)", text, got, on, err)
+		}
+		if err := c.Set("ids@lan", "ids"); err != nil {
+			t.Fatal(err)
+		}
+		on, err = cn.place(c)
+		if got, _ := c.SuricataCustomRules("lan"); err != nil || len(on) != 0 || got != text {
+			t.Errorf("taken off %q: %q on %v (%v)", text, got, on, err)
+		}
+	}
+	c := pfSense(t)
+	if err := c.Set("ids@lan", "ips-inline"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetSuricataCustomRules("lan", "drop ip any any -> any any (msg:\"mine\"; sid:1990001;)\n")
+	if _, err := cn.place(c); err == nil || !strings.Contains(err.Error(), "already use sid 1990001") {
+		t.Errorf("a rule of the config's own with the canary's sid: %v", err)
+	}
+}
+
+// TestSweepCanaryWaitsForTheIPS: Suricata's start returns before it
+// inspects, so after an apply the sweep sends triggers until the IPS
+// drops them, and only then probes; an IPS that never does is a warning
+// after the settle timeout, and the samples say fail-open.
+func TestSweepCanaryWaitsForTheIPS(t *testing.T) {
+	spec := `
+axes:
+  ids@lan: [off, ips-inline]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: true
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+order: as-written
+drift_check: false
+idle: 0s
+settle: {timeout: 2s}
+`
+	for _, tc := range []struct {
+		name      string
+		ready     int // canary runs before the IPS inspects; -1 never
+		wantRuns  int
+		wantWarn  bool
+		wantFails bool
+	}{
+		{"ready after two tries", 2, 4, false, false},
+		{"never inspects", -1, 0, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := canaryFixture(t, spec, nil)
+			inner := f.sweep.Canary
+			runs := 0
+			f.sweep.Canary = func(ctx context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+				runs++
+				stop, err := inner(ctx, c)
+				if err != nil || tc.ready >= 0 && runs > tc.ready {
+					return stop, err
+				}
+				return func(context.Context) (probe.CanaryResult, error) { return probe.CanaryResult{Sent: 10, Passed: 10}, nil }, nil
+			}
+			if err := f.sweep.Execute(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantRuns > 0 && runs != tc.wantRuns {
+				t.Errorf("%d canary runs, want %d (two passing, one dropped to settle, one beside the probe)", runs, tc.wantRuns)
+			}
+			events, _ := f.st.Events(t.Context(), f.sweep.Run)
+			warned := slices.ContainsFunc(events, func(e store.Event) bool { return strings.Contains(e.Message, "still let 10 of 10 triggers through") })
+			if warned != tc.wantWarn {
+				t.Errorf("warned %v, want %v: %+v", warned, tc.wantWarn, events)
+			}
+			samples, _ := f.st.Samples(t.Context(), f.sweep.Run)
+			failOpen := slices.ContainsFunc(samples, func(x store.Sample) bool {
+				return slices.ContainsFunc(x.Warnings, func(w string) bool { return strings.HasPrefix(w, "fail-open: 10 of 10") })
+			})
+			if failOpen != tc.wantFails {
+				t.Errorf("fail-open sample %v, want %v", failOpen, tc.wantFails)
+			}
+		})
 	}
 }

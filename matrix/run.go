@@ -400,6 +400,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		// firmware switch or the write to the end of settling, when traffic
 		// passes again (or the step fails).
 		stream := &blackoutRun{s: s, point: st.Point.Index}
+		applied := false // the step changed the firewall
 		if fw := st.Point.Value(FirmwareKnob); fw != "" && fw != s.runningFirmware() {
 			report("apply", "", "firmware="+fw+" (the firewall boots that environment)")
 			stream.start(ctx, configxml.ActionFirmware)
@@ -417,7 +418,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			s.recordApplyCost(ctx, st.Point.Index, []configxml.Action{configxml.ActionFirmware}, took)
 			s.event(ctx, "firmware", st.Point.Index, "booted the environment holding "+fw)
 			s.Stats.Actions[configxml.ActionFirmware]++
-			current, s.set = base, ""
+			current, s.set, applied = base, "", true
 			if s.canary != nil {
 				s.canaryAt = canaryOn(current, s.canary.rule)
 			}
@@ -462,7 +463,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				}
 				continue
 			}
-			current = next
+			current, applied = next, true
 			if s.canary != nil {
 				s.canaryAt = canaryOn(current, s.canary.rule)
 			}
@@ -478,6 +479,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		report("settle", "", "")
 		t0 := time.Now()
 		err = s.settle(ctx)
+		if err == nil && applied {
+			s.settleCanary(ctx, st.Point.Index)
+		}
 		s.Stats.Settle += time.Since(t0)
 		stream.stop(ctx, err)
 		if err != nil {
