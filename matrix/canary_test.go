@@ -298,7 +298,9 @@ settle: {timeout: 2s}
 				if err != nil || tc.ready >= 0 && runs > tc.ready {
 					return stop, err
 				}
-				return func(context.Context) (probe.CanaryResult, error) { return probe.CanaryResult{Sent: 10, Passed: 10}, nil }, nil
+				return func(context.Context) (probe.CanaryResult, error) {
+					return probe.CanaryResult{Sent: 10, Passed: 10}, nil
+				}, nil
 			}
 			if err := f.sweep.Execute(t.Context()); err != nil {
 				t.Fatal(err)
