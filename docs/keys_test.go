@@ -98,8 +98,9 @@ func deref(t reflect.Type) reflect.Type {
 }
 
 // decodesItself: a type with its own UnmarshalYAML that is not a plain
-// record of keys (a constraint checks its keys itself, but is a record).
+// record of keys (a constraint checks its keys itself, and the canary
+// takes true or false for its record, but both are records).
 func decodesItself(t reflect.Type) bool {
 	_, ok := reflect.PointerTo(t).MethodByName("UnmarshalYAML")
-	return ok && t != reflect.TypeFor[matrix.Constraint]()
+	return ok && t != reflect.TypeFor[matrix.Constraint]() && t != reflect.TypeFor[matrix.CanarySpec]()
 }
