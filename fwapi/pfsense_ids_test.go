@@ -128,3 +128,33 @@ func TestPfSenseIDSRulesCounted(t *testing.T) {
 		t.Errorf("no rulesets: %d rules, findings %v; want 0 and one FWAB112", n, fs)
 	}
 }
+
+// TestRebootStillRebuildsSuricataRules: a change that only a boot applies
+// (crypto.hardware) beside a Suricata one. The boot syncs the package
+// without rebuilding its rule files (rc.start_packages), so a driver that
+// let the reboot stand for the ids-restart would leave the new config's
+// custom rules off the disk: the driver still resyncs after the boot.
+func TestRebootStillRebuildsSuricataRules(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	fw := em.Open(t)
+	const rule = "drop udp any any -> any any (msg:\"after the boot\"; content:\"fwab-canary-0011223344556677\"; sid:1990001; rev:1;)\n"
+	err := labtest.EditAndApply(t, fw, "", func(c *configxml.Config) error {
+		if err := c.SetAll([]string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline", "crypto.hardware=aesni"}); err != nil {
+			return err
+		}
+		return c.SetSuricataCustomRules("lan", rule)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := em.Glob("/usr/local/etc/suricata/suricata_*_igb1/rules/custom.rules")
+	if len(files) != 1 {
+		t.Fatalf("custom.rules of igb1: %q, want one", files)
+	}
+	if got := string(em.File(t, files[0])); got != rule {
+		t.Errorf("after the reboot, custom.rules = %q, want the config's %q", got, rule)
+	}
+	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSInlineIPS {
+		t.Errorf("Suricata modes %v, want inline on igb1", got)
+	}
+}
