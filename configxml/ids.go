@@ -284,6 +284,22 @@ func (c *Config) SuricataCustomRules(iface string) (string, error) {
 	return string(b), nil
 }
 
+// SuricataSuppressList is the suppress (threshold) list a pfSense Suricata
+// interface uses, by name; "" for none (the GUI's default disables
+// suppression and filtering).
+//
+// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:137 — `$suppress = suricata_find_list($suricatacfg['suppresslistname'], 'suppress');`, written to threshold.config
+func (c *Config) SuricataSuppressList(iface string) string {
+	r := c.suricataRule(iface)
+	if r == nil {
+		return ""
+	}
+	if name := strings.TrimSpace(childText(r, "suppresslistname")); name != "default" {
+		return name
+	}
+	return ""
+}
+
 // SetSuricataCustomRules replaces a pfSense Suricata interface's custom
 // rules with rules (base64 in customrules, as the package's rules page
 // saves them); "" removes the field. The interface needs a Suricata

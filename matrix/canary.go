@@ -62,8 +62,34 @@ const canaryMode = configxml.IDSInlineIPS
 
 // canary is a sweep's IPS canary once its run is known.
 type canary struct {
-	probe probe.Canary
-	rule  string // the Suricata rule placed on inline interfaces
+	probe  probe.Canary
+	rule   string          // the Suricata rule placed on inline interfaces
+	warned map[string]bool // what warn said already
+}
+
+// warn says once what could make the canary read wrong in a config: a
+// suppress list (a suppress or rate_filter entry can turn the drop rule
+// off for the client's address, and the samples would call a working IPS
+// fail-open), and inline IPS on several interfaces (one on the path that
+// drops the triggers stands for all of them).
+func (cn *canary) warn(s *Sweep, c *configxml.Config, on []string) {
+	if cn.warned == nil {
+		cn.warned = map[string]bool{}
+	}
+	say := func(key, msg string) {
+		if !cn.warned[key] {
+			cn.warned[key] = true
+			s.event(context.Background(), "warning", -1, msg)
+		}
+	}
+	for _, i := range on {
+		if list := c.SuricataSuppressList(i); list != "" {
+			say("suppress "+i+" "+list, fmt.Sprintf("canary: Suricata on %s uses the suppress list %q; a suppress or rate_filter entry for the canary's sid (%d), sid 0 or the client's address turns its drop rule off, and the samples would say fail-open of a working IPS", i, list, CanarySID))
+		}
+	}
+	if len(on) > 1 {
+		say("several "+strings.Join(on, ","), fmt.Sprintf("canary: inline IPS runs on %s; the triggers test only the interfaces on the path from client to server, and one of them that drops them stands for all", strings.Join(on, " and ")))
+	}
 }
 
 // free checks that no custom rule of c's takes the canary's sid.
@@ -171,6 +197,7 @@ func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml
 	if err != nil {
 		return nil, nil, err
 	}
+	s.canary.warn(s, next, on)
 	if copied && slices.Equal(before, on) && bytes.Equal(next.Bytes(), current.Bytes()) {
 		return current, changes, nil
 	}

@@ -323,3 +323,40 @@ settle: {timeout: 2s}
 		})
 	}
 }
+
+// TestCanaryWarnsOfSuppressLists: an inline interface with a suppress list
+// could turn the canary's drop rule off; the sweep says so, once.
+func TestCanaryWarnsOfSuppressLists(t *testing.T) {
+	f, _ := canaryFixture(t, `
+axes:
+  rules@lan: [0, 100]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: true
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+order: as-written
+drift_check: false
+idle: 0s
+`, func(c *configxml.Config) {
+		if err := c.SetAll([]string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetAll([]string{"xml:installedpackages/suricata/rule[2]/suppresslistname=lab-noise"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	events, _ := f.st.Events(t.Context(), f.sweep.Run)
+	n := 0
+	for _, e := range events {
+		if strings.Contains(e.Message, `uses the suppress list "lab-noise"`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d suppress-list warnings, want 1: %+v", n, events)
+	}
+}
