@@ -253,6 +253,8 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 		sample.Warnings = append(sample.Warnings, "canary not counted: "+err.Error())
 	case r.Sent == 0:
 		sample.Warnings = append(sample.Warnings, "canary: no trigger was sent during the probe")
+	case !r.FailOpen() && !r.Conclusive():
+		sample.Warnings = append(sample.Warnings, fmt.Sprintf("canary inconclusive: none of its %d triggers passed, but none of the %d control datagrams without the nonce did either; the path dropped them, not necessarily the IPS", r.Sent, r.ControlSent))
 	default:
 		sample.Canary = &r
 		if r.FailOpen() {
@@ -290,10 +292,10 @@ func (s *Sweep) settleCanary(ctx context.Context, point int) {
 		case err != nil:
 			s.event(ctx, "warning", point, "canary: not settled: "+err.Error())
 			return
-		case r.Sent > 0 && r.Passed == 0:
+		case r.Sent > 0 && r.Passed == 0 && r.Conclusive():
 			return
 		case time.Now().After(deadline):
-			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IPS on %s still let %d of %d triggers through %s after the change: it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Passed, r.Sent, s.Plan.Spec.Settle.Timeout.D()))
+			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IPS on %s still let %d of %d triggers through %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Passed, r.Sent, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))
 			return
 		}
 	}

@@ -42,7 +42,7 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 			passed = 0
 		}
 		return func(context.Context) (probe.CanaryResult, error) {
-			return probe.CanaryResult{Sent: 40, Passed: passed}, nil
+			return probe.CanaryResult{Sent: 40, Passed: passed, ControlSent: 40, ControlPassed: 40}, nil
 		}, nil
 	}
 	return f, &nonces
@@ -101,7 +101,7 @@ idle: 0s
 		}
 		inline := x.Point == 1
 		switch {
-		case inline && (raw.Canary == nil || raw.Canary.Sent != 40 || raw.Canary.Passed != 0):
+		case inline && (raw.Canary == nil || raw.Canary.Sent != 40 || raw.Canary.Passed != 0 || raw.Canary.ControlPassed != 40):
 			t.Errorf("point %d round %d: canary %+v, want 40 sent and none passed", x.Point, x.Round, raw.Canary)
 		case !inline && raw.Canary != nil:
 			t.Errorf("point %d round %d: canary %+v at a point without inline IPS", x.Point, x.Round, raw.Canary)
@@ -299,7 +299,7 @@ settle: {timeout: 2s}
 					return stop, err
 				}
 				return func(context.Context) (probe.CanaryResult, error) {
-					return probe.CanaryResult{Sent: 10, Passed: 10}, nil
+					return probe.CanaryResult{Sent: 10, Passed: 10, ControlSent: 10, ControlPassed: 10}, nil
 				}, nil
 			}
 			if err := f.sweep.Execute(t.Context()); err != nil {
@@ -309,7 +309,9 @@ settle: {timeout: 2s}
 				t.Errorf("%d canary runs, want %d (two passing, one dropped to settle, one beside the probe)", runs, tc.wantRuns)
 			}
 			events, _ := f.st.Events(t.Context(), f.sweep.Run)
-			warned := slices.ContainsFunc(events, func(e store.Event) bool { return strings.Contains(e.Message, "still let 10 of 10 triggers through") })
+			warned := slices.ContainsFunc(events, func(e store.Event) bool {
+				return strings.Contains(e.Message, "still let 10 of 10 triggers through") && strings.Contains(e.Message, "(10 of 10 control datagrams passed)")
+			})
 			if warned != tc.wantWarn {
 				t.Errorf("warned %v, want %v: %+v", warned, tc.wantWarn, events)
 			}
@@ -358,5 +360,37 @@ idle: 0s
 	}
 	if n != 1 {
 		t.Errorf("%d suppress-list warnings, want 1: %+v", n, events)
+	}
+}
+
+// TestSweepCanaryInconclusive: a probe whose triggers and control stream
+// both did not pass shows nothing of the IPS: the sample keeps no canary,
+// and says why.
+func TestSweepCanaryInconclusive(t *testing.T) {
+	f, _ := canaryFixture(t, `
+axes:
+  ids@lan: [ips-inline]
+fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
+canary: true
+probes:
+  - {name: up, direction: up, duration: 1s}
+repeats: 1
+drift_check: false
+idle: 0s
+settle: {timeout: 1s}
+`, nil)
+	f.sweep.Canary = func(context.Context, probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+		return func(context.Context) (probe.CanaryResult, error) {
+			return probe.CanaryResult{Sent: 20, ControlSent: 20}, nil
+		}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := f.st.Samples(t.Context(), f.sweep.Run)
+	if len(samples) != 1 || strings.Contains(string(samples[0].Raw), `"canary"`) || !slices.ContainsFunc(samples[0].Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "canary inconclusive: none of its 20 triggers passed, but none of the 20 control")
+	}) {
+		t.Errorf("samples %+v: want one without a canary, saying it was inconclusive", samples)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 )
 
 // Canary checks that an IPS still drops what its rules say while a probe
@@ -34,10 +36,21 @@ type Canary struct {
 type CanaryResult struct {
 	Sent   uint64 `json:"sent"`   // triggers sent
 	Passed uint64 `json:"passed"` // of them, arrived: the IPS did not drop them
+	// ControlSent and ControlPassed count the control stream: the same
+	// datagrams without the nonce, from another port beside the
+	// triggers, which the IPS has no rule against.
+	ControlSent   uint64 `json:"control_sent"`
+	ControlPassed uint64 `json:"control_passed"`
 }
 
 // FailOpen reports whether any trigger passed.
 func (r CanaryResult) FailOpen() bool { return r.Passed > 0 }
+
+// Conclusive reports whether the triggers dropped can be the IPS's doing:
+// the control stream passed. With none of it through, the path dropped
+// everything (a filter rule, a box that stopped forwarding), and no
+// trigger passing shows nothing of the IPS.
+func (r CanaryResult) Conclusive() bool { return r.ControlPassed > 0 }
 
 // CanaryPrefix starts every nonce, so that a rule and a datagram are
 // fwab's at a glance.
@@ -91,15 +104,49 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	s, err := startStream(ctx, client, server, stream{what: "canary", rate: c.Rate, conns: -1, port: c.Port, binary: c.Binary, payload: hex.EncodeToString(c.Nonce)})
-	if err != nil {
+	port := c.Port
+	if port == 0 {
+		port = nextPort(30000, 39998)
+	}
+	// The control stream: the same agents and rate, a payload with no
+	// nonce in it, and its own port, so that it is another flow (Suricata
+	// drops the rest of a flow once a drop rule matched in it).
+	control := append([]byte("fwab-control-"), c.Nonce[len(CanaryPrefix):]...)
+	streams := []stream{
+		{what: "canary", rate: c.Rate, conns: -1, port: port, binary: c.Binary, payload: hex.EncodeToString(c.Nonce)},
+		{what: "canary control", rate: c.Rate, conns: -1, port: port%65535 + 1, binary: c.Binary, payload: hex.EncodeToString(control)},
+	}
+	stops := make([]func(context.Context) (blackoutSent, blackoutReceived, error), len(streams))
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, st := range streams {
+		wg.Go(func() { stops[i], errs[i] = startStream(ctx, client, server, st) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, stop := range stops {
+			if stop != nil {
+				stop(ctx)
+			}
+		}
 		return nil, err
 	}
 	return func(ctx context.Context) (CanaryResult, error) {
-		st, rt, err := s(ctx)
-		if err != nil {
+		var r CanaryResult
+		var errs [2]error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			st, rt, err := stops[0](ctx)
+			r.Sent, r.Passed, errs[0] = st.Sent, rt.Received, err
+		})
+		wg.Go(func() {
+			st, rt, err := stops[1](ctx)
+			r.ControlSent, r.ControlPassed, errs[1] = st.Sent, rt.Received, err
+		})
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
 			return CanaryResult{}, err
 		}
-		return CanaryResult{Sent: st.Sent, Passed: rt.Received}, nil
+		return r, nil
 	}, nil
 }

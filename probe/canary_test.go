@@ -15,8 +15,8 @@ func TestCanaryNetns(t *testing.T) {
 	client, server, self := nftPair(t)
 	c := Canary{Rate: 100, Nonce: NewNonce(), Binary: self}
 	run := func() CanaryResult { t.Helper(); return runStream(t, c.Start, client, server, 500*time.Millisecond) }
-	if r := run(); r.Sent < 50 || r.Passed != r.Sent {
-		t.Errorf("nothing in the way: %+v, want about 100 sent and all passed", r)
+	if r := run(); r.Sent < 50 || r.Passed != r.Sent || r.ControlSent < 50 || r.ControlPassed != r.ControlSent {
+		t.Errorf("nothing in the way: %+v, want about 100 sent and all passed, the control stream too", r)
 	}
 	// The nonce starts 8 (UDP header) + 20 (the stream's header) bytes
 	// into the transport header.
@@ -24,8 +24,14 @@ func TestCanaryNetns(t *testing.T) {
 		"96 0x" + hex.EncodeToString([]byte(CanaryPrefix)) + " drop; }; }"
 	nftIn(t, server, rule)
 	r := run()
-	if r.Sent < 50 || r.Passed != 0 || r.FailOpen() {
-		t.Errorf("behind a drop rule on the nonce: %+v, want about 100 sent and none passed", r)
+	if r.Sent < 50 || r.Passed != 0 || r.FailOpen() || !r.Conclusive() {
+		t.Errorf("behind a drop rule on the nonce: %+v, want about 100 sent and none passed, the control stream passing", r)
+	}
+	// Everything dropped: no trigger passes, but neither does the control
+	// stream, so nothing shows that the rule on the nonce dropped them.
+	nftIn(t, server, "table inet fwabcanaryall { chain in { type filter hook input priority 0; meta l4proto udp drop; }; }")
+	if r := run(); r.Passed != 0 || r.ControlSent == 0 || r.ControlPassed != 0 || r.Conclusive() {
+		t.Errorf("all UDP dropped: %+v, want an inconclusive canary", r)
 	}
 }
 

@@ -748,8 +748,8 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("before touching the firewall: the IPS canary: %w", err)
-		case r.Sent == 0 || r.Passed == 0:
-			return nil, fmt.Errorf("before touching the firewall: the IPS canary: %d of %d triggers passed the firewall with no rule against them; a canary that cannot pass cannot show an IPS that fails open: check that UDP passes from %s to %s", r.Passed, r.Sent, client, server)
+		case r.Sent == 0 || r.Passed == 0 || r.ControlPassed == 0:
+			return nil, fmt.Errorf("before touching the firewall: the IPS canary: %d of %d triggers and %d of %d control datagrams passed the firewall with no rule against them; a canary that cannot pass cannot show an IPS that fails open: check that UDP passes from %s to %s", r.Passed, r.Sent, r.ControlPassed, r.ControlSent, client, server)
 		}
 	}
 	return power, nil
