@@ -274,11 +274,14 @@ type Sweep struct {
 	// Stats accounts for where Execute's time went.
 	Stats Stats
 
-	canary   *canary                      // the run's IPS canary; nil without one
-	canaryAt []string                     // the interfaces whose config carries the canary rule now
-	set      string                       // the config set the firewall runs (config axis); "" the running one
-	firmware string                       // the firmware the firewall runs (firmware axis); "" the one it started on
-	bases    map[string]*configxml.Config // each firmware's own config as its environment booted
+	canary   *canary  // the run's IPS canary; nil without one
+	canaryAt []string // the interfaces whose config carries the canary rule now
+	// unsettled: the firewall was touched (an apply, failed or not, a
+	// firmware switch) since the canary last saw the IPS drop its triggers.
+	unsettled bool
+	set       string                       // the config set the firewall runs (config axis); "" the running one
+	firmware  string                       // the firmware the firewall runs (firmware axis); "" the one it started on
+	bases     map[string]*configxml.Config // each firmware's own config as its environment booted
 }
 
 // runningFirmware is the version the firewall runs now.
@@ -400,7 +403,6 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		// firmware switch or the write to the end of settling, when traffic
 		// passes again (or the step fails).
 		stream := &blackoutRun{s: s, point: st.Point.Index}
-		applied := false // the step changed the firewall
 		if fw := st.Point.Value(FirmwareKnob); fw != "" && fw != s.runningFirmware() {
 			report("apply", "", "firmware="+fw+" (the firewall boots that environment)")
 			stream.start(ctx, configxml.ActionFirmware)
@@ -418,7 +420,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			s.recordApplyCost(ctx, st.Point.Index, []configxml.Action{configxml.ActionFirmware}, took)
 			s.event(ctx, "firmware", st.Point.Index, "booted the environment holding "+fw)
 			s.Stats.Actions[configxml.ActionFirmware]++
-			current, s.set, applied = base, "", true
+			current, s.set, s.unsettled = base, "", true
 			if s.canary != nil {
 				s.canaryAt = canaryOn(current, s.canary.rule)
 			}
@@ -432,6 +434,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			report("apply", "", describe(changes))
 			stream.start(ctx, actionsOf(changes)...)
 			t0 := time.Now()
+			s.unsettled = true // a failed apply's put-back restarts services too
 			err := s.Apply(ctx, next.Bytes(), changes)
 			if err != nil && ctx.Err() == nil && !stops(err) {
 				log.Warn("apply failed; retrying once", "point", st.Point.Key(), "err", err)
@@ -463,7 +466,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				}
 				continue
 			}
-			current, applied = next, true
+			current = next
 			if s.canary != nil {
 				s.canaryAt = canaryOn(current, s.canary.rule)
 			}
@@ -479,8 +482,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		report("settle", "", "")
 		t0 := time.Now()
 		err = s.settle(ctx)
-		if err == nil && applied {
+		if err == nil && s.unsettled {
 			s.settleCanary(ctx, st.Point.Index)
+			s.unsettled = false
 		}
 		s.Stats.Settle += time.Since(t0)
 		stream.stop(ctx, err)

@@ -26,7 +26,8 @@ import (
 type Canary struct {
 	Rate  float64 // triggers a second; default 20
 	Nonce []byte  // what the drop rule matches; NewNonce makes one
-	// Port is the server port; zero picks one in 30000..39999.
+	// Port is the server port of the triggers (the control stream's is
+	// the next); zero picks one in 30000..39998.
 	Port int
 	// Binary runs fwab's agent on an endpoint, as Connect.Binary.
 	Binary string
@@ -47,10 +48,13 @@ type CanaryResult struct {
 func (r CanaryResult) FailOpen() bool { return r.Passed > 0 }
 
 // Conclusive reports whether the triggers dropped can be the IPS's doing:
-// the control stream passed. With none of it through, the path dropped
-// everything (a filter rule, a box that stopped forwarding), and no
-// trigger passing shows nothing of the IPS.
-func (r CanaryResult) Conclusive() bool { return r.ControlPassed > 0 }
+// at least half the control stream passed. With less of it through, the
+// path dropped the datagrams (a filter rule, a box that stopped
+// forwarding, a saturated link), and no trigger passing shows little of
+// the IPS.
+func (r CanaryResult) Conclusive() bool {
+	return r.ControlSent > 0 && 2*r.ControlPassed >= r.ControlSent
+}
 
 // CanaryPrefix starts every nonce, so that a rule and a datagram are
 // fwab's at a glance.
@@ -104,9 +108,13 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	port := c.Port
-	if port == 0 {
+	port, controlPort := c.Port, c.Port+1
+	switch {
+	case port == 0:
 		port = nextPort(30000, 39998)
+		controlPort = port + 1
+	case port == 65535:
+		controlPort = port - 1
 	}
 	// The control stream: the same agents and rate, a payload with no
 	// nonce in it, and its own port, so that it is another flow (Suricata
@@ -114,7 +122,7 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	control := append([]byte("fwab-control-"), c.Nonce[len(CanaryPrefix):]...)
 	streams := []stream{
 		{what: "canary", rate: c.Rate, conns: -1, port: port, binary: c.Binary, payload: hex.EncodeToString(c.Nonce)},
-		{what: "canary control", rate: c.Rate, conns: -1, port: port%65535 + 1, binary: c.Binary, payload: hex.EncodeToString(control)},
+		{what: "canary control", rate: c.Rate, conns: -1, port: controlPort, binary: c.Binary, payload: hex.EncodeToString(control)},
 	}
 	stops := make([]func(context.Context) (blackoutSent, blackoutReceived, error), len(streams))
 	errs := make([]error, len(streams))
