@@ -64,13 +64,21 @@ var (
 		"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; " + pfSuricataStart + "; fi",
 		pfBlockerUpdate, // fails harmlessly where pfBlockerNG is not installed
 	}
+	// A rollback that reboots rebuilds Suricata's rule files from the
+	// restored config first: the boot's sync writes none, and Suricata
+	// would start on the failed change's rules (the sweep's canary rule
+	// among them). The boot starts it, so it is not started here.
+	//
+	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);`, the boot's sync, which sets no $rebuild_rules
+	// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3262 — `if (!$rebuild_rules)`, the return before any rule file is written
+	pfRollbackBeforeReboot = []string{"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; fi"}
 )
 
 // pfSenseGuard is the lock and the rollback of a pfSense box, restoring
 // its package services too and surviving a reboot.
 func pfSenseGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache, ConfigLock: pfConfigLock,
-		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BeforeReboot: pfRollbackBeforeReboot, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
 }
 
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.

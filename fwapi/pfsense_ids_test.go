@@ -1,6 +1,9 @@
 package fwapi_test
 
 import (
+	"bytes"
+	"time"
+
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
@@ -156,5 +159,61 @@ func TestRebootStillRebuildsSuricataRules(t *testing.T) {
 	}
 	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSInlineIPS {
 		t.Errorf("Suricata modes %v, want inline on igb1", got)
+	}
+}
+
+// TestRebootRollbackRebuildsSuricataRules: a rollback that reboots puts
+// config.xml back, and the boot starts Suricata on the rule files it
+// finds without rebuilding them, so the rollback must rebuild them from
+// the restored config before it reboots; otherwise the failed change's
+// rules (a canary's drop rule, say) stay in force with a config that no
+// longer names them.
+func TestRebootRollbackRebuildsSuricataRules(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	fw := em.Open(t)
+	ctx := t.Context()
+	const before = "alert udp any any -> any any (msg:\"before\"; content:\"kept\"; sid:1990002; rev:1;)\n"
+	const failed = "drop udp any any -> any any (msg:\"failed change\"; content:\"fwab-canary-0011223344556677\"; sid:1990001; rev:1;)\n" + before
+	edit := func(rules string, more ...string) {
+		t.Helper()
+		err := labtest.EditAndApply(t, fw, "", func(c *configxml.Config) error {
+			if err := c.SetAll(append([]string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"}, more...)); err != nil {
+				return err
+			}
+			return c.SetSuricataCustomRules("lan", rules)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The rules are no knob: their change is resynced as the sweep's
+		// canary does (an ids-restart of its own).
+		if err := fw.Apply(ctx, []configxml.Change{{Knob: "canary@lan", Action: configxml.ActionIDSRestart}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(before)
+	prev := em.StoredConfig(t)
+	edit(failed, "crypto.hardware=aesni")
+	files := em.Glob("/usr/local/etc/suricata/suricata_*_igb1/rules/custom.rules")
+	if len(files) != 1 || string(em.File(t, files[0])) != failed {
+		t.Fatalf("the failed change's rules did not take: %q: %q", files, em.File(t, files[0]))
+	}
+	// Armed once the change is in force, so that it fires on it.
+	boots := em.Boots()
+	if err := fw.(fwapi.RebootRollbacker).ArmRollbackReboot(ctx, prev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for (em.Boots() == boots || !bytes.Equal(em.StoredConfig(t), prev)) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := fw.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(em.StoredConfig(t), prev) || em.Boots() == boots {
+		t.Fatalf("the rollback did not restore the config and reboot (%d boots)", em.Boots()-boots)
+	}
+	if got := string(em.File(t, files[0])); got != before {
+		t.Errorf("after the rollback's reboot, custom.rules = %q, want the restored config's %q", got, before)
 	}
 }

@@ -223,6 +223,10 @@ type ShellGuard struct {
 	// AfterReload run after Reload: what it does not restore (package
 	// services).
 	AfterReload []string
+	// BeforeReboot run, for a rollback that reboots, after the config is
+	// put back and before the reboot: what the boot does not rebuild
+	// from the restored config (Suricata's rule files).
+	BeforeReboot []string
 	// BootHook, when set, is where the rollback installs a boot script
 	// (RollbackBootHook, OPNsenseRollbackBootHook) so that a reboot does
 	// not lose an armed rollback.
@@ -252,11 +256,17 @@ type RebootRollbacker interface {
 //
 // upstream: pfsense 2.7.2 src/etc/inc/services.inc:5090 — install_cron_job saves with `write_config(` when a job changes (Suricata's sync installs its log-limit job)
 func (g ShellGuard) afterReload(saved, conf string) []string {
-	if len(g.AfterReload) == 0 {
+	return g.thenAgain(g.AfterReload, saved, conf)
+}
+
+// thenAgain are cmds, then, when there are any, the saved config put back
+// once more (see afterReload).
+func (g ShellGuard) thenAgain(cmds []string, saved, conf string) []string {
+	if len(cmds) == 0 {
 		return nil
 	}
 	again := ShellQuote(saved + ".again")
-	return append(slices.Clone(g.AfterReload),
+	return append(slices.Clone(cmds),
 		"cp "+ShellQuote(saved)+" "+again+" && "+g.install(again, conf)+" && sync",
 		"rm -f "+ShellQuote(g.cachePath()),
 	)
@@ -462,6 +472,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if reboot {
 		// Marked fired before the reboot: nothing runs after it, and the
 		// boot hook is gone so the boot does not arm it again.
+		lines = append(lines, g.thenAgain(g.BeforeReboot, RollbackConfig, conf)...)
 		lines = append(lines, hookRm...)
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "sync", "shutdown -r now", "")
 	} else {
