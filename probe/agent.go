@@ -63,6 +63,7 @@ func Agent(ctx context.Context, args []string, w io.Writer) error {
 		size := fs.Int("size", 64, "UDP payload bytes")
 		conns := fs.Int("conns", 4, "TCP connections to hold open")
 		payload := fs.String("payload", "", "hex bytes every datagram carries after its header (blackout-send)")
+		fresh := fs.Bool("fresh-ports", false, "send each datagram from a new source port, a flow of its own (blackout-send)")
 		if err := parseAgent(fs, args[1:]); err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func Agent(ctx context.Context, args []string, w io.Writer) error {
 		if *to == "" {
 			return fmt.Errorf("agent blackout-send: --to ADDR:PORT is required")
 		}
-		return SendBlackout(ctx, *id, *to, *rate, *size, *conns, body, w)
+		return BlackoutSend{ID: *id, Addr: *to, Rate: *rate, Size: *size, Conns: *conns, Payload: body, FreshPorts: *fresh}.Run(ctx, w)
 	}
 	return fmt.Errorf("agent: %q is not connect-server, connect-client, blackout-recv or blackout-send", args[0])
 }

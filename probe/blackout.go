@@ -135,6 +135,7 @@ type stream struct {
 	port        int
 	binary      string
 	payload     string
+	fresh       bool // a new source port for each datagram
 }
 
 // startStream starts the stream and returns once it has run startDelay;
@@ -170,6 +171,9 @@ func startStream(ctx context.Context, client, server Endpoint, s stream) (stop f
 		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--size", strconv.Itoa(s.size), "--conns", strconv.Itoa(s.conns)}
 	if s.payload != "" {
 		args = append(args, "--payload", s.payload)
+	}
+	if s.fresh {
+		args = append(args, "--fresh-ports")
 	}
 	send, err := client.Runner.Start(ctx, c.agent(client, append([]string{"blackout-send"}, args...)...))
 	if err != nil {
@@ -289,33 +293,58 @@ func streamID(id string) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// SendBlackout sends numbered datagrams to addr at rate until ctx ends,
-// holding conns TCP connections to it open meanwhile, and reports what it
-// sent and how many connections still pass data at the end. It is the
-// agent's blackout-send.
-//
-// payload, when given, follows the header in every datagram (a Canary's
-// nonce), the datagram growing to hold it.
-func SendBlackout(ctx context.Context, id, addr string, rate float64, size, conns int, payload []byte, w io.Writer) error {
-	udp, err := net.Dial("udp", addr)
+// BlackoutSend is what the agent's blackout-send sends: numbered
+// datagrams to Addr at Rate until its context ends, with Conns TCP
+// connections to Addr held open meanwhile.
+type BlackoutSend struct {
+	ID    string // the stream's id, fwab-blackout-HEX
+	Addr  string // the receiver's address:port
+	Rate  float64
+	Size  int // UDP payload bytes
+	Conns int
+	// Payload, when given, follows the header in every datagram (a
+	// Canary's nonce), the datagram growing to hold it.
+	Payload []byte
+	// FreshPorts sends each datagram from a socket of its own, so from a
+	// new source port: each is a flow of its own. Suricata drops the rest
+	// of a flow once a drop rule matched in it, so in one flow only the
+	// first trigger would test the rule.
+	FreshPorts bool
+}
+
+// Run sends the stream and reports what it sent and how many connections
+// still pass data at the end.
+func (s BlackoutSend) Run(ctx context.Context, w io.Writer) error {
+	udp, err := net.Dial("udp", s.Addr)
 	if err != nil {
 		return err
 	}
 	defer udp.Close()
-	held := holdConns(ctx, addr, conns) // dialled beside the stream, not before it
-	buf := make([]byte, max(size, blackoutHeader+len(payload)))
-	copy(buf[blackoutHeader:], payload)
+	write := udp.Write
+	if s.FreshPorts {
+		write = func(b []byte) (int, error) {
+			c, err := net.Dial("udp", s.Addr)
+			if err != nil {
+				return 0, err
+			}
+			defer c.Close()
+			return c.Write(b)
+		}
+	}
+	held := holdConns(ctx, s.Addr, s.Conns) // dialled beside the stream, not before it
+	buf := make([]byte, max(s.Size, blackoutHeader+len(s.Payload)))
+	copy(buf[blackoutHeader:], s.Payload)
 	copy(buf, "FWBO")
-	binary.BigEndian.PutUint64(buf[4:], streamID(id))
+	binary.BigEndian.PutUint64(buf[4:], streamID(s.ID))
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	var sent uint64
 	for ctx.Err() == nil {
-		due := uint64(time.Since(start).Seconds() * rate)
+		due := uint64(time.Since(start).Seconds() * s.Rate)
 		for ; sent < due; sent++ {
 			binary.BigEndian.PutUint64(buf[12:], sent)
-			udp.Write(buf) // a refused or unroutable datagram is a lost one
+			write(buf) // a refused or unroutable datagram is a lost one
 		}
 		select {
 		case <-ctx.Done():

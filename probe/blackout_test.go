@@ -233,3 +233,44 @@ func TestBlackoutNetns(t *testing.T) {
 		t.Errorf("%d/%d TCP connections survived a 300 ms drop, want 4/4", r.TCPSurvived, r.TCPHeld)
 	}
 }
+
+// TestBlackoutSendFreshPorts: with FreshPorts every datagram leaves from
+// a source port of its own (a flow of its own for an IPS); without, the
+// stream is one flow.
+func TestBlackoutSendFreshPorts(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		s := BlackoutSend{ID: "fwab-blackout-00112233", Addr: pc.LocalAddr().String(), Rate: 100, Size: 64, FreshPorts: fresh}
+		var out bytes.Buffer
+		err = s.Run(ctx, &out)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports := map[int]bool{}
+		buf := make([]byte, 2048)
+		n := 0
+		for {
+			pc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				break
+			}
+			n++
+			ports[from.(*net.UDPAddr).Port] = true
+		}
+		switch {
+		case n < 10:
+			t.Errorf("fresh %v: %d datagrams arrived in 300 ms at 100/s, want about 30", fresh, n)
+		case fresh && len(ports) != n:
+			t.Errorf("fresh ports: %d datagrams from %d source ports, want one port each", n, len(ports))
+		case !fresh && len(ports) != 1:
+			t.Errorf("one flow: %d datagrams from %d source ports, want one", n, len(ports))
+		}
+	}
+}
