@@ -34,7 +34,7 @@ type Blackout struct {
 	Size  int     // UDP payload bytes; default 64
 	Conns int     // TCP connections held across the change; 0 is 4, -1 none
 	// Port is the server port (UDP and TCP); zero picks one in
-	// 30000..39999.
+	// 30000..34999 (a canary's are 35000..39998).
 	Port int
 	// Binary runs fwab's agent on an endpoint, as Connect.Binary.
 	Binary string
@@ -149,7 +149,7 @@ func startStream(ctx context.Context, client, server Endpoint, s stream) (stop f
 	id := "fwab-blackout-" + hex.EncodeToString(raw[:])
 	port := s.port
 	if port == 0 {
-		port = nextPort(30000, 39999)
+		port = nextPort(30000, 34999)
 	}
 	addr := net.JoinHostPort(server.Addr, strconv.Itoa(port))
 	c := Connect{Binary: s.binary}

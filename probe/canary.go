@@ -27,7 +27,7 @@ type Canary struct {
 	Rate  float64 // triggers a second; default 20
 	Nonce []byte  // what the drop rule matches; NewNonce makes one
 	// Port is the server port of the triggers (the control stream's is
-	// the next); zero picks one in 30000..39998.
+	// the next); zero picks one in 35000..39998, apart from a blackout stream's.
 	Port int
 	// Binary runs fwab's agent on an endpoint, as Connect.Binary.
 	Binary string
@@ -111,7 +111,7 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	port, controlPort := c.Port, c.Port+1
 	switch {
 	case port == 0:
-		port = nextPort(30000, 39998)
+		port = nextPort(35000, 39998)
 		controlPort = port + 1
 	case port == 65535:
 		controlPort = port - 1
