@@ -38,3 +38,21 @@ func TestRollbackAdvice(t *testing.T) {
 		t.Errorf("no measured costs = %v, %q; want the default, silently", after, notes)
 	}
 }
+
+// TestRollbackAdviceSumsAStep: one rollback covers a whole step, so a
+// step that reboots and then restarts the IDS needs a deadline for both
+// (configxml.Effective gives such a step both actions).
+func TestRollbackAdviceSumsAStep(t *testing.T) {
+	plan := &matrix.Plan{
+		Steps: []matrix.Step{{Actions: []configxml.Action{configxml.ActionReboot, configxml.ActionIDSRestart}}, {Actions: []configxml.Action{configxml.ActionFilterReload}}},
+		Measured: map[configxml.Action]time.Duration{
+			configxml.ActionFilterReload: 2 * time.Second,
+			configxml.ActionReboot:       60 * time.Second,
+			configxml.ActionIDSRestart:   40 * time.Second,
+		},
+	}
+	after, notes := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false)
+	if want := fwapi.RollbackFor(100 * time.Second); after != want || len(notes) != 1 || !strings.Contains(notes[0], "reboot + ids-restart took 1m40s") {
+		t.Errorf("a reboot (60 s) and an IDS restart (40 s) in one step = %v, %q; want %v for their 100 s and a note naming both", after, notes, want)
+	}
+}

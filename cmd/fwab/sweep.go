@@ -908,17 +908,25 @@ func measuredCosts(ctx context.Context, db, target string) map[configxml.Action]
 // verified within ConfirmMargin of the deadline is refused and undone, so
 // a deadline near an action's cost would fail points that are fine. When
 // --rollback-after was not given (set), the deadline grows to
-// fwapi.RollbackFor the slowest action, and a note says so; when it was
-// given and the slowest action takes more than half of what it leaves
+// fwapi.RollbackFor the slowest step (its actions summed), and a note says so; when it was
+// given and the slowest step takes more than half of what it leaves
 // before the margin, a warning says so and what to give instead.
 func rollbackAdvice(plan *matrix.Plan, after time.Duration, set bool) (time.Duration, []string) {
+	// One rollback covers a whole step, so a step's cost is the sum of
+	// its actions' (a reboot and the IDS restart after it).
 	var slowest time.Duration
-	var which configxml.Action
+	var which string
 	for _, st := range plan.Steps {
+		var cost time.Duration
+		var names []string
 		for _, a := range st.Actions {
-			if c := plan.Measured[a]; c > slowest {
-				slowest, which = c, a
+			if c := plan.Measured[a]; c > 0 {
+				cost += c
+				names = append(names, string(a))
 			}
+		}
+		if cost > slowest {
+			slowest, which = cost, strings.Join(names, " + ")
 		}
 	}
 	if slowest == 0 {
