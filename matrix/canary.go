@@ -72,14 +72,14 @@ type canary struct {
 // off for the client's address, and the samples would call a working IPS
 // fail-open), and inline IPS on several interfaces (one on the path that
 // drops the triggers stands for all of them).
-func (cn *canary) warn(s *Sweep, c *configxml.Config, on []string) {
+func (cn *canary) warn(ctx context.Context, s *Sweep, c *configxml.Config, on []string) {
 	if cn.warned == nil {
 		cn.warned = map[string]bool{}
 	}
 	say := func(key, msg string) {
 		if !cn.warned[key] {
 			cn.warned[key] = true
-			s.event(context.Background(), "warning", -1, msg)
+			s.event(ctx, "warning", -1, msg)
 		}
 	}
 	for _, i := range on {
@@ -180,7 +180,7 @@ func (cn *canary) place(c *configxml.Config) ([]string, error) {
 //
 // upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3442 — `@file_put_contents("{$suricatacfgdir}/rules/custom.rules", base64_decode($suricatacfg['customrules']));`
 // upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:1316 — `if (file_exists("{$suricatacfgdir}/rules/custom.rules")) {`, then listed in rule-files when not empty
-func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml.Change) (*configxml.Config, []configxml.Change, error) {
+func (s *Sweep) placeCanary(ctx context.Context, current, next *configxml.Config, changes []configxml.Change) (*configxml.Config, []configxml.Change, error) {
 	if s.canary == nil {
 		return next, changes, nil
 	}
@@ -197,7 +197,7 @@ func (s *Sweep) placeCanary(current, next *configxml.Config, changes []configxml
 	if err != nil {
 		return nil, nil, err
 	}
-	s.canary.warn(s, next, on)
+	s.canary.warn(ctx, s, next, on)
 	if copied && slices.Equal(before, on) && bytes.Equal(next.Bytes(), current.Bytes()) {
 		return current, changes, nil
 	}

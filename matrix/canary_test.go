@@ -12,6 +12,18 @@ import (
 	"github.com/fwab/fwab/store"
 )
 
+// canarySpec is a spec of one short probe over axis, offloads off for
+// inline IPS, with canary as the canary key's value, one repeat unless
+// more says otherwise, and the lines of more.
+func canarySpec(axis, canary string, more ...string) string {
+	repeats := "repeats: 1\n"
+	if slices.ContainsFunc(more, func(l string) bool { return strings.HasPrefix(l, "repeats:") }) {
+		repeats = ""
+	}
+	return "axes:\n  " + axis + "\nfixed: {offload.checksum: off, offload.tso: off, offload.lro: off}\ncanary: " + canary +
+		"\nprobes:\n  - {name: up, direction: up, duration: 1s}\n" + repeats + "drift_check: false\nidle: 0s\n" + strings.Join(more, "\n") + "\n"
+}
+
 // canaryFixture is a sweep with a canary whose triggers the fake firewall
 // drops exactly when its config runs inline IPS on lan with the canary's
 // rule among lan's custom rules, as the box's Suricata would.
@@ -55,18 +67,7 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 // as they were.
 func TestSweepCanary(t *testing.T) {
 	const own = "alert tcp any any -> any 23 (msg:\"telnet\"; sid:5000001; rev:1;)"
-	f, nonces := canaryFixture(t, `
-axes:
-  ids@lan: [off, ips-inline, ids]
-fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
-canary: {rate: 40}
-probes:
-  - {name: up, direction: up, duration: 1s}
-repeats: 2
-order: as-written
-drift_check: false
-idle: 0s
-`, func(c *configxml.Config) {
+	f, nonces := canaryFixture(t, canarySpec("ids@lan: [off, ips-inline, ids]", "{rate: 40}", "repeats: 2", "order: as-written"), func(c *configxml.Config) {
 		if err := c.Set("ids@lan", "ids"); err != nil {
 			t.Fatal(err)
 		}
@@ -138,18 +139,7 @@ idle: 0s
 // resync that writes it (the package writes custom.rules only when it
 // rebuilds its rules); a resumed run places the same nonce.
 func TestSweepCanaryNeedsItsOwnRestart(t *testing.T) {
-	spec := `
-axes:
-  rules@lan: [0, 100]
-fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
-canary: true
-probes:
-  - {name: up, direction: up, duration: 1s}
-repeats: 1
-order: as-written
-drift_check: false
-idle: 0s
-`
+	spec := canarySpec("rules@lan: [0, 100]", "true", "order: as-written")
 	f, nonces := canaryFixture(t, spec, func(c *configxml.Config) {
 		for _, kv := range [][2]string{{"offload.checksum", "off"}, {"offload.tso", "off"}, {"offload.lro", "off"}, {"ids@lan", "ips-inline"}} {
 			if err := c.Set(kv[0], kv[1]); err != nil {
@@ -265,19 +255,7 @@ func TestCanaryKeepsEachConfigsRules(t *testing.T) {
 // drops them, and only then probes; an IPS that never does is a warning
 // after the settle timeout, and the samples say fail-open.
 func TestSweepCanaryWaitsForTheIPS(t *testing.T) {
-	spec := `
-axes:
-  ids@lan: [off, ips-inline]
-fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
-canary: true
-probes:
-  - {name: up, direction: up, duration: 1s}
-repeats: 1
-order: as-written
-drift_check: false
-idle: 0s
-settle: {timeout: 2s}
-`
+	spec := canarySpec("ids@lan: [off, ips-inline]", "true", "order: as-written", "settle: {timeout: 2s}")
 	for _, tc := range []struct {
 		name      string
 		ready     int // canary runs before the IPS inspects; -1 never
@@ -329,18 +307,7 @@ settle: {timeout: 2s}
 // TestCanaryWarnsOfSuppressLists: an inline interface with a suppress list
 // could turn the canary's drop rule off; the sweep says so, once.
 func TestCanaryWarnsOfSuppressLists(t *testing.T) {
-	f, _ := canaryFixture(t, `
-axes:
-  rules@lan: [0, 100]
-fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
-canary: true
-probes:
-  - {name: up, direction: up, duration: 1s}
-repeats: 1
-order: as-written
-drift_check: false
-idle: 0s
-`, func(c *configxml.Config) {
+	f, _ := canaryFixture(t, canarySpec("rules@lan: [0, 100]", "true", "order: as-written"), func(c *configxml.Config) {
 		if err := c.SetAll([]string{"offload.checksum=off", "offload.tso=off", "offload.lro=off", "ids@lan=ips-inline"}); err != nil {
 			t.Fatal(err)
 		}
@@ -367,18 +334,7 @@ idle: 0s
 // both did not pass shows nothing of the IPS: the sample keeps no canary,
 // and says why.
 func TestSweepCanaryInconclusive(t *testing.T) {
-	f, _ := canaryFixture(t, `
-axes:
-  ids@lan: [ips-inline]
-fixed: {offload.checksum: off, offload.tso: off, offload.lro: off}
-canary: true
-probes:
-  - {name: up, direction: up, duration: 1s}
-repeats: 1
-drift_check: false
-idle: 0s
-settle: {timeout: 1s}
-`, nil)
+	f, _ := canaryFixture(t, canarySpec("ids@lan: [ips-inline]", "true", "settle: {timeout: 1s}"), nil)
 	f.sweep.Canary = func(context.Context, probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
 		return func(context.Context) (probe.CanaryResult, error) {
 			return probe.CanaryResult{Sent: 20, ControlSent: 20}, nil

@@ -425,7 +425,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 				s.canaryAt = canaryOn(current, s.canary.rule)
 			}
 		}
-		next, changes, err := s.target(current, st.Point)
+		next, changes, err := s.target(ctx, current, st.Point)
 		if err != nil {
 			stream.stop(ctx, err)
 			return err // the plan was checked: this is a bug, not the firewall
@@ -752,7 +752,7 @@ func (s *Sweep) key(st Step, pr ProbeRun) store.Key {
 
 // target is the config with the point's knob values, and the changes that
 // take current there.
-func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config, []configxml.Change, error) {
+func (s *Sweep) target(ctx context.Context, current *configxml.Config, pt *Point) (*configxml.Config, []configxml.Change, error) {
 	var changes []configxml.Change
 	set := s.set
 	if set == "" {
@@ -778,7 +778,7 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 		}
 	}
 	if len(changes) == 0 && switchTo == "" {
-		return s.placeCanary(current, current, nil)
+		return s.placeCanary(ctx, current, current, nil)
 	}
 	base := current
 	if switchTo != "" {
@@ -799,7 +799,7 @@ func (s *Sweep) target(current *configxml.Config, pt *Point) (*configxml.Config,
 			changes = append(changes, configxml.Change{Knob: "config", From: set, To: switchTo, Action: a})
 		}
 	}
-	return s.placeCanary(current, next, changes)
+	return s.placeCanary(ctx, current, next, changes)
 }
 
 func (s *Sweep) settle(ctx context.Context) error {

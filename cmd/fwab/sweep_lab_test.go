@@ -101,6 +101,32 @@ func (l labEnv) configHash(t *testing.T) string {
 	return fwapi.SHA256Hex([]byte(l.mustRun(t, "fw", "pull", "--target", "lab", "--targets", l.targets)))
 }
 
+// samplesIn is how many samples run 1 in db holds so far (0 while the
+// database cannot be read).
+func samplesIn(t *testing.T, db string) int {
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		return 0
+	}
+	defer st.Close()
+	s, _ := st.Samples(t.Context(), 1)
+	return len(s)
+}
+
+// waitSamples waits until the running sweep has stored n samples, and
+// kills it and fails the test, with what it said, after 2 minutes.
+func waitSamples(t *testing.T, sweep *exec.Cmd, said *bytes.Buffer, db string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for samplesIn(t, db) < n {
+		if time.Now().After(deadline) {
+			sweep.Process.Kill()
+			t.Fatalf("no %d samples after 2 minutes; sweep said:\n%s", n, said.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestSweepKilledRecoveredResumed: a sweep killed with SIGKILL mid-run
 // leaves the firewall changed and locked; fwab fw recover restores the
 // original config (same hash), and --resume finishes the run without a
@@ -130,26 +156,10 @@ order: randomized
 	if err := sweep.Start(); err != nil {
 		t.Fatal(err)
 	}
-	samplesIn := func() int {
-		st, err := store.Open(t.Context(), db)
-		if err != nil {
-			return 0
-		}
-		defer st.Close()
-		s, _ := st.Samples(t.Context(), 1)
-		return len(s)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for samplesIn() < 5 {
-		if time.Now().After(deadline) {
-			sweep.Process.Kill()
-			t.Fatalf("no 5 samples after 2 minutes; sweep said:\n%s", errOut.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitSamples(t, sweep, &errOut, db, 5)
 	sweep.Process.Signal(syscall.SIGKILL)
 	sweep.Wait()
-	killedAt := samplesIn()
+	killedAt := samplesIn(t, db)
 	if killedAt >= 13 {
 		t.Fatalf("the sweep finished (%d samples) before it was killed", killedAt)
 	}
@@ -438,24 +448,7 @@ drift_check: false
 		t.Fatal(err)
 	}
 	// Once the first probe is in, the engine dies during the second.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st, err := store.Open(t.Context(), db)
-		n := 0
-		if err == nil {
-			s, _ := st.Samples(t.Context(), 1)
-			n = len(s)
-			st.Close()
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			sweep.Process.Kill()
-			t.Fatalf("no sample after 2 minutes; sweep said:\n%s", errOut.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitSamples(t, sweep, &errOut, db, 1)
 	time.Sleep(1500 * time.Millisecond)
 	l.mustRun(t, "lab", "fault", "--dir", l.dir, "--kill", "suricata")
 	if err := sweep.Wait(); err == nil || !strings.Contains(errOut.String(), "suricata stopped during probe down") {
