@@ -71,7 +71,11 @@ var (
 	//
 	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);`, the boot's sync, which sets no $rebuild_rules
 	// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3262 — `if (!$rebuild_rules)`, the return before any rule file is written
-	pfRollbackBeforeReboot = []string{"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; fi"}
+	//
+	// The sync may wait on the config lock (install_cron_job saves), so
+	// it gets five minutes: the reboot, which undoes the kernel modules,
+	// must come whatever the sync does.
+	pfRollbackBeforeReboot = []string{"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + " & sp=$!; n=0; while kill -0 $sp 2>/dev/null && [ $n -lt 300 ]; do sleep 1; n=$((n+1)); done; if kill -0 $sp 2>/dev/null; then kill -9 $sp; logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; fi; fi"}
 )
 
 // pfSenseGuard is the lock and the rollback of a pfSense box, restoring

@@ -267,8 +267,9 @@ func TestBlackoutSendFreshPorts(t *testing.T) {
 		switch {
 		case n < 10:
 			t.Errorf("fresh %v: %d datagrams arrived in 300 ms at 100/s, want about 30", fresh, n)
-		case fresh && len(ports) != n:
-			t.Errorf("fresh ports: %d datagrams from %d source ports, want one port each", n, len(ports))
+		case fresh && len(ports) < n*3/4:
+			// The kernel picks each port at random, so a few repeat.
+			t.Errorf("fresh ports: %d datagrams from %d source ports, want about one port each", n, len(ports))
 		case !fresh && len(ports) != 1:
 			t.Errorf("one flow: %d datagrams from %d source ports, want one", n, len(ports))
 		}

@@ -119,13 +119,13 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	// Each trigger is a flow of its own (a new source port): Suricata
 	// drops the rest of a flow once a drop rule matched in it, so in one
 	// flow the triggers after the first would show the flow's verdict
-	// and not the rule's. The control stream: the same agents and rate,
-	// a payload with no nonce in it, and its own port, so that it is
-	// another flow; one flow, as the triggers' verdicts do not touch it.
+	// and not the rule's. The control stream: the same agents, rate and
+	// fresh flows (new states in pf and Suricata, as the triggers need),
+	// with a payload that holds no nonce, to its own port.
 	control := append([]byte("fwab-control-"), c.Nonce[len(CanaryPrefix):]...)
 	streams := []stream{
 		{what: "canary", rate: c.Rate, conns: -1, port: port, binary: c.Binary, payload: hex.EncodeToString(c.Nonce), fresh: true},
-		{what: "canary control", rate: c.Rate, conns: -1, port: controlPort, binary: c.Binary, payload: hex.EncodeToString(control)},
+		{what: "canary control", rate: c.Rate, conns: -1, port: controlPort, binary: c.Binary, payload: hex.EncodeToString(control), fresh: true},
 	}
 	stops := make([]func(context.Context) (blackoutSent, blackoutReceived, error), len(streams))
 	errs := make([]error, len(streams))
