@@ -53,6 +53,15 @@ func (c *Config) suricataRule(iface string) *etree.Element {
 	return nil
 }
 
+// SuricataConfigured reports whether a pfSense config has any Suricata
+// interface entry (installedpackages/suricata/rule), enabled or not: the
+// package's sync builds nothing, not even its rc script, without one.
+//
+// upstream: not settled — sync_suricata_package_config() begins `if (count(config_get_path('installedpackages/suricata/rule', [])) < 1) { return; }`, before `suricata_create_rc()`, in pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc (read in the file index, about character 33,700; no line numbers); the emulator takes this reading, the harsher one (the old rc script stays), and at run time fwapi.VerifyRuntime finds a Suricata the config does not name (FWAB102)
+func (c *Config) SuricataConfigured() bool {
+	return len(c.findAll("installedpackages/suricata/rule", false)) > 0
+}
+
 // SuricataRulesets are the rulesets enabled for a pfSense Suricata
 // interface (its rulesets field, names joined with ||); none for an
 // interface without a Suricata entry.

@@ -66,7 +66,14 @@ type bakedInstance struct {
 //
 // upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3262 — `if (!$rebuild_rules)`, the return before any rule file is written
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);`, the boot's sync, which sets no $rebuild_rules
+//
+// A config without any Suricata interface entry writes nothing: the
+// package's sync returns first (configxml.SuricataConfigured), and the rc
+// script of the last sync that had one stays, as on the box.
 func (e *Emulator) bakeSuricataRC(root *configxml.Config, rebuild bool) error {
+	if !root.SuricataConfigured() {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# This file was automatically generated\n# by the pfSense service handler (emulated by fwab lab).\n")
 	for i, ifc := range root.Interfaces() {

@@ -160,7 +160,7 @@ func (g ShellGuard) TakeLease(ctx context.Context, owner LockOwner, original []b
 	if _, err := g.run(ctx, cmd); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
-	if err := g.Sh.WriteFileAtomic(ctx, LeaseScript, []byte(g.leaseScript(sum, owner.Token))); err != nil {
+	if err := g.Sh.WriteFileAtomic(ctx, LeaseScript, []byte(g.forRestore(original).leaseScript(sum, owner.Token))); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	if hook := g.LeaseHook; hook != "" {

@@ -78,11 +78,34 @@ var (
 	pfRollbackBeforeReboot = []string{"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + " & sp=$!; n=0; while kill -0 $sp 2>/dev/null && [ $n -lt 300 ]; do sleep 1; n=$((n+1)); done; if kill -0 $sp 2>/dev/null; then kill -9 $sp; logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; fi; fi"}
 )
 
+// pfNoSuricata ends Suricata on a box whose config has no Suricata
+// interface, once its instances are stopped: it removes the rc script,
+// which the package's sync writes only for a config that has one, so that
+// the script of the config before (a change that added the first
+// interface) does not start its instance again, now or at the next boot.
+// The box ends as one where Suricata was never set up.
+//
+// upstream: not settled — sync_suricata_package_config() returns before `suricata_create_rc()` when `count(config_get_path('installedpackages/suricata/rule', [])) < 1` (pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, read in the file index, about character 33,700); checked at run time by fwapi.VerifyRuntime, which finds a Suricata the config does not name (FWAB102)
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);` then start_service, which runs the package's rc script, at every boot
+var pfNoSuricata = "rm -f " + pfSuricataRC
+
+// pfForRestore fits the rollback's and the lease's package lines to the
+// config they restore: without a Suricata interface in it, Suricata is
+// ended (pfNoSuricata) instead of resynced and started.
+func pfForRestore(g ShellGuard, saved []byte) ShellGuard {
+	if c, err := configxml.LoadBytes(saved); err != nil || c.SuricataConfigured() {
+		return g
+	}
+	g.AfterReload = []string{pfNoSuricata, pfBlockerUpdate}
+	g.BeforeReboot = []string{pfNoSuricata}
+	return g
+}
+
 // pfSenseGuard is the lock and the rollback of a pfSense box, restoring
 // its package services too and surviving a reboot.
 func pfSenseGuard(sh Shell) ShellGuard {
 	return ShellGuard{Sh: sh, ConfigPath: pfConfig, Reload: pfReloadAll, CachePath: pfConfigCache, ConfigLock: pfConfigLock,
-		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BeforeReboot: pfRollbackBeforeReboot, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
+		BeforeRestore: pfRollbackBefore, AfterReload: pfRollbackAfter, BeforeReboot: pfRollbackBeforeReboot, ForRestore: pfForRestore, BootHook: RollbackBootHook, LeaseHook: LeaseBootHook}
 }
 
 // PfSenseOptions tune the pfSense driver; zero values are the defaults.
@@ -354,6 +377,13 @@ func (p *PfSense) runAction(ctx context.Context, a configxml.Action, changes []c
 		// including those the new config disables), resync with the rules
 		// rebuilt, then start with the new script.
 		// upstream: not settled — suricata_create_rc() bakes `$run_mode` per enabled interface into suricata.sh at each sync, and suricata_prepare_rule_files() returns early `if (!$rebuild_rules)` (pfsense/FreeBSD-ports@e2173cf2 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, an older copy, lines not verified); checked at run time by fwapi.VerifyRuntime, which reads the running mode from ps
+		configured, err := p.suricataConfigured(ctx)
+		if err != nil {
+			return err
+		}
+		if !configured {
+			return p.packageAction(ctx, "Suricata", suricataOwns, pfSuricataStop, pfNoSuricata)
+		}
 		return p.packageAction(ctx, "Suricata", suricataOwns, pfSuricataStop, pfSuricataSync, pfSuricataStart)
 	case configxml.ActionIPsecRestart:
 		return p.applyIPsec(ctx, changes)
@@ -453,6 +483,25 @@ func (p *PfSense) applyIPsec(ctx context.Context, changes []configxml.Change) er
 // packageAction runs a package's commands, reading config.xml before and
 // after: a save by the package is adopted when it changed only what the
 // package owns (packageWriteAdoption), and fails the action otherwise.
+// suricataConfigured reports whether the config Apply applies has a
+// Suricata interface (configxml.SuricataConfigured).
+func (p *PfSense) suricataConfigured(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	data := p.written
+	p.mu.Unlock()
+	if data == nil {
+		var err error
+		if data, err = p.ReadConfig(ctx); err != nil {
+			return false, err
+		}
+	}
+	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		return false, err
+	}
+	return c.SuricataConfigured(), nil
+}
+
 func (p *PfSense) packageAction(ctx context.Context, pkg string, owns packageOwned, cmds ...string) error {
 	// The baseline is the file fwab itself left (written, or adopted from
 	// an earlier package of this Apply): a save by anyone else in between

@@ -217,3 +217,47 @@ func TestRebootRollbackRebuildsSuricataRules(t *testing.T) {
 		t.Errorf("after the rollback's reboot, custom.rules = %q, want the restored config's %q", got, before)
 	}
 }
+
+// TestRollbackOfAFirstSuricataInterface: on a box whose config has no
+// Suricata interface (the package installed, never set up), a change that
+// adds the first one and is rolled back must leave Suricata as it was:
+// not running and without the rc script the change's sync wrote. The
+// package's sync returns before it writes that script when the config
+// has no interface, so the restored config's sync keeps the failed
+// change's, and its start (the rollback's, the next boot's) runs the
+// failed change's instance again.
+func TestRollbackOfAFirstSuricataInterface(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	fw := em.Open(t)
+	ctx := t.Context()
+	const rcPath = "/usr/local/etc/rc.d/suricata.sh"
+	if _, _, code := em.Run(t, "test -e "+rcPath, ""); code == 0 {
+		t.Skip("the lab's config starts with Suricata set up; this case needs a box without")
+	}
+	prev := em.StoredConfig(t)
+	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := labtest.EditAndApply(t, fw, "", func(c *configxml.Config) error { return c.Set("ids@lan", "ids") }); err != nil {
+		t.Fatal(err)
+	}
+	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSAlert {
+		t.Fatalf("the change did not start Suricata on lan: %v", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if fired, _, err := fw.(fwapi.Guard).RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !bytes.Equal(em.StoredConfig(t), prev) {
+		t.Fatal("the rollback did not restore the config")
+	}
+	if got := idsModes(t, fw.(*fwapi.PfSense)); len(got) != 0 {
+		t.Errorf("after the rollback Suricata runs %v, want nothing, as before the change", got)
+	}
+	if _, _, code := em.Run(t, "test -e "+rcPath, ""); code == 0 {
+		t.Errorf("after the rollback %s is there, which the box did not have before the change", rcPath)
+	}
+}

@@ -223,6 +223,9 @@ type ShellGuard struct {
 	// AfterReload run after Reload: what it does not restore (package
 	// services).
 	AfterReload []string
+	// ForRestore, when set, fits the guard to the config a restore puts
+	// back (saved): package lines that depend on what that config holds.
+	ForRestore func(g ShellGuard, saved []byte) ShellGuard
 	// BeforeReboot run, for a rollback that reboots, after the config is
 	// put back and before the reboot: what the boot does not rebuild
 	// from the restored config (Suricata's rule files).
@@ -245,6 +248,14 @@ type ShellGuard struct {
 // again.
 type RebootRollbacker interface {
 	ArmRollbackReboot(ctx context.Context, previous []byte, after time.Duration) error
+}
+
+// forRestore is g fitted to the config a restore puts back (ForRestore).
+func (g ShellGuard) forRestore(saved []byte) ShellGuard {
+	if g.ForRestore == nil {
+		return g
+	}
+	return g.ForRestore(g, saved)
 }
 
 // afterReload are the AfterReload lines, then, when there are any, the
@@ -415,6 +426,7 @@ func (g ShellGuard) ArmRollbackReboot(ctx context.Context, previous []byte, afte
 }
 
 func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duration, reboot bool) error {
+	g = g.forRestore(previous)
 	if after < time.Second {
 		return fmt.Errorf("arm rollback: delay %v is under one second", after)
 	}
