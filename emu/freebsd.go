@@ -646,7 +646,13 @@ func (e *Emulator) cmdPfSsh(ctx context.Context, c *call) error {
 	return c.errorf(1, "pfSsh.php: the lab emulates 'playback svc restart SERVICE' and 'playback restartipsec'")
 }
 
+// The script is the file the last sync wrote: where there is none (no
+// enabled interface, or a box where Suricata was never set up) running it
+// fails as a missing command does.
 func (e *Emulator) cmdSuricataRC(ctx context.Context, c *call) error {
+	if _, err := os.Stat(e.path(suricataRC)); err != nil {
+		return c.errorf(127, "%s: not found", suricataRC)
+	}
 	if len(c.args) == 2 && (c.args[1] == "restart" || c.args[1] == "start" || c.args[1] == "stop") {
 		if err := e.suricata(ctx, c.args[1]); err != nil {
 			return c.errorf(1, "%v", err)

@@ -75,12 +75,14 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config, rebuild bool) error {
 		return nil
 	}
 	var b strings.Builder
+	enabled := false
 	b.WriteString("#!/bin/sh\n# This file was automatically generated\n# by the pfSense service handler (emulated by fwab lab).\n")
 	for i, ifc := range root.Interfaces() {
 		v, err := root.Get("ids@" + ifc.Key)
 		if err != nil || v == configxml.IDSOff || v == "" {
 			continue
 		}
+		enabled = true
 		runMode := "-i " + ifc.Device
 		if v == configxml.IDSInlineIPS {
 			runMode = "--netmap"
@@ -96,6 +98,13 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config, rebuild bool) error {
 		}
 		fmt.Fprintf(&b, "# fwab-lab %s %s %s\n/usr/local/bin/suricata %s -D -c %s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
 			ifc.Device, v, dir, runMode, dir, ifc.Device, uuid)
+	}
+	if !enabled {
+		// upstream: not settled — suricata_create_rc() ends `if (!$no_enabled_interface) { … } else { unlink_if_exists("{$rcdir}suricata.sh"); }` in pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc (read in the file index, about character 137,000; no line numbers); checked at run time by fwapi, which runs the script only where it exists
+		if err := os.Remove(e.path(suricataRC)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(e.path(suricataRC)), 0o755); err != nil {
 		return err

@@ -35,8 +35,12 @@ const (
 	pfIPsecConfigure = `/usr/local/bin/php -r 'require_once("config.inc"); require_once("filter.inc"); require_once("auth.inc"); require_once("ipsec.inc"); require_once("vpn.inc"); ipsec_configure();'`
 	pfSwanctl        = "/usr/local/sbin/swanctl"
 	pfSuricataRC     = "/usr/local/etc/rc.d/suricata.sh"
-	pfSuricataStop   = pfSuricataRC + " stop"
-	pfSuricataStart  = pfSuricataRC + " start"
+	// The script is run only where it exists: the package's sync removes
+	// it when no interface is enabled, and a box where Suricata was never
+	// set up has none.
+	// upstream: not settled — suricata_create_rc() ends `if (!$no_enabled_interface) { … } else { unlink_if_exists("{$rcdir}suricata.sh"); }`, and the post-install removes it (`unlink_if_exists("{$rcdir}suricata.sh");`), in pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc and suricata_post_install.php (read in the file index; no line numbers); checked at run time by this test of the file
+	pfSuricataStop  = "[ ! -e " + pfSuricataRC + " ] || " + pfSuricataRC + " stop"
+	pfSuricataStart = "[ ! -e " + pfSuricataRC + " ] || " + pfSuricataRC + " start"
 	// pfSuricataSync is the package's own remote resync recipe
 	// (suricata_do_xmlrpc_sync) with the rules rebuilt, as its GUI does
 	// for a newly enabled interface; suricata_postinstall keeps it from
@@ -59,9 +63,13 @@ const (
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1105 — `function reload_all_sync()`: interfaces, routing, cron, sshd and webgui, no package sync or start
 // upstream: pfsense/FreeBSD-ports@70469728f9e1f7d75dbb7dbad220173cb3d450bb net/pfSense-pkg-pfBlockerNG/files/usr/local/www/pfblockerng/pfblockerng.php:165 — the verbs it takes: `in_array($argv[1], array('update', 'updateip'`
 var (
-	pfRollbackBefore = []string{"[ -x " + pfSuricataRC + " ] && " + pfSuricataStop}
+	// The sync runs whether the script is there or not: a failed change
+	// that disabled the last interface removed it, and the restored
+	// config's sync writes it again (on a box without the package the
+	// php fails harmlessly).
+	pfRollbackBefore = []string{pfSuricataStop}
 	pfRollbackAfter  = []string{
-		"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + "; " + pfSuricataStart + "; fi",
+		pfSuricataSync + "; " + pfSuricataStart,
 		pfBlockerUpdate, // fails harmlessly where pfBlockerNG is not installed
 	}
 	// A rollback that reboots rebuilds Suricata's rule files from the
@@ -75,7 +83,7 @@ var (
 	// The sync may wait on the config lock (install_cron_job saves), so
 	// it gets five minutes: the reboot, which undoes the kernel modules,
 	// must come whatever the sync does.
-	pfRollbackBeforeReboot = []string{"if [ -x " + pfSuricataRC + " ]; then " + pfSuricataSync + " & sp=$!; n=0; while kill -0 $sp 2>/dev/null && [ $n -lt 300 ]; do sleep 1; n=$((n+1)); done; if kill -0 $sp 2>/dev/null; then kill -9 $sp; logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; fi; fi"}
+	pfRollbackBeforeReboot = []string{pfSuricataSync + " & sp=$!; n=0; while kill -0 $sp 2>/dev/null && [ $n -lt 300 ]; do sleep 1; n=$((n+1)); done; if kill -0 $sp 2>/dev/null; then kill -9 $sp; logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; fi"}
 )
 
 // pfNoSuricata ends Suricata on a box whose config has no Suricata
@@ -96,8 +104,8 @@ func pfForRestore(g ShellGuard, saved []byte) ShellGuard {
 	if c, err := configxml.LoadBytes(saved); err != nil || c.SuricataConfigured() {
 		return g
 	}
-	g.AfterReload = []string{pfNoSuricata, pfBlockerUpdate}
-	g.BeforeReboot = []string{pfNoSuricata}
+	g.AfterReload = append([]string{pfNoSuricata}, pfRollbackAfter[1:]...)
+	g.BeforeReboot = []string{pfNoSuricata} // else the boot's start_service runs the old script
 	return g
 }
 
@@ -480,9 +488,6 @@ func (p *PfSense) applyIPsec(ctx context.Context, changes []configxml.Change) er
 	return s.apply(ctx, cfg, changes)
 }
 
-// packageAction runs a package's commands, reading config.xml before and
-// after: a save by the package is adopted when it changed only what the
-// package owns (packageWriteAdoption), and fails the action otherwise.
 // suricataConfigured reports whether the config Apply applies has a
 // Suricata interface (configxml.SuricataConfigured).
 func (p *PfSense) suricataConfigured(ctx context.Context) (bool, error) {
@@ -502,6 +507,9 @@ func (p *PfSense) suricataConfigured(ctx context.Context) (bool, error) {
 	return c.SuricataConfigured(), nil
 }
 
+// packageAction runs a package's commands, reading config.xml before and
+// after: a save by the package is adopted when it changed only what the
+// package owns (packageWriteAdoption), and fails the action otherwise.
 func (p *PfSense) packageAction(ctx context.Context, pkg string, owns packageOwned, cmds ...string) error {
 	// The baseline is the file fwab itself left (written, or adopted from
 	// an earlier package of this Apply): a save by anyone else in between

@@ -261,3 +261,35 @@ func TestRollbackOfAFirstSuricataInterface(t *testing.T) {
 		t.Errorf("after the rollback %s is there, which the box did not have before the change", rcPath)
 	}
 }
+
+// TestRollbackOfTheLastSuricataInterfaceOff: a change that turns the last
+// enabled Suricata interface off makes the package's sync remove its rc
+// script; the rollback's sync of the restored config writes it again and
+// starts Suricata as it ran before.
+func TestRollbackOfTheLastSuricataInterfaceOff(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	fw := em.Open(t)
+	ctx := t.Context()
+	setIDS(t, em, fw.(*fwapi.PfSense), configxml.IDSAlert)
+	prev := em.StoredConfig(t)
+	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	setIDS(t, em, fw.(*fwapi.PfSense), configxml.IDSOff)
+	if got := idsModes(t, fw.(*fwapi.PfSense)); len(got) != 0 {
+		t.Fatalf("ids@lan=off left Suricata running: %v", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if fired, _, err := fw.(fwapi.Guard).RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !bytes.Equal(em.StoredConfig(t), prev) {
+		t.Fatal("the rollback did not restore the config")
+	}
+	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSAlert {
+		t.Errorf("after the rollback Suricata runs %v, want ids on igb1 as before the change", got)
+	}
+}
