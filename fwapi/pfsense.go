@@ -416,18 +416,9 @@ func (p *PfSense) applyIPsec(ctx context.Context, changes []configxml.Change) er
 	if _, err := p.output(ctx, pfIPsecConfigure); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	data := p.written
-	p.mu.Unlock()
-	if data == nil {
-		var err error
-		if data, err = p.ReadConfig(ctx); err != nil {
-			return err
-		}
-	}
-	cfg, err := configxml.LoadBytes(data)
+	cfg, err := p.appliedConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("the config.xml written: %w", err)
+		return err
 	}
 	s := ipsecSessions{
 		// ipsec_configure() reloads in the background: wait until its
@@ -488,19 +479,29 @@ func (p *PfSense) applyIPsec(ctx context.Context, changes []configxml.Change) er
 	return s.apply(ctx, cfg, changes)
 }
 
-// suricataConfigured reports whether the config Apply applies has a
-// Suricata interface (configxml.SuricataConfigured).
-func (p *PfSense) suricataConfigured(ctx context.Context) (bool, error) {
+// appliedConfig is the config Apply applies: the one written before it,
+// else config.xml as it is.
+func (p *PfSense) appliedConfig(ctx context.Context) (*configxml.Config, error) {
 	p.mu.Lock()
 	data := p.written
 	p.mu.Unlock()
 	if data == nil {
 		var err error
 		if data, err = p.ReadConfig(ctx); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
 	c, err := configxml.LoadBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("the config.xml written: %w", err)
+	}
+	return c, nil
+}
+
+// suricataConfigured reports whether the config Apply applies has a
+// Suricata interface (configxml.SuricataConfigured).
+func (p *PfSense) suricataConfigured(ctx context.Context) (bool, error) {
+	c, err := p.appliedConfig(ctx)
 	if err != nil {
 		return false, err
 	}

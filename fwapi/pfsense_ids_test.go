@@ -244,16 +244,7 @@ func TestRollbackOfAFirstSuricataInterface(t *testing.T) {
 	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSAlert {
 		t.Fatalf("the change did not start Suricata on lan: %v", got)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if fired, _, err := fw.(fwapi.Guard).RollbackFired(ctx); err == nil && fired {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !bytes.Equal(em.StoredConfig(t), prev) {
-		t.Fatal("the rollback did not restore the config")
-	}
+	awaitRollback(t, em, fw, prev)
 	if got := idsModes(t, fw.(*fwapi.PfSense)); len(got) != 0 {
 		t.Errorf("after the rollback Suricata runs %v, want nothing, as before the change", got)
 	}
@@ -279,17 +270,24 @@ func TestRollbackOfTheLastSuricataInterfaceOff(t *testing.T) {
 	if got := idsModes(t, fw.(*fwapi.PfSense)); len(got) != 0 {
 		t.Fatalf("ids@lan=off left Suricata running: %v", got)
 	}
+	awaitRollback(t, em, fw, prev)
+	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSAlert {
+		t.Errorf("after the rollback Suricata runs %v, want ids on igb1 as before the change", got)
+	}
+}
+
+// awaitRollback waits up to 30 s for the armed rollback to have run, and
+// fails the test unless it put prev back.
+func awaitRollback(t *testing.T, em *labtest.Firewall, fw fwapi.Firewall, prev []byte) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if fired, _, err := fw.(fwapi.Guard).RollbackFired(ctx); err == nil && fired {
+		if fired, _, err := fw.(fwapi.Guard).RollbackFired(t.Context()); err == nil && fired {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !bytes.Equal(em.StoredConfig(t), prev) {
 		t.Fatal("the rollback did not restore the config")
-	}
-	if got := idsModes(t, fw.(*fwapi.PfSense)); got["igb1"] != configxml.IDSAlert {
-		t.Errorf("after the rollback Suricata runs %v, want ids on igb1 as before the change", got)
 	}
 }
