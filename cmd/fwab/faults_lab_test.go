@@ -221,21 +221,6 @@ func (c *sweepChild) phaseAt(at time.Time, recorded int) string {
 	return phase
 }
 
-// samplesIn counts the samples of run 1 in a results database.
-func samplesIn(ctx context.Context, db string) int {
-	if _, err := os.Stat(db); err != nil {
-		return 0
-	}
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		return 0
-	}
-	defer st.Close()
-	var n int
-	st.DB().QueryRowContext(ctx, `SELECT count(*) FROM samples WHERE run_id = 1`).Scan(&n)
-	return n
-}
-
 type trial struct {
 	fault    string
 	detail   string
