@@ -62,6 +62,7 @@ faults:
 # go.mod or go.sum is not tidy.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags faults ./cmd/fwab
 	$(GO) tool staticcheck ./...
 	$(GO) mod tidy -diff
 

@@ -63,15 +63,16 @@ const (
 // upstream: pfsense 2.7.2 src/etc/inc/pfsense-utils.inc:1105 — `function reload_all_sync()`: interfaces, routing, cron, sshd and webgui, no package sync or start
 // upstream: pfsense/FreeBSD-ports@70469728f9e1f7d75dbb7dbad220173cb3d450bb net/pfSense-pkg-pfBlockerNG/files/usr/local/www/pfblockerng/pfblockerng.php:165 — the verbs it takes: `in_array($argv[1], array('update', 'updateip'`
 var (
+	pfRollbackBefore = []string{pfSuricataStop}
 	// The sync runs whether the script is there or not: a failed change
 	// that disabled the last interface removed it, and the restored
 	// config's sync writes it again (on a box without the package the
-	// php fails harmlessly).
-	pfRollbackBefore = []string{pfSuricataStop}
-	pfRollbackAfter  = []string{
-		pfSuricataSync + "; " + pfSuricataStart,
-		pfBlockerUpdate, // fails harmlessly where pfBlockerNG is not installed
-	}
+	// php fails harmlessly). pfBlockerNG's update fails harmlessly where
+	// it is not installed.
+	pfRollbackAfter = []string{pfSuricataSync + "; " + pfSuricataStart, pfBlockerUpdate}
+	// pfRollbackAfterNoSuricata is pfRollbackAfter for a restored config
+	// with no Suricata interface (pfForRestore).
+	pfRollbackAfterNoSuricata = []string{pfNoSuricata, pfBlockerUpdate}
 	// A rollback that reboots rebuilds Suricata's rule files from the
 	// restored config first: the boot's sync writes none, and Suricata
 	// would start on the failed change's rules (the sweep's canary rule
@@ -94,6 +95,7 @@ var (
 // The box ends as one where Suricata was never set up.
 //
 // upstream: not settled — sync_suricata_package_config() returns before `suricata_create_rc()` when `count(config_get_path('installedpackages/suricata/rule', [])) < 1` (pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, read in the file index, about character 33,700); checked at run time by fwapi.VerifyRuntime, which finds a Suricata the config does not name (FWAB102)
+// upstream: not settled — suricata_create_rc() itself ends `} else { unlink_if_exists("{$rcdir}suricata.sh"); }` where no interface is enabled, so a box whose config names none has no script (same file, about character 140,900); checked at run time by fwapi.VerifyRuntime as above
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);` then start_service, which runs the package's rc script, at every boot
 var pfNoSuricata = "rm -f " + pfSuricataRC
 
@@ -104,7 +106,7 @@ func pfForRestore(g ShellGuard, saved []byte) ShellGuard {
 	if c, err := configxml.LoadBytes(saved); err != nil || c.SuricataConfigured() {
 		return g
 	}
-	g.AfterReload = append([]string{pfNoSuricata}, pfRollbackAfter[1:]...)
+	g.AfterReload = pfRollbackAfterNoSuricata
 	g.BeforeReboot = []string{pfNoSuricata} // else the boot's start_service runs the old script
 	return g
 }
