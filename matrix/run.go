@@ -18,6 +18,7 @@ import (
 	"github.com/fwab/fwab/probe"
 	"github.com/fwab/fwab/probe/smartplug"
 	"github.com/fwab/fwab/store"
+	"golang.org/x/perf/benchmath"
 )
 
 // ProbeRun is one probe as the sweep runs it: a spec entry, and for a
@@ -112,6 +113,18 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 		}
 	}
 	return out
+}
+
+// ThroughputProbe names the first of ProbeRuns that measures throughput
+// (an iperf3 run, not a rate search or a connection rate), the reference
+// of a blackout rate that is a share (BlackoutSpec.Share); "" if none.
+func (s *Spec) ThroughputProbe() string {
+	for _, pr := range s.ProbeRuns() {
+		if pr.NDR == nil && pr.Connect == nil {
+			return pr.Name
+		}
+	}
+	return ""
 }
 
 // probeRuns are one probe's runs on one link.
@@ -245,8 +258,15 @@ type Sweep struct {
 	// Blackout starts a stream through the firewall (probe.Blackout.Start)
 	// that runs while a step's change is applied, from before the write
 	// (or the firmware switch) until settling finds traffic passing
-	// again; stop reports what the change dropped. Nil measures none.
-	Blackout func(ctx context.Context) (stop func(context.Context) (probe.BlackoutResult, error), err error)
+	// again; stop reports what the change dropped. bps is the stream's
+	// bit rate where BlackoutShare sets it, else 0 (the spec's own
+	// rate). Nil measures none.
+	Blackout func(ctx context.Context, bps float64) (stop func(context.Context) (probe.BlackoutResult, error), err error)
+	// BlackoutShare, above 0, runs each step's stream at that share of
+	// the baseline's median throughput measured so far (the spec's
+	// ThroughputProbe); before the baseline is measured, of the point
+	// measured last. A change before any probe has no stream.
+	BlackoutShare float64
 	// Canary starts an IPS canary (probe.Canary.Start) beside a probe, at
 	// the points where the spec's canary (Spec.Canary) placed its rule;
 	// stop reports how many of its triggers passed. Nil runs none.
@@ -282,6 +302,11 @@ type Sweep struct {
 	set       string                       // the config set the firewall runs (config axis); "" the running one
 	firmware  string                       // the firmware the firewall runs (firmware axis); "" the one it started on
 	bases     map[string]*configxml.Config // each firmware's own config as its environment booted
+	// throughput holds each point's ThroughputProbe bit rates so far, and
+	// lastMeasured the point of the latest, for BlackoutShare.
+	throughput   map[int][]float64
+	lastMeasured int
+	unsized      bool // a blackout had no throughput to take its share of
 }
 
 // runningFirmware is the version the firewall runs now.
@@ -347,6 +372,9 @@ func (s *Sweep) Execute(ctx context.Context) error {
 	}
 	probes := s.Plan.Spec.ProbeRuns()
 	current := s.Config
+	if err := s.loadThroughput(ctx); err != nil {
+		return err
+	}
 	if err := s.startCanary(ctx); err != nil {
 		return err
 	}
@@ -549,6 +577,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			if err := s.Store.RecordSample(ctx, store.FromProbe(s.key(st, pr), sample)); err != nil {
 				return fmt.Errorf("record sample: %w", err)
 			}
+			s.noteThroughput(st.Point.Index, pr.Name, sample.BitsPerSecond())
 			if sample.Failed {
 				log.Warn("probe failed", "point", st.Point.Key(), "probe", pr.Name, "reason", sample.Reason)
 			}
@@ -860,7 +889,11 @@ func (b *blackoutRun) start(ctx context.Context, actions ...configxml.Action) {
 		return
 	}
 	b.started = true
-	stop, err := b.s.Blackout(ctx)
+	bps, ok := b.s.blackoutBPS(ctx, b.point)
+	if !ok {
+		return
+	}
+	stop, err := b.s.Blackout(ctx, bps)
 	if err != nil {
 		b.s.event(ctx, "warning", b.point, "blackout not measured: "+err.Error())
 		return
@@ -889,6 +922,59 @@ func (b *blackoutRun) stop(ctx context.Context, failed error) {
 	}
 	msg, _ := json.Marshal(store.BlackoutEvent{Actions: names, BlackoutResult: r, Failed: failed != nil})
 	b.s.event(ctx, store.EventBlackout, b.point, string(msg))
+}
+
+// loadThroughput reads the bit rates a resumed run measured already, for
+// BlackoutShare.
+func (s *Sweep) loadThroughput(ctx context.Context) error {
+	s.throughput, s.lastMeasured = map[int][]float64{}, -1
+	if s.BlackoutShare <= 0 {
+		return nil
+	}
+	samples, err := s.Store.Samples(ctx, s.Run)
+	if err != nil {
+		return err
+	}
+	for _, sm := range samples {
+		if !sm.Failed {
+			s.noteThroughput(sm.Point, sm.Probe, sm.BitsPerSecond)
+		}
+	}
+	return nil
+}
+
+// noteThroughput keeps a sample's bit rate when it is the spec's
+// ThroughputProbe's (a failed sample's is 0 or NaN, and is not kept).
+func (s *Sweep) noteThroughput(point int, probeName string, bps float64) {
+	if s.BlackoutShare <= 0 || !(bps > 0) || probeName != s.Plan.Spec.ThroughputProbe() {
+		return
+	}
+	s.throughput[point] = append(s.throughput[point], bps)
+	s.lastMeasured = point
+}
+
+// blackoutBPS is the bit rate of a step's blackout stream: 0 for the
+// spec's own rate, or BlackoutShare of the baseline's median throughput
+// (of the point measured last, before the baseline is). ok is false when
+// nothing is measured yet to take a share of; the first time, a warning
+// says why.
+func (s *Sweep) blackoutBPS(ctx context.Context, point int) (bps float64, ok bool) {
+	if s.BlackoutShare <= 0 {
+		return 0, true
+	}
+	ref := s.throughput[s.Plan.Baseline.Index]
+	if len(ref) == 0 && s.lastMeasured >= 0 {
+		ref = s.throughput[s.lastMeasured]
+	}
+	if len(ref) == 0 {
+		if !s.unsized {
+			s.unsized = true
+			s.event(ctx, "warning", point, fmt.Sprintf("blackout not measured for this change: its rate is %g%% of the baseline's throughput, and no throughput is measured yet (a change before the first probe); give datagrams a second (rate: 2000) to measure it too", s.BlackoutShare*100))
+		}
+		return 0, false
+	}
+	median := benchmath.AssumeNothing.Summary(benchmath.NewSample(ref, &benchmath.DefaultThresholds), 0.95).Center
+	return s.BlackoutShare * median, true
 }
 
 func (s *Sweep) recordApplyCost(ctx context.Context, point int, actions []configxml.Action, d time.Duration) {

@@ -758,6 +758,50 @@ func TestSweepWaitsForAServiceToComeBack(t *testing.T) {
 	}
 }
 
+// TestSweepBlackoutShare: with a rate that is a share of the baseline's
+// throughput, each stream runs at that share of the baseline's median as
+// measured so far; before the baseline is measured, of the point measured
+// last; a change before any measurement has no stream, and says why once.
+func TestSweepBlackoutShare(t *testing.T) {
+	// Points: 100 rules (0.9e9 bit/s in measureFrom), 0 rules (1e9, the
+	// baseline), 200 rules (0.8e9); the box starts with 0 rules.
+	spec := strings.NewReplacer("[0, 100, 200]", "[100, 0, 200]", "order: as-written", "order: as-written\nbaseline: {rules@lan: 0}\nblackout: {rate: 50%}").Replace(twoPoints)
+	f := newSweep(t, spec)
+	f.sweep.BlackoutShare = f.sweep.Plan.Spec.Blackout.Share()
+	var got []float64
+	f.sweep.Blackout = func(ctx context.Context, bps float64) (func(context.Context) (probe.BlackoutResult, error), error) {
+		got = append(got, bps)
+		return func(context.Context) (probe.BlackoutResult, error) {
+			return probe.BlackoutResult{Rate: 1000, Sent: 900, Received: 900}, nil
+		}, nil
+	}
+	if err := f.sweep.Execute(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The first apply (to 100 rules) comes before any probe: no stream.
+	// The second (to the baseline) comes before the baseline is measured:
+	// half the 100-rule point's 0.9e9. Every later one: half the
+	// baseline's 1e9.
+	if len(got) < 3 || len(got) != f.fw.applies-1 {
+		t.Fatalf("%d streams for %d applies; want one for each apply but the first", len(got), f.fw.applies)
+	}
+	for i, bps := range got {
+		if want := map[bool]float64{true: 0.45e9, false: 0.5e9}[i == 0]; bps != want {
+			t.Errorf("stream %d: %v bit/s, want %v", i, bps, want)
+		}
+	}
+	events, _ := f.st.Events(t.Context(), f.sweep.Run)
+	var why int
+	for _, e := range events {
+		if e.Kind == "warning" && strings.Contains(e.Message, "no throughput is measured yet") {
+			why++
+		}
+	}
+	if why != 1 {
+		t.Errorf("%d warnings that the first change had no stream; want 1", why)
+	}
+}
+
 // TestSweepBlackout: a blackout stream runs around every apply, from
 // before the write to after the verify, and its result is recorded with
 // the apply's actions; a stream that cannot start is a warning and the
@@ -772,7 +816,10 @@ func TestSweepBlackout(t *testing.T) {
 		}
 		return apply(ctx, config, changes)
 	}
-	f.sweep.Blackout = func(ctx context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+	f.sweep.Blackout = func(ctx context.Context, bps float64) (func(context.Context) (probe.BlackoutResult, error), error) {
+		if bps != 0 {
+			t.Errorf("stream asked for %v bit/s; want 0, the spec's own rate", bps)
+		}
 		starts++
 		if starts == 2 {
 			return nil, errors.New("agent not found")

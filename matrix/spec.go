@@ -220,28 +220,54 @@ type Settle struct {
 // BlackoutSpec is the spec's blackout: a stream held through the
 // firewall while each step's change is applied.
 type BlackoutSpec struct {
-	// Rate is datagrams a second ("2000"), or a bit rate of Size-byte
-	// payloads with a unit as iperf3 -b takes it ("10M").
+	// Rate is datagrams a second ("2000"), a bit rate of Size-byte
+	// payloads with a unit as iperf3 -b takes it ("10M"), or a share of
+	// the baseline's measured throughput ("50%", Share), as FD.io CSIT
+	// holds a load below the NDR while the DUT is reconfigured.
 	Rate  string `yaml:"rate"`
-	Size  int    `yaml:"size"`  // UDP payload bytes; default 64
+	Size  int    `yaml:"size"`  // UDP payload bytes; default 64, 1400 for a share
 	Conns *int   `yaml:"conns"` // TCP connections held across; default 4, 0 none
 }
 
-// Probe is the stream the spec asks for.
+// Share is the rate's share of the baseline's throughput (0.5 for
+// "50%"); 0 for a rate of its own, or one that does not parse.
+func (b *BlackoutSpec) Share() float64 {
+	pct, ok := strings.CutSuffix(strings.TrimSpace(b.Rate), "%")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+	if err != nil || !(v >= 1 && v <= 100) {
+		return 0
+	}
+	return v / 100
+}
+
+// Probe is the stream the spec asks for. For a share (Share) its Rate is
+// 0: the sweep sets it at each step from what it has measured.
 func (b *BlackoutSpec) Probe() (probe.Blackout, error) {
 	out := probe.Blackout{Size: b.Size, Conns: 4}
 	if b.Conns != nil {
 		out.Conns = *b.Conns
 	}
+	rate := strings.TrimSpace(b.Rate)
 	if out.Size == 0 {
 		out.Size = 64
+		if strings.HasSuffix(rate, "%") {
+			// The throughput probe's load is of full-size packets: a
+			// share of its bit rate in full-size datagrams is a share of
+			// its packet rate too (in 64-byte ones, twenty times more).
+			// 1400 leaves room for a tunnel's headers.
+			out.Size = 1400
+		}
 	}
-	rate := strings.TrimSpace(b.Rate)
 	switch {
 	case rate == "":
 		out.Rate = 1000
 	case strings.HasSuffix(rate, "%"):
-		return out, &SpecError{Msg: fmt.Sprintf("blackout: rate %q: a share of the baseline's throughput is not supported yet; give datagrams a second (2000) or a bit rate (10M)", b.Rate)}
+		if b.Share() == 0 {
+			return out, &SpecError{Msg: fmt.Sprintf("blackout: rate %q: a share of the baseline's throughput is a percentage, use 1%% to 100%% (such as 50%%)", b.Rate)}
+		}
 	default:
 		if v, err := strconv.ParseFloat(rate, 64); err == nil {
 			out.Rate = v
@@ -259,7 +285,7 @@ func (b *BlackoutSpec) Probe() (probe.Blackout, error) {
 	if err := out.Validate(); err != nil {
 		return out, &SpecError{Msg: "blackout: " + strings.TrimPrefix(err.Error(), "blackout ")}
 	}
-	if out.Rate < 10 {
+	if out.Rate < 10 && b.Share() == 0 {
 		return out, &SpecError{Msg: fmt.Sprintf("blackout: %.3g datagrams a second resolves a blackout no finer than %.0f ms; give at least 10 (default 1000)", out.Rate, 1000/out.Rate)}
 	}
 	return out, nil
@@ -660,6 +686,8 @@ func (s *Spec) check() error {
 	if s.Blackout != nil {
 		if _, err := s.Blackout.Probe(); err != nil {
 			errs.add(err)
+		} else if s.Blackout.Share() > 0 && s.ThroughputProbe() == "" {
+			errs.add(&SpecError{Msg: fmt.Sprintf("blackout: rate %s is a share of the baseline's throughput, and no probe measures one: add a throughput probe (kind iperf3), or give datagrams a second (2000)", s.Blackout.Rate)})
 		}
 	}
 	if s.Canary.On() {

@@ -761,14 +761,21 @@ func TestPlanWarnings(t *testing.T) {
 
 func TestBlackoutSpec(t *testing.T) {
 	for _, tc := range []struct {
-		yaml string
-		want probe.Blackout
-		err  string
+		yaml  string
+		want  probe.Blackout
+		share float64
+		err   string
 	}{
 		{yaml: "{}", want: probe.Blackout{Rate: 1000, Size: 64, Conns: 4}},
 		{yaml: "{rate: 2000, conns: 0}", want: probe.Blackout{Rate: 2000, Size: 64, Conns: -1}},
 		{yaml: "{rate: 10M, size: 1250}", want: probe.Blackout{Rate: 1000, Size: 1250, Conns: 4}},
-		{yaml: "{rate: 50%}", err: "not supported yet"},
+		// A share of the measured throughput: the rate is set per step,
+		// and full-size datagrams keep its packet rate that of the load.
+		{yaml: "{rate: 50%}", want: probe.Blackout{Size: 1400, Conns: 4}, share: 0.5},
+		{yaml: "{rate: 12.5 %, size: 200}", want: probe.Blackout{Size: 200, Conns: 4}, share: 0.125},
+		{yaml: "{rate: 0%}", err: "use 1% to 100%"},
+		{yaml: "{rate: 150%}", err: "use 1% to 100%"},
+		{yaml: "{rate: half%}", err: "use 1% to 100%"},
 		{yaml: "{rate: 5}", err: "give at least 10"},
 		{yaml: "{rate: fast}", err: "datagrams a second"},
 		{yaml: "{size: 4}", err: "blackout: size 4 bytes"},
@@ -789,5 +796,13 @@ func TestBlackoutSpec(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("blackout: %s = %+v, %v; want %+v", tc.yaml, got, err, tc.want)
 		}
+		if share := s.Blackout.Share(); share != tc.share {
+			t.Errorf("blackout: %s: share %v, want %v", tc.yaml, share, tc.share)
+		}
+	}
+	// A share needs a throughput to take it of.
+	spec := "axes:\n  rules@lan: [0, 100]\nprobes:\n  - {name: cps, kind: connect, duration: 1s}\nblackout: {rate: 50%}\n"
+	if _, err := Parse(strings.NewReader(spec)); err == nil || !strings.Contains(err.Error(), "throughput probe") {
+		t.Errorf("a share with no throughput probe: error %v, want one asking for a throughput probe", err)
 	}
 }

@@ -42,6 +42,8 @@ type Blackout struct {
 
 // BlackoutResult is what one stream saw.
 type BlackoutResult struct {
+	// Rate is the datagrams a second sent: the stream's, or what the
+	// sender achieved where it fell more than 5 % behind.
 	Rate      float64 `json:"rate_pps"`
 	Seconds   float64 `json:"seconds"`   // how long the stream ran
 	Sent      uint64  `json:"sent"`      // datagrams sent after the first that arrived
@@ -249,6 +251,14 @@ func blackoutResult(rate float64, st blackoutSent, rt blackoutReceived) (Blackou
 	// loss before it cannot be told from start-up: no figure.
 	if late := float64(rt.First) / rate; late > startDelay.Seconds() {
 		return BlackoutResult{}, fmt.Errorf("the first datagram to arrive was number %d, %.1f s into the stream: it did not pass the firewall before the change began, so the change's blackout is unknown", rt.First, late)
+	}
+	// A sender that fell behind its rate (a busy endpoint, a high share
+	// of the throughput) sent its datagrams further apart: each lost one
+	// is that much longer a blackout.
+	if st.Seconds > 0 {
+		if achieved := float64(st.Sent) / st.Seconds; achieved < 0.95*rate {
+			rate = achieved
+		}
 	}
 	r := BlackoutResult{Rate: rate, Seconds: st.Seconds, Received: rt.Received, Reordered: rt.Reordered, TCPHeld: st.TCPHeld, TCPSurvived: st.TCPSurvived}
 	if st.Sent > rt.First {

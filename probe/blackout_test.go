@@ -102,6 +102,12 @@ func TestReceiveBlackoutCounts(t *testing.T) {
 	if r.MaxGapMS < 80 {
 		t.Errorf("max gap %.1f ms, want at least the 80 ms blackout", r.MaxGapMS)
 	}
+	// A sender that fell behind, 500 datagrams in a second of the 1000 a
+	// second asked: the 100 lost are 200 ms at the rate it achieved.
+	r, err = blackoutResult(1000, blackoutSent{Seconds: 1, Sent: 500}, blackoutReceived{Received: 400, Last: 499, MaxGapMS: 200})
+	if err != nil || r.Rate != 500 || r.Lost != 100 || r.BlockedMS != 200 {
+		t.Errorf("a sender at half its rate: %+v, %v; want rate 500/s, 100 lost, 200 ms blocked", r, err)
+	}
 	if _, err := blackoutResult(1000, blackoutSent{Sent: 50}, blackoutReceived{}); err == nil {
 		t.Error("a stream of which nothing arrived: no error, want one naming the route")
 	}

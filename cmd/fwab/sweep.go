@@ -429,9 +429,10 @@ func (w *sweepWiring) run() *matrix.Run {
 				}
 				return s
 			},
-			Idle:     w.idle(),
-			Blackout: w.blackout(),
-			Canary:   w.canary(),
+			Idle:          w.idle(),
+			Blackout:      w.blackout(),
+			BlackoutShare: w.blackoutShare(),
+			Canary:        w.canary(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -445,8 +446,9 @@ func (w *sweepWiring) run() *matrix.Run {
 }
 
 // blackout starts the spec's blackout stream between the first link's
-// endpoints; nil without one (or with the stub probe of the tests).
-func (w *sweepWiring) blackout() func(context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+// endpoints, at bps where the sweep sizes it (a share of the measured
+// throughput); nil without one (or with the stub probe of the tests).
+func (w *sweepWiring) blackout() func(context.Context, float64) (func(context.Context) (probe.BlackoutResult, error), error) {
 	if w.spec.Blackout == nil || stubProbe != nil {
 		return nil
 	}
@@ -454,9 +456,27 @@ func (w *sweepWiring) blackout() func(context.Context) (func(context.Context) (p
 	if err != nil {
 		return nil // the spec was checked
 	}
-	return func(ctx context.Context) (func(context.Context) (probe.BlackoutResult, error), error) {
+	return func(ctx context.Context, bps float64) (func(context.Context) (probe.BlackoutResult, error), error) {
+		if bps > 0 {
+			b.Rate = blackoutRate(bps, b.Size)
+		}
 		return b.Start(ctx, w.client, w.server)
 	}
+}
+
+// blackoutRate is bps in size-byte datagrams a second, within what the
+// agent sends (probe.Blackout.Validate) and no coarser than 100 ms.
+func blackoutRate(bps float64, size int) float64 {
+	return min(max(bps/8/float64(size), 10), 1e6)
+}
+
+// blackoutShare is the spec's blackout rate as a share of the baseline's
+// throughput; 0 for a rate of its own.
+func (w *sweepWiring) blackoutShare() float64 {
+	if w.spec.Blackout == nil {
+		return 0
+	}
+	return w.spec.Blackout.Share()
 }
 
 // canary starts the IPS canary's triggers between the first link's
