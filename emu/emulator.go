@@ -86,7 +86,13 @@ type Emulator struct {
 	// pfSense-kernel-pfSense (see pfKernelPackage).
 	KernelPackage string
 	// RebootDelay is how long SSH stays away during a reboot.
-	RebootDelay   time.Duration
+	RebootDelay time.Duration
+	// PackageStartDelay is, on pfSense, how long after SSH answers and pf
+	// is up (the end of rc.bootup) a reboot starts the packages
+	// (rc.start_packages, after pfSense-upgrade's boot stages 2 and 3):
+	// Suricata's sync and start, the other rc.d scripts. A real box takes
+	// seconds to minutes there.
+	PackageStartDelay time.Duration
 	BlocklistSize int      // 0 means DefaultBlocklistSize
 	IDS           IDSPlane // nil: Suricata restarts change nothing
 	// SavepointTimer is how long an OPNsense filter savepoint waits
@@ -347,6 +353,12 @@ func dmesgBoot() []byte {
 // does: interfaces (offloads), pfBlockerNG tables, the filter, IPsec, the
 // IDS, and then the running firmware profile's slowdown.
 func (e *Emulator) Boot(ctx context.Context) error {
+	return e.boot(ctx, true)
+}
+
+// boot is Boot; packages false leaves pfSense's packages to
+// startPackages, as a reboot does (OPNsense starts its IDS either way).
+func (e *Emulator) boot(ctx context.Context, packages bool) error {
 	if err := e.clearRunDirs(); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
@@ -381,8 +393,10 @@ func (e *Emulator) Boot(ctx context.Context) error {
 	if err := e.applyIPsec(ctx, root, ipsecRestart); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
-	if err := e.bootIDS(ctx, root); err != nil {
-		e.logger().Error("boot: suricata", "err", err)
+	if packages || e.opnsense() {
+		if err := e.bootIDS(ctx, root); err != nil {
+			e.logger().Error("boot: suricata", "err", err)
+		}
 	}
 	// Last: a tracking slowdown measures the data plane built above.
 	if err := e.applySlowdown(ctx); err != nil {
@@ -820,19 +834,76 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if err := e.switchBootEnv(); err != nil {
 		e.logger().Error("reboot: boot environment", "err", err)
 	}
-	if err := e.Boot(ctx); err != nil {
+	if err := e.boot(ctx, false); err != nil {
 		e.logger().Error("reboot: boot", "err", err)
 	}
 	e.zeroLinkCounters(ctx)
+	if e.opnsense() {
+		e.startRCScripts(ctx)
+		e.linkUp()
+		return
+	}
+	// pfSense answers SSH and forwards on its filter (rc.bootup), then
+	// runs pfSense-upgrade's boot stages, then starts the packages.
+	//
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup` (sshd, interfaces, the filter)
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:556 — `&& /usr/local/sbin/${product_name}-upgrade -y -U -b 3`
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:560 — `&& /usr/local/sbin/fcgicli -f /etc/rc.start_packages`
+	boot := e.linkUpBoot()
+	select {
+	case <-time.After(e.PackageStartDelay):
+	case <-ctx.Done():
+		return
+	}
+	e.startPackages(ctx, boot)
+}
+
+// startPackages is pfSense's rc.start_packages at the end of the boot
+// numbered boot: every package synced (Suricata's rc script baked from
+// config.xml, its cron job saved where missing) and started, then every
+// other rc.d script; /tmp/.rc.start_packages.running while it runs. A
+// boot that a later reboot overtook starts nothing.
+//
+// upstream: pfsense 2.7.2 src/etc/rc.start_packages:50 — `@file_put_contents("{$g['tmp_path']}/.rc.start_packages.running", "");`
+// upstream: pfsense 2.7.2 src/etc/rc.start_packages:66 — `sync_package($package['name']);` then :68 `start_service($internal_name, true);`
+// upstream: pfsense 2.7.2 src/etc/rc.start_packages:84 — `@unlink("{$g['tmp_path']}/.rc.start_packages.running");`
+func (e *Emulator) startPackages(ctx context.Context, boot int) {
+	const running = "/tmp/.rc.start_packages.running"
+	e.mu.Lock()
+	if e.boots != boot || e.rebooting() {
+		e.mu.Unlock()
+		return
+	}
+	_ = os.WriteFile(e.path(running), nil, 0o644)
+	root, err := e.configForApply()
+	if err == nil {
+		err = e.bootIDS(ctx, root)
+		if err == nil && root.SuricataConfigured() {
+			err = e.suricataCronLocked()
+		}
+	}
+	if err != nil {
+		e.logger().Error("boot: suricata", "err", err)
+	}
+	e.mu.Unlock()
 	e.startRCScripts(ctx)
+	_ = os.Remove(e.path(running))
+}
+
+// linkUpBoot is linkUp, returning the number of the boot that came up.
+func (e *Emulator) linkUpBoot() int {
+	e.mu.Lock()
+	boot := e.boots
+	e.mu.Unlock()
 	e.linkUp()
+	return boot
 }
 
 // startRCScripts is the end of the boot, as each product runs its hooks:
 // by path, so that a hook without an execute bit fails with "Permission
 // denied" and is skipped (execFile). pfSense's rc.start_packages hands
 // every other /usr/local/etc/rc.d/*.sh (Suricata's already runs, by
-// bootIDS) to /bin/sh with "start", its output appended to
+// startPackages) to /bin/sh with "start", its output appended to
 // /tmp/bootup_messages; OPNsense's rc.syshook runs every start hook in
 // name order without arguments, and prints which one it invokes and which
 // failed. What they print goes to the boot console (BootConsole).

@@ -104,11 +104,15 @@ func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
 	return e.opnSuricataSet(ctx, plan, enabled)
 }
 
-// stopIDS stops the engines (reboot, shutdown of the emulator).
+// stopIDS stops the engines and forgets the instances the rc script
+// started (reboot, shutdown of the emulator).
 func (e *Emulator) stopIDS() {
 	if e.IDS != nil {
 		e.IDS.StopAll()
 	}
+	e.smu.Lock()
+	e.suricataRun = nil
+	e.smu.Unlock()
 }
 
 // KillService ends a service as a crash would (Fault.Kill): it stays

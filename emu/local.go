@@ -63,6 +63,9 @@ type EmulatorOptions struct {
 	// RebootDelay is how long a reboot keeps the firewall away; default
 	// 300 ms.
 	RebootDelay time.Duration
+	// PackageStartDelay is how long after SSH is back a pfSense reboot
+	// starts the packages (Emulator.PackageStartDelay); default 500 ms.
+	PackageStartDelay time.Duration
 	// SavepointTimer is OPNsense's filter savepoint timer; default 60 s.
 	SavepointTimer time.Duration
 	// SSHVia is the config interface (wan, lan, optN) the SSH and REST
@@ -159,22 +162,23 @@ func NewEmulator(ctx context.Context, dir string, o EmulatorOptions) (*Emulator,
 		return nil, err
 	}
 	e := &Emulator{
-		Root:           filepath.Join(dir, "root"),
-		Flavor:         configxml.Flavor(flavor),
-		DataPlane:      dp,
-		Ports:          o.Ports,
-		Profiles:       profiles,
-		HostKey:        host,
-		AuthorizedKeys: []ssh.PublicKey{user.PublicKey()},
-		Logger:         o.Logger,
-		RebootDelay:    o.RebootDelay,
-		BlocklistSize:  1000,
-		SavepointTimer: o.SavepointTimer,
-		SpareNIC:       o.NICs.spare(),
-		SSHVia:         o.SSHVia,
-		KernelPackage:  o.KernelPackage,
-		Stage3Time:     cmp.Or(o.Stage3Time, 200*time.Millisecond),
-		NoIDSRules:     o.NoIDSRules,
+		Root:              filepath.Join(dir, "root"),
+		Flavor:            configxml.Flavor(flavor),
+		DataPlane:         dp,
+		Ports:             o.Ports,
+		Profiles:          profiles,
+		HostKey:           host,
+		AuthorizedKeys:    []ssh.PublicKey{user.PublicKey()},
+		Logger:            o.Logger,
+		RebootDelay:       o.RebootDelay,
+		PackageStartDelay: cmp.Or(o.PackageStartDelay, 500*time.Millisecond),
+		BlocklistSize:     1000,
+		SavepointTimer:    o.SavepointTimer,
+		SpareNIC:          o.NICs.spare(),
+		SSHVia:            o.SSHVia,
+		KernelPackage:     o.KernelPackage,
+		Stage3Time:        cmp.Or(o.Stage3Time, 200*time.Millisecond),
+		NoIDSRules:        o.NoIDSRules,
 	}
 	switch e.SSHVia {
 	case "":

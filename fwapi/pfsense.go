@@ -151,6 +151,10 @@ type PfSense struct {
 	mu      sync.Mutex
 	adopted []byte // config.xml as the last Apply's package actions saved it (AdoptedConfig)
 	written []byte // config.xml as WriteConfig wrote it, until the next Apply ends
+	// hooked: a reboot left PfPackagesHook, and WaitReady waits for the
+	// boot to run it; reinstalling: WaitReady saw the boot reinstall the
+	// packages instead.
+	hooked, reinstalling bool
 }
 
 var (
@@ -758,7 +762,7 @@ func (p *PfSense) Metrics(ctx context.Context) (probe.DUTMetrics, error) {
 // empty after a boot) and reboots. WaitReady uses the marker to tell the
 // rebooted system from the one still shutting down.
 func (p *PfSense) Reboot(ctx context.Context) error {
-	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
+	if err := p.markReboot(ctx); err != nil {
 		return fmt.Errorf("pfsense reboot: %w", err)
 	}
 	_, errOut, code, err := p.sh.Run(ctx, "shutdown -r now", nil)
@@ -773,9 +777,60 @@ func (p *PfSense) Reboot(ctx context.Context) error {
 	return nil
 }
 
+// PfPackagesHook is the boot script a reboot of fwab's leaves for the
+// boot's package start. pfSense answers SSH and loads pf at the end of
+// rc.bootup, and starts its packages only later (rc.start_packages, after
+// pfSense-upgrade's boot stages): it syncs and starts each one, Suricata
+// among them, and then runs every other rc.d script with "start", this
+// one too. It leaves PfPackagesStarted and removes itself.
+//
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup`, then :556 `pfSense-upgrade -y -U -b 3` and :560 `fcgicli -f /etc/rc.start_packages`
+// upstream: pfsense 2.7.2 src/etc/rc.start_packages:66 — `sync_package($package['name']);` and :68 `start_service($internal_name, true);` for each package first
+// upstream: pfsense 2.7.2 src/etc/rc.start_packages:77 — then `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");` for the rc.d scripts of no package
+const (
+	PfPackagesHook    = "/usr/local/etc/rc.d/fwab_packages.sh"
+	PfPackagesStarted = "/var/run/fwab.packages-started"
+	// pfNeedsPackageSync makes the boot skip rc.start_packages and
+	// reinstall the packages in the background instead.
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:395 — `if [ -f /cf/conf/needs_package_sync ]; then skip_packages=1`
+	// upstream: pfsense 2.7.2 src/etc/rc.bootup:459 — `mwexec_bg("{$g['etc_path']}/rc.package_reinstall_all");` where it exists
+	pfNeedsPackageSync = "/cf/conf/needs_package_sync"
+)
+
+// pfPackagesHookScript is PfPackagesHook's text.
+var pfPackagesHookScript = "#!/bin/sh\n" +
+	"# fwab: pfSense's rc.start_packages runs this once it has started every package;\n" +
+	"# fwab waits for it after a reboot. It removes itself.\n" +
+	"[ \"$1\" = start ] || exit 0\n" +
+	": > " + PfPackagesStarted + "\n" +
+	"rm -f " + PfPackagesHook + "\n"
+
+// markReboot leaves the reboot marker, and the packages hook that
+// WaitReady then waits for. A hook that cannot be written or made
+// executable is left out with a warning: WaitReady then returns at pf up,
+// as it did before it knew of the packages.
+func (p *PfSense) markReboot(ctx context.Context) error {
+	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
+		return err
+	}
+	err := p.sh.WriteFileAtomic(ctx, PfPackagesHook, []byte(pfPackagesHookScript))
+	if err == nil {
+		q := ShellQuote(PfPackagesHook)
+		_, err = p.output(ctx, "chmod 755 "+q+" && [ -x "+q+" ]")
+	}
+	p.mu.Lock()
+	p.hooked, p.reinstalling = err == nil, false
+	p.mu.Unlock()
+	if err != nil {
+		p.log.Warn("the boot's package start will not be waited for: its hook was not written", "hook", PfPackagesHook, "err", err)
+	}
+	return nil
+}
+
 // WaitReady waits until SSH answers, the reboot marker is gone (the box
-// really restarted) and pf is enabled. Whether traffic passes through the
-// box is for the caller to probe from the endpoints.
+// really restarted), pf is enabled and, after a reboot of fwab's, the
+// boot has started the packages (PfPackagesHook). Whether traffic passes
+// through the box is for the caller to probe from the endpoints.
 func (p *PfSense) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -799,7 +854,8 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	defer cancel()
 	// In router mode (<system><disablefilter>) the boot's filter_configure
 	// leaves pf disabled, so Disabled is the ready state there.
-	out, err := p.output(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; pfctl -si | head -n 1")
+	out, err := p.output(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; "+
+		"if [ -e "+PfPackagesStarted+" ]; then echo packages-started; fi; if [ -e "+pfNeedsPackageSync+" ]; then echo packages-reinstall; fi; pfctl -si | head -n 1")
 	if err != nil {
 		return err
 	}
@@ -813,7 +869,31 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	if !strings.Contains(out, "Status: "+want) {
 		return fmt.Errorf("pf not %s yet (%q)", strings.ToLower(want), strings.TrimSpace(out))
 	}
-	return nil
+	return p.packagesStarted(ctx, strings.Contains(out, "packages-started"), strings.Contains(out, "packages-reinstall"))
+}
+
+// packagesStarted is WaitReady's last check after a reboot of fwab's: the
+// boot ran PfPackagesHook, or reinstalled the packages instead
+// (pfNeedsPackageSync, which skips rc.start_packages and so the hook)
+// and is done with it, the hook then removed here.
+func (p *PfSense) packagesStarted(ctx context.Context, started, reinstall bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !p.hooked:
+		return nil
+	case reinstall:
+		p.reinstalling = true
+		return fmt.Errorf("the boot reinstalls the packages (%s is there)", pfNeedsPackageSync)
+	case started:
+		p.hooked = false
+		return nil
+	case p.reinstalling:
+		p.hooked = false
+		_, _ = p.output(ctx, "rm -f "+ShellQuote(PfPackagesHook))
+		return nil
+	}
+	return fmt.Errorf("the boot has not started the packages yet (rc.start_packages has not run %s)", PfPackagesHook)
 }
 
 // upgradeVersion is what a firmware version asked for may look like:
@@ -935,7 +1015,7 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 	if version == "" {
 		want = offered
 	}
-	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
+	if err := p.markReboot(ctx); err != nil {
 		return fmt.Errorf("pfsense upgrade: %w", err)
 	}
 	lw := &lineWriter{fn: progress}
@@ -952,9 +1032,7 @@ func (p *PfSense) Upgrade(ctx context.Context, version string, progress func(str
 		return fmt.Errorf("pfsense upgrade: %w", &CommandError{Cmd: pfUpgrade, Exit: code, Stderr: string(errOut)})
 	}
 	if err == nil && !p.awaitReboot(ctx) {
-		if _, err := p.output(ctx, "rm -f "+rebootMarker); err != nil {
-			return fmt.Errorf("pfsense upgrade: %w", err)
-		}
+		p.clearRebootMarker(ctx)
 		return fmt.Errorf("pfsense upgrade: pfSense-upgrade exited without rebooting, although the check offered %s", offered)
 	}
 	deadline, ok := ctx.Deadline()
@@ -1030,7 +1108,10 @@ func deadlineOf(ctx context.Context) time.Time {
 func (p *PfSense) clearRebootMarker(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	p.sh.Run(ctx, "rm -f "+rebootMarker, nil)
+	p.sh.Run(ctx, "rm -f "+rebootMarker+" "+ShellQuote(PfPackagesHook), nil)
+	p.mu.Lock()
+	p.hooked = false
+	p.mu.Unlock()
 }
 
 // awaitReboot reports whether the box goes down (or has gone down: the

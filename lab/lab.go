@@ -771,9 +771,12 @@ func Serve(ctx context.Context, dir string, logger *slog.Logger) error {
 		PasswordFile:   filepath.Join(dir, emu.PasswordFile),
 		Logger:         logger,
 		RebootDelay:    5 * time.Second,
-		SSHVia:         "lan", // the management interface, as on a factory box (management.go)
-		IDS:            &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
-		Links:          map[string]emu.LinkSpec{},
+		// A real pfSense starts its packages seconds to minutes after
+		// SSH answers (pfSense-upgrade's boot stages first).
+		PackageStartDelay: 3 * time.Second,
+		SSHVia:            "lan", // the management interface, as on a factory box (management.go)
+		IDS:               &IDSEngines{Netns: topo.Namespace("dut"), Dir: filepath.Join(dir, "ids"), Rules: st.IDSRules, Logger: logger, CPU: cpu},
+		Links:             map[string]emu.LinkSpec{},
 	}
 	for name, veth := range topo.DUTVeths() {
 		if l, ok := st.Links[name]; ok {
