@@ -93,8 +93,8 @@ type Emulator struct {
 	// Suricata's sync and start, the other rc.d scripts. A real box takes
 	// seconds to minutes there.
 	PackageStartDelay time.Duration
-	BlocklistSize int      // 0 means DefaultBlocklistSize
-	IDS           IDSPlane // nil: Suricata restarts change nothing
+	BlocklistSize     int      // 0 means DefaultBlocklistSize
+	IDS               IDSPlane // nil: Suricata restarts change nothing
 	// SavepointTimer is how long an OPNsense filter savepoint waits
 	// before it rolls back; 0 is OPNsense's 60 s.
 	SavepointTimer time.Duration
