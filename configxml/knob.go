@@ -42,10 +42,11 @@ var XMLActions = []Action{ActionFilterReload, ActionInterfaces, ActionIDSRestart
 
 // Effective is the actions that really run for a set of needed ones: a
 // reboot when one is needed, since the boot applies the whole config, and
-// after it the Suricata resync where one is needed, since the boot syncs
-// the package without rebuilding its rule files (a reboot alone would
-// leave the rules of the config before); otherwise all of them,
-// unchanged.
+// after it the IDS restart where one is needed. pfSense's boot syncs
+// Suricata without rebuilding its rule files (a reboot alone would leave
+// the rules of the config before); whether OPNsense's installs the rules
+// is not settled, and fwapi reconfigures its IDS after the boot too.
+// Otherwise all of them, unchanged.
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);`, the boot's sync, which sets no $rebuild_rules
 // upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc:3262 — `if (!$rebuild_rules)`, the return before any rule file is written

@@ -123,6 +123,24 @@ func TestOPNsenseApply(t *testing.T) {
 	}
 }
 
+// TestOPNsenseRebootThenIDS: a step that reboots and changes the IDS
+// reconfigures the IDS after the boot, as on pfSense (configxml.Effective):
+// whether OPNsense's boot installs the rules the config names is not
+// settled, so fwab does not rely on it; nothing else runs.
+func TestOPNsenseRebootThenIDS(t *testing.T) {
+	fw, em := newOPNsense(t, labtest.Options{Version: "26.1.2"}, true, fwapi.OPNsenseOptions{})
+	calls := len(em.Requests())
+	if err := fw.Apply(context.Background(), changes("ids-restart", "reboot", "filter-reload")); err != nil {
+		t.Fatal(err)
+	}
+	got := since(em.Requests(), calls)
+	reboot := slices.Index(got, "POST /api/core/firmware/reboot")
+	ids := slices.Index(got, "POST /api/ids/service/reconfigure")
+	if reboot < 0 || ids < reboot || slices.Contains(got, "POST /api/firewall/filter/apply") {
+		t.Errorf("Apply(reboot, ids-restart, filter-reload) API calls %q; want the reboot, then the IDS reconfigured, and no filter apply (the boot loads it)", got)
+	}
+}
+
 func TestOPNsenseApplyRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
