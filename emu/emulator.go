@@ -855,6 +855,10 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
+	// An upgrade's stage 3 (upgradeAtBoot) runs first, in the foreground.
+	for e.pkgLocked.Load() && ctx.Err() == nil && e.Boots() == boot {
+		time.Sleep(50 * time.Millisecond)
+	}
 	e.startPackages(ctx, boot)
 }
 
