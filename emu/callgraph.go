@@ -102,7 +102,7 @@ var EntryPoints = []EntryPoint{
 		return slices.Contains([]string{"/bin/cp", "/bin/mv", "/bin/rm", "/bin/mkdir", "/bin/rmdir", "/bin/chmod", "/bin/ln", "/bin/sync"}, a[0])
 	}},
 	{Key: "sh: process tools", Flavors: both, Effects: []Effect{StartsProcess}, match: func(a []string) bool {
-		return slices.Contains([]string{"/bin/sh", "/usr/sbin/daemon", "/bin/kill", "/bin/pkill", "/usr/bin/logger", "/usr/bin/lockf"}, a[0])
+		return slices.Contains([]string{"/bin/sh", "/usr/sbin/daemon", "/bin/kill", "/bin/pkill", "/usr/bin/logger", "/usr/bin/lockf", "/usr/bin/timeout"}, a[0])
 	}},
 	{Key: "sh: reboot", Flavors: both, Effects: []Effect{Reboots, SessionsDropped}, match: func(a []string) bool {
 		return a[0] == "/sbin/reboot" || a[0] == "/sbin/shutdown"

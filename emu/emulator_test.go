@@ -198,6 +198,9 @@ func TestEmulatorCommands(t *testing.T) {
 		{cmd: "/usr/bin/python3 -c 1", wantErr: "command not found", wantCode: 127},
 		{cmd: "cat /etc/passwd", wantErr: "cat: /etc/passwd: No such file or directory", wantCode: 1},
 		{cmd: "hostname", wantOut: "pfSense.lab.fwab.test\n"},
+		// timeout(1): 124 when the limit cuts the command short.
+		{cmd: "[ -x /usr/bin/timeout ] && timeout -s KILL 0.2 sleep 5; echo $?", wantOut: "124\n"},
+		{cmd: "timeout 5 cat /etc/version; echo $?", wantOut: "2.7.2-RELEASE\n0\n"},
 		{cmd: "uname -r", wantOut: "14.0-CURRENT\n"},
 		{cmd: "printf '%s\\n' 'a'\"'\"'b $(x) `y`; z'", wantOut: "a'b $(x) `y`; z\n"},
 		{cmd: "echo $(cat /etc/version) && false || echo fell-through", wantOut: "2.7.2-RELEASE\nfell-through\n"},

@@ -83,8 +83,12 @@ var (
 	//
 	// The sync may wait on the config lock (install_cron_job saves), so
 	// it gets five minutes: the reboot, which undoes the kernel modules,
-	// must come whatever the sync does.
-	pfRollbackBeforeReboot = []string{pfSuricataSync + " & sp=$!; n=0; while kill -0 $sp 2>/dev/null && [ $n -lt 300 ]; do sleep 1; n=$((n+1)); done; if kill -0 $sp 2>/dev/null; then kill -9 $sp; logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; fi"}
+	// must come whatever the sync does. It runs in the foreground, so the
+	// restored config is put back only after its saves.
+	//
+	// upstream: not settled — FreeBSD's timeout(1) (/usr/bin/timeout, base since 10.3; pfSense 2.6 is on 12.3) exits 124 when the limit is reached; checked at run time: without it the sync runs unbounded, and the line says so in the system log
+	pfRollbackBeforeReboot = []string{"if [ -x /usr/bin/timeout ]; then /usr/bin/timeout -s KILL 300 " + pfSuricataSync + "; [ $? -ne 124 ] || logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; " +
+		"else logger -t fwab \"rollback: no /usr/bin/timeout; Suricata's rule rebuild runs unbounded\"; " + pfSuricataSync + "; fi"}
 )
 
 // pfNoSuricata ends Suricata on a box whose config has no Suricata

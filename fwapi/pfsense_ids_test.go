@@ -2,6 +2,7 @@ package fwapi_test
 
 import (
 	"bytes"
+	"strings"
 	"time"
 
 	"testing"
@@ -202,6 +203,10 @@ func TestRebootRollbackRebuildsSuricataRules(t *testing.T) {
 	boots := em.Boots()
 	if err := fw.(fwapi.RebootRollbacker).ArmRollbackReboot(ctx, prev, time.Second); err != nil {
 		t.Fatal(err)
+	}
+	// The sync before the reboot is bounded, so that the reboot comes.
+	if script := string(em.File(t, fwapi.RollbackScript)); !strings.Contains(script, "/usr/bin/timeout -s KILL 300 /usr/local/bin/php") {
+		t.Errorf("the armed rollback does not bound Suricata's sync before its reboot:\n%s", script)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for (em.Boots() == boots || !bytes.Equal(em.StoredConfig(t), prev)) && time.Now().Before(deadline) {
