@@ -865,8 +865,10 @@ func (e *Emulator) Reboot(ctx context.Context) {
 // startPackages is pfSense's rc.start_packages at the end of the boot
 // numbered boot: every package synced (Suricata's rc script baked from
 // config.xml, its cron job saved where missing) and started, then every
-// other rc.d script; /tmp/.rc.start_packages.running while it runs. A
-// boot that a later reboot overtook starts nothing.
+// other rc.d script; /tmp/.rc.start_packages.running while it runs. The
+// start runs in the background (startSuricata), so the rc.d scripts run
+// while Suricata still starts. A boot that a later reboot overtook starts
+// nothing more.
 //
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:50 — `@file_put_contents("{$g['tmp_path']}/.rc.start_packages.running", "");`
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:66 — `sync_package($package['name']);` then :68 `start_service($internal_name, true);`
@@ -881,7 +883,7 @@ func (e *Emulator) startPackages(ctx context.Context, boot int) {
 	_ = os.WriteFile(e.path(running), nil, 0o644)
 	root, err := e.configForApply()
 	if err == nil {
-		err = e.bootIDS(ctx, root)
+		err = e.bakeSuricataRC(root, false)
 		if err == nil && root.SuricataConfigured() {
 			err = e.suricataCronLocked()
 		}
@@ -889,9 +891,54 @@ func (e *Emulator) startPackages(ctx context.Context, boot int) {
 	if err != nil {
 		e.logger().Error("boot: suricata", "err", err)
 	}
+	_, noScript := os.Stat(e.path(suricataRC))
 	e.mu.Unlock()
+	if noScript == nil {
+		e.startSuricata(boot)
+	}
+	if e.Boots() != boot || e.rebooting() {
+		return
+	}
 	e.startRCScripts(ctx)
 	_ = os.Remove(e.path(running))
+}
+
+// suricataStartTime is how long the boot's `suricata.sh start` runs before
+// its instances run: ldconfig, then each instance's start.
+const suricataStartTime = time.Second
+
+// startSuricata is start_service for Suricata at boot: its rc script's
+// start in the background (mwexec_bg), a process of its own that holds
+// the package's starting lock until the instances run.
+//
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:108 — `mwexec_bg("{$prefix}{$service['rcfile']} start");`
+// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc — rc_start: `/etc/rc.d/ldconfig start`, `touch {$g['varrun_path']}/suricata_pkg_starting.lck`, each instance, then the lock removed (read in the file index, about character 139,500)
+func (e *Emulator) startSuricata(boot int) {
+	const lock = "/var/run/suricata_pkg_starting.lck"
+	run, cancel := context.WithCancel(e.lifetime())
+	p := e.procs.add("/bin/sh "+suricataRC+" start", cancel)
+	_ = os.WriteFile(e.path(lock), nil, 0o644)
+	go func() {
+		defer func() {
+			cancel()
+			e.procs.remove(p.pid)
+			close(p.done)
+		}()
+		select {
+		case <-time.After(suricataStartTime):
+		case <-run.Done():
+			return // a reboot
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.boots != boot || e.rebooting() {
+			return
+		}
+		if err := e.suricataBakedLocked(run, "start"); err != nil {
+			e.logger().Error("boot: suricata start", "err", err)
+		}
+		_ = os.Remove(e.path(lock))
+	}()
 }
 
 // linkUpBoot is linkUp, returning the number of the boot that came up.

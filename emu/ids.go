@@ -87,7 +87,9 @@ func (e *Emulator) suricata(ctx context.Context, action string) error {
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.start_packages:66 — `sync_package($package['name']);` then start_service, for every package at boot
 func (e *Emulator) bootIDS(ctx context.Context, root *configxml.Config) error {
 	if !e.opnsense() {
+		e.smu.Lock()
 		e.suricataRun = nil
+		e.smu.Unlock()
 		if err := e.bakeSuricataRC(root, false); err != nil {
 			return err
 		}

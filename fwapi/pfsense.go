@@ -156,9 +156,8 @@ type PfSense struct {
 	adopted []byte // config.xml as the last Apply's package actions saved it (AdoptedConfig)
 	written []byte // config.xml as WriteConfig wrote it, until the next Apply ends
 	// hooked: a reboot left PfPackagesHook, and WaitReady waits for the
-	// boot to run it; reinstalling: WaitReady saw the boot reinstall the
-	// packages instead.
-	hooked, reinstalling bool
+	// boot to run it.
+	hooked bool
 }
 
 var (
@@ -784,20 +783,29 @@ func (p *PfSense) Reboot(ctx context.Context) error {
 // PfPackagesHook is the boot script a reboot of fwab's leaves for the
 // boot's package start. pfSense answers SSH and loads pf at the end of
 // rc.bootup, and starts its packages only later (rc.start_packages, after
-// pfSense-upgrade's boot stages): it syncs and starts each one, Suricata
-// among them, and then runs every other rc.d script with "start", this
-// one too. It leaves PfPackagesStarted and removes itself.
+// pfSense-upgrade's boot stages): it syncs each one and starts it in the
+// background, Suricata among them, and then runs every other rc.d script
+// with "start", this one too, in the background as well. The hook waits
+// (five minutes at most) until Suricata's rc script has ended its start,
+// then leaves PfPackagesStarted and removes itself. It does nothing in
+// the boot before the reboot (the reboot marker is still there then),
+// where a WAN address change can run rc.start_packages too.
 //
 // upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup`, then :556 `pfSense-upgrade -y -U -b 3` and :560 `fcgicli -f /etc/rc.start_packages`
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:66 — `sync_package($package['name']);` and :68 `start_service($internal_name, true);` for each package first
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:108 — start_service runs `mwexec_bg("{$prefix}{$service['rcfile']} start");`: in the background
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:77 — then `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");` for the rc.d scripts of no package
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.newwanip:45 — `send_event("service reload packages");` (restart_packages, called at :276): rc.start_packages again on a WAN address change
+// upstream: not settled — Suricata's rc_start holds `{$g['varrun_path']}/suricata_pkg_starting.lck` from its start to its end (pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, about character 139,500); checked at run time: the hook also waits while any `suricata.sh start` runs
 const (
 	PfPackagesHook    = "/usr/local/etc/rc.d/fwab_packages.sh"
 	PfPackagesStarted = "/var/run/fwab.packages-started"
 	// pfNeedsPackageSync makes the boot skip rc.start_packages and
-	// reinstall the packages in the background instead.
+	// reinstall the packages in the background instead; the reinstall
+	// runs rc.start_packages when it is done, and so the hook.
 	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:395 — `if [ -f /cf/conf/needs_package_sync ]; then skip_packages=1`
-	// upstream: pfsense 2.7.2 src/etc/rc.bootup:459 — `mwexec_bg("{$g['etc_path']}/rc.package_reinstall_all");` where it exists
+	// upstream: pfsense 2.7.2 src/etc/rc.bootup:461 — `mwexec_bg("{$g['etc_path']}/rc.package_reinstall_all");`
+	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.package_reinstall_all:52 — `mwexec_bg("{$g['etc_path']}/rc.start_packages");` once the reinstall succeeded
 	pfNeedsPackageSync = "/cf/conf/needs_package_sync"
 )
 
@@ -806,6 +814,9 @@ var pfPackagesHookScript = "#!/bin/sh\n" +
 	"# fwab: pfSense's rc.start_packages runs this once it has started every package;\n" +
 	"# fwab waits for it after a reboot. It removes itself.\n" +
 	"[ \"$1\" = start ] || exit 0\n" +
+	"[ -e " + rebootMarker + " ] && exit 0\n" +
+	"n=0\n" +
+	"while [ $n -lt 300 ] && { [ -e /var/run/suricata_pkg_starting.lck ] || pgrep -f 'suricata[.]sh start' >/dev/null; }; do sleep 1; n=$((n+1)); done\n" +
 	": > " + PfPackagesStarted + "\n" +
 	"rm -f " + PfPackagesHook + "\n"
 
@@ -823,7 +834,7 @@ func (p *PfSense) markReboot(ctx context.Context) error {
 		_, err = p.output(ctx, "chmod 755 "+q+" && [ -x "+q+" ]")
 	}
 	p.mu.Lock()
-	p.hooked, p.reinstalling = err == nil, false
+	p.hooked = err == nil
 	p.mu.Unlock()
 	if err != nil {
 		p.log.Warn("the boot's package start will not be waited for: its hook was not written", "hook", PfPackagesHook, "err", err)
@@ -847,6 +858,11 @@ func (p *PfSense) WaitReady(ctx context.Context, timeout time.Duration) error {
 		p.log.Debug("not ready", "err", last)
 		select {
 		case <-ctx.Done():
+			// A later WaitReady (after a reboot not of fwab's) does not
+			// wait for the hook again.
+			p.mu.Lock()
+			p.hooked = false
+			p.mu.Unlock()
 			return fmt.Errorf("pfsense not ready after %v: %w", timeout, last)
 		case <-time.After(time.Second):
 		}
@@ -873,31 +889,25 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	if !strings.Contains(out, "Status: "+want) {
 		return fmt.Errorf("pf not %s yet (%q)", strings.ToLower(want), strings.TrimSpace(out))
 	}
-	return p.packagesStarted(ctx, strings.Contains(out, "packages-started"), strings.Contains(out, "packages-reinstall"))
+	return p.packagesStarted(strings.Contains(out, "packages-started"), strings.Contains(out, "packages-reinstall"))
 }
 
-// packagesStarted is WaitReady's last check after a reboot of fwab's: the
-// boot ran PfPackagesHook, or reinstalled the packages instead
-// (pfNeedsPackageSync, which skips rc.start_packages and so the hook)
-// and is done with it, the hook then removed here.
-func (p *PfSense) packagesStarted(ctx context.Context, started, reinstall bool) error {
+// packagesStarted is WaitReady's last check after a reboot of fwab's:
+// the boot ran PfPackagesHook. A boot that reinstalls the packages
+// instead (pfNeedsPackageSync) runs it when the reinstall is done.
+func (p *PfSense) packagesStarted(started, reinstall bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case !p.hooked:
 		return nil
-	case reinstall:
-		p.reinstalling = true
-		return fmt.Errorf("the boot reinstalls the packages (%s is there)", pfNeedsPackageSync)
 	case started:
 		p.hooked = false
 		return nil
-	case p.reinstalling:
-		p.hooked = false
-		_, _ = p.output(ctx, "rm -f "+ShellQuote(PfPackagesHook))
-		return nil
+	case reinstall:
+		return fmt.Errorf("the boot reinstalls the packages (%s is there)", pfNeedsPackageSync)
 	}
-	return fmt.Errorf("the boot has not started the packages yet (rc.start_packages has not run %s)", PfPackagesHook)
+	return fmt.Errorf("the boot has not started the packages yet (rc.start_packages has not run %s, or Suricata still starts)", PfPackagesHook)
 }
 
 // upgradeVersion is what a firmware version asked for may look like:

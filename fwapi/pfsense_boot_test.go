@@ -41,3 +41,34 @@ func TestWaitReadyWaitsForThePackages(t *testing.T) {
 		t.Errorf("%s is still there after the boot ran it", fwapi.PfPackagesHook)
 	}
 }
+
+// TestPackagesHookOnlyInTheNewBoot: rc.start_packages runs outside the
+// boot too (a WAN address change), so the hook may run between fwab's
+// Reboot and the reboot itself: there it must leave no marker and stay,
+// for the boot that follows.
+func TestPackagesHookOnlyInTheNewBoot(t *testing.T) {
+	em := labtest.Start(t, labtest.Options{})
+	if err := em.WriteFile(fwapi.PfPackagesHook, []byte(fwapi.PfPackagesHookScript)); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmd string) int {
+		t.Helper()
+		_, _, code := em.Run(t, cmd, "")
+		return code
+	}
+	run("chmod 755 " + fwapi.PfPackagesHook + " && date +%s > /var/run/fwab.reboot-pending")
+	if code := run(fwapi.PfPackagesHook + " start"); code != 0 {
+		t.Fatalf("the hook before the reboot: exit %d", code)
+	}
+	if run("test -e "+fwapi.PfPackagesStarted) == 0 || run("test -e "+fwapi.PfPackagesHook) != 0 {
+		t.Error("the hook ran before the reboot marked the packages started, or removed itself")
+	}
+	run("rm -f /var/run/fwab.reboot-pending") // as the boot's tmpfs does
+	if code := run(fwapi.PfPackagesHook + " stop"); code != 0 || run("test -e "+fwapi.PfPackagesStarted) == 0 {
+		t.Errorf("the hook with stop (the shutdown's stop_packages): exit %d, or it marked the packages started", code)
+	}
+	run(fwapi.PfPackagesHook + " start")
+	if run("test -e "+fwapi.PfPackagesStarted) != 0 || run("test -e "+fwapi.PfPackagesHook) == 0 {
+		t.Error("the hook in the new boot did not mark the packages started and remove itself")
+	}
+}

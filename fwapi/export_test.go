@@ -1,0 +1,5 @@
+package fwapi
+
+// PfPackagesHookScript is the packages hook's text, for the tests that run
+// it on the emulator.
+var PfPackagesHookScript = pfPackagesHookScript
