@@ -115,16 +115,33 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 	return out
 }
 
-// ThroughputProbe names the first of ProbeRuns that measures throughput
-// (an iperf3 run, not a rate search or a connection rate), the reference
-// of a blackout rate that is a share (BlackoutSpec.Share); "" if none.
+// ThroughputProbe names the run of ProbeRuns whose throughput a blackout
+// rate that is a share (BlackoutSpec.Share) is taken of; "" if none. It
+// is an iperf3 run (not a rate search or a connection rate), best on the
+// stream's own link (the first: a run that names none) and alone on it
+// (not several links summed), TCP, of full-size packets: the load whose
+// share of packets a stream of full-size datagrams is. The first best one.
 func (s *Spec) ThroughputProbe() string {
+	best, name := -1, ""
 	for _, pr := range s.ProbeRuns() {
-		if pr.NDR == nil && pr.Connect == nil {
-			return pr.Name
+		if pr.NDR != nil || pr.Connect != nil {
+			continue
+		}
+		score := 0
+		if len(pr.Links) == 0 {
+			score += 4
+		}
+		if !pr.Iperf3.UDP {
+			score += 2
+		}
+		if pr.Iperf3.Length == 0 || pr.Iperf3.Length >= 1200 {
+			score++
+		}
+		if score > best {
+			best, name = score, pr.Name
 		}
 	}
-	return ""
+	return name
 }
 
 // probeRuns are one probe's runs on one link.

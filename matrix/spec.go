@@ -225,7 +225,7 @@ type BlackoutSpec struct {
 	// the baseline's measured throughput ("50%", Share), as FD.io CSIT
 	// holds a load below the NDR while the DUT is reconfigured.
 	Rate  string `yaml:"rate"`
-	Size  int    `yaml:"size"`  // UDP payload bytes; default 64, 1400 for a share
+	Size  int    `yaml:"size"`  // UDP payload bytes; default 64, 1280 for a share
 	Conns *int   `yaml:"conns"` // TCP connections held across; default 4, 0 none
 }
 
@@ -255,10 +255,11 @@ func (b *BlackoutSpec) Probe() (probe.Blackout, error) {
 		out.Size = 64
 		if strings.HasSuffix(rate, "%") {
 			// The throughput probe's load is of full-size packets: a
-			// share of its bit rate in full-size datagrams is a share of
-			// its packet rate too (in 64-byte ones, twenty times more).
-			// 1400 leaves room for a tunnel's headers.
-			out.Size = 1400
+			// share of its bit rate in near-full-size datagrams is about
+			// a share of its packet rate too (in 64-byte ones, twenty
+			// times more). 1280 leaves room for a tunnel's headers
+			// (ESP with NAT-T, WireGuard's 1420 MTU): no fragments.
+			out.Size = 1280
 		}
 	}
 	switch {

@@ -771,7 +771,7 @@ func TestBlackoutSpec(t *testing.T) {
 		{yaml: "{rate: 10M, size: 1250}", want: probe.Blackout{Rate: 1000, Size: 1250, Conns: 4}},
 		// A share of the measured throughput: the rate is set per step,
 		// and full-size datagrams keep its packet rate that of the load.
-		{yaml: "{rate: 50%}", want: probe.Blackout{Size: 1400, Conns: 4}, share: 0.5},
+		{yaml: "{rate: 50%}", want: probe.Blackout{Size: 1280, Conns: 4}, share: 0.5},
 		{yaml: "{rate: 12.5 %, size: 200}", want: probe.Blackout{Size: 200, Conns: 4}, share: 0.125},
 		{yaml: "{rate: 0%}", err: "use 1% to 100%"},
 		{yaml: "{rate: 150%}", err: "use 1% to 100%"},
@@ -799,6 +799,15 @@ func TestBlackoutSpec(t *testing.T) {
 		if share := s.Blackout.Share(); share != tc.share {
 			t.Errorf("blackout: %s: share %v, want %v", tc.yaml, share, tc.share)
 		}
+	}
+	// The share's reference: TCP, full-size, on the stream's own link.
+	ref := "axes:\n  rules@lan: [0, 100]\nprobes:\n  - {name: small, udp: true, bitrate: 1G, lengths: [64], duration: 1s}\n  - {name: cps, kind: connect, duration: 1s}\n  - {name: tcp, direction: up, duration: 1s}\nblackout: {rate: 50%}\n"
+	s, err := Parse(strings.NewReader(ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ThroughputProbe(); got != "tcp" {
+		t.Errorf("ThroughputProbe of small UDP, connect and TCP probes: %q, want tcp", got)
 	}
 	// A share needs a throughput to take it of.
 	spec := "axes:\n  rules@lan: [0, 100]\nprobes:\n  - {name: cps, kind: connect, duration: 1s}\nblackout: {rate: 50%}\n"

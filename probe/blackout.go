@@ -246,12 +246,6 @@ func blackoutResult(rate float64, st blackoutSent, rt blackoutReceived) (Blackou
 	if rt.Received == 0 {
 		return BlackoutResult{}, fmt.Errorf("none of the %d datagrams arrived: the stream never passed the firewall (check the route between the endpoints)", st.Sent)
 	}
-	// Start gives the stream startDelay before the change begins. A first
-	// arrival later than that came after the change had begun, and the
-	// loss before it cannot be told from start-up: no figure.
-	if late := float64(rt.First) / rate; late > startDelay.Seconds() {
-		return BlackoutResult{}, fmt.Errorf("the first datagram to arrive was number %d, %.1f s into the stream: it did not pass the firewall before the change began, so the change's blackout is unknown", rt.First, late)
-	}
 	// A sender that fell behind its rate (a busy endpoint, a high share
 	// of the throughput) sent its datagrams further apart: each lost one
 	// is that much longer a blackout.
@@ -259,6 +253,12 @@ func blackoutResult(rate float64, st blackoutSent, rt blackoutReceived) (Blackou
 		if achieved := float64(st.Sent) / st.Seconds; achieved < 0.95*rate {
 			rate = achieved
 		}
+	}
+	// Start gives the stream startDelay before the change begins. A first
+	// arrival later than that came after the change had begun, and the
+	// loss before it cannot be told from start-up: no figure.
+	if late := float64(rt.First) / rate; late > startDelay.Seconds() {
+		return BlackoutResult{}, fmt.Errorf("the first datagram to arrive was number %d, %.1f s into the stream: it did not pass the firewall before the change began, so the change's blackout is unknown", rt.First, late)
 	}
 	r := BlackoutResult{Rate: rate, Seconds: st.Seconds, Received: rt.Received, Reordered: rt.Reordered, TCPHeld: st.TCPHeld, TCPSurvived: st.TCPSurvived}
 	if st.Sent > rt.First {

@@ -108,6 +108,11 @@ func TestReceiveBlackoutCounts(t *testing.T) {
 	if err != nil || r.Rate != 500 || r.Lost != 100 || r.BlockedMS != 200 {
 		t.Errorf("a sender at half its rate: %+v, %v; want rate 500/s, 100 lost, 200 ms blocked", r, err)
 	}
+	// At the rate it achieved, datagram 400 left 0.8 s into the stream:
+	// after the change began, though 0.4 s at the rate asked.
+	if _, err := blackoutResult(1000, blackoutSent{Seconds: 4, Sent: 2000}, blackoutReceived{Received: 1500, First: 400, Last: 1999}); err == nil || !strings.Contains(err.Error(), "before the change began") {
+		t.Errorf("a late first arrival from a sender at half its rate: error %v, want one saying the blackout is unknown", err)
+	}
 	if _, err := blackoutResult(1000, blackoutSent{Sent: 50}, blackoutReceived{}); err == nil {
 		t.Error("a stream of which nothing arrived: no error, want one naming the route")
 	}

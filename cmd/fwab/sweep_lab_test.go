@@ -345,7 +345,7 @@ blackout: {rate: 5%}
 	// blackout stream through the lab, which is up all along: a few ms
 	// at most, and the held connections survive. Its rate is 5 % of the
 	// baseline's throughput (of the point measured last, before it), in
-	// 1400-byte datagrams.
+	// 1280-byte datagrams.
 	events, err := st.Events(t.Context(), samples[0].Run)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ blackout: {rate: 5%}
 		}
 		t.Logf("point %d: %.0f datagrams/s: %s", e.Point, b.Rate, b.Summary())
 		// The sender may fall behind (the rate is then what it sent).
-		if want := 0.05 * hi / 8 / 1400; b.Rate > want*1.05 || b.Rate < 0.05*lo/8/1400*0.5 {
+		if want := 0.05 * hi / 8 / 1280; b.Rate > want*1.05 || b.Rate < 0.05*lo/8/1280*0.5 {
 			t.Errorf("point %d: blackout at %.0f datagrams/s; want about 5%% of the %.0f to %.0f Mbit/s measured, %.0f/s at most", e.Point, b.Rate, lo/1e6, hi/1e6, want)
 		}
 	}
