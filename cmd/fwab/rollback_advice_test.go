@@ -56,3 +56,27 @@ func TestRollbackAdviceSumsAStep(t *testing.T) {
 		t.Errorf("a reboot (60 s) and an IDS restart (40 s) in one step = %v, %q; want %v for their 100 s and a note naming both", after, notes, want)
 	}
 }
+
+// TestRollbackAdviceCountsTheCanary: the canary adds an IDS restart at
+// run time to a step whose point runs inline IPS and restarts no IDS of
+// its own (its rule goes into the config, and Suricata must load it), so
+// the deadline covers one there too.
+func TestRollbackAdviceCountsTheCanary(t *testing.T) {
+	inline := &matrix.Point{Values: matrix.KnobValues{{Knob: "ids@lan", Value: configxml.IDSInlineIPS}, {Knob: "rules@lan", Value: "100"}}}
+	plan := &matrix.Plan{
+		Spec:  &matrix.Spec{Canary: &matrix.CanarySpec{}},
+		Steps: []matrix.Step{{Point: inline, Actions: []configxml.Action{configxml.ActionFilterReload}}},
+		Measured: map[configxml.Action]time.Duration{
+			configxml.ActionFilterReload: 2 * time.Second,
+			configxml.ActionIDSRestart:   40 * time.Second,
+		},
+	}
+	after, notes := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false)
+	if want := fwapi.RollbackFor(42 * time.Second); after != want || len(notes) != 1 || !strings.Contains(notes[0], "filter-reload + ids-restart") {
+		t.Errorf("a filter reload at an inline-IPS point with the canary = %v, %q; want %v for it and the canary's IDS restart", after, notes, want)
+	}
+	plan.Spec.Canary = nil
+	if after, _ := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false); after != fwapi.RollbackFor(2*time.Second) && after != fwapi.DefaultRollbackAfter {
+		t.Errorf("the same step without the canary = %v; want no IDS restart counted", after)
+	}
+}

@@ -939,7 +939,11 @@ func rollbackAdvice(plan *matrix.Plan, after time.Duration, set bool) (time.Dura
 	for _, st := range plan.Steps {
 		var cost time.Duration
 		var names []string
-		for _, a := range st.Actions {
+		actions := st.Actions
+		if canaryRestarts(plan, st) {
+			actions = append(slices.Clone(actions), configxml.ActionIDSRestart)
+		}
+		for _, a := range actions {
 			if c := plan.Measured[a]; c > 0 {
 				cost += c
 				names = append(names, string(a))
@@ -964,4 +968,18 @@ func rollbackAdvice(plan *matrix.Plan, after time.Duration, set bool) (time.Dura
 			which, slowest.Round(100*time.Millisecond), after, fwapi.ConfirmMargin(after), need)}
 	}
 	return after, nil
+}
+
+// canaryRestarts reports whether the sweep's canary may add an IDS
+// restart to st at run time (matrix's placeCanary): its point may run
+// inline IPS, whose config the canary rule goes into, and the step
+// restarts no IDS of its own. A point of a config set may run it whatever
+// its knobs say.
+func canaryRestarts(plan *matrix.Plan, st matrix.Step) bool {
+	if plan.Spec == nil || !plan.Spec.Canary.On() || st.Point == nil || slices.Contains(st.Actions, configxml.ActionIDSRestart) {
+		return false
+	}
+	return slices.ContainsFunc(st.Point.Values, func(kv matrix.KnobValue) bool {
+		return kv.Knob == "config" || strings.HasPrefix(kv.Knob, "ids@") && kv.Value == configxml.IDSInlineIPS
+	})
 }
