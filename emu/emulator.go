@@ -173,6 +173,10 @@ type Emulator struct {
 	apiConns map[net.Conn]bool // the REST API's (management.go)
 	down     chan struct{}     // closed while SSH is down for a reboot; nil when up
 	rebootCh chan struct{}
+	// bootEnd ends what the boot under way runs in the background (its
+	// package start, its rc.d scripts): the next reboot calls it, as a
+	// real reboot ends every process.
+	bootEnd context.CancelFunc
 }
 
 func (e *Emulator) logger() *slog.Logger {
@@ -820,6 +824,13 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if !e.linkDown() {
 		return
 	}
+	ctx, end := context.WithCancel(ctx)
+	e.lmu.Lock()
+	if e.bootEnd != nil {
+		e.bootEnd() // the boot before: its rc.d scripts end with it
+	}
+	e.bootEnd = end
+	e.lmu.Unlock()
 	e.logger().Info("reboot: going down")
 	e.procs.killAll()
 	e.stopIDS()
@@ -891,11 +902,10 @@ func (e *Emulator) startPackages(ctx context.Context, boot int) {
 	if err != nil {
 		e.logger().Error("boot: suricata", "err", err)
 	}
-	_, noScript := os.Stat(e.path(suricataRC))
-	e.mu.Unlock()
-	if noScript == nil {
-		e.startSuricata(boot)
+	if _, err := os.Stat(e.path(suricataRC)); err == nil {
+		e.startSuricata(boot) // under e.mu: no reboot between the check and its lock file
 	}
+	e.mu.Unlock()
 	if e.Boots() != boot || e.rebooting() {
 		return
 	}
@@ -909,7 +919,8 @@ const suricataStartTime = time.Second
 
 // startSuricata is start_service for Suricata at boot: its rc script's
 // start in the background (mwexec_bg), a process of its own that holds
-// the package's starting lock until the instances run.
+// the package's starting lock until the instances run. The caller holds
+// e.mu.
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:108 — `mwexec_bg("{$prefix}{$service['rcfile']} start");`
 // upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc — rc_start: `/etc/rc.d/ldconfig start`, `touch {$g['varrun_path']}/suricata_pkg_starting.lck`, each instance, then the lock removed (read in the file index, about character 139,500)

@@ -201,6 +201,9 @@ func TestEmulatorCommands(t *testing.T) {
 		// timeout(1): 124 when the limit cuts the command short.
 		{cmd: "[ -x /usr/bin/timeout ] && timeout -s KILL 0.2 sleep 5; echo $?", wantOut: "124\n"},
 		{cmd: "timeout 5 cat /etc/version; echo $?", wantOut: "2.7.2-RELEASE\n0\n"},
+		// A package's rc script is there only as a file (the lab's config
+		// sets up no Suricata).
+		{cmd: "[ -x /usr/local/etc/rc.d/suricata.sh ] || echo absent", wantOut: "absent\n"},
 		{cmd: "uname -r", wantOut: "14.0-CURRENT\n"},
 		{cmd: "printf '%s\\n' 'a'\"'\"'b $(x) `y`; z'", wantOut: "a'b $(x) `y`; z\n"},
 		{cmd: "echo $(cat /etc/version) && false || echo fell-through", wantOut: "2.7.2-RELEASE\nfell-through\n"},
@@ -718,5 +721,30 @@ func TestPfSenseBackupCleanup(t *testing.T) {
 	want := `a:2:{i:300;a:3:{s:11:"description";s:6:"edit 1";s:7:"version";s:4:"23.3";s:8:"filesize";`
 	if !strings.HasPrefix(cache, want) || !strings.Contains(cache, `i:200;a:3:{s:11:"description";s:6:"edit 2";`) {
 		t.Errorf("backup.cache = %q, want it to start %q and list 200 next", cache, want)
+	}
+}
+
+// TestRebootEndsTheBootsScripts: a reboot ends every process, the rc.d
+// scripts the boot before started among them: one still running (here,
+// sleeping) when the box goes down again must not go on into the next
+// boot.
+func TestRebootEndsTheBootsScripts(t *testing.T) {
+	f := startEmulator(t, newRecordingDataPlane(), testPorts, DefaultProfiles(), func(e *Emulator) { e.RebootDelay = 200 * time.Millisecond })
+	const hook, log = "/usr/local/etc/rc.d/zz_slow.sh", "/var/log/slow-hook.log"
+	if err := os.WriteFile(f.em.path(hook), []byte("#!/bin/sh\n[ \"$1\" = start ] || exit 0\nsleep 1\necho ran >> "+log+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	boots := f.em.Boots()
+	go f.em.Reboot(context.Background())
+	// The first boot is up and its hook sleeps: reboot again.
+	for f.em.Boots() == boots || f.em.Rebooting() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(f.em.PackageStartDelay + 300*time.Millisecond)
+	f.em.Reboot(context.Background())
+	time.Sleep(1500 * time.Millisecond) // either hook would have written by now
+	data, _ := os.ReadFile(f.em.path(log))
+	if got := strings.Count(string(data), "ran"); got != 1 {
+		t.Errorf("the hook finished %d times over two boots, the first cut short by the second's reboot; want once (the second boot's)", got)
 	}
 }

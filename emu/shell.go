@@ -185,7 +185,7 @@ func exitStatus(err error, stderr io.Writer) int {
 // emulated commands for everything external, and the firewall's
 // filesystem for redirections, tests and globs. params are $1...
 func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...string) (*interp.Runner, error) {
-	cmds := e.commands()
+	cmds, base := e.commands(), e.freebsdCommands()
 	opts := []interp.RunnerOption{
 		interp.StdIO(stdin, stdout, stderr),
 		interp.Env(e.shellEnv()),
@@ -202,8 +202,8 @@ func (e *Emulator) runner(stdin io.Reader, stdout, stderr io.Writer, params ...s
 		interp.AccessHandler(func(ctx context.Context, path string, mode interp.AccessMode) error {
 			// As root, as fwab is on the box: read and write always,
 			// execute only with an execute bit (or a folder), as access(2).
-			if _, ok := cmds[path]; ok {
-				return nil // an emulated tool: an executable of the base system or a package
+			if _, ok := base[path]; ok {
+				return nil // a tool of the base system, which the emulator runs without a file
 			}
 			fi, err := os.Stat(e.path(path))
 			if err == nil && mode&interp.AccessExec != 0 && !fi.IsDir() && fi.Mode().Perm()&0o111 == 0 {

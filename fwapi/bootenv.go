@@ -208,22 +208,22 @@ func (b bootEnvShell) create(ctx context.Context, name string) error {
 	return nil
 }
 
-func (b bootEnvShell) activateOnce(ctx context.Context, name string) error {
+func (b bootEnvShell) activateOnce(ctx context.Context, name string) (booted bool, err error) {
 	envs, err := b.list(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var names []string
 	for _, e := range envs {
 		if e.Name == name {
 			if _, err := b.run(ctx, "bectl activate -t "+ShellQuote(name)); err != nil {
-				return fmt.Errorf("bectl activate -t %s: %w", name, err)
+				return false, fmt.Errorf("bectl activate -t %s: %w", name, err)
 			}
-			return nil
+			return e.Booted, nil
 		}
 		names = append(names, e.Name)
 	}
-	return fmt.Errorf("no boot environment named %s on the firewall (it has %s)", name, strings.Join(names, ", "))
+	return false, fmt.Errorf("no boot environment named %s on the firewall (it has %s)", name, strings.Join(names, ", "))
 }
 
 // space reads the running system's room through zfs list: the bytes
@@ -294,7 +294,15 @@ func (p *PfSense) CreateBootEnv(ctx context.Context, name string) error {
 
 // ActivateBootEnvOnce makes the next boot boot name, once.
 func (p *PfSense) ActivateBootEnvOnce(ctx context.Context, name string) error {
-	return p.bootEnvShell().activateOnce(ctx, name)
+	booted, err := p.bootEnvShell().activateOnce(ctx, name)
+	if err == nil {
+		// The packages hook a reboot leaves lives in this environment's
+		// /usr/local: another one's boot does not run it.
+		p.mu.Lock()
+		p.otherBootEnv = !booted
+		p.mu.Unlock()
+	}
+	return err
 }
 
 // BootEnvConfig reads the config.xml environment name boots with.
@@ -341,7 +349,8 @@ func (o *OPNsense) CreateBootEnv(ctx context.Context, name string) error {
 
 // ActivateBootEnvOnce makes the next boot boot name, once.
 func (o *OPNsense) ActivateBootEnvOnce(ctx context.Context, name string) error {
-	return o.bootEnvShell().activateOnce(ctx, name)
+	_, err := o.bootEnvShell().activateOnce(ctx, name)
+	return err
 }
 
 // BootEnvSpace is the room the running system's dataset has.

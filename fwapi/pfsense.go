@@ -86,8 +86,9 @@ var (
 	// must come whatever the sync does. It runs in the foreground, so the
 	// restored config is put back only after its saves.
 	//
-	// upstream: not settled — FreeBSD's timeout(1) (/usr/bin/timeout, base since 10.3; pfSense 2.6 is on 12.3) exits 124 when the limit is reached; checked at run time: without it the sync runs unbounded, and the line says so in the system log
-	pfRollbackBeforeReboot = []string{"if [ -x /usr/bin/timeout ]; then /usr/bin/timeout -s KILL 300 " + pfSuricataSync + "; [ $? -ne 124 ] || logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; " +
+	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.bootup:352 — `mwexec("/usr/bin/timeout -k 45 30 …`: pfSense's own boot runs FreeBSD's timeout(1)
+	// upstream: not settled — timeout(1) exits 124 when the limit is reached (FreeBSD 14's, which signals its children by procctl); an older one signals its own process group, and with KILL ends with 137; checked at run time: both are logged, and without the tool the sync runs unbounded, which the line says in the system log
+	pfRollbackBeforeReboot = []string{"if [ -x /usr/bin/timeout ]; then /usr/bin/timeout -s KILL 300 " + pfSuricataSync + "; sync_rc=$?; [ $sync_rc -ne 124 ] && [ $sync_rc -ne 137 ] || logger -t fwab \"rollback: Suricata's rule rebuild did not end in 300 s; rebooting without it\"; " +
 		"else logger -t fwab \"rollback: no /usr/bin/timeout; Suricata's rule rebuild runs unbounded\"; " + pfSuricataSync + "; fi"}
 )
 
@@ -156,8 +157,9 @@ type PfSense struct {
 	adopted []byte // config.xml as the last Apply's package actions saved it (AdoptedConfig)
 	written []byte // config.xml as WriteConfig wrote it, until the next Apply ends
 	// hooked: a reboot left PfPackagesHook, and WaitReady waits for the
-	// boot to run it.
-	hooked bool
+	// boot to run it. otherBootEnv: the next boot is of another boot
+	// environment (ActivateBootEnvOnce), which has no such hook.
+	hooked, otherBootEnv bool
 }
 
 var (
@@ -809,6 +811,10 @@ const (
 	pfNeedsPackageSync = "/cf/conf/needs_package_sync"
 )
 
+// pfPackagesSlow is what the hook writes into PfPackagesStarted when
+// Suricata's start had not ended after its five minutes.
+const pfPackagesSlow = "suricata-start-not-ended-in-300s"
+
 // pfPackagesHookScript is PfPackagesHook's text.
 var pfPackagesHookScript = "#!/bin/sh\n" +
 	"# fwab: pfSense's rc.start_packages runs this once it has started every package;\n" +
@@ -817,7 +823,7 @@ var pfPackagesHookScript = "#!/bin/sh\n" +
 	"[ -e " + rebootMarker + " ] && exit 0\n" +
 	"n=0\n" +
 	"while [ $n -lt 300 ] && { [ -e /var/run/suricata_pkg_starting.lck ] || pgrep -f 'suricata[.]sh start' >/dev/null; }; do sleep 1; n=$((n+1)); done\n" +
-	": > " + PfPackagesStarted + "\n" +
+	"if [ $n -ge 300 ]; then echo " + pfPackagesSlow + " > " + PfPackagesStarted + "; else : > " + PfPackagesStarted + "; fi\n" +
 	"rm -f " + PfPackagesHook + "\n"
 
 // markReboot leaves the reboot marker, and the packages hook that
@@ -827,6 +833,18 @@ var pfPackagesHookScript = "#!/bin/sh\n" +
 func (p *PfSense) markReboot(ctx context.Context) error {
 	if _, err := p.output(ctx, "date +%s > "+rebootMarker); err != nil {
 		return err
+	}
+	p.mu.Lock()
+	other := p.otherBootEnv
+	p.otherBootEnv, p.hooked = false, false
+	p.mu.Unlock()
+	if other {
+		// The hook would be written to this environment's /usr/local,
+		// which the next boot does not mount: WaitReady returns at pf up
+		// there, before the boot has started the packages.
+		p.log.Info("booting another boot environment: its package start is not waited for", "hook", PfPackagesHook)
+		_, _ = p.output(ctx, "rm -f "+ShellQuote(PfPackagesHook))
+		return nil
 	}
 	err := p.sh.WriteFileAtomic(ctx, PfPackagesHook, []byte(pfPackagesHookScript))
 	if err == nil {
@@ -875,7 +893,7 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	// In router mode (<system><disablefilter>) the boot's filter_configure
 	// leaves pf disabled, so Disabled is the ready state there.
 	out, err := p.output(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if grep -q '<disablefilter' "+pfConfig+"; then echo routermode; fi; "+
-		"if [ -e "+PfPackagesStarted+" ]; then echo packages-started; fi; if [ -e "+pfNeedsPackageSync+" ]; then echo packages-reinstall; fi; pfctl -si | head -n 1")
+		"if [ -e "+PfPackagesStarted+" ]; then echo packages-started; cat "+PfPackagesStarted+"; fi; if [ -e "+pfNeedsPackageSync+" ]; then echo packages-reinstall; fi; pfctl -si | head -n 1")
 	if err != nil {
 		return err
 	}
@@ -889,13 +907,13 @@ func (p *PfSense) readyOnce(ctx context.Context) error {
 	if !strings.Contains(out, "Status: "+want) {
 		return fmt.Errorf("pf not %s yet (%q)", strings.ToLower(want), strings.TrimSpace(out))
 	}
-	return p.packagesStarted(strings.Contains(out, "packages-started"), strings.Contains(out, "packages-reinstall"))
+	return p.packagesStarted(strings.Contains(out, "packages-started"), strings.Contains(out, pfPackagesSlow), strings.Contains(out, "packages-reinstall"))
 }
 
 // packagesStarted is WaitReady's last check after a reboot of fwab's:
 // the boot ran PfPackagesHook. A boot that reinstalls the packages
 // instead (pfNeedsPackageSync) runs it when the reinstall is done.
-func (p *PfSense) packagesStarted(started, reinstall bool) error {
+func (p *PfSense) packagesStarted(started, slow, reinstall bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -903,6 +921,9 @@ func (p *PfSense) packagesStarted(started, reinstall bool) error {
 		return nil
 	case started:
 		p.hooked = false
+		if slow {
+			p.log.Warn("the boot's Suricata start had not ended after 5 minutes; going on", "hook", PfPackagesHook)
+		}
 		return nil
 	case reinstall:
 		return fmt.Errorf("the boot reinstalls the packages (%s is there)", pfNeedsPackageSync)
@@ -1122,7 +1143,9 @@ func deadlineOf(ctx context.Context) time.Time {
 func (p *PfSense) clearRebootMarker(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	p.sh.Run(ctx, "rm -f "+rebootMarker+" "+ShellQuote(PfPackagesHook), nil)
+	// The hook first: a hook run between the two would take this boot
+	// for the next.
+	p.sh.Run(ctx, "rm -f "+ShellQuote(PfPackagesHook)+" "+rebootMarker, nil)
 	p.mu.Lock()
 	p.hooked = false
 	p.mu.Unlock()
