@@ -122,12 +122,18 @@ func TestIDSModesThroughFwapi(t *testing.T) {
 	}
 
 	// A reboot stops the engine and the boot starts a new one in the
-	// configured mode (the last arm: ips-inline).
+	// configured mode (the last arm: ips-inline): in the background, a
+	// moment after SSH is back, as pfSense's rc.start_packages does.
 	f.em.Reboot(ctx)
 	if err := syscall.Kill(lastPID, 0); err == nil {
 		t.Errorf("after a reboot: the engine from before (pid %d) still runs", lastPID)
 	}
-	ps := engines.SuricataProcesses()
+	var ps [][2]string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if ps = engines.SuricataProcesses(); len(ps) > 0 {
+			break
+		}
+	}
 	if len(ps) != 1 || !strings.Contains(ps[0][1], "--netmap") || ps[0][0] == strconv.Itoa(lastPID) {
 		t.Fatalf("after a reboot: suricata processes %q, want one new inline engine", ps)
 	}
