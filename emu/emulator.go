@@ -923,7 +923,7 @@ const suricataStartTime = time.Second
 // e.mu.
 //
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:108 — `mwexec_bg("{$prefix}{$service['rcfile']} start");`
-// upstream: pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc — rc_start: `/etc/rc.d/ldconfig start`, `touch {$g['varrun_path']}/suricata_pkg_starting.lck`, each instance, then the lock removed (read in the file index, about character 139,500)
+// upstream: not settled — Suricata's rc_start runs `/etc/rc.d/ldconfig start`, touches `{$g['varrun_path']}/suricata_pkg_starting.lck`, starts each instance and removes the lock (pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc, read in the file index, about character 139,500, no line numbers); checked at run time by fwab's packages hook, which waits on the lock and on the script's process
 func (e *Emulator) startSuricata(boot int) {
 	const lock = "/var/run/suricata_pkg_starting.lck"
 	run, cancel := context.WithCancel(e.lifetime())

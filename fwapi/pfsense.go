@@ -793,7 +793,9 @@ func (p *PfSense) Reboot(ctx context.Context) error {
 // the boot before the reboot (the reboot marker is still there then),
 // where a WAN address change can run rc.start_packages too.
 //
-// upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup`, then :556 `pfSense-upgrade -y -U -b 3` and :560 `fcgicli -f /etc/rc.start_packages`
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:482 — `/etc/rc.bootup`: sshd, the interfaces, the filter
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:556 — `${product_name}-upgrade -y -U -b 3`, then the packages
+// upstream: pfsense 2.7.2 src/etc/pfSense-rc:560 — `/usr/local/sbin/fcgicli -f /etc/rc.start_packages`
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:66 — `sync_package($package['name']);` and :68 `start_service($internal_name, true);` for each package first
 // upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/service-utils.inc:108 — start_service runs `mwexec_bg("{$prefix}{$service['rcfile']} start");`: in the background
 // upstream: pfsense 2.7.2 src/etc/rc.start_packages:77 — then `fwrite($shell, "{$rcfile} start >>/tmp/bootup_messages 2>&1 &");` for the rc.d scripts of no package
@@ -805,7 +807,7 @@ const (
 	// pfNeedsPackageSync makes the boot skip rc.start_packages and
 	// reinstall the packages in the background instead; the reinstall
 	// runs rc.start_packages when it is done, and so the hook.
-	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:395 — `if [ -f /cf/conf/needs_package_sync ]; then skip_packages=1`
+	// upstream: pfsense 2.7.2 src/etc/pfSense-rc:395 — `if [ -f /cf/conf/needs_package_sync ]; then` … `skip_packages=1`
 	// upstream: pfsense 2.7.2 src/etc/rc.bootup:461 — `mwexec_bg("{$g['etc_path']}/rc.package_reinstall_all");`
 	// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/rc.package_reinstall_all:52 — `mwexec_bg("{$g['etc_path']}/rc.start_packages");` once the reinstall succeeded
 	pfNeedsPackageSync = "/cf/conf/needs_package_sync"
