@@ -55,8 +55,10 @@ load:
 FAULTS_SEED    ?= 0
 FAULTS_KILLS   ?= 20
 FAULTS_FLAVORS ?= pfsense,opnsense
+# Both flavors take about 30 min on a 2-core machine (pfSense 12, OPNsense
+# 18); the timeout leaves room above that.
 faults:
-	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 30m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS) -faults.flavors $(FAULTS_FLAVORS)
+	$(GO) test -tags faults -run '^TestFaults$$' -count=1 -v -timeout 45m ./cmd/fwab -faults.seed $(FAULTS_SEED) -faults.kills $(FAULTS_KILLS) -faults.flavors $(FAULTS_FLAVORS)
 
 # staticcheck is pinned by go.mod's tool directive; tidy -diff fails when
 # go.mod or go.sum is not tidy.
