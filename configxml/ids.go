@@ -293,6 +293,16 @@ func (c *Config) SuricataCustomRules(iface string) (string, error) {
 	return string(b), nil
 }
 
+// SuricataUUID is the uuid of a pfSense Suricata interface entry, which
+// names its folders (suricata_UUID_IF for its config, suricata_IFUUID for
+// its logs); "" without an entry.
+func (c *Config) SuricataUUID(iface string) string {
+	if r := c.suricataRule(iface); r != nil {
+		return strings.TrimSpace(childText(r, "uuid"))
+	}
+	return ""
+}
+
 // SuricataSuppressList is the suppress (threshold) list a pfSense Suricata
 // interface uses, by name; "" for none (the GUI's default disables
 // suppression and filtering).

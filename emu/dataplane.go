@@ -69,9 +69,9 @@ func (s LinkStats) Since(base LinkStats) LinkStats {
 type IDSPlane interface {
 	// Restart stops every engine and starts those the plan asks for,
 	// waiting until each is ready, as Suricata's rc script restart does.
-	// rules are the rules files each device's Suricata loads beside its
-	// rulesets (pfSense's custom.rules), by FreeBSD device.
-	Restart(ctx context.Context, plan IDSPlan, ports Ports, rules map[string][]string) error
+	// instances are what each device's Suricata reads and writes beside
+	// its rulesets, by FreeBSD device.
+	Restart(ctx context.Context, plan IDSPlan, ports Ports, instances map[string]IDSInstance) error
 	// StopAll stops every engine.
 	StopAll()
 	// Kill ends every engine at once, as a Suricata that crashes: nothing
@@ -80,6 +80,13 @@ type IDSPlane interface {
 	// SuricataProcesses lists the running engines as ps shows Suricata
 	// processes: pid and command line.
 	SuricataProcesses() [][2]string
+}
+
+// IDSInstance is what one device's Suricata reads and writes beside its
+// rulesets, as files of this machine.
+type IDSInstance struct {
+	Rules    []string // rules files it loads (pfSense's custom.rules)
+	AlertLog string   // its fast log (pfSense's alerts.log), appended to; "" for none
 }
 
 // CPUBudget is the CPU budget of the firewall's userspace services (the

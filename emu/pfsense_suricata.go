@@ -53,6 +53,7 @@ const suricataRC = "/usr/local/etc/rc.d/suricata.sh"
 type bakedInstance struct {
 	dev, mode, cmd string
 	dir            string // its folder, /usr/local/etc/suricata/suricata_<uuid>_<if>
+	logDir         string // its log folder, /var/log/suricata/suricata_<if><uuid>
 	pid            int    // while it runs: a new one at each start
 }
 
@@ -87,17 +88,25 @@ func (e *Emulator) bakeSuricataRC(root *configxml.Config, rebuild bool) error {
 		if v == configxml.IDSInlineIPS {
 			runMode = "--netmap"
 		}
-		// The package names the folder suricata_<rule uuid>_<if>; the lab
-		// numbers it by interface position instead.
-		uuid := strconv.Itoa(10000 + i)
+		// The package names the folders by the entry's uuid; one without
+		// (a config not made by the GUI) is numbered by its position.
+		uuid := root.SuricataUUID(ifc.Key)
+		if uuid == "" {
+			uuid = strconv.Itoa(10000 + i)
+		}
 		dir := fmt.Sprintf("/usr/local/etc/suricata/suricata_%s_%s", uuid, ifc.Device)
+		// upstream: pfsense/FreeBSD-ports@294dab5b1b65a242d178c5a6180a37d7327a8c75 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata_generate_yaml.php:28 — "{$suricatalogdir}suricata_{$if_real}{$suricata_uuid}", made by every sync
+		logDir := fmt.Sprintf("/var/log/suricata/suricata_%s%s", ifc.Device, uuid)
+		if err := os.MkdirAll(e.path(logDir), 0o755); err != nil {
+			return err
+		}
 		if rebuild {
 			if err := e.buildSuricataRules(root, ifc.Key, dir+"/rules"); err != nil {
 				return err
 			}
 		}
-		fmt.Fprintf(&b, "# fwab-lab %s %s %s\n/usr/local/bin/suricata %s -D -c %s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
-			ifc.Device, v, dir, runMode, dir, ifc.Device, uuid)
+		fmt.Fprintf(&b, "# fwab-lab %s %s %s %s\n/usr/local/bin/suricata %s -D -c %s/suricata.yaml --pidfile /var/run/suricata_%s%s.pid\n",
+			ifc.Device, v, dir, logDir, runMode, dir, ifc.Device, uuid)
 	}
 	if !enabled {
 		// upstream: not settled — suricata_create_rc() ends `if (!$no_enabled_interface) { … } else { unlink_if_exists("{$rcdir}suricata.sh"); }` in pfsense/FreeBSD-ports@c3bbacb4898b283ed1cb5cec5ea4885fff4f5f80 security/pfSense-pkg-suricata/files/usr/local/pkg/suricata/suricata.inc (read in the file index, about character 137,000; no line numbers); checked at run time by fwapi, which runs the script only where it exists
@@ -141,15 +150,18 @@ func (e *Emulator) buildSuricataRules(root *configxml.Config, iface, dir string)
 	return atomicfile.WriteFile(e.path(dir+"/custom.rules"), []byte(custom), 0o644)
 }
 
-// customRulesFiles are the custom.rules files Suricata loads for the
-// instances: those that are not empty, as the package lists them.
-func (e *Emulator) customRulesFiles(instances []bakedInstance) map[string][]string {
-	out := map[string][]string{}
+// idsInstances are what the running instances read and write: the
+// custom.rules files Suricata loads (those that are not empty, as the
+// package lists them) and each one's fast log.
+func (e *Emulator) idsInstances(instances []bakedInstance) map[string]IDSInstance {
+	out := map[string]IDSInstance{}
 	for _, b := range instances {
+		in := IDSInstance{AlertLog: e.path(b.logDir + "/alerts.log")}
 		f := e.path(b.dir + "/rules/custom.rules")
 		if st, err := os.Stat(f); err == nil && st.Size() > 0 {
-			out[b.dev] = append(out[b.dev], f)
+			in.Rules = append(in.Rules, f)
 		}
+		out[b.dev] = in
 	}
 	return out
 }
@@ -167,8 +179,8 @@ func (e *Emulator) bakedSuricata() ([]bakedInstance, error) {
 	lines := strings.Split(string(data), "\n")
 	for i, l := range lines {
 		f := strings.Fields(l)
-		if len(f) == 5 && f[0] == "#" && f[1] == "fwab-lab" && i+1 < len(lines) {
-			out = append(out, bakedInstance{dev: f[2], mode: f[3], dir: f[4], cmd: lines[i+1]})
+		if len(f) == 6 && f[0] == "#" && f[1] == "fwab-lab" && i+1 < len(lines) {
+			out = append(out, bakedInstance{dev: f[2], mode: f[3], dir: f[4], logDir: f[5], cmd: lines[i+1]})
 		}
 	}
 	return out, nil
@@ -202,6 +214,12 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 				}
 				b.pid = e.procs.reserve()
 				e.suricataRun[b.dev] = b
+				// Suricata opens its outputs as it starts: the fast
+				// log, appended to, in the folder the sync made.
+				if err := touchAppend(e.path(b.logDir + "/alerts.log")); err != nil {
+					e.smu.Unlock()
+					return err
+				}
 			}
 		}
 	}
@@ -225,5 +243,18 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 	}
 	// The lab's engines are one per mode: they follow the instances the
 	// script left running.
-	return e.IDS.Restart(ctx, plan, e.Ports, e.customRulesFiles(running))
+	return e.IDS.Restart(ctx, plan, e.Ports, e.idsInstances(running))
+}
+
+// touchAppend makes the file at path if it is not there and leaves what
+// it holds, as a program that opens it to append does.
+func touchAppend(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

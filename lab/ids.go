@@ -75,15 +75,16 @@ func (g *IDSEngines) logger() *slog.Logger {
 // Restart stops every engine and starts those the plan asks for, waiting
 // until each is ready (bound to its queue or capture sockets), as
 // `suricata.sh restart` does.
-func (g *IDSEngines) Restart(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, rules map[string][]string) error {
+func (g *IDSEngines) Restart(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, instances map[string]emu.IDSInstance) error {
 	g.StopAll()
-	return g.Start(ctx, plan, ports, rules)
+	return g.Start(ctx, plan, ports, instances)
 }
 
 // Start starts the engines of the plan that do not run yet. Each engine
-// loads its devices' rules files (rules, by device) beside its generated
-// ruleset, when every device of its mode has the same (sharedRules).
-func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, rules map[string][]string) error {
+// loads its devices' rules files (instances, by device) beside its
+// generated ruleset, when every device of its mode has the same
+// (sharedRules), and writes each device's alerts to its alert log.
+func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Ports, instances map[string]emu.IDSInstance) error {
 	g.op.Lock()
 	defer g.op.Unlock()
 	var errs []error
@@ -100,7 +101,11 @@ func (g *IDSEngines) Start(ctx context.Context, plan emu.IDSPlan, ports emu.Port
 		if len(devs) == 0 || runs {
 			continue
 		}
-		eng, err := g.start(ctx, m, devs, ports, g.sharedRules(m, devs, rules))
+		rules := map[string][]string{}
+		for d, in := range instances {
+			rules[d] = in.Rules
+		}
+		eng, err := g.start(ctx, m, devs, ports, g.sharedRules(m, devs, rules), instances)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -144,7 +149,7 @@ func (g *IDSEngines) sharedRules(m inspect.Mode, devs []string, rules map[string
 	return rules[devs[0]]
 }
 
-func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports emu.Ports, ruleFiles []string) (*idsEngine, error) {
+func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, ports emu.Ports, ruleFiles []string, instances map[string]emu.IDSInstance) (*idsEngine, error) {
 	exe := g.Executable
 	if exe == "" {
 		var err error
@@ -173,6 +178,9 @@ func (g *IDSEngines) start(ctx context.Context, m inspect.Mode, devs []string, p
 		v, _ := ports.Veth(d)
 		eng.veths = append(eng.veths, v)
 		args = append(args, "--iface", v)
+		if log := instances[d].AlertLog; log != "" {
+			args = append(args, "--alert-log", v+"="+log)
+		}
 	}
 	for _, f := range ruleFiles {
 		args = append(args, "--rules-file", f)

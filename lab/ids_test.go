@@ -346,6 +346,65 @@ func TestCanaryThroughInlineIPS(t *testing.T) {
 	}
 }
 
+// TestCanaryAlertsThroughIDS: the detect-only engine lets the canary's
+// triggers pass and logs an alert for each in the interface's alerts.log,
+// which fwab's pfSense driver counts (the canary at ids points).
+func TestCanaryAlertsThroughIDS(t *testing.T) {
+	f, topo, _, bin := engineLab(t)
+	ctx := t.Context()
+	canary := probe.Canary{Rate: 50, Nonce: probe.NewNonce(), Binary: bin}
+	labtest.ApplyKnobs(t, f.fw, "ids@lan=ids")
+	data, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configxml.LoadBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sid = 9999002
+	if err := cfg.SetSuricataCustomRules("lan", canary.SuricataRule(sid)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.WriteConfig(ctx, cfg.Bytes(), "canary rule"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fw.Apply(ctx, []configxml.Change{{Knob: "ids@lan", From: "ids", To: "ids", Action: configxml.ActionIDSRestart}}); err != nil {
+		t.Fatal(err)
+	}
+	var ar fwapi.AlertReader = f.fw
+	before, err := ar.Alerts(ctx, sid)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("alert logs before = %v, %v; want lan's", before, err)
+	}
+	client := probe.Endpoint{Name: "client", Addr: emu.ClientAddr, Runner: probe.Local{Netns: topo.Namespace("lan")}}
+	server := probe.Endpoint{Name: "server", Addr: emu.ServerAddr, Runner: probe.Local{Netns: topo.Namespace("wan")}}
+	stop, err := canary.Start(ctx, client, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	r, err := stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	ok := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		after, err := ar.Alerts(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok = after.Since(before); !ok || n >= r.Sent {
+			break
+		}
+	}
+	t.Logf("%d sent, %d passed, %d alerted", r.Sent, r.Passed, n)
+	if r.Sent < 25 || r.Passed < r.Sent*9/10 || n < r.Sent*9/10 || n > r.Sent {
+		t.Errorf("detect-only IDS with the rule: %+v, %d alerted; want the triggers to pass and nearly all alerted", r, n)
+	}
+}
+
 // TestSharedRules: one engine serves every interface of its mode, so it
 // loads custom rules only when they are the same on all of them.
 func TestSharedRules(t *testing.T) {

@@ -42,10 +42,55 @@ type CanaryResult struct {
 	// triggers, which the IPS has no rule against.
 	ControlSent   uint64 `json:"control_sent"`
 	ControlPassed uint64 `json:"control_passed"`
+	// Detect marks a canary at a point whose IDS only detects (ids@IF is
+	// ids): its triggers are meant to pass, and Alerted counts those the
+	// IDS logged an alert for (AlertLogs.Since).
+	Detect  bool   `json:"detect,omitempty"`
+	Alerted uint64 `json:"alerted,omitempty"`
 }
 
-// FailOpen reports whether any trigger passed.
-func (r CanaryResult) FailOpen() bool { return r.Passed > 0 }
+// FailOpen reports whether any trigger passed an IPS that should have
+// dropped it. A detect-only point cannot fail open: see Missed.
+func (r CanaryResult) FailOpen() bool { return !r.Detect && r.Passed > 0 }
+
+// Missed is how many triggers a detect-only IDS logged no alert for:
+// those it did not see (capture drops under load) or did not inspect.
+func (r CanaryResult) Missed() uint64 {
+	if !r.Detect || r.Alerted >= r.Sent {
+		return 0
+	}
+	return r.Sent - r.Alerted
+}
+
+// AlertLog is one alert log file on the firewall (Suricata's fast log,
+// one line an alert): its size and the lines of one rule in it.
+type AlertLog struct {
+	Bytes int64  `json:"bytes"`
+	Count uint64 `json:"count"`
+}
+
+// AlertLogs are the alert logs of the box's IDS instances, by path.
+type AlertLogs map[string]AlertLog
+
+// Since is how many alerts the busiest log gained from before to l: an
+// IDS instance on the triggers' path logs each once, and one that saw
+// them stands for all (as one inline IPS that drops them does). ok is
+// false when no log is in both readings, or one shrank: the log was
+// rotated or emptied between them, and the count says nothing.
+func (l AlertLogs) Since(before AlertLogs) (n uint64, ok bool) {
+	for path, a := range l {
+		b, in := before[path]
+		if !in {
+			continue
+		}
+		if a.Bytes < b.Bytes || a.Count < b.Count {
+			return 0, false
+		}
+		ok = true
+		n = max(n, a.Count-b.Count)
+	}
+	return n, ok
+}
 
 // Conclusive reports whether the triggers dropped can be the IPS's doing:
 // at least half the control stream passed. With less of it through, the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -30,6 +31,7 @@ type labInspectOptions struct {
 	readBuffer  int
 	steer       bool
 	streamDepth uint64
+	alertLogs   []string // IFACE=PATH
 }
 
 // newLabInspectCmd is the lab's inspection engine (its Suricata). The lab
@@ -60,6 +62,7 @@ func newLabInspectCmd(io *streams) *cobra.Command {
 	f.StringVar(&o.status, "status", "", "write a JSON status file here every second and at exit")
 	f.Uint64Var(&o.streamDepth, "stream-depth", 0, "inspect only the first N bytes of each TCP flow direction, like Suricata's stream.reassembly.depth (0: every byte)")
 	f.IntVar(&o.readBuffer, "rcvbuf", inspect.DefaultReadBuffer, "socket receive buffer in bytes")
+	f.StringArrayVar(&o.alertLogs, "alert-log", nil, "ids, legacy: append a fast-log line (Suricata's alerts.log) for each rule that matches a packet of IFACE to PATH; IFACE=PATH, repeatable")
 	f.BoolVar(&o.steer, "steer", false, "install the iptables/nftables rules that steer traffic to the engine, and remove them at exit")
 	return cmd
 }
@@ -81,6 +84,14 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 			return err
 		}
 		extra = append(extra, rules...)
+	}
+	alertLogs := map[string]string{}
+	for _, a := range o.alertLogs {
+		ifc, path, ok := strings.Cut(a, "=")
+		if !ok || ifc == "" || path == "" {
+			return usageError{fmt.Errorf("--alert-log %q: give IFACE=PATH", a)}
+		}
+		alertLogs[ifc] = path
 	}
 	rs, err := inspect.GenerateRuleset(inspect.RulesetSpec{Rules: o.rules, Seed: o.seed, DropEvery: o.dropEvery, Extra: extra})
 	if err != nil {
@@ -128,6 +139,7 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 		Interfaces:  o.interfaces,
 		ReadBuffer:  o.readBuffer,
 		StreamDepth: o.streamDepth,
+		AlertLogs:   alertLogs,
 		StatusFile:  o.status,
 		Ready:       ready,
 		Logger:      log,
@@ -135,6 +147,7 @@ func runLabInspect(ctx context.Context, io *streams, o *labInspectOptions) error
 	if err != nil {
 		return usageError{err}
 	}
+	defer eng.Close()
 
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)

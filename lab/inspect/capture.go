@@ -53,6 +53,7 @@ func (e *Engine) runCapture(ctx context.Context, ifc string, ready func()) error
 			e.c.missed.Add(uint64(st.Drops))
 		}
 	}()
+	alerts := e.alertLogs[ifc]
 	buf := make([]byte, captureBuffer)
 	flows := newFlowTable(e.opts.StreamDepth)
 	var lastErr time.Time
@@ -67,7 +68,7 @@ func (e *Engine) runCapture(ctx context.Context, ifc string, ready func()) error
 			time.Sleep(10 * time.Millisecond) // an interface gone down: do not spin
 			continue
 		}
-		info, drop := e.inspect(buf[:n], flows)
+		info, drop := e.inspect(buf[:n], flows, alerts)
 		if drop && e.opts.Mode == Legacy && info.src.IsValid() {
 			e.offender(info.src)
 		}

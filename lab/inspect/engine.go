@@ -89,6 +89,11 @@ type Options struct {
 	// current network namespace.
 	Blocker Blocker
 
+	// AlertLogs are the fast logs (Suricata's alerts.log) by interface:
+	// IDS and Legacy append a line to an interface's log for each rule
+	// that matched a packet captured on it. Inline writes none.
+	AlertLogs map[string]string
+
 	// StatusFile, if set, is rewritten (atomically) every StatusEvery
 	// (default 1 s) and at exit.
 	StatusFile  string
@@ -137,6 +142,8 @@ type Engine struct {
 	started time.Time
 	offload map[string][]string
 
+	alertLogs map[string]*alertLog // by interface, opened by New
+
 	blockOnce sync.Map // netip.Addr -> struct{}: addresses already sent to the blocker
 	blockCh   chan netip.Addr
 }
@@ -180,7 +187,28 @@ func New(opts Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{opts: opts, log: log}, nil
+	e := &Engine{opts: opts, log: log, alertLogs: map[string]*alertLog{}}
+	for ifc, path := range opts.AlertLogs {
+		if opts.Mode == Inline {
+			break
+		}
+		l, err := openAlertLog(path)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.alertLogs[ifc] = l
+	}
+	return e, nil
+}
+
+// Close closes the engine's alert logs.
+func (e *Engine) Close() error {
+	var errs []error
+	for _, l := range e.alertLogs {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Stats returns a snapshot of the counters.
@@ -292,8 +320,9 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // inspect scans one packet and returns whether a drop rule matched. flows
-// is the calling consumer's flow table (nil without a stream depth).
-func (e *Engine) inspect(p []byte, flows *flowTable) (info packetInfo, drop bool) {
+// is the calling consumer's flow table (nil without a stream depth);
+// alerts, if not nil, gets a line for each rule that matched.
+func (e *Engine) inspect(p []byte, flows *flowTable, alerts *alertLog) (info packetInfo, drop bool) {
 	e.c.packets.Add(1)
 	e.c.bytes.Add(uint64(len(p)))
 	info, ok := parsePacket(p)
@@ -304,7 +333,16 @@ func (e *Engine) inspect(p []byte, flows *flowTable) (info packetInfo, drop bool
 	if beyond > 0 {
 		e.c.beyond.Add(uint64(beyond))
 	}
-	n, drop := e.opts.Ruleset.Verdict(scan)
+	var matched func(Rule)
+	if alerts != nil {
+		now := time.Now()
+		matched = func(r Rule) {
+			if err := alerts.write(now, e.opts.Mode == Inline, r, info); err != nil {
+				e.c.errors.Add(1)
+			}
+		}
+	}
+	n, drop := e.opts.Ruleset.Verdict(scan, matched)
 	if n > 0 {
 		e.c.matches.Add(uint64(n))
 	}

@@ -196,7 +196,7 @@ func benchmarkScan(b *testing.B, rules int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if n, _ := rs.Verdict(payloads[i%len(payloads)]); n != 0 {
+		if n, _ := rs.Verdict(payloads[i%len(payloads)], nil); n != 0 {
 			b.Fatalf("random payload matched %d rules", n)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 // and the bytes the rules are matched against.
 type packetInfo struct {
 	src, dst     netip.Addr
-	tcp          bool   // payload is TCP data; sport and dport are set
-	sport, dport uint16 // TCP ports
+	tcp          bool   // payload is TCP data
+	sport, dport uint16 // TCP or UDP ports
 	payload      []byte // transport payload (TCP/UDP data), or what follows the IP header
 }
 
@@ -71,6 +71,8 @@ func parsePacket(p []byte) (info packetInfo, ok bool) {
 		}
 	case 17: // UDP
 		if len(rest) >= 8 {
+			info.sport = binary.BigEndian.Uint16(rest[0:2])
+			info.dport = binary.BigEndian.Uint16(rest[2:4])
 			info.payload = rest[8:]
 			return info, true
 		}

@@ -52,7 +52,7 @@ func (e *Engine) runQueue(ctx context.Context, queue uint16, ready func()) error
 		if a.Payload != nil {
 			p = *a.Payload
 		}
-		_, drop := e.inspect(p, flows)
+		_, drop := e.inspect(p, flows, nil)
 		verdict := nfqueue.NfAccept
 		if drop {
 			verdict = nfqueue.NfDrop

@@ -160,12 +160,16 @@ func (rs *Ruleset) FirstWith(a Action) (Rule, bool) {
 }
 
 // Verdict scans one payload and returns the number of rules that matched and
-// whether any of them is a drop rule.
-func (rs *Ruleset) Verdict(payload []byte) (matches int, drop bool) {
+// whether any of them is a drop rule. matched, if not nil, gets each rule
+// that matched.
+func (rs *Ruleset) Verdict(payload []byte, matched func(Rule)) (matches int, drop bool) {
 	rs.Matcher.Scan(payload, func(id, _ int) bool {
 		matches++
 		if rs.Rules[id].Action == Drop {
 			drop = true
+		}
+		if matched != nil {
+			matched(rs.Rules[id])
 		}
 		return true
 	})

@@ -79,7 +79,7 @@ func TestRulesetShape(t *testing.T) {
 		}
 		// Every rule's content matches itself, with the right action.
 		for i, r := range rs.Rules {
-			n, drop := rs.Verdict(append([]byte("xx"), r.Content...))
+			n, drop := rs.Verdict(append([]byte("xx"), r.Content...), nil)
 			if n < 1 || drop != (r.Action == Drop) {
 				t.Fatalf("Verdict(rule %d content) = %d, %v; want >= 1, %v", i, n, drop, r.Action == Drop)
 			}
@@ -277,10 +277,10 @@ drop udp any any -> any any (msg:"fwab canary"; content:"fwab-canary|3a 00|a\;b\
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, drop := with.Verdict([]byte("....fwab-canary:\x00a;b\"c....")); n != 1 || !drop {
+	if n, drop := with.Verdict([]byte("....fwab-canary:\x00a;b\"c...."), nil); n != 1 || !drop {
 		t.Errorf("Verdict of the canary = %d matches, drop %v; want 1, true", n, drop)
 	}
-	if n, drop := with.Verdict([]byte("fwab-canary:\x00a;b")); n != 0 || drop {
+	if n, drop := with.Verdict([]byte("fwab-canary:\x00a;b"), nil); n != 0 || drop {
 		t.Errorf("Verdict of part of the canary = %d, %v; want no match", n, drop)
 	}
 

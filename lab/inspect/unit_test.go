@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -246,7 +247,7 @@ func TestStatusFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.offload = map[string][]string{"d0": {"txcsum", "tso"}}
-	e.inspect(ipv4(17, append(make([]byte, 8), rs.Rules[0].Content...)), nil)
+	e.inspect(ipv4(17, append(make([]byte, 8), rs.Rules[0].Content...)), nil, nil)
 	if err := e.writeStatus(true); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestStreamDepth(t *testing.T) {
 		{"flow A past the depth, content", ipv4(6, tcpPorts(40000, 80, content)), false},
 	}
 	for _, s := range steps {
-		if _, drop := e.inspect(s.pkt, flows); drop != s.wantDrop {
+		if _, drop := e.inspect(s.pkt, flows, nil); drop != s.wantDrop {
 			t.Errorf("%s: drop = %v, want %v", s.name, drop, s.wantDrop)
 		}
 	}
@@ -351,8 +352,44 @@ func TestStreamDepth(t *testing.T) {
 	// Without a depth everything is inspected.
 	e2, _ := New(Options{Mode: Inline, Ruleset: rs})
 	for range 3 {
-		if _, drop := e2.inspect(ipv4(6, tcpPorts(40000, 80, append(benign(200), content...))), nil); !drop {
+		if _, drop := e2.inspect(ipv4(6, tcpPorts(40000, 80, append(benign(200), content...))), nil, nil); !drop {
 			t.Fatal("no stream depth: content after 200 bytes not dropped")
 		}
+	}
+}
+
+// TestAlertLog: in IDS mode a rule that matches a packet captured on an
+// interface adds a fast-log line to that interface's alert log, a drop
+// rule marked as Suricata marks one it would have dropped; another
+// interface's log gets nothing.
+func TestAlertLog(t *testing.T) {
+	rs, err := GenerateRuleset(RulesetSpec{Rules: 20, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lan, wan := filepath.Join(dir, "lan.log"), filepath.Join(dir, "wan.log")
+	os.WriteFile(lan, []byte("an earlier line\n"), 0o644)
+	e, err := New(Options{Mode: IDS, Ruleset: rs, Interfaces: []string{"d0", "d1"}, AlertLogs: map[string]string{"d0": lan, "d1": wan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop, _ := rs.FirstWith(Drop)
+	alert, _ := rs.FirstWith(Alert)
+	e.inspect(ipv4(17, append(make([]byte, 8), drop.Content...)), nil, e.alertLogs["d0"])
+	e.inspect(ipv4(17, append(make([]byte, 8), alert.Content...)), nil, e.alertLogs["d0"])
+	e.inspect(ipv4(17, make([]byte, 64)), nil, e.alertLogs["d0"])
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(lan)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "an earlier line" ||
+		!strings.Contains(lines[1], fmt.Sprintf("  [wDrop] [**] [1:%d:1] ", drop.SID)) || !strings.Contains(lines[1], "{UDP}") ||
+		!strings.Contains(lines[2], fmt.Sprintf("  [**] [1:%d:1] ", alert.SID)) {
+		t.Errorf("lan's alert log:\n%s\nwant the earlier line, then a [wDrop] line for sid %d and one for sid %d", data, drop.SID, alert.SID)
+	}
+	if data, err := os.ReadFile(wan); err != nil || len(data) != 0 {
+		t.Errorf("wan's alert log: %q, %v; want an empty file", data, err)
 	}
 }
