@@ -52,13 +52,15 @@ func (c *CanarySpec) Probe(nonce []byte) (probe.Canary, error) {
 // leaves to local rules (1000000–1999999).
 const CanarySID = 1990001
 
-// canaryMode is the IDS mode whose points carry the canary. Legacy
-// blocking mode inspects copies of the packets and blocks an offender's
-// address only after the alert (alert-pf), so the trigger that alerts
-// always passes, and with the package's default block-ip both the
-// offender is the client or the server itself: a canary there would
-// block the probe's own endpoints.
-const canaryMode = configxml.IDSInlineIPS
+// canaryModes are the IDS modes whose points carry the canary: inline
+// IPS, which must drop the triggers, and detect-only IDS, which must
+// alert on them (Suricata logs a drop rule it cannot act on as an alert).
+// Legacy blocking mode inspects copies of the packets and blocks an
+// offender's address only after the alert (alert-pf), so the trigger
+// that alerts always passes, and with the package's default block-ip
+// both the offender is the client or the server itself: a canary there
+// would block the probe's own endpoints.
+var canaryModes = []string{configxml.IDSInlineIPS, configxml.IDSAlert}
 
 // canary is a sweep's IPS canary once its run is known.
 type canary struct {
@@ -141,8 +143,8 @@ func (s *Sweep) startCanary(ctx context.Context) error {
 func own(text, rule string) string { return strings.TrimPrefix(text, rule+"\n") }
 
 // place puts the canary rule on every interface of c that runs inline IPS
-// and takes it off every other, each interface's own custom rules kept.
-// It returns the interfaces that carry it.
+// or detect-only IDS and takes it off every other, each interface's own
+// custom rules kept. It returns the interfaces that carry it.
 func (cn *canary) place(c *configxml.Config) ([]string, error) {
 	var on []string
 	for _, i := range c.Interfaces() {
@@ -155,7 +157,7 @@ func (cn *canary) place(c *configxml.Config) ([]string, error) {
 			return nil, fmt.Errorf("canary: %w", err)
 		}
 		want := own(text, cn.rule)
-		if mode == canaryMode {
+		if slices.Contains(canaryModes, mode) {
 			if strings.Contains(want, fmt.Sprintf("sid:%d;", CanarySID)) {
 				return nil, fmt.Errorf("canary: the custom Suricata rules on %s already use sid %d, the canary's; renumber that rule or set canary: false", i.Key, CanarySID)
 			}
@@ -224,6 +226,16 @@ func canaryOn(c *configxml.Config, rule string) []string {
 	return out
 }
 
+// noteCanary records which interfaces of current carry the canary rule,
+// and whether all of them only detect.
+func (s *Sweep) noteCanary(current *configxml.Config) {
+	s.canaryAt = canaryOn(current, s.canary.rule)
+	s.canaryDetect = !slices.ContainsFunc(s.canaryAt, func(i string) bool {
+		mode, _ := current.Get("ids@" + i)
+		return mode == configxml.IDSInlineIPS
+	})
+}
+
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -233,26 +245,23 @@ func onOff(b bool) string {
 
 // measureCanary runs the probe, with the canary's triggers beside it
 // where the firewall's config carries the canary rule. Triggers that
-// passed make the sample fail-open (a warning; the throughput stands, and
-// the report flags it); a canary that cannot run costs the sample only
-// its canary, with a warning.
+// passed an inline IPS make the sample fail-open, triggers a detect-only
+// IDS logged no alert for make it "ids missed" (warnings; the throughput
+// stands, and the report flags them); a canary that cannot run or count
+// costs the sample only its canary, with a warning.
 func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 	if s.canary == nil || len(s.canaryAt) == 0 {
 		return s.Measure(ctx, pr)
 	}
-	stop, err := s.Canary(ctx, s.canary.probe)
-	if err != nil {
-		sample := s.Measure(ctx, pr)
-		sample.Warnings = append(sample.Warnings, "canary not run: "+err.Error())
-		return sample
-	}
-	sample := s.Measure(ctx, pr)
-	r, err := stop(context.WithoutCancel(ctx))
+	var sample probe.Sample
+	r, why := s.canaryRound(ctx, func() { sample = s.Measure(ctx, pr) })
 	switch {
-	case err != nil:
-		sample.Warnings = append(sample.Warnings, "canary not counted: "+err.Error())
+	case why != "":
+		sample.Warnings = append(sample.Warnings, why)
 	case r.Sent == 0:
 		sample.Warnings = append(sample.Warnings, "canary: no trigger was sent during the probe")
+	case !r.FailOpen() && !r.Conclusive() && r.Detect:
+		sample.Warnings = append(sample.Warnings, fmt.Sprintf("canary inconclusive: %d of the %d control datagrams without the nonce passed beside %d triggers; the path dropped them, and the IDS's alerts say little", r.ControlPassed, r.ControlSent, r.Sent))
 	case !r.FailOpen() && !r.Conclusive():
 		sample.Warnings = append(sample.Warnings, fmt.Sprintf("canary inconclusive: none of its %d triggers passed, but none of the %d control datagrams without the nonce did either; the path dropped them, not necessarily the IPS", r.Sent, r.ControlSent))
 	default:
@@ -260,39 +269,110 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 		if r.FailOpen() {
 			sample.Warnings = append(sample.Warnings, fmt.Sprintf("fail-open: %d of %d canary triggers passed the inline IPS on %s, which its drop rule (sid %d) should have stopped", r.Passed, r.Sent, strings.Join(s.canaryAt, ", "), CanarySID))
 		}
+		if m := r.Missed(); m > 0 {
+			sample.Warnings = append(sample.Warnings, fmt.Sprintf("ids missed: the IDS on %s logged no alert for %d of %d canary triggers (sid %d)", strings.Join(s.canaryAt, ", "), m, r.Sent, CanarySID))
+		}
 	}
 	return sample
 }
 
+// canaryRound runs the canary's triggers while during runs and counts
+// what the box did with them: how many passed, and at a detect-only point
+// how many alerts it logged. why says what kept it from running or
+// counting; during runs regardless.
+func (s *Sweep) canaryRound(ctx context.Context, during func()) (r probe.CanaryResult, why string) {
+	var before probe.AlertLogs
+	if s.canaryDetect {
+		if s.Alerts == nil {
+			during()
+			return r, "canary not run: fwab cannot read this firewall's IDS alert logs, which a detect-only point's canary counts"
+		}
+		var err error
+		if before, err = s.Alerts(ctx, CanarySID); err != nil {
+			during()
+			return r, "canary not run: " + err.Error()
+		}
+	}
+	stop, err := s.Canary(ctx, s.canary.probe)
+	if err != nil {
+		during()
+		return r, "canary not run: " + err.Error()
+	}
+	during()
+	if r, err = stop(context.WithoutCancel(ctx)); err != nil {
+		return r, "canary not counted: " + err.Error()
+	}
+	if !s.canaryDetect {
+		return r, ""
+	}
+	r.Detect = true
+	if r.Alerted, why = s.alertsSince(ctx, before, r.Sent); why != "" {
+		return r, "canary's alerts not counted: " + why
+	}
+	return r, ""
+}
+
+// alertsSince counts the canary's alerts the box logged since before,
+// waiting while they still come in: an IDS logs a trigger after it saw
+// it, and the last ones may be written after the probe ended. It stops
+// once every trigger sent has its alert, or the count held still for a
+// second, or after 5 s. why says what made the count say nothing.
+func (s *Sweep) alertsSince(ctx context.Context, before probe.AlertLogs, sent uint64) (n uint64, why string) {
+	if len(before) == 0 {
+		return 0, "the IDS has no alert log (alerts.log) on the box; is its fast log off?"
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	still, last := 0, uint64(0)
+	for {
+		after, err := s.Alerts(context.WithoutCancel(ctx), CanarySID)
+		if err != nil {
+			return 0, err.Error()
+		}
+		n, ok := after.Since(before)
+		if !ok {
+			return 0, "an alert log was rotated or emptied during the probe"
+		}
+		if n > last {
+			still, last = 0, n
+		} else {
+			still++
+		}
+		if n >= sent || still >= 4 || time.Now().After(deadline) || ctx.Err() != nil {
+			return n, ""
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // settleCanary waits, after an apply at a point that carries the canary,
-// until the IPS drops the triggers: Suricata's rc script starts the
-// daemon and returns before it inspects anything (a real ruleset loads
-// for seconds), so probes at once would measure a box that lets
-// everything through. It gives up after the spec's settle timeout with a
-// warning; the samples then say what they saw.
+// until the IPS drops the triggers (or the detect-only IDS alerts on all
+// of them): Suricata's rc script starts the daemon and returns before it
+// inspects anything (a real ruleset loads for seconds), so probes at once
+// would measure a box that lets everything through. It gives up after
+// the spec's settle timeout with a warning; the samples then say what
+// they saw.
 func (s *Sweep) settleCanary(ctx context.Context, point int) {
 	if s.canary == nil || len(s.canaryAt) == 0 {
 		return
 	}
 	deadline := time.Now().Add(s.Plan.Spec.Settle.Timeout.D())
 	for {
-		stop, err := s.Canary(ctx, s.canary.probe)
-		if err != nil {
-			s.event(ctx, "warning", point, "canary: not settled: "+err.Error())
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
-		r, err := stop(context.WithoutCancel(ctx))
+		r, why := s.canaryRound(ctx, func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		})
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil:
-			s.event(ctx, "warning", point, "canary: not settled: "+err.Error())
+		case why != "":
+			s.event(ctx, "warning", point, "canary: not settled: "+why)
 			return
-		case r.Sent > 0 && r.Passed == 0 && r.Conclusive():
+		case r.Sent > 0 && r.Conclusive() && (r.Detect && r.Missed() == 0 || !r.Detect && r.Passed == 0):
+			return
+		case time.Now().After(deadline) && r.Detect:
+			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IDS on %s logged alerts for %d of %d triggers %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Alerted, r.Sent, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))
 			return
 		case time.Now().After(deadline):
 			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IPS on %s still let %d of %d triggers through %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Passed, r.Sent, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))

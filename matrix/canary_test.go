@@ -26,7 +26,8 @@ func canarySpec(axis, canary string, more ...string) string {
 
 // canaryFixture is a sweep with a canary whose triggers the fake firewall
 // drops exactly when its config runs inline IPS on lan with the canary's
-// rule among lan's custom rules, as the box's Suricata would.
+// rule among lan's custom rules, and logs alerts for when it runs
+// detect-only IDS there with the rule, as the box's Suricata would.
 func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (*sweepFixture, *[]string) {
 	t.Helper()
 	s, err := Parse(strings.NewReader(spec))
@@ -34,11 +35,25 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 		t.Fatal(err)
 	}
 	f := newSweepSpec(t, s)
+	// The fixture's wan runs detect-only Suricata, which would carry the
+	// canary at every point; the tests here watch lan alone.
+	if err := f.sweep.Config.Set("ids@wan", configxml.IDSOff); err != nil {
+		t.Fatal(err)
+	}
 	if prepare != nil {
 		prepare(f.sweep.Config)
-		f.fw.config = f.sweep.Config.Bytes()
 	}
+	f.fw.config = f.sweep.Config.Bytes()
 	var nonces []string
+	var alerts uint64 // lan's alerts.log, in lines of the canary's sid
+	f.sweep.Alerts = func(_ context.Context, sid int) (probe.AlertLogs, error) {
+		if sid != CanarySID {
+			t.Errorf("alerts of sid %d counted, want the canary's %d", sid, CanarySID)
+		}
+		f.fw.mu.Lock()
+		defer f.fw.mu.Unlock()
+		return probe.AlertLogs{"/var/log/suricata/suricata_igb112345/alerts.log": {Bytes: int64(180 * alerts), Count: alerts}}, nil
+	}
 	f.sweep.Canary = func(_ context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
 		nonces = append(nonces, string(c.Nonce))
 		f.fw.mu.Lock()
@@ -50,21 +65,28 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 		mode, _ := cfg.Get("ids@lan")
 		rules, _ := cfg.SuricataCustomRules("lan")
 		passed := uint64(40)
-		if mode == configxml.IDSInlineIPS && strings.Contains(rules, `content:"`+string(c.Nonce)+`"`) {
+		placed := strings.Contains(rules, `content:"`+string(c.Nonce)+`"`)
+		if mode == configxml.IDSInlineIPS && placed {
 			passed = 0
 		}
 		return func(context.Context) (probe.CanaryResult, error) {
+			if mode == configxml.IDSAlert && placed {
+				f.fw.mu.Lock()
+				alerts += 40
+				f.fw.mu.Unlock()
+			}
 			return probe.CanaryResult{Sent: 40, Passed: passed, ControlSent: 40, ControlPassed: 40}, nil
 		}, nil
 	}
 	return f, &nonces
 }
 
-// TestSweepCanary: at inline-IPS points the canary's rule is in the config
-// the firewall gets, beside the interface's own custom rules, and every
-// probe there runs the canary and records what passed; the other points
-// carry neither rule nor canary, and the interface's own rules come back
-// as they were.
+// TestSweepCanary: at inline-IPS and detect-only points the canary's rule
+// is in the config the firewall gets, beside the interface's own custom
+// rules, and every probe there runs the canary and records what passed
+// and, detect-only, the alerts the box logged; the other points carry
+// neither rule nor canary, and the interface's own rules come back as
+// they were.
 func TestSweepCanary(t *testing.T) {
 	const own = "alert tcp any any -> any 23 (msg:\"telnet\"; sid:5000001; rev:1;)"
 	f, nonces := canaryFixture(t, canarySpec("ids@lan: [off, ips-inline, ids]", "{rate: 40}", "repeats: 2", "order: as-written"), func(c *configxml.Config) {
@@ -100,22 +122,29 @@ func TestSweepCanary(t *testing.T) {
 		if err := json.Unmarshal(x.Raw, &raw); err != nil {
 			t.Fatal(err)
 		}
-		inline := x.Point == 1
-		switch {
-		case inline && (raw.Canary == nil || raw.Canary.Sent != 40 || raw.Canary.Passed != 0 || raw.Canary.ControlPassed != 40):
-			t.Errorf("point %d round %d: canary %+v, want 40 sent and none passed", x.Point, x.Round, raw.Canary)
-		case !inline && raw.Canary != nil:
-			t.Errorf("point %d round %d: canary %+v at a point without inline IPS", x.Point, x.Round, raw.Canary)
+		switch x.Point {
+		case 1:
+			if raw.Canary == nil || raw.Canary.Sent != 40 || raw.Canary.Passed != 0 || raw.Canary.ControlPassed != 40 || raw.Canary.Detect {
+				t.Errorf("point %d round %d: canary %+v, want 40 sent and none passed", x.Point, x.Round, raw.Canary)
+			}
+		case 2:
+			if raw.Canary == nil || !raw.Canary.Detect || raw.Canary.Sent != 40 || raw.Canary.Alerted != 40 || raw.Canary.FailOpen() || len(x.Warnings) > 0 {
+				t.Errorf("point %d round %d: canary %+v (warnings %q), want 40 sent, detect-only, 40 alerted", x.Point, x.Round, raw.Canary, x.Warnings)
+			}
+		default:
+			if raw.Canary != nil {
+				t.Errorf("point %d round %d: canary %+v at a point without IDS", x.Point, x.Round, raw.Canary)
+			}
 		}
 		if raw.Canary != nil {
 			canaries++
 		}
 	}
-	// Point 1 is applied in each round (as-written order takes the
-	// points round by round): one canary waits for the IPS after each
-	// apply, one runs beside each probe.
-	if canaries != 2 || len(*nonces) != 4 {
-		t.Errorf("%d samples with a canary, %d canaries started; want 2 and 4 (a settle and a probe in each of point 1's rounds)", canaries, len(*nonces))
+	// Points 1 and 2 are applied in each round (as-written order takes
+	// the points round by round): one canary waits for the IDS after
+	// each apply, one runs beside each probe.
+	if canaries != 4 || len(*nonces) != 8 {
+		t.Errorf("%d samples with a canary, %d canaries started; want 4 and 8 (a settle and a probe in each of points 1's and 2's rounds)", canaries, len(*nonces))
 	}
 	for _, c := range configs {
 		mode, _ := c.Get("ids@lan")
@@ -125,7 +154,7 @@ func TestSweepCanary(t *testing.T) {
 		}
 		rule := probe.Canary{Nonce: []byte((*nonces)[0])}.SuricataRule(CanarySID)
 		want := own
-		if mode == configxml.IDSInlineIPS {
+		if mode == configxml.IDSInlineIPS || mode == configxml.IDSAlert {
 			want = rule + "\n" + own
 		}
 		if rules != want {
@@ -229,14 +258,22 @@ func TestCanaryKeepsEachConfigsRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		on, err := cn.place(c)
-		if got, _ := c.SuricataCustomRules("lan"); err != nil || len(on) != 1 || got != cn.rule+"\n"+text {
+		if got, _ := c.SuricataCustomRules("lan"); err != nil || !slices.Contains(on, "lan") || got != cn.rule+"\n"+text {
 			t.Errorf("placed on %q: %q on %v (%v)", text, got, on, err)
 		}
+		// Detect-only IDS carries it too (its alerts are counted).
 		if err := c.Set("ids@lan", "ids"); err != nil {
 			t.Fatal(err)
 		}
 		on, err = cn.place(c)
-		if got, _ := c.SuricataCustomRules("lan"); err != nil || len(on) != 0 || got != text {
+		if got, _ := c.SuricataCustomRules("lan"); err != nil || !slices.Contains(on, "lan") || got != cn.rule+"\n"+text {
+			t.Errorf("kept at ids on %q: %q on %v (%v)", text, got, on, err)
+		}
+		if err := c.Set("ids@lan", "ips-legacy"); err != nil {
+			t.Fatal(err)
+		}
+		on, err = cn.place(c)
+		if got, _ := c.SuricataCustomRules("lan"); err != nil || slices.Contains(on, "lan") || got != text {
 			t.Errorf("taken off %q: %q on %v (%v)", text, got, on, err)
 		}
 	}
@@ -348,5 +385,68 @@ func TestSweepCanaryInconclusive(t *testing.T) {
 		return strings.HasPrefix(w, "canary inconclusive: none of its 20 triggers passed, but none of the 20 control")
 	}) {
 		t.Errorf("samples %+v: want one without a canary, saying it was inconclusive", samples)
+	}
+}
+
+// TestSweepCanaryAlerts: at a detect-only point the sample keeps the
+// alerts the box logged for its triggers; triggers without an alert make
+// it "ids missed", and an alert log that was rotated during the probe, a
+// box without one, or a driver that cannot read them cost the sample its
+// canary, with a warning that says why.
+func TestSweepCanaryAlerts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		logs    bool                  // the box has an alert log
+		logged  func(*probe.AlertLog) // what a canary round's triggers do to it
+		nil     bool
+		alerted uint64 // the sample's canary; 0: none
+		warning string
+	}{
+		{name: "missed", logs: true, logged: func(l *probe.AlertLog) { l.Count += 30; l.Bytes += 30 * 180 }, alerted: 30,
+			warning: "ids missed: the IDS on lan logged no alert for 10 of 40 canary triggers (sid 1990001)"},
+		{name: "rotated", logs: true, logged: func(l *probe.AlertLog) { l.Count, l.Bytes = 1, l.Bytes/2 },
+			warning: "canary's alerts not counted: an alert log was rotated or emptied during the probe"},
+		{name: "no log", warning: "canary's alerts not counted: the IDS has no alert log (alerts.log) on the box"},
+		{name: "no reader", nil: true, warning: "canary not run: fwab cannot read this firewall's IDS alert logs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := canaryFixture(t, canarySpec("ids@lan: [ids]", "true", "settle: {timeout: 1s}"), nil)
+			log := probe.AlertLog{Bytes: 1800, Count: 10}
+			f.sweep.Canary = func(context.Context, probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+				return func(context.Context) (probe.CanaryResult, error) {
+					if tc.logged != nil {
+						tc.logged(&log)
+					}
+					return probe.CanaryResult{Sent: 40, Passed: 40, ControlSent: 40, ControlPassed: 40}, nil
+				}, nil
+			}
+			f.sweep.Alerts = func(context.Context, int) (probe.AlertLogs, error) {
+				if !tc.logs {
+					return probe.AlertLogs{}, nil
+				}
+				return probe.AlertLogs{"/var/log/suricata/suricata_igb112345/alerts.log": log}, nil
+			}
+			if tc.nil {
+				f.sweep.Alerts = nil
+			}
+			if err := f.sweep.Execute(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			samples, _ := f.st.Samples(t.Context(), f.sweep.Run)
+			if len(samples) != 1 {
+				t.Fatalf("%d samples, want 1", len(samples))
+			}
+			var raw struct {
+				Canary *probe.CanaryResult `json:"canary"`
+			}
+			json.Unmarshal(samples[0].Raw, &raw)
+			got := uint64(0)
+			if raw.Canary != nil {
+				got = raw.Canary.Alerted
+			}
+			if got != tc.alerted || (tc.alerted > 0) != (raw.Canary != nil) || !slices.ContainsFunc(samples[0].Warnings, func(w string) bool { return strings.HasPrefix(w, tc.warning) }) {
+				t.Errorf("sample: canary %+v, warnings %q; want %d alerted and a warning %q", raw.Canary, samples[0].Warnings, tc.alerted, tc.warning)
+			}
+		})
 	}
 }

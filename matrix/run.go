@@ -288,6 +288,11 @@ type Sweep struct {
 	// the points where the spec's canary (Spec.Canary) placed its rule;
 	// stop reports how many of its triggers passed. Nil runs none.
 	Canary func(ctx context.Context, c probe.Canary) (stop func(context.Context) (probe.CanaryResult, error), err error)
+	// Alerts reads the alert logs of the box's IDS instances with their
+	// alerts of rule sid (fwapi.AlertReader): at points whose IDS only
+	// detects, the canary counts the alerts its triggers raised. Nil
+	// counts none, and such points run no canary.
+	Alerts func(ctx context.Context, sid int) (probe.AlertLogs, error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
 	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.
@@ -313,6 +318,9 @@ type Sweep struct {
 
 	canary   *canary  // the run's IPS canary; nil without one
 	canaryAt []string // the interfaces whose config carries the canary rule now
+	// canaryDetect: none of them runs inline IPS; their IDS only detects,
+	// so the triggers pass and the canary counts alerts.
+	canaryDetect bool
 	// unsettled: the firewall was touched (an apply, failed or not, a
 	// firmware switch) since the canary last saw the IPS drop its triggers.
 	unsettled bool
@@ -396,7 +404,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 		return err
 	}
 	if s.canary != nil {
-		s.canaryAt = canaryOn(current, s.canary.rule)
+		s.noteCanary(current)
 	}
 	broken := map[int]string{}
 	valid := map[int]bool{}
@@ -467,7 +475,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			s.Stats.Actions[configxml.ActionFirmware]++
 			current, s.set, s.unsettled = base, "", true
 			if s.canary != nil {
-				s.canaryAt = canaryOn(current, s.canary.rule)
+				s.noteCanary(current)
 			}
 		}
 		next, changes, err := s.target(ctx, current, st.Point)
@@ -513,7 +521,7 @@ func (s *Sweep) Execute(ctx context.Context) error {
 			}
 			current = next
 			if s.canary != nil {
-				s.canaryAt = canaryOn(current, s.canary.rule)
+				s.noteCanary(current)
 			}
 			if v := st.Point.Value("config"); v != "" {
 				s.set = v

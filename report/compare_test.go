@@ -361,25 +361,28 @@ func TestCompareCanary(t *testing.T) {
 		{"fail-open on both", []float64{40, 60, 50, 45, 55, 52, 48, 58}, []float64{50, 60, 40, 55, 45, 52, 48, 58}, 0},
 		{"fail-open fixed", []float64{0, 0, 3, 0, 0}, []float64{0, 0, 0, 0, 0}, 0},
 	} {
-		a, b := firmwarePair(t, 0)
-		for _, pair := range []struct {
-			r *Run
-			v []float64
-		}{{a, tc.a}, {b, tc.b}} {
-			for _, p := range pair.r.Points {
-				if p.Knobs["ids@lan"] == "ips-inline" {
-					p.Probes["up"].CanaryPct = pair.v
+		// The same holds for a detect-only IDS's unalerted triggers.
+		for _, m := range []Metric{CanaryPassed, CanaryMissed} {
+			a, b := firmwarePair(t, 0)
+			for _, pair := range []struct {
+				r *Run
+				v []float64
+			}{{a, tc.a}, {b, tc.b}} {
+				for _, p := range pair.r.Points {
+					if p.Knobs["ids@lan"] == "ips-inline" {
+						*p.Probes["up"].slice(m) = pair.v
+					}
 				}
 			}
-		}
-		c, err := CompareRuns(a, b, CompareOptions{Threshold: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Regressions(); got != tc.want {
-			var text bytes.Buffer
-			c.WriteText(&text)
-			t.Errorf("%s: %d regressions, want %d:\n%s", tc.name, got, tc.want, text.String())
+			c, err := CompareRuns(a, b, CompareOptions{Threshold: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Regressions(); got != tc.want {
+				var text bytes.Buffer
+				c.WriteText(&text)
+				t.Errorf("%s, %s: %d regressions, want %d:\n%s", tc.name, m, got, tc.want, text.String())
+			}
 		}
 	}
 }

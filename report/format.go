@@ -568,13 +568,16 @@ type jsonCell struct {
 	Invalid    int    `json:"invalid,omitempty"`     // of failed, the samples the firewall changed under
 	InvalidWhy string `json:"invalid_why,omitempty"` // what changed under them, counted by kind
 	// The IPS canary, where one ran: its triggers sent and passed over
-	// every sample, and the samples any passed in.
-	CanarySent   *uint64     `json:"canary_sent,omitempty"`
-	CanaryPassed *uint64     `json:"canary_passed,omitempty"`
-	FailOpen     *int        `json:"fail_open,omitempty"`
-	Mbps         jsonSummary `json:"mbps"`
-	Delta        *jsonDelta  `json:"delta"`
-	Retransmits  *float64    `json:"retransmits"`
+	// every sample, and the samples any passed in; at a detect-only IDS
+	// the triggers it logged an alert for, and the samples it missed any.
+	CanarySent    *uint64     `json:"canary_sent,omitempty"`
+	CanaryPassed  *uint64     `json:"canary_passed,omitempty"`
+	FailOpen      *int        `json:"fail_open,omitempty"`
+	CanaryAlerted *uint64     `json:"canary_alerted,omitempty"`
+	IDSMissed     *int        `json:"ids_missed,omitempty"`
+	Mbps          jsonSummary `json:"mbps"`
+	Delta         *jsonDelta  `json:"delta"`
+	Retransmits   *float64    `json:"retransmits"`
 	// Metrics are the figures measured beside throughput (UDP loss,
 	// jitter and packet rate; ping latency and loss under load).
 	Metrics []jsonMetric `json:"metrics"`
@@ -695,6 +698,9 @@ func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 			jc := jsonCell{Probe: c.Probe, N: c.Mbps.N, Failed: c.Failed, Invalid: c.Invalid, InvalidWhy: c.InvalidWhy, Mbps: toJSONSummary(c.Mbps), Delta: toJSONDelta(c.Delta), Retransmits: known(c.Retransmits), Metrics: []jsonMetric{}}
 			if k := c.Canary; k.Samples > 0 {
 				jc.CanarySent, jc.CanaryPassed, jc.FailOpen = &k.Sent, &k.Passed, &k.FailOpen
+				if k.Detect > 0 {
+					jc.CanaryAlerted, jc.IDSMissed = &k.Alerted, &k.Missed
+				}
 			}
 			for _, mc := range c.Extra {
 				jc.Metrics = append(jc.Metrics, toJSONMetric(mc))

@@ -39,15 +39,20 @@ const (
 	// the inline IPS during a probe, %: above 0, the box let through
 	// what its rules drop (fail-open).
 	CanaryPassed Metric = "canary-passed"
+	// CanaryMissed is the share of the canary's triggers a detect-only
+	// IDS logged no alert for during a probe, %: above 0, the IDS did not
+	// see (or not inspect) all the traffic it watches.
+	CanaryMissed Metric = "canary-missed"
 )
 
 // DefaultGate are the metrics that fail compare's gate unless told
 // otherwise: each probe's headline, throughput or the connection rate,
-// and the IPS canary's passed triggers where both runs ran one.
-var DefaultGate = []Metric{Throughput, ConnectRate, CanaryPassed}
+// and the IPS canary's passed (inline) or unalerted (detect-only)
+// triggers where both runs ran one.
+var DefaultGate = []Metric{Throughput, ConnectRate, CanaryPassed, CanaryMissed}
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived, CanaryPassed}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived, CanaryPassed, CanaryMissed}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
@@ -84,6 +89,7 @@ var metricInfos = map[Metric]metricInfo{
 	BlackoutTime: {label: "blackout ms", key: "blackout_ms", bench: "blackout-ms", prec: 0, points: true},
 	TCPSurvived:  {label: "TCP survived %", key: "tcp_survived_percent", bench: "tcp-survived-%", prec: 0, higher: true, points: true},
 	CanaryPassed: {label: "canary passed %", key: "canary_passed_percent", bench: "canary-passed-%", prec: 1, points: true},
+	CanaryMissed: {label: "canary missed %", key: "canary_missed_percent", bench: "canary-missed-%", prec: 1, points: true},
 }
 
 func (m Metric) info() metricInfo { return metricInfos[m] }
@@ -149,6 +155,8 @@ func (m Metric) of(f Figures) float64 {
 		return f.ConnectMS
 	case CanaryPassed:
 		return f.CanaryPct
+	case CanaryMissed:
+		return f.MissedPct
 	}
 	return math.NaN()
 }

@@ -87,6 +87,7 @@ type ProbeSamples struct {
 	ConnectRate  []float64 // a connect probe's connections a second
 	ConnectMS    []float64 // its median handshake time, ms
 	CanaryPct    []float64 // an IPS canary's triggers that passed, % of those sent
+	MissedPct    []float64 // a detect-only IDS's canary triggers without an alert, % of those sent
 	// Canary counts the IPS canary over every sample that ran one, the
 	// invalid ones too: a box that let triggers through did so whatever
 	// else changed under the sample.
@@ -106,9 +107,15 @@ type ProbeSamples struct {
 // point.
 type CanaryCount struct {
 	Samples  int    // samples that ran a canary
-	FailOpen int    // of them, those any trigger passed
+	FailOpen int    // of them, those any trigger passed an inline IPS
 	Sent     uint64 // triggers sent
 	Passed   uint64 // of them, arrived: the IPS let them through
+	// Detect counts the samples at which the IDS only detects: its
+	// triggers pass, and Alerted counts those it logged an alert for;
+	// Missed the samples with a trigger it logged none for.
+	Detect  int
+	Alerted uint64
+	Missed  int
 }
 
 func (c *CanaryCount) add(r probe.CanaryResult) {
@@ -118,6 +125,13 @@ func (c *CanaryCount) add(r probe.CanaryResult) {
 	}
 	c.Sent += r.Sent
 	c.Passed += r.Passed
+	if r.Detect {
+		c.Detect++
+		c.Alerted += r.Alerted
+		if r.Missed() > 0 {
+			c.Missed++
+		}
+	}
 }
 
 // LinkValues are one link's Mbit/s within the samples of a probe that
@@ -143,7 +157,8 @@ type Figures struct {
 	WattsPerGbps  float64
 	ConnectRate   float64
 	ConnectMS     float64
-	CanaryPct     float64 // canary triggers passed, %; NaN without a canary
+	CanaryPct     float64 // canary triggers passed an inline IPS, %; NaN without one
+	MissedPct     float64 // canary triggers a detect-only IDS logged no alert for, %; NaN without one
 }
 
 // slice is where the probe keeps the metric's values; nil for a metric it
@@ -158,6 +173,8 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 		return &ps.ConnectMS
 	case CanaryPassed:
 		return &ps.CanaryPct
+	case CanaryMissed:
+		return &ps.MissedPct
 	case Retransmits:
 		return &ps.Retransmits
 	case DUTCPU:
@@ -362,7 +379,7 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
 		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
-		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN()}
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN(), MissedPct: math.NaN()}
 	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
 	if x.Retransmits >= 0 {
 		f.Retransmits = float64(x.Retransmits)
@@ -379,7 +396,11 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	if c := raw.Connect; c != nil {
 		f.ConnectRate, f.ConnectMS = c.PerSecond, c.ConnectMS.Median
 	}
-	if c := raw.Canary; c != nil && c.Sent > 0 {
+	switch c := raw.Canary; {
+	case c == nil || c.Sent == 0:
+	case c.Detect:
+		f.MissedPct = 100 * float64(c.Missed()) / float64(c.Sent)
+	default:
 		f.CanaryPct = 100 * float64(c.Passed) / float64(c.Sent)
 	}
 	for _, l := range raw.Links {

@@ -712,3 +712,54 @@ func TestCanaryReported(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryDetectReported: at a detect-only point the canary's triggers
+// pass by design: the cell counts the alerts the IDS logged for them
+// instead, says "ids missed" where a sample lacks any, never fail-open,
+// and the canary-missed metric carries each sample's share.
+func TestCanaryDetectReported(t *testing.T) {
+	up := 0
+	st, id := storedT730(t, func(x *store.Sample) {
+		if x.Point != 3 || x.Drift() || x.Probe != "up" {
+			return
+		}
+		c := probe.CanaryResult{Sent: 100, Passed: 100, ControlSent: 100, ControlPassed: 100, Detect: true, Alerted: 100}
+		if up == 2 {
+			c.Alerted = 60 // the IDS fell behind
+		}
+		up++
+		withCanary(t, x, c)
+	})
+	r, err := Load(t.Context(), st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := r.Points[3].Probes["up"]
+	if got, want := cell.Canary, (CanaryCount{Samples: 7, Sent: 700, Passed: 700, Detect: 7, Alerted: 660, Missed: 1}); got != want {
+		t.Errorf("point 3 up canary %+v, want %+v", got, want)
+	}
+	if got := CanaryMissed.values(cell); len(got) != 7 || slices.Max(got) != 40 || slices.Min(got) != 0 {
+		t.Errorf("canary-missed values %v: want 7, one of 40 %%, the rest 0", got)
+	}
+	if got := CanaryPassed.values(cell); len(got) != 0 {
+		t.Errorf("canary-passed values %v at a detect-only point: want none", got)
+	}
+	for f, wants := range map[Format][]string{
+		Markdown: {"ids missed 1/7: 660 of 700 canary triggers alerted"},
+		HTML:     {"ids missed 1/7: 660 of 700 canary triggers alerted"},
+		JSON:     {`"canary_alerted": 660`, `"ids_missed": 1`, `"fail_open": 0`},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, r, f, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if n := strings.Count(b.String(), w); n != 1 {
+				t.Errorf("the %s report shows %q %d times, want once:\n%.4000s", f, w, n, b.String())
+			}
+		}
+		if strings.Contains(b.String(), "fail-open") {
+			t.Errorf("the %s report says fail-open at a detect-only point", f)
+		}
+	}
+}

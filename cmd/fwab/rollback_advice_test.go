@@ -75,6 +75,11 @@ func TestRollbackAdviceCountsTheCanary(t *testing.T) {
 	if want := fwapi.RollbackFor(42 * time.Second); after != want || len(notes) != 1 || !strings.Contains(notes[0], "filter-reload + ids-restart") {
 		t.Errorf("a filter reload at an inline-IPS point with the canary = %v, %q; want %v for it and the canary's IDS restart", after, notes, want)
 	}
+	// A detect-only point carries the rule too (its alerts are counted).
+	plan.Steps[0].Point = &matrix.Point{Values: matrix.KnobValues{{Knob: "ids@lan", Value: configxml.IDSAlert}, {Knob: "rules@lan", Value: "100"}}}
+	if after, notes := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false); after != fwapi.RollbackFor(42*time.Second) || len(notes) != 1 {
+		t.Errorf("a filter reload at a detect-only point with the canary = %v, %q; want the canary's IDS restart counted", after, notes)
+	}
 	plan.Spec.Canary = nil
 	if after, _ := rollbackAdvice(plan, fwapi.DefaultRollbackAfter, false); after != fwapi.RollbackFor(2*time.Second) && after != fwapi.DefaultRollbackAfter {
 		t.Errorf("the same step without the canary = %v; want no IDS restart counted", after)

@@ -433,6 +433,7 @@ func (w *sweepWiring) run() *matrix.Run {
 			Blackout:      w.blackout(),
 			BlackoutShare: w.blackoutShare(),
 			Canary:        w.canary(),
+			Alerts:        w.alerts(),
 			Wider: func(ctx context.Context, run int64, width float64) ([]int, error) {
 				r, err := report.Load(ctx, w.st, run)
 				if err != nil {
@@ -488,6 +489,15 @@ func (w *sweepWiring) canary() func(context.Context, probe.Canary) (func(context
 	return func(ctx context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
 		return c.Start(ctx, w.client, w.server)
 	}
+}
+
+// alerts reads the IDS's alert logs for the canary at detect-only points
+// (matrix.Sweep.Alerts); nil for a driver that cannot.
+func (w *sweepWiring) alerts() func(context.Context, int) (probe.AlertLogs, error) {
+	if ar, ok := w.fw.(fwapi.AlertReader); ok && w.spec.Canary.On() {
+		return ar.Alerts
+	}
+	return nil
 }
 
 // switchFirmware is the sweep's way between boot environments; nil
@@ -972,14 +982,14 @@ func rollbackAdvice(plan *matrix.Plan, after time.Duration, set bool) (time.Dura
 
 // canaryRestarts reports whether the sweep's canary may add an IDS
 // restart to st at run time (matrix's placeCanary): its point may run
-// inline IPS, whose config the canary rule goes into, and the step
-// restarts no IDS of its own. A point of a config set may run it whatever
+// inline IPS or detect-only IDS, whose config the canary rule goes into,
+// and the step restarts no IDS of its own. A point of a config set may run it whatever
 // its knobs say.
 func canaryRestarts(plan *matrix.Plan, st matrix.Step) bool {
 	if plan.Spec == nil || !plan.Spec.Canary.On() || st.Point == nil || slices.Contains(st.Actions, configxml.ActionIDSRestart) {
 		return false
 	}
 	return slices.ContainsFunc(st.Point.Values, func(kv matrix.KnobValue) bool {
-		return kv.Knob == "config" || strings.HasPrefix(kv.Knob, "ids@") && kv.Value == configxml.IDSInlineIPS
+		return kv.Knob == "config" || strings.HasPrefix(kv.Knob, "ids@") && (kv.Value == configxml.IDSInlineIPS || kv.Value == configxml.IDSAlert)
 	})
 }
