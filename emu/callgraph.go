@@ -209,7 +209,7 @@ var EntryPoints = []EntryPoint{
 		Missing: map[Effect]string{BackgroundRestart: "not yet: the web GUI restarts mid-update on the box; the lab's API server stays up until the reboot"}},
 	{Key: "api: POST /api/core/firmware/upgrade", Flavors: opOnly, Effects: []Effect{PackagesChanged, Reboots, SessionsDropped}},
 	{Key: "api: GET /api/core/firmware/upgradestatus", Flavors: opOnly, Effects: []Effect{ReadOnly}},
-	{Key: "api: POST /api/core/firmware/reboot", Flavors: opOnly, Effects: []Effect{Reboots, SessionsDropped}},
+	{Key: "api: POST /api/core/firmware/reboot", Flavors: opOnly, Effects: []Effect{Reboots, SessionsDropped, BackgroundRestart}},
 	{Key: "api: GET /api/core/service/search", Flavors: opOnly, Effects: []Effect{ReadOnly}},
 	{Key: "api: POST /api/core/service/{action}/{name}", Flavors: opOnly, Effects: []Effect{ServiceRestarted},
 		Missing: map[Effect]string{TunnelsDropped: "as configctl ipsec: the lab's one tunnel comes up again"}},

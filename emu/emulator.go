@@ -90,8 +90,9 @@ type Emulator struct {
 	// PackageStartDelay is, on pfSense, how long after SSH answers and pf
 	// is up (the end of rc.bootup) a reboot starts the packages
 	// (rc.start_packages, after pfSense-upgrade's boot stages 2 and 3):
-	// Suricata's sync and start, the other rc.d scripts. A real box takes
-	// seconds to minutes there.
+	// Suricata's sync and start, the other rc.d scripts. On OPNsense, how
+	// long after the API answers the start syshooks run (Suricata's start,
+	// then the other hooks). A real box takes seconds to minutes there.
 	PackageStartDelay time.Duration
 	BlocklistSize     int      // 0 means DefaultBlocklistSize
 	IDS               IDSPlane // nil: Suricata restarts change nothing
@@ -397,7 +398,7 @@ func (e *Emulator) boot(ctx context.Context, packages bool) error {
 	if err := e.applyIPsec(ctx, root, ipsecRestart); err != nil {
 		e.logger().Error("boot: ipsec", "err", err) // pfSense boots on without the tunnel
 	}
-	if packages || e.opnsense() {
+	if packages {
 		if err := e.bootIDS(ctx, root); err != nil {
 			e.logger().Error("boot: suricata", "err", err)
 		}
@@ -824,7 +825,10 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	if !e.linkDown() {
 		return
 	}
+	// The boot ends with the emulator too: its late steps (the package or
+	// service start) and its rc scripts stop when the emulator does.
 	ctx, end := context.WithCancel(ctx)
+	context.AfterFunc(e.lifetime(), end)
 	e.lmu.Lock()
 	if e.bootEnd != nil {
 		e.bootEnd() // the boot before: its rc.d scripts end with it
@@ -850,8 +854,22 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	}
 	e.zeroLinkCounters(ctx)
 	if e.opnsense() {
-		e.startRCScripts(ctx)
-		e.linkUp()
+		// OPNsense answers its API from rc.bootup's early plugins (the
+		// web GUI), and starts its services only after rc.bootup, in the
+		// start syshooks: 20-freebsd's rc.freebsd start, Suricata among
+		// them, then the other hooks in name order.
+		//
+		// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/inc/plugins.inc.d/webgui.inc:34 — `'early' => ['webgui_configure_do'],`
+		// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.bootup:93 — `plugins_configure('early', true);`
+		// upstream: opnsense-core 26.7 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, run after rc.bootup (src/etc/rc:243)
+		// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook.d/start/20-freebsd:4 — `/usr/local/etc/rc.freebsd start`
+		boot := e.linkUpBoot()
+		select {
+		case <-time.After(e.PackageStartDelay):
+		case <-ctx.Done():
+			return
+		}
+		e.opnStartHooks(ctx, boot)
 		return
 	}
 	// pfSense answers SSH and forwards on its filter (rc.bootup), then
@@ -887,7 +905,7 @@ func (e *Emulator) Reboot(ctx context.Context) {
 func (e *Emulator) startPackages(ctx context.Context, boot int) {
 	const running = "/tmp/.rc.start_packages.running"
 	e.mu.Lock()
-	if e.boots != boot || e.rebooting() {
+	if e.boots != boot || e.rebooting() || ctx.Err() != nil {
 		e.mu.Unlock()
 		return
 	}
@@ -911,6 +929,30 @@ func (e *Emulator) startPackages(ctx context.Context, boot int) {
 	}
 	e.startRCScripts(ctx)
 	_ = os.Remove(e.path(running))
+}
+
+// opnStartHooks is OPNsense's `rc.syshook start` at the end of the boot
+// numbered boot: 20-freebsd starts the services rendered enabled
+// (Suricata), then the other start hooks run (startRCScripts). A boot
+// that a later reboot overtook starts nothing more.
+func (e *Emulator) opnStartHooks(ctx context.Context, boot int) {
+	e.mu.Lock()
+	if e.boots != boot || e.rebooting() || ctx.Err() != nil {
+		e.mu.Unlock()
+		return
+	}
+	root, err := e.configForApply()
+	if err == nil {
+		err = e.bootIDS(ctx, root)
+	}
+	if err != nil {
+		e.logger().Error("boot: suricata", "err", err)
+	}
+	e.mu.Unlock()
+	if e.Boots() != boot || e.rebooting() {
+		return
+	}
+	e.startRCScripts(ctx)
 }
 
 // suricataStartTime is how long the boot's `suricata.sh start` runs before

@@ -63,8 +63,9 @@ type EmulatorOptions struct {
 	// RebootDelay is how long a reboot keeps the firewall away; default
 	// 300 ms.
 	RebootDelay time.Duration
-	// PackageStartDelay is how long after SSH is back a pfSense reboot
-	// starts the packages (Emulator.PackageStartDelay); default 500 ms.
+	// PackageStartDelay is how long after SSH (pfSense) or the API
+	// (OPNsense) is back a reboot starts the packages and services
+	// (Emulator.PackageStartDelay); default 500 ms.
 	PackageStartDelay time.Duration
 	// SavepointTimer is OPNsense's filter savepoint timer; default 60 s.
 	SavepointTimer time.Duration

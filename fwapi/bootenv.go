@@ -349,7 +349,14 @@ func (o *OPNsense) CreateBootEnv(ctx context.Context, name string) error {
 
 // ActivateBootEnvOnce makes the next boot boot name, once.
 func (o *OPNsense) ActivateBootEnvOnce(ctx context.Context, name string) error {
-	_, err := o.bootEnvShell().activateOnce(ctx, name)
+	booted, err := o.bootEnvShell().activateOnce(ctx, name)
+	if err == nil {
+		// The start hook a reboot leaves lives in this environment's
+		// /usr/local: another one's boot does not run it.
+		o.mu.Lock()
+		o.otherBootEnv = !booted
+		o.mu.Unlock()
+	}
 	return err
 }
 

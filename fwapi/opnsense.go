@@ -69,7 +69,11 @@ type OPNsense struct {
 	mu        sync.Mutex
 	version   opnVersion
 	rebooting bool
-	marked    bool   // Reboot left rebootMarker: WaitReady waits for it to go
+	marked    bool // Reboot left rebootMarker: WaitReady waits for it to go
+	// hooked: Reboot left OPNsenseStartedHook, and WaitReady waits for
+	// the boot to run it. otherBootEnv: the next boot is of another boot
+	// environment, whose /usr/local has no such hook.
+	hooked, otherBootEnv bool
 	adopted   []byte // config.xml as the last Apply's IDS reconfigure saved it (AdoptedConfig)
 }
 
@@ -771,24 +775,71 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 	// With a shell, a marker in /var/run tells the new boot from the old
 	// system however short the time it was down (WaitReady); without one,
 	// WaitReady must see the API go away.
-	marked := false
+	marked, hooked := false, false
 	if o.ssh != nil {
 		if _, err := o.shell(ctx, "date +%s > "+rebootMarker, nil); err != nil {
 			return fmt.Errorf("opnsense: reboot: %w", err)
 		}
 		marked = true
+		hooked = o.hookStart(ctx)
 	}
 	if err := o.post(ctx, "/api/core/firmware/reboot", nil); err != nil {
 		if marked {
-			_, _ = o.shell(ctx, "rm -f "+rebootMarker, nil)
+			_, _ = o.shell(ctx, "rm -f "+rebootMarker+" "+ShellQuote(OPNsenseStartedHook), nil)
 		}
 		return fmt.Errorf("opnsense: reboot: %w", err)
 	}
 	o.mu.Lock()
-	o.rebooting, o.marked = true, marked
+	o.rebooting, o.marked, o.hooked = true, marked, hooked
 	o.mu.Unlock()
 	o.log.InfoContext(ctx, "rebooting")
 	return nil
+}
+
+// OPNsenseStartedHook tells fwab that a boot has started its services.
+// OPNsense's API answers from rc.bootup's early plugins (the web GUI),
+// and the services start only after rc.bootup, in the start syshooks run
+// in name order: 20-freebsd starts Suricata. This hook, last in that
+// order (after fwab's rollback and lease hooks), writes PfPackagesStarted
+// and removes itself; WaitReady waits for that file after fwab's reboot,
+// so that an IDS reconfigure or a probe after it meets the services the
+// boot started, not the boot still starting them.
+//
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.bootup:93 — `plugins_configure('early', true);`, which starts the web GUI (webgui.inc:34 `'early' => ['webgui_configure_do']`)
+// upstream: opnsense-core 26.7 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, each run in turn (:71), after rc.bootup (src/etc/rc:243)
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook.d/start/20-freebsd:4 — `/usr/local/etc/rc.freebsd start`
+// upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc:243 — `/usr/local/etc/rc.syshook start`, the only caller of the start level (24.7: :236)
+const OPNsenseStartedHook = "/usr/local/etc/rc.syshook.d/start/99-fwab-started"
+
+// opnStartedHookScript is OPNsenseStartedHook's text.
+var opnStartedHookScript = "#!/bin/sh\n" +
+	"# fwab: OPNsense's boot runs this after its other start syshooks (the services);\n" +
+	"# fwab waits for it after a reboot. It removes itself.\n" +
+	": > " + PfPackagesStarted + "\n" +
+	"rm -f " + OPNsenseStartedHook + "\n"
+
+// hookStart leaves OPNsenseStartedHook for the boot of fwab's reboot and
+// reports whether it is in place. Not for another boot environment's
+// boot, which does not mount this one's /usr/local; a hook that cannot
+// be written is left out with a warning: WaitReady then returns once the
+// API answers, as it did before it knew of the start hooks.
+func (o *OPNsense) hookStart(ctx context.Context) bool {
+	o.mu.Lock()
+	other := o.otherBootEnv
+	o.otherBootEnv = false
+	o.mu.Unlock()
+	q := ShellQuote(OPNsenseStartedHook)
+	if other {
+		o.log.Info("booting another boot environment: its service start is not waited for", "hook", OPNsenseStartedHook)
+		_, _ = o.shell(ctx, "rm -f "+q, nil)
+		return false
+	}
+	_, err := o.shell(ctx, "rm -f "+PfPackagesStarted+" && cat > "+q+".tmp && chmod 755 "+q+".tmp && mv "+q+".tmp "+q+" && [ -x "+q+" ]", strings.NewReader(opnStartedHookScript))
+	if err != nil {
+		o.log.Warn("the boot's service start will not be waited for: its hook was not written", "hook", OPNsenseStartedHook, "err", err)
+		return false
+	}
+	return true
 }
 
 // rebootMarker tells a rebooted system from the old one on both
@@ -813,18 +864,24 @@ func (o *OPNsense) rebootAndWait(ctx context.Context) error {
 // booted) and the API answers again.
 func (o *OPNsense) waitMarker(ctx context.Context, timeout time.Duration) error {
 	poll := min(o.opts.PollInterval, time.Second)
+	o.mu.Lock()
+	hooked := o.hooked
+	o.mu.Unlock()
 	var last error
 	for {
-		_, _, code, err := o.ssh.Run(ctx, "test -e "+rebootMarker, nil)
+		out, _, _, err := o.ssh.Run(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if [ -e "+PfPackagesStarted+" ]; then echo started; fi", nil)
 		switch {
 		case err != nil:
 			last = err
-		case code == 0:
+		case strings.Contains(string(out), "pending"):
 			last = fmt.Errorf("the reboot has not started (%s is still there)", rebootMarker)
 		default:
-			if _, last = o.detectVersion(ctx); last == nil {
+			if _, last = o.detectVersion(ctx); last == nil && hooked && !strings.Contains(string(out), "started") {
+				last = errors.New("it answers, but its boot has not run its start hooks yet (the services, Suricata among them, may still be starting)")
+			}
+			if last == nil {
 				o.mu.Lock()
-				o.rebooting, o.marked = false, false
+				o.rebooting, o.marked, o.hooked = false, false, false
 				o.mu.Unlock()
 				return nil
 			}
