@@ -212,14 +212,14 @@ func (e *Emulator) suricataBakedLocked(ctx context.Context, action string) error
 				if e.suricataRun == nil {
 					e.suricataRun = map[string]bakedInstance{}
 				}
-				b.pid = e.procs.reserve()
-				e.suricataRun[b.dev] = b
 				// Suricata opens its outputs as it starts: the fast
 				// log, appended to, in the folder the sync made.
 				if err := touchAppend(e.path(b.logDir + "/alerts.log")); err != nil {
 					e.smu.Unlock()
 					return err
 				}
+				b.pid = e.procs.reserve()
+				e.suricataRun[b.dev] = b
 			}
 		}
 	}

@@ -254,7 +254,7 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 		return s.Measure(ctx, pr)
 	}
 	var sample probe.Sample
-	r, why := s.canaryRound(ctx, func() { sample = s.Measure(ctx, pr) })
+	r, why, _ := s.canaryRound(ctx, func() { sample = s.Measure(ctx, pr) })
 	switch {
 	case why != "":
 		sample.Warnings = append(sample.Warnings, why)
@@ -270,7 +270,7 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 			sample.Warnings = append(sample.Warnings, fmt.Sprintf("fail-open: %d of %d canary triggers passed the inline IPS on %s, which its drop rule (sid %d) should have stopped", r.Passed, r.Sent, strings.Join(s.canaryAt, ", "), CanarySID))
 		}
 		if m := r.Missed(); m > 0 {
-			sample.Warnings = append(sample.Warnings, fmt.Sprintf("ids missed: the IDS on %s logged no alert for %d of %d canary triggers (sid %d)", strings.Join(s.canaryAt, ", "), m, r.Sent, CanarySID))
+			sample.Warnings = append(sample.Warnings, fmt.Sprintf("ids missed: the IDS on %s logged no alert for %d of the %d canary triggers that passed (sid %d)", strings.Join(s.canaryAt, ", "), m, r.Passed, CanarySID))
 		}
 	}
 	return sample
@@ -278,67 +278,75 @@ func (s *Sweep) measureCanary(ctx context.Context, pr ProbeRun) probe.Sample {
 
 // canaryRound runs the canary's triggers while during runs and counts
 // what the box did with them: how many passed, and at a detect-only point
-// how many alerts it logged. why says what kept it from running or
-// counting; during runs regardless.
-func (s *Sweep) canaryRound(ctx context.Context, during func()) (r probe.CanaryResult, why string) {
+// how many alerts it logged (by the round's own port, so that alerts of
+// an earlier round written late are not this round's). why says what
+// kept it from running or counting; again, that the count may succeed
+// if tried again (no alert log yet, a log pruned meanwhile). during runs
+// regardless.
+func (s *Sweep) canaryRound(ctx context.Context, during func()) (r probe.CanaryResult, why string, again bool) {
+	c := s.canary.probe
 	var before probe.AlertLogs
 	if s.canaryDetect {
 		if s.Alerts == nil {
 			during()
-			return r, "canary not run: fwab cannot read this firewall's IDS alert logs, which a detect-only point's canary counts"
+			return r, "canary not run: fwab cannot read this firewall's IDS alert logs, which a detect-only point's canary counts", false
 		}
+		c.Port = probe.CanaryPort()
 		var err error
-		if before, err = s.Alerts(ctx, CanarySID); err != nil {
+		if before, err = s.Alerts(ctx, CanarySID, c.Port); err != nil {
 			during()
-			return r, "canary not run: " + err.Error()
+			return r, "canary not run: " + err.Error(), false
 		}
 	}
-	stop, err := s.Canary(ctx, s.canary.probe)
+	stop, err := s.Canary(ctx, c)
 	if err != nil {
 		during()
-		return r, "canary not run: " + err.Error()
+		return r, "canary not run: " + err.Error(), false
 	}
 	during()
 	if r, err = stop(context.WithoutCancel(ctx)); err != nil {
-		return r, "canary not counted: " + err.Error()
+		return r, "canary not counted: " + err.Error(), false
 	}
 	if !s.canaryDetect {
-		return r, ""
+		return r, "", false
 	}
-	r.Detect = true
-	if r.Alerted, why = s.alertsSince(ctx, before, r.Sent); why != "" {
-		return r, "canary's alerts not counted: " + why
+	r.Detect, r.Port = true, c.Port
+	if r.Alerted, why, again = s.alertsSince(ctx, before, r); why != "" {
+		return r, "canary's alerts not counted: " + why, again
 	}
-	return r, ""
+	return r, "", false
 }
 
-// alertsSince counts the canary's alerts the box logged since before,
-// waiting while they still come in: an IDS logs a trigger after it saw
-// it, and the last ones may be written after the probe ended. It stops
-// once every trigger sent has its alert, or the count held still for a
-// second, or after 5 s. why says what made the count say nothing.
-func (s *Sweep) alertsSince(ctx context.Context, before probe.AlertLogs, sent uint64) (n uint64, why string) {
+// alertsSince counts the alerts of r's triggers the box logged since
+// before, waiting while they still come in: an IDS logs a trigger after
+// it saw it, and the last ones may be written after the probe ended. It
+// stops once every trigger that passed has its alert, or the count held
+// still for a second after the first, or after 5 s. why says what made
+// the count say nothing, again whether it may next time.
+func (s *Sweep) alertsSince(ctx context.Context, before probe.AlertLogs, r probe.CanaryResult) (n uint64, why string, again bool) {
 	if len(before) == 0 {
-		return 0, "the IDS has no alert log (alerts.log) on the box; is its fast log off?"
+		return 0, "the IDS has no alert log (alerts.log) on the box yet; its instance may still be starting, or its fast log is off", true
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	still, last := 0, uint64(0)
 	for {
-		after, err := s.Alerts(context.WithoutCancel(ctx), CanarySID)
+		after, err := s.Alerts(context.WithoutCancel(ctx), CanarySID, r.Port)
 		if err != nil {
-			return 0, err.Error()
+			return 0, err.Error(), false
 		}
 		n, ok := after.Since(before)
-		if !ok {
-			return 0, "an alert log was rotated or emptied during the probe"
-		}
-		if n > last {
+		switch {
+		case !ok:
+			return 0, "the IDS's alert logs were pruned or emptied during the probe", true
+		case n > r.Sent:
+			return 0, fmt.Sprintf("%d alerts for %d triggers: something else sent datagrams with the nonce to port %d", n, r.Sent, r.Port), false
+		case n > last:
 			still, last = 0, n
-		} else {
+		case n > 0:
 			still++
 		}
-		if n >= sent || still >= 4 || time.Now().After(deadline) || ctx.Err() != nil {
-			return n, ""
+		if n >= r.Passed || still >= 4 || time.Now().After(deadline) || ctx.Err() != nil {
+			return n, "", false
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -357,7 +365,7 @@ func (s *Sweep) settleCanary(ctx context.Context, point int) {
 	}
 	deadline := time.Now().Add(s.Plan.Spec.Settle.Timeout.D())
 	for {
-		r, why := s.canaryRound(ctx, func() {
+		r, why, again := s.canaryRound(ctx, func() {
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
@@ -366,13 +374,15 @@ func (s *Sweep) settleCanary(ctx context.Context, point int) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case again && time.Now().Before(deadline):
+			continue
 		case why != "":
 			s.event(ctx, "warning", point, "canary: not settled: "+why)
 			return
 		case r.Sent > 0 && r.Conclusive() && (r.Detect && r.Missed() == 0 || !r.Detect && r.Passed == 0):
 			return
 		case time.Now().After(deadline) && r.Detect:
-			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IDS on %s logged alerts for %d of %d triggers %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Alerted, r.Sent, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))
+			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IDS on %s logged alerts for %d of the %d triggers that passed %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Alerted, r.Passed, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))
 			return
 		case time.Now().After(deadline):
 			s.event(ctx, "warning", point, fmt.Sprintf("canary: the IPS on %s still let %d of %d triggers through %s after the change (%d of %d control datagrams passed): it may not inspect yet, or not at all; the samples say what they see", strings.Join(s.canaryAt, ", "), r.Passed, r.Sent, s.Plan.Spec.Settle.Timeout.D(), r.ControlPassed, r.ControlSent))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fwab/fwab/configxml"
@@ -45,14 +46,14 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 	}
 	f.fw.config = f.sweep.Config.Bytes()
 	var nonces []string
-	var alerts uint64 // lan's alerts.log, in lines of the canary's sid
-	f.sweep.Alerts = func(_ context.Context, sid int) (probe.AlertLogs, error) {
+	alerts := map[int]uint64{} // lan's alert logs: lines of the canary's sid, by port
+	f.sweep.Alerts = func(_ context.Context, sid, port int) (probe.AlertLogs, error) {
 		if sid != CanarySID {
 			t.Errorf("alerts of sid %d counted, want the canary's %d", sid, CanarySID)
 		}
 		f.fw.mu.Lock()
 		defer f.fw.mu.Unlock()
-		return probe.AlertLogs{"/var/log/suricata/suricata_igb112345/alerts.log": {Bytes: int64(180 * alerts), Count: alerts}}, nil
+		return probe.AlertLogs{"/var/log/suricata/suricata_igb112345": alerts[port]}, nil
 	}
 	f.sweep.Canary = func(_ context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
 		nonces = append(nonces, string(c.Nonce))
@@ -72,7 +73,7 @@ func canaryFixture(t *testing.T, spec string, prepare func(*configxml.Config)) (
 		return func(context.Context) (probe.CanaryResult, error) {
 			if mode == configxml.IDSAlert && placed {
 				f.fw.mu.Lock()
-				alerts += 40
+				alerts[c.Port] += 40
 				f.fw.mu.Unlock()
 			}
 			return probe.CanaryResult{Sent: 40, Passed: passed, ControlSent: 40, ControlPassed: 40}, nil
@@ -389,44 +390,62 @@ func TestSweepCanaryInconclusive(t *testing.T) {
 }
 
 // TestSweepCanaryAlerts: at a detect-only point the sample keeps the
-// alerts the box logged for its triggers; triggers without an alert make
-// it "ids missed", and an alert log that was rotated during the probe, a
-// box without one, or a driver that cannot read them cost the sample its
-// canary, with a warning that says why.
+// alerts the box logged for its round's triggers, waiting for those
+// written late; triggers that passed without an alert make it "ids
+// missed"; more alerts than triggers, a count that went back (logs
+// pruned), a box without an alert log, or a driver that cannot read them
+// cost the sample its canary, with a warning that says why.
 func TestSweepCanaryAlerts(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		logs    bool                  // the box has an alert log
-		logged  func(*probe.AlertLog) // what a canary round's triggers do to it
-		nil     bool
-		alerted uint64 // the sample's canary; 0: none
-		warning string
+		name string
+		// logged is what the IDS writes for a round's 40 triggers: now,
+		// and at the third reading after the round (late).
+		now, late uint64
+		stale     uint64 // lines for the round's port before it, which then go (pruned)
+		nolog     bool
+		noreader  bool
+		alerted   uint64 // the sample's canary; 0: none
+		warning   string
 	}{
-		{name: "missed", logs: true, logged: func(l *probe.AlertLog) { l.Count += 30; l.Bytes += 30 * 180 }, alerted: 30,
-			warning: "ids missed: the IDS on lan logged no alert for 10 of 40 canary triggers (sid 1990001)"},
-		{name: "rotated", logs: true, logged: func(l *probe.AlertLog) { l.Count, l.Bytes = 1, l.Bytes/2 },
-			warning: "canary's alerts not counted: an alert log was rotated or emptied during the probe"},
-		{name: "no log", warning: "canary's alerts not counted: the IDS has no alert log (alerts.log) on the box"},
-		{name: "no reader", nil: true, warning: "canary not run: fwab cannot read this firewall's IDS alert logs"},
+		{name: "late alerts waited for", now: 30, late: 10, alerted: 40},
+		{name: "missed", now: 30, alerted: 30, warning: "ids missed: the IDS on lan logged no alert for 10 of the 40 canary triggers that passed (sid 1990001)"},
+		{name: "more than sent", now: 50, warning: "canary's alerts not counted: 50 alerts for 40 triggers"},
+		{name: "pruned", now: 40, stale: 45, warning: "canary's alerts not counted: the IDS's alert logs were pruned or emptied during the probe"},
+		{name: "no log", nolog: true, warning: "canary's alerts not counted: the IDS has no alert log (alerts.log) on the box yet"},
+		{name: "no reader", noreader: true, warning: "canary not run: fwab cannot read this firewall's IDS alert logs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := canaryFixture(t, canarySpec("ids@lan: [ids]", "true", "settle: {timeout: 1s}"), nil)
-			log := probe.AlertLog{Bytes: 1800, Count: 10}
-			f.sweep.Canary = func(context.Context, probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
+			var mu sync.Mutex
+			count, reads := map[int]uint64{}, map[int]int{}
+			f.sweep.Canary = func(_ context.Context, c probe.Canary) (func(context.Context) (probe.CanaryResult, error), error) {
 				return func(context.Context) (probe.CanaryResult, error) {
-					if tc.logged != nil {
-						tc.logged(&log)
-					}
-					return probe.CanaryResult{Sent: 40, Passed: 40, ControlSent: 40, ControlPassed: 40}, nil
+					mu.Lock()
+					defer mu.Unlock()
+					count[c.Port] = tc.now
+					reads[c.Port] = 0
+					return probe.CanaryResult{Sent: 40, Passed: 40, ControlSent: 40, ControlPassed: 40, Port: c.Port}, nil
 				}, nil
 			}
-			f.sweep.Alerts = func(context.Context, int) (probe.AlertLogs, error) {
-				if !tc.logs {
+			f.sweep.Alerts = func(_ context.Context, _, port int) (probe.AlertLogs, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if tc.nolog {
 					return probe.AlertLogs{}, nil
 				}
-				return probe.AlertLogs{"/var/log/suricata/suricata_igb112345/alerts.log": log}, nil
+				n, seen := count[port]
+				switch {
+				case !seen:
+					n = tc.stale // before the round
+				default:
+					if reads[port]++; reads[port] == 3 {
+						count[port] += tc.late
+					}
+					n = count[port]
+				}
+				return probe.AlertLogs{"/var/log/suricata/suricata_igb112345": n}, nil
 			}
-			if tc.nil {
+			if tc.noreader {
 				f.sweep.Alerts = nil
 			}
 			if err := f.sweep.Execute(t.Context()); err != nil {
@@ -439,13 +458,16 @@ func TestSweepCanaryAlerts(t *testing.T) {
 			var raw struct {
 				Canary *probe.CanaryResult `json:"canary"`
 			}
-			json.Unmarshal(samples[0].Raw, &raw)
+			if err := json.Unmarshal(samples[0].Raw, &raw); err != nil {
+				t.Fatal(err)
+			}
 			got := uint64(0)
 			if raw.Canary != nil {
 				got = raw.Canary.Alerted
 			}
-			if got != tc.alerted || (tc.alerted > 0) != (raw.Canary != nil) || !slices.ContainsFunc(samples[0].Warnings, func(w string) bool { return strings.HasPrefix(w, tc.warning) }) {
-				t.Errorf("sample: canary %+v, warnings %q; want %d alerted and a warning %q", raw.Canary, samples[0].Warnings, tc.alerted, tc.warning)
+			warned := tc.warning == "" && len(samples[0].Warnings) == 0 || tc.warning != "" && slices.ContainsFunc(samples[0].Warnings, func(w string) bool { return strings.HasPrefix(w, tc.warning) })
+			if got != tc.alerted || (tc.alerted > 0) != (raw.Canary != nil) || !warned {
+				t.Errorf("sample: canary %+v, warnings %q; want %d alerted and warning %q", raw.Canary, samples[0].Warnings, tc.alerted, tc.warning)
 			}
 		})
 	}

@@ -288,11 +288,11 @@ type Sweep struct {
 	// the points where the spec's canary (Spec.Canary) placed its rule;
 	// stop reports how many of its triggers passed. Nil runs none.
 	Canary func(ctx context.Context, c probe.Canary) (stop func(context.Context) (probe.CanaryResult, error), err error)
-	// Alerts reads the alert logs of the box's IDS instances with their
-	// alerts of rule sid (fwapi.AlertReader): at points whose IDS only
+	// Alerts counts the alerts of rule sid for traffic to port in the
+	// box's IDS logs (fwapi.AlertReader): at points whose IDS only
 	// detects, the canary counts the alerts its triggers raised. Nil
 	// counts none, and such points run no canary.
-	Alerts func(ctx context.Context, sid int) (probe.AlertLogs, error)
+	Alerts func(ctx context.Context, sid, port int) (probe.AlertLogs, error)
 	// Idle samples the DUT for d with no traffic (probe.Idle): the idle
 	// phase before each point's first probe, recorded as probe
 	// probe.IdleProbe. Nil, or a spec with idle: 0s, skips it.

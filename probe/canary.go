@@ -42,6 +42,8 @@ type CanaryResult struct {
 	// triggers, which the IPS has no rule against.
 	ControlSent   uint64 `json:"control_sent"`
 	ControlPassed uint64 `json:"control_passed"`
+	// Port is the triggers' server port, which the IDS's alert lines name.
+	Port int `json:"port,omitempty"`
 	// Detect marks a canary at a point whose IDS only detects (ids@IF is
 	// ids): its triggers are meant to pass, and Alerted counts those the
 	// IDS logged an alert for (AlertLogs.Since).
@@ -53,44 +55,46 @@ type CanaryResult struct {
 // dropped it. A detect-only point cannot fail open: see Missed.
 func (r CanaryResult) FailOpen() bool { return !r.Detect && r.Passed > 0 }
 
-// Missed is how many triggers a detect-only IDS logged no alert for:
-// those it did not see (capture drops under load) or did not inspect.
+// Missed is how many triggers a detect-only IDS logged no alert for, of
+// those that passed the box: those it did not see (capture drops under
+// load) or did not inspect. A trigger lost before the box is no miss of
+// the IDS's.
 func (r CanaryResult) Missed() uint64 {
-	if !r.Detect || r.Alerted >= r.Sent {
+	if !r.Detect || r.Alerted >= r.Passed {
 		return 0
 	}
-	return r.Sent - r.Alerted
+	return r.Passed - r.Alerted
 }
 
-// AlertLog is one alert log file on the firewall (Suricata's fast log,
-// one line an alert): its size and the lines of one rule in it.
-type AlertLog struct {
-	Bytes int64  `json:"bytes"`
-	Count uint64 `json:"count"`
-}
+// AlertLogs are the alerts the box's IDS instances logged for one rule
+// and one destination port, by instance (its log folder).
+type AlertLogs map[string]uint64
 
-// AlertLogs are the alert logs of the box's IDS instances, by path.
-type AlertLogs map[string]AlertLog
-
-// Since is how many alerts the busiest log gained from before to l: an
-// IDS instance on the triggers' path logs each once, and one that saw
+// Since is how many alerts the busiest instance gained from before to l:
+// an IDS instance on the triggers' path logs each once, and one that saw
 // them stands for all (as one inline IPS that drops them does). ok is
-// false when no log is in both readings, or one shrank: the log was
-// rotated or emptied between them, and the count says nothing.
+// false when no instance is in both readings, or the count of one went
+// back: its logs were pruned or emptied between them, and the count says
+// nothing.
 func (l AlertLogs) Since(before AlertLogs) (n uint64, ok bool) {
 	for path, a := range l {
 		b, in := before[path]
 		if !in {
 			continue
 		}
-		if a.Bytes < b.Bytes || a.Count < b.Count {
+		if a < b {
 			return 0, false
 		}
 		ok = true
-		n = max(n, a.Count-b.Count)
+		n = max(n, a-b)
 	}
 	return n, ok
 }
+
+// CanaryPort picks a server port for a canary's triggers, as Start does
+// for a Canary without one: a caller that counts each round's alerts by
+// their port sets it itself.
+func CanaryPort() int { return nextPort(35000, 39998) }
 
 // Conclusive reports whether the triggers dropped can be the IPS's doing:
 // at least half the control stream passed. With less of it through, the
@@ -156,7 +160,7 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 	port, controlPort := c.Port, c.Port+1
 	switch {
 	case port == 0:
-		port = nextPort(35000, 39998)
+		port = CanaryPort()
 		controlPort = port + 1
 	case port == 65535:
 		controlPort = port - 1
@@ -188,7 +192,7 @@ func (c Canary) Start(ctx context.Context, client, server Endpoint) (stop func(c
 		return nil, err
 	}
 	return func(ctx context.Context) (CanaryResult, error) {
-		var r CanaryResult
+		r := CanaryResult{Port: port}
 		var errs [2]error
 		var wg sync.WaitGroup
 		wg.Go(func() {

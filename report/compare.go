@@ -377,11 +377,9 @@ func (cr *comparer) judge() {
 			r.Regression = true
 			cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("fail-open at %s, probe %s: the IPS canary's triggers passed in run %d's samples where run %d's IPS let none through; a regression whatever the statistics", r.Point, r.Probe, cr.c.B.ID, cr.c.A.ID))
 		}
-		if r.Gated && r.Metric == CanaryMissed && slices.Max(cr.samples[i][0]) == 0 && slices.Max(cr.samples[i][1]) > 0 {
-			// The same for an IDS that alerted on every trigger before.
-			r.Regression = true
-			cr.c.Warnings = append(cr.c.Warnings, fmt.Sprintf("ids missed at %s, probe %s: the IDS logged no alert for some canary triggers in run %d's samples where run %d's alerted on all; a regression whatever the statistics", r.Point, r.Probe, cr.c.B.ID, cr.c.A.ID))
-		}
+		// An IDS's misses (canary-missed) are left to the statistics: a
+		// passive IDS misses copies under load by chance, where an inline
+		// IPS that lets a trigger through has failed open.
 	}
 }
 

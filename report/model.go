@@ -399,7 +399,9 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	switch c := raw.Canary; {
 	case c == nil || c.Sent == 0:
 	case c.Detect:
-		f.MissedPct = 100 * float64(c.Missed()) / float64(c.Sent)
+		if c.Passed > 0 {
+			f.MissedPct = 100 * float64(c.Missed()) / float64(c.Passed)
+		}
 	default:
 		f.CanaryPct = 100 * float64(c.Passed) / float64(c.Sent)
 	}

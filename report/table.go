@@ -148,16 +148,17 @@ func (c Cell) InvalidNote() string {
 // CanaryNote says what the IPS canary saw in the cell's samples:
 // "fail-open 2/7: 97 of 700 canary triggers passed", or "canary: none of
 // 700 triggers passed"; at a detect-only IDS "ids missed 1/7: 650 of 700
-// canary triggers alerted", or "canary: 700 of 700 triggers alerted".
+// canary triggers alerted", or "canary: 700 of 700 triggers alerted"
+// (of those that passed the box).
 // Empty where no canary ran.
 func (c Cell) CanaryNote() string {
 	switch k := c.Canary; {
 	case k.FailOpen > 0:
 		return fmt.Sprintf("fail-open %d/%d: %d of %d canary triggers passed", k.FailOpen, k.Samples, k.Passed, k.Sent)
 	case k.Missed > 0:
-		return fmt.Sprintf("ids missed %d/%d: %d of %d canary triggers alerted", k.Missed, k.Samples, k.Alerted, k.Sent)
+		return fmt.Sprintf("ids missed %d/%d: %d of %d canary triggers alerted", k.Missed, k.Samples, k.Alerted, k.Passed)
 	case k.Samples > 0 && k.Detect == k.Samples:
-		return fmt.Sprintf("canary: %d of %d triggers alerted", k.Alerted, k.Sent)
+		return fmt.Sprintf("canary: %d of %d triggers alerted", k.Alerted, k.Passed)
 	case k.Samples > 0:
 		return fmt.Sprintf("canary: none of %d triggers passed", k.Sent)
 	}

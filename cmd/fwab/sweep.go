@@ -493,7 +493,7 @@ func (w *sweepWiring) canary() func(context.Context, probe.Canary) (func(context
 
 // alerts reads the IDS's alert logs for the canary at detect-only points
 // (matrix.Sweep.Alerts); nil for a driver that cannot.
-func (w *sweepWiring) alerts() func(context.Context, int) (probe.AlertLogs, error) {
+func (w *sweepWiring) alerts() func(context.Context, int, int) (probe.AlertLogs, error) {
 	if ar, ok := w.fw.(fwapi.AlertReader); ok && w.spec.Canary.On() {
 		return ar.Alerts
 	}

@@ -500,7 +500,10 @@ drift_check: false
 		if x.Point != 0 {
 			continue
 		}
-		if x.Failed || !c.Detect || c.Sent < 50 || c.Passed < c.Sent*9/10 || c.Alerted == 0 || c.Alerted > c.Sent {
+		// How many it misses depends on the machine's load (35 % of the
+		// packets and of the triggers on a busy run, 1 % on a quiet one);
+		// TestCanaryAlertsThroughIDS checks every trigger alerted at rest.
+		if x.Failed || !c.Detect || c.Sent < 50 || c.Passed < c.Sent*9/10 || c.Alerted == 0 || c.Alerted > c.Passed {
 			t.Errorf("sample %d at the ids point: canary %+v, failed %v (%s); want the triggers passed and alerted", i, c, x.Failed, x.Reason)
 		}
 		if missed := slices.ContainsFunc(x.Warnings, func(w string) bool { return strings.HasPrefix(w, "ids missed: ") }); missed != (c.Missed() > 0) {

@@ -335,9 +335,8 @@ func (e *Engine) inspect(p []byte, flows *flowTable, alerts *alertLog) (info pac
 	}
 	var matched func(Rule)
 	if alerts != nil {
-		now := time.Now()
 		matched = func(r Rule) {
-			if err := alerts.write(now, e.opts.Mode == Inline, r, info); err != nil {
+			if err := alerts.write(time.Now(), e.opts.Mode == Inline, r, info); err != nil {
 				e.c.errors.Add(1)
 			}
 		}
