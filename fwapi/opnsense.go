@@ -74,7 +74,7 @@ type OPNsense struct {
 	// the boot to run it. otherBootEnv: the next boot is of another boot
 	// environment, whose /usr/local has no such hook.
 	hooked, otherBootEnv bool
-	adopted   []byte // config.xml as the last Apply's IDS reconfigure saved it (AdoptedConfig)
+	adopted              []byte // config.xml as the last Apply's IDS reconfigure saved it (AdoptedConfig)
 }
 
 var _ Firewall = (*OPNsense)(nil)

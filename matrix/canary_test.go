@@ -433,11 +433,8 @@ func TestSweepCanaryAlerts(t *testing.T) {
 				if tc.nolog {
 					return probe.AlertLogs{}, nil
 				}
-				n, seen := count[port]
-				switch {
-				case !seen:
-					n = tc.stale // before the round
-				default:
+				n := tc.stale // before the round
+				if _, seen := count[port]; seen {
 					if reads[port]++; reads[port] == 3 {
 						count[port] += tc.late
 					}
