@@ -846,6 +846,9 @@ func (e *Emulator) Reboot(ctx context.Context) {
 	case <-time.After(e.RebootDelay):
 	case <-ctx.Done():
 	}
+	if e.lifetime().Err() != nil {
+		return // the emulator stopped while the box was down: no boot
+	}
 	if err := e.switchBootEnv(); err != nil {
 		e.logger().Error("reboot: boot environment", "err", err)
 	}

@@ -790,7 +790,9 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 		return fmt.Errorf("opnsense: reboot: %w", err)
 	}
 	o.mu.Lock()
-	o.rebooting, o.marked, o.hooked = true, marked, hooked
+	// The next boot is the one of this reboot: a boot environment
+	// activated for it is used up.
+	o.rebooting, o.marked, o.hooked, o.otherBootEnv = true, marked, hooked, false
 	o.mu.Unlock()
 	o.log.InfoContext(ctx, "rebooting")
 	return nil
@@ -809,12 +811,22 @@ func (o *OPNsense) Reboot(ctx context.Context) error {
 // upstream: opnsense-core 26.7 src/etc/rc.syshook:61 — `SYSHOOKS="$(find -s ${SYSDIR}/${SYSLEVEL} -type f})"`, each run in turn (:71), after rc.bootup (src/etc/rc:243)
 // upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc.syshook.d/start/20-freebsd:4 — `/usr/local/etc/rc.freebsd start`
 // upstream: opnsense/core@559d8f31c24271a48d8a06bbde7b6ea8a4fd5a6a src/etc/rc:243 — `/usr/local/etc/rc.syshook start`, the only caller of the start level (24.7: :236)
-const OPNsenseStartedHook = "/usr/local/etc/rc.syshook.d/start/99-fwab-started"
+//
+// Named to sort after every start hook of the products' own and their
+// plugins' (plugins' 25.7 security/q-feeds-connector ships 99-qfeeds).
+const OPNsenseStartedHook = "/usr/local/etc/rc.syshook.d/start/99-zzz-fwab-started"
 
-// opnStartedHookScript is OPNsenseStartedHook's text.
+// opnStartedHookStage is where the hook is written before it is moved in
+// place: the syshook folder's parent, which no level runs.
+const opnStartedHookStage = "/usr/local/etc/rc.syshook.d/.fwab-started.tmp"
+
+// opnStartedHookScript is OPNsenseStartedHook's text. It does nothing
+// while the reboot marker exists: that is the boot before fwab's reboot,
+// still starting when fwab rebooted it.
 var opnStartedHookScript = "#!/bin/sh\n" +
 	"# fwab: OPNsense's boot runs this after its other start syshooks (the services);\n" +
 	"# fwab waits for it after a reboot. It removes itself.\n" +
+	"[ -e " + rebootMarker + " ] && exit 0\n" +
 	": > " + PfPackagesStarted + "\n" +
 	"rm -f " + OPNsenseStartedHook + "\n"
 
@@ -826,7 +838,6 @@ var opnStartedHookScript = "#!/bin/sh\n" +
 func (o *OPNsense) hookStart(ctx context.Context) bool {
 	o.mu.Lock()
 	other := o.otherBootEnv
-	o.otherBootEnv = false
 	o.mu.Unlock()
 	q := ShellQuote(OPNsenseStartedHook)
 	if other {
@@ -834,7 +845,8 @@ func (o *OPNsense) hookStart(ctx context.Context) bool {
 		_, _ = o.shell(ctx, "rm -f "+q, nil)
 		return false
 	}
-	_, err := o.shell(ctx, "rm -f "+PfPackagesStarted+" && cat > "+q+".tmp && chmod 755 "+q+".tmp && mv "+q+".tmp "+q+" && [ -x "+q+" ]", strings.NewReader(opnStartedHookScript))
+	tmp := ShellQuote(opnStartedHookStage)
+	_, err := o.shell(ctx, "rm -f "+PfPackagesStarted+" && { cat > "+tmp+" && chmod 755 "+tmp+" && mv "+tmp+" "+q+" && [ -x "+q+" ] || { rm -f "+tmp+"; exit 1; }; }", strings.NewReader(opnStartedHookScript))
 	if err != nil {
 		o.log.Warn("the boot's service start will not be waited for: its hook was not written", "hook", OPNsenseStartedHook, "err", err)
 		return false
@@ -871,6 +883,9 @@ func (o *OPNsense) waitMarker(ctx context.Context, timeout time.Duration) error 
 	for {
 		out, _, _, err := o.ssh.Run(ctx, "if [ -e "+rebootMarker+" ]; then echo pending; fi; if [ -e "+PfPackagesStarted+" ]; then echo started; fi", nil)
 		switch {
+		case err != nil && ctx.Err() != nil && last != nil:
+			// the wait's end cut the reading short: keep what the last
+			// one said
 		case err != nil:
 			last = err
 		case strings.Contains(string(out), "pending"):
@@ -887,6 +902,11 @@ func (o *OPNsense) waitMarker(ctx context.Context, timeout time.Duration) error 
 			}
 		}
 		if err := sleepCtx(ctx, poll); err != nil {
+			// A hook that did not run by now will not be waited for
+			// again: the next WaitReady returns once the box is back.
+			o.mu.Lock()
+			o.hooked = false
+			o.mu.Unlock()
 			return fmt.Errorf("opnsense: not back within %v after the reboot: %w", timeout, last)
 		}
 	}
@@ -1079,7 +1099,9 @@ func (o *OPNsense) Upgrade(ctx context.Context, version string, progress func(st
 		case "reboot":
 			progress("rebooting into the new release")
 			o.mu.Lock()
-			o.rebooting = true
+			// The upgrade's own reboot leaves no marker nor hook: a wait
+			// of an earlier Reboot's must not be taken for this one's.
+			o.rebooting, o.marked, o.hooked = true, false, false
 			o.mu.Unlock()
 			if err := o.WaitReady(ctx, o.opts.UpgradeTimeout); err != nil {
 				return fmt.Errorf("opnsense: upgrade: %w", err)
