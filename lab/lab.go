@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,36 @@ type Options struct {
 	// Pairs is how many client/server pairs cross the DUT (Topology.Pairs):
 	// 1 (0 too), or 2 for a second link on ports of its own.
 	Pairs int
+	// Benchmark runs the CPU benchmark a calibrated profile's budget comes
+	// from (Calibrate); nil means RunSevenZip.
+	Benchmark func(context.Context) (SevenZip, error)
+}
+
+// calibrate is the CPU calibration of a profile with an appliance CPU,
+// unless DUTCPU gives the budget: the running lab's when it calibrated
+// the same CPU (a second `lab up` keeps its budget), else measured now.
+func (o Options) calibrate(ctx context.Context) (*CPUCalibration, error) {
+	a, err := LookupAppliance(o.Appliance)
+	if err != nil || a.CPU == nil || o.DUTCPU != 0 {
+		return nil, err
+	}
+	if st, err := readState(o.Dir); err == nil && st.Appliance == a.Name && st.CPU != nil && st.CPU.Appliance == *a.CPU {
+		return st.CPU, nil
+	}
+	bench := o.Benchmark
+	if bench == nil {
+		bench = RunSevenZip
+	}
+	o.Logger.Info("calibrating the CPU budget", "profile", a.Name, "cpu", a.CPU.Model, "benchmark", strings.Join(SevenZipCommand, " "))
+	m, err := bench(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lab profile %s: %w", a.Name, err)
+	}
+	c, err := Calibrate(*a.CPU, m, runtime.NumCPU())
+	if err != nil {
+		return nil, fmt.Errorf("lab profile %s: %w", a.Name, err)
+	}
+	return &c, nil
 }
 
 // CheckAppliance checks the lab profile, links and CPU budget asked for
@@ -178,6 +209,9 @@ type State struct {
 	Links map[string]emu.LinkSpec `json:"links,omitempty"`
 	// DUTCPU is the services' CPU budget in cores; 0: none.
 	DUTCPU float64 `json:"dut_cpu,omitempty"`
+	// CPU is how a calibrated profile's budget was found; nil for a
+	// budget given in cores.
+	CPU *CPUCalibration `json:"cpu_calibration,omitempty"`
 	// Pairs is the client/server pairs crossing the DUT; 0 is 1.
 	Pairs int `json:"pairs,omitempty"`
 }
@@ -274,11 +308,21 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := topo.Validate(); err != nil {
 		return nil, err
 	}
-	appliance, links, dutCPU, err := o.appliance(topo)
-	if err != nil {
+	if err := o.CheckAppliance(); err != nil {
 		return nil, err
 	}
 	if err := CheckRoot(); err != nil {
+		return nil, err
+	}
+	cal, err := o.calibrate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cal != nil {
+		o.DUTCPU = cal.Budget
+	}
+	appliance, links, dutCPU, err := o.appliance(topo)
+	if err != nil {
 		return nil, err
 	}
 	if err := CheckTools(); err != nil {
@@ -342,7 +386,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, err
 		}
 	}
-	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU, Pairs: topo.Pairs}
+	st := &State{Prefix: o.Prefix, Flavor: o.Flavor, IDSRules: o.IDSRules, Appliance: appliance, Links: links, DUTCPU: dutCPU, CPU: cal, Pairs: topo.Pairs}
 	data, _ := json.MarshalIndent(st, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(o.Dir, stateFile), data, 0o644); err != nil {
 		return nil, err

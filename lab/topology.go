@@ -332,15 +332,46 @@ func (t Topology) DUTVeths() map[string]string {
 type Appliance struct {
 	Name   string
 	Link   emu.LinkSpec
-	DUTCPU float64 // cores; 0: none
-	Models string  // what it stands for, for --help and the README
+	DUTCPU float64 // cores; 0: none, or CPU's calibration
+	// CPU, when set, is the appliance's CPU: `lab up` calibrates the
+	// budget against this machine (Calibrate) instead of DUTCPU.
+	CPU    *CPURef
+	Models string // what it stands for, for --help and the README
 }
+
+// The published 7-Zip runs the appliances' CPU figures come from: one run
+// per core design, its decompression rating per MHz of the clock the run
+// measured.
+//
+//   - Jaguar/Puma (AMD's GX SoCs): a GX-420CA (Jaguar, 4 cores, 2.0 GHz)
+//     in an HP t620 Plus, 7-Zip 16.02 `7z b`, "CPU Freq: 1990 1993 1992",
+//     "Avr: 377 1239 4675 | 397 1735 6884": 1735 MIPS a thread (R/U)
+//     decompressing at 1992 MHz. Puma (GX-424CC, GX-412TC) is Jaguar with
+//     higher clocks and power management; its work per clock is unchanged
+//     (notebookcheck.com, AMD A8-6410: "Die Pro-MHz-Leistung hat sich im
+//     Vergleich zum Vorgänger nicht verändert").
+//   - Skylake (the Xeon D-2100's core): a Pentium G4600 (Kaby Lake, the
+//     Skylake core, 3.6 GHz without turbo) in sbc-bench's results, 7-Zip
+//     16.02 `7za b -mmt1`: "Avr: 100 5213 5213 | 100 3682 3682".
+const (
+	jaguarSource  = "GX-420CA, 1735 MIPS a thread at 1992 MHz: https://gist.github.com/Jackadminx/87f60e42f22361c7d19b1fb4ae4be854; Puma = Jaguar per MHz: https://notebookcheck.com/AMD-A-Series-A8-6410-Notebook-Prozessor.122363.0.html"
+	skylakeSource = "Pentium G4600, 3682 MIPS at 3600 MHz: https://github.com/ThomasKaiser/sbc-bench/blob/53f795176f2876cffac8cfd93395ee01e031f6ee/results/2jVw.txt (line 203)"
+)
 
 // Appliances are the named profiles; the first is the default of Up.
 var Appliances = []Appliance{
 	{Name: "unlimited", Models: "the lab as it always was: veths at whatever this machine forwards, the services on all of its cores"},
 	{Name: "1g-small", Link: emu.LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
-		Models: "a small appliance with 1 GbE ports (a T730, an APU): every DUT port at 1000baseT full duplex, the services on one core's budget"},
+		Models: "a small appliance with 1 GbE ports: every DUT port at 1000baseT full duplex, the services on one of this machine's cores (not calibrated: t730 and apu2 are)"},
+	{Name: "t730", Link: emu.LinkSpec{Speed: speedNamed("1g")},
+		CPU: &CPURef{Model: "AMD GX-424CC", Cores: 4, MHz: 2400, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
+		Models: "an HP t730 thin client (AMD GX-424CC, 4 Puma cores at 2.4 GHz; Intel i350 1 GbE ports, as in the T730 review): 1000baseT ports, the services on one GX-424CC core's budget, calibrated at lab up"},
+	{Name: "apu2", Link: emu.LinkSpec{Speed: speedNamed("1g")},
+		CPU: &CPURef{Model: "AMD GX-412TC", Cores: 4, MHz: 1000, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
+		Models: "a PC Engines APU2 (AMD GX-412TC, 4 Puma cores at 1.0 GHz, 1.4 GHz boost not counted; Intel i210/i211 1 GbE): 1000baseT ports, one GX-412TC core's budget, calibrated at lab up"},
+	{Name: "e302", Link: emu.LinkSpec{Speed: speedNamed("10g")},
+		CPU: &CPURef{Model: "Intel Xeon D-2123IT", Cores: 4, MHz: 2200, Column: RatingDecompress, PerMHz: 3682.0 / 3600, Source: skylakeSource},
+		Models: "a Xeon D-2123IT box as in the E302 review (4 Skylake cores at 2.2 GHz base, 3.0 GHz turbo not counted; 10 GbE): 10GbaseT ports, one D-2123IT core's budget, calibrated at lab up"},
 }
 
 // speedNamed is the emu.LinkSpeed of that name; it panics on a name

@@ -111,7 +111,10 @@ func applianceHelp() string {
 	var parts []string
 	for _, a := range lab.Appliances {
 		desc := a.Link.String()
-		if a.DUTCPU > 0 {
+		switch {
+		case a.CPU != nil:
+			desc += fmt.Sprintf(", one %s core's service budget, calibrated", a.CPU.Model)
+		case a.DUTCPU > 0:
 			desc += fmt.Sprintf(", %g-core service budget", a.DUTCPU)
 		}
 		parts = append(parts, a.Name+" ("+desc+")")
@@ -200,6 +203,9 @@ func applianceLine(st *lab.State) string {
 		links = append(links, name+" "+st.Links[name].String())
 	}
 	line := "links " + strings.Join(links, ", ")
+	if st.CPU != nil {
+		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)\ncpu:        %s", st.DUTCPU, st.Prefix, st.CPU)
+	}
 	if st.DUTCPU > 0 {
 		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)", st.DUTCPU, st.Prefix)
 	}

@@ -1,0 +1,184 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseSevenZip(t *testing.T) {
+	recorded, err := os.ReadFile("testdata/7zz-26.02-b1-mmt1-md22.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, out string
+		want      SevenZip
+	}{
+		// This machine, 7-Zip 26.02, under another engineer's load: the
+		// thread ran 94 % of the time, so its rating (3265) is below
+		// its R/U (3472).
+		{"7zz 26.02", string(recorded), SevenZip{Version: "26.02", Decompress: 3472, Total: 3199}},
+		// p7zip 16.02's layout (no speed column in the Avr line), as the
+		// published runs print it.
+		{"p7zip 16.02", "7-Zip (a) [64] 16.02 : Copyright (c) 1999-2016 Igor Pavlov : 2016-05-21\n" +
+			"22:       5077   100   4939   4939  |      43029   100   3671   3671\n" +
+			"----------------------------------  | ------------------------------\n" +
+			"Avr:             100   5213   5213  |              100   3682   3682\n" +
+			"Tot:             100   4447   4448\n", SevenZip{Version: "16.02", Decompress: 3682, Total: 4447}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSevenZip(tc.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "7-Zip [64] 26.02\nSystem ERROR:\nE_OUTOFMEMORY\n", "Avr: 100 0 0 | 100 0 0\nTot: 100 0 0\n"} {
+		if s, err := ParseSevenZip(bad); err == nil {
+			t.Errorf("ParseSevenZip(%q) = %+v, want an error", bad, s)
+		}
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	ref := CPURef{Model: "X", Cores: 4, MHz: 2000, Column: RatingDecompress, PerMHz: 1}
+	for _, tc := range []struct {
+		name      string
+		ref       CPURef
+		machine   SevenZip
+		ncpu      int
+		ratio     float64
+		budget    float64
+		wantError bool
+	}{
+		{name: "one core of the appliance", ref: ref, machine: SevenZip{Decompress: 4000, Total: 1}, ncpu: 2, ratio: 0.5, budget: 0.5},
+		{name: "the total rating where the reference gives it", ref: CPURef{Model: "X", Cores: 4, MHz: 2000, Column: RatingTotal, PerMHz: 1}, machine: SevenZip{Decompress: 1, Total: 8000}, ncpu: 2, ratio: 0.25, budget: 0.25},
+		{name: "a faster core than the machine's is capped at the machine", ref: ref, machine: SevenZip{Decompress: 500}, ncpu: 1, ratio: 4, budget: 1},
+		{name: "a far slower core gets the smallest budget", ref: ref, machine: SevenZip{Decompress: 100000}, ncpu: 2, ratio: 0.02, budget: MinCPUBudget},
+		{name: "no rating", ref: ref, machine: SevenZip{}, ncpu: 2, wantError: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Calibrate(tc.ref, tc.machine, tc.ncpu)
+			if tc.wantError {
+				if err == nil {
+					t.Fatalf("got %+v, want an error", c)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(c.Ratio-tc.ratio) > 1e-9 || c.Budget != tc.budget || c.Threads != EngineThreads {
+				t.Errorf("ratio %g budget %g threads %d, want %g, %g, %d", c.Ratio, c.Budget, c.Threads, tc.ratio, tc.budget, EngineThreads)
+			}
+		})
+	}
+}
+
+// TestApplianceTable checks the profiles: unique names, and for each
+// calibrated one a CPU with its cores, clock, a rating column the
+// machine's run gives, and a published source.
+func TestApplianceTable(t *testing.T) {
+	seen := map[string]bool{}
+	calibrated := 0
+	for _, a := range Appliances {
+		if seen[a.Name] {
+			t.Errorf("profile %s twice", a.Name)
+		}
+		seen[a.Name] = true
+		if a.Models == "" {
+			t.Errorf("profile %s says nothing of what it models", a.Name)
+		}
+		if got, err := LookupAppliance(a.Name); err != nil || got.Name != a.Name {
+			t.Errorf("LookupAppliance(%s) = %v, %v", a.Name, got.Name, err)
+		}
+		if a.CPU == nil {
+			continue
+		}
+		calibrated++
+		r := a.CPU
+		if a.DUTCPU != 0 {
+			t.Errorf("profile %s has both a CPU to calibrate and a budget of %g cores", a.Name, a.DUTCPU)
+		}
+		if r.Model == "" || r.Cores < 1 || r.MHz <= 0 || r.PerMHz <= 0 || (r.Column != RatingDecompress && r.Column != RatingTotal) {
+			t.Errorf("profile %s: CPU %+v is incomplete", a.Name, *r)
+		}
+		if !strings.Contains(r.Source, "https://") {
+			t.Errorf("profile %s: CPU figure without a published source: %q", a.Name, r.Source)
+		}
+		// Whatever the machine, the budget stands for one appliance core.
+		c, err := Calibrate(*r, SevenZip{Decompress: r.MIPS() * 2, Total: r.MIPS() * 2}, 2)
+		if err != nil || c.Budget != 0.5 {
+			t.Errorf("profile %s on a machine twice as fast: budget %g (%v), want 0.5", a.Name, c.Budget, err)
+		}
+	}
+	for _, name := range []string{"t730", "apu2", "e302"} {
+		if a, err := LookupAppliance(name); err != nil || a.CPU == nil {
+			t.Errorf("profile %s: %v, calibrated: %v", name, err, err == nil && a.CPU != nil)
+		}
+	}
+	// The slower APU2 core gets the smaller budget on the same machine.
+	t730, _ := LookupAppliance("t730")
+	apu2, _ := LookupAppliance("apu2")
+	m := SevenZip{Decompress: 4000, Total: 4000}
+	ct, _ := Calibrate(*t730.CPU, m, 2)
+	ca, _ := Calibrate(*apu2.CPU, m, 2)
+	if !(ca.Budget < ct.Budget) {
+		t.Errorf("apu2 budget %g, t730 %g: want the 1 GHz core below the 2.4 GHz one", ca.Budget, ct.Budget)
+	}
+	if calibrated < 3 {
+		t.Errorf("%d calibrated profiles, want t730, apu2 and e302", calibrated)
+	}
+}
+
+// TestOptionsCalibrate checks when Up measures: for a calibrated profile
+// without --dut-cpu, once; a lab already calibrated for the same CPU
+// keeps its figure; --dut-cpu and uncalibrated profiles measure nothing.
+func TestOptionsCalibrate(t *testing.T) {
+	dir := t.TempDir()
+	runs := 0
+	bench := func(context.Context) (SevenZip, error) {
+		runs++
+		return SevenZip{Version: "26.02", Decompress: 4180, Total: 4000}, nil
+	}
+	ctx := context.Background()
+	o := Options{Dir: dir, Appliance: "t730", Benchmark: bench}
+	o.defaults()
+	c, err := o.calibrate(ctx)
+	if err != nil || c == nil {
+		t.Fatalf("calibrate: %v, %v", c, err)
+	}
+	t730, _ := LookupAppliance("t730")
+	if want := math.Round(t730.CPU.MIPS()/4180*100) / 100; c.Budget != want || runs != 1 {
+		t.Fatalf("budget %g after %d runs, want %g after 1", c.Budget, runs, want)
+	}
+	data, _ := json.Marshal(&State{Appliance: "t730", DUTCPU: c.Budget, CPU: c})
+	if err := os.WriteFile(filepath.Join(dir, stateFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := o.calibrate(ctx)
+	if err != nil || again == nil || again.Budget != c.Budget || runs != 1 {
+		t.Errorf("second lab up: %+v, %v after %d runs: want the lab's calibration kept", again, err, runs)
+	}
+	o.Appliance = "apu2"
+	if other, err := o.calibrate(ctx); err != nil || other == nil || runs != 2 || other.Appliance.Model != "AMD GX-412TC" {
+		t.Errorf("another profile: %+v, %v after %d runs: want a new measurement", other, err, runs)
+	}
+	for _, opt := range []Options{{Dir: dir, Appliance: "t730", DUTCPU: 1, Benchmark: bench}, {Dir: dir, Appliance: "1g-small", Benchmark: bench}, {Dir: dir, Benchmark: bench}} {
+		opt.defaults()
+		if got, err := opt.calibrate(ctx); err != nil || got != nil {
+			t.Errorf("%+v: calibration %+v, %v; want none", opt, got, err)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("%d benchmark runs, want 2", runs)
+	}
+}
