@@ -364,13 +364,13 @@ var Appliances = []Appliance{
 	{Name: "1g-small", Link: emu.LinkSpec{Speed: speedNamed("1g")}, DUTCPU: 1,
 		Models: "a small appliance with 1 GbE ports: every DUT port at 1000baseT full duplex, the services on one of this machine's cores (not calibrated: t730 and apu2 are)"},
 	{Name: "t730", Link: emu.LinkSpec{Speed: speedNamed("1g")},
-		CPU: &CPURef{Model: "AMD GX-424CC", Cores: 4, MHz: 2400, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
+		CPU:    &CPURef{Model: "AMD GX-424CC", Cores: 4, MHz: 2400, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
 		Models: "an HP t730 thin client (AMD GX-424CC, 4 Puma cores at 2.4 GHz; Intel i350 1 GbE ports, as in the T730 review): 1000baseT ports, the services on one GX-424CC core's budget, calibrated at lab up"},
 	{Name: "apu2", Link: emu.LinkSpec{Speed: speedNamed("1g")},
-		CPU: &CPURef{Model: "AMD GX-412TC", Cores: 4, MHz: 1000, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
+		CPU:    &CPURef{Model: "AMD GX-412TC", Cores: 4, MHz: 1000, Column: RatingDecompress, PerMHz: 1735.0 / 1992, Source: jaguarSource},
 		Models: "a PC Engines APU2 (AMD GX-412TC, 4 Puma cores at 1.0 GHz, 1.4 GHz boost not counted; Intel i210/i211 1 GbE): 1000baseT ports, one GX-412TC core's budget, calibrated at lab up"},
 	{Name: "e302", Link: emu.LinkSpec{Speed: speedNamed("10g")},
-		CPU: &CPURef{Model: "Intel Xeon D-2123IT", Cores: 4, MHz: 2200, Column: RatingDecompress, PerMHz: 3682.0 / 3600, Source: skylakeSource},
+		CPU:    &CPURef{Model: "Intel Xeon D-2123IT", Cores: 4, MHz: 2200, Column: RatingDecompress, PerMHz: 3682.0 / 3600, Source: skylakeSource},
 		Models: "a Xeon D-2123IT box as in the E302 review (4 Skylake cores at 2.2 GHz base, 3.0 GHz turbo not counted; 10 GbE): 10GbaseT ports, one D-2123IT core's budget, calibrated at lab up"},
 }
 
