@@ -38,6 +38,10 @@ type Target struct {
 	// runs over, as the products' GUIs do; by default fwab leaves it as it
 	// is (a capability change may reset its link) and verify says so.
 	OffloadManagement bool `yaml:"offload_management,omitempty"`
+	// Lab says what a lab target's emulated box stands for: its profile,
+	// links and CPU budget with the budget's calibration (written by
+	// `fwab lab up`; runs record it, reports print it).
+	Lab string `yaml:"lab,omitempty"`
 }
 
 // LeaseLength is the target's lease, or 0 when it names none.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fwab/fwab/emu"
 )
 
 func TestParseSevenZip(t *testing.T) {
@@ -180,5 +182,26 @@ func TestOptionsCalibrate(t *testing.T) {
 	}
 	if runs != 2 {
 		t.Errorf("%d benchmark runs, want 2", runs)
+	}
+}
+
+// TestDescribeCalibrated: the line `lab status`, the lab target and the
+// reports carry names the profile, the budget, both figures, the
+// benchmark and the reference's source.
+func TestDescribeCalibrated(t *testing.T) {
+	a, _ := LookupAppliance("t730")
+	c, err := Calibrate(*a.CPU, SevenZip{Version: "26.02", Decompress: 4000, Total: 3700}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &State{Prefix: "fwx", Appliance: "t730", DUTCPU: c.Budget, CPU: &c, Links: map[string]emu.LinkSpec{"lan": a.Link, "wan": a.Link}}
+	got := st.Describe()
+	for _, want := range []string{"lab profile t730", "lan 1g", "0.52-core budget (cgroup fwx-dut)", "4 × AMD GX-424CC at 2400 MHz", "2090 MIPS", "4000 (7-Zip 26.02", "7zz b 1 -mmt1 -md22", "= 0.52", a.CPU.Source} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Describe() = %q\nlacks %q", got, want)
+		}
+	}
+	if got := (&State{Appliance: "1g-small", DUTCPU: 1, Prefix: "fwx"}).Describe(); !strings.Contains(got, "1-core budget") || strings.Contains(got, "MIPS") {
+		t.Errorf("uncalibrated: %q", got)
 	}
 }

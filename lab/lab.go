@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,6 +215,24 @@ type State struct {
 	CPU *CPUCalibration `json:"cpu_calibration,omitempty"`
 	// Pairs is the client/server pairs crossing the DUT; 0 is 1.
 	Pairs int `json:"pairs,omitempty"`
+}
+
+// Describe says what the lab's emulated box stands for: its profile, the
+// DUT's links, the services' CPU budget and, for a calibrated profile,
+// where the budget comes from.
+func (s *State) Describe() string {
+	var links []string
+	for _, name := range slices.Sorted(maps.Keys(s.Links)) {
+		links = append(links, name+" "+s.Links[name].String())
+	}
+	line := "lab profile " + cmp.Or(s.Appliance, "unlimited") + ": links " + cmp.Or(strings.Join(links, ", "), "unlimited")
+	switch {
+	case s.CPU != nil:
+		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut): %s", s.DUTCPU, s.Prefix, s.CPU)
+	case s.DUTCPU > 0:
+		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)", s.DUTCPU, s.Prefix)
+	}
+	return line + "; services unbudgeted"
 }
 
 // topology is the running lab's namespaces and ports.
@@ -734,6 +753,7 @@ func writeTarget(o Options, st *State) error {
 		// link rides out a capability change, so offload changes reach it
 		// too, as the GUI's do.
 		OffloadManagement: true,
+		Lab:               st.Describe(),
 	}
 	if topo.second() {
 		tf.Targets[TargetName].Endpoints.Name = "link1"

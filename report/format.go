@@ -209,6 +209,9 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 		fmt.Fprintf(&b, " (%s)", mdEscape(t.Firmware))
 	}
 	b.WriteString("\n\n")
+	if t.Lab != "" {
+		fmt.Fprintf(&b, "Testbed: %s.\n", mdEscape(t.Lab))
+	}
 	if t.Baseline != "" {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))
 	}
@@ -505,7 +508,8 @@ func writePivotCSV(w io.Writer, pv *Pivot) error {
 type jsonReport struct {
 	Run        int64             `json:"run"`
 	Target     string            `json:"target"`
-	Testbed    string            `json:"testbed"` // name@fingerprint; "" for runs from before testbeds
+	Testbed    string            `json:"testbed"`       // name@fingerprint; "" for runs from before testbeds
+	Lab        string            `json:"lab,omitempty"` // a lab target's profile and CPU budget
 	Firmware   string            `json:"firmware"`
 	Status     string            `json:"status"`
 	Confidence float64           `json:"confidence"`
@@ -676,7 +680,7 @@ func toJSONMetric(mc MetricCell) jsonMetric {
 }
 
 func writeJSON(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
-	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Testbed: t.Testbed, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
+	out := jsonReport{Effects: toJSONEffects(ef), Run: t.Run, Target: t.Target, Testbed: t.Testbed, Lab: t.Lab, Firmware: t.Firmware, Confidence: t.Confidence, Knobs: nonNil(t.Knobs), Fixed: t.Fixed,
 		Probes: nonNil(t.Probes), Baseline: t.Baseline, Status: t.Status, Points: []jsonPoint{}, Blackouts: []jsonBlackout{}, Warnings: nonNil(t.Warnings)}
 	for _, f := range t.Blackouts {
 		out.Blackouts = append(out.Blackouts, toJSONBlackout(f))

@@ -77,7 +77,8 @@ small.failopen { color: #b00020; font-weight: bold; }
 </head>
 <body>
 <h1>Run {{.T.Run}}{{with .T.Where}} on {{.}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
-<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}{{if .T.AnyThroughput}}Throughput in Mbit/s{{else}}Connection rate in conn/s{{end}}: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
+{{with .T.Lab}}<p>Testbed: {{.}}.</p>
+{{end}}<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}{{if .T.AnyThroughput}}Throughput in Mbit/s{{else}}Connection rate in conn/s{{end}}: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}{{if .T.HasExtra}} {{legend}}{{end}}{{if .T.Idle}} {{idlelegend}}{{end}}</p>
 <table id="points">
 <tr><th>point</th>{{range .T.Knobs}}<th>{{.}}</th>{{end}}{{range $i, $p := .T.Probes}}{{if index $.T.Throughput $i}}<th>{{$p}} Mbit/s</th><th>{{$p}} Δ</th><th>{{$p}} p</th><th>{{$p}} p adj</th><th>{{$p}} retr</th>{{if $.T.StudentT}}<th>{{$p}} mean</th><th>{{$p}} Δ mean</th><th>{{$p}} t-test p</th>{{end}}{{end}}{{range index $.T.Extra $i}}<th>{{$p}} {{label .}}</th><th>{{$p}} {{label .}} Δ</th>{{end}}{{end}}<th>DUT CPU %</th><th>temp °C</th><th>power W</th>{{if .T.Idle}}<th>idle CPU %</th><th>idle temp °C</th><th>idle power W</th>{{if .T.IdleLatency}}<th>idle ping ms</th>{{end}}{{end}}{{if .T.Blackouts}}<th>blackout ms</th>{{end}}</tr>

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -18,7 +19,10 @@ type Table struct {
 	// Testbed is the box measured, as 'fwab runs list' shows it: the
 	// target's name and its hardware's fingerprint ("" for runs from
 	// before testbeds were recorded).
-	Testbed  string
+	Testbed string
+	// Lab is what a lab target's box stood for (fwapi.Target.Lab): its
+	// profile and CPU budget; "" for a real box.
+	Lab      string
 	Firmware string
 	Status   string // the run's: running, done, failed, cancelled
 	Knobs    []string
@@ -216,7 +220,7 @@ func (o Options) confidence() float64 {
 
 // NewTable computes the run's table.
 func NewTable(r *Run, opts Options) *Table {
-	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Testbed: r.Info.Testbed, Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT, Confidence: opts.confidence()}
+	t := &Table{Run: r.Info.ID, Target: r.Info.Target, Testbed: r.Info.Testbed, Lab: labOf(r.Info.TargetInfo), Firmware: r.Info.Firmware, Status: string(r.Info.Status), Knobs: r.Knobs, Fixed: r.Fixed, Probes: r.Probes, StudentT: opts.StudentT, Confidence: opts.confidence()}
 	if r.Info.Status != store.Done {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("run %d is %s, not done: its figures are partial", r.Info.ID, r.Info.Status))
 	}
@@ -562,6 +566,13 @@ func (pv *Pivot) Family() int {
 		}
 	}
 	return 0
+}
+
+// labOf is the lab profile a run's target info records; "" for none.
+func labOf(info json.RawMessage) string {
+	var v struct{ Lab string }
+	_ = json.Unmarshal(info, &v)
+	return v.Lab
 }
 
 // Where is where the run measured, for a report's title: its testbed

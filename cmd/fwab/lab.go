@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -82,7 +80,7 @@ func newLabUpCmd(io *streams, opts *labOptions) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(io.Out, "lab up: emulated %s on ssh %s, namespaces %s-{lan,dut,peer,wan}\n", st.Flavor, st.SSHAddr, st.Prefix)
-			fmt.Fprintf(io.Out, "profile %s: %s\n", st.Appliance, applianceLine(st))
+			fmt.Fprintln(io.Out, st.Describe())
 			if st.APIAddr != "" {
 				fmt.Fprintf(io.Out, "REST API: https://%s (the lab's own CA; key and secret in 0600 files the target names)\n", st.APIAddr)
 			}
@@ -163,7 +161,7 @@ func newLabStatusCmd(io *streams, opts *labOptions) *cobra.Command {
 				}
 			}
 			if s.State != nil && s.State.Appliance != "" {
-				fmt.Fprintf(io.Out, "profile:    %s: %s\n", s.State.Appliance, applianceLine(s.State))
+				fmt.Fprintf(io.Out, "profile:    %s\n", strings.TrimPrefix(s.State.Describe(), "lab profile "))
 			}
 			if s.DaemonPID > 0 {
 				fmt.Fprintf(io.Out, "daemon:     pid %d\n", s.DaemonPID)
@@ -194,20 +192,4 @@ func newLabServeCmd(io *streams, opts *labOptions) *cobra.Command {
 			return lab.Serve(cmd.Context(), opts.dir, slog.New(slog.NewTextHandler(io.ErrOut, nil)))
 		},
 	}
-}
-
-// applianceLine says what a running lab's links and budget are.
-func applianceLine(st *lab.State) string {
-	var links []string
-	for _, name := range slices.Sorted(maps.Keys(st.Links)) {
-		links = append(links, name+" "+st.Links[name].String())
-	}
-	line := "links " + strings.Join(links, ", ")
-	if st.CPU != nil {
-		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)\ncpu:        %s", st.DUTCPU, st.Prefix, st.CPU)
-	}
-	if st.DUTCPU > 0 {
-		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)", st.DUTCPU, st.Prefix)
-	}
-	return line + "; services unbudgeted"
 }

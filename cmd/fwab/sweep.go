@@ -170,7 +170,7 @@ func (w *sweepWiring) prepare(ctx context.Context) error {
 			return err
 		}
 		w.closers = append(w.closers, func() { w.fw.Close() })
-		if w.fc, err = readFirewall(ctx, w.io, w.fw); err != nil {
+		if w.fc, err = readFirewall(ctx, w.io, w.fw, w.t); err != nil {
 			return err
 		}
 	}
@@ -674,7 +674,7 @@ type firewallConfig struct {
 	linkWarnings []string
 }
 
-func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewallConfig, error) {
+func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall, t *fwapi.Target) (firewallConfig, error) {
 	var fc firewallConfig
 	info, err := fw.Info(ctx)
 	if err != nil {
@@ -683,10 +683,12 @@ func readFirewall(ctx context.Context, io *streams, fw fwapi.Firewall) (firewall
 	fc.info = info
 	// What ran on the box goes with the run: a driver that cannot list it
 	// (OPNsense without SSH) leaves it out, with a note.
+	// A lab target's profile goes too (fwapi.Target.Lab).
 	recorded := struct {
 		fwapi.Info
 		Inventory *fwapi.Inventory `json:"inventory,omitempty"`
-	}{Info: info}
+		Lab       string           `json:"lab,omitempty"`
+	}{Info: info, Lab: t.Lab}
 	if lister, ok := fw.(interface {
 		Inventory(context.Context) (fwapi.Inventory, error)
 	}); ok {

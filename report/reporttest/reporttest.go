@@ -20,6 +20,7 @@ import (
 type Run struct {
 	Target   string
 	Testbed  string // name@fingerprint; "" leaves it out
+	Lab      string // the target's lab profile (fwapi.Target.Lab); "" for none
 	Firmware string
 	Spec     string // matrix spec text stored with the run (axes order, baseline)
 	Seed     uint64
@@ -107,6 +108,15 @@ func Create(ctx context.Context, st *store.Store, r Run) (int64, error) {
 	return id, nil
 }
 
+// targetInfo is a pfSense run's target info, with lab as its lab profile.
+func targetInfo(lab string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Flavor string `json:"flavor"`
+		Lab    string `json:"lab,omitempty"`
+	}{"pfsense", lab})
+	return b
+}
+
 // Generate makes the run's records without a database, for tests that
 // need many runs: statistical trials.
 func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
@@ -121,7 +131,7 @@ func Generate(r Run) (store.Run, []store.Point, []store.Sample) {
 	}
 	rng := rand.New(rand.NewPCG(r.Seed, r.Seed^0x9e3779b97f4a7c15))
 	info := store.Run{Created: r.Created, Spec: r.Spec, SpecHash: store.HashSpec(r.Spec), Seed: int64(r.Seed), FwabVersion: "test", Target: r.Target, Testbed: r.Testbed,
-		TargetInfo: json.RawMessage(`{"flavor":"pfsense"}`), Firmware: r.Firmware, Status: store.Done}
+		TargetInfo: targetInfo(r.Lab), Firmware: r.Firmware, Status: store.Done}
 	points := make([]store.Point, len(r.Points))
 	for i, p := range r.Points {
 		status := p.Status
