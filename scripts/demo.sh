@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 fwab=$PWD/bin/fwab
 db=${FWAB_DEMO_DB:-$PWD/fwab-demo.db}
 spec=${FWAB_DEMO_SPEC:-examples/t730-packages.yaml}
-# The T730's shape: 1 GbE ports and one core for the firewall's services
-# (lab/README.md, "Appliance profiles"); FWAB_DEMO_PROFILE=unlimited for the
-# lab without limits.
-profile=${FWAB_DEMO_PROFILE:-1g-small}
+# The T730: 1 GbE ports and the services on one GX-424CC core's worth of
+# this machine, calibrated at lab up (lab/README.md, "Appliance profiles");
+# FWAB_DEMO_PROFILE=unlimited for the lab without limits.
+profile=${FWAB_DEMO_PROFILE:-t730}
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -21,6 +21,7 @@ fi
 
 step "fwab lab up --profile $profile: namespaces fwab-lan, fwab-dut, fwab-peer, fwab-wan; an emulated pfSense on 127.0.0.1"
 $fwab lab up --profile "$profile"
+$fwab lab status | grep '^profile:'
 $fwab fw info --target lab
 
 step "fwab sweep $spec --dry-run: the plan"

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,7 +41,7 @@ func newLabCmd(io *streams) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&opts.dir, "dir", lab.DefaultDir, "lab folder (firewall files, keys, logs)")
 	cmd.PersistentFlags().StringVar(&opts.prefix, "prefix", lab.DefaultPrefix, "namespace and interface name prefix")
 	cmd.PersistentFlags().StringVar(&opts.targets, "targets", "", "targets file (default ~/.config/fwab/targets.yaml)")
-	cmd.AddCommand(newLabUpCmd(io, opts), newLabDownCmd(io, opts), newLabStatusCmd(io, opts), newLabServeCmd(io, opts), newLabInspectCmd(io), newLabFaultCmd(io, opts))
+	cmd.AddCommand(newLabUpCmd(io, opts), newLabDownCmd(io, opts), newLabStatusCmd(io, opts), newLabCalibrateCmd(io), newLabServeCmd(io, opts), newLabInspectCmd(io), newLabFaultCmd(io, opts))
 	return cmd
 }
 
@@ -118,6 +120,63 @@ func applianceHelp() string {
 		parts = append(parts, a.Name+" ("+desc+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+func newLabCalibrateCmd(io *streams) *cobra.Command {
+	var profile string
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Measure the CPU budget a calibrated profile gets on this machine, without building the lab",
+		Long: "calibrate runs the benchmark 'lab up' runs for a calibrated profile (t730, apu2, e302)\n" +
+			"RUNS times and prints each run's figure, ratio and budget, and the ratio's spread:\n" +
+			"how much the budget of a lab on this machine depends on the moment it was built.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := lab.LookupAppliance(profile)
+			if err != nil {
+				return err
+			}
+			if a.CPU == nil {
+				return fmt.Errorf("lab profile %s has no appliance CPU to calibrate; these do: %s", a.Name, strings.Join(calibratedProfiles(), ", "))
+			}
+			if runs < 1 {
+				return fmt.Errorf("--runs %d: give 1 or more", runs)
+			}
+			ratios := make([]float64, 0, runs)
+			for i := range runs {
+				m, err := lab.RunSevenZip(cmd.Context())
+				if err != nil {
+					return err
+				}
+				c, err := lab.Calibrate(*a.CPU, m, runtime.NumCPU())
+				if err != nil {
+					return err
+				}
+				ratios = append(ratios, c.Ratio)
+				fmt.Fprintf(io.Out, "run %d: this machine %.0f MIPS (7-Zip %s), %s %.0f MIPS: ratio %.3f, budget %g cores\n", i+1, m.Rating(a.CPU.Column), m.Version, a.CPU.Model, a.CPU.MIPS(), c.Ratio, c.Budget)
+			}
+			if runs > 1 {
+				lo, hi := slices.Min(ratios), slices.Max(ratios)
+				fmt.Fprintf(io.Out, "ratio %.3f to %.3f over %d runs: a spread of %.1f %% of the lowest\n", lo, hi, runs, (hi-lo)/lo*100)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&profile, "profile", "t730", "calibrated lab profile: "+strings.Join(calibratedProfiles(), ", "))
+	cmd.Flags().IntVar(&runs, "runs", 3, "benchmark runs (about 8 s each)")
+	return cmd
+}
+
+// calibratedProfiles are the profiles whose budget lab up calibrates.
+func calibratedProfiles() []string {
+	var out []string
+	for _, a := range lab.Appliances {
+		if a.CPU != nil {
+			out = append(out, a.Name)
+		}
+	}
+	return out
 }
 
 func newLabDownCmd(io *streams, opts *labOptions) *cobra.Command {
