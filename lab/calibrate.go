@@ -26,7 +26,7 @@ import (
 // several; three runs here varied 6 %, against 13 % for the total.
 
 // SevenZipCommand is the benchmark the lab runs: one pass, one thread, a
-// 4 MiB dictionary (about 8 s on this project's machines).
+// 4 MiB dictionary (8–10 s on this project's machines).
 var SevenZipCommand = []string{"7zz", "b", "1", "-mmt1", "-md22"}
 
 // SevenZip is one run of 7-Zip's benchmark.

@@ -26,12 +26,12 @@ func TestParseSevenZip(t *testing.T) {
 		// its R/U (3472).
 		{"7zz 26.02", string(recorded), SevenZip{Version: "26.02", Decompress: 3472, Total: 3199}},
 		// p7zip 16.02's layout (no speed column in the Avr line), as the
-		// published runs print it.
+		// published runs print it: the GX-420CA's four threads, whose
+		// R/U (1735) is a quarter of their rating.
 		{"p7zip 16.02", "7-Zip (a) [64] 16.02 : Copyright (c) 1999-2016 Igor Pavlov : 2016-05-21\n" +
-			"22:       5077   100   4939   4939  |      43029   100   3671   3671\n" +
 			"----------------------------------  | ------------------------------\n" +
-			"Avr:             100   5213   5213  |              100   3682   3682\n" +
-			"Tot:             100   4447   4448\n", SevenZip{Version: "16.02", Decompress: 3682, Total: 4447}},
+			"Avr:             377   1239   4675  |              397   1735   6884\n" +
+			"Tot:             387   1487   5780\n", SevenZip{Version: "16.02", Decompress: 1735, Total: 1487}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseSevenZip(tc.out)
@@ -154,7 +154,9 @@ func TestOptionsCalibrate(t *testing.T) {
 	ctx := context.Background()
 	o := Options{Dir: dir, Appliance: "t730", Benchmark: bench}
 	o.defaults()
-	c, err := o.calibrate(ctx)
+	up := true
+	running := func(*State) bool { return up }
+	c, err := o.calibrate(ctx, running)
 	if err != nil || c == nil {
 		t.Fatalf("calibrate: %v, %v", c, err)
 	}
@@ -162,26 +164,42 @@ func TestOptionsCalibrate(t *testing.T) {
 	if want := math.Round(t730.CPU.MIPS()/4180*100) / 100; c.Budget != want || runs != 1 {
 		t.Fatalf("budget %g after %d runs, want %g after 1", c.Budget, runs, want)
 	}
-	data, _ := json.Marshal(&State{Appliance: "t730", DUTCPU: c.Budget, CPU: c})
+	kept := *c
+	kept.Machine.Decompress = 9999 // tells the lab's calibration from a new one
+	data, _ := json.Marshal(&State{Prefix: o.Prefix, Appliance: "t730", DUTCPU: c.Budget, CPU: &kept})
 	if err := os.WriteFile(filepath.Join(dir, stateFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	again, err := o.calibrate(ctx)
-	if err != nil || again == nil || again.Budget != c.Budget || runs != 1 {
+	again, err := o.calibrate(ctx, running)
+	if err != nil || again == nil || again.Machine.Decompress != 9999 || runs != 1 {
 		t.Errorf("second lab up: %+v, %v after %d runs: want the lab's calibration kept", again, err, runs)
 	}
+	up = false
+	if again, err := o.calibrate(ctx, running); err != nil || again == nil || again.Machine.Decompress == 9999 || runs != 2 {
+		t.Errorf("lab up over a lab that is down: %+v, %v after %d runs: want a new measurement", again, err, runs)
+	}
+	up = true
+	changed := kept
+	changed.Appliance.MHz = 2000
+	data, _ = json.Marshal(&State{Prefix: o.Prefix, Appliance: "t730", DUTCPU: c.Budget, CPU: &changed})
+	if err := os.WriteFile(filepath.Join(dir, stateFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := o.calibrate(ctx, running); err != nil || again == nil || again.Machine.Decompress == 9999 || runs != 3 {
+		t.Errorf("a lab calibrated for another CPU figure: %+v, %v after %d runs: want a new measurement", again, err, runs)
+	}
 	o.Appliance = "apu2"
-	if other, err := o.calibrate(ctx); err != nil || other == nil || runs != 2 || other.Appliance.Model != "AMD GX-412TC" {
+	if other, err := o.calibrate(ctx, running); err != nil || other == nil || runs != 4 || other.Appliance.Model != "AMD GX-412TC" {
 		t.Errorf("another profile: %+v, %v after %d runs: want a new measurement", other, err, runs)
 	}
 	for _, opt := range []Options{{Dir: dir, Appliance: "t730", DUTCPU: 1, Benchmark: bench}, {Dir: dir, Appliance: "1g-small", Benchmark: bench}, {Dir: dir, Benchmark: bench}} {
 		opt.defaults()
-		if got, err := opt.calibrate(ctx); err != nil || got != nil {
+		if got, err := opt.calibrate(ctx, running); err != nil || got != nil {
 			t.Errorf("%+v: calibration %+v, %v; want none", opt, got, err)
 		}
 	}
-	if runs != 2 {
-		t.Errorf("%d benchmark runs, want 2", runs)
+	if runs != 4 {
+		t.Errorf("%d benchmark runs, want 4", runs)
 	}
 }
 
@@ -201,7 +219,10 @@ func TestDescribeCalibrated(t *testing.T) {
 			t.Errorf("Describe() = %q\nlacks %q", got, want)
 		}
 	}
-	if got := (&State{Appliance: "1g-small", DUTCPU: 1, Prefix: "fwx"}).Describe(); !strings.Contains(got, "1-core budget") || strings.Contains(got, "MIPS") {
+	if got := (&State{Appliance: "1g-small", DUTCPU: 1, Prefix: "fwx"}).Describe(); !strings.Contains(got, "1-core budget") || strings.Contains(got, "MIPS") || strings.Contains(got, "dut-cpu") {
 		t.Errorf("uncalibrated: %q", got)
+	}
+	if got := (&State{Appliance: "t730", DUTCPU: 1, Prefix: "fwx"}).Describe(); !strings.Contains(got, "1-core budget (cgroup fwx-dut), set by --dut-cpu, not calibrated") {
+		t.Errorf("t730 with --dut-cpu 1: %q", got)
 	}
 }

@@ -79,14 +79,18 @@ type Options struct {
 }
 
 // calibrate is the CPU calibration of a profile with an appliance CPU,
-// unless DUTCPU gives the budget: the running lab's when it calibrated
-// the same CPU (a second `lab up` keeps its budget), else measured now.
-func (o Options) calibrate(ctx context.Context) (*CPUCalibration, error) {
+// unless DUTCPU gives the budget: the running lab's when it is up,
+// healthy and calibrated for the same CPU (a second `lab up` keeps its
+// budget), else measured now. A lab that is down or half built is
+// measured again, as is one whose machine changed cores.
+// running says whether the lab a lab.json describes is up and healthy.
+func (o Options) calibrate(ctx context.Context, running func(*State) bool) (*CPUCalibration, error) {
 	a, err := LookupAppliance(o.Appliance)
 	if err != nil || a.CPU == nil || o.DUTCPU != 0 {
 		return nil, err
 	}
-	if st, err := readState(o.Dir); err == nil && st.Appliance == a.Name && st.CPU != nil && st.CPU.Appliance == *a.CPU {
+	if st, err := readState(o.Dir); err == nil && st.Appliance == a.Name && st.CPU != nil && st.CPU.Appliance == *a.CPU &&
+		st.CPU.Budget <= float64(runtime.NumCPU()) && st.Prefix == o.Prefix && running(st) {
 		return st.CPU, nil
 	}
 	bench := o.Benchmark
@@ -101,6 +105,9 @@ func (o Options) calibrate(ctx context.Context) (*CPUCalibration, error) {
 	c, err := Calibrate(*a.CPU, m, runtime.NumCPU())
 	if err != nil {
 		return nil, fmt.Errorf("lab profile %s: %w", a.Name, err)
+	}
+	if c.Ratio > 1 {
+		o.Logger.Warn("this machine's core is slower than the appliance's: the engine's one thread cannot run faster than one core here", "profile", a.Name, "ratio", c.Ratio)
 	}
 	return &c, nil
 }
@@ -226,9 +233,12 @@ func (s *State) Describe() string {
 		links = append(links, name+" "+s.Links[name].String())
 	}
 	line := "lab profile " + cmp.Or(s.Appliance, "unlimited") + ": links " + cmp.Or(strings.Join(links, ", "), "unlimited")
+	a, _ := LookupAppliance(s.Appliance)
 	switch {
 	case s.CPU != nil:
 		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut): %s", s.DUTCPU, s.Prefix, s.CPU)
+	case a.CPU != nil && s.DUTCPU > 0:
+		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut), set by --dut-cpu, not calibrated", s.DUTCPU, s.Prefix)
 	case s.DUTCPU > 0:
 		return line + fmt.Sprintf("; services on a %g-core budget (cgroup %s-dut)", s.DUTCPU, s.Prefix)
 	}
@@ -333,7 +343,16 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := CheckRoot(); err != nil {
 		return nil, err
 	}
-	cal, err := o.calibrate(ctx)
+	if err := CheckTools(); err != nil {
+		return nil, err
+	}
+	// A budget needs the cgroup controllers: say so before the benchmark.
+	if a, err := LookupAppliance(o.Appliance); err == nil && a.CPU != nil && o.DUTCPU == 0 {
+		if err := CheckCPUControllers(); err != nil {
+			return nil, fmt.Errorf("lab profile %s: %w", a.Name, err)
+		}
+	}
+	cal, err := o.calibrate(ctx, func(st *State) bool { return healthy(ctx, o.Dir, topo, st) == nil })
 	if err != nil {
 		return nil, err
 	}
@@ -342,9 +361,6 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	appliance, links, dutCPU, err := o.appliance(topo)
 	if err != nil {
-		return nil, err
-	}
-	if err := CheckTools(); err != nil {
 		return nil, err
 	}
 	profiles := emu.DefaultProfilesFor(flavor)

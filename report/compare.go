@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -768,6 +769,15 @@ type recordedInventory struct {
 		AESNI         *bool           `json:"aesni"`
 		CryptoModules map[string]bool `json:"crypto_modules"`
 	} `json:"inventory"`
+	Lab string `json:"lab"` // a lab target's profile (fwapi.Target.Lab)
+}
+
+// labShort is a lab profile's line without its calibration's figures
+// (which vary from one `lab up` to the next): the profile, links and
+// budget.
+func labShort(lab string) string {
+	short, _, _ := strings.Cut(lab, " (cgroup")
+	return short
 }
 
 // inventoryDiffs names what differs between the boxes two runs ran on
@@ -781,6 +791,9 @@ func inventoryDiffs(a, b *Run) []string {
 	}
 	x, y := ia.Inventory, ib.Inventory
 	var diffs []string
+	if la, lb := labShort(ia.Lab), labShort(ib.Lab); la != lb {
+		diffs = append(diffs, fmt.Sprintf("%s vs %s", cmp.Or(la, "no lab profile"), cmp.Or(lb, "no lab profile")))
+	}
 	if x.CPUModel != y.CPUModel || x.Cores != y.Cores {
 		diffs = append(diffs, fmt.Sprintf("CPU %s × %d vs %s × %d", x.CPUModel, x.Cores, y.CPUModel, y.Cores))
 	}

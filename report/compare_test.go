@@ -162,16 +162,17 @@ func TestEmptyRun(t *testing.T) {
 // compare names what differs between the boxes beyond the knobs: here a
 // package version and a link's media.
 func TestCompareInventoryDiffs(t *testing.T) {
-	mk := func(id int64, suricata, media string) *Run {
+	mkLab := func(id int64, suricata, media, lab string) *Run {
 		info, points, samples := reporttest.Generate(reporttest.T730(uint64(id), 0))
 		info.ID = id
-		info.TargetInfo = []byte(`{"Flavor":"pfsense","inventory":{"cpu_model":"AMD GX-424CC","cores":4,"packages":[{"name":"pfSense","version":"2.7.2"},{"name":"pfSense-pkg-suricata","version":"` + suricata + `"}],"nics":[{"name":"re0","driver":"re","media":"` + media + `"}]}}`)
+		info.TargetInfo = []byte(`{"Flavor":"pfsense","lab":"` + lab + `","inventory":{"cpu_model":"AMD GX-424CC","cores":4,"packages":[{"name":"pfSense","version":"2.7.2"},{"name":"pfSense-pkg-suricata","version":"` + suricata + `"}],"nics":[{"name":"re0","driver":"re","media":"` + media + `"}]}}`)
 		r, err := build(info, points, samples)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
+	mk := func(id int64, suricata, media string) *Run { return mkLab(id, suricata, media, "") }
 	a, b := mk(1, "7.0.8", "1000baseT <full-duplex>"), mk(2, "7.0.8_1", "100baseTX <half-duplex>")
 	c, err := CompareRuns(a, b, CompareOptions{})
 	if err != nil {
@@ -183,6 +184,18 @@ func TestCompareInventoryDiffs(t *testing.T) {
 	}
 	if c, _ := CompareRuns(a, mk(3, "7.0.8", "1000baseT <full-duplex>"), CompareOptions{}); slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "beyond the knobs") }) {
 		t.Errorf("same boxes, warnings %q", c.Warnings)
+	}
+	// Lab runs: another profile's budget is a confounder; another
+	// calibration's figures for the same budget are not.
+	const t730 = "lab profile t730: links lan 1g; services on a 0.5-core budget (cgroup fwab-dut): … ÷ this machine's "
+	x, y := mkLab(4, "7.0.8", "1000baseT <full-duplex>", t730+"4148"), mkLab(5, "7.0.8", "1000baseT <full-duplex>", t730+"4160")
+	if c, _ := CompareRuns(x, y, CompareOptions{}); slices.ContainsFunc(c.Warnings, func(w string) bool { return strings.Contains(w, "beyond the knobs") }) {
+		t.Errorf("the same lab profile and budget, warnings %q", c.Warnings)
+	}
+	z := mkLab(6, "7.0.8", "1000baseT <full-duplex>", "lab profile 1g-small: links lan 1g; services on a 1-core budget (cgroup fwab-dut)")
+	want = "runs 4 and 6 differ beyond the knobs compared: lab profile t730: links lan 1g; services on a 0.5-core budget vs lab profile 1g-small: links lan 1g; services on a 1-core budget"
+	if c, _ := CompareRuns(x, z, CompareOptions{}); !slices.Contains(c.Warnings, want) {
+		t.Errorf("warnings %q lack %q", c.Warnings, want)
 	}
 }
 

@@ -210,7 +210,7 @@ func writeMarkdown(w io.Writer, t *Table, pv *Pivot, ef *Effects) error {
 	}
 	b.WriteString("\n\n")
 	if t.Lab != "" {
-		fmt.Fprintf(&b, "Testbed: %s.\n", mdEscape(t.Lab))
+		fmt.Fprintf(&b, "%s.\n\n", mdEscape(t.LabLine()))
 	}
 	if t.Baseline != "" {
 		fmt.Fprintf(&b, "Baseline: %s. ", mdEscape(t.Baseline))

@@ -77,7 +77,7 @@ small.failopen { color: #b00020; font-weight: bold; }
 </head>
 <body>
 <h1>Run {{.T.Run}}{{with .T.Where}} on {{.}}{{end}}{{if .T.Firmware}} ({{.T.Firmware}}){{end}}</h1>
-{{with .T.Lab}}<p>Testbed: {{.}}.</p>
+{{with .T.LabLine}}<p>{{.}}.</p>
 {{end}}<p>{{if .T.Baseline}}Baseline: <b>{{.T.Baseline}}</b>. {{end}}{{if .T.AnyThroughput}}Throughput in Mbit/s{{else}}Connection rate in conn/s{{end}}: median ± its {{percent .T.Confidence}}&nbsp;% confidence interval. Δ is the change of the median against the baseline; <code>~</code> where the Mann-Whitney U test shows no difference ({{family .T.Family}}).
 {{with fixed .T.Fixed}}Fixed at every point: {{.}}.{{end}}{{if .T.HasExtra}} {{legend}}{{end}}{{if .T.Idle}} {{idlelegend}}{{end}}</p>
 <table id="points">

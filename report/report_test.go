@@ -463,19 +463,20 @@ func TestReportTestbed(t *testing.T) {
 	if err := json.Unmarshal(js, &got); err != nil || got.Target != "lab" || got.Testbed != "lab@3f2a9c1b0d4e" {
 		t.Errorf("JSON report: target %q, testbed %q, %v; want lab, lab@3f2a9c1b0d4e", got.Target, got.Testbed, err)
 	}
-	if strings.Contains(md, "Testbed:") || strings.Contains(html, "Testbed:") {
-		t.Errorf("a run without a lab profile says Testbed:")
+	if strings.Contains(md, "Lab profile") || strings.Contains(html, "Lab profile") {
+		t.Errorf("a run without a lab profile names one")
 	}
 	// A lab run says what its box stood for, under the title.
 	lr := t730Run()
-	lr.Lab = "lab profile t730: links lan 1g; services on a 0.52-core budget (cgroup fwab-dut): 4 × AMD GX-424CC"
+	lr.Lab = "lab profile t730: links lan 1g; services on a 0.52-core budget (cgroup fwab-dut): 4 × AMD GX-424CC <a|b>"
 	r = loadRun(t, lr)
 	md, html, js = string(writeReport(t, r, Markdown, Options{})), string(writeReport(t, r, HTML, Options{})), writeReport(t, r, JSON, Options{})
-	if _, rest, _ := strings.Cut(md, "\n\n"); !strings.HasPrefix(rest, "Testbed: "+lr.Lab+".\n") {
-		t.Errorf("text report under its title:\n%.300s\nwant Testbed: %s.", rest, lr.Lab)
+	wantMD := `Lab profile t730: links lan 1g; services on a 0.52-core budget (cgroup fwab-dut): 4 × AMD GX-424CC <a\|b>.` + "\n\n"
+	if _, rest, _ := strings.Cut(md, "\n\n"); !strings.HasPrefix(rest, wantMD) {
+		t.Errorf("text report under its title:\n%.300s\nwant %q", rest, wantMD)
 	}
-	if !strings.Contains(html, "<p>Testbed: "+lr.Lab+".</p>") {
-		t.Errorf("HTML report lacks the lab profile")
+	if !strings.Contains(html, "<p>Lab profile t730: links lan 1g; services on a 0.52-core budget (cgroup fwab-dut): 4 × AMD GX-424CC &lt;a|b&gt;.</p>") {
+		t.Errorf("HTML report lacks the lab profile, escaped")
 	}
 	var lab struct{ Lab string }
 	if err := json.Unmarshal(js, &lab); err != nil || lab.Lab != lr.Lab {

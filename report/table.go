@@ -575,6 +575,14 @@ func labOf(info json.RawMessage) string {
 	return v.Lab
 }
 
+// LabLine is Lab as a sentence's start: "Lab profile t730: …".
+func (t *Table) LabLine() string {
+	if t.Lab == "" {
+		return ""
+	}
+	return strings.ToUpper(t.Lab[:1]) + t.Lab[1:]
+}
+
 // Where is where the run measured, for a report's title: its testbed
 // (the target's name and hardware fingerprint), with the target's name
 // beside it where the testbed does not start with it; the target alone

@@ -164,7 +164,7 @@ func newLabCalibrateCmd(io *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&profile, "profile", "t730", "calibrated lab profile: "+strings.Join(calibratedProfiles(), ", "))
-	cmd.Flags().IntVar(&runs, "runs", 3, "benchmark runs (about 8 s each)")
+	cmd.Flags().IntVar(&runs, "runs", 3, "benchmark runs (8–10 s each)")
 	return cmd
 }
 
