@@ -226,3 +226,43 @@ func TestDescribeCalibrated(t *testing.T) {
 		t.Errorf("t730 with --dut-cpu 1: %q", got)
 	}
 }
+
+// TestCalibratedProfileUp builds a t730 lab with a benchmark that finds
+// this machine four times as fast as a GX-424CC core: the services get a
+// quarter core, the target and lab.json say how, and a second `lab up`
+// keeps the calibration without running the benchmark again.
+func TestCalibratedProfileUp(t *testing.T) {
+	requireRoot(t)
+	if err := CheckCPUControllers(); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
+	t730, _ := LookupAppliance("t730")
+	runs := 0
+	bench := func(context.Context) (SevenZip, error) {
+		runs++
+		return SevenZip{Version: "test", Decompress: t730.CPU.MIPS() * 4, Total: 1}, nil
+	}
+	o, st, tg := upLab(t, Options{Appliance: "t730", Benchmark: bench})
+	t.Cleanup(func() { _ = RemoveCPUGroup(Topology{Prefix: o.Prefix}.Namespace("dut")) })
+	if st.CPU == nil || st.DUTCPU != 0.25 || runs != 1 {
+		t.Fatalf("lab.json: budget %g, calibration %+v after %d benchmark runs; want 0.25 from one run", st.DUTCPU, st.CPU, runs)
+	}
+	m, err := systemCgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := Topology{Prefix: o.Prefix}.Namespace("dut")
+	quota := filepath.Join(m.v1CPU, name, "cpu.cfs_quota_us")
+	if m.v2 != "" {
+		quota = filepath.Join(m.v2, name, "cpu.max")
+	}
+	if q, err := os.ReadFile(quota); err != nil || !strings.HasPrefix(string(q), "25000") {
+		t.Errorf("%s = %q, %v; want a quarter core's quota", quota, q, err)
+	}
+	if !strings.HasPrefix(tg.Lab, "lab profile t730: links lan 1g, wan 1g; services on a 0.25-core budget") || !strings.Contains(tg.Lab, t730.CPU.Source) {
+		t.Errorf("target's lab = %q", tg.Lab)
+	}
+	if again, err := Up(t.Context(), o); err != nil || again.DUTCPU != 0.25 || runs != 1 {
+		t.Errorf("second lab up: budget %v, %v after %d benchmark runs; want the lab kept as it is", again, err, runs)
+	}
+}
