@@ -5,7 +5,7 @@
 # intervals and each point's change against the defaults. Needs root and
 # bin/fwab. Takes about 10 minutes per profile.
 #
-# Usage: bench/profiles.sh [PROFILE...]   (default: 1g-small unlimited)
+# Usage: bench/profiles.sh [PROFILE...]   (default: t730 1g-small unlimited)
 # The lab's prefix, folder and targets file come from FWAB_LAB_PREFIX,
 # FWAB_LAB_DIR and FWAB_TARGETS (scripts/lab-env.sh); the database and the
 # reports go to FWAB_WORK (default: a new temporary folder).
@@ -15,7 +15,7 @@ fwab=$PWD/bin/fwab
 spec=${FWAB_SPEC:-examples/t730-packages.yaml}
 [[ $(id -u) -eq 0 ]] || { echo "bench/profiles.sh: the lab needs root" >&2; exit 1; }
 profiles=("$@")
-if ((${#profiles[@]} == 0)); then profiles=(1g-small unlimited); fi
+if ((${#profiles[@]} == 0)); then profiles=(t730 1g-small unlimited); fi
 work=${FWAB_WORK:-$(mktemp -d)}
 mkdir -p "$work"
 db=$work/results.db
