@@ -23,7 +23,9 @@ import (
 // The rating compared is decompression's (Column), for the references
 // and this machine alike: it hardly depends on the dictionary size, so
 // one pass at one size stands for the runs the references made over
-// several; three runs here varied 6 %, against 13 % for the total.
+// several. Three runs' decompression ratings varied 6 % here against 13 %
+// for the total; their R/U, which is compared, 1.2 % at rest
+// (`fwab lab calibrate --runs 3`, BENCHMARKS.md).
 
 // SevenZipCommand is the benchmark the lab runs: one pass, one thread, a
 // 4 MiB dictionary (8–10 s on this project's machines).

@@ -81,9 +81,9 @@ type Options struct {
 // calibrate is the CPU calibration of a profile with an appliance CPU,
 // unless DUTCPU gives the budget: the running lab's when it is up,
 // healthy and calibrated for the same CPU (a second `lab up` keeps its
-// budget), else measured now. A lab that is down or half built is
+// budget), else measured now; running says whether the lab a lab.json
+// describes is up and healthy. A lab that is down or half built is
 // measured again, as is one whose machine changed cores.
-// running says whether the lab a lab.json describes is up and healthy.
 func (o Options) calibrate(ctx context.Context, running func(*State) bool) (*CPUCalibration, error) {
 	a, err := LookupAppliance(o.Appliance)
 	if err != nil || a.CPU == nil || o.DUTCPU != 0 {
