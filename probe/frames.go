@@ -255,6 +255,9 @@ type NDR struct {
 	Bidir  bool       // both directions at once, half the rate each (RFC 2544's bidirectional test)
 	Search RateSearch // its rates in bits/s of UDP payload, as iperf3 -b takes them
 	Iperf3 Iperf3     // the trials' settings besides rate, length and duration
+	// Trafgen, when set, sends the trials with trafgen instead of iperf3
+	// (one direction: Iperf3.Direction's sender to its receiver).
+	Trafgen *Trafgen
 	// LatencyAt are fractions of the found rate (0.1, 0.5, 0.9) at which,
 	// once the search is done, a trial of the final duration runs with a
 	// ping beside it, as FD.io CSIT measures latency at fractions of the
@@ -279,10 +282,11 @@ type LatencyJSON struct {
 
 // NDRResult is a search's outcome at one frame size, with every trial.
 type NDRResult struct {
-	Frame       int         `json:"frame"`           // the size; 0 for a mix
-	Mix         string      `json:"mix,omitempty"`   // a mix: "imix 64:7 570:4 1518:1"
-	MeanFrame   float64     `json:"mean_frame"`      // bytes, weighted by packets
-	Bidir       bool        `json:"bidir,omitempty"` // rates are both directions' sum
+	Frame       int         `json:"frame"`               // the size; 0 for a mix
+	Mix         string      `json:"mix,omitempty"`       // a mix: "imix 64:7 570:4 1518:1"
+	MeanFrame   float64     `json:"mean_frame"`          // bytes, weighted by packets
+	Bidir       bool        `json:"bidir,omitempty"`     // rates are both directions' sum
+	Generator   string      `json:"generator,omitempty"` // trafgen; "" is iperf3
 	Tolerance   float64     `json:"loss_tolerance_percent"`
 	FPS         float64     `json:"frames_per_second"` // at the found rate
 	WireBPS     float64     `json:"wire_bps"`          // the same on the wire, preamble and gap included
@@ -327,11 +331,11 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	s := Sample{Probe: "ndr", Direction: dir, UDP: true, Length: int(math.Round(n.Frames.MeanPayload())), Parallel: 1, ClientCPU: -1, ServerCPU: -1, Started: time.Now()}
 	defer func() { s.Elapsed = time.Since(s.Started) }()
 	w.Ping = false // latency is measured after the search, at fractions of its rate (LatencyAt)
-	trial := Iperf3Trial(n.Iperf3, client, server, n.Frames, n.Bidir)
+	trial := n.trial(client, server)
 	stop := startWatch(ctx, client, server, Iperf3{Duration: n.Search.FinalDuration}, w)
 	res, err := n.Search.Run(ctx, trial)
 	stop(&s)
-	r := NDRResult{MeanFrame: n.Frames.MeanFrame(), Bidir: n.Bidir, Tolerance: res.Tolerance, PayloadBPS: res.Rate, UpperBPS: res.Upper, Width: res.Width, AtMax: res.AtMax,
+	r := NDRResult{MeanFrame: n.Frames.MeanFrame(), Bidir: n.Bidir, Generator: n.generator(), Tolerance: res.Tolerance, PayloadBPS: res.Rate, UpperBPS: res.Upper, Width: res.Width, AtMax: res.AtMax,
 		Limited: res.Limited, Incomplete: res.Incomplete, TrialsTotal: res.Elapsed.String(), Trials: []TrialJSON{}}
 	if len(n.Frames.Sizes) == 1 {
 		r.Frame = n.Frames.Sizes[0].Frame
@@ -370,7 +374,10 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	if res.Limited {
 		s.EndpointCPUBound = true
 		why := "the generator did not offer some rates asked near the result, or its CPU was saturated"
-		if drops > 0 {
+		switch {
+		case drops > 0 && n.Trafgen != nil:
+			why = fmt.Sprintf("the receiving host's interface dropped %d frames (rx_dropped, rx_missed_errors) in the trials flagged, or trafgen fell short of the rate", drops)
+		case drops > 0:
 			why = fmt.Sprintf("the receiving host dropped %d datagrams its socket buffer (%s) could not hold in the trials flagged, or the generator fell short: a larger window gives it room (window: 4M, say, where the receiver's net.core.rmem_max grants at least half of it)", drops, cmp.Or(n.Iperf3.Window, "the system's default; no window set"))
 		}
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: the figure may measure the endpoints, not the firewall", n.Frames, why))
@@ -381,6 +388,27 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	s.Result = &Iperf3Result{Protocol: "UDP", Flow: Flow{ReceivedBPS: r.WireBPS, SentBPS: r.WireBPS, Retransmits: -1}, UDP: &UDPStats{LostPercent: loss}}
 	n.measureLatency(ctx, client, server, trial, res.Rate, &s)
 	return s
+}
+
+// generator names the trials' generator as a result records it: "" for
+// iperf3, the default.
+func (n NDR) generator() string {
+	if n.Trafgen != nil {
+		return "trafgen"
+	}
+	return ""
+}
+
+// trial is the search's trial: iperf3's, or trafgen's from the
+// direction's sender.
+func (n NDR) trial(client, server Endpoint) Trial {
+	if n.Trafgen == nil {
+		return Iperf3Trial(n.Iperf3, client, server, n.Frames, n.Bidir)
+	}
+	if n.Iperf3.Direction == Down {
+		return n.Trafgen.Trial(server, client, n.Frames)
+	}
+	return n.Trafgen.Trial(client, server, n.Frames)
 }
 
 // measureLatency runs a trial at each fraction of rate with a ping beside

@@ -18,6 +18,54 @@ import (
 // addresses in 198.18.0.0/15, and removes them when the test ends.
 func netnsPair(t *testing.T) (a, b Endpoint, subnet string) {
 	t.Helper()
+	id, run := netnsSetup(t, "a", "b")
+	n, _ := rand.Int(rand.Reader, big.NewInt(200))
+	subnet = fmt.Sprintf("198.18.%d", 20+n.Int64())
+	nsA, nsB := id+"-a", id+"-b"
+	run("link", "add", id+"a", "netns", nsA, "type", "veth", "peer", "name", id+"b", "netns", nsB)
+	run("-n", nsA, "addr", "add", subnet+".1/24", "dev", id+"a")
+	run("-n", nsB, "addr", "add", subnet+".2/24", "dev", id+"b")
+	for _, x := range [][2]string{{nsA, id + "a"}, {nsB, id + "b"}} {
+		run("-n", x[0], "link", "set", x[1], "up")
+	}
+	return Endpoint{Name: "client", Addr: subnet + ".1", Runner: Local{Netns: nsA}},
+		Endpoint{Name: "server", Addr: subnet + ".2", Runner: Local{Netns: nsB}}, subnet
+}
+
+// netnsRouted builds a client and a server namespace on subnets of their
+// own in 198.18.0.0/15, with a router namespace between them whose egress
+// towards the server is capped by tc tbf at capMbit; it returns the
+// endpoints and the router's namespace.
+func netnsRouted(t *testing.T, capMbit int) (client, server Endpoint, router string) {
+	t.Helper()
+	id, run := netnsSetup(t, "c", "r", "s")
+	n, _ := rand.Int(rand.Reader, big.NewInt(100))
+	lan, wan := fmt.Sprintf("198.18.%d", 20+n.Int64()), fmt.Sprintf("198.19.%d", 20+n.Int64())
+	c, r, s := id+"-c", id+"-r", id+"-s"
+	run("link", "add", id+"c", "netns", c, "type", "veth", "peer", "name", id+"rc", "netns", r)
+	run("link", "add", id+"s", "netns", s, "type", "veth", "peer", "name", id+"rs", "netns", r)
+	for _, a := range [][3]string{{c, id + "c", lan + ".10/24"}, {r, id + "rc", lan + ".1/24"}, {r, id + "rs", wan + ".1/24"}, {s, id + "s", wan + ".10/24"}} {
+		run("-n", a[0], "addr", "add", a[2], "dev", a[1])
+		run("-n", a[0], "link", "set", a[1], "up")
+	}
+	run("-n", c, "route", "add", "default", "via", lan+".1")
+	run("-n", s, "route", "add", "default", "via", wan+".1")
+	if out, err := exec.Command("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
+		t.Fatalf("ip_forward in %s: %v: %s", r, err, out)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", r, "tc", "qdisc", "add", "dev", id+"rs", "root", "tbf",
+		"rate", fmt.Sprintf("%dmbit", capMbit), "burst", "8k", "limit", "16k").CombinedOutput(); err != nil {
+		t.Fatalf("tbf in %s: %v: %s", r, err, out)
+	}
+	return Endpoint{Name: "client", Addr: lan + ".10", Runner: Local{Netns: c}},
+		Endpoint{Name: "server", Addr: wan + ".10", Runner: Local{Netns: s}}, r
+}
+
+// netsetup makes namespaces ID-NAME for each name, with loopback up, and
+// removes them when the test ends; run runs ip and fails the test on an
+// error. It skips where namespaces cannot be made.
+func netnsSetup(t *testing.T, names ...string) (id string, run func(args ...string)) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: network namespaces need root (run the tests as root)")
 	}
@@ -26,18 +74,16 @@ func netnsPair(t *testing.T) (a, b Endpoint, subnet string) {
 	}
 	buf := make([]byte, 3)
 	rand.Read(buf)
-	id := "fwt" + hex.EncodeToString(buf)
-	n, _ := rand.Int(rand.Reader, big.NewInt(200))
-	subnet = fmt.Sprintf("198.18.%d", 20+n.Int64())
-	nsA, nsB := id+"-a", id+"-b"
-	run := func(args ...string) {
+	id = "fwt" + hex.EncodeToString(buf)
+	run = func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	t.Cleanup(func() {
-		for _, ns := range []string{nsA, nsB} {
+		for _, name := range names {
+			ns := id + "-" + name
 			// A process left in a namespace keeps it alive: kill first.
 			out, _ := exec.Command("ip", "netns", "pids", ns).Output()
 			for _, f := range strings.Fields(string(out)) {
@@ -49,16 +95,11 @@ func netnsPair(t *testing.T) (a, b Endpoint, subnet string) {
 			exec.Command("ip", "netns", "del", ns).Run()
 		}
 	})
-	run("netns", "add", nsA)
-	run("netns", "add", nsB)
-	run("link", "add", id+"a", "netns", nsA, "type", "veth", "peer", "name", id+"b", "netns", nsB)
-	run("-n", nsA, "addr", "add", subnet+".1/24", "dev", id+"a")
-	run("-n", nsB, "addr", "add", subnet+".2/24", "dev", id+"b")
-	for _, x := range [][2]string{{nsA, id + "a"}, {nsB, id + "b"}, {nsA, "lo"}, {nsB, "lo"}} {
-		run("-n", x[0], "link", "set", x[1], "up")
+	for _, name := range names {
+		run("netns", "add", id+"-"+name)
+		run("-n", id+"-"+name, "link", "set", "lo", "up")
 	}
-	return Endpoint{Name: "client", Addr: subnet + ".1", Runner: Local{Netns: nsA}},
-		Endpoint{Name: "server", Addr: subnet + ".2", Runner: Local{Netns: nsB}}, subnet
+	return id, run
 }
 
 func TestIperf3Netns(t *testing.T) {
