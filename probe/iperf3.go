@@ -145,6 +145,8 @@ type Sample struct {
 	NDR  *NDRResult // a rate search's outcome and trials (NDR.Measure)
 	// Connect is a connection-rate probe's report (Connect.Measure).
 	Connect *ConnectResult
+	// HTTP is an HTTP probe's report (HTTP.Measure).
+	HTTP *HTTPResult
 	// Canary is what an IPS canary run beside the probe saw; nil where
 	// none ran.
 	Canary *CanaryResult
