@@ -33,6 +33,8 @@ type ProbeRun struct {
 	NDR *probe.NDR
 	// Connect is a kind: connect probe; nil for the other kinds.
 	Connect *probe.Connect
+	// HTTP is a kind: http probe at one object size; nil for the others.
+	HTTP *probe.HTTP
 	// Links are the target's endpoint pairs it runs on: none, the first;
 	// one, that one; several, all at once (the spec's concurrent).
 	Links []string
@@ -40,8 +42,11 @@ type ProbeRun struct {
 
 // Validate reports what the probe's tool would refuse.
 func (pr ProbeRun) Validate() error {
-	if pr.Connect != nil {
+	switch {
+	case pr.Connect != nil:
 		return pr.Connect.Validate()
+	case pr.HTTP != nil:
+		return pr.HTTP.Validate()
 	}
 	return pr.Iperf3.Validate()
 }
@@ -54,6 +59,9 @@ func (pr ProbeRun) Measure(ctx context.Context, client, server probe.Endpoint, w
 	case pr.Connect != nil:
 		w.Ping = pr.Spec.Ping
 		return pr.Connect.Measure(ctx, client, server, w)
+	case pr.HTTP != nil:
+		w.Ping = pr.Spec.Ping
+		return pr.HTTP.Measure(ctx, client, server, w)
 	}
 	w.Ping = pr.Spec.Ping
 	return pr.Iperf3.Measure(ctx, client, server, w)
@@ -124,7 +132,7 @@ func (s *Spec) ProbeRuns() []ProbeRun {
 func (s *Spec) ThroughputProbe() string {
 	best, name := -1, ""
 	for _, pr := range s.ProbeRuns() {
-		if pr.NDR != nil || pr.Connect != nil {
+		if pr.NDR != nil || pr.Connect != nil || pr.HTTP != nil {
 			continue
 		}
 		score := 0
@@ -165,6 +173,14 @@ func (s *Spec) probeRuns(p ProbeSpec) []ProbeRun {
 	case "connect":
 		c := &probe.Connect{Duration: p.Duration.D(), Parallel: p.Parallel}
 		return []ProbeRun{{Name: p.Name, Spec: p, Iperf3: base, Connect: c}}
+	case "http":
+		var out []ProbeRun
+		for _, o := range p.Objects {
+			n, _ := probe.ParseBytes(o)
+			h := &probe.HTTP{Object: n, TLS: p.HTTPS, Clients: p.Parallel, Rate: p.Rate, Duration: p.Duration.D()}
+			out = append(out, ProbeRun{Name: p.Name + "-" + o, Spec: p, Iperf3: base, HTTP: h})
+		}
+		return out
 	}
 	if len(p.Lengths) == 0 {
 		return []ProbeRun{{Name: p.Name, Spec: p, Iperf3: base}}
@@ -201,6 +217,9 @@ func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
 		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, int(math.Round(frames.MeanPayload())), strconv.FormatFloat(maxPayload, 'f', 0, 64)
 		n := &probe.NDR{Frames: frames, Bidir: bidir, Iperf3: base,
 			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
+		if p.Generator == "trafgen" {
+			n.Trafgen = &probe.Trafgen{}
+		}
 		if p.Ping {
 			n.LatencyAt = probe.LatencyFractions
 		}

@@ -153,6 +153,17 @@ type ProbeSpec struct {
 	// passing rate may have ("0" for the NDR, "0.5%" for a PDR).
 	FrameSizes    []string `yaml:"frame_sizes"`
 	LossTolerance string   `yaml:"loss_tolerance"`
+	// Generator sends a kind: ndr probe's trials: iperf3 (the default) or
+	// trafgen, whole frames through AF_PACKET from a Linux sender, for
+	// small frames at a link's rate (one direction, up or down).
+	Generator string `yaml:"generator"`
+	// Objects are a kind: http probe's object sizes, one load each
+	// (default RFC 9411's 1, 16, 64 and 256 KiB); HTTPS fetches them over
+	// TLS; Rate is requests a second in all, a fixed rate (none: as fast
+	// as the answers come).
+	Objects []string `yaml:"objects"`
+	HTTPS   bool     `yaml:"https"`
+	Rate    float64  `yaml:"rate"`
 	// Links names the target's endpoint pairs the probe runs on (default:
 	// its first); Concurrent runs them all at once, summed, instead of
 	// one after another.
@@ -568,6 +579,9 @@ func (s *Spec) defaults() {
 		if p.Kind == "" {
 			p.Kind = "iperf3"
 		}
+		if p.Kind == "http" && len(p.Objects) == 0 {
+			p.Objects = slices.Clone(HTTPObjects)
+		}
 		if p.Kind == "ndr" && len(p.FrameSizes) == 0 {
 			for _, f := range probe.RFC2544FrameSizes {
 				p.FrameSizes = append(p.FrameSizes, strconv.Itoa(f))
@@ -583,6 +597,12 @@ func (s *Spec) defaults() {
 			p.Name = p.Direction
 			if p.UDP {
 				p.Name += "-udp"
+			}
+			if p.Kind == "http" {
+				p.Name = "http"
+				if p.HTTPS {
+					p.Name = "https"
+				}
 			}
 			if p.Kind == "ndr" {
 				p.Name = "ndr"
@@ -761,8 +781,11 @@ func (p ProbeSpec) check(names map[string]bool) error {
 		return &SpecError{Msg: fmt.Sprintf("probes: the name %q is the idle phase's; name the probe otherwise", p.Name)}
 	}
 	names[p.Name] = true
-	if !slices.Contains([]string{"iperf3", "ndr", "connect"}, p.Kind) {
-		return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr, connect)", p.Name, p.Kind)}
+	if !slices.Contains([]string{"iperf3", "ndr", "connect", "http"}, p.Kind) {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind %q is not known (iperf3, ndr, connect, http)", p.Name, p.Kind)}
+	}
+	if err := p.checkHTTP(); err != nil {
+		return err
 	}
 	if err := p.checkNDR(); err != nil {
 		return err
@@ -855,8 +878,11 @@ func (p ProbeSpec) checkLinks() error {
 		if _, err := probe.ParseCPUList(l); err != nil {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset %s: %v", p.Name, side, err)}
 		}
-		if p.Kind == "connect" {
+		switch p.Kind {
+		case "connect":
 			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset pins iperf3; kind connect runs fwab's agent (leave cpuset out)", p.Name)}
+		case "http":
+			return &SpecError{Msg: fmt.Sprintf("probe %s: cpuset pins iperf3; kind http runs nginx and h2load (leave cpuset out)", p.Name)}
 		}
 	}
 	switch {
@@ -902,16 +928,61 @@ func (p ProbeSpec) checkConnect() error {
 	return nil
 }
 
-// checkNDR checks what a kind: ndr probe needs, and that other kinds do not
-// use its keys.
-func (p ProbeSpec) checkNDR() error {
-	if p.Kind != "ndr" {
-		if len(p.FrameSizes) > 0 || p.LossTolerance != "" {
-			return &SpecError{Msg: fmt.Sprintf("probe %s: frame_sizes and loss_tolerance go with kind: ndr", p.Name)}
+// HTTPObjects are a kind: http probe's object sizes when it names none:
+// RFC 9411's HTTP throughput sizes, section 7.3.1.
+var HTTPObjects = []string{"1K", "16K", "64K", "256K"}
+
+// checkHTTP checks a kind: http probe, and that other kinds do not use
+// its keys.
+func (p ProbeSpec) checkHTTP() error {
+	if p.Kind != "http" {
+		if len(p.Objects) > 0 || p.HTTPS || p.Rate != 0 {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: objects, https and rate go with kind: http", p.Name)}
 		}
 		return nil
 	}
 	switch {
+	case p.Direction != "up":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind http loads from the LAN client a server on the WAN side (direction up); down is not built yet", p.Name)}
+	case p.UDP || len(p.Lengths) > 0 || p.Bitrate != "" || p.Omit > 0 || p.Affinity != "" || p.Window != "":
+		return &SpecError{Msg: fmt.Sprintf("probe %s: kind http takes objects, https, rate, parallel (connections), duration and ping: leave out udp, lengths, bitrate, omit, affinity and window", p.Name)}
+	}
+	seen := map[int64]bool{}
+	for _, o := range p.Objects {
+		n, err := probe.ParseBytes(o)
+		if err != nil {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: objects: %v", p.Name, err)}
+		}
+		h := probe.HTTP{Object: n, Clients: p.Parallel, Rate: p.Rate}
+		if err := h.Validate(); err != nil {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: %v", p.Name, err)}
+		}
+		if seen[n] {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: object size %s is listed twice", p.Name, o)}
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// checkNDR checks what a kind: ndr probe needs, and that other kinds do not
+// use its keys.
+func (p ProbeSpec) checkNDR() error {
+	if p.Kind != "ndr" {
+		if len(p.FrameSizes) > 0 || p.LossTolerance != "" || p.Generator != "" {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: frame_sizes, loss_tolerance and generator go with kind: ndr", p.Name)}
+		}
+		return nil
+	}
+	switch {
+	case !slices.Contains([]string{"", "iperf3", "trafgen"}, p.Generator):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: generator %q is not known (iperf3, the default, or trafgen)", p.Name, p.Generator)}
+	case p.Generator == "trafgen" && p.Direction == string(probe.Bidir):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: the trafgen generator sends one way: give direction up or down, or generator: iperf3 for bidir", p.Name)}
+	case p.Generator == "trafgen" && p.Ping:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: ping beside a trafgen search would wait in the tbf that paces trafgen's frames on the sender, and measure it: leave out ping, or use generator: iperf3 for latency at fractions of the rate", p.Name)}
+	case p.Generator == "trafgen" && (p.Window != "" || p.Affinity != "" || p.CPUSet.Client != "" || p.CPUSet.Server != "" || len(p.CPUSet.Links) > 0):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: window, affinity and cpuset are iperf3's settings; the trafgen generator takes none", p.Name)}
 	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP:
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths and udp", p.Name)}
 	case p.Bitrate == "":

@@ -461,17 +461,74 @@ func TestNDRProbe(t *testing.T) {
 	} else if n := runs[0].NDR; math.Abs(n.Search.Max-2*1e9*n.Frames.MeanPayload()/(n.Frames.MeanFrame()+20)) > 1 || math.Abs(n.Frames.MeanFrame()-(7*64+4*570+1518)/12.0) > 1e-9 {
 		t.Errorf("imix both ways: max %v, mean frame %v; want twice 1 Gbit/s in payload bits, 340.3 bytes", n.Search.Max, n.Frames.MeanFrame())
 	}
+	tg, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 100M, frame_sizes: [64], generator: trafgen, direction: down}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tg.ProbeRuns()[0].NDR; n.Trafgen == nil || n.Iperf3.Direction != probe.Down {
+		t.Errorf("generator: trafgen, direction: down: %+v; want trafgen trials from the server", n)
+	}
+	if n := s.ProbeRuns()[0].NDR; n.Trafgen != nil {
+		t.Errorf("no generator: trafgen set; want iperf3's trials")
+	}
 	for spec, want := range map[string]string{
 		"{kind: ndr, bitrate: 1G, frame_sizes: [63]}":    "frame size 63: Ethernet frames are 64 to 1518 bytes",
 		"{kind: ndr, bitrate: 1G, frame_sizes: [9000]}":  "frame size 9000",
 		"{kind: ndr, bitrate: 1G, loss_tolerance: 100%}": `loss_tolerance "100%": give a percentage from 0 to below 100`,
 		"{kind: ndr, bitrate: 1G, loss_tolerance: -1}":   `loss_tolerance "-1"`,
 		"{kind: ndr}": "kind ndr needs bitrate",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [imix, IMIX]}": "frame size imix is listed twice",
-		"{kind: ndr, bitrate: 1G, parallel: 4}":               "leave out parallel",
-		"{direction: up, frame_sizes: [64]}":                  "frame_sizes and loss_tolerance go with kind: ndr",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}":     "frame size 64 is listed twice",
-		"{kind: rfc2544, bitrate: 1G}":                        "is not known (iperf3, ndr, connect)",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [imix, IMIX]}":            "frame size imix is listed twice",
+		"{kind: ndr, bitrate: 1G, parallel: 4}":                          "leave out parallel",
+		"{direction: up, frame_sizes: [64]}":                             "frame_sizes, loss_tolerance and generator go with kind: ndr",
+		"{direction: up, generator: trafgen}":                            "frame_sizes, loss_tolerance and generator go with kind: ndr",
+		"{kind: ndr, bitrate: 1G, generator: pktgen}":                    `generator "pktgen" is not known (iperf3, the default, or trafgen)`,
+		"{kind: ndr, bitrate: 1G, generator: trafgen, direction: bidir}": "the trafgen generator sends one way",
+		"{kind: ndr, bitrate: 1G, generator: trafgen, ping: true}":       "ping beside a trafgen search",
+		"{kind: ndr, bitrate: 1G, generator: trafgen, window: 4M}":       "window, affinity and cpuset are iperf3's settings",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}":                "frame size 64 is listed twice",
+		"{kind: rfc2544, bitrate: 1G}":                                   "is not known (iperf3, ndr, connect, http)",
+	} {
+		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("probe %s: Parse = %v, want %q", spec, err, want)
+		}
+	}
+}
+
+// TestHTTPProbe: kind: http makes one load per object size (RFC 9411's
+// four by default), over TLS with https, and refuses what it cannot do.
+func TestHTTPProbe(t *testing.T) {
+	s, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: http}\n  - {kind: http, https: true, objects: [64K], parallel: 32, rate: 500, duration: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := s.ProbeRuns()
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.Name)
+	}
+	if want := []string{"http-1K", "http-16K", "http-64K", "http-256K", "https-64K"}; !slices.Equal(names, want) {
+		t.Fatalf("ProbeRuns = %q, want %q", names, want)
+	}
+	if h := runs[1].HTTP; h == nil || h.Object != 16<<10 || h.TLS {
+		t.Errorf("http-16K: %+v; want a 16 KiB object over HTTP", h)
+	}
+	if h := runs[4].HTTP; h.Object != 64<<10 || !h.TLS || h.Clients != 32 || h.Rate != 500 || h.Duration != 5*time.Second {
+		t.Errorf("https-64K: %+v; want 64 KiB over TLS, 32 connections, 500 a second, 5 s", h)
+	}
+	if s.ThroughputProbe() != "" {
+		t.Errorf("ThroughputProbe = %q; an http load is no blackout's reference", s.ThroughputProbe())
+	}
+	for spec, want := range map[string]string{
+		"{kind: http, objects: [1K, 1K]}":     "object size 1K is listed twice",
+		"{kind: http, objects: [big]}":        `size "big"`,
+		"{kind: http, objects: [2G]}":         "give 1 byte to 1G",
+		"{kind: http, direction: down}":       "kind http loads from the LAN client",
+		"{kind: http, udp: true}":             "leave out udp",
+		"{kind: http, rate: -5}":              "rate -5",
+		"{kind: http, cpuset: {client: '1'}}": "kind http runs nginx and h2load",
+		"{direction: up, https: true}":        "objects, https and rate go with kind: http",
+		"{kind: ndr, bitrate: 1G, rate: 100}": "objects, https and rate go with kind: http",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

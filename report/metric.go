@@ -29,6 +29,12 @@ const (
 	// ConnectTime their median handshake time.
 	ConnectRate Metric = "connect-rate"
 	ConnectTime Metric = "connect-ms"
+	// HTTPRate is an http probe's transactions a second (RFC 9411's
+	// 7.4), TTLB and TTLBP99 the median and 99th percentile of its time
+	// to the last byte, ms (7.6).
+	HTTPRate Metric = "http-rate"
+	TTLB     Metric = "ttlb-ms"
+	TTLBP99  Metric = "ttlb-p99-ms"
 	// BlackoutTime is the time an apply blocked traffic (Run.Blackouts), ms,
 	// one value per apply of the point; TCPSurvived the share of the
 	// connections held across it that survived, %. Neither belongs to a
@@ -47,16 +53,16 @@ const (
 
 // DefaultGate are the metrics that fail compare's gate unless told
 // otherwise: each probe's headline, throughput or the connection rate,
-// and the IPS canary's passed (inline) or unalerted (detect-only)
-// triggers where both runs ran one.
-var DefaultGate = []Metric{Throughput, ConnectRate, CanaryPassed, CanaryMissed}
+// an http probe's transactions a second, and the IPS canary's passed
+// (inline) or unalerted (detect-only) triggers where both runs ran one.
+var DefaultGate = []Metric{Throughput, ConnectRate, HTTPRate, CanaryPassed, CanaryMissed}
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, BlackoutTime, TCPSurvived, CanaryPassed, CanaryMissed}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99, BlackoutTime, TCPSurvived, CanaryPassed, CanaryMissed}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
-var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime}
+var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99}
 
 // metricInfo is what tables, comparisons and exports need to know of a
 // metric.
@@ -84,6 +90,9 @@ var metricInfos = map[Metric]metricInfo{
 	WattsPerGbps: {label: "W per Gbit/s", key: "watts_per_gbps", bench: "W/Gbit/s", prec: 2},
 	ConnectRate:  {label: "conn/s", key: "connects_per_second", bench: "conns/s", prec: 0, higher: true},
 	ConnectTime:  {label: "connect ms", key: "connect_ms", bench: "connect-ms", prec: 3},
+	HTTPRate:     {label: "tx/s", key: "transactions_per_second", bench: "tx/s", prec: 0, higher: true},
+	TTLB:         {label: "TTLB ms", key: "ttlb_ms", bench: "ttlb-ms", prec: 3},
+	TTLBP99:      {label: "TTLB p99 ms", key: "ttlb_p99_ms", bench: "ttlb-p99-ms", prec: 3},
 	// Told in their own units: a good change blocks 0 ms, from which
 	// any change is an infinite percentage.
 	BlackoutTime: {label: "blackout ms", key: "blackout_ms", bench: "blackout-ms", prec: 0, points: true},
@@ -153,6 +162,12 @@ func (m Metric) of(f Figures) float64 {
 		return f.ConnectRate
 	case ConnectTime:
 		return f.ConnectMS
+	case HTTPRate:
+		return f.HTTPRate
+	case TTLB:
+		return f.TTLB
+	case TTLBP99:
+		return f.TTLBP99
 	case CanaryPassed:
 		return f.CanaryPct
 	case CanaryMissed:

@@ -86,6 +86,9 @@ type ProbeSamples struct {
 	WattsPerGbps []float64 // the DUT's power per Gbit/s of throughput
 	ConnectRate  []float64 // a connect probe's connections a second
 	ConnectMS    []float64 // its median handshake time, ms
+	HTTPRate     []float64 // an http probe's transactions a second
+	TTLB         []float64 // its median time to the last byte, ms
+	TTLBP99      []float64 // its 99th percentile, ms
 	CanaryPct    []float64 // an IPS canary's triggers that passed, % of those sent
 	MissedPct    []float64 // a detect-only IDS's canary triggers without an alert, % of those sent
 	// Canary counts the IPS canary over every sample that ran one, the
@@ -157,6 +160,8 @@ type Figures struct {
 	WattsPerGbps  float64
 	ConnectRate   float64
 	ConnectMS     float64
+	HTTPRate      float64
+	TTLB, TTLBP99 float64
 	CanaryPct     float64 // canary triggers passed an inline IPS, %; NaN without one
 	MissedPct     float64 // canary triggers a detect-only IDS logged no alert for, %; NaN without one
 }
@@ -171,6 +176,12 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 		return &ps.ConnectRate
 	case ConnectTime:
 		return &ps.ConnectMS
+	case HTTPRate:
+		return &ps.HTTPRate
+	case TTLB:
+		return &ps.TTLB
+	case TTLBP99:
+		return &ps.TTLBP99
 	case CanaryPassed:
 		return &ps.CanaryPct
 	case CanaryMissed:
@@ -379,7 +390,8 @@ func build(info store.Run, points []store.Point, samples []store.Sample) (*Run, 
 func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
 		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
-		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN(), MissedPct: math.NaN()}
+		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN(), MissedPct: math.NaN(),
+		HTTPRate: math.NaN(), TTLB: math.NaN(), TTLBP99: math.NaN()}
 	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
 	if x.Retransmits >= 0 {
 		f.Retransmits = float64(x.Retransmits)
@@ -395,6 +407,9 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	}
 	if c := raw.Connect; c != nil {
 		f.ConnectRate, f.ConnectMS = c.PerSecond, c.ConnectMS.Median
+	}
+	if h := raw.HTTP; h != nil {
+		f.HTTPRate, f.TTLB, f.TTLBP99 = h.PerSecond, h.TTLB.Median, h.TTLB.P99
 	}
 	switch c := raw.Canary; {
 	case c == nil || c.Sent == 0:
@@ -480,6 +495,7 @@ func clientReport(x store.Sample) *probe.Iperf3Result {
 type rawReports struct {
 	NDR     *probe.NDRResult     `json:"ndr"`
 	Connect *probe.ConnectResult `json:"connect"`
+	HTTP    *probe.HTTPResult    `json:"http"`
 	Canary  *probe.CanaryResult  `json:"canary"`
 	Links   []probe.LinkSample   `json:"links"` // a sample of several links at once
 }

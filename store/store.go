@@ -627,6 +627,9 @@ func FromProbe(k Key, ps probe.Sample) Sample {
 	if ps.Connect != nil {
 		raw["connect"] = ps.Connect // a connection-rate probe's report
 	}
+	if ps.HTTP != nil {
+		raw["http"] = ps.HTTP // an http probe's report
+	}
 	if ps.Canary != nil {
 		raw["canary"] = ps.Canary // the IPS canary run beside the probe
 	}

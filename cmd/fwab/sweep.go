@@ -729,12 +729,27 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
 	// One check per tool the probes use: iperf3 for iperf3 and ndr (once
-	// per window asked for, which a kernel may refuse), fwab's agent for
-	// connect.
-	iperf3Checked, connectChecked := map[string]bool{}, false
+	// per window asked for, which a kernel may refuse), trafgen and the
+	// path for an ndr probe it generates (once per direction), h2load,
+	// nginx and openssl for http, fwab's agent for connect.
+	iperf3Checked, connectChecked, httpChecked, trafgenChecked := map[string]bool{}, false, false, map[probe.Direction]bool{}
 	for _, pr := range probes {
 		var err error
 		switch {
+		case pr.NDR != nil && pr.NDR.Trafgen != nil:
+			if d := pr.NDR.Iperf3.Direction; !trafgenChecked[d] {
+				trafgenChecked[d] = true
+				sender, receiver := client, server
+				if d == probe.Down {
+					sender, receiver = server, client
+				}
+				_, err = pr.NDR.Trafgen.Check(ctx, sender, receiver)
+			}
+		case pr.HTTP != nil:
+			if !httpChecked {
+				httpChecked = true
+				_, err = pr.HTTP.Check(ctx, client, server)
+			}
 		case pr.Connect != nil && !connectChecked:
 			connectChecked = true
 			err = pr.Connect.Check(ctx, client, server)
