@@ -14,13 +14,14 @@
 # SIZES may name imix. WINDOW=4M asks iperf3 for that socket buffer
 # (window:), the receiver's room; REPEATS=5 measures each search five
 # times and prints each one's coefficient of variation; PDR=false leaves
-# the PDR probe out (the NDR's reruns alone). KEEP=FILE keeps the results
+# the PDR probe out (the NDR's reruns alone). GENERATOR=trafgen sends the
+# trials with trafgen instead of iperf3. KEEP=FILE keeps the results
 # database. A flagged search prints its generator-limited trials.
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up} WINDOW=${WINDOW:-} REPEATS=${REPEATS:-1} PDR=${PDR:-true}
+RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up} WINDOW=${WINDOW:-} REPEATS=${REPEATS:-1} PDR=${PDR:-true} GENERATOR=${GENERATOR:-iperf3}
 W=$(mktemp -d)
 export XDG_STATE_HOME=$W/state XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data
 go build -o "$W/fwab" ./cmd/fwab
@@ -33,8 +34,8 @@ if [[ $DIRECTION == bidir ]]; then ports+=(fwnbd0); fi
 for dev in "${ports[@]}"; do
 	ip netns exec fwnb-dut tc qdisc add dev "$dev" root tbf rate "${RATE}mbit" burst "$BURST" limit "$((2 * ${BURST%k}))k"
 done
-extra=
-if [[ -n $WINDOW ]]; then extra=", window: $WINDOW"; fi
+extra=", generator: $GENERATOR"
+if [[ -n $WINDOW ]]; then extra+=", window: $WINDOW"; fi
 pdr=
 if [[ $PDR == true ]]; then
 	pdr="  - {name: pdr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION, loss_tolerance: 0.5%, ping: $PING$extra}"

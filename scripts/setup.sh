@@ -7,6 +7,8 @@ packages=(
 	iproute2 iptables nftables ethtool iperf3 iputils-ping procps kmod tcsh
 	strongswan-swanctl charon-systemd libstrongswan-standard-plugins libstrongswan-extra-plugins libcharon-extra-plugins
 	chromium fonts-liberation
+	nginx-light nghttp2-client openssl # kind: http: nginx serves, h2load loads, openssl makes the HTTPS certificate
+	netsniff-ng # trafgen, the kind: ndr probe's small-frame generator (generator: trafgen)
 	7zip # the CPU calibration of the lab's appliance profiles (t730, apu2, e302)
 	postgresql # the tests start throwaway servers of their own from its binaries
 )
