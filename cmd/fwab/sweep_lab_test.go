@@ -434,6 +434,72 @@ settle: {timeout: 30s, pause: 500ms}
 	}
 }
 
+// TestHTTPAndTrafgenLab: kind: http and a trafgen search through the lab.
+// HTTP transactions a second fall where the inline IPS parses every
+// packet (the T730 example's point); the trafgen search reaches its
+// highest rate, 20 Mbit/s of 256-byte frames, through the emulated pf and
+// its NAT, as the generator, not the firewall, offers it; the report has
+// the transactions column and the firewall ends as it began.
+func TestHTTPAndTrafgenLab(t *testing.T) {
+	for _, tool := range []string{"h2load", "nginx", "trafgen"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s is not installed (make setup installs nghttp2-client, nginx-light and netsniff-ng)", tool)
+		}
+	}
+	l := newLab(t)
+	original := l.configHash(t)
+	out, db := l.sweepRestored(t, t.TempDir(), original, `target: lab
+axes:
+  ids@lan: ["off", ips-inline]
+fixed: {offload.checksum: "off", offload.tso: "off", offload.lro: "off"}
+probes:
+  - {name: http, kind: http, objects: [64K], parallel: 8, duration: 2s}
+  - {name: small, kind: ndr, generator: trafgen, bitrate: 20M, frame_sizes: [256], duration: 1s}
+repeats: 1
+idle: 0s
+order: as-written
+drift_check: false
+settle: {timeout: 30s, pause: 500ms}
+`)
+	st, samples := runSamples(t, db)
+	points, err := st.Points(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tps := map[string]float64{}
+	for _, s := range samples {
+		if s.Failed {
+			t.Fatalf("point %d probe %s failed: %s", s.Point, s.Probe, s.Reason)
+		}
+		var raw struct {
+			HTTP *probe.HTTPResult
+			NDR  *probe.NDRResult
+		}
+		if err := json.Unmarshal(s.Raw, &raw); err != nil {
+			t.Fatal(err)
+		}
+		mode := points[s.Point].Knobs["ids@lan"]
+		switch {
+		case raw.HTTP != nil:
+			tps[mode] = raw.HTTP.PerSecond
+			t.Logf("%s: %.0f transactions a second, %.0f Mbit/s, TTLB median %.2f ms, p99 %.2f ms", mode, raw.HTTP.PerSecond, raw.HTTP.BPS/1e6, raw.HTTP.TTLB.Median, raw.HTTP.TTLB.P99)
+		case raw.NDR != nil:
+			t.Logf("%s: trafgen NDR %.0f frames a second, at max %v, limited %v, %d trials", mode, raw.NDR.FPS, raw.NDR.AtMax, raw.NDR.Limited, len(raw.NDR.Trials))
+			if raw.NDR.Generator != "trafgen" || raw.NDR.Limited || raw.NDR.FPS < 0.9*20e6/(8*(256+20)) {
+				t.Errorf("%s: trafgen search %+v; want 20 Mbit/s of 256-byte frames reached, not generator-limited", mode, raw.NDR)
+			}
+		default:
+			t.Fatalf("point %d probe %s: no http or ndr report in %s", s.Point, s.Probe, s.Raw)
+		}
+	}
+	if len(tps) != 2 || !(tps["ips-inline"] < 0.8*tps["off"]) {
+		t.Errorf("transactions a second %v: want the inline IPS below 80 %% of none", tps)
+	}
+	if !strings.Contains(out, "tx/s") {
+		t.Errorf("the sweep's report has no tx/s column:\n%s", out)
+	}
+}
+
 // TestCanaryLabSweep: a sweep with the IPS canary on the lab's IDS and
 // inline IPS (pfSense's Suricata emulated by the lab's inspection engine,
 // the canary's rule loaded from the custom.rules the package writes). At
