@@ -424,7 +424,7 @@ func (t *Table) HasExtra() bool {
 }
 
 // extraLegend says how the metrics beside throughput are shown.
-const extraLegend = "The figures beside a probe's throughput, or in its place (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s; a connect probe's connections a second and connect time), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency, connect time and W per Gbit/s, higher for the packet and connection rates."
+const extraLegend = "The figures beside a probe's throughput, or in its place (UDP packet rate in pkt/s received, loss and jitter; ping latency and loss under load; the DUT's power per Gbit/s; a connect probe's connections a second and connect time; an http probe's transactions a second in tx/s and the median and 99th percentile time to the last byte), where it measured them: median ± its interval likewise (± in percentage points for loss), Δ against the baseline in percent, or in percentage points (pp) for loss; each metric's p-values are adjusted over its own comparisons. Lower is better for loss, jitter, latency, connect time, time to the last byte and W per Gbit/s, higher for the packet, connection and transaction rates."
 
 // idleLegend says what the idle columns are.
 const idleLegend = "Idle: the DUT's CPU, temperature and power (and ping latency) with no traffic, sampled before each point's first probe (median over the point's idle phases), beside the same figures under load."
