@@ -69,10 +69,6 @@ type trafgenPath struct {
 	RxDev   string // the receiver's interface
 }
 
-// DefaultQdiscs are root qdiscs the tbf may replace and its removal
-// restores: the kernel's defaults (net.core.default_qdisc) and none.
-var defaultQdiscs = []string{"noqueue", "mq", "pfifo_fast", "fq_codel", "fq", "pfifo", "cake"}
-
 // routeGet is `ip -j route get ADDR`'s answer.
 type routeGet struct {
 	Dev     string `json:"dev"`
