@@ -34,7 +34,7 @@ import (
 // the latency (coordinated omission, which the result's Offered beside
 // PerSecond makes visible).
 //
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:336 — rps_cb: due requests accumulate in rps_req_pending and start when `session->max_concurrent_streams() - client->rps_req_inflight` allows
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:336 — rps_cb: due requests accumulate in rps_req_pending and start when `session->max_concurrent_streams() - client->rps_req_inflight` allows
 type HTTP struct {
 	Object   int64         // bytes of the object fetched (RFC 9411's 1, 16, 64, 256 KiB …)
 	TLS      bool          // HTTPS, with a certificate made for the probe
@@ -70,7 +70,7 @@ func (h HTTP) Validate() error {
 	case h.Rate < 0:
 		return fmt.Errorf("http probe: rate %v: give requests a second above 0, or none for as fast as it goes", h.Rate)
 	case h.Rate > 1e6*float64(max(1, h.Clients)):
-		// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:2651 — --rps above 1e6 a client is refused
+		// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:2651 — --rps above 1e6 a client is refused
 		return fmt.Errorf("http probe: rate %v: h2load offers at most 1,000,000 a second a connection; give more connections (parallel) or a lower rate", h.Rate)
 	case h.Duration < 0:
 		return errors.New("http probe: the duration must be positive")
@@ -91,7 +91,7 @@ type HTTPResult struct {
 	// h2load counts success); Failed the others: 4xx and 5xx answers,
 	// errors, timeouts and requests never sent.
 	//
-	// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:946 — a stream with a status below 400 is req_status_success
+	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:946 — a stream with a status below 400 is req_status_success
 	Succeeded int64   `json:"succeeded"`
 	Failed    int64   `json:"failed"`
 	PerSecond float64 `json:"transactions_per_second"` // succeeded a second of -D
@@ -101,7 +101,7 @@ type HTTPResult struct {
 	// below 400 (those dropped by a disconnect or still open at the end
 	// are not logged).
 	//
-	// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:1020 — the log's third column is stream_close_time - request_time
+	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:1020 — the log's third column is stream_close_time - request_time
 	TTLB HTTPLatency `json:"ttlb_ms"`
 	// TTFBMeanMS is h2load's time to the first byte, a mean over the
 	// connections (each from its connect, TLS handshake included), and
@@ -120,8 +120,8 @@ type HTTPLatency struct {
 
 // h2load's summary lines.
 //
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:3254 — "finished in", "requests: %d total, %d started, %d done, %d succeeded, %d failed, %d errored, %d timeout", "traffic: … (%d) total", then "time for connect:" and "time to 1st byte:" min, max, mean, sd
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:885 — "TLS Protocol: " then "Cipher: " once a connection's handshake is done
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:3254 — "finished in", "requests: %d total, %d started, %d done, %d succeeded, %d failed, %d errored, %d timeout", "traffic: … (%d) total", then "time for connect:" and "time to 1st byte:" min, max, mean, sd
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:885 — "TLS Protocol: " then "Cipher: " once a connection's handshake is done
 var (
 	h2loadFinishedRE = regexp.MustCompile(`(?m)^finished in ([0-9.]+)(s|ms|us), [0-9.]+ req/s`)
 	h2loadRequestsRE = regexp.MustCompile(`(?m)^requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
@@ -134,7 +134,7 @@ var (
 // where set (the -D duration, as h2load's own req/s), else over its
 // "finished in", which includes starting and stopping the clients.
 //
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:3234 — in timing-based mode rps and bps are over config.duration
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:3234 — in timing-based mode rps and bps are over config.duration
 func parseH2load(out string, r *HTTPResult) error {
 	f := h2loadFinishedRE.FindStringSubmatch(out)
 	q := h2loadRequestsRE.FindStringSubmatch(out)
@@ -193,7 +193,7 @@ func durationMS(s string) (float64, error) {
 // end of the response), nearest rank, on the host that has the log: a
 // log of millions of requests never crosses the network.
 //
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:2269 — --log-file: "tab-separated columns: start time as microseconds since epoch; HTTP status code; microseconds until end of response"
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:2269 — --log-file: "tab-separated columns: start time as microseconds since epoch; HTTP status code; microseconds until end of response"
 const percentileScript = `awk -F '\t' '$2 >= 200 && $2 < 400 {print $3}' "$1" | sort -n | awk '{v[NR]=$1} END {if (NR == 0) {print 0; exit} m=int(NR*0.5); if (m < NR*0.5) m++; p=int(NR*0.99); if (p < NR*0.99) p++; print NR, v[m], v[p], v[NR]}'`
 
 // parsePercentiles reads percentileScript's line into l; n is the count.
@@ -380,7 +380,7 @@ func (h HTTP) seconds() int { return max(1, int(h.Duration.Round(time.Second)/ti
 // h2loadArgs loads url over HTTP/1.1 for the duration on the
 // connections, spread over threads, each request's time written to log.
 //
-// upstream: nghttp2/nghttp2@v1.52.0 src/h2load.cc:2112 — -c clients; :2193 -D duration (timing-based); :2269 --log-file; :2285 --rps per client
+// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:2112 — -c clients; :2193 -D duration (timing-based); :2269 --log-file; :2285 --rps per client
 func (h HTTP) h2loadArgs(url, log string, threads int) []string {
 	argv := []string{"h2load", "--h1", "-c", strconv.Itoa(h.Clients), "-t", strconv.Itoa(max(1, threads)), "-D", strconv.Itoa(h.seconds()), "--log-file=" + log}
 	if h.Rate > 0 {

@@ -80,7 +80,7 @@ type routeGet struct {
 // MAC address (a ping fills the neighbour table), the sender's root
 // qdisc, and the receiver's interface.
 //
-// upstream: not settled — iproute2's JSON keys (dev, gateway, prefsrc, lladdr) are read as `ip -j` prints them on Debian 12 (iproute2 6.1); an answer without them is an error that names the command
+// upstream: not settled — iproute2's JSON keys (dev, gateway, prefsrc, lladdr) as `ip -j` prints them on Debian 12 (iproute2 6.1); checked at run time: an answer without them is an error that names the command
 func (g Trafgen) resolve(ctx context.Context, sender, receiver Endpoint) (trafgenPath, error) {
 	var p trafgenPath
 	route := func(e Endpoint, to string) (routeGet, error) {
@@ -172,7 +172,7 @@ func qdiscKind(out string) (kind, handle string) {
 // overran), which count against the endpoint, not the firewall. Frames
 // the host dropped later (rx_dropped) were received and counted.
 //
-// upstream: torvalds/linux@c5b875e354a54e2b5ba24eecae69bf94e025edd5 Documentation/ABI/testing/sysfs-class-net-statistics — rx_missed_errors and rx_fifo_errors under /sys/class/net/<iface>/statistics
+// upstream: not settled — the counters rx_missed_errors and rx_fifo_errors under /sys/class/net/<iface>/statistics (Linux's sysfs-class-net-statistics ABI, not in the sources read); checked at run time: a counter that cannot be read is an error that names the file
 func rxDrops(ctx context.Context, e Endpoint, dev string) (int64, error) {
 	dir := "/sys/class/net/" + dev + "/statistics/"
 	out, err := e.Runner.Run(ctx, []string{"cat", dir + "rx_missed_errors", dir + "rx_fifo_errors"})
@@ -494,15 +494,15 @@ func (g Trafgen) trial(ctx context.Context, path trafgenPath, sender, receiver E
 }
 
 // settledArrivals reads the arrivals once frames still queued in the
-// firewall have come: two readings 100 ms apart that agree, for at most
+// firewall have come: two readings 50 ms apart that agree, for at most
 // 2 s.
 func settledArrivals(ctx context.Context, a arrivals) (int64, error) {
 	last, err := a.count(ctx)
-	for i := 0; err == nil && i < 20; i++ {
+	for i := 0; err == nil && i < 40; i++ {
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 		var c int64
 		if c, err = a.count(ctx); err == nil {
