@@ -15,13 +15,14 @@
 # (window:), the receiver's room; REPEATS=5 measures each search five
 # times and prints each one's coefficient of variation; PDR=false leaves
 # the PDR probe out (the NDR's reruns alone). GENERATOR=trafgen sends the
-# trials with trafgen instead of iperf3. KEEP=FILE keeps the results
+# trials with trafgen instead of iperf3. LRO=off turns the DUT's LRO (its
+# veths' GRO) off as well. KEEP=FILE keeps the results
 # database. A flagged search prints its generator-limited trials.
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up} WINDOW=${WINDOW:-} REPEATS=${REPEATS:-1} PDR=${PDR:-true} GENERATOR=${GENERATOR:-iperf3}
+RATE=${1:-100} BURST=${2:-256k} SIZES=${3:-64, 128, 256, 512, 1024, 1280, 1518} DURATION=${4:-4s} PING=${PING:-false} DIRECTION=${DIRECTION:-up} WINDOW=${WINDOW:-} REPEATS=${REPEATS:-1} PDR=${PDR:-true} GENERATOR=${GENERATOR:-iperf3} LRO=${LRO:-}
 W=$(mktemp -d)
 export XDG_STATE_HOME=$W/state XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data
 go build -o "$W/fwab" ./cmd/fwab
@@ -45,7 +46,8 @@ name: ndr-tbf
 target: lab
 axes:
   offload.tso: ["off"]
-probes:
+${LRO:+  offload.lro: ["$LRO"]
+}probes:
   - {name: ndr, kind: ndr, bitrate: 1G, frame_sizes: [$SIZES], duration: $DURATION, direction: $DIRECTION$extra}
 ${pdr:+$pdr
 }repeats: $REPEATS
