@@ -180,8 +180,8 @@ type TrendRun struct {
 	ID       int64
 	Created  time.Time
 	Firmware string
-	// Values are the run's figures of the series' metric (Mbit/s, or a
-	// connect probe's conn/s), Median their median.
+	// Values are the run's figures of the series' metric (Mbit/s, a
+	// connect probe's conn/s or an http probe's tx/s), Median their median.
 	Values []float64
 	Median float64
 }
@@ -190,8 +190,8 @@ type TrendRun struct {
 type TrendSeries struct {
 	Point string // knob=value pairs
 	Probe string
-	// Metric is what the series follows: throughput, or a connect
-	// probe's connection rate.
+	// Metric is what the series follows: throughput, a connect probe's
+	// connection rate or an http probe's transactions a second.
 	Metric  Metric
 	Runs    []TrendRun
 	Changes []Change
@@ -200,44 +200,39 @@ type TrendSeries struct {
 // MarshalJSON names each run's figures by the series' metric, as the
 // report's CSV does: "mbps" and "median_mbps" for throughput,
 // "connects_per_second" and "median_connects_per_second" for a connect
-// probe's rate.
+// probe's rate, "transactions_per_second" and
+// "median_transactions_per_second" for an http probe's.
 func (s TrendSeries) MarshalJSON() ([]byte, error) {
 	type run struct {
 		ID       int64     `json:"run"`
 		Created  time.Time `json:"created"`
 		Firmware string    `json:"firmware"`
 	}
-	type throughputRun struct {
-		run
-		Mbps   []float64 `json:"mbps"`
-		Median float64   `json:"median_mbps"`
-	}
-	type connectRun struct {
-		run
-		Rates  []float64 `json:"connects_per_second"`
-		Median float64   `json:"median_connects_per_second"`
-	}
-	var runs any
-	if s.Metric == ConnectRate {
-		rs := make([]connectRun, len(s.Runs))
-		for i, r := range s.Runs {
-			rs[i] = connectRun{run{r.ID, r.Created, r.Firmware}, r.Values, r.Median}
+	metric := cmp.Or(s.Metric, Throughput)
+	key := metric.info().key
+	runs := make([]json.RawMessage, len(s.Runs))
+	for i, r := range s.Runs {
+		head, err := json.Marshal(run{r.ID, r.Created, r.Firmware})
+		if err != nil {
+			return nil, err
 		}
-		runs = rs
-	} else {
-		rs := make([]throughputRun, len(s.Runs))
-		for i, r := range s.Runs {
-			rs[i] = throughputRun{run{r.ID, r.Created, r.Firmware}, r.Values, r.Median}
+		values, err := json.Marshal(r.Values)
+		if err != nil {
+			return nil, err
 		}
-		runs = rs
+		median, err := json.Marshal(r.Median)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = fmt.Appendf(head[:len(head)-1], `,%q:%s,%q:%s}`, key, values, "median_"+key, median)
 	}
 	return json.Marshal(struct {
-		Point   string   `json:"point"`
-		Probe   string   `json:"probe"`
-		Metric  Metric   `json:"metric"`
-		Runs    any      `json:"runs"`
-		Changes []Change `json:"changes"`
-	}{s.Point, s.Probe, cmp.Or(s.Metric, Throughput), runs, s.Changes})
+		Point   string            `json:"point"`
+		Probe   string            `json:"probe"`
+		Metric  Metric            `json:"metric"`
+		Runs    []json.RawMessage `json:"runs"`
+		Changes []Change          `json:"changes"`
+	}{s.Point, s.Probe, metric, runs, s.Changes})
 }
 
 // Trend is the history of one spec on one testbed.
@@ -270,7 +265,10 @@ func NewTrend(testbed string, runs []store.HistoryRun, o TrendOptions) (*Trend, 
 				keys[raw] = point
 			}
 			metric, figures, scale := Throughput, m.BitsPerSecond, 1e6
-			if len(m.BitsPerSecond) == 0 && len(m.ConnectsPerSecond) > 0 {
+			switch {
+			case len(m.TransactionsPerSecond) > 0:
+				metric, figures, scale = HTTPRate, m.TransactionsPerSecond, 1
+			case len(m.BitsPerSecond) == 0 && len(m.ConnectsPerSecond) > 0:
 				metric, figures, scale = ConnectRate, m.ConnectsPerSecond, 1
 			}
 			k := [2]string{point, m.Probe}
@@ -414,8 +412,11 @@ func TrendCharts(t *Trend) ([]Chart, error) {
 			return nil, err
 		}
 		what := "throughput"
-		if s.Metric == ConnectRate {
+		switch s.Metric {
+		case ConnectRate:
 			what = "connection rate"
+		case HTTPRate:
+			what = "transaction rate"
 		}
 		c.Caption = fmt.Sprintf("median %s of each run; triangles mark the %d change(s) found", what, len(s.Changes))
 		out = append(out, *c)

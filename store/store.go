@@ -986,8 +986,9 @@ type HistoryRun struct {
 }
 
 // Measured is the headline figure of a run's successful samples of one
-// probe at one point, in no particular order: their throughput, or for a
-// connect probe (which measures none) their connection rate.
+// probe at one point, in no particular order: their throughput, for a
+// connect probe (which measures none) their connection rate, for an http
+// probe its transactions a second.
 type Measured struct {
 	Point         int
 	Probe         string
@@ -995,15 +996,24 @@ type Measured struct {
 	// ConnectsPerSecond are a connect probe's rates, from each sample's
 	// report; BitsPerSecond is then empty.
 	ConnectsPerSecond []float64
+	// TransactionsPerSecond are an http probe's rates, from each
+	// sample's report; BitsPerSecond is then empty.
+	TransactionsPerSecond []float64
+}
+
+// RateProbes names the probes whose headline is a rate in their reports,
+// not throughput: a History follows that rate for them.
+type RateProbes struct {
+	Connect []string // kind: connect, which measures no throughput
+	HTTP    []string // kind: http, whose headline is transactions a second
 }
 
 // History returns every complete run made from the spec with hash
 // specHash that keep accepts (nil: all), oldest first, with the throughput
-// of each successful sample, and the connection rate of those of the
-// connect probes named (the spec's kind: connect probes, which measure no
-// throughput). It reads only what a trend needs, so that years of nightly
-// runs load at once.
-func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool, connectProbes []string) ([]HistoryRun, error) {
+// of each successful sample, or for the probes rates names their rate.
+// It reads only what a trend needs, so that years of nightly runs load at
+// once.
+func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryRun) bool, rates RateProbes) ([]HistoryRun, error) {
 	const done = ` FROM runs r WHERE r.spec_hash = ? AND r.status = 'done'`
 	rows, err := s.query(ctx, `SELECT r.id, r.created, r.testbed, r.target_name, r.firmware_version`+done+` ORDER BY r.id`, specHash)
 	if err != nil {
@@ -1059,7 +1069,7 @@ func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryR
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for first := 0; first < len(runs); first += part {
 		chunk := runs[first:min(first+part, len(runs))]
-		g.Go(func() error { return s.historyFigures(gctx, chunk, connectProbes) })
+		g.Go(func() error { return s.historyFigures(gctx, chunk, rates) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -1071,9 +1081,9 @@ func (s *Store) History(ctx context.Context, specHash string, keep func(HistoryR
 const historyPart = 500
 
 // historyFigures reads the throughput of every successful sample of runs
-// (consecutive runs of a History, oldest first) into their Measured, and
-// the connection rates of those of connectProbes.
-func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun, connectProbes []string) error {
+// (consecutive runs of a History, oldest first) into their Measured, or
+// for the probes rates names their rate.
+func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun, rates RateProbes) error {
 	args := make([]any, len(runs))
 	for i, r := range runs {
 		args[i] = r.ID
@@ -1108,6 +1118,9 @@ func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun, connectPr
 			name = string(probe)
 			probes[name] = name
 		}
+		if slices.Contains(rates.HTTP, name) {
+			continue // followed in transactions a second (historyRates)
+		}
 		var n int
 		if s.dialect.bpsBinary {
 			if len(list)%8 != 0 {
@@ -1141,10 +1154,10 @@ func (s *Store) historyFigures(ctx context.Context, runs []HistoryRun, connectPr
 		return fmt.Errorf("history: %w", err)
 	}
 	rows.Close()
-	if len(connectProbes) == 0 {
+	if len(rates.Connect)+len(rates.HTTP) == 0 {
 		return nil
 	}
-	return s.historyConnects(ctx, runs, args, connectProbes)
+	return s.historyRates(ctx, runs, args, rates)
 }
 
 // runAt is the run of runs (sorted by ID) with that id, looked for from
@@ -1161,18 +1174,19 @@ func runAt(runs []HistoryRun, id int64, next *int) *HistoryRun {
 	return &runs[*next]
 }
 
-// historyConnects reads the connection rates of connectProbes' successful
-// samples of runs from their reports (a connect probe's sample has no
-// throughput). The samples' unique index (run, point, probe, …) finds
-// them; only theirs are read whole.
-func (s *Store) historyConnects(ctx context.Context, runs []HistoryRun, runIDs []any, connectProbes []string) error {
+// historyRates reads the rates of the successful samples of the probes
+// rates names from their reports: a connect probe's connection rate, an
+// http probe's transactions a second. The samples' unique index (run,
+// point, probe, …) finds them; only theirs are read whole.
+func (s *Store) historyRates(ctx context.Context, runs []HistoryRun, runIDs []any, rates RateProbes) error {
 	args := slices.Clone(runIDs)
-	for _, p := range connectProbes {
+	names := slices.Concat(rates.Connect, rates.HTTP)
+	for _, p := range names {
 		args = append(args, p)
 	}
 	rows, err := s.query(ctx, `SELECT x.run_id, x.point_idx, x.probe, x.raw FROM samples x
-		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runIDs)-1)+`) AND x.probe IN (?`+strings.Repeat(", ?", len(connectProbes)-1)+`)
-		AND NOT x.failed AND x.bits_per_second IS NULL AND x.round >= 0
+		WHERE x.run_id IN (?`+strings.Repeat(", ?", len(runIDs)-1)+`) AND x.probe IN (?`+strings.Repeat(", ?", len(names)-1)+`)
+		AND NOT x.failed AND x.round >= 0
 		ORDER BY x.run_id, x.point_idx, x.probe, x.id`, args...)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
@@ -1189,19 +1203,34 @@ func (s *Store) historyConnects(ctx context.Context, runs []HistoryRun, runIDs [
 		}
 		var r struct {
 			Connect *probe.ConnectResult `json:"connect"`
+			HTTP    *probe.HTTPResult    `json:"http"`
 		}
-		if json.Unmarshal(raw, &r) != nil || r.Connect == nil {
+		if json.Unmarshal(raw, &r) != nil {
 			continue // no rate to follow (a report does not parse: the report command skips it too)
+		}
+		var rate float64
+		isHTTP := false
+		switch {
+		case r.Connect != nil && slices.Contains(rates.Connect, name):
+			rate = r.Connect.PerSecond
+		case r.HTTP != nil && slices.Contains(rates.HTTP, name):
+			rate, isHTTP = r.HTTP.PerSecond, true
+		default:
+			continue
 		}
 		h := runAt(runs, run, &next)
 		if h == nil {
 			continue
 		}
-		if n := len(h.Measured); n == 0 || h.Measured[n-1].Point != point || h.Measured[n-1].Probe != name || h.Measured[n-1].ConnectsPerSecond == nil {
-			h.Measured = append(h.Measured, Measured{Point: point, Probe: name, ConnectsPerSecond: []float64{}})
+		if n := len(h.Measured); n == 0 || h.Measured[n-1].Point != point || h.Measured[n-1].Probe != name || len(h.Measured[n-1].BitsPerSecond) > 0 {
+			h.Measured = append(h.Measured, Measured{Point: point, Probe: name})
 		}
 		m := &h.Measured[len(h.Measured)-1]
-		m.ConnectsPerSecond = append(m.ConnectsPerSecond, r.Connect.PerSecond)
+		if isHTTP {
+			m.TransactionsPerSecond = append(m.TransactionsPerSecond, rate)
+		} else {
+			m.ConnectsPerSecond = append(m.ConnectsPerSecond, rate)
+		}
 	}
 	return rows.Err()
 }

@@ -391,7 +391,7 @@ func TestHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, _ := s.Run(ctx, done)
-		got, err := s.History(ctx, r.SpecHash, nil, []string{"cps"})
+		got, err := s.History(ctx, r.SpecHash, nil, RateProbes{Connect: []string{"cps"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +404,7 @@ func TestHistory(t *testing.T) {
 		}) {
 			t.Errorf("History() measured %+v; want the connect probe's two rates at point 1", got[0].Measured)
 		}
-		if none, err := s.History(ctx, r.SpecHash, func(HistoryRun) bool { return false }, nil); err != nil || len(none) != 0 {
+		if none, err := s.History(ctx, r.SpecHash, func(HistoryRun) bool { return false }, RateProbes{}); err != nil || len(none) != 0 {
 			t.Errorf("History(keep none) = %v, %v", none, err)
 		}
 		var n int
@@ -453,7 +453,7 @@ func TestHistoryInParts(t *testing.T) {
 			r, _ := s.Run(ctx, id)
 			hash = r.SpecHash
 		}
-		got, err := s.History(ctx, hash, func(h HistoryRun) bool { return h.Testbed == "lab@0123456789ab" }, nil)
+		got, err := s.History(ctx, hash, func(h HistoryRun) bool { return h.Testbed == "lab@0123456789ab" }, RateProbes{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -510,7 +510,7 @@ func TestDriftRound(t *testing.T) {
 			t.Errorf("Completed() = %v, %v: a resume would measure the drift check again", done, err)
 		}
 		r, _ := s.Run(ctx, run)
-		h, err := s.History(ctx, r.SpecHash, nil, nil)
+		h, err := s.History(ctx, r.SpecHash, nil, RateProbes{})
 		if err != nil || len(h) != 1 || len(h[0].Measured) != 1 || len(h[0].Measured[0].BitsPerSecond) != 2 {
 			t.Errorf("History() = %+v, %v; want the two regular samples only", h, err)
 		}

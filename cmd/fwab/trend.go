@@ -27,7 +27,7 @@ func newTrendCmd(io *streams) *cobra.Command {
 	o := &trendOptions{}
 	cmd := &cobra.Command{
 		Use:   "trend MATRIX.yaml --testbed TESTBED",
-		Short: "Find where throughput (a connect probe's connection rate) changed over the runs of a spec on one testbed",
+		Short: "Find where throughput (connect: conn/s, http: tx/s) changed over the runs of a spec on one testbed",
 		Long: "Read every complete run of the spec on the testbed, oldest first, and report per point and probe\n" +
 			"the runs where the level changed: the runs of a window before and of a window from the run differ\n" +
 			"by a Mann–Whitney U test (p ≤ 0.01) and their medians by at least the threshold.\n" +
@@ -74,7 +74,7 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 			testbeds = append(testbeds, h.Testbed)
 		}
 		return on
-	}, connectProbes(spec))
+	}, rateProbes(spec))
 	if err != nil {
 		return err
 	}
@@ -119,13 +119,17 @@ func runTrend(ctx context.Context, io *streams, o *trendOptions, file string) er
 	return nil
 }
 
-// connectProbes are the names under which the spec's connect probes record
-// their samples (one a link), whose figure is the connection rate.
-func connectProbes(spec *matrix.Spec) []string {
-	var out []string
+// rateProbes are the names under which the spec's connect and http probes
+// record their samples (one a link): their series follow the connection
+// rate and the transactions a second.
+func rateProbes(spec *matrix.Spec) store.RateProbes {
+	var out store.RateProbes
 	for _, r := range spec.ProbeRuns() {
-		if r.Connect != nil {
-			out = append(out, r.Name)
+		switch {
+		case r.Connect != nil:
+			out.Connect = append(out.Connect, r.Name)
+		case r.HTTP != nil:
+			out.HTTP = append(out.HTTP, r.Name)
 		}
 	}
 	return out

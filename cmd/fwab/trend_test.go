@@ -192,14 +192,57 @@ func TestTrendConnectRate(t *testing.T) {
 	}
 }
 
-// TestConnectProbes: the names a connect probe's samples are recorded
-// under, one a link, and none for the other kinds.
-func TestConnectProbes(t *testing.T) {
-	spec, err := matrix.Parse(strings.NewReader("target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: cps, kind: connect, duration: 1s, links: [l2]}\n  - {name: one, kind: connect, duration: 1s}\n  - {name: up, direction: up, duration: 1s}\n"))
+// TestRateProbes: the names a connect or http probe's samples are
+// recorded under, one a link, and none for the other kinds.
+func TestRateProbes(t *testing.T) {
+	spec, err := matrix.Parse(strings.NewReader("target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: cps, kind: connect, duration: 1s, links: [l2]}\n  - {name: one, kind: connect, duration: 1s}\n  - {name: web, kind: http, objects: [64K], duration: 1s}\n  - {name: up, direction: up, duration: 1s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := connectProbes(spec), []string{"cps@l2", "one"}; !slices.Equal(got, want) {
-		t.Errorf("connectProbes = %q, want %q", got, want)
+	got := rateProbes(spec)
+	if want := []string{"cps@l2", "one"}; !slices.Equal(got.Connect, want) {
+		t.Errorf("rateProbes.Connect = %q, want %q", got.Connect, want)
+	}
+	if want := []string{"web-64K"}; !slices.Equal(got.HTTP, want) {
+		t.Errorf("rateProbes.HTTP = %q, want %q", got.HTTP, want)
+	}
+}
+
+// TestTrendHTTPRate: an http probe's series is its transactions a second
+// (its headline), not the throughput it also records: a step in tx/s
+// under a steady throughput is found, and told in tx/s.
+func TestTrendHTTPRate(t *testing.T) {
+	const text = "target: lab\naxes:\n  filter: [\"on\"]\nprobes:\n  - {name: web, kind: http, objects: [64K], duration: 1s}\n"
+	spec := filepath.Join(t.TempDir(), "nightly.yaml")
+	os.WriteFile(spec, []byte(text), 0o644)
+	db := nightlyDB(t, text, 20, map[string]string{"filter": "on"}, func(int) string { return "lab@0000000000aa" }, func(st *store.Store, id int64, i int) {
+		rate := 1800.0
+		if i >= 10 {
+			rate *= 0.7
+		}
+		for r := range 3 {
+			raw := fmt.Sprintf(`{"http": {"object_bytes": 65536, "connections": 10, "seconds": 1, "requests": %d, "succeeded": %d, "failed": 0, "transactions_per_second": %g, "bps": 940e6}}`, int(rate), int(rate), rate*noise(i, r))
+			if err := st.RecordSample(t.Context(), store.Sample{Key: store.Key{Run: id, Probe: "web-64K", Round: r}, BitsPerSecond: 940e6 * noise(i, r), Retransmits: -1, Raw: json.RawMessage(raw)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	out, errOut, code := runFwab(t, "trend", spec, "--testbed", "lab", "--db", db)
+	if code != exitFailure || !strings.Contains(out, "1 series") || !strings.Contains(out, "tx/s") || !strings.Contains(out, "web-64K") {
+		t.Errorf("trend of an http probe = %d, want the step in its tx/s series found (exit 1):\n%s%s", code, out, errOut)
+	}
+	out, _, _ = runFwab(t, "trend", spec, "--testbed", "lab", "--db", db, "--json")
+	var got struct {
+		Series []struct {
+			Metric string           `json:"metric"`
+			Runs   []map[string]any `json:"runs"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Series) != 1 {
+		t.Fatalf("trend --json: %v: %s", err, out)
+	}
+	if s := got.Series[0]; s.Metric != "http-rate" || len(s.Runs) != 20 ||
+		!slices.Equal(slices.Sorted(maps.Keys(s.Runs[0])), []string{"created", "firmware", "median_transactions_per_second", "run", "transactions_per_second"}) {
+		t.Errorf("trend --json's http series = metric %q, first run %v; want metric http-rate and the keys run, created, firmware, transactions_per_second, median_transactions_per_second", s.Metric, s.Runs[:min(1, len(s.Runs))])
 	}
 }
