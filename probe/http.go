@@ -91,7 +91,7 @@ type HTTPResult struct {
 	// h2load counts success); Failed the others: 4xx and 5xx answers,
 	// errors, timeouts and requests never sent.
 	//
-	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:946 — a stream with a status below 400 is req_status_success
+	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:974 — on_status_code (the --h1 path) marks a status below 400 status_success, and on_stream_close counts a successful close of such a stream in req_status_success (h2load.cc:1004)
 	Succeeded int64   `json:"succeeded"`
 	Failed    int64   `json:"failed"`
 	PerSecond float64 `json:"transactions_per_second"` // succeeded a second of -D
@@ -101,7 +101,7 @@ type HTTPResult struct {
 	// below 400 (those dropped by a disconnect or still open at the end
 	// are not logged).
 	//
-	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:1020 — the log's third column is stream_close_time - request_time
+	// upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:1024 — the log's third column is stream_close_time - request_time
 	TTLB HTTPLatency `json:"ttlb_ms"`
 	// TTFBMeanMS is h2load's time to the first byte, a mean over the
 	// connections (each from its connect, TLS handshake included), and
