@@ -799,8 +799,15 @@ func (p ProbeSpec) check(names map[string]bool) error {
 	if !slices.Contains([]string{"up", "down", "bidir"}, p.Direction) {
 		return &SpecError{Msg: fmt.Sprintf("probe %s: direction %q is not one of up, down, bidir", p.Name, p.Direction)}
 	}
-	if p.Parallel < 0 || p.Parallel > 128 {
-		return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..128", p.Name, p.Parallel)}
+	// An http probe's connections are h2load's (-c), up to the
+	// thousands a concurrent connection test holds open; iperf3's
+	// streams are threads.
+	maxParallel := 128
+	if p.Kind == "http" {
+		maxParallel = 10000
+	}
+	if p.Parallel < 0 || p.Parallel > maxParallel {
+		return &SpecError{Msg: fmt.Sprintf("probe %s: parallel %d is out of range 1..%d", p.Name, p.Parallel, maxParallel)}
 	}
 	if p.Duration <= 0 {
 		return &SpecError{Msg: fmt.Sprintf("probe %s: duration %v must be positive, such as 30s", p.Name, p.Duration.D())}

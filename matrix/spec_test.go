@@ -498,7 +498,7 @@ func TestNDRProbe(t *testing.T) {
 // TestHTTPProbe: kind: http makes one load per object size (RFC 9411's
 // four by default), over TLS with https, and refuses what it cannot do.
 func TestHTTPProbe(t *testing.T) {
-	s, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: http}\n  - {kind: http, https: true, objects: [64K], parallel: 32, rate: 500, duration: 5s}\n"))
+	s, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: http}\n  - {kind: http, https: true, objects: [64K], parallel: 32, rate: 500, duration: 5s}\n  - {name: conns, kind: http, objects: [1K], parallel: 5000, rate: 500}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestHTTPProbe(t *testing.T) {
 	for _, r := range runs {
 		names = append(names, r.Name)
 	}
-	if want := []string{"http-1K", "http-16K", "http-64K", "http-256K", "https-64K"}; !slices.Equal(names, want) {
+	if want := []string{"http-1K", "http-16K", "http-64K", "http-256K", "https-64K", "conns-1K"}; !slices.Equal(names, want) {
 		t.Fatalf("ProbeRuns = %q, want %q", names, want)
 	}
 	if h := runs[1].HTTP; h == nil || h.Object != 16<<10 || h.TLS {
@@ -515,6 +515,9 @@ func TestHTTPProbe(t *testing.T) {
 	}
 	if h := runs[4].HTTP; h.Object != 64<<10 || !h.TLS || h.Clients != 32 || h.Rate != 500 || h.Duration != 5*time.Second {
 		t.Errorf("https-64K: %+v; want 64 KiB over TLS, 32 connections, 500 a second, 5 s", h)
+	}
+	if h := runs[5].HTTP; h.Clients != 5000 || h.Rate != 500 {
+		t.Errorf("conns-1K: %+v; want 5000 connections held at 500 requests a second in all", h)
 	}
 	if s.ThroughputProbe() != "" {
 		t.Errorf("ThroughputProbe = %q; an http load is no blackout's reference", s.ThroughputProbe())
@@ -527,6 +530,8 @@ func TestHTTPProbe(t *testing.T) {
 		"{kind: http, udp: true}":             "leave out udp",
 		"{kind: http, rate: -5}":              "rate -5",
 		"{kind: http, cpuset: {client: '1'}}": "kind http runs nginx and h2load",
+		"{kind: http, parallel: 10001}":       "10001 connections: give 1 to 10000",
+		"{direction: up, parallel: 200}":      "parallel 200 is out of range 1..128",
 		"{direction: up, https: true}":        "objects, https and rate go with kind: http",
 		"{kind: ndr, bitrate: 1G, rate: 100}": "objects, https and rate go with kind: http",
 	} {

@@ -108,6 +108,12 @@ type HTTPResult struct {
 	// ConnectMeanMS its connect time.
 	TTFBMeanMS    float64 `json:"ttfb_mean_ms"`
 	ConnectMeanMS float64 `json:"connect_mean_ms"`
+	// Held are the connections to the probe's port established at the
+	// server half-way through the load (ss): the concurrent connections
+	// the firewall kept open, RFC 9411's concurrent connection capacity
+	// (sections 7.5 and 7.9) when Clients is large and Rate low. -1 when
+	// the server could not be asked.
+	Held int64 `json:"held_connections"`
 }
 
 // HTTPLatency are a latency's median, 99th percentile and maximum in
@@ -341,9 +347,17 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 		_, _ = client.Runner.Run(cctx, []string{"rm", "-f", log})
 	}()
 	stop := startWatch(ctx, client, server, Iperf3{Duration: h.Duration}, w)
+	held := make(chan int64, 1)
+	hctx, hcancel := context.WithCancel(ctx)
+	go func() { held <- h.heldAt(hctx, server, h.Duration/2) }()
 	out, err = client.Runner.Run(ctx, h.h2loadArgs(r.URL, log, threads))
 	stop(&s)
+	hcancel()
+	r.Held = <-held
 	if err != nil {
+		if limit := nofileRE.FindString(string(out) + "\n" + err.Error()); limit != "" {
+			return fail(&fixError{fmt.Sprintf("%s cannot open the %d connections asked (%s): raise its hard limit of open files (nofile in /etc/security/limits.conf, or LimitNOFILE for its sshd) to at least %d, or ask for fewer (parallel)", client, h.Clients, limit, h.nofile()), err})
+		}
 		return fail(fmt.Errorf("h2load on %s: %w", client, err))
 	}
 	if err := parseH2load(string(out), &r); err != nil {
@@ -367,12 +381,47 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 	if r.Failed > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d of %d requests failed (4xx or 5xx, errored, timed out or never sent)", r.Failed, r.Requests))
 	}
+	if r.Held >= 0 && r.Held < int64(h.Clients) {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d of %d connections were open at the server half-way through: the firewall (its state table or a connection limit) or an endpoint did not hold the rest", r.Held, h.Clients))
+	}
 	if h.Rate > 0 && r.PerSecond < 0.99*h.Rate {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%.0f transactions a second against %.0f offered: the rest waited for a busy connection, and their waiting is not in the latency (coordinated omission)", r.PerSecond, h.Rate))
 	}
 	s.Result = &Iperf3Result{Protocol: "TCP", Flow: Flow{ReceivedBPS: r.BPS, SentBPS: r.BPS, Retransmits: -1}}
 	return s
 }
+
+// heldAt counts, after d, the connections to the probe's port that are
+// established at the server; -1 when it cannot (ctx ended first, or no
+// ss there).
+func (h HTTP) heldAt(ctx context.Context, server Endpoint, d time.Duration) int64 {
+	select {
+	case <-ctx.Done():
+		return -1
+	case <-time.After(d):
+	}
+	out, err := server.Runner.Run(ctx, []string{"ss", "-H", "-t", "-n", "state", "established", "(", "sport", "=", ":" + strconv.Itoa(h.Port), ")"})
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for line := range strings.Lines(string(out)) {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// nofile is the open files h2load needs: a socket a connection, and a
+// few of its own.
+func (h HTTP) nofile() int { return h.Clients + 64 }
+
+// nofileRE is the shell's answer when the hard limit of open files is
+// below what h2loadArgs asks (dash: "ulimit: error setting limit
+// (Operation not permitted)"; bash: "ulimit: open files: cannot modify
+// limit: Operation not permitted").
+var nofileRE = regexp.MustCompile(`ulimit: [^\n]*(limit|Operation not permitted)[^\n]*`)
 
 // seconds is the load's duration, whole seconds as h2load -D takes it.
 func (h HTTP) seconds() int { return max(1, int(h.Duration.Round(time.Second)/time.Second)) }
@@ -381,12 +430,20 @@ func (h HTTP) seconds() int { return max(1, int(h.Duration.Round(time.Second)/ti
 // connections, spread over threads, each request's time written to log.
 //
 // upstream: nghttp2/nghttp2@be0491294a63d891bd12b6b1b7e372a45a5d0ffe src/h2load.cc:2112 — -c clients; :2193 -D duration (timing-based); :2269 --log-file; :2285 --rps per client
+//
+// More connections than a login's usual 1,024 open files need a higher
+// soft limit: h2load then starts from a shell that raises it to nofile
+// (up to the hard limit; above it the shell fails and says so).
 func (h HTTP) h2loadArgs(url, log string, threads int) []string {
 	argv := []string{"h2load", "--h1", "-c", strconv.Itoa(h.Clients), "-t", strconv.Itoa(max(1, threads)), "-D", strconv.Itoa(h.seconds()), "--log-file=" + log}
 	if h.Rate > 0 {
 		argv = append(argv, "--rps="+strconv.FormatFloat(h.Rate/float64(h.Clients), 'f', -1, 64))
 	}
-	return append(argv, url)
+	argv = append(argv, url)
+	if h.Clients > 512 {
+		argv = append([]string{"sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(h.nofile())}, argv...)
+	}
+	return argv
 }
 
 // nginxServer is the probe's nginx on the server: its directory and

@@ -112,6 +112,22 @@ func TestHTTPCommandLines(t *testing.T) {
 	if got := h.h2loadArgs("u", "l", 1); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--rps") }) {
 		t.Errorf("closed loop: %q has --rps", got)
 	}
+	// Thousands of connections: h2load starts with its open files raised
+	// to a socket each and some; the shell really raises them.
+	many := HTTP{Object: 1024, Clients: 5000, Rate: 500}.withDefaults()
+	got := many.h2loadArgs("u", "l", 2)
+	if want := []string{"sh", "-c", `ulimit -n "$0" && exec "$@"`, "5064", "h2load"}; !slices.Equal(got[:5], want) || !slices.Contains(got, "--rps=0.1") {
+		t.Errorf("5000 connections: %q, want it to start with %q and ask --rps=0.1", got, want)
+	}
+	if out, err := exec.Command(got[0], append(got[1:4], "sh", "-c", "ulimit -n")...).CombinedOutput(); err == nil && strings.TrimSpace(string(out)) != "5064" {
+		t.Errorf("the shell set h2load's open files to %q, want 5064", out)
+	}
+	// What dash and bash say when the hard limit is lower.
+	for _, msg := range []string{"5064: 1: ulimit: error setting limit (Operation not permitted)", "bash: line 1: ulimit: open files: cannot modify limit: Operation not permitted"} {
+		if nofileRE.FindString(msg) == "" {
+			t.Errorf("nofileRE does not see %q", msg)
+		}
+	}
 	conf := nginxConf("/tmp/fwab-http.x", "198.19.1.10", 18443, true)
 	for _, want := range []string{"listen 198.19.1.10:18443 ssl;", "ssl_protocols TLSv1.2 TLSv1.3;", "ssl_certificate /tmp/fwab-http.x/cert.pem;", "root /tmp/fwab-http.x/www;", "daemon off;", "access_log off;", "client_body_temp_path /tmp/fwab-http.x/body;"} {
 		if !strings.Contains(conf, want) {

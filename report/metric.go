@@ -35,6 +35,10 @@ const (
 	HTTPRate Metric = "http-rate"
 	TTLB     Metric = "ttlb-ms"
 	TTLBP99  Metric = "ttlb-p99-ms"
+	// HTTPHeld are the connections an http probe had open at the server
+	// half-way through: with many connections at a low rate, RFC 9411's
+	// concurrent connection capacity (7.5, 7.9).
+	HTTPHeld Metric = "http-held"
 	// BlackoutTime is the time an apply blocked traffic (Run.Blackouts), ms,
 	// one value per apply of the point; TCPSurvived the share of the
 	// connections held across it that survived, %. Neither belongs to a
@@ -58,11 +62,11 @@ const (
 var DefaultGate = []Metric{Throughput, ConnectRate, HTTPRate, CanaryPassed, CanaryMissed}
 
 // AllMetrics lists the metrics in report order.
-var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99, BlackoutTime, TCPSurvived, CanaryPassed, CanaryMissed}
+var AllMetrics = []Metric{Throughput, Retransmits, DUTCPU, PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99, HTTPHeld, BlackoutTime, TCPSurvived, CanaryPassed, CanaryMissed}
 
 // extraMetrics are the metrics a report's table shows beside throughput,
 // with their intervals and deltas, for each probe that measured them.
-var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99}
+var extraMetrics = []Metric{PPS, Loss, Jitter, Latency, PingLoss, WattsPerGbps, ConnectRate, ConnectTime, HTTPRate, TTLB, TTLBP99, HTTPHeld}
 
 // metricInfo is what tables, comparisons and exports need to know of a
 // metric.
@@ -93,6 +97,7 @@ var metricInfos = map[Metric]metricInfo{
 	HTTPRate:     {label: "tx/s", key: "transactions_per_second", bench: "tx/s", prec: 0, higher: true},
 	TTLB:         {label: "TTLB ms", key: "ttlb_ms", bench: "ttlb-ms", prec: 3},
 	TTLBP99:      {label: "TTLB p99 ms", key: "ttlb_p99_ms", bench: "ttlb-p99-ms", prec: 3},
+	HTTPHeld:     {label: "conns held", key: "held_connections", bench: "conns-held", prec: 0, higher: true},
 	// Told in their own units: a good change blocks 0 ms, from which
 	// any change is an infinite percentage.
 	BlackoutTime: {label: "blackout ms", key: "blackout_ms", bench: "blackout-ms", prec: 0, points: true},
@@ -168,6 +173,8 @@ func (m Metric) of(f Figures) float64 {
 		return f.TTLB
 	case TTLBP99:
 		return f.TTLBP99
+	case HTTPHeld:
+		return f.HTTPHeld
 	case CanaryPassed:
 		return f.CanaryPct
 	case CanaryMissed:

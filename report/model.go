@@ -89,6 +89,7 @@ type ProbeSamples struct {
 	HTTPRate     []float64 // an http probe's transactions a second
 	TTLB         []float64 // its median time to the last byte, ms
 	TTLBP99      []float64 // its 99th percentile, ms
+	HTTPHeld     []float64 // its connections open at the server half-way through
 	CanaryPct    []float64 // an IPS canary's triggers that passed, % of those sent
 	MissedPct    []float64 // a detect-only IDS's canary triggers without an alert, % of those sent
 	// Canary counts the IPS canary over every sample that ran one, the
@@ -162,6 +163,7 @@ type Figures struct {
 	ConnectMS     float64
 	HTTPRate      float64
 	TTLB, TTLBP99 float64
+	HTTPHeld      float64
 	CanaryPct     float64 // canary triggers passed an inline IPS, %; NaN without one
 	MissedPct     float64 // canary triggers a detect-only IDS logged no alert for, %; NaN without one
 }
@@ -182,6 +184,8 @@ func (ps *ProbeSamples) slice(m Metric) *[]float64 {
 		return &ps.TTLB
 	case TTLBP99:
 		return &ps.TTLBP99
+	case HTTPHeld:
+		return &ps.HTTPHeld
 	case CanaryPassed:
 		return &ps.CanaryPct
 	case CanaryMissed:
@@ -391,7 +395,7 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	f := Figures{Round: x.Round, Repeat: x.Repeat, Mbps: x.BitsPerSecond / 1e6, Retransmits: math.NaN(), Power: x.PowerWatts,
 		PPS: math.NaN(), Loss: x.LostPercent, Jitter: x.JitterMS, Latency: x.PingAvgMS, PingLoss: x.PingLossPercent,
 		WattsPerGbps: wattsPerGbps(x.PowerWatts, x.BitsPerSecond), ConnectRate: math.NaN(), ConnectMS: math.NaN(), CanaryPct: math.NaN(), MissedPct: math.NaN(),
-		HTTPRate: math.NaN(), TTLB: math.NaN(), TTLBP99: math.NaN()}
+		HTTPRate: math.NaN(), TTLB: math.NaN(), TTLBP99: math.NaN(), HTTPHeld: math.NaN()}
 	f.DUTCPU, f.DUTTemp = dutMeans(x.DUT)
 	if x.Retransmits >= 0 {
 		f.Retransmits = float64(x.Retransmits)
@@ -410,6 +414,9 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	}
 	if h := raw.HTTP; h != nil {
 		f.HTTPRate, f.TTLB, f.TTLBP99 = h.PerSecond, h.TTLB.Median, h.TTLB.P99
+		if h.Held > 0 { // 0 in records from before it was counted, -1 when the server could not say
+			f.HTTPHeld = float64(h.Held)
+		}
 	}
 	switch c := raw.Canary; {
 	case c == nil || c.Sent == 0:
