@@ -109,11 +109,15 @@ type HTTPResult struct {
 	TTFBMeanMS    float64 `json:"ttfb_mean_ms"`
 	ConnectMeanMS float64 `json:"connect_mean_ms"`
 	// Held are the connections to the probe's port established at the
-	// server half-way through the load (ss): the concurrent connections
-	// the firewall kept open, RFC 9411's concurrent connection capacity
-	// (sections 7.5 and 7.9) when Clients is large and Rate low. -1 when
-	// the server could not be asked.
-	Held int64 `json:"held_connections"`
+	// server (ss), the most of two counts, half-way through the load and
+	// at three quarters (a ramp through a slow firewall may not be done at
+	// the first): with many Clients at a low Rate, how many connections
+	// the firewall let be made and kept, towards RFC 9411's concurrent
+	// connection capacity (sections 7.5 and 7.9). A connection whose
+	// state the firewall dropped silently stays established at the
+	// server until its next request, which then fails: Failed shows it.
+	// nil when the server could not be asked (no ss: not Linux).
+	Held *int64 `json:"held_connections,omitempty"`
 }
 
 // HTTPLatency are a latency's median, 99th percentile and maximum in
@@ -347,9 +351,9 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 		_, _ = client.Runner.Run(cctx, []string{"rm", "-f", log})
 	}()
 	stop := startWatch(ctx, client, server, Iperf3{Duration: h.Duration}, w)
-	held := make(chan int64, 1)
+	held := make(chan *int64, 1)
 	hctx, hcancel := context.WithCancel(ctx)
-	go func() { held <- h.heldAt(hctx, server, h.Duration/2) }()
+	go func() { held <- h.held(hctx, server) }()
 	out, err = client.Runner.Run(ctx, h.h2loadArgs(r.URL, log, threads))
 	stop(&s)
 	hcancel()
@@ -381,8 +385,8 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 	if r.Failed > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%d of %d requests failed (4xx or 5xx, errored, timed out or never sent)", r.Failed, r.Requests))
 	}
-	if r.Held >= 0 && r.Held < int64(h.Clients) {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d of %d connections were open at the server half-way through: the firewall (its state table or a connection limit) or an endpoint did not hold the rest", r.Held, h.Clients))
+	if r.Held != nil && *r.Held < int64(h.Clients) {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("at most %d of %d connections were established at the server during the load: the firewall (its state table or a connection limit) or an endpoint did not let the rest be made or kept", *r.Held, h.Clients))
 	}
 	if h.Rate > 0 && r.PerSecond < 0.99*h.Rate {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%.0f transactions a second against %.0f offered: the rest waited for a busy connection, and their waiting is not in the latency (coordinated omission)", r.PerSecond, h.Rate))
@@ -391,26 +395,34 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 	return s
 }
 
-// heldAt counts, after d, the connections to the probe's port that are
-// established at the server; -1 when it cannot (ctx ended first, or no
-// ss there).
-func (h HTTP) heldAt(ctx context.Context, server Endpoint, d time.Duration) int64 {
-	select {
-	case <-ctx.Done():
-		return -1
-	case <-time.After(d):
-	}
-	out, err := server.Runner.Run(ctx, []string{"ss", "-H", "-t", "-n", "state", "established", "(", "sport", "=", ":" + strconv.Itoa(h.Port), ")"})
-	if err != nil {
-		return -1
-	}
-	var n int64
-	for line := range strings.Lines(string(out)) {
-		if strings.TrimSpace(line) != "" {
-			n++
+// held counts the connections to the probe's port established at the
+// server half-way through the load and at three quarters, and returns
+// the larger count; nil when it has neither (ctx ended first: h2load
+// stopped early; or no ss on the server).
+func (h HTTP) held(ctx context.Context, server Endpoint) *int64 {
+	var most *int64
+	start := time.Now()
+	for _, at := range []time.Duration{h.Duration / 2, h.Duration * 3 / 4} {
+		select {
+		case <-ctx.Done():
+			return most
+		case <-time.After(time.Until(start.Add(at))):
+		}
+		out, err := server.Runner.Run(ctx, []string{"ss", "-H", "-t", "-n", "state", "established", "(", "sport", "=", ":" + strconv.Itoa(h.Port), ")"})
+		if err != nil {
+			return most
+		}
+		var n int64
+		for line := range strings.Lines(string(out)) {
+			if strings.TrimSpace(line) != "" {
+				n++
+			}
+		}
+		if most == nil || n > *most {
+			most = &n
 		}
 	}
-	return n
+	return most
 }
 
 // nofile is the open files h2load needs: a socket a connection, and a

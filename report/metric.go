@@ -35,9 +35,10 @@ const (
 	HTTPRate Metric = "http-rate"
 	TTLB     Metric = "ttlb-ms"
 	TTLBP99  Metric = "ttlb-p99-ms"
-	// HTTPHeld are the connections an http probe had open at the server
-	// half-way through: with many connections at a low rate, RFC 9411's
-	// concurrent connection capacity (7.5, 7.9).
+	// HTTPHeld are the connections established at the server during an
+	// http probe's load (probe.HTTPResult.Held): with many connections at
+	// a low rate, towards RFC 9411's concurrent connection capacity (7.5,
+	// 7.9).
 	HTTPHeld Metric = "http-held"
 	// BlackoutTime is the time an apply blocked traffic (Run.Blackouts), ms,
 	// one value per apply of the point; TCPSurvived the share of the

@@ -89,7 +89,7 @@ type ProbeSamples struct {
 	HTTPRate     []float64 // an http probe's transactions a second
 	TTLB         []float64 // its median time to the last byte, ms
 	TTLBP99      []float64 // its 99th percentile, ms
-	HTTPHeld     []float64 // its connections open at the server half-way through
+	HTTPHeld     []float64 // the connections established at the server during the load
 	CanaryPct    []float64 // an IPS canary's triggers that passed, % of those sent
 	MissedPct    []float64 // a detect-only IDS's canary triggers without an alert, % of those sent
 	// Canary counts the IPS canary over every sample that ran one, the
@@ -414,8 +414,8 @@ func (ps *ProbeSamples) add(x store.Sample, client *probe.Iperf3Result) {
 	}
 	if h := raw.HTTP; h != nil {
 		f.HTTPRate, f.TTLB, f.TTLBP99 = h.PerSecond, h.TTLB.Median, h.TTLB.P99
-		if h.Held > 0 { // 0 in records from before it was counted, -1 when the server could not say
-			f.HTTPHeld = float64(h.Held)
+		if h.Held != nil { // none in records from before it was counted, or where the server could not say
+			f.HTTPHeld = float64(*h.Held)
 		}
 	}
 	switch c := raw.Canary; {

@@ -449,7 +449,7 @@ func TestNDRSamplePPS(t *testing.T) {
 // TestHTTPSampleFigures: an http probe's sample reports its transactions
 // a second, its time to the last byte and the connections held at the
 // server, from its record; a record from before the held connections
-// were counted (0) has none, not 0.
+// were counted has none, and a count of 0 is 0.
 func TestHTTPSampleFigures(t *testing.T) {
 	info := store.Run{ID: 1, Target: "lab", Status: store.Done, TargetInfo: []byte("{}")}
 	sample := func(round int, held string) store.Sample {
@@ -457,13 +457,13 @@ func TestHTTPSampleFigures(t *testing.T) {
 			JitterMS: math.NaN(), PingAvgMS: math.NaN(), PingLossPercent: math.NaN(), PowerWatts: math.NaN(),
 			Raw: []byte(`{"http":{"object_bytes":1024,"connections":5000,"succeeded":5000,"transactions_per_second":500,"ttlb_ms":{"median":1.5,"p99":9,"max":20}` + held + `}}`)}
 	}
-	r, err := build(info, []store.Point{{Index: 0, Knobs: map[string]string{}, Status: store.Valid}}, []store.Sample{sample(0, `,"held_connections":4990`), sample(1, ``)})
+	r, err := build(info, []store.Point{{Index: 0, Knobs: map[string]string{}, Status: store.Valid}}, []store.Sample{sample(0, `,"held_connections":4990`), sample(1, ``), sample(2, `,"held_connections":0`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := r.Points[0].Probes["http-1K"]
-	if !slices.Equal(ps.HTTPRate, []float64{500, 500}) || !slices.Equal(ps.TTLBP99, []float64{9, 9}) || !slices.Equal(ps.HTTPHeld, []float64{4990}) {
-		t.Errorf("http figures: rate %v, TTLB p99 %v, held %v; want 500 twice, 9 twice and 4990 once", ps.HTTPRate, ps.TTLBP99, ps.HTTPHeld)
+	if !slices.Equal(ps.HTTPRate, []float64{500, 500, 500}) || !slices.Equal(ps.TTLBP99, []float64{9, 9, 9}) || !slices.Equal(ps.HTTPHeld, []float64{4990, 0}) {
+		t.Errorf("http figures: rate %v, TTLB p99 %v, held %v; want 500 and 9 thrice, held 4990 and 0 (none counted in the second)", ps.HTTPRate, ps.TTLBP99, ps.HTTPHeld)
 	}
 }
 

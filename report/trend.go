@@ -209,7 +209,8 @@ func (s TrendSeries) MarshalJSON() ([]byte, error) {
 		Firmware string    `json:"firmware"`
 	}
 	metric := cmp.Or(s.Metric, Throughput)
-	key := metric.info().key
+	k, _ := json.Marshal(metric.info().key) // strings marshal without error
+	mk, _ := json.Marshal("median_" + metric.info().key)
 	runs := make([]json.RawMessage, len(s.Runs))
 	for i, r := range s.Runs {
 		head, err := json.Marshal(run{r.ID, r.Created, r.Firmware})
@@ -224,7 +225,7 @@ func (s TrendSeries) MarshalJSON() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		runs[i] = fmt.Appendf(head[:len(head)-1], `,%q:%s,%q:%s}`, key, values, "median_"+key, median)
+		runs[i] = fmt.Appendf(head[:len(head)-1], `,%s:%s,%s:%s}`, k, values, mk, median)
 	}
 	return json.Marshal(struct {
 		Point   string            `json:"point"`
