@@ -399,6 +399,8 @@ func (h HTTP) Measure(ctx context.Context, client, server Endpoint, w Watch) Sam
 // server half-way through the load and at three quarters, and returns
 // the larger count; nil when it has neither (ctx ended first: h2load
 // stopped early; or no ss on the server).
+//
+// upstream: not settled — iproute2's ss (-H no header, a state and a sport filter, as ss 6.1 on Debian 12 takes them) is not in the sources read; checked at run time: an ss that fails or is missing leaves Held nil, and TestHTTPNetns counts the connections it holds
 func (h HTTP) held(ctx context.Context, server Endpoint) *int64 {
 	var most *int64
 	start := time.Now()
@@ -446,6 +448,8 @@ func (h HTTP) seconds() int { return max(1, int(h.Duration.Round(time.Second)/ti
 // More connections than a login's usual 1,024 open files need a higher
 // soft limit: h2load then starts from a shell that raises it to nofile
 // (up to the hard limit; above it the shell fails and says so).
+//
+// upstream: not settled — the shell's ulimit -n (dash's and bash's, which set the soft and hard limit) is not in the sources read; checked at run time: its failure is matched by nofileRE and named with the fix
 func (h HTTP) h2loadArgs(url, log string, threads int) []string {
 	argv := []string{"h2load", "--h1", "-c", strconv.Itoa(h.Clients), "-t", strconv.Itoa(max(1, threads)), "-D", strconv.Itoa(h.seconds()), "--log-file=" + log}
 	if h.Rate > 0 {
