@@ -961,7 +961,8 @@ func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 		return nil
 	}
 	if m := pfInstallConfigPHP.FindStringSubmatch(code); m != nil && !e.opnsense() {
-		return e.pfInstallConfig(c, m[1], m[2], m[3])
+		refused, _ := strconv.Atoi(m[2])
+		return e.pfInstallConfig(c, m[1], refused, m[3], m[4], m[5])
 	}
 	if m := ipsecConfigurePHP.FindStringSubmatch(code); m != nil {
 		how := ipsecReload

@@ -84,12 +84,13 @@ func TestFwapiLockAndRollbackOnTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fw.ArmRollback(ctx, good, time.Second); err != nil {
-		t.Fatalf("ArmRollback: %v", err)
-	}
+	// Written first: a write once the timer has run out is refused.
 	bad := strings.Replace(string(good), "<hostname>pfSense</hostname>", "<hostname>unconfirmed</hostname>", 1)
 	if err := fw.WriteConfig(ctx, []byte(bad), "change never confirmed"); err != nil {
 		t.Fatal(err)
+	}
+	if err := fw.ArmRollback(ctx, good, time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

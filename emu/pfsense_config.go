@@ -196,13 +196,15 @@ func phpString(s string) string {
 
 // pfInstallConfigPHP is fwab's install of a staged config (fwapi
 // pfInstallConfig): write_config()'s steps with pfSense's own functions.
-var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
+var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); \$h = @file_get_contents\("([^"]+)"\); if \(is_string\(\$h\) && strncmp\(\$h, "rollback", 8\) == 0\) \{ unlock\(\$l\); fwrite\(STDERR, \$h\); exit\(([0-9]+)\); \} \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
 
 // pfInstallConfig runs it: under the emulator's lock and the flock on
 // /tmp/config.lock, which the packages' own saves take too
 // (pfWriteConfigLocked), as pfSense's lock('config') serialises
-// write_config() callers (and fwab's restores take with lockf).
-func (e *Emulator) pfInstallConfig(c *call, src, dst, cache string) error {
+// write_config() callers (and fwab's restores take with lockf). With the
+// lock held it first reads the rollback's claim file: one that begins
+// "rollback" ends the script with its exit status and the line on stderr.
+func (e *Emulator) pfInstallConfig(c *call, claim string, refused int, src, dst, cache string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
@@ -210,6 +212,10 @@ func (e *Emulator) pfInstallConfig(c *call, src, dst, cache string) error {
 		return c.errorf(255, "php: %v", err)
 	}
 	defer unlock()
+	if h, err := os.ReadFile(e.path(claim)); err == nil && bytes.HasPrefix(h, []byte("rollback")) {
+		c.stderr.Write(h)
+		return status(uint8(refused))
+	}
 	old, err := os.ReadFile(e.path(dst))
 	if err != nil {
 		return c.errorf(255, "php: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,49 @@ func TestSessionRefusesToConfirmNearTheDeadline(t *testing.T) {
 	}
 	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Error("the change refused at the deadline was left on the box")
+	}
+}
+
+// lateWriter is a firewall whose WriteConfig starts after a pause, as a
+// write behind a slow link or a busy box does.
+type lateWriter struct {
+	fwapi.Firewall
+	pause time.Duration
+}
+
+func (w *lateWriter) WriteConfig(ctx context.Context, config []byte, description string) error {
+	time.Sleep(w.pause)
+	return w.Firewall.WriteConfig(ctx, config, description)
+}
+
+// TestSessionWriteAfterTheRollbackFired: a step whose write reaches the
+// box after its rollback has fired is refused there (it would survive the
+// restore's reload); the session reports the rollback, not a failed
+// restore of its own, and the box keeps the previous config.
+func TestSessionWriteAfterTheRollbackFired(t *testing.T) {
+	t.Parallel()
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	dir := t.TempDir()
+	w := &lateWriter{Firewall: fw}
+	s, err := fwapi.StartSession(t.Context(), w, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), RollbackAfter: time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	w.pause = 3 * time.Second
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	var claimed *fwapi.RollbackClaimedError
+	if !errors.As(err, &claimed) || strings.Contains(err.Error(), "also failed") {
+		t.Errorf("Apply whose write came after the rollback fired = %v; want the write refused and the rollback reported", err)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Error("a write that came after the rollback fired is on the box")
+	}
+	if ev := events(t, dir); !slices.Contains(ev, "rolled-back") {
+		t.Errorf("journal %v has no rolled-back entry", ev)
 	}
 }
 

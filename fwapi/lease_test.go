@@ -2,6 +2,7 @@ package fwapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -410,6 +411,57 @@ func TestRollbackStandsDownOverForeignEdit(t *testing.T) {
 	}
 	if !strings.Contains(em.SystemLog(), "rollback: config.xml") {
 		t.Errorf("the system log does not say why the rollback stood down:\n%s", em.SystemLog())
+	}
+	g.ReleaseLease(ctx)
+}
+
+// TestRollbackWaitsOutAWriteUnderWay: a write that held the config lock
+// when the rollback fired is let finish before the rollback reads
+// config.xml. OPNsense writes in place, so a read in the middle sees half
+// a file, which is no config the session wrote: the rollback would stand
+// down and leave the change on the box.
+func TestRollbackWaitsOutAWriteUnderWay(t *testing.T) {
+	t.Parallel()
+	em, g := leaseBox(t, configxml.OPNsense)
+	ctx := t.Context()
+	orig := em.StoredConfig(t)
+	if err := g.TakeLease(ctx, owner("ci@runner"), orig, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	next := append(bytes.Clone(orig), "<!-- step -->\n"...)
+	if err := g.ExpectConfigs(ctx, fwapi.SHA256Hex(orig), fwapi.SHA256Hex(next)); err != nil {
+		t.Fatal(err)
+	}
+	em.PutFile(t, "/tmp/next.xml", next)
+	em.PutFile(t, "/tmp/half.xml", next[:len(next)/2])
+	// The write: half of next in place, a pause, then all of it, as a
+	// slow in-place write under the lock looks from outside.
+	sh := dial(t, em.SSHConfig())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _, _ = sh.Run(context.Background(), "lockf -k /conf/config.xml /bin/sh -c 'cat /tmp/half.xml > /conf/config.xml; sleep 3; cat /tmp/next.xml > /conf/config.xml'", nil)
+	}()
+	for start := time.Now(); !bytes.Equal(em.StoredConfig(t), next[:len(next)/2]); time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the test's write never began")
+		}
+	}
+	if err := g.ArmRollback(ctx, orig, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+	}
+	if !bytes.Equal(em.StoredConfig(t), orig) {
+		t.Errorf("the rollback did not restore the original after a write of the session's that was under way when it fired; the system log:\n%s", em.SystemLog())
+	}
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) || ran.Failed {
+		t.Errorf("Disarm after the rollback = %v, want a RollbackRanError that restored", err)
 	}
 	g.ReleaseLease(ctx)
 }

@@ -357,7 +357,8 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 	// fwab's fraction keeps two writes within one second apart.
 	frac := fmt.Sprintf("%04d", o.opts.Now().Nanosecond()/100000)
 	conf, prev := ShellQuote(opnConfigPath), ShellQuote(opnConfigPrev)
-	install := "cp " + conf + " " + prev + " || exit 2; " +
+	install := refuseWhileRollbackClaims() +
+		"cp " + conf + " " + prev + " || exit 2; " +
 		"if ! cat " + tmp + " > " + conf + "; then cat " + prev + " > " + conf + "; rm -f " + prev + "; exit 2; fi; " +
 		"rm -f " + tmp + " " + prev + "; chmod 0640 " + conf + "; " +
 		"b=/conf/backup/config-$(date +%s)." + frac + ".xml; " +
@@ -367,6 +368,9 @@ func (o *OPNsense) WriteConfig(ctx context.Context, config []byte, description s
 	case err != nil:
 		cleanup()
 		return fmt.Errorf("opnsense: write config: install: %w", err)
+	case rollbackClaimed(exit, string(errOut)) != nil:
+		cleanup()
+		return fmt.Errorf("opnsense: write config: %w", rollbackClaimed(exit, string(errOut)))
 	case exit == lockfTimedOut:
 		cleanup()
 		return fmt.Errorf("opnsense: write config: a save on the firewall held the config lock for %d s: config.xml left unchanged; run fwab again once the GUI or API is done saving", opnLockWait)

@@ -263,7 +263,12 @@ const pfStagedConfig = "/conf/config.xml.fwab-new"
 // cannot get while it holds the exclusive one.
 //
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:1033 — `if ($config['revision']['time'] == "") {`: the name comes from $config, not from the file copied
+//
+// First, with the lock held, a write is refused while the commit-confirmed
+// rollback holds its hand-off (refuseWhileRollbackClaims; the rollback's
+// restore takes this lock with lockf).
 var pfInstallConfig = `/usr/local/bin/php -r 'require_once("config.inc"); $l = lock("config", LOCK_EX); ` +
+	`$h = @file_get_contents("` + RollbackClaim + `"); if (is_string($h) && strncmp($h, "rollback", 8) == 0) { unlock($l); fwrite(STDERR, $h); exit(` + strconv.Itoa(exitRollbackClaimed) + `); } ` +
 	`$c = parse_xml_config("` + pfConfig + `", array($g["xml_rootobj"], "pfsense")); if (is_array($c)) { $config = $c; } backup_config(); ` +
 	`$ok = rename("` + pfStagedConfig + `", "` + pfConfig + `"); @unlink("` + pfConfigCache + `"); cleanup_backupcache(true); unlock($l); exit($ok ? 0 : 1);' && sync`
 
@@ -282,6 +287,10 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 	// replaced (die() exits 0; a failure after the rename does not), so
 	// the file is compared with what was written.
 	_, ierr := p.output(ctx, pfInstallConfig)
+	if ce := (*CommandError)(nil); errors.As(ierr, &ce) && rollbackClaimed(ce.Exit, ce.Stderr) != nil {
+		_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
+		return fmt.Errorf("pfsense write config: %w", rollbackClaimed(ce.Exit, ce.Stderr))
+	}
 	sum, serr := p.output(ctx, "sha256 -q "+pfConfig)
 	if serr != nil {
 		return fmt.Errorf("pfsense write config: config.xml could not be read back after the install (its error: %v): %w", ierr, serr)

@@ -75,11 +75,12 @@ func TestPfSenseRollbackRestoresServices(t *testing.T) {
 func TestPfSenseRollbackSurvivesReboot(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	prev := em.StoredConfig(t)
-	if err := fw.ArmRollback(t.Context(), prev, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	// Written first: a write once the timer has run out is refused.
 	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
 	if err := fw.WriteConfig(t.Context(), changed, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.ArmRollback(t.Context(), prev, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	em.Reboot(t.Context())

@@ -90,6 +90,45 @@ func (e *RollbackRunningError) Error() string {
 	return fmt.Sprintf("the commit-confirmed rollback started (at %s) before fwab could confirm, and has not finished after %v: the firewall is restoring the previous config; run 'fwab fw recover --target NAME' once it is done", e.Since, e.Wait)
 }
 
+// RollbackClaimedError is WriteConfig's answer when the commit-confirmed
+// rollback has claimed the hand-off (RollbackClaim): it is restoring the
+// previous config, or has restored it and the session has not yet seen
+// that (Disarm reports it and clears the claim). A write then would land
+// between the restore and the reload or reboot that follows it and
+// survive them, or go over a restore nobody has seen, so it is refused
+// under the product's config lock and config.xml is left as it is.
+type RollbackClaimedError struct {
+	Since string // the claim's line: "rollback <Unix time on the box>"
+}
+
+func (e *RollbackClaimedError) Error() string {
+	return "the commit-confirmed rollback has taken over (" + e.Since + ") and restores the previous config, so this write was refused and config.xml left as it is; fwab's next disarm reports the rollback"
+}
+
+// exitRollbackClaimed is the exit status of a config write that found the
+// rollback holding the hand-off (RollbackClaimedError).
+const exitRollbackClaimed = 4
+
+// refuseWhileRollbackClaims is the shell words a config write runs first,
+// under the product's config lock: while the rollback holds RollbackClaim
+// it exits exitRollbackClaimed with the claim's line on stderr. The
+// rollback claims before it restores, and its restore takes the same lock
+// (install), so a write either finished before the claim (and the restore
+// goes over it) or is refused.
+func refuseWhileRollbackClaims() string {
+	c := ShellQuote(RollbackClaim)
+	return "case \"$(cat " + c + " 2>/dev/null)\" in rollback*) cat " + c + " >&2; exit " + strconv.Itoa(exitRollbackClaimed) + " ;; esac; "
+}
+
+// rollbackClaimed is the *RollbackClaimedError a write's exit status and
+// stderr say, or nil.
+func rollbackClaimed(exit int, stderr string) error {
+	if exit != exitRollbackClaimed {
+		return nil
+	}
+	return &RollbackClaimedError{Since: strings.TrimSpace(stderr)}
+}
+
 // RollbackBrokenError is Disarm's answer when the rollback had claimed the
 // hand-off but its process is gone without having finished (killed, or a
 // reboot whose boot did not run its hook): Disarm took the hand-off over,
@@ -458,19 +497,27 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		"\tsleep " + strconv.Itoa(int((after+time.Second-1)/time.Second)),
 		"\t" + claimCmd(RollbackClaim, "rollback") + " || exit 0",
 		"fi",
+	}
+	if g.ConfigLock != "" {
+		// A write of fwab's that took the config lock before the claim
+		// is let finish before config.xml is read; later ones are refused
+		// (refuseWhileRollbackClaims).
+		lines = append(lines, "lockf -k -t 60 "+ShellQuote(g.ConfigLock)+" /bin/sh -c : || true")
+	}
+	lines = append(lines,
 		// Never over someone else's edit: with a session's lease on the
 		// box, config.xml must be one the session may have left there.
-		"cur=$(sha256 -q " + conf + ")",
-		"if [ -f " + ShellQuote(LeaseWritten) + " ] && ! grep -qF \"$cur\" " + ShellQuote(LeaseWritten) + "; then",
+		"cur=$(sha256 -q "+conf+")",
+		"if [ -f "+ShellQuote(LeaseWritten)+" ] && ! grep -qF \"$cur\" "+ShellQuote(LeaseWritten)+"; then",
 		"\tlogger -t fwab \"rollback: config.xml (sha256 $cur) is not one fwab wrote: someone else changed it, so it was left as it is\"",
-		"\techo \"stood-down $(date +%s) $cur\" > " + ShellQuote(RollbackFired),
-		"\trm -f " + ShellQuote(RollbackScript) + hookWord(g.BootHook),
+		"\techo \"stood-down $(date +%s) $cur\" > "+ShellQuote(RollbackFired),
+		"\trm -f "+ShellQuote(RollbackScript)+hookWord(g.BootHook),
 		"\texit 0",
 		"fi",
-		"cp " + ShellQuote(RollbackConfig) + " " + tmp,
+		"cp "+ShellQuote(RollbackConfig)+" "+tmp,
 		"sync",
-		"if [ \"$(sha256 -q " + tmp + ")\" != " + hex.EncodeToString(sum[:]) + " ]; then echo checksum >> " + ShellQuote(RollbackFired) + "; exit 1; fi",
-	}
+		"if [ \"$(sha256 -q "+tmp+")\" != "+hex.EncodeToString(sum[:])+" ]; then echo checksum >> "+ShellQuote(RollbackFired)+"; exit 1; fi",
+	)
 	lines = append(lines, g.BeforeRestore...)
 	lines = append(lines,
 		g.install(tmp, conf),

@@ -515,6 +515,20 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
 		return s.awaitRollback(ctx, prev, plan, err)
 	}
+	if claimed := (*RollbackClaimedError)(nil); errors.As(err, &claimed) {
+		// The rollback fired before the write reached the box: it
+		// restores the previous config itself, and a write of fwab's
+		// would be refused too. Disarm waits for it and reports it.
+		derr := s.guard.Disarm(ctx)
+		if rollbackRan(derr) {
+			s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
+			return fmt.Errorf("apply: %w; %v", err, derr)
+		}
+		if derr == nil {
+			derr = errors.New("disarm found no rollback at work")
+		}
+		return fmt.Errorf("apply: %w; the rollback's end could not be confirmed: %v", err, derr)
+	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
 	if rerr := s.putBack(ctx, prev, plan); rerr != nil {

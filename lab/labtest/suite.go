@@ -755,13 +755,15 @@ func (s *Suite) TestRebootRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	boots := f.Boots()
-	if err := g.ArmRollbackReboot(ctx, prev, 2*time.Second); err != nil {
-		t.Fatalf("ArmRollbackReboot: %v", err)
-	}
+	// Written before the rollback is armed: a write after its timer ran
+	// out is refused (TestWriteRefusedOnceRollbackClaims).
 	f.writeKnob(t, "crypto.hardware", "none")
 	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
 	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
 		t.Fatal(err)
+	}
+	if err := g.ArmRollbackReboot(ctx, prev, 2*time.Second); err != nil {
+		t.Fatalf("ArmRollbackReboot: %v", err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for (f.Boots() == boots || !bytes.Equal(f.StoredConfig(t), prev)) && time.Now().Before(deadline) {
@@ -797,12 +799,12 @@ func (s *Suite) TestRollbackSurvivesReboot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.ArmRollback(ctx, prev, 2*time.Second); err != nil {
-		t.Fatalf("ArmRollback: %v", err)
-	}
 	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
 	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
 		t.Fatal(err)
+	}
+	if err := g.ArmRollback(ctx, prev, 2*time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
 	}
 	f.reboot(t)
 	// Judged once the rollback has ended, as in TestRollbackFiresUnlessDisarmed.
@@ -818,6 +820,54 @@ func (s *Suite) TestRollbackSurvivesReboot(t *testing.T) {
 	}
 	if c := f.BootConsole(); strings.Contains(c, "Permission denied") || strings.Contains(c, ">>> Error") {
 		t.Errorf("the boot could not run a hook:\n%s", c)
+	}
+}
+
+// TestWriteRefusedOnceRollbackClaims: once the rollback has claimed the
+// hand-off, a write of fwab's must not land: between the rollback's
+// restore and its reload or reboot it would survive, and after them the
+// session would write over a restore it has not seen. The write is
+// refused, under the product's config lock, until Disarm has reported the
+// rollback; then it goes through.
+func (s *Suite) TestWriteRefusedOnceRollbackClaims(t *testing.T) {
+	f := s.start(t)
+	g := f.guard(t)
+	ctx := t.Context()
+	prev, err := f.fw.ReadConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+		t.Fatalf("ArmRollback: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rollback did not fire within 20 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	changed := append(bytes.Clone(prev), "<!-- changed -->\n"...)
+	err = f.fw.WriteConfig(ctx, changed, "suite")
+	var claimed *fwapi.RollbackClaimedError
+	if !errors.As(err, &claimed) {
+		t.Errorf("WriteConfig after the rollback claimed the hand-off = %v; want a *fwapi.RollbackClaimedError", err)
+	}
+	if !bytes.Equal(f.StoredConfig(t), prev) {
+		t.Fatal("a write after the rollback claimed the hand-off replaced the restored config")
+	}
+	var ran *fwapi.RollbackRanError
+	if err := g.Disarm(ctx); !errors.As(err, &ran) {
+		t.Fatalf("Disarm = %v; want a *fwapi.RollbackRanError", err)
+	}
+	if err := f.fw.WriteConfig(ctx, changed, "suite"); err != nil {
+		t.Fatalf("WriteConfig once Disarm has reported the rollback: %v", err)
+	}
+	if !bytes.Equal(f.StoredConfig(t), changed) {
+		t.Error("the write once Disarm had reported the rollback did not land")
 	}
 }
 
