@@ -217,8 +217,11 @@ func ndrRuns(p ProbeSpec, base probe.Iperf3) []ProbeRun {
 		trial.Parallel, trial.UDP, trial.Length, trial.Bitrate = 0, true, int(math.Round(frames.MeanPayload())), strconv.FormatFloat(maxPayload, 'f', 0, 64)
 		n := &probe.NDR{Frames: frames, Bidir: bidir, Iperf3: base,
 			Search: probe.RateSearch{Max: maxPayload, Tolerance: tol, Width: 0.005, InitialDuration: time.Second, FinalDuration: p.Duration.D()}}
-		if p.Generator == "trafgen" {
-			n.Trafgen = &probe.Trafgen{}
+		switch p.Generator {
+		case "trafgen":
+			n.Packets = probe.Trafgen{}
+		case "pkt-gen":
+			n.Packets = probe.PktGen{}
 		}
 		if p.Ping {
 			n.LatencyAt = probe.LatencyFractions

@@ -153,9 +153,11 @@ type ProbeSpec struct {
 	// passing rate may have ("0" for the NDR, "0.5%" for a PDR).
 	FrameSizes    []string `yaml:"frame_sizes"`
 	LossTolerance string   `yaml:"loss_tolerance"`
-	// Generator sends a kind: ndr probe's trials: iperf3 (the default) or
-	// trafgen, whole frames through AF_PACKET from a Linux sender, for
-	// small frames at a link's rate (one direction, up or down).
+	// Generator sends a kind: ndr probe's trials: iperf3 (the default);
+	// trafgen, whole frames through AF_PACKET from a Linux sender; or
+	// pkt-gen, whole frames through netmap from a FreeBSD sender (one
+	// frame size a search): for small frames at a link's rate, one
+	// direction (up or down), counted at a Linux receiver's interface.
 	Generator string `yaml:"generator"`
 	// Objects are a kind: http probe's object sizes, one load each
 	// (default RFC 9411's 1, 16, 64 and 256 KiB); HTTPS fetches them over
@@ -981,15 +983,18 @@ func (p ProbeSpec) checkNDR() error {
 		}
 		return nil
 	}
+	frameGen := p.Generator == "trafgen" || p.Generator == "pkt-gen"
 	switch {
-	case !slices.Contains([]string{"", "iperf3", "trafgen"}, p.Generator):
-		return &SpecError{Msg: fmt.Sprintf("probe %s: generator %q is not known (iperf3, the default, or trafgen)", p.Name, p.Generator)}
-	case p.Generator == "trafgen" && p.Direction == string(probe.Bidir):
-		return &SpecError{Msg: fmt.Sprintf("probe %s: the trafgen generator sends one way: give direction up or down, or generator: iperf3 for bidir", p.Name)}
+	case !slices.Contains([]string{"", "iperf3", "trafgen", "pkt-gen"}, p.Generator):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: generator %q is not known (iperf3, the default; trafgen from a Linux sender; pkt-gen from a FreeBSD one)", p.Name, p.Generator)}
+	case frameGen && p.Direction == string(probe.Bidir):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: the %s generator sends one way: give direction up or down, or generator: iperf3 for bidir", p.Name, p.Generator)}
 	case p.Generator == "trafgen" && p.Ping:
 		return &SpecError{Msg: fmt.Sprintf("probe %s: ping beside a trafgen search would wait in the tbf that paces trafgen's frames on the sender, and measure it: leave out ping, or use generator: iperf3 for latency at fractions of the rate", p.Name)}
-	case p.Generator == "trafgen" && (p.Window != "" || p.Affinity != "" || p.CPUSet.Client != "" || p.CPUSet.Server != "" || len(p.CPUSet.Links) > 0):
-		return &SpecError{Msg: fmt.Sprintf("probe %s: window, affinity and cpuset are iperf3's settings; the trafgen generator takes none", p.Name)}
+	case p.Generator == "pkt-gen" && p.Ping:
+		return &SpecError{Msg: fmt.Sprintf("probe %s: netmap takes the sender's interface from its host while pkt-gen runs, so a ping beside it cannot leave: leave out ping, or use generator: iperf3 for latency at fractions of the rate", p.Name)}
+	case frameGen && (p.Window != "" || p.Affinity != "" || p.CPUSet.Client != "" || p.CPUSet.Server != "" || len(p.CPUSet.Links) > 0):
+		return &SpecError{Msg: fmt.Sprintf("probe %s: window, affinity and cpuset are iperf3's settings; the %s generator takes none", p.Name, p.Generator)}
 	case p.Parallel > 1 || len(p.Lengths) > 0 || p.UDP:
 		return &SpecError{Msg: fmt.Sprintf("probe %s: kind ndr sends one UDP stream per frame size: leave out parallel, lengths and udp", p.Name)}
 	case p.Bitrate == "":
@@ -1009,6 +1014,9 @@ func (p ProbeSpec) checkNDR() error {
 		}
 		if seen[frames.Name] {
 			return &SpecError{Msg: fmt.Sprintf("probe %s: frame size %s is listed twice", p.Name, frames.Name)}
+		}
+		if p.Generator == "pkt-gen" && len(frames.Sizes) != 1 {
+			return &SpecError{Msg: fmt.Sprintf("probe %s: pkt-gen sends frames of one size, not %s: list single sizes, or use generator: trafgen from a Linux sender for a mix", p.Name, frames)}
 		}
 		seen[frames.Name] = true
 	}

@@ -465,10 +465,17 @@ func TestNDRProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := tg.ProbeRuns()[0].NDR; n.Trafgen == nil || n.Iperf3.Direction != probe.Down {
+	if n := tg.ProbeRuns()[0].NDR; n.Packets == nil || n.Iperf3.Direction != probe.Down {
 		t.Errorf("generator: trafgen, direction: down: %+v; want trafgen trials from the server", n)
 	}
-	if n := s.ProbeRuns()[0].NDR; n.Trafgen != nil {
+	pg, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - {kind: ndr, bitrate: 100M, frame_sizes: [64, 128], generator: pkt-gen}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := pg.ProbeRuns(); len(runs) != 2 || runs[0].NDR.Packets == nil || runs[0].NDR.Packets.Name() != "pkt-gen" {
+		t.Errorf("generator: pkt-gen: %+v; want two searches with pkt-gen trials", runs)
+	}
+	if n := s.ProbeRuns()[0].NDR; n.Packets != nil {
 		t.Errorf("no generator: trafgen set; want iperf3's trials")
 	}
 	for spec, want := range map[string]string{
@@ -477,16 +484,20 @@ func TestNDRProbe(t *testing.T) {
 		"{kind: ndr, bitrate: 1G, loss_tolerance: 100%}": `loss_tolerance "100%": give a percentage from 0 to below 100`,
 		"{kind: ndr, bitrate: 1G, loss_tolerance: -1}":   `loss_tolerance "-1"`,
 		"{kind: ndr}": "kind ndr needs bitrate",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [imix, IMIX]}":            "frame size imix is listed twice",
-		"{kind: ndr, bitrate: 1G, parallel: 4}":                          "leave out parallel",
-		"{direction: up, frame_sizes: [64]}":                             "frame_sizes, loss_tolerance and generator go with kind: ndr",
-		"{direction: up, generator: trafgen}":                            "frame_sizes, loss_tolerance and generator go with kind: ndr",
-		"{kind: ndr, bitrate: 1G, generator: pktgen}":                    `generator "pktgen" is not known (iperf3, the default, or trafgen)`,
-		"{kind: ndr, bitrate: 1G, generator: trafgen, direction: bidir}": "the trafgen generator sends one way",
-		"{kind: ndr, bitrate: 1G, generator: trafgen, ping: true}":       "ping beside a trafgen search",
-		"{kind: ndr, bitrate: 1G, generator: trafgen, window: 4M}":       "window, affinity and cpuset are iperf3's settings",
-		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}":                "frame size 64 is listed twice",
-		"{kind: rfc2544, bitrate: 1G}":                                   "is not known (iperf3, ndr, connect, http)",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [imix, IMIX]}":                   "frame size imix is listed twice",
+		"{kind: ndr, bitrate: 1G, parallel: 4}":                                 "leave out parallel",
+		"{direction: up, frame_sizes: [64]}":                                    "frame_sizes, loss_tolerance and generator go with kind: ndr",
+		"{direction: up, generator: trafgen}":                                   "frame_sizes, loss_tolerance and generator go with kind: ndr",
+		"{kind: ndr, bitrate: 1G, generator: pktgen}":                           `generator "pktgen" is not known (iperf3, the default; trafgen from a Linux sender; pkt-gen from a FreeBSD one)`,
+		"{kind: ndr, bitrate: 1G, generator: pkt-gen, direction: bidir}":        "the pkt-gen generator sends one way",
+		"{kind: ndr, bitrate: 1G, generator: pkt-gen, ping: true}":              "netmap takes the sender's interface",
+		"{kind: ndr, bitrate: 1G, generator: pkt-gen, frame_sizes: [64, imix]}": "pkt-gen sends frames of one size, not IMIX",
+		"{kind: ndr, bitrate: 1G, generator: pkt-gen, cpuset: {client: 1}}":     "the pkt-gen generator takes none",
+		"{kind: ndr, bitrate: 1G, generator: trafgen, direction: bidir}":        "the trafgen generator sends one way",
+		"{kind: ndr, bitrate: 1G, generator: trafgen, ping: true}":              "ping beside a trafgen search",
+		"{kind: ndr, bitrate: 1G, generator: trafgen, window: 4M}":              "window, affinity and cpuset are iperf3's settings",
+		"{kind: ndr, bitrate: 1G, frame_sizes: [64, 64]}":                       "frame size 64 is listed twice",
+		"{kind: rfc2544, bitrate: 1G}":                                          "is not known (iperf3, ndr, connect, http)",
 	} {
 		_, err := Parse(strings.NewReader("axes:\n  offload.tso: [on, off]\nprobes:\n  - " + spec + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -255,9 +255,10 @@ type NDR struct {
 	Bidir  bool       // both directions at once, half the rate each (RFC 2544's bidirectional test)
 	Search RateSearch // its rates in bits/s of UDP payload, as iperf3 -b takes them
 	Iperf3 Iperf3     // the trials' settings besides rate, length and duration
-	// Trafgen, when set, sends the trials with trafgen instead of iperf3
-	// (one direction: Iperf3.Direction's sender to its receiver).
-	Trafgen *Trafgen
+	// Packets, when set, sends the trials with a packet generator instead
+	// of iperf3 (one direction: Iperf3.Direction's sender to its
+	// receiver).
+	Packets PacketGenerator
 	// LatencyAt are fractions of the found rate (0.1, 0.5, 0.9) at which,
 	// once the search is done, a trial of the final duration runs with a
 	// ping beside it, as FD.io CSIT measures latency at fractions of the
@@ -286,7 +287,7 @@ type NDRResult struct {
 	Mix         string      `json:"mix,omitempty"`       // a mix: "imix 64:7 570:4 1518:1"
 	MeanFrame   float64     `json:"mean_frame"`          // bytes, weighted by packets
 	Bidir       bool        `json:"bidir,omitempty"`     // rates are both directions' sum
-	Generator   string      `json:"generator,omitempty"` // trafgen; "" is iperf3
+	Generator   string      `json:"generator,omitempty"` // trafgen, pkt-gen; "" is iperf3
 	Tolerance   float64     `json:"loss_tolerance_percent"`
 	FPS         float64     `json:"frames_per_second"` // at the found rate
 	WireBPS     float64     `json:"wire_bps"`          // the same on the wire, preamble and gap included
@@ -375,8 +376,8 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 		s.EndpointCPUBound = true
 		why := "the generator did not offer some rates asked near the result, or its CPU was saturated"
 		switch {
-		case drops > 0 && n.Trafgen != nil:
-			why = fmt.Sprintf("the receiving host's interface dropped %d frames (rx_dropped, rx_missed_errors) in the trials flagged, or trafgen fell short of the rate", drops)
+		case drops > 0 && n.Packets != nil:
+			why = fmt.Sprintf("the receiving host's interface dropped %d frames (rx_dropped, rx_missed_errors) in the trials flagged, or %s fell short of the rate", drops, n.Packets.Name())
 		case drops > 0:
 			why = fmt.Sprintf("the receiving host dropped %d datagrams its socket buffer (%s) could not hold in the trials flagged, or the generator fell short: a larger window gives it room (window: 4M, say, where the receiver's net.core.rmem_max grants at least half of it)", drops, cmp.Or(n.Iperf3.Window, "the system's default; no window set"))
 		}
@@ -390,11 +391,24 @@ func (n NDR) Measure(ctx context.Context, client, server Endpoint, w Watch) Samp
 	return s
 }
 
+// PacketGenerator sends a rate search's trials as whole frames from the
+// direction's sender, counted at the receiver's interface: Trafgen from a
+// Linux sender, PktGen from a FreeBSD one.
+type PacketGenerator interface {
+	// Name is the generator as results record it ("trafgen").
+	Name() string
+	// Check makes sure the generator runs and the path carries its
+	// frames; it returns the tool's version line.
+	Check(ctx context.Context, sender, receiver Endpoint) (string, error)
+	// Trial is the search's trial from sender to receiver.
+	Trial(sender, receiver Endpoint, frames Frames) Trial
+}
+
 // generator names the trials' generator as a result records it: "" for
 // iperf3, the default.
 func (n NDR) generator() string {
-	if n.Trafgen != nil {
-		return "trafgen"
+	if n.Packets != nil {
+		return n.Packets.Name()
 	}
 	return ""
 }
@@ -402,13 +416,13 @@ func (n NDR) generator() string {
 // trial is the search's trial: iperf3's, or trafgen's from the
 // direction's sender.
 func (n NDR) trial(client, server Endpoint) Trial {
-	if n.Trafgen == nil {
+	if n.Packets == nil {
 		return Iperf3Trial(n.Iperf3, client, server, n.Frames, n.Bidir)
 	}
 	if n.Iperf3.Direction == Down {
-		return n.Trafgen.Trial(server, client, n.Frames)
+		return n.Packets.Trial(server, client, n.Frames)
 	}
-	return n.Trafgen.Trial(client, server, n.Frames)
+	return n.Packets.Trial(client, server, n.Frames)
 }
 
 // measureLatency runs a trial at each fraction of rate with a ping beside

@@ -53,6 +53,9 @@ type Trafgen struct {
 // PaceHandle is the handle of the tbf that paces trafgen's frames.
 const PaceHandle = "fab0:"
 
+// Name is the generator's name as results record it.
+func (Trafgen) Name() string { return "trafgen" }
+
 func (g Trafgen) binary() string {
 	if g.Binary == "" {
 		return "trafgen"
@@ -83,18 +86,7 @@ type routeGet struct {
 // upstream: not settled — iproute2's JSON keys (dev, gateway, prefsrc, lladdr) as `ip -j` prints them on Debian 12 (iproute2 6.1); checked at run time: an answer without them is an error that names the command
 func (g Trafgen) resolve(ctx context.Context, sender, receiver Endpoint) (trafgenPath, error) {
 	var p trafgenPath
-	route := func(e Endpoint, to string) (routeGet, error) {
-		out, err := e.Runner.Run(ctx, []string{"ip", "-j", "route", "get", to})
-		if err != nil {
-			return routeGet{}, fmt.Errorf("%s: ip -j route get %s: %w", e, to, err)
-		}
-		var r []routeGet
-		if err := json.Unmarshal(out, &r); err != nil || len(r) == 0 || r[0].Dev == "" {
-			return routeGet{}, fmt.Errorf("%s: ip -j route get %s: no route in %q", e, to, strings.TrimSpace(string(out)))
-		}
-		return r[0], nil
-	}
-	r, err := route(sender, receiver.Addr)
+	r, err := linuxRoute(ctx, sender, receiver.Addr)
 	if err != nil {
 		return p, err
 	}
@@ -123,15 +115,36 @@ func (g Trafgen) resolve(ctx context.Context, sender, receiver Endpoint) (trafge
 	if err := g.checkQdisc(ctx, sender, p.Dev); err != nil {
 		return p, err
 	}
-	r, err = route(receiver, sender.Addr)
-	if err != nil {
-		return p, err
-	}
-	p.RxDev = r.Dev
-	if _, err := rxDrops(ctx, receiver, p.RxDev); err != nil {
+	if p.RxDev, err = rxDev(ctx, sender, receiver); err != nil {
 		return p, err
 	}
 	return p, nil
+}
+
+// linuxRoute is the route on Linux host e to address to.
+func linuxRoute(ctx context.Context, e Endpoint, to string) (routeGet, error) {
+	out, err := e.Runner.Run(ctx, []string{"ip", "-j", "route", "get", to})
+	if err != nil {
+		return routeGet{}, fmt.Errorf("%s: ip -j route get %s: %w", e, to, err)
+	}
+	var r []routeGet
+	if err := json.Unmarshal(out, &r); err != nil || len(r) == 0 || r[0].Dev == "" {
+		return routeGet{}, fmt.Errorf("%s: ip -j route get %s: no route in %q", e, to, strings.TrimSpace(string(out)))
+	}
+	return r[0], nil
+}
+
+// rxDev is the (Linux) receiver's interface the sender's frames arrive
+// on, whose counters it checks it can read.
+func rxDev(ctx context.Context, sender, receiver Endpoint) (string, error) {
+	r, err := linuxRoute(ctx, receiver, sender.Addr)
+	if err != nil {
+		return "", err
+	}
+	if _, err := rxDrops(ctx, receiver, r.Dev); err != nil {
+		return "", err
+	}
+	return r.Dev, nil
 }
 
 // checkQdisc makes sure the sender's root qdisc is one the pacing tbf may
@@ -475,23 +488,35 @@ func (g Trafgen) trial(ctx context.Context, path trafgenPath, sender, receiver E
 	if err != nil {
 		return TrialResult{}, err
 	}
-	var res TrialResult
+	var took time.Duration
 	if rep.Elapsed > 0 {
 		// trafgen's loop ends with the queue full: the last frames go
 		// out as it drains.
-		res.Offered = float64(rep.Packets) * 8 * frames.MeanPayload() / (rep.Elapsed + pace.drain()).Seconds()
+		took = rep.Elapsed + pace.drain()
 	}
-	lost := max(0, rep.Packets-got)
-	if rep.Packets > 0 {
-		res.Loss = 100 * float64(lost) / float64(rep.Packets)
+	return frameTrialResult(ctx, receiver, path.RxDev, frames, rep.Packets, got, took, drops), nil
+}
+
+// frameTrialResult is a packet generator's trial: sent frames over took
+// (0: not known), got of them counted at the receiver's rxDev, whose
+// drop counters read dropsBefore at the start. A trial whose receiving
+// interface missed at least half of what was lost is generator-bound.
+func frameTrialResult(ctx context.Context, receiver Endpoint, rxDev string, frames Frames, sent, got int64, took time.Duration, dropsBefore int64) TrialResult {
+	var res TrialResult
+	if took > 0 {
+		res.Offered = float64(sent) * 8 * frames.MeanPayload() / took.Seconds()
 	}
-	if after, err := rxDrops(ctx, receiver, path.RxDev); err == nil {
-		res.ReceiverDrops = max(0, after-drops)
+	lost := max(0, sent-got)
+	if sent > 0 {
+		res.Loss = 100 * float64(lost) / float64(sent)
+	}
+	if after, err := rxDrops(ctx, receiver, rxDev); err == nil {
+		res.ReceiverDrops = max(0, after-dropsBefore)
 	}
 	if res.ReceiverDrops > 0 && lost > 0 && 2*res.ReceiverDrops >= lost {
 		res.GeneratorBound = true
 	}
-	return res, nil
+	return res
 }
 
 // settledArrivals reads the arrivals once frames still queued in the

@@ -179,7 +179,7 @@ func TestTrafgenTrialFindsTheCap(t *testing.T) {
 		w := &wire{capFPS: capFPS, genFPS: 1e9, qdisc: "noqueue 0:"}
 		e := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: w}
 		r := Endpoint{Name: "server", Addr: "198.19.1.10", Runner: w}
-		n := NDR{Frames: frames, Search: search, Trafgen: &Trafgen{}}
+		n := NDR{Frames: frames, Search: search, Packets: Trafgen{}}
 		s := n.Measure(t.Context(), e, r, Watch{})
 		if s.Failed {
 			t.Fatal(s.Reason)
@@ -196,7 +196,7 @@ func TestTrafgenTrialFindsTheCap(t *testing.T) {
 		w := &wire{capFPS: capFPS, genFPS: capFPS / 2, qdisc: "noqueue 0:"}
 		e := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: w}
 		r := Endpoint{Name: "server", Addr: "198.19.1.10", Runner: w}
-		s := NDR{Frames: frames, Search: search, Trafgen: &Trafgen{}}.Measure(t.Context(), e, r, Watch{})
+		s := NDR{Frames: frames, Search: search, Packets: Trafgen{}}.Measure(t.Context(), e, r, Watch{})
 		if !s.NDR.Limited || !s.EndpointCPUBound {
 			t.Errorf("a generator at half the cap: limited %v, endpoint-bound %v; want both", s.NDR.Limited, s.EndpointCPUBound)
 		}
@@ -244,7 +244,7 @@ func TestTrafgenNetns(t *testing.T) {
 	}
 	frames := OneFrameSize(128)
 	capFPS := capMbit * 1e6 / (8 * 124)
-	n := NDR{Frames: frames, Trafgen: &g, Search: RateSearch{
+	n := NDR{Frames: frames, Packets: g, Search: RateSearch{
 		Max: 2 * capMbit * 1e6 * frames.MeanPayload() / (frames.MeanFrame() + 20), Width: 0.01, Phases: 1,
 		InitialDuration: time.Second / 2, FinalDuration: time.Second}}
 	s := n.Measure(t.Context(), client, server, Watch{})

@@ -729,21 +729,22 @@ func preflight(ctx context.Context, o *sweepOptions, spec *matrix.Spec, client, 
 		return nil, usageError{fmt.Errorf("%s: %w", o.file, err)}
 	}
 	// One check per tool the probes use: iperf3 for iperf3 and ndr (once
-	// per window asked for, which a kernel may refuse), trafgen and the
-	// path for an ndr probe it generates (once per direction), h2load,
-	// nginx and openssl for http, fwab's agent for connect.
-	iperf3Checked, connectChecked, httpChecked, trafgenChecked := map[string]bool{}, false, false, map[probe.Direction]bool{}
+	// per window asked for, which a kernel may refuse), the packet
+	// generator and the path for an ndr probe it generates (once per
+	// direction), h2load, nginx and openssl for http, fwab's agent for
+	// connect.
+	iperf3Checked, connectChecked, httpChecked, packetsChecked := map[string]bool{}, false, false, map[probe.Direction]bool{}
 	for _, pr := range probes {
 		var err error
 		switch {
-		case pr.NDR != nil && pr.NDR.Trafgen != nil:
-			if d := pr.NDR.Iperf3.Direction; !trafgenChecked[d] {
-				trafgenChecked[d] = true
+		case pr.NDR != nil && pr.NDR.Packets != nil:
+			if d := pr.NDR.Iperf3.Direction; !packetsChecked[d] {
+				packetsChecked[d] = true
 				sender, receiver := client, server
 				if d == probe.Down {
 					sender, receiver = server, client
 				}
-				_, err = pr.NDR.Trafgen.Check(ctx, sender, receiver)
+				_, err = pr.NDR.Packets.Check(ctx, sender, receiver)
 			}
 		case pr.HTTP != nil:
 			if !httpChecked {
