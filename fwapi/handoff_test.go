@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +196,82 @@ func TestSessionWriteAfterTheRollbackFired(t *testing.T) {
 	}
 	if ev := events(t, dir); !slices.Contains(ev, "rolled-back") {
 		t.Errorf("journal %v has no rolled-back entry", ev)
+	}
+}
+
+// lostApply is a firewall whose first Apply runs during, then reports
+// the connection lost, as a reload that reconfigured the management link
+// does.
+type lostApply struct {
+	fwapi.Firewall
+	during func()
+	once   sync.Once
+}
+
+func (l *lostApply) Apply(ctx context.Context, changes []configxml.Change) error {
+	first := false
+	l.once.Do(func() { first = true })
+	if !first {
+		return l.Firewall.Apply(ctx, changes)
+	}
+	l.during()
+	return fwapi.ErrConnectionLost
+}
+
+// TestSessionWaitsForARollbackAtWork: the box answers again after a lost
+// apply while its rollback is still restoring (held up here by a save
+// holding the config lock past the session's wait). The session's own
+// restore is refused on the box; it waits for the rollback and reports
+// it, instead of writing again until its wait runs out and telling the
+// user to recover a box that restored itself.
+func TestSessionWaitsForARollbackAtWork(t *testing.T) {
+	t.Parallel()
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	held := make(chan struct{})
+	w := &lostApply{Firewall: fw, during: func() {
+		// A save holds the lock from before the rollback fires until
+		// past the session's wait (its deadline and ReconnectWait).
+		go func() {
+			defer close(held)
+			_, _, _, _ = sh.Run(context.Background(), "lockf -k /tmp/config.lock sleep 8", nil)
+		}()
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if _, _, code := fake.Run(t, "lockf -k -s -t 0 /tmp/config.lock true", ""); code == 75 {
+				break
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Error("the test's lockf never held the lock")
+				return
+			}
+		}
+		for start := time.Now(); len(fake.Glob(fwapi.RollbackClaim)) == 0; time.Sleep(50 * time.Millisecond) {
+			if time.Since(start) > 10*time.Second {
+				t.Error("the rollback never fired")
+				return
+			}
+		}
+	}}
+	s, err := fwapi.StartSession(t.Context(), w, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: t.TempDir(), Owner: owner("alice@ws1"), RollbackAfter: time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	<-held
+	var ran *fwapi.RollbackRanError
+	if !errors.As(err, &ran) || strings.Contains(err.Error(), "could not confirm") {
+		t.Errorf("Apply lost while its rollback restored = %v; want the rollback reported", err)
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Error("the previous config is not on the box")
 	}
 }
 

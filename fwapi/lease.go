@@ -216,21 +216,25 @@ func (g ShellGuard) leaseScript(sum, token string) string {
 		"lease*) if [ -f " + q(RollbackPIDFile) + " ]; then pkill -F " + q(RollbackPIDFile) + "; rm -f " + q(RollbackPIDFile) + "; fi; rm -f " + q(RollbackScript) + rollbackHook + " ;;",
 		"rollback*) i=0; while [ ! -f " + q(RollbackFired) + " ] && [ $i -lt 900 ] && [ -f " + q(RollbackPIDFile) + " ] && kill -0 \"$(cat " + q(RollbackPIDFile) + ")\" 2>/dev/null; do sleep 1; i=$((i+1)); done ;;",
 		"esac",
-		"cur=$(sha256 -q " + conf + ")",
+	}
+	lines = append(lines, g.lockBarrier()...)
+	lines = append(lines,
+		"cur=$(sha256 -q "+conf+")",
 		// The original itself is always fwab's (a restore a reboot cut
 		// short after its mv).
-		"if [ \"$cur\" != " + sum + " ] && ! grep -qF \"$cur\" " + q(LeaseWritten) + "; then",
+		"if [ \"$cur\" != "+sum+" ] && ! grep -qF \"$cur\" "+q(LeaseWritten)+"; then",
 		"\tlogger -t fwab \"session lease ended, but config.xml (sha256 $cur) is not one fwab wrote: someone else changed it, so it was left as it is\"",
-		"\techo \"stood-down $(date +%s) $cur\" > " + fired,
-		"\trm -f " + exp + leaseHook,
+		"\techo \"stood-down $(date +%s) $cur\" > "+fired,
+		"\trm -f "+exp+leaseHook,
 		"\texit 0",
 		"fi",
-		"cp " + q(LeaseOriginal) + " " + tmp,
+		"cp "+q(LeaseOriginal)+" "+tmp,
 		"sync",
-		"if [ \"$(sha256 -q " + tmp + ")\" != " + sum + " ]; then echo \"failed $(date +%s) checksum\" > " + fired + "; exit 1; fi",
-	}
+		"if [ \"$(sha256 -q "+tmp+")\" != "+sum+" ]; then echo \"failed $(date +%s) checksum\" > "+fired+"; exit 1; fi",
+	)
 	lines = append(lines, g.BeforeRestore...)
 	lines = append(lines, g.install(tmp, conf), "sync", "rm -f "+q(g.cachePath()), g.reload())
+	lines = append(lines, g.againIfChanged(LeaseOriginal, conf, sum, g.reload())...)
 	lines = append(lines, g.afterReload(LeaseOriginal, conf)...)
 	lines = append(lines,
 		"rm -f "+exp+leaseHook,

@@ -466,6 +466,58 @@ func TestRollbackWaitsOutAWriteUnderWay(t *testing.T) {
 	g.ReleaseLease(ctx)
 }
 
+// TestRollbackRestoresAgainAfterASaveDuringItsReload: a product save
+// that lands between the rollback's restore and its reload (a package
+// sync the step's apply started, still at work) has the reload apply the
+// step's config again (the file is put back after the package lines, the
+// running rules are not); the rollback finds config.xml changed after its
+// reload, puts the saved config back and reloads once more.
+func TestRollbackRestoresAgainAfterASaveDuringItsReload(t *testing.T) {
+	t.Parallel()
+	forFlavors(t, func(t *testing.T, flavor configxml.Flavor) {
+		em, g := leaseBox(t, flavor)
+		ctx := t.Context()
+		rules := func() int {
+			out, _, code := em.Run(t, "pfctl -sr", "")
+			if code != 0 {
+				t.Fatalf("pfctl -sr: exit %d", code)
+			}
+			return strings.Count(out, "\n")
+		}
+		prev := em.StoredConfig(t)
+		before := rules()
+		c, err := configxml.LoadBytes(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set("rules@lan", "25"); err != nil {
+			t.Fatal(err)
+		}
+		step := c.Bytes()
+		em.PutFile(t, "/tmp/step.xml", step)
+		em.PutFile(t, "/conf/config.xml", step)
+		// The save lands as the reload starts, once.
+		g.Reload = "[ -f /tmp/saved ] || { : > /tmp/saved; cp /tmp/step.xml /conf/config.xml; }; " + g.Reload
+		if err := g.ArmRollback(ctx, prev, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if fired, _, err := g.RollbackFired(ctx); err == nil && fired {
+				break
+			}
+		}
+		if _, _, code := em.Run(t, "test -f /tmp/saved", ""); code != 0 {
+			t.Fatal("the test's save never ran")
+		}
+		if !bytes.Equal(em.StoredConfig(t), prev) {
+			t.Error("the rollback did not end on the previous config.xml")
+		}
+		if got := rules(); got != before {
+			t.Errorf("after the rollback the firewall runs %d rules, want the previous config's %d: the reload applied the save that landed during the restore", got, before)
+		}
+	})
+}
+
 // writeJournal writes a state folder's journal as a crashed session left it.
 func writeJournal(t *testing.T, dir string, entries ...fwapi.JournalEntry) {
 	t.Helper()

@@ -240,7 +240,7 @@ func TestRollbackOfAFirstSuricataInterface(t *testing.T) {
 		t.Skip("the lab's config starts with Suricata set up; this case needs a box without")
 	}
 	prev := em.StoredConfig(t)
-	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 2*time.Second); err != nil {
+	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := labtest.EditAndApply(t, fw, "", func(c *configxml.Config) error { return c.Set("ids@lan", "ids") }); err != nil {
@@ -268,7 +268,7 @@ func TestRollbackOfTheLastSuricataInterfaceOff(t *testing.T) {
 	ctx := t.Context()
 	setIDS(t, em, fw.(*fwapi.PfSense), configxml.IDSAlert)
 	prev := em.StoredConfig(t)
-	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 2*time.Second); err != nil {
+	if err := fw.(fwapi.Guard).ArmRollback(ctx, prev, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	setIDS(t, em, fw.(*fwapi.PfSense), configxml.IDSOff)

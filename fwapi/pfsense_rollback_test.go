@@ -38,7 +38,9 @@ func waitFired(t *testing.T, fw *fwapi.PfSense) {
 func TestPfSenseRollbackRestoresServices(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	prev := em.StoredConfig(t)
-	if err := fw.ArmRollback(t.Context(), prev, time.Second); err != nil {
+	// Time for the change's write to land first: a write once the timer
+	// has run out is refused.
+	if err := fw.ArmRollback(t.Context(), prev, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	em.ResetActions()

@@ -116,8 +116,7 @@ const exitRollbackClaimed = 4
 // (install), so a write either finished before the claim (and the restore
 // goes over it) or is refused.
 func refuseWhileRollbackClaims() string {
-	c := ShellQuote(RollbackClaim)
-	return "case \"$(cat " + c + " 2>/dev/null)\" in rollback*) cat " + c + " >&2; exit " + strconv.Itoa(exitRollbackClaimed) + " ;; esac; "
+	return "h=$(cat " + ShellQuote(RollbackClaim) + " 2>/dev/null); case \"$h\" in rollback*) echo \"$h\" >&2; exit " + strconv.Itoa(exitRollbackClaimed) + " ;; esac; "
 }
 
 // rollbackClaimed is the *RollbackClaimedError a write's exit status and
@@ -309,6 +308,36 @@ func (g ShellGuard) afterReload(saved, conf string) []string {
 	return g.thenAgain(g.AfterReload, saved, conf)
 }
 
+// lockBarrier is the line a restore runs once it holds the hand-off,
+// before it reads config.xml: it waits (up to a minute) for the product's
+// config lock, so that a write already under the lock ends first; later
+// writes of fwab's are refused (refuseWhileRollbackClaims).
+func (g ShellGuard) lockBarrier() []string {
+	if g.ConfigLock == "" {
+		return nil
+	}
+	return []string{"lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " /bin/sh -c : || logger -t fwab \"fwab restore: the config lock stayed held for 60 s; restoring without waiting for it\""}
+}
+
+// againIfChanged are the lines, after a restore's reload (or before its
+// reboot: reload ""), that find config.xml other than the saved config
+// (sum, its SHA-256): a save that was under way when the restore began (a
+// package sync the step's apply started) landed after it, and the reload
+// applied it. The saved config goes back, and is reloaded once more.
+func (g ShellGuard) againIfChanged(saved, conf, sum, reload string) []string {
+	again := ShellQuote(saved + ".again")
+	fix := "cp " + ShellQuote(saved) + " " + again + " && " + g.install(again, conf) + " && sync; rm -f " + ShellQuote(g.cachePath())
+	if reload != "" {
+		fix += "; " + reload
+	}
+	return []string{
+		"if [ \"$(sha256 -q " + conf + ")\" != " + sum + " ]; then",
+		"\tlogger -t fwab \"fwab restore: config.xml changed while it was restored (a save under way); put back again\"",
+		"\t" + fix,
+		"fi",
+	}
+}
+
 // thenAgain are cmds, then, when there are any, the saved config put back
 // once more (see afterReload).
 func (g ShellGuard) thenAgain(cmds []string, saved, conf string) []string {
@@ -498,12 +527,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		"\t" + claimCmd(RollbackClaim, "rollback") + " || exit 0",
 		"fi",
 	}
-	if g.ConfigLock != "" {
-		// A write of fwab's that took the config lock before the claim
-		// is let finish before config.xml is read; later ones are refused
-		// (refuseWhileRollbackClaims).
-		lines = append(lines, "lockf -k -t 60 "+ShellQuote(g.ConfigLock)+" /bin/sh -c : || true")
-	}
+	lines = append(lines, g.lockBarrier()...)
 	lines = append(lines,
 		// Never over someone else's edit: with a session's lease on the
 		// box, config.xml must be one the session may have left there.
@@ -528,14 +552,17 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if g.BootHook != "" {
 		hookRm = []string{"rm -f " + ShellQuote(g.BootHook)}
 	}
+	sumHex := hex.EncodeToString(sum[:])
 	if reboot {
 		// Marked fired before the reboot: nothing runs after it, and the
 		// boot hook is gone so the boot does not arm it again.
 		lines = append(lines, g.thenAgain(g.BeforeReboot, RollbackConfig, conf)...)
+		lines = append(lines, g.againIfChanged(RollbackConfig, conf, sumHex, "")...)
 		lines = append(lines, hookRm...)
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "sync", "shutdown -r now", "")
 	} else {
 		lines = append(lines, reload)
+		lines = append(lines, g.againIfChanged(RollbackConfig, conf, sumHex, reload)...)
 		lines = append(lines, g.afterReload(RollbackConfig, conf)...)
 		lines = append(lines, hookRm...)
 		lines = append(lines, "date +%s > "+ShellQuote(RollbackFired), "")

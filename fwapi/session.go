@@ -515,28 +515,62 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if errors.Is(err, ErrConnectionLost) || isUnreachable(err) {
 		return s.awaitRollback(ctx, prev, plan, err)
 	}
-	if claimed := (*RollbackClaimedError)(nil); errors.As(err, &claimed) {
-		// The rollback fired before the write reached the box: it
-		// restores the previous config itself, and a write of fwab's
-		// would be refused too. Disarm waits for it and reports it.
-		derr := s.guard.Disarm(ctx)
-		if rollbackRan(derr) {
-			s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
-			return fmt.Errorf("apply: %w; %v", err, derr)
-		}
-		if derr == nil {
-			derr = errors.New("disarm found no rollback at work")
-		}
-		return fmt.Errorf("apply: %w; the rollback's end could not be confirmed: %v", err, derr)
+	if isClaimed(err) {
+		// The rollback fired before the write reached the box.
+		return fmt.Errorf("apply: %w", s.afterClaimed(ctx, prev, plan, err))
 	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
 	if rerr := s.putBack(ctx, prev, plan); rerr != nil {
+		if isClaimed(rerr) {
+			// The deadline passed while the step failed: the rollback
+			// restores it.
+			return fmt.Errorf("apply: %w; %w", err, s.afterClaimed(ctx, prev, plan, rerr))
+		}
 		return fmt.Errorf("apply: %w; restoring the previous config also failed (the rollback armed on the firewall will retry): %v", err, rerr)
 	}
 	s.guard.Disarm(ctx)
 	s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: err.Error()})
 	return fmt.Errorf("apply: %w (previous config restored)", err)
+}
+
+func isClaimed(err error) bool {
+	var claimed *RollbackClaimedError
+	return errors.As(err, &claimed)
+}
+
+// afterClaimed is the session's answer when the box refused a write of
+// its own because the step's rollback had claimed the hand-off (cause):
+// Disarm waits for the rollback to end; one that restored is reported
+// once config.xml reads back as prev, one that stopped half-way (Disarm
+// took it over) is finished by fwab's own restore.
+func (s *Session) afterClaimed(ctx context.Context, prev []byte, plan []configxml.Action, cause error) error {
+	derr := s.guard.Disarm(ctx)
+	var (
+		ran    *RollbackRanError
+		broken *RollbackBrokenError
+	)
+	switch {
+	case errors.As(derr, &ran) && !ran.Failed:
+		got, err := s.fw.ReadConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("%w; %w (config.xml could not be read back: %v)", cause, derr, err)
+		}
+		if SHA256Hex(got) != SHA256Hex(prev) {
+			return fmt.Errorf("%w; %w, but config.xml has sha256 %s, want %s", cause, derr, SHA256Hex(got), SHA256Hex(prev))
+		}
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
+		return fmt.Errorf("%w; %w", cause, derr)
+	case errors.As(derr, &broken):
+		if err := s.putBack(ctx, prev, plan); err != nil {
+			return fmt.Errorf("%w; %w; restoring the previous config also failed: %v", cause, derr, err)
+		}
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "the rollback stopped half-way; restored by fwab"})
+		return fmt.Errorf("%w; %w; fwab restored the previous config", cause, derr)
+	case derr == nil:
+		derr = errors.New("disarm found no rollback at work")
+	}
+	return fmt.Errorf("%w; the rollback's end could not be confirmed: %w", cause, derr)
 }
 
 // DefaultRollbackAfter is a step's rollback deadline unless the command
@@ -671,6 +705,10 @@ func (s *Session) awaitRollback(ctx context.Context, prev []byte, plan []configx
 		if err == nil {
 			// The firewall answers and its rollback has not fired: undo now.
 			perr := s.putBack(ctx, prev, plan)
+			if isClaimed(perr) {
+				// It is firing: wait for it rather than write again.
+				return fmt.Errorf("apply: lost the connection during the apply (%w): %w", cause, s.afterClaimed(ctx, prev, plan, perr))
+			}
 			if perr == nil {
 				perr = s.guard.Disarm(ctx)
 			}
