@@ -223,9 +223,19 @@ func (l *lostApply) Apply(ctx context.Context, changes []configxml.Change) error
 // holding the config lock past the session's wait). The session's own
 // restore is refused on the box; it waits for the rollback and reports
 // it, instead of writing again until its wait runs out and telling the
-// user to recover a box that restored itself.
+// user to recover a box that restored itself. A rollback that then finds
+// its saved copy corrupt restores nothing: the session restores.
 func TestSessionWaitsForARollbackAtWork(t *testing.T) {
 	t.Parallel()
+	for _, corrupt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("corrupt=%v", corrupt), func(t *testing.T) {
+			t.Parallel()
+			sessionWaitsForARollbackAtWork(t, corrupt)
+		})
+	}
+}
+
+func sessionWaitsForARollbackAtWork(t *testing.T, corrupt bool) {
 	fake, fw := newPfSense(t, labtest.Options{})
 	orig := fake.File(t, "/conf/config.xml")
 	sh, err := fwapi.DialSSH(t.Context(), fake.SSHConfig())
@@ -250,6 +260,9 @@ func TestSessionWaitsForARollbackAtWork(t *testing.T) {
 				return
 			}
 		}
+		if corrupt {
+			fake.PutFile(t, fwapi.RollbackConfig, []byte("<pfsense>torn"))
+		}
 		for start := time.Now(); len(fake.Glob(fwapi.RollbackClaim)) == 0; time.Sleep(50 * time.Millisecond) {
 			if time.Since(start) > 10*time.Second {
 				t.Error("the rollback never fired")
@@ -267,8 +280,11 @@ func TestSessionWaitsForARollbackAtWork(t *testing.T) {
 	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	<-held
 	var ran *fwapi.RollbackRanError
-	if !errors.As(err, &ran) || strings.Contains(err.Error(), "could not confirm") {
+	switch {
+	case !errors.As(err, &ran) || ran.Failed != corrupt || strings.Contains(err.Error(), "could not confirm") || strings.Contains(err.Error(), "could not be confirmed"):
 		t.Errorf("Apply lost while its rollback restored = %v; want the rollback reported", err)
+	case corrupt && !strings.Contains(err.Error(), "fwab restored the previous config"):
+		t.Errorf("Apply lost while its rollback found its copy corrupt = %v; want fwab's restore said", err)
 	}
 	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
 		t.Error("the previous config is not on the box")

@@ -433,11 +433,14 @@ func (g ShellGuard) cachePath() string {
 	return "/tmp/config.cache"
 }
 
+// runWait is RunWait, or 10 minutes: a restore may wait a minute for the
+// config lock twice (lockBarrier, install) and reload twice
+// (againIfChanged), each reload minutes on a slow box.
 func (g ShellGuard) runWait() time.Duration {
 	if g.RunWait > 0 {
 		return g.RunWait
 	}
-	return 5 * time.Minute
+	return 10 * time.Minute
 }
 
 // ReadLeaseOriginal reads the original config a lease keeps on the box,

@@ -276,7 +276,7 @@ type ShellGuard struct {
 	// script (LeaseBootHook, OPNsenseLeaseBootHook).
 	LeaseHook string
 	// RunWait is how long a Disarm that lost the hand-off waits for the
-	// rollback to finish (a full reload, or a reboot); default 5 minutes.
+	// rollback to finish (a full reload, or a reboot); default 10 minutes.
 	RunWait time.Duration
 }
 
@@ -316,7 +316,7 @@ func (g ShellGuard) lockBarrier() []string {
 	if g.ConfigLock == "" {
 		return nil
 	}
-	return []string{"lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " /bin/sh -c : || logger -t fwab \"fwab restore: the config lock stayed held for 60 s; restoring without waiting for it\""}
+	return []string{"lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " /bin/sh -c : || logger -t fwab \"fwab restore: could not wait for the config lock (lockf exit $?; 75: held for 60 s); restoring without it\""}
 }
 
 // againIfChanged are the lines, after a restore's reload (or before its
@@ -326,14 +326,18 @@ func (g ShellGuard) lockBarrier() []string {
 // applied it. The saved config goes back, and is reloaded once more.
 func (g ShellGuard) againIfChanged(saved, conf, sum, reload string) []string {
 	again := ShellQuote(saved + ".again")
-	fix := "cp " + ShellQuote(saved) + " " + again + " && " + g.install(again, conf) + " && sync; rm -f " + ShellQuote(g.cachePath())
+	then := "sync; rm -f " + ShellQuote(g.cachePath())
 	if reload != "" {
-		fix += "; " + reload
+		then += "; " + reload
 	}
 	return []string{
 		"if [ \"$(sha256 -q " + conf + ")\" != " + sum + " ]; then",
-		"\tlogger -t fwab \"fwab restore: config.xml changed while it was restored (a save under way); put back again\"",
-		"\t" + fix,
+		"\tif cp " + ShellQuote(saved) + " " + again + " && " + g.install(again, conf) + "; then",
+		"\t\t" + then,
+		"\t\tlogger -t fwab \"fwab restore: config.xml changed while it was restored (a save under way); put back again\"",
+		"\telse",
+		"\t\tlogger -t fwab \"fwab restore: config.xml changed while it was restored, and putting it back again failed\"",
+		"\tfi",
 		"fi",
 	}
 }
@@ -687,10 +691,7 @@ func (g ShellGuard) disarm(ctx context.Context) (state, at string, err error) {
 // reload may drop the connection, its reboot takes the box away, so a
 // failed poll is retried until RunWait has passed.
 func (g ShellGuard) awaitRunning(ctx context.Context, since string) (state, at string, err error) {
-	wait := g.RunWait
-	if wait <= 0 {
-		wait = 5 * time.Minute
-	}
+	wait := g.runWait()
 	deadline := time.Now().Add(wait)
 	for {
 		select {

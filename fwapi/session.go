@@ -561,11 +561,17 @@ func (s *Session) afterClaimed(ctx context.Context, prev []byte, plan []configxm
 		}
 		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
 		return fmt.Errorf("%w; %w", cause, derr)
-	case errors.As(derr, &broken):
+	case errors.As(derr, &ran) && strings.HasPrefix(ran.At, "stood-down"):
+		// Someone else's edit is on the box: it stays, as the rollback
+		// left it.
+		return fmt.Errorf("%w; %w", cause, derr)
+	case errors.As(derr, &broken), errors.As(derr, &ran):
+		// Stopped half-way, or its saved copy was corrupt and it restored
+		// nothing: the hand-off is fwab's now (Disarm cleared the claim).
 		if err := s.putBack(ctx, prev, plan); err != nil {
 			return fmt.Errorf("%w; %w; restoring the previous config also failed: %v", cause, derr, err)
 		}
-		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "the rollback stopped half-way; restored by fwab"})
+		s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: "the rollback did not finish its restore; restored by fwab"})
 		return fmt.Errorf("%w; %w; fwab restored the previous config", cause, derr)
 	case derr == nil:
 		derr = errors.New("disarm found no rollback at work")
