@@ -46,22 +46,28 @@ const pktgenSrcPort = 49152 + udpPort
 
 // pktgenArgs is the command line that sends n frames of one size at fps
 // frames a second from p.Dev to dst's discard port through the next hop's
-// MAC address. -l is the frame without its FCS; -w 2 gives the link two
-// seconds to come back in netmap mode (pkt-gen's own default); timeout
-// ends it should fwab's session end first (SIGINT makes it print its
-// report, as at the end of -n).
+// MAC address. -l is the frame without its FCS; -b sends a millisecond's
+// frames (at least 8) at a time, as trafgen's tbf releases them, where
+// pkt-gen's default (512, or rate/300) sends 3 ms of them back to back at
+// line rate; -w 2 gives the link two seconds to come back in netmap mode
+// (pkt-gen's own default); timeout ends it should fwab's session end
+// first: SIGINT makes pkt-gen print its report and exit 0, and
+// --preserve-status keeps that status (timeout's own is 124).
 //
 // upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:2500 — `-l pkt_size`: "Packet size in bytes excluding CRC"
 // upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:2495 — `-n count`: "the number of packets to receive or transmit"
-// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:3116 — -R: `g.tx_rate = atoi(optarg);`, packets a second
+// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:3117 — -R: `g.tx_rate = atoi(optarg);`, packets a second
+// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:3097 — -b: `g.burst = atoi(optarg);`, capped to rate/300 at :3358
+// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:568 — sigint_h stops the threads; main prints the report and returns 0
 // upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:2511 — -d and -s take `ip[:port]`, -D the destination MAC (:2517)
 // upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:2967 — `g.wait_link = 2;`
 // upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:3352 — with a rate, bursts of at most rate/300 frames, one every burst/rate seconds
 func (g PktGen) pktgenArgs(p trafgenPath, dst string, frame int, fps float64, n int64, limit time.Duration) []string {
-	return []string{"timeout", "-s", "INT", strconv.Itoa(int(limit.Round(time.Second) / time.Second)),
+	rate := max(1, int64(math.Round(fps)))
+	return []string{"timeout", "--preserve-status", "-s", "INT", strconv.Itoa(int(limit.Round(time.Second) / time.Second)),
 		g.binary(), "-i", p.Dev, "-f", "tx", "-l", strconv.Itoa(frame - 4),
 		"-s", p.Src + ":" + strconv.Itoa(pktgenSrcPort), "-d", dst + ":" + strconv.Itoa(udpPort), "-D", p.NextMAC,
-		"-R", strconv.FormatInt(max(1, int64(math.Round(fps))), 10), "-n", strconv.FormatInt(n, 10), "-w", "2"}
+		"-R", strconv.FormatInt(rate, 10), "-b", strconv.FormatInt(max(8, rate/1000), 10), "-n", strconv.FormatInt(n, 10), "-w", "2"}
 }
 
 // pktgenReport is what pkt-gen prints as it exits.
@@ -122,7 +128,8 @@ func freebsdRoute(out string) (dev, gateway string) {
 
 var (
 	inetRE = regexp.MustCompile(`(?m)^\s*inet (\d+\.\d+\.\d+\.\d+) `)
-	arpRE  = regexp.MustCompile(` at ([0-9a-fA-F]{1,2}(?::[0-9a-fA-F]{1,2}){5}) on `)
+	mtuRE  = regexp.MustCompile(` mtu (\d+)`)
+	arpRE  = regexp.MustCompile(` at ([0-9a-fA-F]{1,2}(?::[0-9a-fA-F]{1,2}){5}) on (\S+)`)
 )
 
 // ifAddrs are the IPv4 addresses `ifconfig DEV inet` lists.
@@ -144,6 +151,12 @@ func ifAddrs(out string) []string {
 // upstream: not settled — arp(8)'s "? (198.18.0.1) at 58:9c:fc:00:00:01 on vtnet1 expires in 1199 seconds [ethernet]" and SSH_CONNECTION's "client port server port" (OpenSSH's sshd) are not in the sources read; checked at run time: an answer without them is an error that names the command
 func (g PktGen) resolve(ctx context.Context, sender, receiver Endpoint) (trafgenPath, error) {
 	var p trafgenPath
+	// pkt-gen takes an IPv4 address and ignores one it cannot parse.
+	//
+	// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:371 — extract_ipv4_addr leaves the address as it was when inet_pton fails
+	if a, err := netip.ParseAddr(receiver.Addr); err != nil || !a.Is4() {
+		return p, &fixError{fmt.Sprintf("%s: pkt-gen sends IPv4 only, to an address: give the receiver's IPv4 address, not %q", receiver, receiver.Addr), nil}
+	}
 	out, err := sender.Runner.Run(ctx, []string{"route", "-n", "get", receiver.Addr})
 	if err != nil {
 		return p, fmt.Errorf("%s: route -n get %s: %w", sender, receiver.Addr, err)
@@ -162,6 +175,9 @@ func (g PktGen) resolve(ctx context.Context, sender, receiver Endpoint) (trafgen
 		return p, fmt.Errorf("%s: %s has no IPv4 address (ifconfig %s inet: %q)", sender, dev, dev, strings.TrimSpace(string(out)))
 	}
 	p.Src = addrs[0]
+	if m := mtuRE.FindStringSubmatch(string(out)); m != nil {
+		p.MTU, _ = strconv.Atoi(m[1])
+	}
 	for _, a := range addrs {
 		if a == sender.Addr {
 			p.Src = a
@@ -187,7 +203,7 @@ func (g PktGen) resolve(ctx context.Context, sender, receiver Endpoint) (trafgen
 	_, _ = sender.Runner.Run(ctx, []string{"ping", "-c", "1", "-t", "1", hop})
 	out, err = sender.Runner.Run(ctx, []string{"arp", "-n", hop})
 	m := arpRE.FindStringSubmatch(string(out))
-	if err != nil || m == nil {
+	if err != nil || m == nil || m[2] != dev {
 		return p, fmt.Errorf("%s: the next hop %s on %s has no MAC address in the ARP table (arp -n %s: %q, %v): pkt-gen writes whole frames and needs it; check that %s answers ARP", sender, hop, dev, hop, strings.TrimSpace(string(out)), err, hop)
 	}
 	p.NextMAC = strings.ToLower(m[1])
@@ -219,11 +235,15 @@ func (g PktGen) Check(ctx context.Context, sender, receiver Endpoint) (string, e
 		return "", &fixError{fmt.Sprintf("%s is not a FreeBSD host (uname -s: %q): pkt-gen's netmap is FreeBSD's here; use generator: trafgen on a Linux sender", sender, strings.TrimSpace(string(os))), err}
 	}
 	if _, err := sender.Runner.Run(ctx, []string{"sh", "-c", g.binary() + " -h 2>&1 | grep -q Usage:"}); err != nil {
-		return "", &fixError{fmt.Sprintf("pkt-gen does not run on %s (%v): install it there (FreeBSD: pkg install netmap, or build tools/tools/netmap from the source tree)", sender, err), err}
+		return "", &fixError{fmt.Sprintf("pkt-gen does not run on %s (%v): install it there (FreeBSD: pkg install pkt-gen, the net/pkt-gen port, or build /usr/src/tools/tools/netmap)", sender, err), err}
 	}
-	// upstream: not settled — the dev.netmap sysctl tree that a kernel with `device netmap` has (FreeBSD's GENERIC since 11.0); checked at run time: its absence is an error that names the fix
+	// upstream: luigirizzo/netmap@89607e14 sys/dev/netmap/netmap.c:560 — `SYSCTL_INT(_dev_netmap, OID_AUTO, admode, …)`, there when the kernel has netmap
 	if _, err := sender.Runner.Run(ctx, []string{"sysctl", "-n", "dev.netmap.admode"}); err != nil {
 		return "", &fixError{fmt.Sprintf("%s's kernel has no netmap (sysctl dev.netmap.admode: %v): pkt-gen needs `device netmap` (in GENERIC) or kldload netmap", sender, err), err}
+	}
+	// upstream: luigirizzo/netmap@89607e14 sys/dev/netmap/netmap.c:4633 — /dev/netmap is made `UID_ROOT, GID_WHEEL, 0600`
+	if _, err := sender.Runner.Run(ctx, []string{"test", "-r", "/dev/netmap", "-a", "-w", "/dev/netmap"}); err != nil {
+		return "", &fixError{fmt.Sprintf("%s: fwab's user cannot open /dev/netmap (root's, mode 0600, unless devfs rules say otherwise): run the sender's SSH session as root, or give its user the device with a devfs rule", sender), err}
 	}
 	if _, err := receiver.Runner.Run(ctx, []string{"nft", "--version"}); err != nil {
 		return "", fmt.Errorf("%s: nft --version: %w (the pkt-gen generator counts arrivals with nftables on a Linux receiver: install nftables)", receiver, err)
@@ -236,6 +256,9 @@ func (g PktGen) Check(ctx context.Context, sender, receiver Endpoint) (string, e
 	res, err := g.trial(ctx, path, sender, receiver, frames, 1000*8*frames.MeanPayload(), 100*time.Millisecond)
 	if err != nil {
 		return "", fmt.Errorf("a first trial of 100 frames: %w", err)
+	}
+	if res.Offered == 0 {
+		return "", fmt.Errorf("a first trial of 100 frames: pkt-gen on %s sent nothing", sender)
 	}
 	if res.Loss > 50 {
 		return "", fmt.Errorf("%.0f%% of 100 frames from %s to UDP port %d of %s did not arrive: the firewall must pass them with no session of their own (pkt-gen sends without one; for direction down a rule or a port forward from the WAN side)", res.Loss, sender, udpPort, receiver)
@@ -268,6 +291,13 @@ func (g PktGen) trial(ctx context.Context, path trafgenPath, sender, receiver En
 	frame, err := g.frameOf(frames)
 	if err != nil {
 		return TrialResult{}, err
+	}
+	// pkt-gen compares the frame without its FCS, Ethernet header
+	// included, with the interface's MTU.
+	//
+	// upstream: luigirizzo/netmap@89607e14 apps/pkt-gen/pkt-gen.c:3290 — `if (mtu > 0 && g.pkt_size > mtu)`: "pkt_size (%d) must be <= mtu (%d)", and it exits
+	if path.MTU > 0 && frame-4 > path.MTU {
+		return TrialResult{}, &fixError{fmt.Sprintf("pkt-gen sends %d-byte frames (%d without the FCS) only from an interface whose MTU is at least %d; %s's %s has %d: raise it on the sender (ifconfig %s mtu %d), or leave out frame sizes above %d", frame, frame-4, frame-4, sender, path.Dev, path.MTU, path.Dev, frame-4, path.MTU+4), nil}
 	}
 	fps := frames.FramesPerSecond(rate)
 	n := max(1, int64(math.Round(fps*d.Seconds())))

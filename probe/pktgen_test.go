@@ -72,13 +72,17 @@ func TestFreeBSDPathParsers(t *testing.T) {
 func TestPktGenCommandLine(t *testing.T) {
 	p := trafgenPath{Dev: "vtnet1", Src: "198.18.1.10", NextMAC: "58:9c:fc:00:00:01", RxDev: "eth2"}
 	got := PktGen{}.pktgenArgs(p, "198.19.1.10", 64, 148809.5, 297619, 12*time.Second)
-	want := []string{"timeout", "-s", "INT", "12", "pkt-gen", "-i", "vtnet1", "-f", "tx", "-l", "60",
-		"-s", "198.18.1.10:49161", "-d", "198.19.1.10:9", "-D", "58:9c:fc:00:00:01", "-R", "148810", "-n", "297619", "-w", "2"}
+	want := []string{"timeout", "--preserve-status", "-s", "INT", "12", "pkt-gen", "-i", "vtnet1", "-f", "tx", "-l", "60",
+		"-s", "198.18.1.10:49161", "-d", "198.19.1.10:9", "-D", "58:9c:fc:00:00:01", "-R", "148810", "-b", "148", "-n", "297619", "-w", "2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("pktgenArgs =\n%q\nwant\n%q", got, want)
 	}
 	if _, err := (PktGen{}).frameOf(IMIX); err == nil || !strings.Contains(err.Error(), "one size") {
 		t.Errorf("frameOf(IMIX) = %v, want a refusal naming one size", err)
+	}
+	// A slow rate still sends bursts of 8.
+	if got := (PktGen{}).pktgenArgs(p, "198.19.1.10", 1518, 1000, 1000, 12*time.Second); got[slices.Index(got, "-b")+1] != "8" {
+		t.Errorf("pktgenArgs at 1000 frames/s: -b %s, want 8", got[slices.Index(got, "-b")+1])
 	}
 }
 
@@ -86,8 +90,9 @@ func TestPktGenCommandLine(t *testing.T) {
 // most capFPS frames a second, and a Linux receiver, as the commands see
 // them. sshOn, when set, is the sender's address SSH_CONNECTION names.
 type bsdWire struct {
-	capFPS float64
-	sshOn  string
+	capFPS  float64
+	sshOn   string
+	sendNil bool // pkt-gen sends nothing
 
 	mu    sync.Mutex
 	rx    int64
@@ -98,14 +103,14 @@ type bsdWire struct {
 func (w *bsdWire) Run(_ context.Context, argv []string) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if argv[0] == "timeout" {
-		argv = argv[4:]
+	if argv[0] == "timeout" { // timeout --preserve-status -s INT N pkt-gen …
+		argv = argv[5:]
 	}
 	line := strings.Join(argv, " ")
 	switch {
 	case line == "uname -s":
 		return []byte("FreeBSD\n"), nil
-	case strings.HasPrefix(line, "sh -c pkt-gen -h"), line == "sysctl -n dev.netmap.admode", line == "nft --version":
+	case strings.HasPrefix(line, "sh -c pkt-gen -h"), line == "sysctl -n dev.netmap.admode", line == "nft --version", line == "test -r /dev/netmap -a -w /dev/netmap":
 		return []byte("0\n"), nil
 	case line == `sh -c echo "$SSH_CONNECTION"`:
 		if w.sshOn == "" {
@@ -133,6 +138,8 @@ func (w *bsdWire) Run(_ context.Context, argv []string) ([]byte, error) {
 	case argv[0] == "nft" && argv[1] == "delete":
 		w.nft--
 		return nil, nil
+	case argv[0] == "pkt-gen" && w.sendNil:
+		return []byte("Sent nothing.\n"), nil
 	case argv[0] == "pkt-gen":
 		n, _ := strconv.ParseInt(argv[slices.Index(argv, "-n")+1], 10, 64)
 		fps, _ := strconv.ParseInt(argv[slices.Index(argv, "-R")+1], 10, 64)
@@ -191,5 +198,33 @@ func TestPktGenRefusesTheSSHInterface(t *testing.T) {
 	w.sshOn = "10.0.0.5"
 	if _, err := (PktGen{}).Check(t.Context(), sender, receiver); err != nil {
 		t.Errorf("Check with SSH over another interface: %v", err)
+	}
+}
+
+// TestPktGenRefusals: what pkt-gen cannot send is refused before a trial
+// with the fix named: frames past the interface's MTU (pkt-gen exits on
+// them), a receiver that is no IPv4 address, a first trial that sent
+// nothing.
+func TestPktGenRefusals(t *testing.T) {
+	w := &bsdWire{capFPS: 1e6}
+	sender := Endpoint{Name: "client", Addr: "198.18.1.10", Runner: w}
+	receiver := Endpoint{Name: "server", Addr: "198.19.1.10", Runner: w}
+	trial := PktGen{}.Trial(sender, receiver, OneFrameSize(1518))
+	if _, err := trial(t.Context(), 1e6, time.Second); err == nil || !strings.Contains(err.Error(), "ifconfig vtnet1 mtu 1514") {
+		t.Errorf("1518-byte frames from a 1500-byte MTU = %v; want a refusal naming ifconfig vtnet1 mtu 1514", err)
+	}
+	if len(w.rates) != 0 {
+		t.Errorf("pkt-gen ran %d times for frames it refuses", len(w.rates))
+	}
+	if _, err := (PktGen{}).Trial(sender, receiver, OneFrameSize(1504))(t.Context(), 1e6, time.Second); err != nil {
+		t.Errorf("1504-byte frames (1500 without the FCS) from a 1500-byte MTU: %v", err)
+	}
+	v6 := Endpoint{Name: "server", Addr: "2001:db8::10", Runner: w}
+	if _, err := (PktGen{}).Check(t.Context(), sender, v6); err == nil || !strings.Contains(err.Error(), "IPv4") {
+		t.Errorf("Check to an IPv6 receiver = %v; want a refusal naming IPv4", err)
+	}
+	w.sendNil = true
+	if _, err := (PktGen{}).Check(t.Context(), sender, receiver); err == nil || !strings.Contains(err.Error(), "sent nothing") {
+		t.Errorf("Check when pkt-gen sent nothing = %v; want it said", err)
 	}
 }

@@ -70,6 +70,7 @@ type trafgenPath struct {
 	Src     string // its address on the way to the receiver
 	NextMAC string // the next hop's (the firewall's) MAC address
 	RxDev   string // the receiver's interface
+	MTU     int    // the sender's interface's MTU, where read (pkt-gen)
 }
 
 // routeGet is `ip -j route get ADDR`'s answer.
