@@ -3,8 +3,11 @@ BIN     := bin/fwab
 # Tests run as root in CI so the lab tests run; they skip with a message otherwise.
 # The packages whose tests send real traffic through the lab (TRAFFIC_PKGS)
 # run one at a time, so that their throughput comparisons do not compete
-# for the 2 cores; the others, which wait on emulated firewalls far more than
-# they compute, run two at a time after them.
+# for the 2 cores; within them, the tests that check behaviour rather than
+# throughput call t.Parallel, so Go runs them two at a time once the
+# package's sequential (comparing) tests are done. The other packages, which
+# wait on emulated firewalls far more than they compute, run two at a time
+# after them.
 TESTFLAGS ?= -count=1 -timeout 18m
 TRAFFIC_PKGS := ./lab ./lab/inspect ./probe ./cmd/fwab
 

@@ -21,6 +21,9 @@ import (
 // filter. Then it upgrades 26.1 -> 26.7 through the firmware API; the
 // generated rules move to the MVC model and still reach nftables.
 func TestOPNsenseAPIOnTheDataPlane(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	requireRoot(t)
 	topo := testTopology(t)
 	if err := topo.Create(context.Background()); err != nil {
@@ -154,6 +157,9 @@ func TestUpDownOPNsense(t *testing.T) {
 // reconfigure call, and reads the negotiated algorithms back through the
 // sessions API: real strongSwan on both ends.
 func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	requireRoot(t)
 	topo := testTopology(t)
 	if err := topo.Create(context.Background()); err != nil {
@@ -222,6 +228,9 @@ func TestOPNsenseIPsecThroughTheAPI(t *testing.T) {
 // inspection engine the lab runs and what the settings and service status
 // API report to the driver.
 func TestOPNsenseIDSThroughTheAPI(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	requireRoot(t)
 	bin := buildFwab(t)
 	topo := testTopology(t)

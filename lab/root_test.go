@@ -871,6 +871,9 @@ func testSecondLink(t *testing.T, flavor string) {
 // back with an empty state table: the emulator must not keep forwarding,
 // unfiltered and un-NATed, while SSH is away.
 func TestRebootForwardsNothing(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	f, topo := linuxLab(t, nil)
 	ctx := context.Background()
 	dp := &LinuxDataPlane{Topo: topo}

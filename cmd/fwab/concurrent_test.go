@@ -61,6 +61,9 @@ const concurrentSamples = 3*2*2 + 2
 // samples, none twice. It runs on an SQLite file and on a PostgreSQL
 // server.
 func TestConcurrentSweeps(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("skipping 8 concurrent sweeps in -short mode")
 	}

@@ -24,6 +24,9 @@ import (
 // filesystem (config.xml and its backups must hold the PSK, as on a real
 // pfSense), strongSwan's config and the lab's copy of the password.
 func TestSecretsLabSweep(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	l := newLab(t)
 	sec := secrets{
 		"ssh password": newSecret("SSH"),

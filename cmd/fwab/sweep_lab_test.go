@@ -137,6 +137,9 @@ func waitSamples(t *testing.T, sweep *exec.Cmd, said *bytes.Buffer, db string, n
 // original config (same hash), and --resume finishes the run without a
 // duplicate or lost sample.
 func TestSweepKilledRecoveredResumed(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	l := newLab(t)
 	original := l.configHash(t)
 
@@ -212,6 +215,9 @@ order: randomized
 // and root's csh over SSH) end to end: every point verified and measured,
 // and the firewall's config.xml the original afterwards.
 func TestOPNsenseLabSweep(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	// The WAN port's link negotiated 1 GbE on a 10 GbE NIC: every sample
 	// says so.
 	l := newLabFlavor(t, "opnsense", "--link-if", "wan=1g@10g")
@@ -318,6 +324,9 @@ func runSamples(t *testing.T, db string) (*store.Store, []store.Sample) {
 // with outbound NAT: every point is measured on its set, and the firewall
 // ends on its original config.
 func TestConfigSetsLabSweep(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	l := newLab(t)
 	original := l.configHash(t)
 	dir := t.TempDir()
@@ -510,6 +519,9 @@ settle: {timeout: 30s, pause: 500ms}
 // both fail-open and invalid; the sweep stops and the firewall ends on
 // its original config.
 func TestCanaryLabSweep(t *testing.T) {
+	// Checks behaviour, not throughput: runs beside the other parallel
+	// tests, once the package's comparisons are done.
+	t.Parallel()
 	l := newLab(t)
 	original := l.configHash(t)
 	spec := filepath.Join(t.TempDir(), "spec.yaml")
