@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -252,16 +251,8 @@ func (g PktGen) Check(ctx context.Context, sender, receiver Endpoint) (string, e
 	if err != nil {
 		return "", err
 	}
-	frames := OneFrameSize(128)
-	res, err := g.trial(ctx, path, sender, receiver, frames, 1000*8*frames.MeanPayload(), 100*time.Millisecond)
-	if err != nil {
-		return "", fmt.Errorf("a first trial of 100 frames: %w", err)
-	}
-	if res.Offered == 0 {
-		return "", fmt.Errorf("a first trial of 100 frames: pkt-gen on %s sent nothing", sender)
-	}
-	if res.Loss > 50 {
-		return "", fmt.Errorf("%.0f%% of 100 frames from %s to UDP port %d of %s did not arrive: the firewall must pass them with no session of their own (pkt-gen sends without one; for direction down a rule or a port forward from the WAN side)", res.Loss, sender, udpPort, receiver)
+	if err := firstTrial(ctx, g, path, sender, receiver); err != nil {
+		return "", err
 	}
 	return "pkt-gen (netmap)", nil
 }
@@ -269,22 +260,7 @@ func (g PktGen) Check(ctx context.Context, sender, receiver Endpoint) (string, e
 // Trial is a rate search's trial with pkt-gen from sender to receiver, as
 // Trafgen's: the path is resolved at the first trial.
 func (g PktGen) Trial(sender, receiver Endpoint, frames Frames) Trial {
-	var (
-		once sync.Once
-		path trafgenPath
-		perr error
-	)
-	return func(ctx context.Context, rate float64, d time.Duration) (TrialResult, error) {
-		once.Do(func() { path, perr = g.resolve(ctx, sender, receiver) })
-		if perr != nil {
-			return TrialResult{}, perr
-		}
-		res, err := g.trial(ctx, path, sender, receiver, frames, rate, d)
-		if err != nil {
-			return res, fmt.Errorf("trial at %.4g bit/s of %s: %w", rate, frames, err)
-		}
-		return res, nil
-	}
+	return lazyTrial(g, sender, receiver, frames)
 }
 
 func (g PktGen) trial(ctx context.Context, path trafgenPath, sender, receiver Endpoint, frames Frames, rate float64, d time.Duration) (TrialResult, error) {
@@ -301,11 +277,7 @@ func (g PktGen) trial(ctx context.Context, path trafgenPath, sender, receiver En
 	}
 	fps := frames.FramesPerSecond(rate)
 	n := max(1, int64(math.Round(fps*d.Seconds())))
-	drops, err := rxDrops(ctx, receiver, path.RxDev)
-	if err != nil {
-		return TrialResult{}, err
-	}
-	count, err := countArrivals(ctx, receiver, path.RxDev)
+	count, drops, err := startCount(ctx, receiver, path.RxDev)
 	if err != nil {
 		return TrialResult{}, err
 	}

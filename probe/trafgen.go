@@ -414,27 +414,41 @@ func (g Trafgen) Check(ctx context.Context, sender, receiver Endpoint) (string, 
 	if err != nil {
 		return "", err
 	}
-	// A tenth of a second at 1,000 frames a second must arrive: the
-	// firewall passes UDP to the discard port from the sender, with no
-	// session (direction down needs a rule or a port forward for it).
-	frames := OneFrameSize(128)
-	res, err := g.trial(ctx, path, sender, receiver, frames, 1000*8*frames.MeanPayload(), 100*time.Millisecond)
-	if err != nil {
-		return "", fmt.Errorf("a first trial of 100 frames: %w", err)
-	}
-	if res.Loss > 50 {
-		return "", fmt.Errorf("%.0f%% of 100 frames from %s to UDP port %d of %s did not arrive: the firewall must pass them with no session of their own (trafgen sends without one; for direction down a rule or a port forward from the WAN side)", res.Loss, sender, udpPort, receiver)
+	if err := firstTrial(ctx, g, path, sender, receiver); err != nil {
+		return "", err
 	}
 	return strings.TrimSpace(firstLine(string(out))), nil
 }
 
-// Trial is a rate search's trial with trafgen from sender to receiver:
-// the frames' rate for the trial's duration (rate in bits/s of UDP
-// payload, as the search counts), loss the frames sent that did not reach
-// the receiver's interface. The path is resolved at the first trial. A
-// trial whose receiving interface missed at least half of what was lost
-// (its ring or FIFO full) is generator-bound.
-func (g Trafgen) Trial(sender, receiver Endpoint, frames Frames) Trial {
+// frameGenerator is a packet generator's own part: finding the path and
+// sending one trial over it.
+type frameGenerator interface {
+	Name() string
+	resolve(ctx context.Context, sender, receiver Endpoint) (trafgenPath, error)
+	trial(ctx context.Context, path trafgenPath, sender, receiver Endpoint, frames Frames, rate float64, d time.Duration) (TrialResult, error)
+}
+
+// firstTrial is a generator's check that its frames arrive: a tenth of a
+// second at 1,000 frames a second, which the firewall passes as UDP to
+// the discard port from the sender with no session of its own (direction
+// down needs a rule or a port forward for it).
+func firstTrial(ctx context.Context, g frameGenerator, path trafgenPath, sender, receiver Endpoint) error {
+	frames := OneFrameSize(128)
+	res, err := g.trial(ctx, path, sender, receiver, frames, 1000*8*frames.MeanPayload(), 100*time.Millisecond)
+	switch {
+	case err != nil:
+		return fmt.Errorf("a first trial of 100 frames: %w", err)
+	case res.Offered == 0:
+		return fmt.Errorf("a first trial of 100 frames: %s on %s sent nothing", g.Name(), sender)
+	case res.Loss > 50:
+		return fmt.Errorf("%.0f%% of 100 frames from %s to UDP port %d of %s did not arrive: the firewall must pass them with no session of their own (%s sends without one; for direction down a rule or a port forward from the WAN side)", res.Loss, sender, udpPort, receiver, g.Name())
+	}
+	return nil
+}
+
+// lazyTrial is a generator's Trial: the path is resolved at the first
+// trial, and a trial's error names its rate.
+func lazyTrial(g frameGenerator, sender, receiver Endpoint, frames Frames) Trial {
 	var (
 		once sync.Once
 		path trafgenPath
@@ -445,23 +459,28 @@ func (g Trafgen) Trial(sender, receiver Endpoint, frames Frames) Trial {
 		if perr != nil {
 			return TrialResult{}, perr
 		}
-		what := fmt.Sprintf("trial at %.4g bit/s of %s", rate, frames)
 		res, err := g.trial(ctx, path, sender, receiver, frames, rate, d)
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", what, err)
+			return res, fmt.Errorf("trial at %.4g bit/s of %s: %w", rate, frames, err)
 		}
 		return res, nil
 	}
 }
 
+// Trial is a rate search's trial with trafgen from sender to receiver:
+// the frames' rate for the trial's duration (rate in bits/s of UDP
+// payload, as the search counts), loss the frames sent that did not reach
+// the receiver's interface. The path is resolved at the first trial. A
+// trial whose receiving interface missed at least half of what was lost
+// (its ring or FIFO full) is generator-bound.
+func (g Trafgen) Trial(sender, receiver Endpoint, frames Frames) Trial {
+	return lazyTrial(g, sender, receiver, frames)
+}
+
 func (g Trafgen) trial(ctx context.Context, path trafgenPath, sender, receiver Endpoint, frames Frames, rate float64, d time.Duration) (TrialResult, error) {
 	fps := frames.FramesPerSecond(rate)
 	n := max(1, int64(math.Round(fps*d.Seconds())))
-	drops, err := rxDrops(ctx, receiver, path.RxDev)
-	if err != nil {
-		return TrialResult{}, err
-	}
-	count, err := countArrivals(ctx, receiver, path.RxDev)
+	count, drops, err := startCount(ctx, receiver, path.RxDev)
 	if err != nil {
 		return TrialResult{}, err
 	}
@@ -496,6 +515,17 @@ func (g Trafgen) trial(ctx context.Context, path trafgenPath, sender, receiver E
 		took = rep.Elapsed + pace.drain()
 	}
 	return frameTrialResult(ctx, receiver, path.RxDev, frames, rep.Packets, got, took, drops), nil
+}
+
+// startCount starts counting a trial's frames at the receiver's rxDev
+// (arrivals), and reads its drop counters before the trial.
+func startCount(ctx context.Context, receiver Endpoint, rxDev string) (arrivals, int64, error) {
+	drops, err := rxDrops(ctx, receiver, rxDev)
+	if err != nil {
+		return arrivals{}, 0, err
+	}
+	count, err := countArrivals(ctx, receiver, rxDev)
+	return count, drops, err
 }
 
 // frameTrialResult is a packet generator's trial: sent frames over took
