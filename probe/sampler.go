@@ -18,10 +18,12 @@ type DUTMetrics struct {
 }
 
 // Polling is a reader called at a fixed period in the background until
-// Stop. It reads once at the start, so even a short probe has one value.
+// Stop. It reads once at the start, and Stop waits for that read, so even
+// a phase shorter than one read has one value.
 type Polling[T any] struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	first  chan struct{} // closed once the first read has ended
 	mu     sync.Mutex
 	series []T
 	errs   []error
@@ -34,11 +36,12 @@ type Polling[T any] struct {
 // a read that overruns the period is followed by the next one at once.
 func Poll[T any](ctx context.Context, period time.Duration, read func(context.Context) (T, error)) *Polling[T] {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &Polling[T]{cancel: cancel, done: make(chan struct{})}
+	p := &Polling[T]{cancel: cancel, done: make(chan struct{}), first: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(period)
 		defer t.Stop()
+		first := p.first
 		for {
 			rctx, rcancel := context.WithTimeout(ctx, 4*period)
 			v, err := read(rctx)
@@ -53,6 +56,10 @@ func Poll[T any](ctx context.Context, period time.Duration, read func(context.Co
 				p.series = append(p.series, v)
 			}
 			p.mu.Unlock()
+			if first != nil {
+				close(first)
+				first = nil
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -64,8 +71,16 @@ func Poll[T any](ctx context.Context, period time.Duration, read func(context.Co
 }
 
 // Stop ends the polling and returns the values read and the errors met, in
-// order.
+// order. It lets the first read end first: a phase shorter than one read
+// (a 2 s idle phase; a firewall whose CPU reading takes longer under load)
+// keeps it, where cancelling it would leave the phase with nothing.
 func (p *Polling[T]) Stop() ([]T, []error) {
+	// The first read ends by itself (its four periods) or with the
+	// caller's context.
+	select {
+	case <-p.first:
+	case <-p.done:
+	}
 	p.cancel()
 	<-p.done
 	p.mu.Lock()

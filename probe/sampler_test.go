@@ -59,3 +59,33 @@ func TestSamplerHungReader(t *testing.T) {
 		t.Errorf("errors = %d, want each hung read to time out after four periods", len(errs))
 	}
 }
+
+// TestSamplerKeepsASlowFirstRead: a phase shorter than one read (a 2 s
+// idle phase; a firewall whose CPU reading takes longer under load) still
+// has that read: Stop waits for the first one, within its four periods,
+// where it used to cancel it and leave the phase with nothing.
+func TestSamplerKeepsASlowFirstRead(t *testing.T) {
+	p := Poll(t.Context(), 100*time.Millisecond, func(ctx context.Context) (int, error) {
+		select {
+		case <-time.After(250 * time.Millisecond):
+			return 7, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	time.Sleep(50 * time.Millisecond)
+	series, errs := p.Stop()
+	if len(series) != 1 || series[0] != 7 || len(errs) != 0 {
+		t.Errorf("Stop during a slow first read = %v, %v; want [7] and no error", series, errs)
+	}
+	// A hung first read is still cut at four periods.
+	p = Poll(t.Context(), 50*time.Millisecond, func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	start := time.Now()
+	_, errs = p.Stop()
+	if took := time.Since(start); took > time.Second || len(errs) != 1 {
+		t.Errorf("Stop during a hung first read took %v with %d errors; want it cut at four periods (200ms) with one error", took, len(errs))
+	}
+}
