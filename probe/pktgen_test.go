@@ -58,7 +58,7 @@ func TestFreeBSDPathParsers(t *testing.T) {
 	if dev, gw := freebsdRoute(bsdRouteGet); dev != "vtnet1" || gw != "198.18.1.1" {
 		t.Errorf("freebsdRoute = %q, %q; want vtnet1, 198.18.1.1", dev, gw)
 	}
-	if got := ifAddrs(bsdIfconfig + "\tinet 10.0.0.5 netmask 0xff000000 broadcast 10.255.255.255\n"); !slices.Equal(got, []string{"198.18.1.10", "10.0.0.5"}) {
+	if got := ifAddrs(bsdIfconfig + "\tinet 198.19.255.5 netmask 0xffffff00 broadcast 198.19.255.255\n"); !slices.Equal(got, []string{"198.18.1.10", "198.19.255.5"}) {
 		t.Errorf("ifAddrs = %q", got)
 	}
 	if m := arpRE.FindStringSubmatch(bsdArp); m == nil || m[1] != "58:9C:FC:00:00:01" {
@@ -116,7 +116,7 @@ func (w *bsdWire) Run(_ context.Context, argv []string) ([]byte, error) {
 		if w.sshOn == "" {
 			return []byte("\n"), nil
 		}
-		return []byte("192.0.2.7 50022 " + w.sshOn + " 22\n"), nil
+		return []byte("198.18.0.7 50022 " + w.sshOn + " 22\n"), nil
 	case line == "route -n get 198.19.1.10":
 		return []byte(bsdRouteGet), nil
 	case line == "ifconfig vtnet1 inet":
@@ -195,7 +195,7 @@ func TestPktGenRefusesTheSSHInterface(t *testing.T) {
 		t.Errorf("pkt-gen ran %d times before the refusal", len(w.rates))
 	}
 	// A session over another interface is no reason to refuse.
-	w.sshOn = "10.0.0.5"
+	w.sshOn = "198.19.255.5"
 	if _, err := (PktGen{}).Check(t.Context(), sender, receiver); err != nil {
 		t.Errorf("Check with SSH over another interface: %v", err)
 	}
