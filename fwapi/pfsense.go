@@ -287,9 +287,11 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 	// replaced (die() exits 0; a failure after the rename does not), so
 	// the file is compared with what was written.
 	_, ierr := p.output(ctx, pfInstallConfig)
-	if ce := (*CommandError)(nil); errors.As(ierr, &ce) && rollbackClaimed(ce.Exit, ce.Stderr) != nil {
-		_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
-		return fmt.Errorf("pfsense write config: %w", rollbackClaimed(ce.Exit, ce.Stderr))
+	if ce := (*CommandError)(nil); errors.As(ierr, &ce) {
+		if claimed := rollbackClaimed(ce.Exit, ce.Stderr); claimed != nil {
+			_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
+			return fmt.Errorf("pfsense write config: %w", claimed)
+		}
 	}
 	sum, serr := p.output(ctx, "sha256 -q "+pfConfig)
 	if serr != nil {

@@ -319,20 +319,26 @@ func (g ShellGuard) lockBarrier() []string {
 	return []string{"lockf -k -t 60 " + ShellQuote(g.ConfigLock) + " /bin/sh -c : || logger -t fwab \"fwab restore: could not wait for the config lock (lockf exit $?; 75: held for 60 s); restoring without it\""}
 }
 
+// putAgain is the shell words that install the saved config (quoted
+// conf) once more, through a copy so that saved stays.
+func (g ShellGuard) putAgain(saved, conf string) string {
+	again := ShellQuote(saved + ".again")
+	return "cp " + ShellQuote(saved) + " " + again + " && " + g.install(again, conf)
+}
+
 // againIfChanged are the lines, after a restore's reload (or before its
 // reboot: reload ""), that find config.xml other than the saved config
 // (sum, its SHA-256): a save that was under way when the restore began (a
 // package sync the step's apply started) landed after it, and the reload
 // applied it. The saved config goes back, and is reloaded once more.
 func (g ShellGuard) againIfChanged(saved, conf, sum, reload string) []string {
-	again := ShellQuote(saved + ".again")
 	then := "sync; rm -f " + ShellQuote(g.cachePath())
 	if reload != "" {
 		then += "; " + reload
 	}
 	return []string{
 		"if [ \"$(sha256 -q " + conf + ")\" != " + sum + " ]; then",
-		"\tif cp " + ShellQuote(saved) + " " + again + " && " + g.install(again, conf) + "; then",
+		"\tif " + g.putAgain(saved, conf) + "; then",
 		"\t\t" + then,
 		"\t\tlogger -t fwab \"fwab restore: config.xml changed while it was restored (a save under way); put back again\"",
 		"\telse",
@@ -348,9 +354,8 @@ func (g ShellGuard) thenAgain(cmds []string, saved, conf string) []string {
 	if len(cmds) == 0 {
 		return nil
 	}
-	again := ShellQuote(saved + ".again")
 	return append(slices.Clone(cmds),
-		"cp "+ShellQuote(saved)+" "+again+" && "+g.install(again, conf)+" && sync",
+		g.putAgain(saved, conf)+" && sync",
 		"rm -f "+ShellQuote(g.cachePath()),
 	)
 }
@@ -519,6 +524,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	conf := ShellQuote(g.configPath())
 	tmp := ShellQuote(g.configPath() + ".fwab-rollback")
 	sum := sha256.Sum256(previous)
+	sumHex := hex.EncodeToString(sum[:])
 	lines := []string{
 		"# fwab commit-confirmed rollback: restores the config saved before a change",
 		"# unless fwab confirms the change in time. Whichever of this script and",
@@ -544,7 +550,7 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 		"fi",
 		"cp "+ShellQuote(RollbackConfig)+" "+tmp,
 		"sync",
-		"if [ \"$(sha256 -q "+tmp+")\" != "+hex.EncodeToString(sum[:])+" ]; then echo checksum >> "+ShellQuote(RollbackFired)+"; exit 1; fi",
+		"if [ \"$(sha256 -q "+tmp+")\" != "+sumHex+" ]; then echo checksum >> "+ShellQuote(RollbackFired)+"; exit 1; fi",
 	)
 	lines = append(lines, g.BeforeRestore...)
 	lines = append(lines,
@@ -556,7 +562,6 @@ func (g ShellGuard) arm(ctx context.Context, previous []byte, after time.Duratio
 	if g.BootHook != "" {
 		hookRm = []string{"rm -f " + ShellQuote(g.BootHook)}
 	}
-	sumHex := hex.EncodeToString(sum[:])
 	if reboot {
 		// Marked fired before the reboot: nothing runs after it, and the
 		// boot hook is gone so the boot does not arm it again.
