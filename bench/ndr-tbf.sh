@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ndr-tbf.sh (root): the NDR/PDR search (kind: ndr) on a lab of its own
-# whose DUT's WAN egress is capped with tc tbf at RATE: one sweep, its
+# whose DUT's WAN egress is capped with tc tbf (or htb, SHAPER=htb) at RATE: one sweep, its
 # report, and per frame size and probe the found rate against the cap (tbf
 # counts frames without FCS, preamble or gap), the final width, the trials
 # and their time. Run it under the lab lock:
@@ -20,16 +20,18 @@
 # database. A flagged search prints its generator-limited trials.
 #
 # SHAPER=htb caps with an htb class (rate RATE, burst and cburst BURST,
-# a bfifo of twice BURST) instead of tbf, with sch_htb's htb_hysteresis
-# set for the run and put back on exit: the class then sends up to its
-# cburst at each wake-up. A throttled tbf (or htb without hysteresis)
+# a bfifo of twice BURST; give a BURST of 16k, as a 256k burst lets 21 ms
+# through at once) instead of tbf, with sch_htb's htb_hysteresis set for
+# the run and put back on exit (it is the machine's, for every htb): the
+# class then sends until its tokens fall below -cbuffer and -buffer, up to
+# its cburst at each wake-up. A throttled tbf (or htb without hysteresis)
 # lets each frame out by a timer; at 64 and 128 bytes that is 100,000 to
 # 200,000 timer events a second, and on this VM their softirq work runs
 # in the sender's system call (100 % si), holding trafgen at the cap's
 # rate with nothing dropped where a wire would drop. Both count frames
 # without FCS, so the cap in frames a second is the same.
 #
-# upstream: not settled — sch_htb's htb_hysteresis module parameter (net/sched/sch_htb.c: htb_lowater is -cbuffer while the class may send); checked at run time: the script stops if /sys/module/sch_htb/parameters/htb_hysteresis is not there
+# upstream: not settled — sch_htb's htb_hysteresis module parameter (net/sched/sch_htb.c: htb_lowater is -cbuffer while the class may send, module_param(htb_hysteresis, int, 0640)); checked at run time: the script stops if /sys/module/sch_htb/parameters/htb_hysteresis is not there
 #
 # Only 198.18.0.0/15, in namespaces fwnb-* it creates and deletes.
 set -euo pipefail
@@ -46,7 +48,7 @@ fwab=$W/fwab
 lab=(--prefix fwnb --dir "$W/lab" --targets "$W/targets.yaml")
 $fwab lab up "${lab[@]}" >/dev/null
 hyst=/sys/module/sch_htb/parameters/htb_hysteresis hyst0=
-trap '$fwab lab down "${lab[@]}" >/dev/null; if [[ -n $hyst0 ]]; then echo "$hyst0" >$hyst; fi; if [[ -n ${KEEP:-} ]]; then cp "$W/results.db" "$KEEP"; fi; rm -rf "$W"' EXIT
+trap 'set +e; if [[ -n $hyst0 ]]; then echo "$hyst0" >"$hyst"; fi; $fwab lab down "${lab[@]}" >/dev/null; if [[ -n ${KEEP:-} ]]; then cp "$W/results.db" "$KEEP"; fi; rm -rf "$W"' EXIT
 ports=(fwnbd1)
 if [[ $DIRECTION == bidir ]]; then ports+=(fwnbd0); fi
 for dev in "${ports[@]}"; do
@@ -86,7 +88,7 @@ ip netns exec fwnb-dut tc -s qdisc show dev fwnbd1 | grep -E "^qdisc|Sent"
 python3 - "$W/results.db" "$RATE" "${#ports[@]}" <<'PY'
 import json, sqlite3, statistics, sys
 db, cap = sqlite3.connect(sys.argv[1]), float(sys.argv[2]) * 1e6 * int(sys.argv[3])
-print("probe     frame  found fps  tbf cap fps  found/cap  Mbit/s wire  width   trials  time  generator-limited")
+print("probe     frame  found fps      cap fps  found/cap  Mbit/s wire  width   trials  time  generator-limited")
 for probe, raw in db.execute("SELECT probe, raw FROM samples WHERE probe != 'idle' ORDER BY id"):
     n = json.loads(raw).get("ndr")
     if not n:
