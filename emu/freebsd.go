@@ -961,8 +961,9 @@ func (e *Emulator) phpCode(ctx context.Context, c *call, code string) error {
 		return nil
 	}
 	if m := pfInstallConfigPHP.FindStringSubmatch(code); m != nil && !e.opnsense() {
-		refused, _ := strconv.Atoi(m[2])
-		return e.pfInstallConfig(c, m[1], refused, m[3], m[4], m[5])
+		unlocked, _ := strconv.Atoi(m[2])
+		refused, _ := strconv.Atoi(m[4])
+		return e.pfInstallConfig(c, phpExit{m[1], unlocked}, m[3], refused, m[5], m[6], m[7])
 	}
 	if m := ipsecConfigurePHP.FindStringSubmatch(code); m != nil {
 		how := ipsecReload

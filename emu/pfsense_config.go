@@ -196,7 +196,14 @@ func phpString(s string) string {
 
 // pfInstallConfigPHP is fwab's install of a staged config (fwapi
 // pfInstallConfig): write_config()'s steps with pfSense's own functions.
-var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); \$h = @file_get_contents\("([^"]+)"\); if \(is_string\(\$h\) && strncmp\(\$h, "rollback", 8\) == 0\) \{ unlock\(\$l\); fwrite\(STDERR, \$h\); exit\(([0-9]+)\); \} \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
+var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); if \(!is_resource\(\$l\)\) \{ fwrite\(STDERR, "([^"]*)"\); exit\(([0-9]+)\); \} \$h = @file_get_contents\("([^"]+)"\); if \(is_string\(\$h\) && strncmp\(\$h, "rollback", 8\) == 0\) \{ unlock\(\$l\); fwrite\(STDERR, \$h\); exit\(([0-9]+)\); \} \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
+
+// phpExit is a script's way out: the line it writes on stderr (with PHP's
+// \n escapes as written) and its exit status.
+type phpExit struct {
+	line string
+	exit int
+}
 
 // pfInstallConfig runs it: under the emulator's lock and the flock on
 // /tmp/config.lock, which the packages' own saves take too
@@ -204,9 +211,18 @@ var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l
 // write_config() callers (and fwab's restores take with lockf). With the
 // lock held it first reads the rollback's claim file: one that begins
 // "rollback" ends the script with its exit status and the line on stderr.
-func (e *Emulator) pfInstallConfig(c *call, claim string, refused int, src, dst, cache string) error {
+func (e *Emulator) pfInstallConfig(c *call, unlocked phpExit, claim string, refused int, src, dst, cache string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// lock() returns no handle when it cannot open the lock file (a
+	// directory in its place here); the script then ends with unlocked's
+	// line and status.
+	//
+	// upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:792 — `if ($fp = fopen("{$g['tmp_path']}/{$lock}.lock", "w")) {`, with no else: lock() returns nothing
+	if fi, err := os.Stat(e.path(pfConfigLock)); err == nil && fi.IsDir() {
+		fmt.Fprint(c.stderr, strings.ReplaceAll(unlocked.line, `\n`, "\n"))
+		return status(uint8(unlocked.exit))
+	}
 	unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
 	if err != nil {
 		return c.errorf(255, "php: %v", err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -471,5 +473,31 @@ func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
 	}
 	if got := em.StoredConfig(t); !bytes.Equal(got, old) {
 		t.Error("config.xml changed")
+	}
+}
+
+// TestPfSenseWriteConfigNeedsTheConfigLock: pfSense's lock() returns no
+// handle when it cannot open or lock /tmp/config.lock, and its callers go
+// on without the lock. fwab's install refuses instead: unlocked, a package
+// or GUI save could interleave with it.
+func TestPfSenseWriteConfigNeedsTheConfigLock(t *testing.T) {
+	em, fw := newPfSense(t, labtest.Options{})
+	old := em.StoredConfig(t)
+	c, err := configxml.LoadBytes(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("rules@lan", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(em.Root, "tmp", "config.lock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3")
+	if err == nil || !strings.Contains(err.Error(), "/tmp/config.lock") {
+		t.Errorf("WriteConfig without the config lock = %v, want an error naming /tmp/config.lock", err)
+	}
+	if got := em.StoredConfig(t); !bytes.Equal(got, old) {
+		t.Error("config.xml changed although pfSense's config lock could not be taken")
 	}
 }
