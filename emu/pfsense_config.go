@@ -33,16 +33,35 @@ import (
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:667 — `$config['revision'] = make_config_revision_entry($desc);`
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:669 — `$lockkey = lock('config', LOCK_EX);` around the write
 // upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:686 — `cleanup_backupcache(true);`: backup.cache written anew, old backups trimmed
+//
+// When lock() returns no handle (a directory in the lock file's place),
+// 2.6 and 2.7 write unlocked; master backs up, then refuses the write with
+// a notice its callers do not check, and so does the emulated 2.8.
+//
+// upstream: pfsense 2.7.2 src/etc/inc/config.lib.inc:675 — `if (!safe_write_file(` follows lock() whatever it returned
+// upstream: pfsense/pfsense@9363ac5b8651a1c7a333180425ce7719070f95f9 src/etc/inc/config.lib.inc:1255 — `if (!isset($lockkey)) { return gettext("Config contents could not be saved. Could not create temporary file!"); }`, after backup_config() at :615
+// upstream: not settled — whether 2.8.0 has it (pfsense/pfsense 735b76815b, 2024-08-08, is on master; no RELENG_2_8 branch is mirrored); checked at run time: fwab's own install refuses an unlocked write on every version
 func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Document)) error {
 	if e.opnsense() {
 		return errors.New("pfWriteConfig: not a pfSense")
 	}
-	unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	path := e.path("/conf/config.xml")
+	if fi, err := os.Stat(e.path(pfConfigLock)); err == nil && fi.IsDir() {
+		if e.atLeast(2, 8) {
+			old, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			e.logger().Warn("package save refused: Config contents could not be saved. Could not create temporary file!", "description", desc)
+			return e.pfBackupConfigLocked(old)
+		}
+	} else {
+		unlock, err := e.flocks.lock(context.Background(), pfConfigLock, -1)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err

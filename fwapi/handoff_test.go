@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -450,5 +452,52 @@ func TestDisarmRetriesALostAnswer(t *testing.T) {
 	}
 	if got := em.StoredConfig(t); !bytes.Equal(got, changed) {
 		t.Error("the change did not stand after a successful Disarm")
+	}
+}
+
+// TestSessionStepRefusedBeforeItWrote: a step whose write the box refused
+// before writing anything (pfSense's config lock could not be taken)
+// leaves config.xml as it was, so the session disarms its rollback and
+// says so, instead of leaving it armed to reload an unchanged config.
+func TestSessionStepRefusedBeforeItWrote(t *testing.T) {
+	t.Parallel()
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	dir := t.TempDir()
+	s, err := fwapi.StartSession(t.Context(), fw, fw, fwapi.SessionOptions{
+		Target: "fw1", Dir: dir, Owner: owner("alice@ws1"), RollbackAfter: 2 * time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	if err := os.Mkdir(filepath.Join(fake.Root, "tmp", "config.lock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake.ResetActions()
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	var lockErr *fwapi.ConfigLockError
+	if !errors.As(err, &lockErr) || strings.Contains(err.Error(), "also failed") {
+		t.Errorf("Apply whose write the box refused = %v; want a *ConfigLockError and no failed restore", err)
+	}
+	time.Sleep(3 * time.Second) // past the rollback's deadline
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Error("config.xml changed")
+	}
+	if _, err := fake.ReadFile(fwapi.RollbackFired); err == nil {
+		t.Error("the rollback fired over an unchanged config")
+	}
+	if a := fake.Actions(); len(a) > 0 {
+		t.Errorf("the box ran %v for a step that wrote nothing", a)
+	}
+	// The lock is back: the session's end has nothing of its own to undo.
+	if err := os.Remove(filepath.Join(fake.Root, "tmp", "config.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := fake.Actions(); len(a) > 0 {
+		t.Errorf("the session's end ran %v after a step that wrote nothing", a)
 	}
 }

@@ -267,19 +267,18 @@ const pfStagedConfig = "/conf/config.xml.fwab-new"
 // First, with the lock held, a write is refused while the commit-confirmed
 // rollback holds its hand-off (refuseWhileRollbackClaims; the rollback's
 // restore takes this lock with lockf). Before that, a lock() that returned
-// no handle ends it with exitConfigUnlocked: pfSense's own callers go on
-// without the lock then, where a package's save could interleave.
+// no handle ends it with exitConfigUnlocked, nothing written: 2.6 and 2.7's
+// write_config goes on unlocked then, where a package's save could
+// interleave; master's backs up, then refuses to write.
 //
 // upstream: pfsense/pfsense@9363ac5b8651a1c7a333180425ce7719070f95f9 src/etc/inc/util.inc:792 — `if ($fp = fopen(...)) { if (flock($fp, $op)) { return $fp; } else { fclose($fp); } }`: no handle when either fails
+// upstream: pfsense/pfsense@6e1a14535673e5a1ca7af875110a9c34f729c0e5 src/etc/inc/util.inc:128 — 2.6.0: the same `if ($fp = fopen(` with the same fall-through
+// upstream: pfsense/pfsense@ec956d343e6cd2db69caa23ba647a19d18fdbc3a src/etc/inc/util.inc:154 — 2.7.2: the same `if ($fp = fopen(` with the same fall-through
 var pfInstallConfig = `/usr/local/bin/php -r 'require_once("config.inc"); $l = lock("config", LOCK_EX); ` +
 	`if (!is_resource($l)) { fwrite(STDERR, "lock(config) returned no handle\n"); exit(` + strconv.Itoa(exitConfigUnlocked) + `); } ` +
 	`$h = @file_get_contents("` + RollbackClaim + `"); if (is_string($h) && strncmp($h, "rollback", 8) == 0) { unlock($l); fwrite(STDERR, $h); exit(` + strconv.Itoa(exitRollbackClaimed) + `); } ` +
 	`$c = parse_xml_config("` + pfConfig + `", array($g["xml_rootobj"], "pfsense")); if (is_array($c)) { $config = $c; } backup_config(); ` +
 	`$ok = rename("` + pfStagedConfig + `", "` + pfConfig + `"); @unlink("` + pfConfigCache + `"); cleanup_backupcache(true); unlock($l); exit($ok ? 0 : 1);' && sync`
-
-// exitConfigUnlocked is pfInstallConfig's exit status when pfSense's
-// lock("config") returned no handle.
-const exitConfigUnlocked = 5
 
 // WriteConfig stages the config beside config.xml (an atomic write of its
 // own) and installs it as pfSense's write_config() does (pfInstallConfig):
@@ -303,7 +302,7 @@ func (p *PfSense) WriteConfig(ctx context.Context, config []byte, description st
 		}
 		if ce.Exit == exitConfigUnlocked {
 			_, _ = p.output(context.WithoutCancel(ctx), "rm -f "+pfStagedConfig)
-			return fmt.Errorf("pfsense write config: pfSense's config lock %s could not be taken (%s), so nothing was written: check on the firewall that %s is a file root can open and lock (ls -l %s)", pfConfigLock, strings.TrimSpace(ce.Stderr), pfConfigLock, pfConfigLock)
+			return fmt.Errorf("pfsense write config: %w", &ConfigLockError{Lock: pfConfigLock, Detail: strings.TrimSpace(ce.Stderr)})
 		}
 	}
 	sum, serr := p.output(ctx, "sha256 -q "+pfConfig)

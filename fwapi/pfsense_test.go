@@ -477,9 +477,9 @@ func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
 }
 
 // TestPfSenseWriteConfigNeedsTheConfigLock: pfSense's lock() returns no
-// handle when it cannot open or lock /tmp/config.lock, and its callers go
-// on without the lock. fwab's install refuses instead: unlocked, a package
-// or GUI save could interleave with it.
+// handle when it cannot open or lock /tmp/config.lock, and 2.6 and 2.7's
+// write_config goes on without the lock. fwab's install refuses instead,
+// staging nothing: unlocked, a package or GUI save could interleave.
 func TestPfSenseWriteConfigNeedsTheConfigLock(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	old := em.StoredConfig(t)
@@ -499,5 +499,8 @@ func TestPfSenseWriteConfigNeedsTheConfigLock(t *testing.T) {
 	}
 	if got := em.StoredConfig(t); !bytes.Equal(got, old) {
 		t.Error("config.xml changed although pfSense's config lock could not be taken")
+	}
+	if out, _, _ := em.Run(t, "ls -a /conf", ""); strings.Contains(out, "fwab-new") || strings.Contains(out, "fwab-tmp") {
+		t.Errorf("staged files left in /conf:\n%s", out)
 	}
 }

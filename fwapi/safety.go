@@ -109,6 +109,21 @@ func (e *RollbackClaimedError) Error() string {
 // rollback holding the hand-off (RollbackClaimedError).
 const exitRollbackClaimed = 4
 
+// exitConfigUnlocked is the exit status of a config write that could not
+// take the product's config lock (ConfigLockError).
+const exitConfigUnlocked = 5
+
+// ConfigLockError is a config write the box refused before it wrote
+// anything, because the product's config lock could not be taken.
+type ConfigLockError struct {
+	Lock   string // the lock file
+	Detail string // the box's line
+}
+
+func (e *ConfigLockError) Error() string {
+	return fmt.Sprintf("the firewall's config lock %s could not be taken (%s), so nothing was written: check on the firewall that %s is a file root can open and lock (ls -l %s)", e.Lock, e.Detail, e.Lock, e.Lock)
+}
+
 // refuseWhileRollbackClaims is the shell words a config write runs first,
 // under the product's config lock: while the rollback holds RollbackClaim
 // it exits exitRollbackClaimed with the claim's line on stderr. The

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -469,6 +470,9 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if err := s.expect(ctx, prev, config); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	// What the session had changed before this step: a step the box
+	// refused before it wrote anything leaves it so.
+	mine, written, changed, touched := s.mine, s.written, s.changed, maps.Clone(s.touched)
 	s.mine, s.written = [][]byte{prev, config}, config
 	// The box's timer starts once the arm is done: counting from before
 	// it errs on the early side.
@@ -518,6 +522,21 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 	if isClaimed(err) {
 		// The rollback fired before the write reached the box.
 		return fmt.Errorf("apply: %w", s.afterClaimed(ctx, prev, plan, err))
+	}
+	if nw := (notWrittenError{}); errors.As(err, &nw) {
+		// The box refused the step's write before writing anything:
+		// config.xml is still prev, so the rollback is disarmed rather
+		// than left to restore and reload an unchanged config, and the
+		// session's own restore has nothing more to undo.
+		s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+		if derr := s.guard.Disarm(ctx); derr != nil {
+			if rollbackRan(derr) {
+				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
+				return fmt.Errorf("apply: %w; the firewall's rollback ran meanwhile: %v", err, derr)
+			}
+			return fmt.Errorf("apply: %w; the rollback could not be disarmed and will restore the previous config: %v", err, derr)
+		}
+		return fmt.Errorf("apply: %w (the step's rollback is disarmed)", err)
 	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
@@ -647,8 +666,17 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// notWrittenError is a step whose write the box refused before it wrote
+// anything (a *ConfigLockError).
+type notWrittenError struct{ error }
+
+func (e notWrittenError) Unwrap() error { return e.error }
+
 func (s *Session) applyAndCheck(ctx context.Context, prev, config []byte, changes []configxml.Change, verify Verifier) error {
 	if err := s.fw.WriteConfig(ctx, config, "fwab apply"); err != nil {
+		if lockErr := (*ConfigLockError)(nil); errors.As(err, &lockErr) {
+			return notWrittenError{err}
+		}
 		return err
 	}
 	s.journal(JournalEntry{Event: "written", SHA256: SHA256Hex(config)})
