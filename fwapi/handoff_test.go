@@ -477,8 +477,11 @@ func TestSessionStepRefusedBeforeItWrote(t *testing.T) {
 	fake.ResetActions()
 	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	var lockErr *fwapi.ConfigLockError
-	if !errors.As(err, &lockErr) || strings.Contains(err.Error(), "also failed") {
-		t.Errorf("Apply whose write the box refused = %v; want a *ConfigLockError and no failed restore", err)
+	if !errors.As(err, &lockErr) || strings.Contains(err.Error(), "also failed") || !lockErr.StopsSweep() {
+		t.Errorf("Apply whose write the box refused = %v; want a *ConfigLockError that stops the sweep, and no failed restore", err)
+	}
+	if ev := events(t, dir); !slices.Contains(ev, "not-written") {
+		t.Errorf("journal %v has no not-written entry", ev)
 	}
 	time.Sleep(3 * time.Second) // past the rollback's deadline
 	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
@@ -499,5 +502,68 @@ func TestSessionStepRefusedBeforeItWrote(t *testing.T) {
 	}
 	if a := fake.Actions(); len(a) > 0 {
 		t.Errorf("the session's end ran %v after a step that wrote nothing", a)
+	}
+}
+
+// disarmFailsAfterArm is a guard whose first Disarm after each arm fails,
+// as one over a connection that drops does.
+type disarmFailsAfterArm struct {
+	fwapi.Guard
+	mu    sync.Mutex
+	armed bool
+}
+
+func (d *disarmFailsAfterArm) ArmRollback(ctx context.Context, previous []byte, after time.Duration) error {
+	d.mu.Lock()
+	d.armed = true
+	d.mu.Unlock()
+	return d.Guard.ArmRollback(ctx, previous, after)
+}
+
+func (d *disarmFailsAfterArm) Disarm(ctx context.Context) error {
+	d.mu.Lock()
+	fail := d.armed
+	d.armed = false
+	d.mu.Unlock()
+	if fail {
+		return errors.New("disarm: connection reset")
+	}
+	return d.Guard.Disarm(ctx)
+}
+
+// TestSessionStepRefusedAndNotDisarmed: when the disarm after a refused
+// step fails too, the step stays the session's to undo, so the session's
+// end disarms the rollback instead of leaving it armed behind it.
+func TestSessionStepRefusedAndNotDisarmed(t *testing.T) {
+	t.Parallel()
+	fake, fw := newPfSense(t, labtest.Options{})
+	orig := fake.File(t, "/conf/config.xml")
+	s, err := fwapi.StartSession(t.Context(), fw, &disarmFailsAfterArm{Guard: fw}, fwapi.SessionOptions{
+		Target: "fw1", Dir: t.TempDir(), Owner: owner("alice@ws1"), RollbackAfter: 2 * time.Second, ReconnectWait: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(fake.Root, "tmp", "config.lock")
+	if err := os.Mkdir(lock, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
+	var lockErr *fwapi.ConfigLockError
+	if !errors.As(err, &lockErr) || !strings.Contains(err.Error(), "could not be disarmed") {
+		t.Errorf("Apply whose write was refused and whose disarm failed = %v; want both said", err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the rollback's deadline
+	if _, err := fake.ReadFile(fwapi.RollbackFired); err == nil {
+		t.Error("the step's rollback outlived the session and fired")
+	}
+	if got := fake.File(t, "/conf/config.xml"); !bytes.Equal(got, orig) {
+		t.Error("config.xml is not the original")
 	}
 }

@@ -120,6 +120,9 @@ type ConfigLockError struct {
 	Detail string // the box's line
 }
 
+// StopsSweep: no later point can be written until the lock is fixed.
+func (e *ConfigLockError) StopsSweep() bool { return true }
+
 func (e *ConfigLockError) Error() string {
 	return fmt.Sprintf("the firewall's config lock %s could not be taken (%s), so nothing was written: check on the firewall that %s is a file root can open and lock (ls -l %s)", e.Lock, e.Detail, e.Lock, e.Lock)
 }

@@ -440,8 +440,9 @@ type Verifier func(ctx context.Context, st RuntimeState) error
 // the config before this step is armed on the firewall first, and disarmed
 // only when verify accepts the runtime state and the firewall still answers.
 // If fwab loses the firewall meanwhile, it waits for it to come back and
-// reports whether the rollback fired (*RolledBackError). On any other
-// failure it restores the previous config itself.
+// reports whether the rollback fired (*RolledBackError). A step the box
+// refused before it wrote anything (*ConfigLockError) is disarmed and
+// forgotten. On any other failure it restores the previous config itself.
 func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.Change, verify Verifier) error {
 	plan, err := PlanActions(changes)
 	if err != nil {
@@ -524,19 +525,28 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 		return fmt.Errorf("apply: %w", s.afterClaimed(ctx, prev, plan, err))
 	}
 	if nw := (notWrittenError{}); errors.As(err, &nw) {
-		// The box refused the step's write before writing anything:
-		// config.xml is still prev, so the rollback is disarmed rather
-		// than left to restore and reload an unchanged config, and the
-		// session's own restore has nothing more to undo.
-		s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
-		if derr := s.guard.Disarm(ctx); derr != nil {
-			if rollbackRan(derr) {
+		// The box refused the step's write before writing anything (a
+		// package's unlocked save may still have landed: the next step's
+		// isMine or the restore's merge sees it). The rollback is
+		// disarmed rather than left to restore and reload an unchanged
+		// config, and then the step is forgotten. While the disarm is
+		// not sure, the step stays the session's to undo, so its end
+		// disarms and restores.
+		derr := s.guard.Disarm(ctx)
+		var ran *RollbackRanError
+		switch {
+		case derr == nil:
+			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			s.journal(JournalEntry{Event: "not-written", SHA256: SHA256Hex(prev), Detail: err.Error()})
+			return fmt.Errorf("apply: %w (the step's rollback is disarmed)", err)
+		case errors.As(derr, &ran):
+			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			if !ran.Failed {
 				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
-				return fmt.Errorf("apply: %w; the firewall's rollback ran meanwhile: %v", err, derr)
 			}
-			return fmt.Errorf("apply: %w; the rollback could not be disarmed and will restore the previous config: %v", err, derr)
+			return fmt.Errorf("apply: %w; meanwhile %w", err, derr)
 		}
-		return fmt.Errorf("apply: %w (the step's rollback is disarmed)", err)
+		return fmt.Errorf("apply: %w; the step's rollback could not be disarmed (the session's end disarms it and restores): %w", err, derr)
 	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
