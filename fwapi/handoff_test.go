@@ -477,7 +477,8 @@ func TestSessionStepRefusedBeforeItWrote(t *testing.T) {
 	fake.ResetActions()
 	err = s.Apply(t.Context(), changedConfig(orig), rulesChange, nil)
 	var lockErr *fwapi.ConfigLockError
-	if !errors.As(err, &lockErr) || strings.Contains(err.Error(), "also failed") || !lockErr.StopsSweep() {
+	var stopper interface{ StopsSweep() bool }
+	if !errors.As(err, &lockErr) || strings.Contains(err.Error(), "also failed") || !errors.As(err, &stopper) || !stopper.StopsSweep() {
 		t.Errorf("Apply whose write the box refused = %v; want a *ConfigLockError that stops the sweep, and no failed restore", err)
 	}
 	if ev := events(t, dir); !slices.Contains(ev, "not-written") {
@@ -558,6 +559,9 @@ func TestSessionStepRefusedAndNotDisarmed(t *testing.T) {
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := fake.ReadFile(fwapi.RollbackScript); err == nil {
+		t.Error("the session ended with the step's rollback still armed")
 	}
 	time.Sleep(3 * time.Second) // past the rollback's deadline
 	if _, err := fake.ReadFile(fwapi.RollbackFired); err == nil {

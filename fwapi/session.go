@@ -31,7 +31,7 @@ const (
 // JournalEntry is one line of a session's journal.
 type JournalEntry struct {
 	Time    time.Time          `json:"time"`
-	Event   string             `json:"event"` // locking, start, relocked, lock-lost, armed, written, applied, confirmed, rolled-back, restored, end, recovered
+	Event   string             `json:"event"` // locking, start, relocked, lock-lost, leased, armed, written, not-written, adopted, confirmed, rolled-back, merged, foreign-edit, restored, restore-failed, lease-ended, end, recovered
 	Target  string             `json:"target,omitempty"`
 	SHA256  string             `json:"sha256,omitempty"`
 	Actions []configxml.Action `json:"actions,omitempty"`
@@ -533,20 +533,33 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 		// not sure, the step stays the session's to undo, so its end
 		// disarms and restores.
 		derr := s.guard.Disarm(ctx)
-		var ran *RollbackRanError
+		var (
+			ran    *RollbackRanError
+			broken *RollbackBrokenError
+		)
 		switch {
 		case derr == nil:
 			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
 			s.journal(JournalEntry{Event: "not-written", SHA256: SHA256Hex(prev), Detail: err.Error()})
 			return fmt.Errorf("apply: %w (the step's rollback is disarmed)", err)
+		case errors.As(derr, &ran) && ran.Failed && !strings.HasPrefix(ran.At, "stood-down"):
+			// Its saved copy was corrupt: it restored nothing over a
+			// config.xml fwab had not changed.
+			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			s.journal(JournalEntry{Event: "not-written", SHA256: SHA256Hex(prev), Detail: err.Error()})
+			return fmt.Errorf("apply: %w; meanwhile the step's rollback fired, found its saved copy corrupt (%s) and restored nothing: config.xml is still the previous config, as nothing was written", err, ran.At)
 		case errors.As(derr, &ran):
 			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
 			if !ran.Failed {
 				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
 			}
 			return fmt.Errorf("apply: %w; meanwhile %w", err, derr)
+		case errors.As(derr, &broken):
+			// It stopped half-way, its services perhaps too: the step
+			// stays the session's, whose end restores them.
+			return fmt.Errorf("apply: %w; meanwhile %w; the session's end restores the previous config and its services", err, derr)
 		}
-		return fmt.Errorf("apply: %w; the step's rollback could not be disarmed (the session's end disarms it and restores): %w", err, derr)
+		return fmt.Errorf("apply: %w; the step's rollback could not be disarmed (the session's end disarms it and restores, unless it fires first): %w", err, derr)
 	}
 	// The firewall answers: put the previous config back now.
 	s.log.Warn("apply failed, restoring the previous config", "err", err)
