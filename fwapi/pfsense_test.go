@@ -459,15 +459,9 @@ func TestPfSenseWriteConfigBacksUpAsWriteConfigDoes(t *testing.T) {
 func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	old := em.StoredConfig(t)
-	c, err := configxml.LoadBytes(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Set("rules@lan", "3"); err != nil {
-		t.Fatal(err)
-	}
+	next := withLANRules(t, old, "3")
 	em.SetFault(emu.Fault{Commands: []emu.CommandFault{{On: "backup_config();", Skip: true}}})
-	err = fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3")
+	err := fw.WriteConfig(t.Context(), next, "rules@lan=3")
 	if err == nil || !strings.Contains(err.Error(), "not installed") {
 		t.Errorf("WriteConfig whose install did nothing but exited 0 = %v, want an error saying the config was not installed", err)
 	}
@@ -483,17 +477,11 @@ func TestPfSenseWriteConfigChecksWhatIsInstalled(t *testing.T) {
 func TestPfSenseWriteConfigNeedsTheConfigLock(t *testing.T) {
 	em, fw := newPfSense(t, labtest.Options{})
 	old := em.StoredConfig(t)
-	c, err := configxml.LoadBytes(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Set("rules@lan", "3"); err != nil {
-		t.Fatal(err)
-	}
+	next := withLANRules(t, old, "3")
 	if err := os.Mkdir(filepath.Join(em.Root, "tmp", "config.lock"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err = fw.WriteConfig(t.Context(), c.Bytes(), "rules@lan=3")
+	err := fw.WriteConfig(t.Context(), next, "rules@lan=3")
 	if err == nil || !strings.Contains(err.Error(), "/tmp/config.lock") {
 		t.Errorf("WriteConfig without the config lock = %v, want an error naming /tmp/config.lock", err)
 	}
@@ -503,4 +491,17 @@ func TestPfSenseWriteConfigNeedsTheConfigLock(t *testing.T) {
 	if out, _, _ := em.Run(t, "ls -a /conf", ""); strings.Contains(out, "fwab-new") || strings.Contains(out, "fwab-tmp") {
 		t.Errorf("staged files left in /conf:\n%s", out)
 	}
+}
+
+// withLANRules is cfg with n generated rules on the LAN.
+func withLANRules(t *testing.T, cfg []byte, n string) []byte {
+	t.Helper()
+	c, err := configxml.LoadBytes(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("rules@lan", n); err != nil {
+		t.Fatal(err)
+	}
+	return c.Bytes()
 }
