@@ -46,7 +46,7 @@ func (e *Emulator) pfWriteConfigLocked(desc string, edit func(doc *etree.Documen
 		return errors.New("pfWriteConfig: not a pfSense")
 	}
 	path := e.path("/conf/config.xml")
-	if fi, err := os.Stat(e.path(pfConfigLock)); err == nil && fi.IsDir() {
+	if e.pfLockUnopenable() {
 		if e.atLeast(2, 8) {
 			old, err := os.ReadFile(path)
 			if err != nil {
@@ -217,6 +217,15 @@ func phpString(s string) string {
 // pfInstallConfig): write_config()'s steps with pfSense's own functions.
 var pfInstallConfigPHP = regexp.MustCompile(`^require_once\("config\.inc"\); \$l = lock\("config", LOCK_EX\); if \(!is_resource\(\$l\)\) \{ fwrite\(STDERR, "([^"]*)"\); exit\(([0-9]+)\); \} \$h = @file_get_contents\("([^"]+)"\); if \(is_string\(\$h\) && strncmp\(\$h, "rollback", 8\) == 0\) \{ unlock\(\$l\); fwrite\(STDERR, \$h\); exit\(([0-9]+)\); \} \$c = parse_xml_config\("/conf/config\.xml", array\(\$g\["xml_rootobj"\], "pfsense"\)\); if \(is_array\(\$c\)\) \{ \$config = \$c; \} backup_config\(\); \$ok = rename\("([^"]+)", "([^"]+)"\); @unlink\("([^"]+)"\); cleanup_backupcache\(true\); unlock\(\$l\); exit\(\$ok \? 0 : 1\);$`)
 
+// pfLockUnopenable says pfSense's lock("config") would return no handle:
+// it cannot open its lock file, a directory in its place here.
+//
+// upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:792 — `if ($fp = fopen("{$g['tmp_path']}/{$lock}.lock", "w")) {`, with no else: lock() returns nothing
+func (e *Emulator) pfLockUnopenable() bool {
+	fi, err := os.Stat(e.path(pfConfigLock))
+	return err == nil && fi.IsDir()
+}
+
 // phpExit is a script's way out: the line it writes on stderr (with PHP's
 // \n escapes as written) and its exit status.
 type phpExit struct {
@@ -233,12 +242,9 @@ type phpExit struct {
 func (e *Emulator) pfInstallConfig(c *call, unlocked phpExit, claim string, refused int, src, dst, cache string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// lock() returns no handle when it cannot open the lock file (a
-	// directory in its place here); the script then ends with unlocked's
-	// line and status.
-	//
-	// upstream: pfsense/pfsense@9363ac5b86 src/etc/inc/util.inc:792 — `if ($fp = fopen("{$g['tmp_path']}/{$lock}.lock", "w")) {`, with no else: lock() returns nothing
-	if fi, err := os.Stat(e.path(pfConfigLock)); err == nil && fi.IsDir() {
+	// lock() returned no handle: the script ends with unlocked's line and
+	// status.
+	if e.pfLockUnopenable() {
 		fmt.Fprint(c.stderr, strings.ReplaceAll(unlocked.line, `\n`, "\n"))
 		return status(uint8(unlocked.exit))
 	}

@@ -533,23 +533,24 @@ func (s *Session) Apply(ctx context.Context, config []byte, changes []configxml.
 		// not sure, the step stays the session's to undo, so its end
 		// disarms and restores.
 		derr := s.guard.Disarm(ctx)
+		forget := func() { s.mine, s.written, s.changed, s.touched = mine, written, changed, touched }
 		var (
 			ran    *RollbackRanError
 			broken *RollbackBrokenError
 		)
 		switch {
 		case derr == nil:
-			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			forget()
 			s.journal(JournalEntry{Event: "not-written", SHA256: SHA256Hex(prev), Detail: err.Error()})
 			return fmt.Errorf("apply: %w (the step's rollback is disarmed)", err)
 		case errors.As(derr, &ran) && ran.Failed && !strings.HasPrefix(ran.At, "stood-down"):
 			// Its saved copy was corrupt: it restored nothing over a
 			// config.xml fwab had not changed.
-			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			forget()
 			s.journal(JournalEntry{Event: "not-written", SHA256: SHA256Hex(prev), Detail: err.Error()})
 			return fmt.Errorf("apply: %w; meanwhile the step's rollback fired, found its saved copy corrupt (%s) and restored nothing: config.xml is still the previous config, as nothing was written", err, ran.At)
 		case errors.As(derr, &ran):
-			s.mine, s.written, s.changed, s.touched = mine, written, changed, touched
+			forget()
 			if !ran.Failed {
 				s.journal(JournalEntry{Event: "rolled-back", SHA256: SHA256Hex(prev), Detail: derr.Error()})
 			}
